@@ -1,0 +1,160 @@
+"""Linear algebra over F2 with bit vectors stored as Python ints.
+
+A vector of F2^n is an int whose bit i is coordinate i; addition is XOR.  A
+matrix is a list of column vectors (``cols[j]`` is the image of basis vector
+``e_j``), which is exactly how a linear layout stores its bases, so
+``apply(cols, x) = XOR of cols[j] for every bit j set in x``.
+
+Worked example: the columns ``[0b01, 0b10, 0b11]`` map ``x = 0b101`` to
+``0b01 ^ 0b11 = 0b10``; their rank is 2 and ``solve`` finds the preimage of
+``0b10`` with the fewest set bits, ``0b010`` (the free third column is 0).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+
+def apply(cols: Sequence[int], x: int) -> int:
+    """Matrix-vector product: XOR of the columns selected by the bits of x."""
+    y, j = 0, 0
+    while x:
+        if x & 1:
+            y ^= cols[j]
+        x >>= 1
+        j += 1
+    return y
+
+
+def matmul(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    """Product ``a @ b`` of column matrices: column j is ``a`` applied to ``b[j]``."""
+    return [apply(a, c) for c in b]
+
+
+def _echelon(vectors: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """Reduced echelon form keyed by pivot bit: {pivot: (vector, combination)}.
+
+    ``combination`` records, as a bit mask over the input order, which input
+    vectors XOR to the stored vector (used by ``solve``).
+    """
+    rows: dict[int, tuple[int, int]] = {}
+    for j, v in enumerate(vectors):
+        combo = 1 << j
+        for p, (r, rc) in rows.items():
+            if v >> p & 1:
+                v ^= r
+                combo ^= rc
+        if v:
+            p = v.bit_length() - 1
+            for q, (r, rc) in list(rows.items()):  # keep the form fully reduced
+                if r >> p & 1:
+                    rows[q] = (r ^ v, rc ^ combo)
+            rows[p] = (v, combo)
+    return rows
+
+
+def rank(vectors: Iterable[int]) -> int:
+    """Dimension of the span of ``vectors``."""
+    return len(_echelon(vectors))
+
+
+def reduce(v: int, basis_echelon: dict[int, tuple[int, int]]) -> int:
+    for p, (r, _) in basis_echelon.items():
+        if v >> p & 1:
+            v ^= r
+    return v
+
+
+def in_span(v: int, vectors: Iterable[int]) -> bool:
+    return reduce(v, _echelon(vectors)) == 0
+
+
+def solve(cols: Sequence[int], b: int) -> int | None:
+    """Solve ``apply(cols, x) == b``; free variables are set to zero.
+
+    Returns the solution built from pivot columns only (each pivot column is
+    the first column, in order, that raised the rank), hence the minimum
+    Hamming weight among solutions supported on those columns; ``None`` if
+    ``b`` is not in the column span.  Paper 000 §5.4 ("promoting broadcast").
+    """
+    rows = _echelon(cols)
+    x = 0
+    for p, (r, combo) in rows.items():
+        if b >> p & 1:
+            b ^= r
+            x ^= combo
+    return x if b == 0 else None
+
+
+def independent_subset(vectors: Sequence[int]) -> list[int]:
+    """Indices of the vectors that raise the rank when taken in order."""
+    rows: dict[int, int] = {}
+    keep = []
+    for j, v in enumerate(vectors):
+        for p, r in rows.items():
+            if v >> p & 1:
+                v ^= r
+        if v:
+            p = v.bit_length() - 1
+            for q in list(rows):
+                if rows[q] >> p & 1:
+                    rows[q] ^= v
+            rows[p] = v
+            keep.append(j)
+    return keep
+
+
+def complete_basis(vectors: Sequence[int], n: int, candidates: Sequence[int] | None = None) -> list[int]:
+    """Vectors to add to ``vectors`` so that together they span F2^n.
+
+    Candidates are tried in order (default: the unit vectors 1, 2, 4, ...), so
+    the completion consists of unit vectors when possible.
+    """
+    cands = list(candidates) if candidates is not None else [1 << i for i in range(n)]
+    if candidates is not None:
+        cands += [1 << i for i in range(n)]
+    base = list(vectors)
+    r = rank(base)
+    out = []
+    for c in cands:
+        if r == n:
+            break
+        if rank(base + out + [c]) > r + len(out):
+            out.append(c)
+    if rank(base + out) != n:
+        raise ValueError("vectors do not live in F2^%d" % n)
+    return out
+
+
+def span(vectors: Sequence[int]) -> list[int]:
+    """All 2^k elements of the span of k independent vectors, element i = apply(vectors, i)."""
+    out = [0]
+    for v in vectors:
+        out += [x ^ v for x in out]
+    return out
+
+
+def intersect(a: Sequence[int], b: Sequence[int]) -> list[int]:
+    """A basis of span(a) ∩ span(b).
+
+    Every dependency ``a·x ^ b·y = 0`` among the columns of ``[a | b]`` gives a
+    common vector ``a·x``; one dependency per non-pivot column spans them all.
+    """
+    a = [a[i] for i in independent_subset(a)]
+    cols = a + list(b)
+    common = []
+    for j in range(len(a), len(cols)):
+        x = solve(cols[:j], cols[j])
+        if x is not None:
+            common.append(apply(a, x & ((1 << len(a)) - 1)))
+    return [common[i] for i in independent_subset(common)]
+
+
+def unit_bits(v: int) -> list[int]:
+    """Positions of the set bits of v, ascending."""
+    out, i = [], 0
+    while v:
+        if v & 1:
+            out.append(i)
+        v >>= 1
+        i += 1
+    return out
