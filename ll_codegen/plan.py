@@ -1,0 +1,187 @@
+"""Conversion plans: pure, serialisable data read by the emulator, the cost
+report and the renderer.  Nothing here plans; see ``planner.py``.
+
+Conventions shared by every plan
+--------------------------------
+* Each thread holds ``src[0..n_src)`` before and ``dst[0..n_dst)`` after the
+  conversion (elements of ``elem_bytes`` bytes, raw bits).
+* ``lane`` is the thread's index in its warp, ``warp`` the warp index.
+* A ``XorForm`` is a linear map of (lane, warp) over F2:
+  ``value = XOR of lane_coefs[k] for each bit k set in lane, XOR likewise for warp``.
+  Shared-memory addresses are ``base(lane, warp) ^ offset`` with ``offset`` a
+  per-instruction constant, so lane/warp arithmetic happens once per thread.
+* A ``LaneSelect`` is a small runtime index ``c(lane)``: bit j of c is the parity of
+  ``lane & masks[j]``.  Shuffle rounds whose registers depend on the lane list one
+  choice per value of c (paper 000 §5.4: the registers sent and received move
+  with the lane when G is non-empty).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class XorForm:
+    lane: tuple[int, ...]
+    warp: tuple[int, ...] = ()
+
+    def __call__(self, lane: int, warp: int = 0) -> int:
+        v = 0
+        for k, c in enumerate(self.lane):
+            if lane >> k & 1:
+                v ^= c
+        for k, c in enumerate(self.warp):
+            if warp >> k & 1:
+                v ^= c
+        return v
+
+    @property
+    def support(self) -> int:
+        """OR of all values the form can take a bit in (bits that may be set)."""
+        m = 0
+        for c in self.lane + self.warp:
+            m |= c
+        return m
+
+
+@dataclass(frozen=True)
+class LaneSelect:
+    masks: tuple[int, ...] = ()
+
+    def __call__(self, lane: int) -> int:
+        return sum((bin(lane & m).count("1") & 1) << j for j, m in enumerate(self.masks))
+
+    @property
+    def size(self) -> int:
+        return 1 << len(self.masks)
+
+
+@dataclass(frozen=True)
+class RegisterPlan:
+    """``dst[i] = src[dst_from_src[i]]`` (paper §5.4, intra-thread exchange)."""
+    dst_from_src: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ShuffleRound:
+    """One round: every lane sends one payload and receives one.
+
+    ``send[c]``: source registers packed (lowest first) into the payload when
+    ``send_select(lane) == c``.  The lane reads from
+    ``src_lane(lane) ^ lane_xor`` and unpacks the payload into the destination
+    registers ``recv[recv_select(lane)]``."""
+    send: tuple[tuple[int, ...], ...]
+    lane_xor: int
+    recv: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class ShufflePlan:
+    """Warp-shuffle conversion (paper 000 §5.4).
+
+    ``vec`` elements travel per payload; a payload is ``words`` 32-bit words
+    (2 for 8-byte elements).  ``src_lane`` is None when the source lane is
+    ``lane ^ lane_xor`` (an xor shuffle), else the images of the lane bits
+    (``XorForm`` over the lane).  ``sets`` records the paper's I, E, F, G, V, R as tensor bit
+    vectors for the reader."""
+    vec: int
+    words: int
+    send_select: LaneSelect
+    recv_select: LaneSelect
+    src_lane: tuple[int, ...] | None
+    rounds: tuple[ShuffleRound, ...]
+    sets: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SmemAccess:
+    """One vector access: ``regs`` (lowest address first) at byte address
+    ``base ^ offset``."""
+    regs: tuple[int, ...]
+    offset: int
+
+
+@dataclass(frozen=True)
+class AccessCost:
+    """Per warp-wide instruction (all instructions of one kind share the
+    pattern by linearity) and in total over all warps' instructions."""
+    wavefronts: int          # per instruction
+    bank_conflicts: int      # wavefronts beyond the minimum, per instruction
+    instructions: int        # per warp, over all rounds
+    total_wavefronts: int    # per warp, over all rounds
+
+
+@dataclass(frozen=True)
+class SmemRound:
+    stores: tuple[SmemAccess, ...]
+    loads: tuple[SmemAccess, ...]
+
+
+@dataclass(frozen=True)
+class SmemPlan:
+    """Conversion through shared memory (paper 000 §5.4 "Optimal swizzling",
+    App. 9.2).  ``layout`` is the memory layout as bases, ``offset`` (elements)
+    -> tensor dims; ``vec`` elements per access (``vector_bytes``).  A warp
+    stores only if ``warp & store_warp_skip == 0`` (warps that hold broadcast
+    copies do not store twice).  A barrier precedes each round's stores and
+    separates them from its loads."""
+    layout: dict[str, Any]
+    swizzle: str                      # "optimal" | "none"
+    vec: int
+    vector_bytes: int
+    bytes: int
+    store_base: XorForm
+    load_base: XorForm
+    store_warp_skip: int
+    rounds: tuple[SmemRound, ...]
+    store: AccessCost
+    load: AccessCost
+    instruction: str = "vector"      # "vector" | "ldmatrix" | "stmatrix" | "stmatrix+ldmatrix" (later)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    strategy: str
+    score: float
+    detail: str
+
+
+@dataclass(frozen=True)
+class ConversionPlan:
+    """A complete, deterministic plan for one conversion.  Exactly one of
+    ``register``/``shuffle``/``smem`` is set (``register`` for noop too); the
+    strategy fills the canonical destination registers and ``dst_copies``
+    then fills registers that ``dst`` broadcasts."""
+    strategy: str                     # noop | register | shuffle | smem
+    dtype: str
+    elem_bytes: int
+    target: str
+    arch: str
+    warp_size: int
+    num_warps: int
+    n_src: int
+    n_dst: int
+    src_bases: dict[str, Any]
+    dst_bases: dict[str, Any]
+    shape: tuple[int, ...]
+    dst_copies: tuple[tuple[int, int], ...] = ()   # (dst, from_dst) after the strategy: broadcast registers
+    register: RegisterPlan | None = None
+    shuffle: ShufflePlan | None = None
+    smem: SmemPlan | None = None
+    candidates: tuple[Candidate, ...] = ()
+
+    @property
+    def threads(self) -> int:
+        return self.warp_size * self.num_warps
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.smem.bytes if self.smem else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
