@@ -68,21 +68,32 @@ def in_span(v: int, vectors: Iterable[int]) -> bool:
     return reduce(v, _echelon(vectors)) == 0
 
 
-def solve(cols: Sequence[int], b: int) -> int | None:
-    """Solve ``apply(cols, x) == b``; free variables are set to zero.
+class Solver:
+    """Precomputed elimination of a column matrix; ``solve`` is then cheap.
 
-    Returns the solution built from pivot columns only (each pivot column is
-    the first column, in order, that raised the rank), hence the minimum
-    Hamming weight among solutions supported on those columns; ``None`` if
-    ``b`` is not in the column span.  Paper 000 §5.4 ("promoting broadcast").
-    """
-    rows = _echelon(cols)
-    x = 0
-    for p, (r, combo) in rows.items():
-        if b >> p & 1:
-            b ^= r
-            x ^= combo
-    return x if b == 0 else None
+    ``solve(b)`` returns x with ``apply(cols, x) == b`` built from pivot columns
+    only (each pivot is the first column, in order, that raised the rank), so
+    free variables are zero and the Hamming weight is minimal among solutions
+    on those columns; ``None`` if ``b`` is not in the span.  Paper 000 §5.4
+    ("promoting broadcast")."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, cols: Sequence[int]):
+        self._rows = list(_echelon(cols).values())
+
+    def solve(self, b: int) -> int | None:
+        x = 0
+        for r, combo in self._rows:
+            if b >> (r.bit_length() - 1) & 1:
+                b ^= r
+                x ^= combo
+        return x if b == 0 else None
+
+
+def solve(cols: Sequence[int], b: int) -> int | None:
+    """One-off ``Solver(cols).solve(b)``."""
+    return Solver(cols).solve(b)
 
 
 def independent_subset(vectors: Sequence[int]) -> list[int]:

@@ -1,0 +1,193 @@
+"""Choose and build a conversion plan between two distributed layouts.
+
+Classification (paper 000 §5.4, seed 002 "Generic layout conversion"): the
+conversion ``C = dst⁻¹ ∘ src`` (``src.invert_and_compose(dst)``, minimal
+Hamming weight; a column where src and dst agree -- zeros included -- is the
+identity, the paper's rule 1) is reduced like Triton's minimalCvtLayout:
+if ``C`` is the identity on ``block`` (else: not supported), then on
+``warp`` (else data crosses warps: ``smem``), then on ``lane`` (else
+``shuffle``), then on ``register`` (else ``register``; identity: ``noop``).
+A strategy is legal when its level is at or above the classified one: smem is
+always legal, shuffle when no data crosses warps, register when none crosses
+lanes.
+
+Cost model for ``auto`` (units: SM issue slots per warp; seed 001's
+three-term model specialised to conversions): every shared-memory wavefront
+costs 1 (128 B/clk/SM), every shuffle 1 (one warp instruction per clock per
+SM), every select, pack or address operation 0.25 (four ALU warp
+instructions per clock), and a barrier ``BARRIER`` slots.  The cheapest legal
+candidate wins; all candidates are reported with their scores.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import f2
+from .layout import LinearLayout, divide_left
+from .plan import Candidate, ConversionPlan, RegisterPlan, ShufflePlan, SmemPlan
+from .shuffle import NotShuffleable, plan_shuffle
+from .swizzle import plan_smem
+from .target import Target, get_target
+
+DTYPE_BYTES = {"i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "f16": 2, "bf16": 2,
+               "i32": 4, "u32": 4, "f32": 4, "i64": 8, "f64": 8}
+STRATEGIES = ("noop", "register", "shuffle", "smem")
+WAVEFRONT, SHUFFLE, ALU, BARRIER = 1.0, 1.0, 0.25, 4.0
+
+
+def _dims_ok(src: LinearLayout, dst: LinearLayout, target: Target) -> None:
+    for name, L in (("source", src), ("destination", dst)):
+        if not {"register", "lane"} <= set(L.in_dims) or "offset" in L.in_dims:
+            raise ValueError(f"the {name} layout is not a distributed layout (needs register/lane dims)")
+    if src.out_dim_sizes != dst.out_dim_sizes:
+        raise ValueError(f"shapes differ: source {src.out_dim_sizes} vs destination {dst.out_dim_sizes}")
+    for d in ("lane", "warp", "block"):
+        if src.in_dim_size(d) != dst.in_dim_size(d):
+            raise ValueError(f"{d} counts differ: source {src.in_dim_size(d)} vs destination {dst.in_dim_size(d)}")
+    if src.in_dim_size("lane") != target.warp_size:
+        raise ValueError(f"layouts have {src.in_dim_size('lane')} lanes but target {target.name} "
+                         f"{target.arch} has warp size {target.warp_size}")
+    if src.in_dim_size("block") != 1:
+        raise ValueError("conversions across CTAs (block size > 1) are not supported")
+
+
+def _normalise(L: LinearLayout) -> LinearLayout:
+    return L.with_in_dims({d: L.in_dim_size(d) for d in ("register", "lane", "warp", "block")})
+
+
+def conversion_layout(src: LinearLayout, dst: LinearLayout) -> LinearLayout:
+    """``dst⁻¹ ∘ src`` with the identity wherever src and dst share a column."""
+    conv = src.invert_and_compose(dst)
+    bases = conv.bases
+    for d in src.in_dims:
+        for i, (a, b) in enumerate(zip(src.bases[d], dst.bases.get(d, []))):
+            if a == b:
+                bases[d][i] = [1 << i if e == d else 0 for e in conv.out_dims]
+    return LinearLayout(bases, conv.out_dim_sizes, require_surjective=False)
+
+
+def classify(src: LinearLayout, dst: LinearLayout) -> str:
+    """The lowest level at which data must move: noop, register, shuffle or smem."""
+    conv = conversion_layout(src, dst)
+    rest = conv
+    for level, dim in (("smem", "warp"), ("shuffle", "lane"), ("register", "register")):
+        rest = divide_left(rest, _identity(conv, dim))
+        if rest is None:
+            return level
+    return "noop"
+
+
+def _identity(conv: LinearLayout, dim: str) -> LinearLayout:
+    n = conv.in_dim_size(dim)
+    if n != conv.out_dim_size(dim):
+        return LinearLayout.identity_1d(1, dim, dim) * LinearLayout.zeros_1d(2, dim, dim, 2)  # never divides
+    return LinearLayout.identity_1d(n, dim, dim)
+
+
+def register_plan(src: LinearLayout, dst: LinearLayout) -> RegisterPlan:
+    """``dst[i] = src[j]`` with ``src_reg(j) = dst_reg(i)``; needs equal lane and warp columns."""
+    a = f2.Solver(src.flat_bases("register"))
+    out = []
+    for x in LinearLayout({"register": dst.bases["register"]}, dst.out_dim_sizes,
+                          require_surjective=False).apply_flat():
+        j = a.solve(int(x))
+        if j is None:
+            raise ValueError("register plan impossible: data crosses lanes")
+        out.append(j)
+    return RegisterPlan(tuple(out))
+
+
+def _canonical_copies(dst: LinearLayout) -> tuple[tuple[int, int], ...]:
+    """(dst, from) for registers that duplicate a lower one (zero/dependent bases)."""
+    reg = dst.flat_bases("register")
+    keep = set(f2.independent_subset(reg))
+    free = sum(1 << i for i in range(len(reg)) if i not in keep)
+    solver = f2.Solver([reg[i] for i in sorted(keep)])
+    kept = sorted(keep)
+    out = []
+    for r in range(1 << len(reg)):
+        if r & free:
+            c = solver.solve(f2.apply(reg, r))
+            out.append((r, sum(1 << kept[i] for i in range(len(kept)) if c >> i & 1)))
+    return tuple(out)
+
+
+def _score(plan: ConversionPlan) -> tuple[float, str]:
+    if plan.register is not None:
+        return 0.0, f"{plan.n_dst} register moves"
+    if plan.shuffle is not None:
+        s = plan.shuffle
+        shfl = len(s.rounds) * s.words
+        selects = len(s.rounds) * s.words * ((s.send_select.size - 1) + (s.recv_select.size - 1))
+        packs = len(s.rounds) * (s.vec - 1) * 2 if s.vec > 1 else 0
+        score = SHUFFLE * shfl + ALU * (selects + packs)
+        return score, f"{shfl} shuffles, {selects} selects, {packs} pack ops"
+    m = plan.smem
+    waves = m.store.total_wavefronts + m.load.total_wavefronts
+    instrs = m.store.instructions + m.load.instructions
+    barriers = 2 * len(m.rounds)
+    score = WAVEFRONT * waves + ALU * instrs + BARRIER * barriers
+    return score, (f"{waves} wavefronts ({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), "
+                   f"{instrs} ld/st, {barriers} barriers")
+
+
+def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
+                    target: Target | str = "cuda", arch: str | None = None,
+                    strategy: str = "auto", swizzle: str = "optimal",
+                    smem_budget: int = 48 * 1024, max_vector_bytes: int | None = None) -> ConversionPlan:
+    """Plan ``src -> dst`` for one element type and target; see the module docstring.
+
+    Raises ValueError with one clear sentence for any bad input or an illegal
+    forced strategy."""
+    if isinstance(target, str):
+        target = get_target(target, arch)
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})")
+    if strategy not in STRATEGIES + ("auto",):
+        raise ValueError(f"unknown strategy {strategy!r} (known: auto, {', '.join(STRATEGIES)})")
+    _dims_ok(src, dst, target)
+    src, dst = _normalise(src), _normalise(dst)
+    w = DTYPE_BYTES[dtype]
+    level = classify(src, dst)
+    base = ConversionPlan(
+        strategy=level, dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,
+        warp_size=target.warp_size, num_warps=src.in_dim_size("warp"),
+        n_src=src.in_dim_size("register"), n_dst=dst.in_dim_size("register"),
+        src_bases={"in_dims": src.bases, "out_dims": src.out_dim_sizes},
+        dst_bases={"in_dims": dst.bases, "out_dims": dst.out_dim_sizes},
+        shape=tuple(src.out_dim_sizes.values()))
+    order = STRATEGIES.index(level)
+    legal = [s for s in STRATEGIES[max(order, 1):] if s != "noop"]
+    if strategy == "noop" and level != "noop":
+        raise ValueError(f"strategy noop is illegal: the layouts differ ({level} needed)")
+    if strategy not in ("auto", "noop") and strategy not in legal:
+        raise ValueError(f"strategy {strategy} is illegal for this pair: data crosses "
+                         f"{'warps' if level == 'smem' else 'lanes'} (needs {level})")
+
+    candidates: list[ConversionPlan] = []
+    for s in legal if strategy in ("auto", "noop") else [strategy]:
+        if s == "register":
+            candidates.append(replace(base, strategy="register", register=register_plan(src, dst)))
+        elif s == "shuffle":
+            try:
+                sp: ShufflePlan = plan_shuffle(src, dst, w)
+            except NotShuffleable:
+                if strategy == "shuffle":
+                    raise
+                continue
+            candidates.append(replace(base, strategy="shuffle", shuffle=sp,
+                                      dst_copies=_canonical_copies(dst)))
+        else:
+            try:
+                mp: SmemPlan = plan_smem(src, dst, w, target, swizzle, smem_budget, max_vector_bytes)
+            except ValueError:
+                if strategy == "smem" or not candidates:
+                    raise
+                continue
+            candidates.append(replace(base, strategy="smem", smem=mp, dst_copies=_canonical_copies(dst)))
+    scored = [(_score(p), p) for p in candidates]
+    reports = tuple(Candidate(p.strategy, sc, detail) for (sc, detail), p in scored)
+    best = min(scored, key=lambda t: t[0][0])[1]
+    if level == "noop" and best.register is not None and best.register.dst_from_src == tuple(range(best.n_dst)):
+        best = replace(best, strategy="noop")
+    return replace(best, candidates=reports)
