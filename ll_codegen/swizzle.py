@@ -78,29 +78,31 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
     max_vec = max(1, min(max_vector_bytes or target.max_vector_bytes, target.max_vector_bytes) // elem_bytes)
     common = [v for v in _extend([], a_reg) if f2.in_span(v, b_reg)]
 
+    n_round_bits = 0
+    while (elem_bytes << (d - n_round_bits)) > budget:
+        n_round_bits += 1
     if swizzle == "optimal":
-        V = common[:max_vec.bit_length() - 1]
+        # rounds take the highest common registers (outer loop), V the lowest
+        if n_round_bits > len(common):
+            raise ValueError(f"tile of {elem_bytes << d} bytes does not fit the shared-memory budget of "
+                             f"{budget} bytes in rounds (only {len(common)} splittable register bits)")
+        Rd = common[len(common) - n_round_bits:]
+        V = common[:min(max_vec.bit_length() - 1, len(common) - n_round_bits)]
     elif swizzle == "none":
-        row_major = _row_major_bits(src)
         V = []
-        for v in row_major:
+        for v in _row_major_bits(src):
             if v not in common or 1 << len(V) >= max_vec:
                 break
             V.append(v)
+        spare = [v for v in common if v not in V and v & (v - 1) == 0]
+        if n_round_bits > len(spare):
+            raise ValueError(f"tile of {elem_bytes << d} bytes does not fit the shared-memory budget of "
+                             f"{budget} bytes in rounds (only {len(spare)} splittable register bits)")
+        Rd = spare[len(spare) - n_round_bits:]
     else:
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
     vec = 1 << len(V)
     vbytes = vec * elem_bytes
-
-    # rounds: split the tile over common register vectors outside V
-    n_round_bits = 0
-    while (elem_bytes << (d - n_round_bits)) > budget:
-        n_round_bits += 1
-    spare = [v for v in common if v not in V and (swizzle == "optimal" or v & (v - 1) == 0)]
-    if n_round_bits > len(spare):
-        raise ValueError(f"tile of {elem_bytes << d} bytes does not fit the shared-memory budget of "
-                         f"{budget} bytes in rounds (only {len(spare)} splittable register bits)")
-    Rd = spare[len(spare) - n_round_bits:] if n_round_bits else []   # highest registers: outer loop
 
     p_a = phase_lanes_log2(vbytes, target)
     if swizzle == "optimal":
