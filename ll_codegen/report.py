@@ -1,0 +1,44 @@
+"""Human-readable plan summaries (``llgen plan`` and generated headers)."""
+from __future__ import annotations
+
+from .layout import LinearLayout
+from .plan import ConversionPlan
+
+
+def _vec(v: int, sizes: dict[str, int]) -> str:
+    """A flattened tensor bit vector as coordinates, e.g. ``(0, 4)``."""
+    return repr(tuple(LinearLayout.from_flat({"x": [v]}, sizes).bases["x"][0]))
+
+
+def summary(plan: ConversionPlan) -> str:
+    """Several lines: strategy, its steps and costs, and every candidate's score."""
+    p = plan
+    lines = [f"strategy: {p.strategy}  ({p.dtype}, {p.elem_bytes} B/elem, {p.target} {p.arch}, "
+             f"{p.num_warps} warps x {p.warp_size} lanes, {p.n_src} -> {p.n_dst} registers)"]
+    if p.register is not None:
+        lines.append(f"registers: dst[i] = src[{list(p.register.dst_from_src)}[i]]")
+    if p.shuffle is not None:
+        s = p.shuffle
+        sizes = dict(zip([f"dim{i}" for i in range(len(p.shape))], p.shape))
+        lane = "lane ^ c" if s.src_lane is None else f"L(lane) ^ c with L = {list(s.src_lane)}"
+        lines.append(f"shuffle: {len(s.rounds)} rounds x {s.words} word(s), {s.vec} element(s) per word, "
+                     f"source lane {lane}")
+        lines.append(f"  lane-dependent registers: send {s.send_select.size} way(s), "
+                     f"receive {s.recv_select.size} way(s)")
+        for k in ("V", "I", "E", "F", "G", "R"):
+            lines.append(f"  {k} = [{', '.join(_vec(v, sizes) for v in s.sets.get(k, ()))}]")
+    if p.smem is not None:
+        m = p.smem
+        lines.append(f"smem: {m.bytes} bytes, {len(m.rounds)} round(s), {m.vector_bytes}-byte accesses "
+                     f"({m.vec} element(s)), swizzle {m.swizzle}")
+        lines.append(f"  offset bases: {m.layout['offset']}")
+        if m.layout.get("round"):
+            lines.append(f"  round bases: {m.layout['round']}")
+        for kind, c in (("store", m.store), ("load", m.load)):
+            lines.append(f"  {kind}: {c.instructions} instr/warp, {c.wavefronts} wavefronts/instr, "
+                         f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp")
+    if p.dst_copies:
+        lines.append(f"broadcast copies: {len(p.dst_copies)} registers")
+    for c in p.candidates:
+        lines.append(f"candidate {c.strategy:8s} score {c.score:8.2f}  {c.detail}")
+    return "\n".join(lines)
