@@ -97,8 +97,13 @@ class ShufflePlan:
 
 @dataclass(frozen=True)
 class SmemAccess:
-    """One vector access: ``regs`` (lowest address first) at byte address
-    ``base ^ offset``."""
+    """One access at byte address ``base ^ offset``.  For ``vector``
+    instructions ``regs`` are packed lowest address first.  For matrix
+    instructions (``ldmatrix``/``stmatrix``, m8n8, b16, ``x = len(regs) *
+    elem_bytes // 4`` matrices) ``regs`` are packed into x 32-bit words, word m
+    holding ``regs[m * 4 // elem_bytes : (m + 1) * 4 // elem_bytes]`` (lowest
+    register in the low bits); ``base`` is then the address of the row that
+    this lane provides (lane 8m + r gives row r of matrix m)."""
     regs: tuple[int, ...]
     offset: int
 
@@ -123,13 +128,16 @@ class SmemRound:
 class SmemPlan:
     """Conversion through shared memory (paper 000 §5.4 "Optimal swizzling",
     App. 9.2).  ``layout`` is the memory layout as bases, ``offset`` (elements)
-    -> tensor dims; ``vec`` elements per access (``vector_bytes``).  A warp
+    -> tensor dims, and ``round`` the register vectors split over rounds;
+    ``store_vec``/``load_vec`` elements per lane per access; ``vector_bytes``
+    the contiguous bytes of the widest access tile.  A warp
     stores only if ``warp & store_warp_skip == 0`` (warps that hold broadcast
     copies do not store twice).  A barrier precedes each round's stores and
     separates them from its loads."""
     layout: dict[str, Any]
     swizzle: str                      # "optimal" | "none"
-    vec: int
+    store_vec: int
+    load_vec: int
     vector_bytes: int
     bytes: int
     store_base: XorForm
@@ -138,7 +146,8 @@ class SmemPlan:
     rounds: tuple[SmemRound, ...]
     store: AccessCost
     load: AccessCost
-    instruction: str = "vector"      # "vector" | "ldmatrix" | "stmatrix" | "stmatrix+ldmatrix" (later)
+    store_instr: str = "vector"
+    load_instr: str = "vector"
 
 
 @dataclass(frozen=True)

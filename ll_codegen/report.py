@@ -29,8 +29,8 @@ def summary(plan: ConversionPlan) -> str:
             lines.append(f"  {k} = [{', '.join(_vec(v, sizes) for v in s.sets.get(k, ()))}]")
     if p.smem is not None:
         m = p.smem
-        lines.append(f"smem: {m.bytes} bytes, {len(m.rounds)} round(s), {m.vector_bytes}-byte accesses "
-                     f"({m.vec} element(s)), swizzle {m.swizzle}")
+        lines.append(f"smem: {m.bytes} bytes, {len(m.rounds)} round(s), swizzle {m.swizzle}, "
+                     f"store {m.store_instr} x{m.store_vec} elements, load {m.load_instr} x{m.load_vec} elements")
         lines.append(f"  offset bases: {m.layout['offset']}")
         if m.layout.get("round"):
             lines.append(f"  round bases: {m.layout['round']}")

@@ -26,6 +26,8 @@ exactly, including the sub-word case the lemma only bounds.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from . import f2
 from .layout import LinearLayout
 from .plan import AccessCost, SmemAccess, SmemPlan, SmemRound, XorForm
@@ -56,76 +58,171 @@ def phase_lanes_log2(access_bytes: int, target: Target) -> int:
     return min(lanes, target.warp_size).bit_length() - 1
 
 
-def predict_wavefronts(lane_offsets: list[int], access_bytes: int, target: Target) -> tuple[int, int]:
+def predict_wavefronts(lane_offsets: list[int], access_bytes: int, target: Target,
+                       active_lanes: int | None = None) -> tuple[int, int]:
     """(wavefronts, bank conflicts) of one warp-wide access whose byte address
-    is ``base ^ XOR of lane_offsets[k] over the lane's bits`` (Lemma 9.4)."""
+    is ``base ^ XOR of lane_offsets[k] over the lane's bits`` (Lemma 9.4);
+    lanes ``>= active_lanes`` do not access (ldmatrix .x1/.x2 row providers)."""
     p = phase_lanes_log2(access_bytes, target)
     granule = max(access_bytes, target.bank_bytes)
     words = [c // granule for c in lane_offsets[:p]]
     groups = target.wavefront_bytes // granule       # bank groups in a row
     per_phase = 1 << (f2.rank(words) - f2.rank([w % groups for w in words]))
-    phases = target.warp_size >> p
+    phases = max(1, (active_lanes or target.warp_size) >> p)
     return phases * per_phase, phases * (per_phase - 1)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """How one side (store from src, or load into dst) touches shared memory.
+
+    ``tile``: tensor vectors at element offsets 1, 2, 4, ... inside one access
+    (paper §5.3: the layout must divide on the left by this tile);
+    ``phase``: vectors spanning the accesses one wavefront serves (they must
+    land in distinct bank groups); ``providers``: for matrix instructions the
+    vectors that lane bits 0..4 of a row-providing lane select."""
+    instr: str
+    tile: tuple[int, ...]
+    phase: tuple[int, ...]
+    regs_per_access: tuple[int, ...]      # register-index offsets of one access, in packing order
+    providers: tuple[int, ...] = ()
+
+
+def _vector_side(reg: list[int], thr: list[int], V: list[int], elem_bytes: int, target: Target) -> _Side:
+    solver = f2.Solver(reg)
+    p = phase_lanes_log2(elem_bytes << len(V), target)
+    return _Side("vector", tuple(V), tuple(v for v in thr[:p] if v),
+                 tuple(solver.solve(f2.apply(V, j)) for j in range(1 << len(V))))
+
+
+def _matrix_side(reg: list[int], thr: list[int], elem_bytes: int, trans: bool) -> _Side | None:
+    """ldmatrix/stmatrix m8n8 b16 (x1/x2/x4), or None when the layout does not
+    divide by its tile: register bits 0..k-1 (k = log2(4/w)) and lane bits 0,1
+    fill a 16-byte row, lane bits 2..4 pick the row (non-trans); with .trans
+    (16-bit only) lane bits 2..4 run along the row and register bit 0 and lane
+    bits 0,1 pick it."""
+    if len(thr) != 5 or elem_bytes > 4 or (trans and elem_bytes != 2):
+        return None
+    k = (4 // elem_bytes).bit_length() - 1
+    if len(reg) < k:
+        return None
+    matrices = [v for v in reg[k:k + 2]]
+    if trans:
+        tile, rows = thr[2:5], [reg[0], thr[0], thr[1]]
+    else:
+        tile, rows = reg[:k] + thr[:2], thr[2:5]
+    if 0 in tile or f2.rank(tile + rows + [m for m in matrices if m]) != len(tile) + len([r for r in rows if r]) + \
+            len([m for m in matrices if m]):
+        return None
+    x = 1 << len(matrices)
+    per_word = 4 // elem_bytes
+    regs = tuple(j | (m << k) for m in range(x) for j in range(per_word))
+    return _Side("matrix.trans" if trans else "matrix", tuple(tile), tuple(r for r in rows if r), regs,
+                 tuple(rows + matrices + [0] * (2 - len(matrices))))
+
+
+def _swizzle(low: list[int], phases: list[list[int]], fixed: list[int], d: int, row_bits: int) -> list[int]:
+    """Memory layout ``low + bank + idx`` (paper App. 9.2) with idx avoiding
+    span(low ∪ phase) for every phase when Lemma 9.5 allows it."""
+    b = max(0, row_bits - len(low))
+    ell = d - len(fixed) - len(low) - b
+    if ell < 0:
+        b, ell = b + ell, 0
+    pa, pb = (phases + [[]])[:2]
+    inter = f2.intersect(low + pa, low + pb)
+    E, F = _extend(inter, pa), _extend(inter, pb)
+    G = [e ^ f for e, f in zip(E, F)]
+    C = f2.complete_basis(low + pa + pb + fixed, d)
+    idx = _extend(low + fixed, C + G)[:ell]
+    if len(idx) < ell:                       # conflicts unavoidable (Lemma 9.5)
+        idx += _extend(low + fixed + idx, pa + pb + [1 << i for i in range(d)])[:ell - len(idx)]
+    return low + f2.complete_basis(low + idx + fixed, d) + idx
 
 
 def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target,
               swizzle: str = "optimal", budget: int = 48 * 1024,
-              max_vector_bytes: int | None = None) -> SmemPlan:
-    """Plan ``src -> dst`` through shared memory (always legal within a CTA)."""
+              max_vector_bytes: int | None = None, matrix: bool = True) -> SmemPlan:
+    """Plan ``src -> dst`` through shared memory (always legal within a CTA).
+
+    With ``swizzle="optimal"`` every legal pairing of store and load
+    instructions (vector ld/st.shared; ldmatrix/stmatrix[.trans] where the
+    target has them and the layouts divide by their tiles) is built with its
+    optimal swizzle and the one with the fewest predicted wavefronts (then
+    instructions) wins."""
     d = src.total_out_size_log2
     a_reg, a_thr, a_wrp = (src.flat_bases(k) for k in ("register", "lane", "warp"))
     b_reg, b_thr, b_wrp = (dst.flat_bases(k) for k in ("register", "lane", "warp"))
     max_vec = max(1, min(max_vector_bytes or target.max_vector_bytes, target.max_vector_bytes) // elem_bytes)
     common = [v for v in _extend([], a_reg) if f2.in_span(v, b_reg)]
-
     n_round_bits = 0
     while (elem_bytes << (d - n_round_bits)) > budget:
         n_round_bits += 1
-    if swizzle == "optimal":
-        # rounds take the highest common registers (outer loop), V the lowest
-        if n_round_bits > len(common):
-            raise ValueError(f"tile of {elem_bytes << d} bytes does not fit the shared-memory budget of "
-                             f"{budget} bytes in rounds (only {len(common)} splittable register bits)")
-        Rd = common[len(common) - n_round_bits:]
-        V = common[:min(max_vec.bit_length() - 1, len(common) - n_round_bits)]
-    elif swizzle == "none":
-        V = []
-        for v in _row_major_bits(src):
-            if v not in common or 1 << len(V) >= max_vec:
+
+    def prefix_in(vectors: list[int], reg: list[int]) -> list[int]:
+        out = []
+        for v in vectors:
+            if not f2.in_span(v, reg) or 1 << len(out) >= max_vec:
                 break
-            V.append(v)
+            out.append(v)
+        return out
+
+    if swizzle == "none":
+        row_major = _row_major_bits(src)
+        V = prefix_in(row_major, a_reg)
+        V = V[:len(prefix_in(V, b_reg))]
         spare = [v for v in common if v not in V and v & (v - 1) == 0]
         if n_round_bits > len(spare):
             raise ValueError(f"tile of {elem_bytes << d} bytes does not fit the shared-memory budget of "
                              f"{budget} bytes in rounds (only {len(spare)} splittable register bits)")
         Rd = spare[len(spare) - n_round_bits:]
-    else:
+        S = V + [v for v in row_major if v not in V and v not in Rd]
+        return _build(src, dst, elem_bytes, target, "none", S, Rd,
+                      _vector_side(a_reg, a_thr, V, elem_bytes, target),
+                      _vector_side(b_reg, b_thr, V, elem_bytes, target))
+    if swizzle != "optimal":
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
-    vec = 1 << len(V)
-    vbytes = vec * elem_bytes
+    if n_round_bits > len(common):
+        raise ValueError(f"tile of {elem_bytes << d} bytes does not fit the shared-memory budget of "
+                         f"{budget} bytes in rounds (only {len(common)} splittable register bits)")
+    Rd = common[len(common) - n_round_bits:]          # rounds: the highest common registers
+    V = common[:min(max_vec.bit_length() - 1, len(common) - n_round_bits)]
+    pairs = [(_vector_side(a_reg, a_thr, V, elem_bytes, target), _vector_side(b_reg, b_thr, V, elem_bytes, target))]
+    if matrix and target.has_ldmatrix and max_vec * elem_bytes >= 16:
+        for trans in (False, True):
+            st = _matrix_side(a_reg, a_thr, elem_bytes, trans)
+            ld = _matrix_side(b_reg, b_thr, elem_bytes, trans)
+            if st:
+                vb = prefix_in(list(st.tile), b_reg)
+                pairs.append((st, _vector_side(b_reg, b_thr, vb, elem_bytes, target)))
+            if ld:
+                va = prefix_in(list(ld.tile), a_reg)
+                pairs.append((_vector_side(a_reg, a_thr, va, elem_bytes, target), ld))
+        for ts in (False, True):
+            for tl in (False, True):
+                st, ld = _matrix_side(a_reg, a_thr, elem_bytes, ts), _matrix_side(b_reg, b_thr, elem_bytes, tl)
+                if st and ld and st.tile == ld.tile:
+                    pairs.append((st, ld))
+    best = None
+    for st, ld in pairs:
+        low = list(st.tile if len(st.tile) >= len(ld.tile) else ld.tile)
+        used = set(low) | set(st.providers) | set(ld.providers)
+        if any(v in used for v in Rd) or f2.rank(low + Rd) < len(low) + len(Rd):
+            continue
+        row_bits = (target.wavefront_bytes // elem_bytes).bit_length() - 1
+        S = _swizzle(low, [list(st.phase), list(ld.phase)], Rd, d, row_bits)
+        plan = _build(src, dst, elem_bytes, target, "optimal", S, Rd, st, ld)
+        key = (plan.store.total_wavefronts + plan.load.total_wavefronts,
+               plan.store.instructions + plan.load.instructions)
+        if best is None or key < best[0]:
+            best = (key, plan)
+    return best[1]
 
-    p_a = phase_lanes_log2(vbytes, target)
-    if swizzle == "optimal":
-        b = max(0, (target.wavefront_bytes // vbytes).bit_length() - 1)
-        ell = d - len(Rd) - len(V) - b
-        if ell < 0:
-            b, ell = b + ell, 0
-        a_bank = [v for v in a_thr[:p_a] if v]
-        b_bank = [v for v in b_thr[:p_a] if v]
-        inter = f2.intersect(V + a_bank, V + b_bank)
-        E = _extend(inter, a_bank)
-        F = _extend(inter, b_bank)
-        G = [e ^ f for e, f in zip(E, F)]
-        C = f2.complete_basis(V + a_bank + b_bank + Rd, d)
-        idx = _extend(V + Rd, C + G)[:ell]
-        if len(idx) < ell:                       # conflicts unavoidable (Lemma 9.5)
-            idx += _extend(V + Rd + idx, a_bank + b_bank + [1 << i for i in range(d)])[:ell - len(idx)]
-        bank = f2.complete_basis(V + idx + Rd, d)
-        S = V + bank + idx
-    else:
-        S = V + [v for v in _row_major_bits(src) if v not in V and v not in Rd]
+
+def _build(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target, swizzle: str,
+           S: list[int], Rd: list[int], st: _Side, ld: _Side) -> SmemPlan:
+    """Offsets, accesses and predicted costs for memory layout S (+ round bits Rd)."""
+    d = src.total_out_size_log2
     assert f2.rank(S + Rd) == d == len(S) + len(Rd)
-
     solver = f2.Solver(S + Rd)
     n_off = len(S)
 
@@ -134,38 +231,37 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         c = solver.solve(x)
         return (c & ((1 << n_off) - 1)) * elem_bytes, c >> n_off
 
-    def form(thr: list[int], wrp: list[int]) -> XorForm:
-        return XorForm(tuple(offset(v)[0] for v in thr), tuple(offset(v)[0] for v in wrp))
-
-    def accesses(reg: list[int]) -> list[list[SmemAccess]]:
+    def side(L: LinearLayout, how: _Side) -> tuple[XorForm, list[list[SmemAccess]], AccessCost]:
+        reg, thr, wrp = (L.flat_bases(k) for k in ("register", "lane", "warp"))
+        lane_vecs = list(how.providers) if how.instr != "vector" else thr
+        base = XorForm(tuple(offset(v)[0] for v in lane_vecs), tuple(offset(v)[0] for v in wrp))
+        in_access = 0
+        for r in how.regs_per_access:
+            in_access |= r
+        free = sum(1 << i for i in range(len(reg)) if i not in set(f2.independent_subset(reg)))
         per_round: list[list[SmemAccess]] = [[] for _ in range(1 << len(Rd))]
-        regs = f2.Solver(reg)
-        free = set(range(len(reg))) - set(f2.independent_subset(reg))
-        free_mask = sum(1 << i for i in free)
-        elems = [regs.solve(f2.apply(V, j)) for j in range(vec)]
         for r in range(1 << len(reg)):
-            if r & free_mask:
-                continue                      # a broadcast copy of a lower register
+            if r & in_access or r & free & ~in_access:
+                continue                      # not an access's first register, or a broadcast copy
             off, rnd = offset(f2.apply(reg, r))
-            if (off // elem_bytes) % vec:
-                continue                      # not the first element of its vector
-            per_round[rnd].append(SmemAccess(tuple(r ^ e for e in elems), off))
-        return per_round
+            per_round[rnd].append(SmemAccess(tuple(r | j for j in how.regs_per_access), off))
+        n = sum(len(x) for x in per_round)
+        if how.instr == "vector":
+            w, c = predict_wavefronts(list(base.lane), elem_bytes * len(how.regs_per_access), target)
+        else:
+            x = len(how.regs_per_access) * elem_bytes // 4
+            w, c = predict_wavefronts(list(base.lane), 16, target, active_lanes=8 * x)
+        return base, per_round, AccessCost(wavefronts=w, bank_conflicts=c, instructions=n, total_wavefronts=w * n)
 
-    stores, loads = accesses(a_reg), accesses(b_reg)
-    rounds = tuple(SmemRound(tuple(s), tuple(l)) for s, l in zip(stores, loads))
-    store_base, load_base = form(a_thr, a_wrp), form(b_thr, b_wrp)
-
-    def cost(base: XorForm, n: int) -> AccessCost:
-        w, c = predict_wavefronts(list(base.lane), vbytes, target)
-        return AccessCost(wavefronts=w, bank_conflicts=c, instructions=n, total_wavefronts=w * n)
-
+    store_base, stores, store_cost = side(src, st)
+    load_base, loads, load_cost = side(dst, ld)
     as_bases = LinearLayout.from_flat({"offset": S, "round": Rd}, src.out_dim_sizes).bases
+    st_vec, ld_vec = len(st.regs_per_access), len(ld.regs_per_access)
     return SmemPlan(
-        layout=as_bases,
-        swizzle=swizzle, vec=vec, vector_bytes=vbytes, bytes=elem_bytes << n_off,
+        layout=as_bases, swizzle=swizzle, store_vec=st_vec, load_vec=ld_vec,
+        vector_bytes=elem_bytes * max(1 << len(st.tile), 1 << len(ld.tile)),
+        bytes=elem_bytes << n_off,
         store_base=store_base, load_base=load_base,
-        store_warp_skip=sum(1 << k for k, v in enumerate(a_wrp) if v == 0),
-        rounds=rounds,
-        store=cost(store_base, sum(len(r.stores) for r in rounds)),
-        load=cost(load_base, sum(len(r.loads) for r in rounds)))
+        store_warp_skip=sum(1 << k for k, v in enumerate(src.flat_bases("warp")) if v == 0),
+        rounds=tuple(SmemRound(tuple(s), tuple(l)) for s, l in zip(stores, loads)),
+        store=store_cost, load=load_cost, store_instr=st.instr, load_instr=ld.instr)
