@@ -127,8 +127,14 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
     instrs = m.store.instructions + m.load.instructions
     barriers = 2 * len(m.rounds)
     score = WAVEFRONT * waves + ALU * instrs + BARRIER * barriers
-    return score, (f"{waves} wavefronts ({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), "
-                   f"{instrs} ld/st, {barriers} barriers")
+    return score, (f"store {_INSTR[m.store_instr, 'st']} x{m.store.instructions}, "
+                   f"load {_INSTR[m.load_instr, 'ld']} x{m.load.instructions}: {waves} wavefronts "
+                   f"({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), {barriers} barriers")
+
+
+_INSTR = {("vector", "st"): "st.shared", ("vector", "ld"): "ld.shared", ("matrix", "st"): "stmatrix",
+          ("matrix", "ld"): "ldmatrix", ("matrix.trans", "st"): "stmatrix.trans",
+          ("matrix.trans", "ld"): "ldmatrix.trans"}
 
 
 def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
@@ -179,15 +185,16 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                                       dst_copies=_canonical_copies(dst)))
         else:
             try:
-                mp: SmemPlan = plan_smem(src, dst, w, target, swizzle, smem_budget, max_vector_bytes)
+                smem_plans: list[SmemPlan] = plan_smem(src, dst, w, target, swizzle, smem_budget, max_vector_bytes)
             except ValueError:
                 if strategy == "smem" or not candidates:
                     raise
                 continue
-            candidates.append(replace(base, strategy="smem", smem=mp, dst_copies=_canonical_copies(dst)))
+            copies = _canonical_copies(dst)
+            candidates += [replace(base, strategy="smem", smem=mp, dst_copies=copies) for mp in smem_plans]
     scored = [(_score(p), p) for p in candidates]
     reports = tuple(Candidate(p.strategy, sc, detail) for (sc, detail), p in scored)
-    best = min(scored, key=lambda t: t[0][0])[1]
+    best = min(scored, key=lambda t: t[0][0])[1]      # first of equal scores: vector before matrix
     if level == "noop" and best.register is not None and best.register.dst_from_src == tuple(range(best.n_dst)):
         best = replace(best, strategy="noop")
     return replace(best, candidates=reports)

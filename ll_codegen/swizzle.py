@@ -141,14 +141,12 @@ def _swizzle(low: list[int], phases: list[list[int]], fixed: list[int], d: int, 
 
 def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target,
               swizzle: str = "optimal", budget: int = 48 * 1024,
-              max_vector_bytes: int | None = None, matrix: bool = True) -> SmemPlan:
-    """Plan ``src -> dst`` through shared memory (always legal within a CTA).
-
-    With ``swizzle="optimal"`` every legal pairing of store and load
-    instructions (vector ld/st.shared; ldmatrix/stmatrix[.trans] where the
-    target has them and the layouts divide by their tiles) is built with its
-    optimal swizzle and the one with the fewest predicted wavefronts (then
-    instructions) wins."""
+              max_vector_bytes: int | None = None, matrix: bool = True) -> list[SmemPlan]:
+    """Candidate plans for ``src -> dst`` through shared memory (always legal
+    within a CTA), one per legal pairing of store and load instructions:
+    vector ld/st.shared, and with ``swizzle="optimal"`` ldmatrix/stmatrix
+    [.trans] where the target has them and the layouts divide by their tiles
+    (paper §5.3).  Each candidate has its own optimal swizzle."""
     d = src.total_out_size_log2
     a_reg, a_thr, a_wrp = (src.flat_bases(k) for k in ("register", "lane", "warp"))
     b_reg, b_thr, b_wrp = (dst.flat_bases(k) for k in ("register", "lane", "warp"))
@@ -176,9 +174,9 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
                              f"{budget} bytes in rounds (only {len(spare)} splittable register bits)")
         Rd = spare[len(spare) - n_round_bits:]
         S = V + [v for v in row_major if v not in V and v not in Rd]
-        return _build(src, dst, elem_bytes, target, "none", S, Rd,
-                      _vector_side(a_reg, a_thr, V, elem_bytes, target),
-                      _vector_side(b_reg, b_thr, V, elem_bytes, target))
+        return [_build(src, dst, elem_bytes, target, "none", S, Rd,
+                       _vector_side(a_reg, a_thr, V, elem_bytes, target),
+                       _vector_side(b_reg, b_thr, V, elem_bytes, target))]
     if swizzle != "optimal":
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
     if n_round_bits > len(common):
@@ -202,7 +200,7 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
                 st, ld = _matrix_side(a_reg, a_thr, elem_bytes, ts), _matrix_side(b_reg, b_thr, elem_bytes, tl)
                 if st and ld and st.tile == ld.tile:
                     pairs.append((st, ld))
-    best = None
+    plans = []
     for st, ld in pairs:
         low = list(st.tile if len(st.tile) >= len(ld.tile) else ld.tile)
         used = set(low) | set(st.providers) | set(ld.providers)
@@ -210,12 +208,8 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
             continue
         row_bits = (target.wavefront_bytes // elem_bytes).bit_length() - 1
         S = _swizzle(low, [list(st.phase), list(ld.phase)], Rd, d, row_bits)
-        plan = _build(src, dst, elem_bytes, target, "optimal", S, Rd, st, ld)
-        key = (plan.store.total_wavefronts + plan.load.total_wavefronts,
-               plan.store.instructions + plan.load.instructions)
-        if best is None or key < best[0]:
-            best = (key, plan)
-    return best[1]
+        plans.append(_build(src, dst, elem_bytes, target, "optimal", S, Rd, st, ld))
+    return plans
 
 
 def _build(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target, swizzle: str,
