@@ -1,0 +1,138 @@
+"""Conversion pairs shared by the CPU tests, the GPU tests and the benchmarks.
+
+``NAMED`` is the planner corpus of named pairs (spec dicts, as in YAML files)
+with the strategy the planner is expected to choose; ``random_layout`` draws
+seeded random distributed layouts (tensor bits assigned to register, lane and
+warp, with broadcast bases).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from .layout import LinearLayout
+
+
+def blocked(spt, tpw, wpc, order, shape) -> dict:
+    return {"kind": "blocked", "size_per_thread": spt, "threads_per_warp": tpw,
+            "warps_per_cta": wpc, "order": order, "shape": shape}
+
+
+def mma_v2(wpc, shape, instr=(16, 8)) -> dict:
+    return {"kind": "nvidia_mma", "version": [2, 0], "warps_per_cta": wpc, "instr_shape": list(instr),
+            "shape": shape}
+
+
+def wgmma(wpc, n, shape) -> dict:
+    return {"kind": "nvidia_mma", "version": [3, 0], "warps_per_cta": wpc, "instr_shape": [16, n, 16],
+            "shape": shape}
+
+
+def dot(parent, index, k_width, shape) -> dict:
+    p = {k: v for k, v in parent.items() if k != "shape"}
+    return {"kind": "dot_operand", "operand_index": index, "k_width": k_width, "parent": p, "shape": shape}
+
+
+def sliced(parent, dim, shape) -> dict:
+    p = {k: v for k, v in parent.items() if k != "shape"}
+    return {"kind": "slice", "dim": dim, "parent": p, "shape": shape}
+
+
+def mfma(wpc, instr, shape, transposed=False) -> dict:
+    return {"kind": "amd_mfma", "version": 3, "instr_shape": list(instr), "transposed": transposed,
+            "warps_per_cta": wpc, "shape": shape}
+
+
+@dataclass(frozen=True)
+class NamedPair:
+    name: str
+    src: dict
+    dst: dict
+    dtypes: tuple[str, ...]
+    expect: str                          # strategy `auto` must choose
+    target: str = "cuda"
+    note: str = ""
+    expect_conflicts: tuple[int, int] | None = field(default=(0, 0))   # (store, load) per instr, smem only
+
+
+ROW = blocked([1, 8], [4, 8], [4, 1], [1, 0], [64, 64])
+COL = blocked([8, 1], [8, 4], [1, 4], [0, 1], [64, 64])
+MMA = mma_v2([2, 2], [64, 64])
+MMA_4x1 = mma_v2([4, 1], [64, 64])
+
+NAMED: tuple[NamedPair, ...] = (
+    NamedPair("blocked_to_mma_v2_f16", ROW, MMA, ("f16",), "smem"),
+    NamedPair("mma_v2_to_blocked_f32", MMA, ROW, ("f32",), "smem"),
+    NamedPair("mma_v2_to_blocked_f16_128", mma_v2([2, 2], [128, 128]),
+              blocked([1, 8], [4, 8], [4, 1], [1, 0], [128, 128]), ("f16", "bf16"), "smem"),
+    NamedPair("wgmma_to_blocked_f32", wgmma([4, 1], 128, [128, 128]),
+              blocked([1, 4], [2, 16], [4, 1], [1, 0], [128, 128]), ("f32",), "smem"),
+    NamedPair("wgmma_to_blocked_f16_8warps", wgmma([8, 1], 256, [128, 256]),
+              blocked([1, 8], [2, 16], [8, 1], [1, 0], [128, 256]), ("f16",), "smem"),
+    NamedPair("flash_attention_acc_to_dot_a_f16", MMA_4x1, dot(MMA_4x1, 0, 2, [64, 64]), ("f16",), "noop",
+              note="Triton: mma accumulator -> dot operand A with k_width 2 moves no data"),
+    NamedPair("flash_attention_acc_to_dot_a_f8", MMA_4x1, dot(MMA_4x1, 0, 4, [64, 64]), ("f8e4m3",), "shuffle",
+              note="k_width 4: each thread needs its neighbours' halves: warp shuffles, no smem"),
+    NamedPair("blocked_transpose_f8_fig2", ROW, COL, ("f8e4m3", "i8"), "smem",
+              note="paper Fig. 2: fp8 transpose"),
+    NamedPair("blocked_transpose_f16", ROW, COL, ("f16",), "smem"),
+    NamedPair("blocked_transpose_f32_128", blocked([1, 4], [4, 8], [8, 1], [1, 0], [128, 128]),
+              blocked([4, 1], [8, 4], [1, 8], [0, 1], [128, 128]), ("f32",), "smem"),
+    NamedPair("blocked_intra_warp_f16", blocked([1, 8], [4, 8], [4, 1], [1, 0], [64, 64]),
+              blocked([1, 4], [8, 4], [4, 1], [1, 0], [64, 64]), ("f16", "f32"), "shuffle"),
+    NamedPair("blocked_registers_only", blocked([2, 4], [4, 8], [4, 1], [1, 0], [64, 64]),
+              blocked([2, 4], [4, 8], [4, 1], [0, 1], [64, 64]), ("f32",), "register"),
+    NamedPair("slice_blocked_to_slice_mma", sliced(ROW, 1, [64]), sliced(MMA, 1, [64]), ("f32",), "smem"),
+    NamedPair("slice_blocked_dim0", sliced(ROW, 0, [64]), sliced(COL, 0, [64]), ("f16",), "smem"),
+    NamedPair("mfma_to_blocked_wave64", mfma([2, 2], [32, 32, 8], [64, 64]),
+              blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]), ("f16", "f32"), "smem", target="hip"),
+    NamedPair("blocked_to_mfma_wave64", blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]),
+              mfma([2, 2], [32, 32, 8], [64, 64]), ("f32",), "smem", target="hip"),
+    NamedPair("seed001_128x64_f16_blocked_to_dot_a", blocked([1, 8], [8, 4], [4, 1], [1, 0], [128, 64]),
+              dot(mma_v2([4, 1], [128, 64]), 0, 2, [128, 64]), ("f16",), "smem",
+              note="seed 001 worked example: 128x64 f16 into a dot operand, several candidates scored"),
+)
+
+
+def random_layout(rng: random.Random, shape: dict[str, int], lanes: int, warps: int,
+                  broadcast: float = 0.15, warp_bits: list[int] | None = None) -> LinearLayout:
+    """A random distributed layout of ``shape``: each tensor bit goes to a
+    register, lane or warp column; leftover lane/warp columns (and, with
+    probability ``broadcast``, some chosen ones) are zero; ``warp_bits`` fixes
+    the warp columns (to keep a pair inside warps)."""
+    total = sum(s.bit_length() - 1 for s in shape.values())
+    bits = [1 << i for i in range(total)]
+    rng.shuffle(bits)
+    nl, nw = lanes.bit_length() - 1, warps.bit_length() - 1
+
+    def take(n: int, pool: list[int]) -> list[int]:
+        out = []
+        for _ in range(n):
+            out.append(0 if not pool or rng.random() < broadcast else pool.pop())
+        return out
+    if warp_bits is None:
+        warp = take(nw, bits)
+    else:
+        warp = list(warp_bits)
+        bits = [b for b in bits if b not in warp]
+    lane = take(nl, bits)
+    reg = bits + ([0] if rng.random() < broadcast else [])
+    rng.shuffle(reg)
+    return LinearLayout.from_flat({"register": reg, "lane": lane, "warp": warp, "block": []}, shape,
+                                  require_surjective=True)
+
+
+def random_pair(rng: random.Random, lanes: int = 32, same_warps: bool | None = None,
+                min_bits: int = 0, max_bits: int = 5) -> tuple[LinearLayout, LinearLayout]:
+    """A random (src, dst) pair over a random 2-D shape; 1-8 warps."""
+    warps = 1 << rng.randint(0, 3)
+    nl, nw = lanes.bit_length() - 1, warps.bit_length() - 1
+    total = nl + nw + rng.randint(min_bits, max_bits)
+    d0 = rng.randint(0, total)
+    shape = {"dim0": 1 << d0, "dim1": 1 << (total - d0)}
+    src = random_layout(rng, shape, lanes, warps)
+    if same_warps if same_warps is not None else rng.random() < 0.5:
+        dst = random_layout(rng, shape, lanes, warps, warp_bits=src.flat_bases("warp"))
+    else:
+        dst = random_layout(rng, shape, lanes, warps)
+    return src, dst

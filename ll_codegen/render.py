@@ -1,0 +1,576 @@
+"""Render a ``ConversionPlan`` as CUDA or HIP source through Jinja2 templates.
+
+Everything the generated code computes is decided here, in Python: thread-index
+expressions (``XorForm`` -> shift-and-mask terms), shared-memory addresses,
+packing of sub-word elements into 32-bit words, select trees over lane-dependent
+registers.  The templates in ``templates/`` only loop over the resulting plain
+data (strings and lists) and substitute it.
+
+Files (``file_names``):
+
+===========  =====================  =====================
+kind         CUDA                   HIP
+===========  =====================  =====================
+header       ``<name>.cuh``         ``<name>.h``
+harness      ``<name>_harness.cu``  ``<name>_harness.hip``
+bench        ``<name>_bench.cu``    ``<name>_bench.hip``
+===========  =====================  =====================
+
+The harness and the bench include the header by its relative name.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import jinja2
+
+from .layout import LinearLayout
+from .plan import ConversionPlan, LaneSelect, XorForm
+
+TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates")
+KINDS = ("header", "harness", "bench")
+RAW_TYPES = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
+FULL_MASK = "0xffffffff"
+
+
+# ----------------------------------------------------------------- naming
+def file_names(target: str, name: str) -> dict[str, str]:
+    """kind -> file name for ``target`` ("cuda" or "hip")."""
+    if target == "hip":
+        return {"header": f"{name}.h", "harness": f"{name}_harness.hip", "bench": f"{name}_bench.hip"}
+    return {"header": f"{name}.cuh", "harness": f"{name}_harness.cu", "bench": f"{name}_bench.cu"}
+
+
+# ------------------------------------------------------- C expression helpers
+def _hex(v: int) -> str:
+    return f"{v:#x}"
+
+
+def linear_expr(coefs: Sequence[int], var: str, nbits: int) -> str:
+    """C expression of ``XOR_k (bit k of var ? coefs[k] : 0)`` for ``var < 2**nbits``.
+
+    Every set bit ``b`` of ``coefs[k]`` moves input bit ``k`` by ``b - k``; the
+    bits that move by the same amount form one shift-and-mask term, so the
+    expression has one term per distinct shift (``lane``; ``(lane >> 1) & 0x3``;
+    ``((lane & 0x1c) << 3) ^ (lane & 0x3)``; ``0``)."""
+    by_shift: dict[int, int] = {}
+    for k, c in enumerate(coefs):
+        b = 0
+        while c:
+            if c & 1:
+                by_shift[b - k] = by_shift.get(b - k, 0) | 1 << k
+            c >>= 1
+            b += 1
+    full = (1 << nbits) - 1
+    terms = []
+    for s in sorted(by_shift, reverse=True):
+        m = by_shift[s]
+        if s == 0:
+            terms.append(var if m == full else f"({var} & {_hex(m)})")
+        elif s > 0:
+            terms.append(f"({var} << {s})" if m == full else f"(({var} & {_hex(m)}) << {s})")
+        else:
+            r = -s
+            terms.append(f"({var} >> {r})" if m == full & ~((1 << r) - 1) else f"(({var} >> {r}) & {_hex(m >> r)})")
+    return " ^ ".join(terms)
+
+
+def _strip(e: str) -> str:
+    """Drop one pair of parentheses around a whole expression."""
+    if e.startswith("(") and e.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(e):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0 and i < len(e) - 1:
+                return e
+        return e[1:-1]
+    return e
+
+
+def xor_form_expr(form: XorForm, lane_bits: int, warp_bits: int, lane: str = "lane", warp: str = "warp") -> str:
+    """Cheapest C expression of a ``XorForm`` over (lane, warp); ``0u`` if zero."""
+    parts = [p for p in (linear_expr(form.lane, lane, lane_bits), linear_expr(form.warp, warp, warp_bits)) if p]
+    if not parts:
+        return "0u"
+    return _strip(parts[0]) if len(parts) == 1 else " ^ ".join(parts)
+
+
+def address_expr(base: str, offset: int, support: int) -> str:
+    """``base ^ offset`` as C; ``base + offset`` when the bits are disjoint
+    (so the constant folds into the ``[reg+imm]`` addressing mode)."""
+    if offset == 0:
+        return base
+    return f"{base} {'+' if offset & support == 0 else '^'} {_hex(offset)}"
+
+
+def parity_expr(mask: int, var: str = "lane") -> str:
+    """Parity of ``var & mask`` (0 or 1) as C."""
+    if mask & (mask - 1) == 0:
+        k = mask.bit_length() - 1
+        return f"({var} >> {k}) & 1" if k else f"{var} & 1"
+    return f"__popc({var} & {_hex(mask)}) & 1"
+
+
+def select_tree(cands: Sequence[str], bits: Sequence[str]) -> str:
+    """``cands[c]`` for the runtime index c whose bit j is the variable ``bits[j]``."""
+    if len(cands) == 1:
+        return cands[0]
+    half = len(cands) // 2
+    lo, hi = select_tree(cands[:half], bits[:-1]), select_tree(cands[half:], bits[:-1])
+    if lo == hi:
+        return lo
+    wrap = lambda e: f"({e})" if "?" in e else e   # noqa: E731
+    return f"{bits[-1]} ? {wrap(hi)} : {wrap(lo)}"
+
+
+def aligned(rows: Iterable[tuple[str, str]]) -> list[str]:
+    """``code  // comment`` lines with the comments in one column."""
+    rows = list(rows)
+    width = max((len(c) for c, m in rows if m), default=0)
+    return [f"{c:<{width}}  // {m}" if m else c for c, m in rows]
+
+
+# ----------------------------------------------------------- packing
+def pack_words(vals: Sequence[str], elem_bytes: int, cuda: bool) -> list[str]:
+    """Raw element expressions (lowest first) -> 32-bit word expressions
+    (one value narrower than 32 bits when there are fewer than 4 bytes)."""
+    if elem_bytes == 8:
+        return [w for v in vals for w in (f"static_cast<uint32_t>({v})", f"static_cast<uint32_t>({v} >> 32)")]
+    if elem_bytes == 4:
+        return list(vals)
+    per = 4 // elem_bytes
+    out = []
+    for i in range(0, len(vals), per):
+        g = vals[i:i + per]
+        if len(g) == 1:
+            out.append(g[0])
+        elif elem_bytes == 2 and cuda:
+            out.append(f"__byte_perm({g[0]}, {g[1]}, 0x5410)")
+        else:
+            bits = 8 * elem_bytes
+            terms = [f"static_cast<uint32_t>({g[0]})"] + [f"(static_cast<uint32_t>({v}) << {bits * j})"
+                                                          for j, v in enumerate(g) if j]
+            e = " | ".join(terms)
+            out.append(e if len(g) == per else f"static_cast<{RAW_TYPES[len(g) * elem_bytes]}>({e})")
+    return out
+
+
+def unpack_elems(words: Sequence[str], n: int, elem_bytes: int, raw: str) -> list[str]:
+    """Inverse of ``pack_words``: ``n`` raw element expressions from word expressions."""
+    if elem_bytes == 8:
+        return [f"(static_cast<uint64_t>({words[2 * k + 1]}) << 32) | {words[2 * k]}" for k in range(n)]
+    if elem_bytes == 4:
+        return list(words[:n])
+    per = 4 // elem_bytes
+    out = []
+    for k in range(n):
+        w, j = words[k // per], k % per
+        out.append(w if n == 1 else f"static_cast<{raw}>({w})" if j == 0
+                   else f"static_cast<{raw}>({w} >> {8 * elem_bytes * j})")
+    return out
+
+
+# ------------------------------------------------------------- layouts
+def layout_of(bases: dict) -> LinearLayout:
+    return LinearLayout(bases["in_dims"], bases["out_dims"], require_surjective=False)
+
+
+def row_major_form(layout: LinearLayout) -> tuple[XorForm, list[int]]:
+    """(XorForm over lane/warp, per-register constants) of the row-major element
+    index (last dim fastest) of every element a thread holds."""
+    sizes = [s.bit_length() - 1 for s in layout.out_dim_sizes.values()]
+
+    def rm(v: int) -> int:
+        coords, shift = [], 0
+        for k in sizes:
+            coords.append(v >> shift & ((1 << k) - 1))
+            shift += k
+        idx, shift = 0, 0
+        for c, k in zip(reversed(coords), reversed(sizes)):
+            idx |= c << shift
+            shift += k
+        return idx
+
+    form = XorForm(tuple(rm(v) for v in layout.flat_bases("lane")), tuple(rm(v) for v in layout.flat_bases("warp")))
+    reg = [rm(v) for v in layout.flat_bases("register")]
+    consts = []
+    for r in range(1 << len(reg)):
+        c = 0
+        for k, v in enumerate(reg):
+            if r >> k & 1:
+                c ^= v
+        consts.append(c)
+    return form, consts
+
+
+# ------------------------------------------------------------- conversion body
+@dataclass
+class _Conv:
+    """Plain data for one ``convert()`` (the ``convert.j2`` macro's argument)."""
+    name: str
+    cuda: bool
+    strategy: str
+    summary: str
+    elem_bytes: int
+    dtype: str
+    raw: str
+    n_src: int
+    n_dst: int
+    smem_bytes: int
+    threads: int
+    warp_size: int
+    moves: list[str] = field(default_factory=list)       # register / noop plans, on T directly
+    prologue: list[str] = field(default_factory=list)    # thread-index values, computed once
+    steps: list[dict] = field(default_factory=list)      # {"comment", "lines"} blocks
+    copies: list[str] = field(default_factory=list)
+    vector_types: list[tuple[str, int]] = field(default_factory=list)
+    uses_smem_ptr: bool = False
+    uses_smem_u32: bool = False
+
+
+class _Builder:
+    def __init__(self, plan: ConversionPlan, name: str):
+        self.p = plan
+        self.cuda = plan.target == "cuda"
+        self.lane_bits = plan.warp_size.bit_length() - 1
+        self.warp_bits = plan.num_warps.bit_length() - 1
+        self.raw = RAW_TYPES[plan.elem_bytes]
+        self.conv = _Conv(
+            name=name, cuda=self.cuda, strategy=plan.strategy, summary=_one_line(plan),
+            elem_bytes=plan.elem_bytes, dtype=plan.dtype, raw=self.raw, n_src=plan.n_src, n_dst=plan.n_dst,
+            smem_bytes=plan.smem_bytes, threads=plan.threads, warp_size=plan.warp_size)
+        self.needs = set()
+        self.sel_names: dict[int, str] = {}
+        self.sel_lines: list[tuple[str, str]] = []
+
+    # thread indices -------------------------------------------------------
+    def form(self, f: XorForm) -> str:
+        e = xor_form_expr(f, self.lane_bits, self.warp_bits)
+        if "lane" in e:
+            self.needs.add("lane")
+        if "warp" in e:
+            self.needs.add("warp")
+        return e
+
+    def select_bits(self, sel: LaneSelect) -> list[str]:
+        names = []
+        for m in sel.masks:
+            if m not in self.sel_names:
+                n = f"sel{len(self.sel_names)}"
+                self.sel_names[m] = n
+                self.sel_lines.append((f"const unsigned {n} = {parity_expr(m)};", f"parity of lane & {_hex(m)}"))
+                self.needs.add("lane")
+            names.append(self.sel_names[m])
+        return names
+
+    def finish_prologue(self, rows: list[tuple[str, str]]) -> None:
+        head = []
+        if "lane" in self.needs:
+            head.append(("const unsigned lane = threadIdx.x & (kWarpSize - 1);", ""))
+        if "warp" in self.needs:
+            head.append(("const unsigned warp = threadIdx.x / kWarpSize;", ""))
+        self.conv.prologue = aligned(head + rows + self.sel_lines)
+
+    # strategies -------------------------------------------------------------
+    def build(self) -> _Conv:
+        p = self.p
+        if p.register is not None and p.shuffle is None and p.smem is None:
+            pairs = [(f"dst[{i}] = src[{j}];", "") for i, j in enumerate(p.register.dst_from_src)]
+            self.conv.moves = [c for c, _ in pairs] + [f"dst[{a}] = dst[{b}];" for a, b in p.dst_copies]
+            return self.conv
+        if p.shuffle is not None:
+            self.shuffle()
+        elif p.smem is not None:
+            self.smem()
+        else:
+            raise ValueError(f"plan with strategy {p.strategy!r} has no register, shuffle or smem part")
+        self.conv.copies = aligned((f"d[{a}] = d[{b}];", "broadcast copy") for a, b in p.dst_copies)
+        return self.conv
+
+    def shuffle(self) -> None:
+        s = self.p.shuffle
+        w = self.p.elem_bytes
+        rows: list[tuple[str, str]] = []
+        src_lane = None
+        if s.src_lane is not None:
+            e = linear_expr(s.src_lane, "lane", self.lane_bits) or "0u"
+            rows.append((f"const unsigned src_lane = {_strip(e)};", "source lane before the round's xor"))
+            self.needs.add("lane")
+            src_lane = "src_lane"
+        send_bits = self.select_bits(s.send_select)
+        recv_bits = self.select_bits(s.recv_select)
+        suffix = ["_lo", "_hi"] if s.words == 2 else [""]
+        pack, shfl, recv_words = [], [], []
+        for i, rnd in enumerate(s.rounds):
+            cands = [pack_words([f"s[{r}]" for r in regs], w, self.cuda) for regs in rnd.send]
+            out_names = [f"out{i}{x}" for x in suffix]
+            in_names = [f"in{i}{x}" for x in suffix]
+            for k, (o, n) in enumerate(zip(out_names, in_names)):
+                pack.append(f"const uint32_t {o} = {select_tree([c[k] for c in cands], send_bits)};")
+                if src_lane is None and rnd.lane_xor == 0:
+                    in_names[k] = o                              # the lane keeps its own payload
+                    continue
+                if src_lane is None:
+                    call = (f"__shfl_xor_sync({FULL_MASK}, {o}, {_hex(rnd.lane_xor)})" if self.cuda
+                            else f"__shfl_xor({o}, {_hex(rnd.lane_xor)})")
+                else:
+                    lane_e = address_expr(src_lane, rnd.lane_xor, (1 << self.lane_bits) - 1).replace(" + ", " ^ ")
+                    call = f"__shfl_sync({FULL_MASK}, {o}, {lane_e})" if self.cuda else f"__shfl({o}, {lane_e})"
+                shfl.append(f"const uint32_t {n} = {call};")
+            recv_words.append(in_names)
+        # receive side: destination register <- (round, slot) for each recv-select value
+        written: dict[int, dict[int, str]] = {}
+        for i, rnd in enumerate(s.rounds):
+            elems = unpack_elems(recv_words[i], s.vec, w, self.raw)
+            for c, regs in enumerate(rnd.recv):
+                for k, r in enumerate(regs):
+                    written.setdefault(r, {})[c] = elems[k]
+        unpack = []
+        for r in sorted(written):
+            by_c = written[r]
+            if len(by_c) != s.recv_select.size:
+                raise ValueError(f"shuffle plan: dst[{r}] is received for only some lanes")
+            unpack.append(f"d[{r}] = {select_tree([by_c[c] for c in range(s.recv_select.size)], recv_bits)};")
+        self.finish_prologue(rows)
+        n_shfl = len(shfl)
+        how = "lane ^ c" if s.src_lane is None else "src_lane ^ c"
+        self.conv.steps = [
+            {"comment": f"Pack: {len(s.rounds)} round(s) x {s.words} word(s), {s.vec} element(s) per payload"
+                        + (f", {s.send_select.size}-way lane-dependent send" if s.send_select.size > 1 else ""),
+             "lines": pack},
+            {"comment": f"Exchange: {n_shfl} shuffle(s) issued back to back, source lane {how}", "lines": shfl},
+            {"comment": "Unpack" + (f" ({s.recv_select.size}-way lane-dependent receive)"
+                                    if s.recv_select.size > 1 else ""), "lines": unpack},
+        ]
+
+    def smem(self) -> None:
+        m = self.p.smem
+        w = self.p.elem_bytes
+        rows = []
+        st_sup, ld_sup = m.store_base.support, m.load_base.support
+        rows.append((f"const unsigned st_base = {self.form(m.store_base)};",
+                     f"{m.store_instr} store: byte address of this thread"))
+        rows.append((f"const unsigned ld_base = {self.form(m.load_base)};",
+                     f"{m.load_instr} load: byte address of this thread"))
+        guard = None
+        if m.store_warp_skip:
+            self.needs.add("warp")
+            guard = f"(warp & {_hex(m.store_warp_skip)}) == 0"
+        steps = []
+        nround = len(m.rounds)
+        for i, rnd in enumerate(m.rounds):
+            stores = [self.store(a, m.store_instr, m.store_vec, st_sup, k) for k, a in enumerate(rnd.stores)]
+            loads, unpack = [], []
+            for k, a in enumerate(rnd.loads):
+                ld, un = self.load(a, m.load_instr, m.load_vec, ld_sup, k)
+                loads.append(ld)
+                unpack += un
+            tag = f"Round {i}/{nround}: " if nround > 1 else ""
+            steps.append({
+                "comment": f"{tag}{len(stores)} store(s) of {self.width(m.store_instr, m.store_vec)}, "
+                           f"{len(loads)} load(s) of {self.width(m.load_instr, m.load_vec)}",
+                "stores": stores, "guard": guard, "loads": loads, "unpack": unpack})
+        self.conv.steps = steps
+        self.finish_prologue(rows)
+
+    def width(self, instr: str, vec: int) -> str:
+        if instr.startswith("matrix"):
+            x = vec * self.p.elem_bytes // 4
+            return f"{'stmatrix' if False else 'matrix'} m8n8.x{x}{'.trans' if instr.endswith('trans') else ''}"
+        return f"{vec * self.p.elem_bytes} B"
+
+    def vec_type(self, nbytes: int) -> str:
+        if nbytes < 4:
+            return RAW_TYPES[nbytes]
+        if nbytes == 4:
+            return "uint32_t"
+        n = nbytes // 4
+        t = f"u32x{n}"
+        if (t, n) not in self.conv.vector_types:
+            self.conv.vector_types.append((t, n))
+            self.conv.vector_types.sort()
+        return f"detail::{t}"
+
+    def matrix_asm(self, instr: str, x: int, store: bool) -> str:
+        trans = ".trans" if instr.endswith("trans") else ""
+        return f"{'stmatrix' if store else 'ldmatrix'}.sync.aligned.m8n8.x{x}{trans}.shared.b16"
+
+    def store(self, a, instr: str, vec: int, support: int, k: int) -> str:
+        w = self.p.elem_bytes
+        words = pack_words([f"s[{r}]" for r in a.regs], w, self.cuda)
+        if instr.startswith("matrix"):
+            self.conv.uses_smem_u32 = True
+            x = len(words)
+            addr, imm = self.u32_addr("st_addr", a.offset, support)
+            ops = ", ".join(f"%{j + 1}" for j in range(x))
+            args = ", ".join(f'"r"({e})' for e in words)
+            return (f'asm volatile("{self.matrix_asm(instr, x, True)} [%0{imm}], {{{ops}}};" '
+                    f':: "r"({addr}), {args} : "memory");')
+        self.conv.uses_smem_ptr = True
+        t = self.vec_type(len(a.regs) * w)
+        val = words[0] if len(words) == 1 else f"{t}{{{', '.join(words)}}}"
+        return f"detail::st(smem_bytes + {self.pt_addr('st_base', a.offset, support)}, {val});"
+
+    def load(self, a, instr: str, vec: int, support: int, k: int) -> tuple[str, list[str]]:
+        w = self.p.elem_bytes
+        n = len(a.regs)
+        name = f"v{k}"
+        if instr.startswith("matrix"):
+            self.conv.uses_smem_u32 = True
+            x = n * w // 4
+            addr, imm = self.u32_addr("ld_addr", a.offset, support)
+            names = [f"{name}_{j}" for j in range(x)]
+            outs = ", ".join(f'"=r"({v})' for v in names)
+            ops = ", ".join(f"%{j}" for j in range(x))
+            line = (f"uint32_t {', '.join(names)}; "
+                    f'asm volatile("{self.matrix_asm(instr, x, False)} {{{ops}}}, [%{x}{imm}];" '
+                    f': {outs} : "r"({addr}) : "memory");')
+            words = names
+        else:
+            self.conv.uses_smem_ptr = True
+            t = self.vec_type(n * w)
+            line = f"const {t} {name} = detail::ld<{t}>(smem_bytes + {self.pt_addr('ld_base', a.offset, support)});"
+            nw = n * w // 4
+            words = [name] if nw <= 1 else [f"{name}.{'xyzw'[j]}" for j in range(nw)]
+        elems = unpack_elems(words, n, w, self.raw)
+        return line, [f"d[{r}] = {e};" for r, e in zip(a.regs, elems)]
+
+    @staticmethod
+    def pt_addr(base: str, offset: int, support: int) -> str:
+        e = address_expr(base, offset, support)
+        return e if offset == 0 or offset & support == 0 else f"({e})"
+
+    @staticmethod
+    def u32_addr(base: str, offset: int, support: int) -> tuple[str, str]:
+        """(register operand, immediate suffix) of a 32-bit shared address."""
+        if offset == 0:
+            return base, ""
+        if offset & support == 0:
+            return base, f"+{offset}"
+        return f"smem_u32 + ({address_expr(base.replace('_addr', '_base'), offset, support)})", ""
+
+
+def _one_line(plan: ConversionPlan) -> str:
+    p = plan
+    if p.shuffle is not None:
+        s = p.shuffle
+        return f"warp shuffles: {len(s.rounds)} round(s) x {s.words} word(s)"
+    if p.smem is not None:
+        m = p.smem
+        return (f"through shared memory: {len(m.rounds)} round(s), {m.bytes} bytes, "
+                f"{m.store.bank_conflicts}/{m.load.bank_conflicts} bank conflicts per store/load")
+    if p.strategy == "noop":
+        return "no data movement (identical layouts)"
+    return "register permutation within each thread"
+
+
+def _summary_lines(plan: ConversionPlan) -> list[str]:
+    try:
+        from .report import summary
+        text = summary(plan)
+    except Exception:  # pragma: no cover - report is optional for rendering
+        text = plan.strategy
+    lines = text.splitlines()
+    if plan.smem is not None:
+        m = plan.smem
+        lines.insert(1, f"smem: {m.bytes} bytes, vector {m.vector_bytes} bytes, swizzle bases "
+                        f"{m.layout.get('offset')}")
+        for kind, c in (("store", m.store), ("load", m.load)):
+            lines.insert(2, f"predicted {kind}: {c.wavefronts} wavefronts/instr, {c.bank_conflicts} bank "
+                            f"conflicts/instr, {c.instructions} instr/warp")
+    return lines
+
+
+def _conversion(plan: ConversionPlan, name: str) -> _Conv:
+    if plan.target not in ("cuda", "hip"):
+        raise ValueError(f"unknown target {plan.target!r}")
+    return _Builder(plan, name).build()
+
+
+# ------------------------------------------------------------- thread I/O
+def _io(layout: LinearLayout, plan: ConversionPlan, var: str) -> tuple[str, list[str]]:
+    """(index expression declaration, per-register index expressions) for the
+    row-major global tensor, using ``tid``-derived ``lane``/``warp``."""
+    form, consts = row_major_form(layout)
+    lane_bits, warp_bits = plan.warp_size.bit_length() - 1, plan.num_warps.bit_length() - 1
+    e = xor_form_expr(form, lane_bits, warp_bits)
+    sup = form.support
+    return f"const unsigned {var} = {e};", [address_expr(var, c, sup) for c in consts]
+
+
+def _comment(text: str) -> list[str]:
+    return [("// " + line).rstrip() for line in text.splitlines()]
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+                              autoescape=False)
+
+
+def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
+           src_layout_text: str | None = None, dst_layout_text: str | None = None,
+           back_plan: ConversionPlan | None = None) -> str:
+    """Source text of one generated file.
+
+    ``kind``: ``header`` (the ``convert()`` device function), ``harness`` (one
+    CTA converting a row-major tensor, for bit-exact checks) or ``bench``
+    (needs ``back_plan``, the dst -> src plan).  ``command`` and the layout texts
+    go into the header's opening comment (layouts default to their Triton-style
+    dump).  Deterministic: the same arguments give the same text."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
+    if not name.isidentifier():
+        raise ValueError(f"name {name!r} is not a C identifier")
+    src, dst = layout_of(plan.src_bases), layout_of(plan.dst_bases)
+    cuda = plan.target == "cuda"
+    names = file_names(plan.target, name)
+    ctx = dict(name=name, cuda=cuda, raw=RAW_TYPES[plan.elem_bytes], header_file=names["header"],
+               conv=_conversion(plan, name))
+    if kind == "header":
+        ctx["comment"] = _comment(
+            f"Generated by ll_codegen. Do not edit.\n"
+            f"Command: {command or '(library call)'}\n\n"
+            f"Source layout ({plan.n_src} registers x {plan.warp_size} lanes x {plan.num_warps} warps):\n"
+            f"{src_layout_text if src_layout_text is not None else repr(src)}\n\n"
+            f"Destination layout ({plan.n_dst} registers x {plan.warp_size} lanes x {plan.num_warps} warps):\n"
+            f"{dst_layout_text if dst_layout_text is not None else repr(dst)}\n\n"
+            "Plan:\n" + "\n".join("  " + line for line in _summary_lines(plan)))
+        return _env().get_template("header.cuh.j2").render(**ctx)
+    tile = 1
+    for s in plan.shape:
+        tile *= s
+    ctx["tile_elems"] = tile
+    if kind == "harness":
+        ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx")
+        ctx["dst_idx"], ctx["dst_at"] = _io(dst, plan, "dst_idx")
+        ctx["uses_lane"] = True
+        return _env().get_template("harness.cu.j2").render(**ctx)
+    if back_plan is None:
+        raise ValueError("the bench needs back_plan (the destination -> source plan)")
+    if (back_plan.n_src, back_plan.n_dst, back_plan.elem_bytes, back_plan.threads, back_plan.target) != \
+            (plan.n_dst, plan.n_src, plan.elem_bytes, plan.threads, plan.target):
+        raise ValueError("back_plan is not the reverse of plan (registers, element size, threads or target differ)")
+    ctx["back"] = _conversion(back_plan, f"{name}_back")
+    ctx["smem_bytes"] = max(plan.smem_bytes, back_plan.smem_bytes)
+    ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx")
+    return _env().get_template("bench.cu.j2").render(**ctx)
+
+
+def write_files(plan: ConversionPlan, directory: str, name: str, emit: Sequence[str] = ("header", "harness"),
+                command: str = "", src_layout_text: str | None = None, dst_layout_text: str | None = None,
+                back_plan: ConversionPlan | None = None) -> list[str]:
+    """Render ``emit`` kinds into ``directory``; returns the written paths."""
+    os.makedirs(directory, exist_ok=True)
+    names = file_names(plan.target, name)
+    out = []
+    for kind in emit:
+        text = render(plan, kind, name, command, src_layout_text, dst_layout_text, back_plan)
+        path = os.path.join(directory, names[kind])
+        with open(path, "w") as f:
+            f.write(text)
+        out.append(path)
+    return out
