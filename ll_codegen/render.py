@@ -74,6 +74,10 @@ def linear_expr(coefs: Sequence[int], var: str, nbits: int) -> str:
         else:
             r = -s
             terms.append(f"({var} >> {r})" if m == full & ~((1 << r) - 1) else f"(({var} >> {r}) & {_hex(m >> r)})")
+    nonzero = [(k, c) for k, c in enumerate(coefs) if c]
+    if len(nonzero) < len(terms):            # fewer terms as one multiply per input bit
+        terms = [f"({var} * {_hex(c)})" if nbits == 1 else f"((({var} >> {k}) & 1) * {_hex(c)})" if k
+                 else f"(({var} & 1) * {_hex(c)})" for k, c in nonzero]
     return " ^ ".join(terms)
 
 
@@ -228,7 +232,16 @@ class _Conv:
     copies: list[str] = field(default_factory=list)
     vector_types: list[tuple[str, int]] = field(default_factory=list)
     uses_smem_ptr: bool = False
-    uses_smem_u32: bool = False
+
+    @property
+    def constants(self) -> list[str]:
+        return aligned([
+            (f"constexpr int kSrcRegs   = {self.n_src};", "elements per thread before convert()"),
+            (f"constexpr int kDstRegs   = {self.n_dst};", "elements per thread after convert()"),
+            (f"constexpr int kSmemBytes = {self.smem_bytes};", "shared-memory scratch convert() needs (0: none)"),
+            (f"constexpr int kThreads   = {self.threads};", "threads taking part: threadIdx.x in [0, kThreads)"),
+            (f"constexpr int kWarpSize  = {self.warp_size};", ""),
+            (f"constexpr int kElemBytes = {self.elem_bytes};", f"sizeof(T) ({self.dtype})")])
 
 
 class _Builder:
@@ -349,12 +362,7 @@ class _Builder:
     def smem(self) -> None:
         m = self.p.smem
         w = self.p.elem_bytes
-        rows = []
         st_sup, ld_sup = m.store_base.support, m.load_base.support
-        rows.append((f"const unsigned st_base = {self.form(m.store_base)};",
-                     f"{m.store_instr} store: byte address of this thread"))
-        rows.append((f"const unsigned ld_base = {self.form(m.load_base)};",
-                     f"{m.load_instr} load: byte address of this thread"))
         guard = None
         if m.store_warp_skip:
             self.needs.add("warp")
@@ -365,7 +373,7 @@ class _Builder:
             stores = [self.store(a, m.store_instr, m.store_vec, st_sup, k) for k, a in enumerate(rnd.stores)]
             loads, unpack = [], []
             for k, a in enumerate(rnd.loads):
-                ld, un = self.load(a, m.load_instr, m.load_vec, ld_sup, k)
+                ld, un = self.load(a, m.load_instr, m.load_vec, ld_sup, f"v{k}" if nround == 1 else f"v{i}_{k}")
                 loads.append(ld)
                 unpack += un
             tag = f"Round {i}/{nround}: " if nround > 1 else ""
@@ -374,12 +382,25 @@ class _Builder:
                            f"{len(loads)} load(s) of {self.width(m.load_instr, m.load_vec)}",
                 "stores": stores, "guard": guard, "loads": loads, "unpack": unpack})
         self.conv.steps = steps
+        rows = []
+        if "smem_bytes" in self.needs or "st_ptr" in self.needs or "ld_ptr" in self.needs:
+            rows.append(("char* const smem_bytes = static_cast<char*>(smem);", ""))
+        if "smem_u32" in self.needs:
+            rows.append(("const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));",
+                         "shared-window address"))
+        for side, base, what in (("st", m.store_base, "store"), ("ld", m.load_base, "load")):
+            rows.append((f"const unsigned {side}_base = {self.form(base)};",
+                         f"byte offset this thread {what}s at"))
+            if f"{side}_ptr" in self.needs:
+                rows.append((f"char* const {side}_ptr = smem_bytes + {side}_base;", ""))
+            if f"{side}_addr" in self.needs:
+                rows.append((f"const unsigned {side}_addr = smem_u32 + {side}_base;", ""))
         self.finish_prologue(rows)
 
     def width(self, instr: str, vec: int) -> str:
         if instr.startswith("matrix"):
             x = vec * self.p.elem_bytes // 4
-            return f"{'stmatrix' if False else 'matrix'} m8n8.x{x}{'.trans' if instr.endswith('trans') else ''}"
+            return f"m8n8.x{x}{'.trans' if instr.endswith('trans') else ''} matrices"
         return f"{vec * self.p.elem_bytes} B"
 
     def vec_type(self, nbytes: int) -> str:
@@ -402,26 +423,25 @@ class _Builder:
         w = self.p.elem_bytes
         words = pack_words([f"s[{r}]" for r in a.regs], w, self.cuda)
         if instr.startswith("matrix"):
-            self.conv.uses_smem_u32 = True
             x = len(words)
-            addr, imm = self.u32_addr("st_addr", a.offset, support)
+            addr, imm = self.u32_addr("st", a.offset, support)
             ops = ", ".join(f"%{j + 1}" for j in range(x))
             args = ", ".join(f'"r"({e})' for e in words)
             return (f'asm volatile("{self.matrix_asm(instr, x, True)} [%0{imm}], {{{ops}}};" '
                     f':: "r"({addr}), {args} : "memory");')
         self.conv.uses_smem_ptr = True
+        if len(a.regs) == 1:                                     # one element: its raw type
+            return f"detail::st({self.pt_addr('st', a.offset, support)}, s[{a.regs[0]}]);"
         t = self.vec_type(len(a.regs) * w)
         val = words[0] if len(words) == 1 else f"{t}{{{', '.join(words)}}}"
-        return f"detail::st(smem_bytes + {self.pt_addr('st_base', a.offset, support)}, {val});"
+        return f"detail::st({self.pt_addr('st', a.offset, support)}, {val});"
 
-    def load(self, a, instr: str, vec: int, support: int, k: int) -> tuple[str, list[str]]:
+    def load(self, a, instr: str, vec: int, support: int, name: str) -> tuple[str, list[str]]:
         w = self.p.elem_bytes
         n = len(a.regs)
-        name = f"v{k}"
         if instr.startswith("matrix"):
-            self.conv.uses_smem_u32 = True
             x = n * w // 4
-            addr, imm = self.u32_addr("ld_addr", a.offset, support)
+            addr, imm = self.u32_addr("ld", a.offset, support)
             names = [f"{name}_{j}" for j in range(x)]
             outs = ", ".join(f'"=r"({v})' for v in names)
             ops = ", ".join(f"%{j}" for j in range(x))
@@ -431,26 +451,31 @@ class _Builder:
             words = names
         else:
             self.conv.uses_smem_ptr = True
+            if n == 1:                                           # one element: its raw type
+                return (f"const {self.raw} {name} = detail::ld<{self.raw}>({self.pt_addr('ld', a.offset, support)});",
+                        [f"d[{a.regs[0]}] = {name};"])
             t = self.vec_type(n * w)
-            line = f"const {t} {name} = detail::ld<{t}>(smem_bytes + {self.pt_addr('ld_base', a.offset, support)});"
+            line = f"const {t} {name} = detail::ld<{t}>({self.pt_addr('ld', a.offset, support)});"
             nw = n * w // 4
             words = [name] if nw <= 1 else [f"{name}.{'xyzw'[j]}" for j in range(nw)]
         elems = unpack_elems(words, n, w, self.raw)
         return line, [f"d[{r}] = {e};" for r, e in zip(a.regs, elems)]
 
-    @staticmethod
-    def pt_addr(base: str, offset: int, support: int) -> str:
-        e = address_expr(base, offset, support)
-        return e if offset == 0 or offset & support == 0 else f"({e})"
-
-    @staticmethod
-    def u32_addr(base: str, offset: int, support: int) -> tuple[str, str]:
-        """(register operand, immediate suffix) of a 32-bit shared address."""
-        if offset == 0:
-            return base, ""
+    def pt_addr(self, side: str, offset: int, support: int) -> str:
+        """Generic pointer to ``base ^ offset``: ``st_ptr + imm`` when the bits are disjoint."""
         if offset & support == 0:
-            return base, f"+{offset}"
-        return f"smem_u32 + ({address_expr(base.replace('_addr', '_base'), offset, support)})", ""
+            self.needs.add(f"{side}_ptr")
+            return address_expr(f"{side}_ptr", offset, support)
+        self.needs.add("smem_bytes")
+        return f"smem_bytes + ({address_expr(f'{side}_base', offset, support)})"
+
+    def u32_addr(self, side: str, offset: int, support: int) -> tuple[str, str]:
+        """(register operand, immediate suffix) of the 32-bit shared address ``base ^ offset``."""
+        self.needs.add("smem_u32")
+        if offset & support == 0:
+            self.needs.add(f"{side}_addr")
+            return f"{side}_addr", f"+{offset}" if offset else ""
+        return f"smem_u32 + ({address_expr(f'{side}_base', offset, support)})", ""
 
 
 def _one_line(plan: ConversionPlan) -> str:
@@ -475,12 +500,7 @@ def _summary_lines(plan: ConversionPlan) -> list[str]:
         text = plan.strategy
     lines = text.splitlines()
     if plan.smem is not None:
-        m = plan.smem
-        lines.insert(1, f"smem: {m.bytes} bytes, vector {m.vector_bytes} bytes, swizzle bases "
-                        f"{m.layout.get('offset')}")
-        for kind, c in (("store", m.store), ("load", m.load)):
-            lines.insert(2, f"predicted {kind}: {c.wavefronts} wavefronts/instr, {c.bank_conflicts} bank "
-                            f"conflicts/instr, {c.instructions} instr/warp")
+        lines.insert(2, f"  widest access tile: {plan.smem.vector_bytes} bytes")
     return lines
 
 
@@ -491,12 +511,17 @@ def _conversion(plan: ConversionPlan, name: str) -> _Conv:
 
 
 # ------------------------------------------------------------- thread I/O
-def _io(layout: LinearLayout, plan: ConversionPlan, var: str) -> tuple[str, list[str]]:
-    """(index expression declaration, per-register index expressions) for the
-    row-major global tensor, using ``tid``-derived ``lane``/``warp``."""
+def _io(layout: LinearLayout, plan: ConversionPlan, var: str, decls: list[str]) -> tuple[str, list[str]]:
+    """(index declaration, per-register index expressions) of the row-major
+    global tensor; adds the ``lane``/``warp`` declarations it needs to ``decls``."""
     form, consts = row_major_form(layout)
     lane_bits, warp_bits = plan.warp_size.bit_length() - 1, plan.num_warps.bit_length() - 1
     e = xor_form_expr(form, lane_bits, warp_bits)
+    for v, d in (("lane", "const unsigned lane = threadIdx.x & (kWarpSize - 1);"),
+                 ("warp", "const unsigned warp = threadIdx.x / kWarpSize;")):
+        if v in e and d not in decls:
+            decls.append(d)
+    decls.sort(key=lambda d: "warp" in d.split("=")[0])
     sup = form.support
     return f"const unsigned {var} = {e};", [address_expr(var, c, sup) for c in consts]
 
@@ -544,10 +569,10 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     for s in plan.shape:
         tile *= s
     ctx["tile_elems"] = tile
+    ctx["thread_decls"] = decls = []
     if kind == "harness":
-        ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx")
-        ctx["dst_idx"], ctx["dst_at"] = _io(dst, plan, "dst_idx")
-        ctx["uses_lane"] = True
+        ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx", decls)
+        ctx["dst_idx"], ctx["dst_at"] = _io(dst, plan, "dst_idx", decls)
         return _env().get_template("harness.cu.j2").render(**ctx)
     if back_plan is None:
         raise ValueError("the bench needs back_plan (the destination -> source plan)")
@@ -556,7 +581,7 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
         raise ValueError("back_plan is not the reverse of plan (registers, element size, threads or target differ)")
     ctx["back"] = _conversion(back_plan, f"{name}_back")
     ctx["smem_bytes"] = max(plan.smem_bytes, back_plan.smem_bytes)
-    ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx")
+    ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx", decls)
     return _env().get_template("bench.cu.j2").render(**ctx)
 
 

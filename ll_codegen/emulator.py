@@ -1,0 +1,481 @@
+"""CPU emulator of conversion plans -- the independent checker of the planner
+(DESIGN.md, "Verification chain", step 3).
+
+Nothing here imports the planner or reuses its formulas: the emulator reads
+only the plan data (``plan.py``) and executes it thread by thread (vectorised
+over all warps and lanes with numpy), and the bank counter looks only at the
+actual byte addresses of each warp-wide shared-memory instruction.
+
+Data
+----
+Registers are raw bits: arrays of shape ``(num_warps, warp_size, n_regs)`` of
+the unsigned integer type of the element width (uint8/16/32/64).
+
+``reference(src, dst, tensor)``
+    every thread's registers under both layouts:
+    ``regs[w, l, r] = tensor[L(register=r, lane=l, warp=w)]``.
+``emulate(plan, src_regs)``
+    the destination registers the plan produces.
+``check_plan(plan, src, dst, rng)``
+    random raw bits (full range: NaN payloads, signed zeros, ... occur
+    naturally), reference, emulate, compare every thread and register.
+``count_wavefronts(addresses, access_bytes, target)`` / ``measure_smem(plan)``
+    brute-force shared-memory bank model (below).
+
+Shuffle semantics (what ``emulate`` implements; ``width`` is always the warp
+size in generated code, but the helpers take any power-of-two width)
+-------------------------------------------------------------------------
+The payload of a round is ``send[send_select(lane)]`` packed little-endian
+into ``words`` 32-bit words, lowest register first (8-byte elements: lo word
+then hi word); unused high bits are zero.  Every word is shuffled with the
+same source-lane argument, then unpacked into ``recv[recv_select(lane)]``.
+The intrinsic is ``shfl_xor(lane_xor)`` when ``src_lane is None``, else
+``shfl(XorForm(src_lane)(lane) ^ lane_xor)``.
+
+* CUDA ``__shfl_sync(m, v, srcLane, width)`` = PTX ``shfl.sync.idx`` with
+  ``c = ((32 - width) << 8) | 0x1f``: source ``j = (lane & ~(width-1)) |
+  (srcLane & (width-1))`` -- srcLane modulo width inside the lane's segment
+  (only ``srcLane[4:0]`` is read, so negative or >= 32 values wrap too).
+* CUDA ``__shfl_xor_sync(m, v, laneMask, width)`` = ``shfl.sync.bfly``:
+  ``j = lane ^ (laneMask & 31)``; if ``j`` is beyond the lane's segment
+  (``j > (lane | (width-1))``) the lane gets its own value (the guide:
+  "... attempt to access elements from later groups ... their own value of
+  var will be returned"); earlier segments are readable.
+* HIP ``__shfl(v, srcLane, width)`` (amd_warp_functions.h):
+  ``index = (srcLane & (width-1)) + (lane & ~(width-1))``, then
+  ``ds_bpermute(index << 2)``: always in range, same result as CUDA.
+* HIP ``__shfl_xor(v, laneMask, width)``: ``index = lane ^ laneMask``; if
+  ``index >= ((lane + width) & ~(width-1))`` (beyond the segment) the own
+  lane.  Unlike CUDA, mask bits at or above the warp size are NOT dropped:
+  wave32 ``laneMask = 33`` gives the own value on HIP but ``lane ^ 1`` on
+  CUDA.
+* ``ds_bpermute`` reads the source lane from address bits [7:2] (wave64:
+  index mod 64); for wave32 this module takes index mod 32.  With the two
+  helpers above the index is always within the wave, so the wrap never
+  matters for generated code; it is implemented for completeness.
+  All lanes are active (full mask), so the inactive-lane rules never apply.
+
+Shared-memory semantics
+-----------------------
+A byte array of ``plan.smem.bytes`` bytes, initialised with a poison pattern
+(0xA5).  Per round: barrier; every thread of every warp with
+``warp & store_warp_skip == 0`` executes every store of the round; barrier;
+every thread of every warp executes every load.  Vector access: byte address
+``store_base(lane, warp) ^ offset``, ``regs`` packed lowest address first;
+the address must be aligned to the access size (``len(regs) * elem_bytes``, a
+power of two <= 16 -- the hardware rule; ``vector_bytes`` is the widest
+access of the plan, and every access must be no wider) and in bounds, else
+``SmemError``.  Matrix access (``"matrix"``/``"matrix.trans"``:
+ldmatrix/stmatrix m8n8.b16 with ``x = len(regs) * elem_bytes // 4``
+matrices): lane ``8m + r`` provides (at ``base ^ offset``, 16-byte aligned)
+the address of row ``r`` of matrix ``m``; thread ``t`` holds word ``m`` =
+``regs[m*4/w : (m+1)*4/w]`` which is bytes ``4(t%4)..4(t%4)+3`` of row
+``t//4`` (non-trans), or with ``.trans`` (2-byte elements only) the halves
+``(row 2(t%4), col t//4)`` (low) and ``(row 2(t%4)+1, col t//4)`` (high).
+Two threads writing different values to the same byte in one round (a race)
+and a load of a byte never written raise ``SmemError``.
+
+Bank model and the numbers the planner must match
+-------------------------------------------------
+For ONE warp-wide instruction with byte address ``a[l]`` per lane (``-1`` =
+inactive), access size ``v`` bytes (16 for ldmatrix/stmatrix rows, whose
+active lanes are the ``8x`` row providers):
+
+* lanes are served in phases of ``P = wavefront_bytes // max(v, bank_bytes)``
+  consecutive lanes (one phase if ``P >= warp size``);
+* in a phase, the touched words are ``a // bank_bytes + k`` for
+  ``k < max(1, v // bank_bytes)`` over the active lanes, deduplicated
+  (sub-word accesses touch the one word that holds them; equal words are a
+  broadcast, not a conflict);
+* wavefronts(phase) = max over banks ``b`` of the number of distinct words
+  ``word % banks == b`` (0 for a phase with no active lane);
+* ``wavefronts`` = sum over phases;
+* ``minimal`` = sum over phases with an active lane of
+  ``max(1, ceil(distinct bytes touched in the phase / wavefront_bytes))``
+  -- on every target of ``target.py`` a phase touches at most
+  ``wavefront_bytes`` distinct bytes, so this is the number of phases that
+  contain an active lane;
+* ``bank_conflicts`` = ``wavefronts - minimal``.
+
+``measure_smem(plan)`` replays every instruction of every (storing) warp and
+round and reports, per kind (store, load), ``wavefronts`` and
+``bank_conflicts`` per instruction (they must agree over all instructions;
+otherwise the maximum is reported and ``uniform`` is False),
+``instructions`` per warp over all rounds (a storing warp for stores) and
+``total_wavefronts`` per warp (sum over its instructions; the maximum over
+warps).  The planner's ``SmemPlan.store``/``load`` (``AccessCost``) must
+equal ``MeasuredCost.as_access_cost()`` field by field.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layout import LinearLayout
+from .plan import AccessCost, ConversionPlan, LaneSelect, SmemAccess, XorForm
+from .target import Target, get_target
+
+UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+POISON = 0xA5
+
+
+class SmemError(AssertionError):
+    """A shared-memory access the hardware would not perform as planned."""
+
+
+# ----------------------------------------------------------------- reference
+def _dim_images(L: LinearLayout, dim: str) -> np.ndarray:
+    """Flattened image of every index of ``dim`` (others 0)."""
+    vals = np.zeros(1, dtype=np.int64)
+    for v in L.flat_bases(dim):
+        vals = np.concatenate([vals, vals ^ v])
+    return vals
+
+
+def _regs_of(L: LinearLayout, tensor: np.ndarray) -> np.ndarray:
+    if L.in_dim_size("block") != 1:
+        raise ValueError("block dim must have size 1")
+    shape = tuple(L.out_dim_sizes.values())
+    if tensor.shape != shape:
+        raise ValueError(f"tensor shape {tensor.shape} does not match the layout's {shape}")
+    reg, lane, warp = (_dim_images(L, d) for d in ("register", "lane", "warp"))
+    flat = warp[:, None, None] ^ lane[None, :, None] ^ reg[None, None, :]
+    # flattened index: first out dim in the low bits == C order of the reversed shape
+    return tensor.reshape(-1, order="F")[flat]
+
+
+def reference(src: LinearLayout, dst: LinearLayout, tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(src_regs, dst_regs), each (num_warps, warp_size, n_regs)."""
+    return _regs_of(src, tensor), _regs_of(dst, tensor)
+
+
+# -------------------------------------------------------------- small helpers
+def _xor_form(form: XorForm, lanes: np.ndarray, warps: np.ndarray) -> np.ndarray:
+    v = np.zeros(np.broadcast(lanes, warps).shape, dtype=np.int64)
+    for k, c in enumerate(form.lane):
+        v ^= np.where((lanes >> k) & 1, c, 0)
+    for k, c in enumerate(form.warp):
+        v ^= np.where((warps >> k) & 1, c, 0)
+    return v
+
+
+def _lane_select(sel: LaneSelect, lanes: np.ndarray) -> np.ndarray:
+    c = np.zeros(lanes.shape, dtype=np.int64)
+    for j, m in enumerate(sel.masks):
+        c |= (np.bitwise_count(lanes & m).astype(np.int64) & 1) << j
+    return c
+
+
+def _as_bytes(regs: np.ndarray) -> np.ndarray:
+    """(..., n) uintN -> (..., n, N/8) uint8, little-endian."""
+    r = np.ascontiguousarray(regs.astype(regs.dtype.newbyteorder("<"), copy=False))
+    return r.view(np.uint8).reshape(regs.shape + (regs.dtype.itemsize,))
+
+
+def _from_bytes(b: np.ndarray, elem_bytes: int) -> np.ndarray:
+    """(..., N/8) uint8 -> (...) uintN."""
+    dt = np.dtype(UINT[elem_bytes]).newbyteorder("<")
+    return np.ascontiguousarray(b).view(dt).reshape(b.shape[:-1]).astype(UINT[elem_bytes])
+
+
+# ------------------------------------------------------------------ shuffles
+def shfl_source(family: str, warp_size: int, lane: np.ndarray, arg: np.ndarray | int,
+                xor: bool, width: int | None = None) -> np.ndarray:
+    """Lane each lane reads for ``shfl`` (``xor=False``, arg = srcLane) or
+    ``shfl_xor`` (arg = laneMask), with the real intrinsic semantics of
+    ``family`` ("cuda" or "hip"); see the module docstring."""
+    width = warp_size if width is None else width
+    if width < 1 or width & (width - 1) or width > warp_size:
+        raise ValueError(f"width {width} must be a power of two <= {warp_size}")
+    lane = np.asarray(lane, dtype=np.int64)
+    arg = np.asarray(arg, dtype=np.int64)
+    seg = lane & ~(width - 1)
+    if family == "cuda":
+        if warp_size != 32:
+            raise ValueError("CUDA warps have 32 lanes")
+        if not xor:
+            return seg | (arg & 31 & (width - 1))
+        j = lane ^ (arg & 31)
+        return np.where(j > (lane | (width - 1)), lane, j)
+    if family == "hip":
+        if not xor:
+            index = (arg & (width - 1)) + seg
+        else:
+            index = lane ^ arg
+            index = np.where(index >= ((lane + width) & ~(width - 1)), lane, index)
+        return ((index << 2) >> 2) & (warp_size - 1)       # ds_bpermute: address bits -> lane, mod wave
+    raise ValueError(f"unknown shuffle family {family!r}")
+
+
+def shuffle_words(family: str, values: np.ndarray, arg: np.ndarray | int, xor: bool,
+                  width: int | None = None) -> np.ndarray:
+    """Shuffle 32-bit words ``values`` of shape (warps, lanes, ...) within each warp."""
+    ws = values.shape[1]
+    lanes = np.arange(ws)
+    srcl = shfl_source(family, ws, lanes, arg, xor, width)
+    return values[:, srcl]
+
+
+def _emulate_shuffle(plan: ConversionPlan, src: np.ndarray, dst: np.ndarray, written: np.ndarray) -> None:
+    s = plan.shuffle
+    W, L, _ = src.shape
+    w = plan.elem_bytes
+    nbytes = s.vec * w
+    if nbytes > 4 * s.words:
+        raise AssertionError(f"payload of {s.vec} x {w} bytes does not fit {s.words} words")
+    lanes = np.arange(L)
+    sb = _as_bytes(src)                                          # (W, L, n_src, w)
+    send_c, recv_c = _lane_select(s.send_select, lanes), _lane_select(s.recv_select, lanes)
+    for rnd in s.rounds:
+        send = np.array(rnd.send, dtype=np.int64).reshape(len(rnd.send), -1)
+        recv = np.array(rnd.recv, dtype=np.int64).reshape(len(rnd.recv), -1)
+        if send.shape[1] != s.vec or recv.shape[1] != s.vec:
+            raise AssertionError(f"round {rnd} does not move {s.vec} registers per lane")
+        regs = send[send_c]                                      # (L, vec)
+        payload = np.zeros((W, L, 4 * s.words), dtype=np.uint8)
+        payload[:, :, :nbytes] = sb[:, lanes[:, None], regs].reshape(W, L, nbytes)
+        words = payload.view("<u4")                              # (W, L, words)
+        if s.src_lane is None:
+            got = shuffle_words(plan.target, words, rnd.lane_xor, xor=True)
+        else:
+            arg = _xor_form(XorForm(tuple(s.src_lane)), lanes, np.zeros_like(lanes)) ^ rnd.lane_xor
+            got = shuffle_words(plan.target, words, arg, xor=False)
+        gb = np.ascontiguousarray(got).view(np.uint8)[:, :, :nbytes].reshape(W, L, s.vec, w)
+        rregs = recv[recv_c]                                     # (L, vec)
+        dst[:, lanes[:, None], rregs] = _from_bytes(gb, w)
+        written[:, lanes[:, None], rregs] = True
+
+
+# ------------------------------------------------------------- shared memory
+def _instr(plan: ConversionPlan, acc: SmemAccess, base: XorForm, instr: str, warps: np.ndarray):
+    """For one warp-wide instruction on the given warps:
+    ``addr (nw, L, nb)``, ``reg (L, nb)``, ``byte (L, nb)`` -- thread l moves
+    byte ``byte[l,k]`` of register ``reg[l,k]`` to/from ``addr[:, l, k]`` --
+    and ``lane_addr (nw, L)`` (-1 inactive) with ``access_bytes`` for the
+    bank counter."""
+    L, w = plan.warp_size, plan.elem_bytes
+    lanes = np.arange(L)
+    a = _xor_form(base, lanes[None, :], warps[:, None]) ^ acc.offset       # (nw, L)
+    smem_bytes = plan.smem.bytes
+    nregs = len(acc.regs)
+    regs = np.array(acc.regs, dtype=np.int64)
+    if instr == "vector":
+        v = nregs * w
+        if v & (v - 1) or v > 16:
+            raise SmemError(f"vector access of {v} bytes (regs {acc.regs}) is not a power of two <= 16")
+        if v > plan.smem.vector_bytes:
+            raise SmemError(f"access of {v} bytes exceeds the plan's vector_bytes {plan.smem.vector_bytes}")
+        if np.any(a % v):
+            bad = np.argwhere(a % v)[0]
+            raise SmemError(f"misaligned {v}-byte access at {a[tuple(bad)]} (warp {warps[bad[0]]}, lane {bad[1]})")
+        k = np.arange(v)
+        addr = a[:, :, None] + k
+        reg = np.broadcast_to(regs[k // w], (L, v))
+        byte = np.broadcast_to(k % w, (L, v))
+        lane_addr, access = a, v
+    elif instr in ("matrix", "matrix.trans"):
+        if L != 32:
+            raise SmemError("ldmatrix/stmatrix need 32 lanes")
+        if (nregs * w) % 4 or nregs * w // 4 not in (1, 2, 4):
+            raise SmemError(f"matrix access of {nregs} x {w} bytes is not 1, 2 or 4 words")
+        if instr == "matrix.trans" and w != 2:
+            raise SmemError(".trans needs 2-byte elements")
+        x = nregs * w // 4
+        rows = a[:, :8 * x]                                                 # (nw, 8x) row addresses
+        if np.any(rows % 16):
+            raise SmemError("matrix row address not 16-byte aligned")
+        t = lanes[:, None]
+        m = np.arange(x)[None, :, None]                                     # (1, x, 1)
+        kk = np.arange(4)[None, None, :]                                    # byte of the word
+        tt = t[:, :, None]
+        if instr == "matrix":
+            row = 8 * m + tt // 4
+            col = (tt % 4) * 4 + kk
+        else:
+            row = 8 * m + 2 * (tt % 4) + kk // 2
+            col = 2 * (tt // 4) + kk % 2
+        row = np.broadcast_to(row, (L, x, 4)).reshape(L, 4 * x)
+        col = np.broadcast_to(col, (L, x, 4)).reshape(L, 4 * x)
+        addr = rows[:, row] + col                                           # (nw, L, 4x)
+        flatb = np.arange(4 * x)                                            # byte index in the packed words
+        reg = np.broadcast_to(regs[flatb // w], (L, 4 * x))
+        byte = np.broadcast_to(flatb % w, (L, 4 * x))
+        lane_addr = np.where(lanes[None, :] < 8 * x, a, -1)
+        access = 16
+    else:
+        raise SmemError(f"unknown shared-memory instruction {instr!r}")
+    if np.any(addr < 0) or np.any(addr >= smem_bytes):
+        bad = np.argwhere((addr < 0) | (addr >= smem_bytes))[0]
+        raise SmemError(f"{instr} access out of bounds: byte {addr[tuple(bad)]} of {smem_bytes} "
+                        f"(warp {warps[bad[0]]}, lane {bad[1]}, offset {acc.offset})")
+    return addr, reg, byte, lane_addr, access
+
+
+def _store_warps(plan: ConversionPlan) -> np.ndarray:
+    w = np.arange(plan.num_warps)
+    return w[(w & plan.smem.store_warp_skip) == 0]
+
+
+def _emulate_smem(plan: ConversionPlan, src: np.ndarray, dst: np.ndarray, written: np.ndarray) -> None:
+    m = plan.smem
+    mem = np.full(m.bytes, POISON, dtype=np.uint8)
+    valid = np.zeros(m.bytes, dtype=bool)
+    sb = _as_bytes(src)
+    dbytes = _as_bytes(dst).copy()
+    st_warps, all_warps = _store_warps(plan), np.arange(plan.num_warps)
+    for ri, rnd in enumerate(m.rounds):
+        # barrier; stores
+        addrs, vals = [], []
+        for acc in rnd.stores:
+            addr, reg, byte, _, _ = _instr(plan, acc, m.store_base, m.store_instr, st_warps)
+            L = addr.shape[1]
+            val = sb[st_warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]]
+            addrs.append(addr.ravel())
+            vals.append(val.ravel())
+        if addrs:
+            a, v = np.concatenate(addrs), np.concatenate(vals)
+            order = np.argsort(a, kind="stable")
+            a, v = a[order], v[order]
+            same = a[1:] == a[:-1]
+            clash = same & (v[1:] != v[:-1])
+            if np.any(clash):
+                i = int(np.argmax(clash))
+                raise SmemError(f"round {ri}: race -- two threads write different values to byte {a[i]}")
+            mem[a] = v
+            valid[a] = True
+        # barrier; loads
+        for acc in rnd.loads:
+            addr, reg, byte, _, _ = _instr(plan, acc, m.load_base, m.load_instr, all_warps)
+            if not np.all(valid[addr]):
+                bad = np.argwhere(~valid[addr])[0]
+                raise SmemError(f"round {ri}: warp {bad[0]} lane {bad[1]} loads byte {addr[tuple(bad)]} "
+                                f"that no store wrote (poison)")
+            L = addr.shape[1]
+            dbytes[all_warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]] = mem[addr]
+            written[:, np.arange(L)[:, None], reg] = True
+    dst[...] = _from_bytes(dbytes, plan.elem_bytes)
+
+
+# ------------------------------------------------------------------ emulate
+def emulate(plan: ConversionPlan, src_regs: np.ndarray) -> np.ndarray:
+    """Execute ``plan`` on every warp; returns dst regs (num_warps, warp_size, n_dst)."""
+    W, L = plan.num_warps, plan.warp_size
+    if src_regs.shape != (W, L, plan.n_src):
+        raise ValueError(f"src_regs has shape {src_regs.shape}, plan wants {(W, L, plan.n_src)}")
+    dt = UINT[plan.elem_bytes]
+    src = src_regs.astype(dt, copy=False)
+    dst = np.zeros((W, L, plan.n_dst), dtype=dt)
+    written = np.zeros(dst.shape, dtype=bool)
+    kinds = [k for k in ("register", "shuffle", "smem") if getattr(plan, k) is not None]
+    if len(kinds) != 1:
+        raise AssertionError(f"plan sets {kinds or 'none'} of register/shuffle/smem (exactly one expected)")
+    if plan.register is not None:
+        idx = np.array(plan.register.dst_from_src, dtype=np.int64)
+        if idx.size != plan.n_dst:
+            raise AssertionError(f"register plan fills {idx.size} of {plan.n_dst} registers")
+        dst[...] = src[:, :, idx]
+        written[...] = True
+    elif plan.shuffle is not None:
+        _emulate_shuffle(plan, src, dst, written)
+    else:
+        _emulate_smem(plan, src, dst, written)
+    for d, f in plan.dst_copies:
+        if not written[:, :, f].all():
+            raise AssertionError(f"dst_copies ({d}, {f}): register {f} was never written")
+        dst[:, :, d] = dst[:, :, f]
+        written[:, :, d] = True
+    if not written.all():
+        w, l, r = np.argwhere(~written)[0]
+        raise AssertionError(f"{plan.strategy} plan never writes dst register {r} (warp {w}, lane {l})")
+    return dst
+
+
+def check_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout,
+               rng: np.random.Generator | int | None = 0) -> None:
+    """Random raw bits through reference and emulator; AssertionError on any difference."""
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    dt = UINT[plan.elem_bytes]
+    shape = tuple(src.out_dim_sizes.values())
+    tensor = rng.integers(0, np.iinfo(dt).max, size=shape, dtype=dt, endpoint=True)
+    src_regs, want = reference(src, dst, tensor)
+    got = emulate(plan, src_regs)
+    if got.shape != want.shape:
+        raise AssertionError(f"{plan.strategy} plan: dst shape {got.shape}, expected {want.shape}")
+    bad = got != want
+    if bad.any():
+        w, l, r = (int(i) for i in np.argwhere(bad)[0])
+        raise AssertionError(
+            f"{plan.strategy} plan ({plan.dtype}, {plan.target}): warp {w} lane {l} register {r}: "
+            f"expected {int(want[w, l, r]):#x}, got {int(got[w, l, r]):#x} "
+            f"({int(bad.sum())} of {bad.size} registers differ)")
+
+
+# ------------------------------------------------------------- bank counting
+def _phases(addresses: np.ndarray, access_bytes: int, target: Target):
+    a = np.asarray(addresses, dtype=np.int64).ravel()
+    P = max(1, target.wavefront_bytes // max(access_bytes, target.bank_bytes))
+    nw = max(1, access_bytes // target.bank_bytes)
+    for s in range(0, a.size, P):
+        ph = a[s:s + P]
+        ph = ph[ph >= 0]
+        if ph.size == 0:
+            continue
+        words = np.unique((ph[:, None] // target.bank_bytes + np.arange(nw)).ravel())
+        wave = int(np.bincount(words % target.banks, minlength=target.banks).max())
+        nbytes = np.unique((ph[:, None] + np.arange(access_bytes)).ravel()).size
+        yield wave, max(1, -(-nbytes // target.wavefront_bytes))
+
+
+def count_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target) -> int:
+    """Wavefronts of one warp-wide access (addresses per lane, -1 inactive); module docstring."""
+    return sum(w for w, _ in _phases(addresses, access_bytes, target))
+
+
+def min_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target) -> int:
+    """The minimum any layout could reach for this access's active lanes; module docstring."""
+    return sum(m for _, m in _phases(addresses, access_bytes, target))
+
+
+@dataclass(frozen=True)
+class MeasuredCost:
+    wavefronts: int          # per instruction (max if not uniform)
+    bank_conflicts: int      # per instruction (max if not uniform)
+    instructions: int        # per warp, over all rounds
+    total_wavefronts: int    # per warp (max over warps)
+    uniform: bool            # all instructions of this kind had the same wavefronts and conflicts
+    per_instruction: tuple[tuple[int, int, int, int], ...] = ()   # (round, index, warp, wavefronts)
+
+    def as_access_cost(self) -> AccessCost:
+        return AccessCost(self.wavefronts, self.bank_conflicts, self.instructions, self.total_wavefronts)
+
+
+def _measure(plan: ConversionPlan, target: Target, which: str) -> MeasuredCost:
+    m = plan.smem
+    base, instr = (m.store_base, m.store_instr) if which == "store" else (m.load_base, m.load_instr)
+    warps = _store_warps(plan) if which == "store" else np.arange(plan.num_warps)
+    seen, per, totals = set(), [], {int(w): 0 for w in warps}
+    n = 0
+    for ri, rnd in enumerate(m.rounds):
+        accs = rnd.stores if which == "store" else rnd.loads
+        n += len(accs)
+        for ai, acc in enumerate(accs):
+            _, _, _, lane_addr, access = _instr(plan, acc, base, instr, warps)
+            for wi, w in enumerate(warps):
+                wav = count_wavefronts(lane_addr[wi], access, target)
+                mn = min_wavefronts(lane_addr[wi], access, target)
+                seen.add((wav, wav - mn))
+                per.append((ri, ai, int(w), wav))
+                totals[int(w)] += wav
+    if not seen:
+        return MeasuredCost(0, 0, 0, 0, True, ())
+    return MeasuredCost(max(s[0] for s in seen), max(s[1] for s in seen), n, max(totals.values()),
+                        len(seen) == 1, tuple(per))
+
+
+def measure_smem(plan: ConversionPlan, target: Target | None = None) -> tuple[MeasuredCost, MeasuredCost]:
+    """(store, load) costs measured from the actual addresses of every instruction."""
+    if plan.smem is None:
+        raise ValueError("not a shared-memory plan")
+    target = target or get_target(plan.target, plan.arch)
+    return _measure(plan, target, "store"), _measure(plan, target, "load")

@@ -1,0 +1,196 @@
+"""Every plan the planner makes, executed by the independent emulator.
+
+Random distributed layout pairs (2-D tensors of 2^6..2^12 elements; tensor
+bits assigned at random to register, lane and warp columns, with broadcast
+(zero) columns; 1-8 warps; warp size 32 (CUDA, HIP wave32) and 64 (HIP
+wave64); elements of 1, 2, 4 and 8 bytes).  For every strategy the planner
+accepts for a pair (noop/register/shuffle/smem, swizzle optimal/none; an
+illegal one raises ValueError) and for every shared-memory candidate
+(vector and ldmatrix/stmatrix pairings), the emulator's destination
+registers equal the numpy reference for every thread and register, and the
+brute-force bank counter equals the plan's predicted store/load costs.
+"""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+from ll_codegen.emulator import check_plan, measure_smem
+from ll_codegen.layout import LinearLayout
+from ll_codegen.planner import DTYPE_BYTES, plan_conversion
+from ll_codegen.target import get_target
+
+def SETTINGS(n):
+    return settings(derandomize=True, max_examples=n, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+DTYPES = {1: "u8", 2: "f16", 4: "f32", 8: "f64"}
+TARGETS = (("cuda", "sm_90"), ("cuda", "sm_80"), ("hip", "gfx90a"), ("hip", "gfx1030"))
+
+
+@st.composite
+def pairs(draw):
+    target, arch = draw(st.sampled_from(TARGETS))
+    t = get_target(target, arch)
+    nl = t.warp_size.bit_length() - 1
+    nw = draw(st.integers(0, 3))
+    total = draw(st.integers(6, 12))
+    d0 = draw(st.integers(0, total))
+    shape = {"dim0": 1 << d0, "dim1": 1 << (total - d0)}
+
+    def layout(lane=None, warp=None):
+        bits = draw(st.permutations([1 << i for i in range(total)]))
+        bits = [b for b in bits if b not in (lane or []) + (warp or [])]
+
+        def take(n):
+            out = []
+            for _ in range(n):
+                zero = not bits or draw(st.integers(0, 9)) == 0       # ~10% broadcast columns
+                out.append(0 if zero else bits.pop())
+            return out
+        warp = list(warp) if warp is not None else take(nw)
+        lane = list(lane) if lane is not None else take(nl)
+        reg = bits + [0] * draw(st.integers(0, 1))
+        reg = draw(st.permutations(reg)) if reg else []
+        return LinearLayout.from_flat({"register": reg, "lane": lane, "warp": warp}, shape,
+                                      require_surjective=True)
+
+    src = layout()
+    mode = draw(st.sampled_from(["any", "same_warps", "same_threads"]))
+    if mode == "any":
+        dst = layout()
+    elif mode == "same_warps":
+        dst = layout(warp=src.flat_bases("warp"))
+    else:
+        dst = layout(lane=src.flat_bases("lane"), warp=src.flat_bases("warp"))
+    w = draw(st.sampled_from([1, 2, 4, 8]))
+    return src, dst, w, target, arch
+
+
+def _check_smem_costs(plan, where):
+    st_m, ld_m = measure_smem(plan)
+    m = plan.smem
+    assert st_m.uniform and ld_m.uniform, f"{where}: instructions of one kind differ in cost"
+    assert st_m.as_access_cost() == m.store, f"{where}: store measured {st_m.as_access_cost()} vs plan {m.store}"
+    assert ld_m.as_access_cost() == m.load, f"{where}: load measured {ld_m.as_access_cost()} vs plan {m.load}"
+
+
+def _plans(src, dst, w, target, arch):
+    """(label, plan) for every strategy/swizzle the planner accepts."""
+    dtype = DTYPES[w]
+    out = []
+    for strategy in ("auto", "noop", "register", "shuffle", "smem"):
+        for swz in (("optimal", "none") if strategy == "smem" else ("optimal",)):
+            try:
+                plan = plan_conversion(src, dst, dtype, target, arch, strategy=strategy, swizzle=swz)
+            except ValueError:
+                if strategy == "smem":
+                    raise                                    # smem is always legal within a CTA
+                continue
+            out.append((f"{strategy}/{swz}", plan))
+    return out
+
+
+@SETTINGS(300)
+@given(pairs(), st.integers(0, 2**32 - 1))
+def test_every_plan_reproduces_the_reference(pair, seed):
+    src, dst, w, target, arch = pair
+    rng = np.random.default_rng(seed)
+    for label, plan in _plans(src, dst, w, target, arch):
+        where = f"{label} {plan.dtype} {target}/{arch} src={src.bases} dst={dst.bases}"
+        try:
+            check_plan(plan, src, dst, rng)
+        except AssertionError as e:
+            raise AssertionError(f"{where}: {e}") from None
+        if plan.smem is not None:
+            _check_smem_costs(plan, where)
+
+
+@SETTINGS(200)
+@given(pairs(), st.integers(0, 2**32 - 1))
+def test_every_smem_candidate(pair, seed):
+    """All shared-memory candidates the planner scores (vector, ldmatrix/stmatrix pairings), not just the winner."""
+    from ll_codegen import swizzle as sw
+    src, dst, w, target, arch = pair
+    t = get_target(target, arch)
+    base = plan_conversion(src, dst, DTYPES[w], target, arch, strategy="smem")
+    norm = [L.with_in_dims({d: L.in_dim_size(d) for d in ("register", "lane", "warp", "block")}) for L in (src, dst)]
+    rng = np.random.default_rng(seed)
+    for mp in sw.plan_smem(norm[0], norm[1], w, t, "optimal"):
+        plan = replace(base, smem=mp)
+        where = f"smem {mp.store_instr}/{mp.load_instr} {plan.dtype} {target}/{arch} src={src.bases} dst={dst.bases}"
+        try:
+            check_plan(plan, src, dst, rng)
+        except AssertionError as e:
+            raise AssertionError(f"{where}: {e}") from None
+        _check_smem_costs(plan, where)
+
+
+@SETTINGS(200)
+@given(pairs())
+def test_optimal_swizzle_is_conflict_free_when_lemma_9_5_allows(pair):
+    """Lemma 9.5 (paper 000, App. 9.2): for subspaces U, V of F_2^d the largest
+    subspace meeting U ∪ V only in 0 has dimension d - max(dim U, dim V).
+
+    Apply it with U = span(S_vec ∪ A_bank), V = span(S_vec ∪ B_bank), where
+    S_vec is the plan's 2^v-element vector (v bits) and A_bank / B_bank the
+    lane columns of src / dst that one wavefront phase serves
+    (p = log2(wavefront_bytes / (2^v w)) lane bits, fewer when broadcast).
+    When each access covers at least one bank (2^v w >= 4) and there are no
+    rounds, dim U, dim V <= v + p and the memory index part has
+    ell = d - v - b bits with b = log2(wavefront_bytes / (2^v w)) = p, so
+    ell <= d - max(dim U, dim V): a conflict-free S_idx exists, and the
+    optimal swizzle (Lemma 9.6) must have zero bank conflicts on both the
+    store and the load.  (Sub-word accesses are only bounded by Lemma 9.4,
+    and matrix instructions are not the lemma's setting: both are skipped.)"""
+    src, dst, w, target, arch = pair
+    plan = plan_conversion(src, dst, DTYPES[w], target, arch, strategy="smem", swizzle="optimal")
+    m = plan.smem
+    assume(m.store_instr == m.load_instr == "vector")
+    assume(m.store_vec * w >= 4 and m.load_vec * w >= 4 and len(m.rounds) == 1)
+    st_m, ld_m = measure_smem(plan)
+    assert (st_m.bank_conflicts, ld_m.bank_conflicts) == (0, 0), \
+        f"{plan.dtype} {target}/{arch}: conflicts {st_m.bank_conflicts}/{ld_m.bank_conflicts} src={src.bases} dst={dst.bases}"
+
+
+def test_emulator_speed_16k_elements():
+    """One 128x128 pair (16K elements) is checked in well under 50 ms."""
+    import time
+    from ll_codegen import corpus, layouts
+    p = next(x for x in corpus.NAMED if x.name == "mma_v2_to_blocked_f16_128")
+    src = layouts.from_dict(p.src).to_linear(p.src["shape"])
+    dst = layouts.from_dict(p.dst).to_linear(p.dst["shape"])
+    for strategy in ("smem",):
+        plan = plan_conversion(src, dst, "f16", "cuda", strategy=strategy)
+        check_plan(plan, src, dst, 0)                    # warm up
+        t0 = time.perf_counter()
+        check_plan(plan, src, dst, 1)
+        assert time.perf_counter() - t0 < 0.05
+
+
+def _corpus_cases():
+    from ll_codegen import corpus
+    return [(p, dt) for p in corpus.NAMED for dt in p.dtypes]
+
+
+@pytest.mark.parametrize("pair,dtype", _corpus_cases(), ids=lambda x: getattr(x, "name", x))
+def test_corpus_pairs_all_strategies_and_candidates(pair, dtype):
+    """The named corpus (MMA, wgmma, MFMA, dot operands, slices, transposes):
+    every legal strategy and every shared-memory candidate (this is where
+    ldmatrix/stmatrix[.trans] pairings occur)."""
+    from ll_codegen import layouts, swizzle as sw
+    src = layouts.from_dict(pair.src).to_linear(pair.src["shape"])
+    dst = layouts.from_dict(pair.dst).to_linear(pair.dst["shape"])
+    t = get_target(pair.target)
+    w = DTYPE_BYTES[dtype]
+    rng = np.random.default_rng(7)
+    for label, plan in _plans(src, dst, w, pair.target, t.arch):
+        check_plan(plan, src, dst, rng)
+        if plan.smem is not None:
+            _check_smem_costs(plan, f"{pair.name} {label}")
+    base = plan_conversion(src, dst, dtype, pair.target, strategy="smem")
+    norm = [L.with_in_dims({d: L.in_dim_size(d) for d in ("register", "lane", "warp", "block")}) for L in (src, dst)]
+    for mp in sw.plan_smem(norm[0], norm[1], w, t, "optimal"):
+        plan = replace(base, smem=mp)
+        check_plan(plan, src, dst, rng)
+        _check_smem_costs(plan, f"{pair.name} {mp.store_instr}/{mp.load_instr}")

@@ -1,0 +1,314 @@
+"""Rendering: deterministic text, CUDA/HIP compilation, and PTX/ISA instruction
+counts that match the plan.
+
+Compile checks need ``nvcc`` (CUDA) or Debian's ``hipcc`` (HIP); without them
+those tests are skipped with the reason.  All files of one toolchain are
+compiled once per session, in parallel (module-scoped fixtures)."""
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from ll_codegen.layout import LinearLayout
+from ll_codegen.plan import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan, ShuffleRound,
+                             SmemAccess, SmemPlan, SmemRound, XorForm)
+from ll_codegen.render import (file_names, linear_expr, parity_expr, render, select_tree, write_files,
+                               xor_form_expr)
+
+planner = pytest.importorskip("ll_codegen.planner")
+
+
+# ------------------------------------------------------------------ layouts
+def rnd_pair(seed: int, nreg: int = 2, nl: int = 5, shape=(16, 16), src_zero_warp: bool = False):
+    """Two distributed layouts of one 2-D tensor: a random assignment of the
+    tensor's unit bits to register/lane/warp, and a random re-shuffle of the
+    register and lane bits (warps kept, so shuffles are legal)."""
+    rng = random.Random(seed)
+    bits = [[1 << i, 0] for i in range(shape[0].bit_length() - 1)] + \
+           [[0, 1 << i] for i in range(shape[1].bit_length() - 1)]
+    nw = len(bits) - nreg - nl
+    p = list(range(len(bits)))
+    rng.shuffle(p)
+    q = p[:nreg + nl]
+    rng.shuffle(q)
+    q += p[nreg + nl:]
+
+    def lay(perm, zero_warp=False):
+        b = [bits[i] for i in perm]
+        reg, lane, warp = b[:nreg], b[nreg:nreg + nl], b[nreg + nl:]
+        if zero_warp:                  # warps hold broadcast copies: one warp bit moves into the registers
+            reg, warp = reg + warp[-1:], warp[:-1] + [[0, 0]]
+        return LinearLayout({"register": reg, "lane": lane, "warp": warp}, ["dim0", "dim1"])
+    return lay(p, src_zero_warp), lay(q)
+
+
+def plans(seed, strategy, dtype, target="cuda", arch=None, **kw):
+    nl = 6 if arch in ("gfx90a", "gfx940") else 5
+    shape = kw.pop("shape", (16, 32) if nl == 6 else (16, 16))
+    A, B = rnd_pair(seed, nl=nl, shape=shape, nreg=kw.pop("nreg", 2), src_zero_warp=kw.pop("zero_warp", False))
+    f = planner.plan_conversion(A, B, dtype, target=target, arch=arch, strategy=strategy, **kw)
+    b = planner.plan_conversion(B, A, dtype, target=target, arch=arch, strategy=strategy, **kw)
+    return f, b
+
+
+def _base(strategy, n_src=4, n_dst=4, elem=2, target="cuda", arch="sm_90", ws=32, **kw):
+    A, B = rnd_pair(0, nl=5 if ws == 32 else 6, shape=(16, 16) if ws == 32 else (16, 32))
+    return ConversionPlan(strategy=strategy, dtype={1: "i8", 2: "f16", 4: "f32", 8: "f64"}[elem], elem_bytes=elem,
+                          target=target, arch=arch, warp_size=ws, num_warps=2, n_src=n_src, n_dst=n_dst,
+                          src_bases={"in_dims": A.bases, "out_dims": A.out_dim_sizes},
+                          dst_bases={"in_dims": B.bases, "out_dims": B.out_dim_sizes},
+                          shape=(16, 16), **kw)
+
+
+def hand_plans() -> dict[str, ConversionPlan]:
+    """Plans built by hand: every code path whether or not the planner picks it."""
+    cost = AccessCost(1, 0, 2, 2)
+    out = {
+        "hand_reg": _base("register", register=RegisterPlan((3, 2, 1, 0))),
+        "hand_shfl_xor": _base("shuffle", shuffle=ShufflePlan(
+            vec=2, words=1, send_select=LaneSelect(), recv_select=LaneSelect(), src_lane=None,
+            rounds=(ShuffleRound(((0, 1),), 0, ((0, 1),)), ShuffleRound(((2, 3),), 5, ((2, 3),))))),
+        "hand_shfl_sel": _base("shuffle", elem=8, dst_copies=((3, 2),), shuffle=ShufflePlan(
+            vec=1, words=2, send_select=LaneSelect((0x3,)), recv_select=LaneSelect((0x4, 0x10)),
+            src_lane=(2, 1, 4, 8, 16),
+            rounds=(ShuffleRound(((0,), (1,)), 1, ((0,), (1,), (2,), (0,))),
+                    ShuffleRound(((1,), (0,)), 2, ((1,), (2,), (0,), (1,))),
+                    ShuffleRound(((2,), (3,)), 3, ((2,), (0,), (1,), (2,)))))),
+    }
+    for vb in (4, 8, 16):
+        elem = 2
+        vec = vb // elem
+        regs = tuple(range(vec))
+        out[f"hand_smem_v{vb}"] = _base("smem", n_src=vec * 2, n_dst=vec * 6, smem=SmemPlan(
+            layout={"offset": [], "round": []}, swizzle="optimal", store_vec=vec, load_vec=vec, vector_bytes=vb,
+            bytes=1024, store_base=XorForm((vb, 2 * vb, 4 * vb, 8 * vb, 16 * vb), (512,)),
+            load_base=XorForm((16 * vb, 8 * vb, 4 * vb, 2 * vb, vb ^ 32 * vb), (512,)), store_warp_skip=1,
+            rounds=tuple(SmemRound((SmemAccess(regs, 0), SmemAccess(tuple(r + vec for r in regs), 0x1000 + 16 * k)),
+                                   (SmemAccess(tuple(r + 2 * vec * k for r in regs[::-1]), 0),
+                                    SmemAccess(tuple(r + (2 * k + 1) * vec for r in regs), 16)))
+                         for k in range(3)),
+            store=cost, load=cost))
+    out["hand_smem_f64"] = _base("smem", elem=8, smem=SmemPlan(
+        layout={"offset": [], "round": []}, swizzle="optimal", store_vec=2, load_vec=1, vector_bytes=16,
+        bytes=2048, store_base=XorForm((16, 32, 64, 128, 256), (512,)), load_base=XorForm((8, 16, 32, 64, 128), (1024,)),
+        store_warp_skip=0, rounds=(SmemRound((SmemAccess((0, 1), 0), SmemAccess((2, 3), 16)),
+                                             tuple(SmemAccess((r,), 256 * r) for r in range(4))),),
+        store=cost, load=cost))
+    return out
+
+
+def real_cases() -> dict[str, tuple[ConversionPlan, ConversionPlan]]:
+    """name -> (forward, backward) plans from the planner."""
+    cases = {}
+    for seed, dt in ((1, "f16"), (26, "i8"), (0, "f64"), (1, "f32")):
+        cases[f"shfl{seed}_{dt}"] = plans(seed, "shuffle", dt)
+    for seed, dt in ((0, "f16"), (3, "f64"), (4, "i8"), (99, "i8")):
+        cases[f"smem{seed}_{dt}"] = plans(seed, "smem", dt, shape=(32, 32), nreg=4)
+    for seed, dt in ((60, "f16"), (211, "f16"), (85, "i8"), (17, "f32")):      # ldmatrix/stmatrix (sm_90)
+        cases[f"mx{seed}_{dt}"] = plans(seed, "smem", dt, shape=(32, 32) if dt == "i8" else (16, 16),
+                                        nreg=4 if dt == "i8" else 2)
+    cases["rounds_f16"] = plans(5, "smem", "f16", shape=(32, 32), nreg=4, smem_budget=1024)
+    cases["skip_f32"] = plans(7, "smem", "f32", zero_warp=True)
+    cases["auto2"] = plans(2, "auto", "f16")
+    return cases
+
+
+# ------------------------------------------------------------ expression helpers
+def _eval_c(expr: str, **vars) -> int:
+    e = expr.replace("0u", "0").replace("__popc", "popc")
+    return eval(e, {"popc": lambda x: bin(x).count("1")}, vars)
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_linear_expr_matches_xor_form(seed):
+    rng = random.Random(seed)
+    lane = tuple(rng.choice([0, 1 << rng.randrange(12), rng.randrange(1 << 12)]) for _ in range(5))
+    warp = tuple(rng.randrange(1 << 12) for _ in range(rng.randrange(3)))
+    f = XorForm(lane, warp)
+    e = xor_form_expr(f, 5, len(warp))
+    for ln in range(32):
+        for w in range(1 << len(warp)):
+            assert _eval_c(e, lane=ln, warp=w) == f(ln, w), (e, ln, w)
+
+
+def test_expression_shapes():
+    assert linear_expr((1, 2, 4, 8, 16), "lane", 5) == "lane"
+    assert xor_form_expr(XorForm((0,) * 5), 5, 0) == "0u"
+    assert xor_form_expr(XorForm((0, 0, 32, 64, 128)), 5, 0) == "(lane & 0x1c) << 3"
+    assert xor_form_expr(XorForm((0, 1, 2, 0, 0)), 5, 0) == "(lane >> 1) & 0x3"
+    assert xor_form_expr(XorForm((0,) * 5, (0x120,)), 5, 1) == "warp * 0x120"
+    assert parity_expr(4) == "(lane >> 2) & 1" and parity_expr(1) == "lane & 1"
+    assert parity_expr(6) == "__popc(lane & 0x6) & 1"
+    assert select_tree(["a", "b", "c", "d"], ["x", "y"]) == "y ? (x ? d : c) : (x ? b : a)"
+    assert select_tree(["a", "a"], ["x"]) == "a"
+
+
+# ------------------------------------------------------------------ rendering
+def test_render_deterministic_and_contract(tmp_path):
+    for name, (f, b) in list(real_cases().items())[:6]:
+        for kind in ("header", "harness", "bench"):
+            one = render(f, kind, name, "llgen convert x", back_plan=b)
+            assert one == render(f, kind, name, "llgen convert x", back_plan=b)
+        h = render(f, "header", name, "llgen convert --src a.yaml")
+        assert "llgen convert --src a.yaml" in h and f"namespace {name} {{" in h
+        for const in ("kSrcRegs", "kDstRegs", "kSmemBytes", "kThreads", "kWarpSize"):
+            assert f"constexpr int {const}" in h
+        assert re.findall(r"#include <([^>]+)>", h) == ["cuda_runtime.h", "cstdint"]
+        assert "bank conflicts" in h or f.smem is None
+    with pytest.raises(ValueError, match="back_plan"):
+        render(f, "bench", "x")
+    with pytest.raises(ValueError, match="kind"):
+        render(f, "nope", "x")
+
+
+# ------------------------------------------------------------------ compilation
+def _expected(plan: ConversionPlan) -> dict[str, object]:
+    """What the plan says the machine code contains (one convert() call)."""
+    exp: dict[str, object] = {}
+    if plan.shuffle is not None:
+        s = plan.shuffle
+        live = sum(1 for r in s.rounds if s.src_lane is not None or r.lane_xor)
+        exp["shfl"] = live * s.words
+    if plan.smem is not None:
+        m = plan.smem
+        st = [a for r in m.rounds for a in r.stores]
+        ld = [a for r in m.rounds for a in r.loads]
+        for kind, accs, instr in (("st", st, m.store_instr), ("ld", ld, m.load_instr)):
+            exp[kind] = len(accs) if instr.startswith("matrix") else sorted(len(a.regs) * plan.elem_bytes
+                                                                             for a in accs)
+        exp["bar"] = 2 * len(m.rounds)
+    return exp
+
+
+PTX_BYTES = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "u32": 4, "b64": 8, "u64": 8}
+
+
+def _ptx_counts(ptx: str) -> dict[str, object]:
+    got: dict[str, object] = {"shfl": len(re.findall(r"\bshfl\.sync\.", ptx)),
+                              "bar": len(re.findall(r"\bbar\.sync\b", ptx))}
+    for kind, op in (("st", "st"), ("ld", "ld")):
+        widths = []
+        for vec, ty in re.findall(rf"\b{op}\.shared(?:\.v(\d))?\.([bu]\d+)", ptx):
+            widths.append(int(vec or 1) * PTX_BYTES[ty])
+        got[kind] = sorted(widths)
+        got[kind + "matrix"] = len(re.findall(rf"\b{op}matrix\.sync", ptx))
+    return got
+
+
+def _check_ptx(plan, ptx: str, name: str):
+    exp, got = _expected(plan), _ptx_counts(ptx)
+    m = plan.smem
+    assert got["shfl"] == exp.get("shfl", 0), name
+    assert got["bar"] == exp.get("bar", 0), name
+    for kind, instr in (("st", m and m.store_instr), ("ld", m and m.load_instr)):
+        if instr and instr.startswith("matrix"):
+            assert got[kind + "matrix"] == exp[kind] and got[kind] == [], (name, got)
+        else:
+            assert got[kind] == exp.get(kind, []), (name, kind, got[kind], exp.get(kind))
+
+
+def _run(cmd, cwd, env=None):
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def cuda_build(tmp_path_factory):
+    if not shutil.which("nvcc"):
+        pytest.skip("nvcc not found: CUDA compile checks need the CUDA toolkit")
+    d = str(tmp_path_factory.mktemp("cuda"))
+    jobs, meta = [], {}
+    real = real_cases()
+    for name, (f, b) in real.items():
+        write_files(f, d, name, emit=("header", "harness", "bench"), back_plan=b, command="pytest")
+        meta[name] = f
+    for name, p in hand_plans().items():
+        write_files(p, d, name, emit=("header", "harness"), command="pytest")
+        meta[name] = p
+    for name, p in meta.items():
+        files = [f"{name}_harness.cu"] + ([f"{name}_bench.cu"] if name in real else [])
+        uses_matrix = p.smem is not None and "matrix" in (p.smem.store_instr + p.smem.load_instr)
+        for f in files:
+            jobs.append((name, ["nvcc", "-std=c++17", "-arch=sm_90", "-ptx", f, "-o", f + ".sm90.ptx"]))
+            if not uses_matrix:
+                jobs.append((name, ["nvcc", "-std=c++17", "-arch=sm_80", "-c", f, "-o", f + ".sm80.o"]))
+            jobs.append((name, ["nvcc", "-std=c++17", "-arch=sm_90", "-c", f, "-o", f + ".sm90.o"]))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
+        results = list(ex.map(lambda j: (j[0], j[1], *_run(j[1], d)), jobs))
+    return d, meta, results
+
+
+def test_cuda_compiles(cuda_build):
+    d, meta, results = cuda_build
+    bad = [(n, " ".join(c), out) for n, c, rc, out in results if rc != 0]
+    assert not bad, bad[0]
+    warn = [(n, " ".join(c), out) for n, c, rc, out in results if "warning" in out]
+    assert not warn, warn[0]
+
+
+def test_cuda_ptx_counts(cuda_build):
+    d, meta, _ = cuda_build
+    for name, plan in meta.items():
+        with open(os.path.join(d, f"{name}_harness.cu.sm90.ptx")) as f:
+            _check_ptx(plan, f.read(), name)
+
+
+HIPCC = shutil.which("hipcc")
+
+
+@pytest.fixture(scope="module")
+def hip_build(tmp_path_factory):
+    if not HIPCC:
+        pytest.skip("hipcc not found: install Debian's hipcc (apt-get install -y hipcc) for HIP compile checks")
+    d = str(tmp_path_factory.mktemp("hip"))
+    env = dict(os.environ, HIP_PLATFORM="amd")
+    meta, jobs = {}, []
+    for arch in ("gfx90a", "gfx1030"):
+        for seed, st, dt in ((1, "shuffle", "f16"), (26, "shuffle", "i8"), (0, "shuffle", "f64"),
+                             (3, "smem", "f16"), (3, "smem", "f64"), (4, "smem", "i8"), (9, "smem", "f32")):
+            name = f"h{seed}_{st}_{dt}_{arch}"
+            try:
+                f, b = plans(seed, st, dt, target="hip", arch=arch)
+            except ValueError:
+                continue
+            write_files(f, d, name, emit=("header", "harness", "bench"), back_plan=b)
+            meta[name] = (arch, f)
+            for kind in ("harness", "bench"):
+                src = file_names("hip", name)[kind]
+                jobs.append((name, [HIPCC, f"--offload-arch={arch}", "--genco", "-save-temps=obj", "-o",
+                                    src + ".co", src]))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
+        results = list(ex.map(lambda j: (j[0], j[1], *_run(j[1], d, env)), jobs))
+    return d, meta, results
+
+
+def test_hip_compiles(hip_build):
+    d, meta, results = hip_build
+    bad = [(n, " ".join(c), out) for n, c, rc, out in results if rc != 0 or "warning" in out]
+    assert not bad, bad[0]
+
+
+ISA_BYTES = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
+
+
+def test_hip_isa_counts(hip_build):
+    d, meta, _ = hip_build
+    for name, (arch, plan) in meta.items():
+        with open(os.path.join(d, f"{name}_harness-hip-amdgcn-amd-amdhsa-{arch}.s")) as f:
+            isa = f.read()
+        exp = _expected(plan)
+        assert len(re.findall(r"\bds_(?:bpermute|swizzle)_b32\b", isa)) == exp.get("shfl", 0), name
+        assert len(re.findall(r"\bs_barrier\b", isa)) == exp.get("bar", 0), name
+        for kind, op in (("st", "write"), ("ld", "read")):
+            # the AMDGPU backend may merge two same-width accesses into ds_{read,write}2[st64]_bN
+            got = sorted(ISA_BYTES[t] for two, t in re.findall(rf"\bds_{op}(2(?:st64)?)?_([bu]\d+)\b", isa)
+                         for _ in range(2 if two else 1))
+            want = exp.get(kind, [])
+            # ... and may also fuse adjacent narrow accesses into one wider one: same bytes, never narrower
+            assert sum(got) == sum(want) and (not got or min(got) >= min(want)), (name, kind, got, want)
