@@ -38,6 +38,11 @@ def sliced(parent, dim, shape) -> dict:
     return {"kind": "slice", "dim": dim, "parent": p, "shape": shape}
 
 
+def linear(register, lane, warp, shape, block=()) -> dict:
+    return {"kind": "linear", "register": register, "lane": lane, "warp": warp, "block": list(block),
+            "shape": shape}
+
+
 def mfma(wpc, instr, shape, transposed=False) -> dict:
     return {"kind": "amd_mfma", "version": 3, "instr_shape": list(instr), "transposed": transposed,
             "warps_per_cta": wpc, "shape": shape}
@@ -79,9 +84,12 @@ NAMED: tuple[NamedPair, ...] = (
     NamedPair("blocked_transpose_f32_128", blocked([1, 4], [4, 8], [8, 1], [1, 0], [128, 128]),
               blocked([4, 1], [8, 4], [1, 8], [0, 1], [128, 128]), ("f32",), "smem"),
     NamedPair("blocked_intra_warp_f16", blocked([1, 8], [4, 8], [4, 1], [1, 0], [64, 64]),
-              blocked([1, 4], [8, 4], [4, 1], [1, 0], [64, 64]), ("f16", "f32"), "shuffle"),
-    NamedPair("blocked_registers_only", blocked([2, 4], [4, 8], [4, 1], [1, 0], [64, 64]),
-              blocked([2, 4], [4, 8], [4, 1], [0, 1], [64, 64]), ("f32",), "register"),
+              blocked([1, 4], [4, 8], [4, 1], [1, 0], [64, 64]), ("f16", "f32"), "shuffle"),
+    NamedPair("blocked_registers_only", blocked([1, 4], [4, 8], [4, 1], [1, 0], [64, 64]),
+              linear(register=[[16, 0], [0, 32], [0, 1], [32, 0], [0, 2]],
+                     lane=[[0, 4], [0, 8], [0, 16], [1, 0], [2, 0]],
+                     warp=[[4, 0], [8, 0]], shape=[64, 64]), ("f32", "f16"), "register",
+              note="same lanes and warps, registers reordered: a pure register permutation"),
     NamedPair("slice_blocked_to_slice_mma", sliced(ROW, 1, [64]), sliced(MMA, 1, [64]), ("f32",), "smem"),
     NamedPair("slice_blocked_dim0", sliced(ROW, 0, [64]), sliced(COL, 0, [64]), ("f16",), "smem"),
     NamedPair("mfma_to_blocked_wave64", mfma([2, 2], [32, 32, 8], [64, 64]),

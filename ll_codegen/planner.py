@@ -87,10 +87,14 @@ def _identity(conv: LinearLayout, dim: str) -> LinearLayout:
 def register_plan(src: LinearLayout, dst: LinearLayout) -> RegisterPlan:
     """``dst[i] = src[j]`` with ``src_reg(j) = dst_reg(i)``; needs equal lane and warp columns."""
     a = f2.Solver(src.flat_bases("register"))
+    held = LinearLayout({"register": src.bases["register"]}, src.out_dim_sizes,
+                        require_surjective=False).apply_flat()
     out = []
-    for x in LinearLayout({"register": dst.bases["register"]}, dst.out_dim_sizes,
-                          require_surjective=False).apply_flat():
-        j = a.solve(int(x))
+    for i, x in enumerate(LinearLayout({"register": dst.bases["register"]}, dst.out_dim_sizes,
+                                       require_surjective=False).apply_flat()):
+        # keep a register in place when it already holds the element (broadcast
+        # gives several sources; staying put makes equal layouts a true noop)
+        j = i if i < len(held) and held[i] == x else a.solve(int(x))
         if j is None:
             raise ValueError("register plan impossible: data crosses lanes")
         out.append(j)

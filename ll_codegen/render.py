@@ -29,7 +29,10 @@ import jinja2
 from .layout import LinearLayout
 from .plan import ConversionPlan, LaneSelect, XorForm
 
-TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "templates")
+_PKG = os.path.dirname(os.path.abspath(__file__))
+# installed: <package>/templates; editable install or checkout: <repo>/templates
+TEMPLATES = next(p for p in (os.path.join(_PKG, "templates"), os.path.join(os.path.dirname(_PKG), "templates"))
+                 if os.path.isdir(p))
 KINDS = ("header", "harness", "bench")
 RAW_TYPES = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
 FULL_MASK = "0xffffffff"
