@@ -1,0 +1,122 @@
+"""Planner: strategies the named corpus must get, the seed-001 candidates,
+broadcast handling and one-line errors for bad pairs.
+
+The execution of every plan is checked in test_plans_property.py; here we
+check the planner's *choices* against what the paper and Triton say."""
+import pytest
+
+from ll_codegen import corpus
+from ll_codegen.layout import LinearLayout
+from ll_codegen.planner import classify, plan_conversion
+from ll_codegen.spec import spec_from_dict
+
+
+def _pair(p):
+    return spec_from_dict(p.src).linear, spec_from_dict(p.dst).linear
+
+
+CASES = [(p, dt) for p in corpus.NAMED for dt in p.dtypes]
+
+
+@pytest.mark.parametrize("pair,dtype", CASES, ids=[f"{p.name}-{dt}" for p, dt in CASES])
+def test_named_pair_strategy_and_conflicts(pair, dtype):
+    src, dst = _pair(pair)
+    plan = plan_conversion(src, dst, dtype, pair.target)
+    assert plan.strategy == pair.expect, pair.note
+    if plan.smem is not None and pair.expect_conflicts is not None:
+        assert (plan.smem.store.bank_conflicts, plan.smem.load.bank_conflicts) == pair.expect_conflicts
+    # the chosen plan is the cheapest candidate, and every candidate is reported
+    best = min(plan.candidates, key=lambda c: c.score)
+    assert best.strategy == ("register" if plan.strategy == "noop" else plan.strategy)
+
+
+def test_seed001_worked_example_scores_several_candidates():
+    """Seed 001's 128x64 f16 blocked -> dot operand A: several shared-memory
+    instruction pairings (vector and ldmatrix) are scored and reported."""
+    p = next(x for x in corpus.NAMED if x.name.startswith("seed001"))
+    plan = plan_conversion(*_pair(p), "f16", "cuda", "sm_90")
+    smem = [c for c in plan.candidates if c.strategy == "smem"]
+    assert len(smem) >= 3
+    assert all(c.detail and c.score > 0 for c in smem)
+    assert plan.smem.store.bank_conflicts == plan.smem.load.bank_conflicts == 0
+
+
+def test_fp8_transpose_of_figure_2_uses_wide_vectors():
+    """Paper Fig. 2: the fp8 blocked transpose goes through shared memory with
+    16-byte accesses and no bank conflicts (Triton: 3.3x the bound)."""
+    p = next(x for x in corpus.NAMED if x.name == "blocked_transpose_f8_fig2")
+    plan = plan_conversion(*_pair(p), "f8e4m3", "cuda", "sm_90")
+    assert plan.smem.vector_bytes == 16
+    assert plan.smem.store.bank_conflicts == plan.smem.load.bank_conflicts == 0
+
+
+def test_forced_strategies_and_their_legality():
+    p = next(x for x in corpus.NAMED if x.name == "blocked_intra_warp_f16")
+    src, dst = _pair(p)
+    assert classify(src, dst) == "shuffle"
+    assert plan_conversion(src, dst, "f16", strategy="smem").strategy == "smem"
+    assert plan_conversion(src, dst, "f16", strategy="shuffle").strategy == "shuffle"
+    with pytest.raises(ValueError, match="illegal"):
+        plan_conversion(src, dst, "f16", strategy="register")
+    with pytest.raises(ValueError, match="illegal"):
+        plan_conversion(src, dst, "f16", strategy="noop")
+
+
+def test_equal_layouts_with_broadcast_registers_are_a_noop():
+    L = LinearLayout({"register": [[0, 1], [0, 0]], "lane": [[0, 2], [0, 4], [0, 8], [1, 0], [2, 0]],
+                      "warp": []}, {"dim0": 4, "dim1": 16})
+    plan = plan_conversion(L, L, "f32")
+    assert plan.strategy == "noop"
+    assert plan.register.dst_from_src == (0, 1, 2, 3)
+
+
+def test_broadcast_destination_reads_one_owner():
+    """dst broadcasts a register (zero basis): the duplicate is a copy of the
+    lower register, not a second load."""
+    src = LinearLayout({"register": [[0, 1]], "lane": [[0, 2], [0, 4], [0, 8], [1, 0], [2, 0]], "warp": []},
+                       {"dim0": 4, "dim1": 16})
+    dst = LinearLayout({"register": [[0, 0], [0, 2]], "lane": [[0, 1], [0, 4], [0, 8], [1, 0], [2, 0]],
+                        "warp": []}, {"dim0": 4, "dim1": 16})
+    plan = plan_conversion(src, dst, "f32", strategy="smem")
+    assert (1, 0) in plan.dst_copies and (3, 2) in plan.dst_copies
+    loaded = {r for rnd in plan.smem.rounds for acc in rnd.loads for r in acc.regs}
+    assert not loaded & {1, 3}
+
+
+def _lin(reg, lane, warp, shape=(4, 16), block=()):
+    return LinearLayout({"register": reg, "lane": lane, "warp": warp, "block": list(block)},
+                        {"dim0": shape[0], "dim1": shape[1]}, require_surjective=False)
+
+
+LANES = [[0, 2], [0, 4], [0, 8], [1, 0], [2, 0]]
+
+
+@pytest.mark.parametrize("src,dst,target,match", [
+    (_lin([[0, 1]], LANES, []), _lin([[0, 1], [4, 0]], LANES, [], (8, 16)), "cuda", "shapes differ"),
+    (_lin([[0, 1]], LANES, []), _lin([], LANES, [[0, 1]]), "cuda", "warp counts differ"),
+    (_lin([[0, 1]], LANES, []), _lin([[0, 1]], LANES, []), "hip:gfx90a", "warp size 64"),
+    (LinearLayout({"offset": [[0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [2, 0]]}, {"dim0": 4, "dim1": 16}),
+     _lin([[0, 1]], LANES, []), "cuda", "not a distributed layout"),
+    (_lin([[0, 1]], LANES[:4], [], (2, 16), [[1, 0]]), _lin([[0, 1]], LANES[:4], [], (2, 16), [[1, 0]]),
+     "cuda:sm_90", "lanes"),
+])
+def test_bad_pairs_are_one_clear_error(src, dst, target, match):
+    t, _, arch = target.partition(":")
+    with pytest.raises(ValueError, match=match):
+        plan_conversion(src, dst, "f16", t, arch or None)
+
+
+def test_cross_cta_conversion_is_not_supported():
+    lanes = [[0, 2], [0, 4], [0, 8], [0, 16], [1, 0]]
+    src = LinearLayout({"register": [[0, 1]], "lane": lanes, "warp": [], "block": [[2, 0]]}, {"dim0": 4, "dim1": 32})
+    dst = LinearLayout({"register": [[2, 0]], "lane": lanes, "warp": [], "block": [[0, 1]]}, {"dim0": 4, "dim1": 32})
+    with pytest.raises(ValueError, match="across CTAs"):
+        plan_conversion(src, dst, "f16")
+
+
+def test_unknown_dtype_and_strategy():
+    L = _lin([[0, 1]], LANES, [])
+    with pytest.raises(ValueError, match="unknown dtype"):
+        plan_conversion(L, L, "f12")
+    with pytest.raises(ValueError, match="unknown strategy"):
+        plan_conversion(L, L, "f16", strategy="magic")
