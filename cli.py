@@ -165,5 +165,122 @@ def show(spec: str, shape: Optional[str], as_json: bool, svg_path: Optional[str]
     click.echo(text, nl=not text.endswith("\n"))
 
 
+
+# ------------------------------------------------- plan / convert / verify
+def _conversion_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by ``plan``, ``convert`` and ``verify`` (validated by the
+    planner, so a bad value is one ``llgen: error:`` line, exit 2)."""
+    opts = [
+        click.option("--src", "src", default=None, metavar="A.yaml", type=click.Path(dir_okay=False),
+                     help="Source layout spec (a distributed layout)."),
+        click.option("--dst", "dst", default=None, metavar="B.yaml", type=click.Path(dir_okay=False),
+                     help="Destination layout spec (a distributed layout)."),
+        click.option("--target", default="cuda", show_default=True, metavar="cuda|hip", help="Target."),
+        click.option("--arch", default=None, metavar="ARCH",
+                     help="sm_80/sm_86/sm_89/sm_90 (cuda, default sm_90); gfx90a/gfx940/gfx942 (wave64), "
+                          "gfx1030/gfx1100 (wave32) (hip, default gfx90a)."),
+        click.option("--strategy", default="auto", show_default=True, metavar="auto|noop|register|shuffle|smem",
+                     help="Force a strategy (an illegal one is an error)."),
+        click.option("--swizzle", default="optimal", show_default=True, metavar="optimal|none",
+                     help="Shared-memory swizzle."),
+        click.option("--smem-budget", "smem_budget", default=48 * 1024, show_default=True, type=int,
+                     metavar="BYTES", help="Most shared memory per conversion (more rounds if needed)."),
+        click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape')."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _need(src: Optional[str], dst: Optional[str]) -> None:
+    missing = [o for o, v in (("--src", src), ("--dst", dst)) if not v]
+    if missing:
+        raise CLIError(f"missing option {' and '.join(missing)} (a spec file each)")
+
+
+@main.command()
+@_conversion_options
+@click.option("--dtype", default="f16", show_default=True, metavar="DTYPE",
+              help="Element type: i8 u8 f8e4m3 f8e5m2 i16 f16 bf16 i32 u32 f32 i64 f64.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (ConversionPlan.to_json()).")
+def plan(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
+         smem_budget: int, shape: Optional[str], dtype: str, as_json: bool) -> None:
+    """Plan the conversion from --src to --dst and print it: strategy,
+    register permutation, shuffle rounds, shared memory and swizzle, predicted
+    wavefronts and bank conflicts, and every candidate with its score."""
+    from ll_codegen.api import plan_conversion
+    _need(src, dst)
+    p = plan_conversion(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
+                        smem_budget=smem_budget, shape=shape)
+    text = p.to_json() if as_json else p.summary()
+    click.echo(text, nl=not text.endswith("\n"))
+
+
+@main.command()
+@_conversion_options
+@click.option("--dtype", default="f16", show_default=True, metavar="DTYPE",
+              help="Element type: i8 u8 f8e4m3 f8e5m2 i16 f16 bf16 i32 u32 f32 i64 f64.")
+@click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="Folder to write into (created if missing).")
+@click.option("--name", default=None, metavar="NAME",
+              help="C identifier for the namespace and file names (default: <src stem>_to_<dst stem>).")
+@click.option("--emit", "emit", multiple=True, metavar="KINDS",
+              help="header, harness, bench or all; repeatable or a comma list (default header,harness).")
+def convert(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
+            smem_budget: int, shape: Optional[str], dtype: str, output: str, name: Optional[str],
+            emit: tuple[str, ...]) -> None:
+    """Generate the conversion from --src to --dst: a header with the
+    device function (and a test harness, a round-trip bench); prints each
+    written path.  Same inputs give byte-identical files."""
+    from ll_codegen.api import conversion_files
+    _need(src, dst)
+    conv = conversion_files(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
+                            smem_budget=smem_budget, shape=shape, name=name, emit=emit or None)
+    os.makedirs(output, exist_ok=True)
+    for fname, text in conv.files.items():
+        path = os.path.join(output, fname)
+        write_atomic(path, text)
+        click.echo(path)
+
+
+@main.command()
+@_conversion_options
+@click.option("--dtype", "dtypes", multiple=True, metavar="DTYPE",
+              help="Element type(s): repeatable or a comma list (default f16).")
+@click.option("--corpus", default=None, metavar="FILE", type=click.Path(dir_okay=False),
+              help="YAML list of conversions to verify instead of --src/--dst.")
+@click.option("--runs", default=2, show_default=True, type=int, help="Random tensors per conversion.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
+def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
+           smem_budget: int, shape: Optional[str], dtypes: tuple[str, ...], corpus: Optional[str], runs: int,
+           seed: int) -> None:
+    """Compile and run generated harnesses on the GPU (CuPy) and check them
+    bit for bit: one conversion (--src/--dst, one row per --dtype) or every
+    entry of --corpus.  Prints a table; exit status 1 on any failure."""
+    from ll_codegen.api import VerifyJob as Job, load_corpus, plan_jobs, run_jobs
+    if runs < 1:
+        raise CLIError(f"--runs must be at least 1, got {runs}")
+    if corpus:
+        if src or dst:
+            raise CLIError("give either --corpus or --src/--dst, not both")
+        jobs = load_corpus(corpus)
+    else:
+        _need(src, dst)
+        dts = [d.strip() for v in (dtypes or ("f16",)) for d in v.split(",") if d.strip()]
+        if not dts:
+            raise CLIError("--dtype: no element type given")
+        jobs = [Job(pair=f"{os.path.basename(src)} -> {os.path.basename(dst)}", src=src, dst=dst, dtypes=tuple(dts),
+                    target=target, arch=arch, strategy=strategy, swizzle=swizzle, smem_budget=smem_budget,
+                    shape=shape, name=None)]
+    planned = plan_jobs(jobs)                 # every input checked before looking for a GPU
+    from ll_codegen import gpu
+    reason = gpu.available()
+    if reason is not None:
+        raise CLIError(f"cannot verify: {reason}")
+    rows, failed = run_jobs(planned, runs=runs, seed=seed, echo=click.echo)
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

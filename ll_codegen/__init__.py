@@ -1,4 +1,12 @@
-"""ll_codegen: layout conversions for CUDA/HIP from linear layouts over F2."""
-from .layout import LinearLayout, divide_left, divide_right, identity_nd
+"""ll_codegen: layout conversions for CUDA/HIP from linear layouts over F2.
 
-__all__ = ["LinearLayout", "divide_left", "divide_right", "identity_nd"]
+``plan_conversion(src, dst, dtype=..., target=..., ...)`` takes LinearLayouts,
+spec mappings or spec paths and returns a ``ConversionPlan`` with
+``summary()``, ``to_json()``, ``render(kind, name)`` and ``write(dir, name, emit)``."""
+from .layout import LinearLayout, divide_left, divide_right, identity_nd
+from .spec import SpecError, load_spec, spec_from_dict
+from .plan import ConversionPlan
+from .api import plan_conversion
+
+__all__ = ["LinearLayout", "divide_left", "divide_right", "identity_nd", "SpecError", "load_spec",
+           "spec_from_dict", "ConversionPlan", "plan_conversion"]

@@ -25,13 +25,18 @@ def summary(plan: ConversionPlan) -> str:
                      f"source lane {lane}")
         lines.append(f"  lane-dependent registers: send {s.send_select.size} way(s), "
                      f"receive {s.recv_select.size} way(s)")
+        for i, r in enumerate(s.rounds):
+            send = list(r.send[0]) if len(r.send) == 1 else [list(x) for x in r.send]
+            recv = list(r.recv[0]) if len(r.recv) == 1 else [list(x) for x in r.recv]
+            lines.append(f"  round {i}: send src{send}, source lane ^ {r.lane_xor:#x}, receive dst{recv}")
         for k in ("V", "I", "E", "F", "G", "R"):
             lines.append(f"  {k} = [{', '.join(_vec(v, sizes) for v in s.sets.get(k, ()))}]")
     if p.smem is not None:
         m = p.smem
         lines.append(f"smem: {m.bytes} bytes, {len(m.rounds)} round(s), swizzle {m.swizzle}, "
-                     f"store {m.store_instr} x{m.store_vec} elements, load {m.load_instr} x{m.load_vec} elements")
-        lines.append(f"  offset bases: {m.layout['offset']}")
+                     f"store {m.store_instr} x{m.store_vec} elements, load {m.load_instr} x{m.load_vec} elements, "
+                     f"vector width {m.vector_bytes} B")
+        lines.append(f"  offset bases (swizzled memory layout, offset -> tensor element): {m.layout['offset']}")
         if m.layout.get("round"):
             lines.append(f"  round bases: {m.layout['round']}")
         for kind, c in (("store", m.store), ("load", m.load)):
@@ -39,6 +44,8 @@ def summary(plan: ConversionPlan) -> str:
                          f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp")
     if p.dst_copies:
         lines.append(f"broadcast copies: {len(p.dst_copies)} registers")
-    for c in p.candidates:
-        lines.append(f"candidate {c.strategy:8s} score {c.score:8.2f}  {c.detail}")
+    best = min(range(len(p.candidates)), key=lambda i: p.candidates[i].score) if p.candidates else -1
+    for i, c in enumerate(p.candidates):
+        mark = "*" if i == best else " "
+        lines.append(f"candidate{mark}{c.strategy:8s} score {c.score:8.2f}  {c.detail}")
     return "\n".join(lines)

@@ -1,0 +1,446 @@
+"""The Python API behind ``llgen plan`` and ``llgen convert``.
+
+``plan_conversion`` accepts each layout as a ``LinearLayout``, a loaded
+``Spec``, a spec mapping (as in a YAML file) or the path of a spec file, and
+otherwise takes the planner's arguments::
+
+    from ll_codegen import plan_conversion
+    plan = plan_conversion("examples/blocked_64x64.yaml", "examples/mma_v2_64x64.yaml", dtype="f16")
+    print(plan.summary())
+    text = plan.render("header", name="cvt")
+    paths = plan.write("out", name="cvt", emit=("header", "harness", "bench"))
+
+``conversion_files`` is what ``llgen convert`` runs: it plans, renders every
+requested file in memory and returns them (nothing is written), so a failure
+leaves no partial output.  Everything here is deterministic.
+"""
+from __future__ import annotations
+
+import keyword
+import os
+import re
+import shlex
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from .layout import LinearLayout
+from .plan import ConversionPlan
+from .spec import Spec, SpecError, load_spec, spec_from_dict
+
+__all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "check_name", "default_name",
+           "layout_text", "back_plan", "write_atomic", "C_KEYWORDS", "DEFAULT_SMEM_BUDGET", "Conversion"]
+
+DEFAULT_SMEM_BUDGET = 48 * 1024
+EMIT_KINDS = ("header", "harness", "bench")
+
+#: C and C++ keywords (and the alternative operator spellings) a name must not be.
+C_KEYWORDS = frozenset("""
+alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
+compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
+default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
+int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
+reinterpret_cast requires restrict return short signed sizeof static static_assert static_cast struct switch
+template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn
+_Static_assert _Thread_local
+""".split())
+
+_C_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+# ------------------------------------------------------------------ layouts
+def load_layout(layout: Any, shape: Any = None, what: str = "layout") -> tuple[LinearLayout, Spec | None]:
+    """(LinearLayout, Spec or None) for a LinearLayout, Spec, spec mapping or
+    spec path.  ``shape`` overrides the spec's shape (not for LinearLayouts).
+    A memory (shared) layout is refused with one line naming it."""
+    if isinstance(layout, LinearLayout):
+        return layout, None
+    if isinstance(layout, Spec):
+        spec = layout
+        if shape is not None:
+            raise ValueError(f"{what}: a shape override needs a spec mapping or file, not a loaded Spec")
+    elif isinstance(layout, Mapping):
+        spec = spec_from_dict(dict(layout), f"<{what} spec>", shape_override=shape)
+    elif isinstance(layout, (str, os.PathLike)):
+        spec = load_spec(layout, shape_override=shape)
+    else:
+        raise TypeError(f"{what}: expected a LinearLayout, Spec, spec mapping or spec path, "
+                        f"got {type(layout).__name__}")
+    if spec.is_memory:
+        raise SpecError(spec.source, "kind", f"{spec.kind} is a memory (shared) layout; conversions need "
+                                             f"distributed (register) layouts such as blocked or nvidia_mma")
+    return spec.linear, spec
+
+
+def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
+                    strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
+                    shape: Any = None, max_vector_bytes: int | None = None) -> ConversionPlan:
+    """Plan ``src -> dst``; each layout may be a LinearLayout, a Spec, a spec
+    mapping or a spec path (``shape`` overrides both specs' shapes).  Raises
+    ValueError (SpecError for a bad spec) with one clear line."""
+    from . import planner
+    if swizzle not in ("optimal", "none"):
+        raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
+    if isinstance(smem_budget, bool) or not isinstance(smem_budget, int) or smem_budget <= 0:
+        raise ValueError(f"shared-memory budget must be a positive number of bytes, got {smem_budget!r}")
+    s, _ = load_layout(src, shape, "source")
+    d, _ = load_layout(dst, shape, "destination")
+    return planner.plan_conversion(s, d, dtype=dtype, target=target, arch=arch, strategy=strategy,
+                                   swizzle=swizzle, smem_budget=smem_budget, max_vector_bytes=max_vector_bytes)
+
+
+def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strategy: str = "auto",
+              swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET) -> ConversionPlan:
+    """The reverse (dst -> src) plan for the bench: the same options; a forced
+    strategy that is illegal in reverse falls back to ``auto``."""
+    from . import planner
+    kw = dict(dtype=plan.dtype, target=plan.target, arch=plan.arch, swizzle=swizzle, smem_budget=smem_budget)
+    try:
+        return planner.plan_conversion(dst, src, strategy=strategy, **kw)
+    except ValueError:
+        if strategy == "auto":
+            raise
+        return planner.plan_conversion(dst, src, strategy="auto", **kw)
+
+
+def _layouts_of(plan: ConversionPlan) -> tuple[LinearLayout, LinearLayout]:
+    from .render import layout_of
+    return layout_of(plan.src_bases), layout_of(plan.dst_bases)
+
+
+# -------------------------------------------------------------------- names
+def check_name(name: str) -> str:
+    """``name`` if it is a usable C/C++ identifier, else ValueError."""
+    if not isinstance(name, str) or not _C_IDENT.match(name):
+        raise ValueError(f"--name {name!r} is not a C identifier (letters, digits and _, not starting with a digit)")
+    if name in C_KEYWORDS:
+        raise ValueError(f"--name {name!r} is a C/C++ keyword")
+    return name
+
+
+def _stem_ident(path: str) -> str:
+    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "layout"
+    return ident
+
+
+def default_name(src: Any, dst: Any) -> str:
+    """``<src stem>_to_<dst stem>`` made a C identifier (``cvt`` without paths)."""
+    if isinstance(src, (str, os.PathLike)) and isinstance(dst, (str, os.PathLike)):
+        name = f"{_stem_ident(src)}_to_{_stem_ident(dst)}"
+    else:
+        name = "cvt"
+    if name[0].isdigit():
+        name = "cvt_" + name
+    return name + "_" if name in C_KEYWORDS else name
+
+
+def parse_emit(values: Iterable[str] | str | None) -> tuple[str, ...]:
+    """``--emit`` values (repeatable, comma lists, ``all``) -> kinds in canonical order."""
+    if values is None:
+        return ("header", "harness")
+    if isinstance(values, str):
+        values = [values]
+    kinds: set[str] = set()
+    for v in values:
+        for k in (x.strip() for x in str(v).split(",")):
+            if not k:
+                continue
+            if k == "all":
+                kinds.update(EMIT_KINDS)
+            elif k in EMIT_KINDS:
+                kinds.add(k)
+            else:
+                raise ValueError(f"--emit: unknown kind {k!r} (known: header, harness, bench, all)")
+    if not kinds:
+        return ("header", "harness")
+    return tuple(k for k in EMIT_KINDS if k in kinds)
+
+
+def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | None = None) -> str:
+    """The text stating a layout in a header: the spec (kind, parameters,
+    shape, file) and Triton's dump of the bases."""
+    if spec is None:
+        return repr(layout)
+    from .show import layout_params
+    params = {k: v for k, v in layout_params(spec.layout).items() if k != "kind"}
+    ptxt = " ".join(f"{k}={v}" for k, v in params.items())
+    where = f"  ({source if source is not None else spec.source})"
+    return f"{spec.kind} {ptxt} shape={list(spec.shape)}{where}\n{repr(layout)}"
+
+
+def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None, strategy: str, swizzle: str,
+                   smem_budget: int, shape: Any, name: str | None) -> str:
+    """The normalised ``llgen convert`` command recorded in a header (no -o, no --emit)."""
+    q = shlex.quote
+    parts = ["llgen", "convert", "--src", q(os.fspath(src)), "--dst", q(os.fspath(dst)),
+             "--dtype", dtype, "--target", target]
+    if arch:
+        parts += ["--arch", arch]
+    if strategy != "auto":
+        parts += ["--strategy", strategy]
+    if swizzle != "optimal":
+        parts += ["--swizzle", swizzle]
+    if smem_budget != DEFAULT_SMEM_BUDGET:
+        parts += ["--smem-budget", str(smem_budget)]
+    if shape is not None:
+        parts += ["--shape", q(",".join(map(str, shape)) if isinstance(shape, (list, tuple)) else str(shape))]
+    if name is not None:
+        parts += ["--name", name]
+    return " ".join(parts)
+
+
+# ------------------------------------------------------------------ convert
+@dataclass
+class Conversion:
+    """Everything ``llgen convert`` computed: the plan, the name, the header
+    command, and ``files`` (file name -> text), in ``emit`` order."""
+    plan: ConversionPlan
+    name: str
+    command: str
+    files: dict[str, str]
+
+
+def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
+                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
+                     shape: Any = None, name: str | None = None, emit: Sequence[str] | str | None = None,
+                     root: str | None = None) -> Conversion:
+    """Plan and render (in memory) the files ``llgen convert`` writes.
+
+    ``src``/``dst`` are spec paths as the user gave them (recorded in the
+    header's command); they are opened relative to ``root`` when given."""
+    from .render import file_names, render
+    kinds = parse_emit(emit)
+    if name is not None:
+        check_name(name)
+    out_name = name if name is not None else default_name(src, dst)
+    open_src = os.path.join(root, src) if root else src
+    open_dst = os.path.join(root, dst) if root else dst
+    s, s_spec = load_layout(open_src, shape, "source")
+    d, d_spec = load_layout(open_dst, shape, "destination")
+    plan = plan_conversion(s, d, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
+                           smem_budget=smem_budget)
+    command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name)
+    back = back_plan(plan, s, d, strategy, swizzle, smem_budget) if "bench" in kinds else None
+    s_text = layout_text(s, s_spec, os.fspath(src))
+    d_text = layout_text(d, d_spec, os.fspath(dst))
+    names = file_names(plan.target, out_name)
+    files = {names[k]: render(plan, k, out_name, command, s_text, d_text, back) for k in kinds}
+    return Conversion(plan, out_name, command, files)
+
+
+# ------------------------------------------------------------------ writing
+def write_atomic(path: str | os.PathLike, data: str) -> None:
+    """Write through a temp file in the same folder and ``os.replace``."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, writer=write_atomic) -> list[str]:
+    """Write already-rendered files into ``directory`` (created if missing)."""
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for fname, text in files.items():
+        path = os.path.join(directory, fname)
+        writer(path, text)
+        paths.append(path)
+    return paths
+
+
+# ------------------------------------------------- ConversionPlan methods
+def plan_render(plan: ConversionPlan, kind: str = "header", name: str = "cvt", command: str = "",
+                src_layout_text: str | None = None, dst_layout_text: str | None = None,
+                back: ConversionPlan | None = None) -> str:
+    from .render import render
+    check_name(name)
+    if kind == "bench" and back is None:
+        s, d = _layouts_of(plan)
+        back = back_plan(plan, s, d)
+    return render(plan, kind, name, command, src_layout_text, dst_layout_text, back)
+
+
+def plan_write(plan: ConversionPlan, directory: str | os.PathLike, name: str = "cvt",
+               emit: Sequence[str] | str | None = ("header", "harness"), command: str = "",
+               src_layout_text: str | None = None, dst_layout_text: str | None = None,
+               back: ConversionPlan | None = None) -> list[str]:
+    from .render import file_names
+    kinds = parse_emit(emit)
+    check_name(name)
+    if "bench" in kinds and back is None:
+        s, d = _layouts_of(plan)
+        back = back_plan(plan, s, d)
+    names = file_names(plan.target, name)
+    files = {names[k]: plan_render(plan, k, name, command, src_layout_text, dst_layout_text, back) for k in kinds}
+    return write_rendered(files, directory)
+
+
+# ------------------------------------------------------------------- verify
+@dataclass
+class VerifyJob:
+    """One conversion to verify (``llgen verify``): one row per dtype."""
+    pair: str
+    src: Any                   # spec path (relative to the cwd) or a loaded Spec
+    dst: Any
+    dtypes: tuple[str, ...]
+    target: str = "cuda"
+    arch: str | None = None
+    strategy: str = "auto"
+    swizzle: str = "optimal"
+    smem_budget: int = DEFAULT_SMEM_BUDGET
+    shape: Any = None
+    name: str | None = None
+
+
+_CORPUS_FIELDS = ("src", "dst", "dtypes", "dtype", "target", "arch", "strategy", "swizzle", "smem_budget",
+                  "shape", "name")
+
+
+def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
+    """Read and validate a verify corpus: a YAML list of mappings
+    ``{src, dst, dtypes, strategy, swizzle, name, target, arch, shape,
+    smem_budget}``; ``src``/``dst`` are spec paths relative to the corpus
+    file or inline spec mappings.  Every problem raises SpecError
+    ``"<file>: entry <n>[.<field>]: <what>"``; the layouts are loaded here."""
+    from .spec import parse_yaml
+    source = os.fspath(path)
+    try:
+        with open(source, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise SpecError(source, None, f"cannot read the corpus: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(source, None, f"not a UTF-8 text file ({e.reason} at byte {e.start})") from None
+    data = parse_yaml(text, source)
+    if isinstance(data, Mapping) and set(data) == {"conversions"}:
+        data = data["conversions"]
+    if not isinstance(data, list) or not data:
+        raise SpecError(source, "top level", "expected a non-empty list of conversions "
+                                             "({src: ..., dst: ..., dtypes: [...]} each)")
+    base = os.path.dirname(source)
+    jobs = []
+    seen: set[str] = set()
+    for i, e in enumerate(data, 1):
+        where = f"entry {i}"
+        if not isinstance(e, Mapping):
+            raise SpecError(source, where, f"expected a mapping with src, dst and dtypes, got {type(e).__name__}")
+        unknown = [k for k in e if k not in _CORPUS_FIELDS]
+        if unknown:
+            raise SpecError(source, f"{where}.{unknown[0]}", f"unknown field; allowed: {', '.join(_CORPUS_FIELDS)}")
+        if "dtype" in e and "dtypes" in e:
+            raise SpecError(source, f"{where}.dtype", "give dtype or dtypes, not both")
+
+        def text_field(k: str, default: Any) -> Any:
+            v = e.get(k, default)
+            if v is not default and not isinstance(v, str):
+                raise SpecError(source, f"{where}.{k}", f"expected a string, got {type(v).__name__}")
+            return v
+        specs = []
+        for k in ("src", "dst"):
+            if k not in e:
+                raise SpecError(source, f"{where}.{k}", "missing (a spec path relative to the corpus, or a mapping)")
+            v = e[k]
+            if isinstance(v, str):
+                spec = load_spec(os.path.join(base, v), shape_override=e.get("shape"))
+                label = _stem_ident(v)
+            elif isinstance(v, Mapping):
+                spec = spec_from_dict(dict(v), f"{source}: {where}.{k}", shape_override=e.get("shape"))
+                label = f"{v.get('kind', 'inline')}"
+            else:
+                raise SpecError(source, f"{where}.{k}", f"expected a spec path or mapping, got {type(v).__name__}")
+            if spec.is_memory:
+                raise SpecError(source, f"{where}.{k}", f"{spec.kind} is a memory layout; "
+                                                         f"conversions need distributed layouts")
+            specs.append((spec, label))
+        dts = e.get("dtypes", e.get("dtype", ["f16"]))
+        if isinstance(dts, str):
+            dts = [d.strip() for d in dts.split(",")]
+        field = "dtypes" if "dtypes" in e else "dtype"
+        if not isinstance(dts, list) or not dts or not all(isinstance(d, str) and d for d in dts):
+            raise SpecError(source, f"{where}.{field}", "expected a non-empty list of element types such as [f16, f32]")
+        from .planner import DTYPE_BYTES
+        for d in dts:
+            if d not in DTYPE_BYTES:
+                raise SpecError(source, f"{where}.{field}", f"unknown dtype {d!r} (known: {', '.join(DTYPE_BYTES)})")
+        name = text_field("name", None)
+        if name is not None:
+            try:
+                check_name(name)
+            except ValueError as err:
+                raise SpecError(source, f"{where}.name", str(err).replace("--name ", "")) from None
+        budget = e.get("smem_budget", DEFAULT_SMEM_BUDGET)
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+            raise SpecError(source, f"{where}.smem_budget", f"expected a positive number of bytes, got {budget!r}")
+        pair = name or f"{specs[0][1]} -> {specs[1][1]}"
+        if pair in seen:
+            pair = f"{pair} #{i}"
+        seen.add(pair)
+        jobs.append(VerifyJob(pair=pair, src=specs[0][0], dst=specs[1][0], dtypes=tuple(dts),
+                              target=text_field("target", "cuda"), arch=text_field("arch", None),
+                              strategy=text_field("strategy", "auto"), swizzle=text_field("swizzle", "optimal"),
+                              smem_budget=budget, shape=None, name=name))
+    # plan every entry now, so that a bad option is reported against its entry
+    for i, job in enumerate(jobs, 1):
+        try:
+            plan_jobs([job])
+        except ValueError as err:
+            raise SpecError(source, f"entry {i}", str(err)) from None
+    return jobs
+
+
+def plan_jobs(jobs: Sequence[VerifyJob]) -> list[tuple[VerifyJob, str, ConversionPlan]]:
+    """(job, dtype, plan) for every row; raises ValueError for bad inputs."""
+    out = []
+    for job in jobs:
+        for dt in job.dtypes:
+            p = plan_conversion(job.src, job.dst, dtype=dt, target=job.target, arch=job.arch,
+                                strategy=job.strategy, swizzle=job.swizzle, smem_budget=job.smem_budget,
+                                shape=job.shape)
+            out.append((job, dt, p))
+    return out
+
+
+def run_jobs(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], runs: int = 2, seed: int = 0,
+             echo=print) -> tuple[list[tuple[str, str, str, str]], int]:
+    """Verify every planned row on the GPU; prints a table through ``echo``
+    as rows finish.  Returns (rows, number of failures).  HIP plans are
+    skipped (CuPy runs CUDA only)."""
+    from . import gpu
+    heads = ("pair", "dtype", "strategy", "result")
+    w = [max([len(heads[0])] + [len(j.pair) for j, _, _ in planned]),
+         max([len(heads[1])] + [len(d) for _, d, _ in planned]),
+         max([len(heads[2])] + [len(f"{p.strategy} ({p.target} {p.arch})") for _, _, p in planned])]
+    line = lambda a, b, c, d: f"{a:<{w[0]}}  {b:<{w[1]}}  {c:<{w[2]}}  {d}".rstrip()  # noqa: E731
+    echo(line(*heads))
+    rows, failed = [], 0
+    for k, (job, dt, p) in enumerate(planned):
+        strat = f"{p.strategy} ({p.target} {p.arch})"
+        if p.target != "cuda":
+            result = "skipped (CuPy runs CUDA harnesses only)"
+        else:
+            try:
+                r = gpu.verify_plan(p, name=job.name or "cvt", runs=runs, seed=seed + k)
+                result = "ok (bit-exact)" if r.ok else f"FAIL: {r.message}"
+            except Exception as e:  # noqa: BLE001 - a compile or launch error is a failed row
+                first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+                result = f"FAIL: {type(e).__name__}: {first}"
+            failed += result.startswith("FAIL")
+        rows.append((job.pair, dt, strat, result))
+        echo(line(job.pair, dt, strat, result))
+    echo(f"{len(rows)} row(s): {len(rows) - failed} passed or skipped, {failed} failed")
+    return rows, failed
