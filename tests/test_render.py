@@ -9,9 +9,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import shutil
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -20,6 +17,7 @@ from ll_codegen.plan import (AccessCost, ConversionPlan, LaneSelect, RegisterPla
                              SmemAccess, SmemPlan, SmemRound, XorForm)
 from ll_codegen.render import (file_names, linear_expr, parity_expr, render, select_tree, write_files,
                                xor_form_expr)
+from toolchain import HIP_ENV, check_isa, check_ptx, need, run_all, uses_matrix
 
 planner = pytest.importorskip("ll_codegen.planner")
 
@@ -168,60 +166,9 @@ def test_render_deterministic_and_contract(tmp_path):
 
 
 # ------------------------------------------------------------------ compilation
-def _expected(plan: ConversionPlan) -> dict[str, object]:
-    """What the plan says the machine code contains (one convert() call)."""
-    exp: dict[str, object] = {}
-    if plan.shuffle is not None:
-        s = plan.shuffle
-        live = sum(1 for r in s.rounds if s.src_lane is not None or r.lane_xor)
-        exp["shfl"] = live * s.words
-    if plan.smem is not None:
-        m = plan.smem
-        st = [a for r in m.rounds for a in r.stores]
-        ld = [a for r in m.rounds for a in r.loads]
-        for kind, accs, instr in (("st", st, m.store_instr), ("ld", ld, m.load_instr)):
-            exp[kind] = len(accs) if instr.startswith("matrix") else sorted(len(a.regs) * plan.elem_bytes
-                                                                             for a in accs)
-        exp["bar"] = 2 * len(m.rounds)
-    return exp
-
-
-PTX_BYTES = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "u32": 4, "b64": 8, "u64": 8}
-
-
-def _ptx_counts(ptx: str) -> dict[str, object]:
-    got: dict[str, object] = {"shfl": len(re.findall(r"\bshfl\.sync\.", ptx)),
-                              "bar": len(re.findall(r"\bbar\.sync\b", ptx))}
-    for kind, op in (("st", "st"), ("ld", "ld")):
-        widths = []
-        for vec, ty in re.findall(rf"\b{op}\.shared(?:\.v(\d))?\.([bu]\d+)", ptx):
-            widths.append(int(vec or 1) * PTX_BYTES[ty])
-        got[kind] = sorted(widths)
-        got[kind + "matrix"] = len(re.findall(rf"\b{op}matrix\.sync", ptx))
-    return got
-
-
-def _check_ptx(plan, ptx: str, name: str):
-    exp, got = _expected(plan), _ptx_counts(ptx)
-    m = plan.smem
-    assert got["shfl"] == exp.get("shfl", 0), name
-    assert got["bar"] == exp.get("bar", 0), name
-    for kind, instr in (("st", m and m.store_instr), ("ld", m and m.load_instr)):
-        if instr and instr.startswith("matrix"):
-            assert got[kind + "matrix"] == exp[kind] and got[kind] == [], (name, got)
-        else:
-            assert got[kind] == exp.get(kind, []), (name, kind, got[kind], exp.get(kind))
-
-
-def _run(cmd, cwd, env=None):
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
-    return r.returncode, r.stdout + r.stderr
-
-
 @pytest.fixture(scope="module")
 def cuda_build(tmp_path_factory):
-    if not shutil.which("nvcc"):
-        pytest.skip("nvcc not found: CUDA compile checks need the CUDA toolkit")
+    need("nvcc")
     d = str(tmp_path_factory.mktemp("cuda"))
     jobs, meta = [], {}
     real = real_cases()
@@ -233,15 +180,12 @@ def cuda_build(tmp_path_factory):
         meta[name] = p
     for name, p in meta.items():
         files = [f"{name}_harness.cu"] + ([f"{name}_bench.cu"] if name in real else [])
-        uses_matrix = p.smem is not None and "matrix" in (p.smem.store_instr + p.smem.load_instr)
         for f in files:
             jobs.append((name, ["nvcc", "-std=c++17", "-arch=sm_90", "-ptx", f, "-o", f + ".sm90.ptx"]))
-            if not uses_matrix:
+            if not uses_matrix(p):
                 jobs.append((name, ["nvcc", "-std=c++17", "-arch=sm_80", "-c", f, "-o", f + ".sm80.o"]))
             jobs.append((name, ["nvcc", "-std=c++17", "-arch=sm_90", "-c", f, "-o", f + ".sm90.o"]))
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
-        results = list(ex.map(lambda j: (j[0], j[1], *_run(j[1], d)), jobs))
-    return d, meta, results
+    return d, meta, run_all(jobs, d)
 
 
 def test_cuda_compiles(cuda_build):
@@ -256,18 +200,13 @@ def test_cuda_ptx_counts(cuda_build):
     d, meta, _ = cuda_build
     for name, plan in meta.items():
         with open(os.path.join(d, f"{name}_harness.cu.sm90.ptx")) as f:
-            _check_ptx(plan, f.read(), name)
-
-
-HIPCC = shutil.which("hipcc")
+            check_ptx(plan, f.read(), name)
 
 
 @pytest.fixture(scope="module")
 def hip_build(tmp_path_factory):
-    if not HIPCC:
-        pytest.skip("hipcc not found: install Debian's hipcc (apt-get install -y hipcc) for HIP compile checks")
+    hipcc = need("hipcc")
     d = str(tmp_path_factory.mktemp("hip"))
-    env = dict(os.environ, HIP_PLATFORM="amd")
     meta, jobs = {}, []
     for arch in ("gfx90a", "gfx1030"):
         for seed, st, dt in ((1, "shuffle", "f16"), (26, "shuffle", "i8"), (0, "shuffle", "f64"),
@@ -281,11 +220,9 @@ def hip_build(tmp_path_factory):
             meta[name] = (arch, f)
             for kind in ("harness", "bench"):
                 src = file_names("hip", name)[kind]
-                jobs.append((name, [HIPCC, f"--offload-arch={arch}", "--genco", "-save-temps=obj", "-o",
+                jobs.append((name, [hipcc, f"--offload-arch={arch}", "--genco", "-save-temps=obj", "-o",
                                     src + ".co", src]))
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
-        results = list(ex.map(lambda j: (j[0], j[1], *_run(j[1], d, env)), jobs))
-    return d, meta, results
+    return d, meta, run_all(jobs, d, HIP_ENV)
 
 
 def test_hip_compiles(hip_build):
@@ -294,21 +231,8 @@ def test_hip_compiles(hip_build):
     assert not bad, bad[0]
 
 
-ISA_BYTES = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
-
-
 def test_hip_isa_counts(hip_build):
     d, meta, _ = hip_build
     for name, (arch, plan) in meta.items():
         with open(os.path.join(d, f"{name}_harness-hip-amdgcn-amd-amdhsa-{arch}.s")) as f:
-            isa = f.read()
-        exp = _expected(plan)
-        assert len(re.findall(r"\bds_(?:bpermute|swizzle)_b32\b", isa)) == exp.get("shfl", 0), name
-        assert len(re.findall(r"\bs_barrier\b", isa)) == exp.get("bar", 0), name
-        for kind, op in (("st", "write"), ("ld", "read")):
-            # the AMDGPU backend may merge two same-width accesses into ds_{read,write}2[st64]_bN
-            got = sorted(ISA_BYTES[t] for two, t in re.findall(rf"\bds_{op}(2(?:st64)?)?_([bu]\d+)\b", isa)
-                         for _ in range(2 if two else 1))
-            want = exp.get(kind, [])
-            # ... and may also fuse adjacent narrow accesses into one wider one: same bytes, never narrower
-            assert sum(got) == sum(want) and (not got or min(got) >= min(want)), (name, kind, got, want)
+            check_isa(plan, f.read(), name)

@@ -1,0 +1,197 @@
+"""Compiler toolchains for the CPU tests (shared by test_render and test_compile).
+
+* finding ``nvcc`` and Debian's ``hipcc``: a missing tool skips the tests that
+  need it with the reason, or fails them when ``LLGEN_REQUIRE_TOOLCHAINS=1``
+  (CI sets it, so a broken install cannot pass silently);
+* running many compiler invocations in parallel;
+* what a plan says the machine code of one ``convert()`` call contains
+  (``expected``), and the matching counts from PTX (``ptx_counts``) and from
+  AMDGPU assembly (``isa_counts``), per kernel/function (``split_ptx``,
+  ``split_isa``) so that many conversions can share one translation unit.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Sequence
+
+import pytest
+
+from ll_codegen.plan import ConversionPlan
+
+NVCC = shutil.which("nvcc")
+HIPCC = shutil.which("hipcc")
+HIP_ENV = dict(os.environ, HIP_PLATFORM="amd")
+REQUIRE = os.environ.get("LLGEN_REQUIRE_TOOLCHAINS", "") == "1"
+
+MISSING = {
+    "nvcc": "nvcc not found: CUDA compile checks need the CUDA toolkit",
+    "hipcc": "hipcc not found: install Debian's hipcc (apt-get install -y hipcc) for HIP compile checks",
+}
+
+
+def need(tool: str) -> str:
+    """Path of ``tool`` ("nvcc" or "hipcc"); otherwise skip the calling test or
+    fixture with the reason (fail instead under ``LLGEN_REQUIRE_TOOLCHAINS=1``)."""
+    path = {"nvcc": NVCC, "hipcc": HIPCC}[tool]
+    if path:
+        return path
+    if REQUIRE:
+        pytest.fail(MISSING[tool] + " (LLGEN_REQUIRE_TOOLCHAINS=1)", pytrace=False)
+    pytest.skip(MISSING[tool])
+
+
+# ------------------------------------------------------------------ running
+def run(cmd: Sequence[str], cwd: str, env: dict | None = None) -> tuple[int, str]:
+    """(exit status, stdout + stderr) of one command."""
+    r = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
+def run_all(jobs: Iterable[tuple], cwd: str, env: dict | None = None) -> list[tuple]:
+    """Run ``(key, cmd)`` jobs on all cores; returns ``(key, cmd, rc, output)`` in job order."""
+    jobs = list(jobs)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as ex:
+        return list(ex.map(lambda j: (j[0], j[1], *run(j[1], cwd, env)), jobs))
+
+
+def failures(results: Iterable[tuple]) -> list[str]:
+    """One message per job that failed or printed a warning."""
+    return [f"{key}: {' '.join(cmd)}\n{out}" for key, cmd, rc, out in results
+            if rc != 0 or re.search(r"\bwarning\b", out, re.I)]
+
+
+# ------------------------------------------------------------------ expectations
+def expected(plan: ConversionPlan) -> dict[str, object]:
+    """What the plan says the machine code contains (one convert() call)."""
+    exp: dict[str, object] = {}
+    if plan.shuffle is not None:
+        s = plan.shuffle
+        live = sum(1 for r in s.rounds if s.src_lane is not None or r.lane_xor)
+        exp["shfl"] = live * s.words
+    if plan.smem is not None:
+        m = plan.smem
+        st = [a for r in m.rounds for a in r.stores]
+        ld = [a for r in m.rounds for a in r.loads]
+        for kind, accs, instr in (("st", st, m.store_instr), ("ld", ld, m.load_instr)):
+            exp[kind] = len(accs) if instr.startswith("matrix") else sorted(len(a.regs) * plan.elem_bytes
+                                                                             for a in accs)
+        exp["bar"] = 2 * len(m.rounds)
+    return exp
+
+
+def uses_matrix(plan: ConversionPlan) -> bool:
+    """ldmatrix/stmatrix: sm_90 only."""
+    return plan.smem is not None and "matrix" in (plan.smem.store_instr + plan.smem.load_instr)
+
+
+# ------------------------------------------------------------------ PTX
+PTX_BYTES = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "u32": 4, "b64": 8, "u64": 8}
+
+
+def ptx_counts(ptx: str) -> dict[str, object]:
+    got: dict[str, object] = {"shfl": len(re.findall(r"\bshfl\.sync\.", ptx)),
+                              "bar": len(re.findall(r"\bbar\.sync\b", ptx))}
+    for kind, op in (("st", "st"), ("ld", "ld")):
+        widths = []
+        for vec, ty in re.findall(rf"\b{op}\.shared(?:\.v(\d))?\.([bu]\d+)", ptx):
+            widths.append(int(vec or 1) * PTX_BYTES[ty])
+        got[kind] = sorted(widths)
+        got[kind + "matrix"] = len(re.findall(rf"\b{op}matrix\.sync", ptx))
+    return got
+
+
+def ptx_mismatches(plan: ConversionPlan, ptx: str) -> list[str]:
+    """Differences between the plan's expectations and the PTX of one convert()."""
+    exp, got = expected(plan), ptx_counts(ptx)
+    m = plan.smem
+    bad = []
+    for k in ("shfl", "bar"):
+        if got[k] != exp.get(k, 0):
+            bad.append(f"{k}: PTX has {got[k]}, plan says {exp.get(k, 0)}")
+    for kind, instr in (("st", m and m.store_instr), ("ld", m and m.load_instr)):
+        if instr and instr.startswith("matrix"):
+            if got[kind + "matrix"] != exp[kind] or got[kind] != []:
+                bad.append(f"{kind}matrix: PTX has {got[kind + 'matrix']} (+ {kind}.shared {got[kind]}), "
+                           f"plan says {exp[kind]}")
+        elif got[kind] != exp.get(kind, []) or got[kind + "matrix"]:
+            bad.append(f"{kind}.shared bytes: PTX has {got[kind]} (+ {got[kind + 'matrix']} {kind}matrix), "
+                       f"plan says {exp.get(kind, [])}")
+    return bad
+
+
+def check_ptx(plan: ConversionPlan, ptx: str, name: str) -> None:
+    bad = ptx_mismatches(plan, ptx)
+    assert not bad, (name, bad)
+
+
+_PTX_FUNC = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)",
+                       re.M)
+
+
+def split_ptx(ptx: str) -> dict[str, str]:
+    """Function or kernel name -> its PTX text (declarations without a body are dropped)."""
+    marks = list(_PTX_FUNC.finditer(ptx))
+    out: dict[str, str] = {}
+    for i, m in enumerate(marks):
+        body = ptx[m.start():marks[i + 1].start() if i + 1 < len(marks) else len(ptx)]
+        if "{" in body:
+            out[m.group(1)] = out.get(m.group(1), "") + body
+    return out
+
+
+# ------------------------------------------------------------------ AMDGPU ISA
+ISA_BYTES = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
+
+
+def isa_counts(isa: str) -> dict[str, object]:
+    got: dict[str, object] = {"shfl": len(re.findall(r"\bds_(?:bpermute|swizzle)_b32\b", isa)),
+                              "bar": len(re.findall(r"\bs_barrier\b", isa))}
+    for kind, op in (("st", "write"), ("ld", "read")):
+        # the AMDGPU backend may merge two same-width accesses into ds_{read,write}2[st64]_bN
+        got[kind] = sorted(ISA_BYTES[t] for two, t in re.findall(rf"\bds_{op}(2(?:st64)?)?_([bu]\d+)\b", isa)
+                           for _ in range(2 if two else 1))
+    return got
+
+
+def isa_mismatches(plan: ConversionPlan, isa: str) -> list[str]:
+    exp, got = expected(plan), isa_counts(isa)
+    bad = []
+    if got["shfl"] != exp.get("shfl", 0):
+        bad.append(f"ds_bpermute: ISA has {got['shfl']}, plan says {exp.get('shfl', 0)}")
+    if got["bar"] != exp.get("bar", 0):
+        bad.append(f"s_barrier: ISA has {got['bar']}, plan says {exp.get('bar', 0)}")
+    for kind in ("st", "ld"):
+        g, want = got[kind], exp.get(kind, [])
+        # ... and may also fuse adjacent narrow accesses into one wider one: same bytes, never narrower
+        if not (sum(g) == sum(want) and (not g or min(g) >= min(want))):
+            bad.append(f"ds_{'write' if kind == 'st' else 'read'} bytes: ISA has {g}, plan says {want}")
+    return bad
+
+
+def check_isa(plan: ConversionPlan, isa: str, name: str) -> None:
+    bad = isa_mismatches(plan, isa)
+    assert not bad, (name, bad)
+
+
+_ISA_FUNC = re.compile(r"^([A-Za-z_$][\w$.]*):", re.M)
+
+
+def split_isa(isa: str) -> dict[str, str]:
+    """Function or kernel symbol -> its assembly (from its label to the next global label)."""
+    marks = list(_ISA_FUNC.finditer(isa))
+    return {m.group(1): isa[m.start():marks[i + 1].start() if i + 1 < len(marks) else len(isa)]
+            for i, m in enumerate(marks)}
+
+
+def owner(symbol: str, names: Iterable[str]) -> str | None:
+    """The conversion a kernel or function belongs to: ``<name>_harness`` /
+    ``<name>_bench`` kernels, or a C++ function in ``namespace <name>``
+    (Itanium mangling ``_ZN<len><name>...``)."""
+    for n in names:
+        if symbol in (f"{n}_harness", f"{n}_bench") or f"N{len(n)}{n}" in symbol[:len(n) + 8]:
+            return n
+    return None
