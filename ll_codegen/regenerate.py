@@ -1,0 +1,213 @@
+"""Regenerate the curated conversions of ``generated/`` with one command::
+
+    python -m ll_codegen.regenerate [OUTDIR] [--manifest FILE] [--check]
+
+``generated/manifest.yaml`` lists each conversion as the argument list of
+``llgen convert`` (``args``; spec paths relative to the repository root), the
+strategy the planner must choose (``expect``) and a ``note``.  Each entry is
+parsed by ``llgen convert``'s own option parser and emitted with
+``--emit all`` (header, harness, bench) into OUTDIR (default: the manifest's
+folder, ``generated/``), together with ``README.md`` (a table of every
+conversion with its strategy and predicted bank conflicts).  Everything is
+rendered in memory first and then written atomically; the output depends only
+on the manifest, the spec files and the templates, so CI regenerates into a
+temporary folder and diffs it against ``generated/``.  With ``--check`` nothing
+is written: the exit status is 1 if OUTDIR differs from what would be written.
+
+Stale generated sources (``*.cuh``, ``*.cu``, ``*.h``, ``*.hip`` no entry
+produces) are removed when OUTDIR is the manifest's folder.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from .api import Conversion, conversion_files, write_atomic
+from .spec import SpecError, parse_yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MANIFEST = os.path.join(ROOT, "generated", "manifest.yaml")
+SOURCE_EXTS = (".cuh", ".cu", ".h", ".hip")
+STRATEGIES = ("noop", "register", "shuffle", "smem")
+
+
+@dataclass
+class Entry:
+    args: str
+    expect: str | None
+    note: str
+    conv: Conversion | None = None
+    params: dict[str, Any] | None = None
+
+
+def _convert_command():
+    """``llgen convert``'s click command (its option parser is the manifest's grammar)."""
+    try:
+        import cli
+    except ImportError:
+        sys.path.insert(0, ROOT)
+        import cli  # noqa: F811
+    return cli.convert
+
+
+def load_manifest(path: str) -> list[Entry]:
+    with open(path, encoding="utf-8") as fh:
+        data = parse_yaml(fh.read(), path)
+    if not isinstance(data, list) or not data:
+        raise SpecError(path, "top level", "expected a non-empty list of {args, expect, note} entries")
+    out = []
+    for i, e in enumerate(data, 1):
+        if not isinstance(e, dict) or not isinstance(e.get("args"), str):
+            raise SpecError(path, f"entry {i}", "expected a mapping with 'args' (a string of llgen convert arguments)")
+        unknown = set(e) - {"args", "expect", "note"}
+        if unknown:
+            raise SpecError(path, f"entry {i}.{sorted(unknown)[0]}", "unknown field (allowed: args, expect, note)")
+        expect = e.get("expect")
+        if expect is not None and expect not in STRATEGIES:
+            raise SpecError(path, f"entry {i}.expect", f"{expect!r} is not one of {', '.join(STRATEGIES)}")
+        out.append(Entry(e["args"], expect, str(e.get("note", "")).strip()))
+    return out
+
+
+def build(entries: list[Entry], manifest: str) -> dict[str, str]:
+    """Plan and render every entry; returns file name -> text (README.md included)."""
+    import click
+    cmd = _convert_command()
+    files: dict[str, str] = {}
+    for i, e in enumerate(entries, 1):
+        where = f"{manifest}: entry {i}"
+        try:
+            ctx = cmd.make_context("convert", shlex.split(e.args))
+        except click.exceptions.ClickException as err:
+            raise ValueError(f"{where}: args: {err.format_message()}") from None
+        p = dict(ctx.params)
+        if p.pop("output") != "." or p.pop("emit"):
+            raise ValueError(f"{where}: args: leave out -o and --emit (regenerate writes every kind to OUTDIR)")
+        if not p.get("src") or not p.get("dst"):
+            raise ValueError(f"{where}: args: --src and --dst are required")
+        try:
+            e.conv = conversion_files(emit=("all",), root=ROOT, **p)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        e.params = p
+        if e.expect is not None and e.conv.plan.strategy != e.expect:
+            raise ValueError(f"{where}: the planner chose {e.conv.plan.strategy}, the manifest expects {e.expect}")
+        for fname, text in e.conv.files.items():
+            if fname in files:
+                raise ValueError(f"{where}: {fname} is also written by an earlier entry (give another --name)")
+            files[fname] = text
+    files["README.md"] = readme(entries)
+    return files
+
+
+def _conflicts(plan) -> str:
+    m = plan.smem
+    if m is None:
+        return "—"
+    return f"{m.store.bank_conflicts} / {m.load.bank_conflicts}"
+
+
+def _instrs(plan) -> str:
+    if plan.smem is not None:
+        m = plan.smem
+        return f"{m.bytes} B, {len(m.rounds)} round(s), st {m.store_instr} / ld {m.load_instr}"
+    if plan.shuffle is not None:
+        s = plan.shuffle
+        return f"{len(s.rounds)} round(s) x {s.words} word(s)"
+    if plan.strategy == "register":
+        return f"{plan.n_dst} register moves"
+    return "—"
+
+
+def readme(entries: list[Entry]) -> str:
+    lines = [
+        "# generated/",
+        "",
+        "Curated conversions emitted by `llgen convert --emit all` (header, test harness, round-trip bench).",
+        "Do not edit: this folder, this README included, is produced by one command from the repository root,",
+        "",
+        "```sh",
+        "python -m ll_codegen.regenerate          # or: python -m ll_codegen.regenerate OUTDIR",
+        "```",
+        "",
+        "driven by `generated/manifest.yaml` (each entry's `llgen convert` arguments). CI regenerates into a",
+        "temporary folder and diffs it against this one, so a change to the planner, the templates or a spec",
+        "shows up here. Each header's opening comment records the exact `llgen convert` command, both layouts",
+        "and the full plan with every scored candidate.",
+        "",
+        "Predicted bank conflicts are per warp-wide shared-memory instruction (wavefronts beyond the minimum),",
+        "store / load.",
+        "",
+        "| name | src -> dst | dtype | target | strategy | data movement | bank conflicts (st / ld) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for e in entries:
+        c, p = e.conv, e.params
+        pair = f"`{os.path.basename(p['src'])}` -> `{os.path.basename(p['dst'])}`"
+        lines.append(f"| `{c.name}` | {pair} | {c.plan.dtype} | {c.plan.target} {c.plan.arch} | "
+                     f"{c.plan.strategy} | {_instrs(c.plan)} | {_conflicts(c.plan)} |")
+    lines += ["", "## Conversions", ""]
+    for e in entries:
+        c = e.conv
+        lines.append(f"### `{c.name}` — {c.plan.strategy}")
+        lines.append("")
+        if e.note:
+            lines += [e.note, ""]
+        lines.append("Files: " + ", ".join(f"`{f}`" for f in c.files))
+        lines += ["", "```sh", c.command, "```", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _stale(outdir: str, keep: set[str]) -> list[str]:
+    return sorted(f for f in os.listdir(outdir)
+                  if f.endswith(SOURCE_EXTS) and f not in keep and os.path.isfile(os.path.join(outdir, f)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ll_codegen.regenerate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("outdir", nargs="?", default=None, help="output folder (default: the manifest's folder)")
+    ap.add_argument("--manifest", default=MANIFEST, help=f"manifest (default: {os.path.relpath(MANIFEST)})")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUTDIR is not up to date")
+    a = ap.parse_args(argv)
+    manifest = a.manifest
+    outdir = a.outdir or os.path.dirname(os.path.abspath(manifest))
+    try:
+        files = build(load_manifest(manifest), os.path.relpath(manifest))
+    except (ValueError, OSError) as err:
+        print(f"regenerate: error: {err}", file=sys.stderr)
+        return 2
+    own_folder = os.path.abspath(outdir) == os.path.dirname(os.path.abspath(manifest))
+    if a.check:
+        bad = []
+        for fname, text in files.items():
+            path = os.path.join(outdir, fname)
+            try:
+                with open(path, encoding="utf-8", newline="") as fh:
+                    same = fh.read() == text
+            except OSError:
+                same = False
+            if not same:
+                bad.append(fname)
+        if os.path.isdir(outdir):
+            bad += _stale(outdir, set(files))
+        for f in bad:
+            print(f"out of date: {os.path.join(outdir, f)}")
+        return 1 if bad else 0
+    os.makedirs(outdir, exist_ok=True)
+    for fname, text in files.items():
+        write_atomic(os.path.join(outdir, fname), text)
+    removed = _stale(outdir, set(files)) if own_folder else []
+    for f in removed:
+        os.unlink(os.path.join(outdir, f))
+    n = len(files) - 1
+    print(f"regenerate: wrote {n} sources for {n // 3} conversions and README.md to {outdir}"
+          + (f"; removed {len(removed)} stale file(s)" if removed else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
