@@ -1,0 +1,382 @@
+"""``llgen plan``, ``llgen convert``, ``llgen verify`` (its input checks), the
+Python API (``ll_codegen.plan_conversion``, ``ConversionPlan.render/write``)
+and ``python -m ll_codegen.regenerate`` (reproduces ``generated/`` byte for
+byte: the CI diff check).  CPU only and fast."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import cli  # noqa: E402
+from ll_codegen import ConversionPlan, LinearLayout, load_spec, plan_conversion  # noqa: E402
+from ll_codegen.api import default_name, parse_emit  # noqa: E402
+
+S = "examples/specs/"
+ROW, COL = S + "blocked_row_64x64.yaml", S + "blocked_col_64x64.yaml"
+MMA22, MMA41 = S + "mma_v2_2x2_64x64.yaml", S + "mma_v2_4x1_64x64.yaml"
+STORE = S + "blocked_store_64x64.yaml"
+PAIRS = {  # strategy -> (src, dst, dtype, extra args)
+    "smem": (ROW, MMA22, "f16", []),
+    "shuffle": (MMA41, S + "dot_a_4x1_kw4_64x64.yaml", "f8e4m3", []),
+    "register": (S + "blocked_row4_64x64.yaml", S + "regperm_64x64.yaml", "bf16", []),
+    "noop": (MMA41, S + "dot_a_4x1_kw2_64x64.yaml", "f16", ["--arch", "sm_80"]),
+}
+
+
+@pytest.fixture(autouse=True)
+def _at_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def _runner():
+    try:  # click < 8.2 mixes stderr into stdout unless told not to
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()
+
+
+def _run(args):
+    return _runner().invoke(cli.main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _one_error_line(r, *fragments):
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("llgen: error: "), r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    for f in fragments:
+        assert f in err[0], (f, err[0])
+    return err[0]
+
+
+# --------------------------------------------------------------------- plan
+def test_plan_text_smem():
+    r = _run(["plan", "--src", ROW, "--dst", MMA22, "--dtype", "f16"])
+    assert r.exit_code == 0, r.stderr
+    out = r.stdout
+    assert out.startswith("strategy: smem")
+    for frag in ("smem: 8192 bytes", "vector width 16 B", "offset bases", "store:", "load:",
+                 "wavefronts/instr", "bank conflicts/instr", "candidate*smem"):
+        assert frag in out, frag
+    assert sum(line.startswith("candidate") for line in out.splitlines()) >= 2
+    assert all(" score " in line for line in out.splitlines() if line.startswith("candidate"))
+
+
+def test_plan_text_shuffle_register_noop():
+    src, dst, dt, extra = PAIRS["shuffle"]
+    out = _run(["plan", "--src", src, "--dst", dst, "--dtype", dt, *extra]).stdout
+    assert out.startswith("strategy: shuffle") and "shuffle: 8 rounds" in out and "round 7: send src" in out
+    src, dst, dt, extra = PAIRS["register"]
+    out = _run(["plan", "--src", src, "--dst", dst, "--dtype", dt, *extra]).stdout
+    assert out.startswith("strategy: register") and "registers: dst[i] = src[" in out
+    src, dst, dt, extra = PAIRS["noop"]
+    out = _run(["plan", "--src", src, "--dst", dst, "--dtype", dt, *extra]).stdout
+    assert out.startswith("strategy: noop")
+
+
+@pytest.mark.parametrize("strategy", sorted(PAIRS))
+def test_plan_json_keys(strategy):
+    src, dst, dt, extra = PAIRS[strategy]
+    r = _run(["plan", "--src", src, "--dst", dst, "--dtype", dt, "--json", *extra])
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["strategy"] == strategy
+    assert "shuffle" in d and "smem" in d and "candidates" in d
+    if strategy == "shuffle":
+        assert isinstance(d["shuffle"]["rounds"], list) and d["shuffle"]["rounds"]
+    else:
+        assert d["shuffle"] is None
+    if strategy == "smem":
+        m = d["smem"]
+        assert m["bytes"] == 8192 and m["vector_bytes"] == 16
+        for side in ("store", "load"):
+            assert set(m[side]) >= {"wavefronts", "bank_conflicts"}
+            assert m[side]["bank_conflicts"] == 0
+    else:
+        assert d["smem"] is None
+
+
+def test_plan_options_change_the_plan():
+    base = json.loads(_run(["plan", "--src", MMA22, "--dst", STORE, "--dtype", "f32", "--json"]).stdout)
+    small = json.loads(_run(["plan", "--src", MMA22, "--dst", STORE, "--dtype", "f32", "--json",
+                             "--smem-budget", "4096"]).stdout)
+    assert len(base["smem"]["rounds"]) == 1 and len(small["smem"]["rounds"]) == 4 and small["smem"]["bytes"] == 4096
+    ns = json.loads(_run(["plan", "--src", ROW, "--dst", COL, "--dtype", "i8", "--json", "--swizzle", "none",
+                          "--arch", "sm_80"]).stdout)
+    assert ns["smem"]["swizzle"] == "none" and ns["smem"]["load"]["bank_conflicts"] > 0
+    hip = json.loads(_run(["plan", "--src", S + "wmma_2x2_32x32.yaml", "--dst", S + "blocked_wave32_32x32.yaml",
+                           "--target", "hip", "--arch", "gfx1030", "--json"]).stdout)
+    assert (hip["target"], hip["arch"], hip["warp_size"]) == ("hip", "gfx1030", 32)
+    forced = json.loads(_run(["plan", "--src", PAIRS["shuffle"][0], "--dst", PAIRS["shuffle"][1], "--dtype", "f8e4m3", "--strategy", "smem",
+                              "--json"]).stdout)
+    assert forced["strategy"] == "smem"
+    shaped = json.loads(_run(["plan", "--src", ROW, "--dst", COL, "--shape", "32,32", "--json"]).stdout)
+    assert shaped["shape"] == [32, 32]
+
+
+# ------------------------------------------------------------------ convert
+def _header_of(paths):
+    return next(p for p in paths if p.endswith((".cuh", ".h")))
+
+
+def test_convert_writes_printed_paths_byte_identical(tmp_path):
+    args = ["convert", "--src", ROW, "--dst", MMA22, "--dtype", "f16"]
+    a, b = tmp_path / "a", tmp_path / "deeper" / "b"
+    ra, rb = _run(args + ["-o", a]), _run(args + ["-o", b, "--emit", "harness,header"])
+    assert ra.exit_code == rb.exit_code == 0, (ra.stderr, rb.stderr)
+    pa, pb = ra.stdout.splitlines(), rb.stdout.splitlines()
+    assert [os.path.basename(p) for p in pa] == ["blocked_row_64x64_to_mma_v2_2x2_64x64.cuh",
+                                                "blocked_row_64x64_to_mma_v2_2x2_64x64_harness.cu"]
+    assert [os.path.basename(p) for p in pa] == [os.path.basename(p) for p in pb]
+    assert sorted(os.listdir(a)) == sorted(os.path.basename(p) for p in pa)
+    for p, q in zip(pa, pb):
+        assert os.path.isfile(p) and open(p, "rb").read() == open(q, "rb").read()
+    ra2 = _run(args + ["-o", a])
+    assert ra2.stdout == ra.stdout
+    for p in pa:
+        assert open(p, "rb").read() == open(p.replace(str(a), str(b)), "rb").read()
+    head = open(_header_of(pa)).read().splitlines()
+    assert head[1] == ("// Command: llgen convert --src examples/specs/blocked_row_64x64.yaml "
+                       "--dst examples/specs/mma_v2_2x2_64x64.yaml --dtype f16 --target cuda --arch sm_90")
+    text = "\n".join(head[:80])
+    assert "Source layout" in text and "Destination layout" in text and "register=1 -> " in text
+    assert "nvidia_mma version=[2, 0]" in text and "bank conflicts" in text
+
+
+def test_convert_default_dir_name_and_emit(tmp_path):
+    os.chdir(tmp_path)
+    r = _run(["convert", "--src", os.path.join(ROOT, ROW), "--dst", os.path.join(ROOT, COL), "--emit", "all",
+              "--name", "tr", "--target", "cuda", "--arch", "sm_80"])
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines() == [os.path.join(".", f) for f in ("tr.cuh", "tr_harness.cu", "tr_bench.cu")]
+    assert sorted(os.listdir(tmp_path)) == ["tr.cuh", "tr_bench.cu", "tr_harness.cu"]
+    assert "namespace tr {" in open("tr.cuh").read() and "tr_back" in open("tr_bench.cu").read()
+    r = _run(["convert", "--src", os.path.join(ROOT, S + "wmma_2x2_32x32.yaml"),
+              "--dst", os.path.join(ROOT, S + "blocked_wave32_32x32.yaml"), "--target", "hip", "--arch", "gfx1030",
+              "-o", "hip", "--emit", "header", "--emit", "bench"])
+    assert r.exit_code == 0, r.stderr
+    assert [os.path.basename(p) for p in r.stdout.splitlines()] == [
+        "wmma_2x2_32x32_to_blocked_wave32_32x32.h", "wmma_2x2_32x32_to_blocked_wave32_32x32_bench.hip"]
+    assert "hip/hip_runtime.h" in open(r.stdout.splitlines()[0]).read()
+
+
+def test_default_name_and_emit_parsing():
+    assert default_name("a/b-c.d.yaml", "x/1st.yaml") == "b_c_d_to_1st"
+    assert default_name("9x.yaml", "y.yaml") == "cvt_9x_to_y"
+    assert parse_emit(None) == ("header", "harness")
+    assert parse_emit(["bench", "header"]) == ("header", "bench")
+    assert parse_emit(["all"]) == ("header", "harness", "bench")
+    with pytest.raises(ValueError, match="unknown kind"):
+        parse_emit(["headers"])
+
+
+def _write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+BLOCKED_8W = """kind: blocked
+size_per_thread: [1, 4]
+threads_per_warp: [4, 8]
+warps_per_cta: [8, 1]
+order: [1, 0]
+shape: [64, 64]
+"""
+
+BAD_CASES = {
+    # id: (args after src/dst, src, dst, fragments of the message)
+    "name_not_identifier": (["--name", "my-cvt"], ROW, COL, ["not a C identifier"]),
+    "name_starts_with_digit": (["--name", "1cvt"], ROW, COL, ["not a C identifier"]),
+    "name_keyword": (["--name", "namespace"], ROW, COL, ["keyword"]),
+    "shapes_differ": ([], "examples/slice_64.yaml", MMA22, ["shapes differ"]),
+    "shape_override_bad": (["--shape", "48,64"], ROW, COL, ["--shape", "power of two"]),
+    "warp_counts_differ": ([], "@8warps", MMA22, ["warp counts differ"]),
+    "warp_size_vs_target_cuda": ([], S + "mfma_32x32_2x2_64x64.yaml", S + "blocked_wave64_64x64.yaml",
+                                 ["64 lanes", "warp size 32"]),
+    "warp_size_vs_target_hip": (["--target", "hip"], ROW, COL, ["32 lanes", "gfx90a", "warp size 64"]),
+    "memory_src": ([], "examples/swizzled_shared_64x64.yaml", ROW, ["swizzled_shared_64x64.yaml",
+                                                                    "memory (shared) layout"]),
+    "memory_dst": ([], ROW, "examples/nvmma_shared_64x64.yaml", ["nvmma_shared", "memory"]),
+    "unknown_dtype": (["--dtype", "f17"], ROW, COL, ["unknown dtype 'f17'"]),
+    "illegal_register": (["--strategy", "register"], ROW, COL, ["strategy register is illegal"]),
+    "illegal_noop": (["--strategy", "noop"], ROW, COL, ["strategy noop is illegal"]),
+    "illegal_shuffle": (["--strategy", "shuffle"], ROW, MMA22, ["illegal"]),
+    "unknown_strategy": (["--strategy", "fast"], ROW, COL, ["unknown strategy"]),
+    "unknown_target": (["--target", "metal"], ROW, COL, ["unknown target"]),
+    "unknown_arch": (["--arch", "sm_70"], ROW, COL, ["unknown CUDA arch"]),
+    "unknown_swizzle": (["--swizzle", "xor"], ROW, COL, ["unknown swizzle"]),
+    "bad_budget": (["--smem-budget", "0"], ROW, COL, ["budget"]),
+    "missing_spec": ([], "examples/nope.yaml", COL, ["examples/nope.yaml", "cannot read"]),
+    "bad_spec": ([], "examples/bad/bad_parent.yaml", COL, ["parent.warps_per_cta"]),
+}
+
+
+@pytest.mark.parametrize("command", ["plan", "convert"])
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_input_one_line_exit_2_nothing_written(tmp_path, command, case):
+    extra, src, dst, frags = BAD_CASES[case]
+    if src == "@8warps":
+        src = _write(tmp_path, "blocked_8warps.yaml", BLOCKED_8W)
+    if command == "plan" and case.startswith("name_"):
+        pytest.skip("--name is a convert option")
+    out = tmp_path / "out"
+    args = [command, "--src", src, "--dst", dst, *extra] + (["-o", out, "--emit", "all"] if command == "convert" else [])
+    r = _run(args)
+    _one_error_line(r, *frags)
+    assert r.stdout == ""
+    assert not out.exists()
+
+
+def test_bad_input_subprocess_no_traceback(tmp_path):
+    """The real entry point: one line on stderr, exit 2, nothing written."""
+    out = tmp_path / "o"
+    p = subprocess.run([sys.executable, "cli.py", "convert", "--src", ROW, "--dst", COL, "--strategy", "register",
+                        "-o", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("llgen: error: strategy register is illegal")
+    assert not out.exists()
+
+
+def test_missing_src_is_an_error():
+    _one_error_line(_run(["plan", "--dst", COL]), "--src")
+    _one_error_line(_run(["convert", "--src", ROW]), "--dst")
+
+
+# ------------------------------------------------------------------- verify
+CORPUS_BAD = {
+    "not_a_list": ("src: a.yaml\n", ["top level", "list"]),
+    "empty": ("[]\n", ["top level"]),
+    "entry_not_mapping": ("- 3\n", ["entry 1", "mapping"]),
+    "missing_dst": (f"- src: {ROOT}/{ROW}\n", ["entry 1.dst", "missing"]),
+    "unknown_field": (f"- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n  dtype_list: [f16]\n", ["entry 1.dtype_list"]),
+    "bad_dtype": (f"- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n  dtypes: [f16, f99]\n", ["entry 1.dtypes", "f99"]),
+    "dtypes_not_list": (f"- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n  dtypes: {{a: 1}}\n", ["entry 1.dtypes"]),
+    "bad_name": (f"- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n  name: two words\n", ["entry 1.name"]),
+    "missing_spec_file": ("- src: nowhere.yaml\n  dst: nowhere.yaml\n", ["nowhere.yaml", "cannot read"]),
+    "bad_inline_spec": (f"- src: {{kind: blocked}}\n  dst: {ROOT}/{COL}\n", ["entry 1.src", "missing"]),
+    "memory_layout": (f"- src: {ROOT}/examples/swizzled_shared_64x64.yaml\n  dst: {ROOT}/{COL}\n",
+                      ["entry 1.src", "memory layout"]),
+    "illegal_strategy": (f"- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n"
+                         f"  strategy: shuffle\n", ["entry 2", "illegal"]),
+    "malformed_yaml": ("- src: [a\n", ["line", "malformed YAML"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CORPUS_BAD))
+def test_verify_corpus_errors(tmp_path, case):
+    text, frags = CORPUS_BAD[case]
+    path = _write(tmp_path, "corpus.yaml", text)
+    _one_error_line(_run(["verify", "--corpus", path]), "corpus.yaml" if case != "missing_spec_file" else "", *frags)
+
+
+def test_verify_corpus_example_is_valid():
+    from ll_codegen.api import load_corpus, plan_jobs
+    jobs = load_corpus(os.path.join(ROOT, "examples", "verify_corpus.yaml"))
+    rows = plan_jobs(jobs)
+    assert len(jobs) >= 10 and {p.strategy for _, _, p in rows} == {"noop", "register", "shuffle", "smem"}
+    assert any(p.smem is not None and len(p.smem.rounds) > 1 for _, _, p in rows)
+
+
+def test_verify_usage_errors():
+    _one_error_line(_run(["verify", "--corpus", "examples/verify_corpus.yaml", "--src", ROW]), "not both")
+    _one_error_line(_run(["verify", "--src", ROW, "--dst", COL, "--dtype", "f16,q3"]), "unknown dtype 'q3'")
+
+
+def test_verify_without_gpu_says_why():
+    from ll_codegen import gpu
+    reason = gpu.available()
+    if reason is None:
+        pytest.skip("a GPU is present: llgen verify would run")
+    for args in (["verify", "--src", ROW, "--dst", COL, "--dtype", "f16,f32"],
+                 ["verify", "--corpus", "examples/verify_corpus.yaml"]):
+        line = _one_error_line(_run(args), "cannot verify: ")
+        assert line == f"llgen: error: cannot verify: {reason}"
+
+
+# --------------------------------------------------------------- Python API
+def test_python_api_accepts_specs_paths_and_layouts(tmp_path):
+    a, b = load_spec(ROW), load_spec(MMA22)
+    from ll_codegen.spec import parse_yaml
+    d = parse_yaml(open(MMA22).read(), MMA22)
+    p1 = plan_conversion(ROW, MMA22, dtype="f16")
+    p2 = plan_conversion(a.linear, b.linear, dtype="f16")
+    p3 = plan_conversion(a, d, dtype="f16")
+    assert isinstance(p1, ConversionPlan) and isinstance(a.linear, LinearLayout)
+    assert p1 == p2 == p3 and p1.to_json() == p3.to_json()
+    assert p1.summary().startswith("strategy: smem")
+    header = p1.render("header", name="cvt")
+    assert "namespace cvt {" in header and "Command: (library call)" in header
+    assert p1.render(kind="header", name="cvt") == header
+    assert "cvt_back" in p1.render("bench", name="cvt")
+    paths = p1.write(str(tmp_path / "w"), name="cvt", emit="all")
+    assert [os.path.basename(x) for x in paths] == ["cvt.cuh", "cvt_harness.cu", "cvt_bench.cu"]
+    assert open(paths[0]).read() == header
+    with pytest.raises(ValueError, match="keyword"):
+        p1.render("header", name="int")
+    with pytest.raises(ValueError, match="memory"):
+        plan_conversion("examples/swizzled_shared_64x64.yaml", ROW)
+
+
+# -------------------------------------------------------------- generated/
+@pytest.fixture(scope="module")
+def manifest_build():
+    from ll_codegen import regenerate
+    entries = regenerate.load_manifest(regenerate.MANIFEST)
+    files = regenerate.build(entries, "generated/manifest.yaml")
+    return entries, files
+
+
+def test_regenerate_reproduces_generated_byte_for_byte(tmp_path):
+    out = tmp_path / "regen"
+    p = subprocess.run([sys.executable, "-m", "ll_codegen.regenerate", str(out)], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    gen = os.path.join(ROOT, "generated")
+    want = sorted(f for f in os.listdir(gen) if f != "manifest.yaml")
+    assert sorted(os.listdir(out)) == want, "generated/ is stale: run python -m ll_codegen.regenerate"
+    for f in want:
+        assert open(os.path.join(gen, f), "rb").read() == (out / f).read_bytes(), \
+            f"generated/{f} is stale: run python -m ll_codegen.regenerate"
+
+
+def test_generated_coverage(manifest_build):
+    entries, files = manifest_build
+    plans = {e.conv.name: e.conv.plan for e in entries}
+    assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans)
+    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem"}
+    assert {(p.target, p.arch) for p in plans.values()} >= {("cuda", "sm_90"), ("cuda", "sm_80"),
+                                                             ("hip", "gfx90a"), ("hip", "gfx1030")}
+    assert {p.elem_bytes for p in plans.values()} == {1, 2, 4, 8}
+    assert any(p.smem is not None and p.arch == "sm_90" and "matrix" in (p.smem.store_instr + p.smem.load_instr)
+               for p in plans.values())
+    assert any(p.smem is not None and len(p.smem.rounds) > 1 and p.smem.bytes < 48 * 1024 for p in plans.values())
+    assert plans["flash_attn_acc_to_dot_a_f16"].strategy == "noop"
+    assert plans["flash_attn_acc_to_dot_a_f8"].strategy == "shuffle"
+    assert any(len(p.shape) == 1 for p in plans.values())          # slice layouts
+    for e in entries:                                               # every kind: header, harness, bench
+        assert len(e.conv.files) == 3
+
+
+def test_generated_mma_acc_to_blocked_contract(manifest_build):
+    """The conversion the hand-written example kernel includes."""
+    entries, files = manifest_build
+    e = next(e for e in entries if e.conv.name == "mma_acc_to_blocked")
+    p = e.conv.plan
+    assert (p.dtype, p.target, p.arch, p.num_warps, p.shape) == ("f32", "cuda", "sm_80", 4, (64, 64))
+    mma = load_spec(MMA41)
+    blk = load_spec(STORE)
+    assert mma.layout.warps_per_cta == (4, 1) or list(mma.layout.warps_per_cta) == [4, 1]
+    assert list(blk.layout.size_per_thread) == [1, 4] and list(blk.layout.threads_per_warp) == [2, 16]
+    assert e.params["src"] == MMA41 and e.params["dst"] == STORE
+    assert set(e.conv.files) == {"mma_acc_to_blocked.cuh", "mma_acc_to_blocked_harness.cu",
+                                 "mma_acc_to_blocked_bench.cu"}
+    assert "README.md" in files and "`mma_acc_to_blocked`" in files["README.md"]
