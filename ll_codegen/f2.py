@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+import numpy as np
+
 
 def apply(cols: Sequence[int], x: int) -> int:
     """Matrix-vector product: XOR of the columns selected by the bits of x."""
@@ -22,6 +24,14 @@ def apply(cols: Sequence[int], x: int) -> int:
             y ^= cols[j]
         x >>= 1
         j += 1
+    return y
+
+
+def apply_array(cols: Sequence[int], xs: np.ndarray) -> np.ndarray:
+    """``apply`` for every entry of an int64 array at once."""
+    y = np.zeros_like(xs)
+    for j, c in enumerate(cols):
+        y ^= ((xs >> j) & 1) * c
     return y
 
 
@@ -89,6 +99,17 @@ class Solver:
                 b ^= r
                 x ^= combo
         return x if b == 0 else None
+
+    def solve_array(self, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``solve`` for every entry of an int64 array: (x, solvable).  The form
+        is fully reduced, so pivot bits of ``b`` pick the rows directly and
+        the map is linear."""
+        x, rest = np.zeros_like(b), b.copy()
+        for r, combo in self._rows:
+            hit = (b >> (r.bit_length() - 1)) & 1
+            x ^= hit * combo
+            rest ^= hit * r
+        return x, rest == 0
 
 
 def solve(cols: Sequence[int], b: int) -> int | None:

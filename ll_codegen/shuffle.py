@@ -26,6 +26,8 @@ selects) exactly when G is not empty.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from . import f2
 from .layout import LinearLayout
 from .plan import LaneSelect, ShufflePlan, ShuffleRound
@@ -44,36 +46,45 @@ def _extend(base: list[int], vectors: list[int]) -> list[int]:
     return out
 
 
-def _coords(solver: f2.Solver, x: int) -> int:
-    c = solver.solve(x)
-    if c is None:
-        raise NotShuffleable("element outside the layout's span")
+def _coords(solver: f2.Solver, xs: np.ndarray, what: str = "element outside the layout's span") -> np.ndarray:
+    c, ok = solver.solve_array(xs)
+    if not ok.all():
+        raise NotShuffleable(what)
     return c
 
 
-def _fit_affine(values: dict[tuple[int, int], int], n_rounds: int, n_lane_bits: int) -> tuple[list[int], list[int]]:
-    """Fit ``values[(round, lane)] = const[round] ^ apply(lin, lane)`` with one
-    linear part for all rounds; entries absent from ``values`` are free."""
-    keys = sorted(values)
-    width = max([v.bit_length() for v in values.values()] + [1])
-    # unknowns: lin[k] for each lane bit, then const[i]; one equation per key
-    cols = []
-    for k in range(n_lane_bits):
-        cols.append(sum(1 << e for e, (i, t) in enumerate(keys) if t >> k & 1))
-    for r in range(n_rounds):
-        cols.append(sum(1 << e for e, (i, t) in enumerate(keys) if i == r))
-    lin = [0] * n_lane_bits
-    const = [0] * n_rounds
-    solver = f2.Solver(cols)
-    for bit in range(width):
-        rhs = sum(1 << e for e, key in enumerate(keys) if values[key] >> bit & 1)
-        x = solver.solve(rhs)
-        if x is None:
+def _fit_affine(rounds: np.ndarray, lanes: np.ndarray, values: np.ndarray, n_rounds: int,
+                n_lane_bits: int) -> tuple[list[int], list[int]]:
+    """Fit ``values[k] = const[rounds[k]] ^ apply(lin, lanes[k])`` with one
+    linear part for all rounds (entries sorted by round; rounds without
+    entries are free).
+
+    Within a round, ``value ^ value0 = apply(lin, lane ^ lane0)`` (index 0:
+    the round's first entry): a linear equation in the lane bits.  The
+    distinct equations are kept in echelon form keyed by the leading bit of
+    the lane difference (one that reduces to ``0 = d`` with ``d != 0``: not
+    affine); back-substitution in increasing bit order gives ``lin`` with the
+    free lane bits mapped to zero."""
+    heads, first = np.unique(rounds, return_index=True)      # entries come sorted by round
+    start = first[np.searchsorted(heads, rounds)]
+    pairs = np.unique(((lanes ^ lanes[start]) << 32) | (values ^ values[start]))
+    pivots: dict[int, tuple[int, int]] = {}
+    for delta, d in zip((pairs >> 32).tolist(), (pairs & 0xFFFFFFFF).tolist()):
+        while delta:
+            h = delta.bit_length() - 1
+            if h not in pivots:
+                pivots[h] = (delta, d)
+                break
+            delta, d = delta ^ pivots[h][0], d ^ pivots[h][1]
+        if not delta and d:
             raise NotShuffleable("per-lane registers are not affine in the lane id")
-        for k in range(n_lane_bits):
-            lin[k] |= (x >> k & 1) << bit
-        for r in range(n_rounds):
-            const[r] |= (x >> (n_lane_bits + r) & 1) << bit
+    lin = [0] * n_lane_bits
+    for h in sorted(pivots):
+        delta, d = pivots[h]
+        lin[h] = d ^ f2.apply(lin, delta & ~(1 << h))
+    const = [0] * n_rounds
+    for r, k in zip(heads.tolist(), first.tolist()):
+        const[r] = int(values[k]) ^ f2.apply(lin, int(lanes[k]))
     return const, lin
 
 
@@ -124,51 +135,49 @@ def plan_shuffle(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> Shuff
     b_lanes_first = f2.Solver(b_thr + b_wrp + b_reg)
     b_regs_first = f2.Solver(b_reg + b_thr + b_wrp)
     owner_solver, a_reg_solver = f2.Solver(owner), f2.Solver(a_reg)
-    b_lane_of = f2.Solver([_coords(b_lanes_first, w) & ((1 << nl) - 1) for w in W])
+    lanes_mask, regs_mask = (1 << nl) - 1, (1 << len(b_reg)) - 1
+    b_lane_of = f2.Solver((_coords(b_lanes_first, np.array(W, dtype=np.int64)) & lanes_mask).tolist())
     b_live = sum(1 << k for k, v in enumerate(b_thr) if v)
     spare = sum(1 << k for k, v in enumerate(own_thr) if not v)   # lanes that hold copies
 
-    def b_reg_of(x: int) -> int:
+    def b_reg_of(x: np.ndarray) -> np.ndarray:
         """Destination register of x (its lane part is the receiving lane's)."""
         c = _coords(b_regs_first, x)
-        if c >> (len(b_reg) + nl):
+        if (c >> (len(b_reg) + nl)).any():
             raise NotShuffleable("element lands in another warp")
-        return c & ((1 << len(b_reg)) - 1)
+        return c & regs_mask
 
-    def a_reg_of(x: int, lane: int) -> int:
-        return _coords(a_reg_solver, x ^ f2.apply(a_thr, lane))
-
+    # every (round i, receiving lane u) at once: the element x lane u gets in
+    # round i, the lane t that owns it, and the registers on both sides
     n_rounds = 1 << len(R)
-    recv: dict[tuple[int, int], int] = {}
-    srcl: dict[tuple[int, int], int] = {}
-    sent: dict[tuple[int, int], int] = {}
-    for i in range(n_rounds):
-        ri = f2.apply(R, i)
-        for u in range(1 << nl):
-            want = (u & b_live) ^ (_coords(b_lanes_first, ri) & ((1 << nl) - 1))
-            c = b_lane_of.solve(want)
-            if c is None:
-                raise NotShuffleable("destination lanes not covered by a round")
-            x = ri ^ f2.apply(W, c)
-            t = (_coords(owner_solver, x) & ((1 << nl) - 1) & ~spare) | (u & spare)
-            recv[i, u] = b_reg_of(x)
-            srcl[i, u] = t
-            reg = a_reg_of(x, t)
-            if sent.setdefault((i, t), reg) != reg:
-                raise NotShuffleable("a lane would have to send two registers in one round")
-    lane_xor, lane_lin = _fit_affine(srcl, n_rounds, nl)
-    send_base, send_lin = _fit_affine(sent, n_rounds, nl)
-    recv_base, recv_lin = _fit_affine(recv, n_rounds, nl)
+    i, u = (a.ravel() for a in np.meshgrid(np.arange(n_rounds, dtype=np.int64),
+                                           np.arange(1 << nl, dtype=np.int64), indexing="ij"))
+    ri = f2.apply_array(R, i)
+    want = (u & b_live) ^ (_coords(b_lanes_first, ri) & lanes_mask)
+    x = ri ^ f2.apply_array(W, _coords(b_lane_of, want, "destination lanes not covered by a round"))
+    t = (_coords(owner_solver, x) & lanes_mask & ~spare) | (u & spare)
+    recv = b_reg_of(x)
+    sent = _coords(a_reg_solver, x ^ f2.apply_array(a_thr, t))
+    slot = (i << nl) | t                         # (round, sending lane)
+    by_slot = np.full(n_rounds << nl, -1, dtype=np.int64)
+    by_slot[slot] = sent
+    if (by_slot[slot] != sent).any():
+        raise NotShuffleable("a lane would have to send two registers in one round")
+    senders = np.flatnonzero(by_slot >= 0)
+    lane_xor, lane_lin = _fit_affine(i, u, t, n_rounds, nl)
+    send_base, send_lin = _fit_affine(senders >> nl, senders & lanes_mask, by_slot[senders], n_rounds, nl)
+    recv_base, recv_lin = _fit_affine(i, u, recv, n_rounds, nl)
 
     send_sel, send_basis = _lane_select(send_lin)
     recv_sel, recv_basis = _lane_select(recv_lin)
-    a_vec = [_coords(a_reg_solver, f2.apply(V, j)) for j in range(1 << len(V))]
-    b_vec = [b_reg_of(f2.apply(V, j)) for j in range(1 << len(V))]
-    rounds = []
-    for i in range(n_rounds):
-        send = tuple(tuple(send_base[i] ^ f2.apply(send_basis, c) ^ a for a in a_vec) for c in range(send_sel.size))
-        rcv = tuple(tuple(recv_base[i] ^ f2.apply(recv_basis, c) ^ b for b in b_vec) for c in range(recv_sel.size))
-        rounds.append(ShuffleRound(send=send, lane_xor=lane_xor[i], recv=rcv))
+    vec = f2.apply_array(V, np.arange(1 << len(V), dtype=np.int64))
+    a_vec, b_vec = _coords(a_reg_solver, vec).tolist(), b_reg_of(vec).tolist()
+    send_regs = [[f2.apply(send_basis, c) ^ a for a in a_vec] for c in range(send_sel.size)]
+    recv_regs = [[f2.apply(recv_basis, c) ^ b for b in b_vec] for c in range(recv_sel.size)]
+    rounds = [ShuffleRound(send=tuple(tuple(send_base[i] ^ r for r in regs) for regs in send_regs),
+                           lane_xor=lane_xor[i],
+                           recv=tuple(tuple(recv_base[i] ^ r for r in regs) for regs in recv_regs))
+              for i in range(n_rounds)]
     identity = all(v == 1 << k for k, v in enumerate(lane_lin))
     return ShufflePlan(vec=1 << len(V), words=words, send_select=send_sel, recv_select=recv_sel,
                        src_lane=None if identity else tuple(lane_lin), rounds=tuple(rounds),
