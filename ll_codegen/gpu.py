@@ -1,16 +1,34 @@
 """Run generated harnesses on a GPU with CuPy and check them bit for bit.
 
 Every run draws fresh random raw bits (NaN payloads and negative zeros are just
-bit patterns here), poisons the outputs, launches one CTA of the harness, and
-compares the output tensor and every thread's destination registers with the
-numpy reference.  CuPy is optional (``pip install .[gpu]``); ``available()``
-says whether a GPU can be used.
+bit patterns here), poisons the outputs with the bitwise complement of what
+must arrive (so every element or register left unwritten differs), launches
+one CTA of the harness, and compares the output tensor and every thread's
+destination registers with the numpy reference.  A failure names the first
+differing thread and register, the expected and actual bits, and the plan step
+that writes that register (``plan_step``).
+
+Many harnesses compile as ONE NVRTC module (``Batch``: a generated ``.cu`` that
+``#include``s each ``<name>_harness.cu`` from a temporary folder; every
+conversion has its own namespace and kernel name), several modules compile at
+once in worker processes (NVRTC needs no GPU), and CuPy loads the cubins
+(``cupy.RawModule(path=...)``): a suite of a thousand conversions takes a
+couple of minutes.  Harnesses that need more than 48 KiB of
+shared memory raise the kernel's dynamic limit (up to the device's opt-in
+maximum; beyond it the run fails with a clear message).
+
+CuPy is optional (``pip install .[gpu]``); ``available()`` says whether a GPU
+can be used.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -18,6 +36,7 @@ from .layout import LinearLayout
 from .plan import ConversionPlan
 
 RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
 
 
 def available() -> str | None:
@@ -32,6 +51,19 @@ def available() -> str | None:
     except Exception as e:
         return f"no usable CUDA device ({e})"
     return None
+
+
+def device_info() -> dict:
+    """Name, compute capability, driver/runtime versions and shared-memory limits of device 0."""
+    import cupy
+    rt = cupy.cuda.runtime
+    p = rt.getDeviceProperties(0)
+    name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
+    return {"name": name, "cc": f"{p['major']}.{p['minor']}",
+            "driver": rt.driverGetVersion(), "runtime": rt.runtimeGetVersion(),
+            "smem_per_block": int(p["sharedMemPerBlock"]),
+            "smem_per_block_optin": int(p.get("sharedMemPerBlockOptin", p["sharedMemPerBlock"])),
+            "cupy": cupy.__version__}
 
 
 def layout_of(bases: dict) -> LinearLayout:
@@ -66,12 +98,14 @@ def plan_step(plan: ConversionPlan, lane: int, reg: int) -> str:
         s = plan.shuffle
         for i, rnd in enumerate(s.rounds):
             if reg in rnd.recv[s.recv_select(lane)]:
-                return f"shuffle round {i}"
+                return f"shuffle round {i} (lane_xor {rnd.lane_xor:#x})"
     if plan.smem is not None:
-        for i, rnd in enumerate(plan.smem.rounds):
+        m = plan.smem
+        for i, rnd in enumerate(m.rounds):
             for j, acc in enumerate(rnd.loads):
                 if reg in acc.regs:
-                    return f"smem round {i}, load {j} (offset {acc.offset})"
+                    return (f"smem round {i}, load {j} ({m.load_instr}, offset {acc.offset}; "
+                            f"stored by {m.store_instr}, swizzle {m.swizzle})")
     return "no step writes it"
 
 
@@ -79,55 +113,272 @@ def plan_step(plan: ConversionPlan, lane: int, reg: int) -> str:
 class RunResult:
     ok: bool
     message: str
+    thread: int | None = None
+    reg: int | None = None
+    expected: int | None = None
+    actual: int | None = None
+    step: str | None = None
+    entropy: int | None = None       # np.random.default_rng(entropy) reproduces the failing data
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def _max_smem() -> int:
+    import cupy
+    p = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+    return int(p.get("sharedMemPerBlockOptin", p["sharedMemPerBlock"]))
+
+
+class _Kernel:
+    """One harness kernel of a compiled module and its plan."""
+
+    def __init__(self, plan: ConversionPlan, name: str, function):
+        self.plan, self.name, self.kernel = plan, name, function
+        self.smem_error = None
+        if plan.smem_bytes > 48 * 1024:
+            limit = _max_smem()
+            if plan.smem_bytes > limit:
+                self.smem_error = (f"needs {plan.smem_bytes} bytes of shared memory; "
+                                   f"the device allows {limit} per block")
+            else:
+                function.max_dynamic_shared_size_bytes = plan.smem_bytes
+
+    def launch(self, d_in, d_out, d_regs) -> None:
+        p = self.plan
+        self.kernel((1,), (p.threads,), (d_in, d_out, d_regs), shared_mem=p.smem_bytes)
+
+    def run(self, rng: np.random.Generator | None = None, entropy: int | None = None) -> RunResult:
+        """One launch on fresh random raw bits; compares every output."""
+        import cupy
+        p = self.plan
+        if self.smem_error:
+            return RunResult(False, self.smem_error)
+        if rng is None:
+            entropy = np.random.SeedSequence().entropy if entropy is None else entropy
+            rng = np.random.default_rng(entropy)
+        raw = RAW[p.elem_bytes]
+        n = int(np.prod(p.shape))
+        flat = rng.integers(0, np.iinfo(raw).max, size=n, dtype=raw, endpoint=True)
+        want = reference_registers(layout_of(p.dst_bases), flat, p.threads)
+        d_in = cupy.asarray(flat)
+        d_out = cupy.asarray(~flat)                       # poison: every unwritten element differs
+        d_regs = cupy.asarray(np.ascontiguousarray(~want).ravel())
+        self.launch(d_in, d_out, d_regs)
+        cupy.cuda.runtime.deviceSynchronize()
+        out, regs = d_out.get(), d_regs.get().reshape(p.threads, p.n_dst)
+        bad = np.argwhere(regs != want)
+        if len(bad):
+            t, r = (int(x) for x in bad[0])
+            step = plan_step(p, t % p.warp_size, r)
+            e, a = int(want[t, r]), int(regs[t, r])
+            return RunResult(False, f"{self.name}: thread {t} (warp {t // p.warp_size}, lane {t % p.warp_size}) "
+                                    f"dst[{r}]: expected {e:#x}, got {a:#x}"
+                                    f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
+                                    f"({len(bad)} of {regs.size} registers differ; written by {step})"
+                                    + (f"; data: default_rng({entropy})" if entropy is not None else ""),
+                             t, r, e, a, step, entropy)
+        if not np.array_equal(out, flat):
+            i = int(np.argmax(out != flat))
+            return RunResult(False, f"{self.name}: output tensor element {i}: expected {int(flat[i]):#x}, "
+                                    f"got {int(out[i]):#x} ({int((out != flat).sum())} of {n} differ)",
+                             expected=int(flat[i]), actual=int(out[i]), entropy=entropy)
+        return RunResult(True, "bit-exact", entropy=entropy)
+
+
+def _arch() -> str:
+    import cupy
+    return "sm_" + cupy.cuda.Device().compute_capability
+
+
+def _digest(directory: str, names: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for n in names:
+        for f in (f"{n}.cuh", f"{n}_harness.cu"):
+            with open(os.path.join(directory, f), "rb") as fh:
+                h.update(f.encode() + b"\0" + fh.read())
+    return h.hexdigest()
+
+
+def batch_source(directory: str, names: Sequence[str]) -> str:
+    """The batch translation unit: one ``#include`` per harness.  A digest of
+    every included file is in its first line, so a cache keyed by the source
+    text never serves a module built from older files of the same names."""
+    lines = [f"// llgen batch of {len(names)} harnesses, content sha256 {_digest(directory, names)}"]
+    lines += [f'#include "{n}_harness.cu"' for n in names]
+    return "\n".join(lines) + "\n"
+
+
+def _nvrtc(source: str, options: Sequence[str]) -> tuple[bytes | None, str]:
+    """(cubin or None, log) of one NVRTC compilation (needs no GPU context)."""
+    from cupy_backends.cuda.libs import nvrtc
+    prog = nvrtc.createProgram(source, "batch.cu", (), ())
+    try:
+        try:
+            nvrtc.compileProgram(prog, list(options))
+        except nvrtc.NVRTCError:
+            return None, nvrtc.getProgramLog(prog)
+        return nvrtc.getCUBIN(prog), nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def build_modules(directory: str, items: Sequence[tuple[str, ConversionPlan]], options: Sequence[str],
+                  tag: str, render: bool = True) -> tuple[list[tuple[str, list[str]]], dict[str, str]]:
+    """Render ``items`` into ``directory`` (unless ``render`` is False) and
+    compile them as one NVRTC module ``<tag>.cubin``; if that fails, halves
+    until every failing conversion is alone.  Returns ([(cubin path, names)],
+    {name: compiler log}).  Runs in worker processes (no CUDA context)."""
+    from .render import write_files
+    if render:
+        for name, plan in items:
+            write_files(plan, directory, name, emit=("header", "harness"))
+    names = [n for n, _ in items]
+    opts = list(options) + [f"-I{directory}"]
+    modules: list[tuple[str, list[str]]] = []
+    errors: dict[str, str] = {}
+
+    def go(ns: list[str], t: str) -> None:
+        if not ns:
+            return
+        src = batch_source(directory, ns)
+        with open(os.path.join(directory, f"{t}.cu"), "w") as f:
+            f.write(src)
+        cubin, log = _nvrtc(src, opts)
+        if cubin is not None:
+            path = os.path.join(directory, f"{t}.cubin")
+            with open(path, "wb") as f:
+                f.write(cubin)
+            modules.append((path, ns))
+        elif len(ns) == 1:
+            errors[ns[0]] = _short_log(log)
+        else:
+            h = len(ns) // 2
+            go(ns[:h], t + "a")
+            go(ns[h:], t + "b")
+    go(names, tag)
+    return modules, errors
+
+
+def _short_log(text: str, limit: int = 2000) -> str:
+    lines = [ln for ln in str(text).splitlines() if "error" in ln.lower()] or str(text).splitlines()
+    out = "\n".join(lines)
+    return out[:limit] + ("..." if len(out) > limit else "")
+
+
+class Batch:
+    """Many conversions compiled as NVRTC modules and loaded with CuPy.
+
+    ``items``: (name, plan) with distinct C-identifier names.  Each plan's
+    header and harness are rendered into ``directory`` (a temporary folder by
+    default) and ``<tag>.cu`` includes every harness (``batch_source``): one
+    module per ``batch_size`` conversions, compiled in ``workers`` processes
+    (NVRTC needs no GPU; the modules then load as ``cupy.RawModule``).  A module
+    that fails to compile is split in halves until every failing conversion is
+    isolated; ``errors`` maps each to its compiler log.
+    """
+
+    def __init__(self, items: Sequence[tuple[str, ConversionPlan]], directory: str | None = None,
+                 options: Sequence[str] = (), render: bool = True):
+        names = [n for n, _ in items]
+        if len(set(names)) != len(names):
+            raise ValueError("batch names must be distinct")
+        for n in names:
+            if not n.isidentifier():
+                raise ValueError(f"name {n!r} is not a C identifier")
+        self.items = list(items)
+        self.plans = dict(items)
+        self._own_dir = directory is None
+        self.directory = directory or tempfile.mkdtemp(prefix="llgen_batch_")
+        self.options = tuple(DEFAULT_OPTIONS) + tuple(options)
+        self.render = render
+        self.kernels: dict[str, _Kernel] = {}
+        self.errors: dict[str, str] = {}
+        self.modules: list = []
+
+    def compile(self, batch_size: int = 32, workers: int | None = None) -> "Batch":
+        opts = self.options + (f"--gpu-architecture={_arch()}",)
+        chunks = [self.items[i:i + batch_size] for i in range(0, len(self.items), batch_size)]
+        jobs = [(self.directory, c, opts, f"batch{k}", self.render) for k, c in enumerate(chunks)]
+        workers = min(len(jobs), workers or os.cpu_count() or 1)
+        if workers > 1 and os.environ.get("LLGEN_GPU_COMPILE", "processes") == "processes":
+            import multiprocessing as mp
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+                results = list(ex.map(build_modules, *zip(*jobs)))
+        else:
+            results = [build_modules(*j) for j in jobs]
+        self._load(results)
+        return self
+
+    def _load(self, results) -> None:
+        import cupy
+        for modules, errors in results:
+            self.errors.update(errors)
+            for path, names in modules:
+                mod = cupy.RawModule(path=path)
+                self.modules.append(mod)
+                for n in names:
+                    self.kernels[n] = _Kernel(self.plans[n], n, mod.get_function(f"{n}_harness"))
+
+    def kernel(self, name: str) -> "_Kernel":
+        if name in self.errors:
+            raise RuntimeError(f"{name}: compile error: {self.errors[name]}")
+        return self.kernels[name]
+
+    def run(self, name: str, runs: int = 2, rng: np.random.Generator | None = None) -> RunResult:
+        if name in self.errors:
+            return RunResult(False, f"{name}: compile error: {self.errors[name]}")
+        res = RunResult(False, "not run")
+        try:
+            for _ in range(runs):
+                res = self.kernels[name].run(rng)
+                if not res.ok:
+                    return res
+        except Exception as e:   # a launch error (illegal address, ...) is sticky: later runs fail too
+            return RunResult(False, f"{name}: {type(e).__name__}: {e}")
+        return res
+
+    def cleanup(self) -> None:
+        if self._own_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def verify_many(items: Sequence[tuple[str, ConversionPlan]], runs: int = 2, seed: int | None = None,
+                batch_size: int = 32, workers: int | None = None) -> dict[str, RunResult]:
+    """Compile every (name, plan) in batches and run each ``runs`` times on fresh
+    random data; name -> RunResult.  With ``seed`` None every run draws new
+    entropy (reported on failure so the data can be reproduced)."""
+    rng = None if seed is None else np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory(prefix="llgen_verify_") as d:
+        b = Batch(items, d).compile(batch_size, workers)
+        return {name: b.run(name, runs, rng) for name, _ in items}
 
 
 class Harness:
     """A compiled harness (header + harness source in ``directory``)."""
 
     def __init__(self, plan: ConversionPlan, directory: str, name: str):
-        import cupy
+        b = Batch([(name, plan)], directory, render=False).compile(workers=1)
+        if name in b.errors:
+            raise RuntimeError(f"{name}: compile error: {b.errors[name]}")
         self.plan, self.name = plan, name
-        with open(os.path.join(directory, f"{name}_harness.cu")) as f:
-            code = f.read()
-        self.module = cupy.RawModule(code=code, options=("-std=c++17", f"-I{directory}"))
-        self.kernel = self.module.get_function(f"{name}_harness")
-        if plan.smem_bytes > 48 * 1024:
-            self.kernel.max_dynamic_shared_size_bytes = plan.smem_bytes
+        self._k = b.kernels[name]
+        self.kernel = self._k.kernel
 
-    def run(self, rng: np.random.Generator) -> RunResult:
-        import cupy
-        p = self.plan
-        raw = RAW[p.elem_bytes]
-        n = int(np.prod(p.shape))
-        flat = rng.integers(0, np.iinfo(raw).max, size=n, dtype=raw, endpoint=True)
-        d_in = cupy.asarray(flat)
-        d_out = cupy.full(n, np.iinfo(raw).max // 3, dtype=raw)          # poison
-        d_regs = cupy.full(p.threads * p.n_dst, np.iinfo(raw).max // 5, dtype=raw)
-        self.kernel((1,), (p.threads,), (d_in, d_out, d_regs), shared_mem=p.smem_bytes)
-        cupy.cuda.runtime.deviceSynchronize()
-        out, regs = d_out.get(), d_regs.get().reshape(p.threads, p.n_dst)
-        want = reference_registers(layout_of(p.dst_bases), flat, p.threads)
-        bad = np.argwhere(regs != want)
-        if len(bad):
-            t, r = (int(x) for x in bad[0])
-            return RunResult(False, f"thread {t} (warp {t // p.warp_size}, lane {t % p.warp_size}) dst[{r}]: "
-                                    f"expected {int(want[t, r]):#x}, got {int(regs[t, r]):#x} "
-                                    f"({len(bad)} registers differ; written by {plan_step(p, t % p.warp_size, r)})")
-        if not np.array_equal(out, flat):
-            i = int(np.argmax(out != flat))
-            return RunResult(False, f"output tensor element {i}: expected {int(flat[i]):#x}, got {int(out[i]):#x}")
-        return RunResult(True, "bit-exact")
+    def run(self, rng: np.random.Generator | None = None) -> RunResult:
+        return self._k.run(rng)
 
 
 def verify_plan(plan: ConversionPlan, name: str = "cvt", runs: int = 2, seed: int | None = None,
                 directory: str | None = None) -> RunResult:
     """Render, compile and run ``plan``'s harness ``runs`` times on fresh data."""
     from .render import write_files
-    rng = np.random.default_rng(seed)
+    rng = None if seed is None else np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as tmp:
         d = directory or tmp
         write_files(plan, d, name, emit=("header", "harness"))
         h = Harness(plan, d, name)
+        res = RunResult(False, "not run")
         for _ in range(runs):
             res = h.run(rng)
             if not res.ok:
