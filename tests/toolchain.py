@@ -83,6 +83,12 @@ def expected(plan: ConversionPlan) -> dict[str, object]:
     return exp
 
 
+def widths(ws) -> str:
+    """``[1, 1, 4]`` -> ``"2x1B + 1x4B"`` (an access-width list, compactly)."""
+    ws = list(ws)
+    return " + ".join(f"{ws.count(w)}x{w}B" for w in sorted(set(ws))) or "none"
+
+
 def uses_matrix(plan: ConversionPlan) -> bool:
     """ldmatrix/stmatrix: sm_90 only."""
     return plan.smem is not None and "matrix" in (plan.smem.store_instr + plan.smem.load_instr)
