@@ -72,7 +72,7 @@ def test_plan_text_smem():
 
 def test_plan_text_shuffle_register_noop():
     src, dst, dt, extra = PAIRS["shuffle"]
-    out = _run(["plan", "--src", src, "--dst", dst, "--dtype", dt, *extra]).stdout
+    out = _run(["plan", "--src", src, "--dst", dst, "--dtype", dt, "--strategy", "shuffle", *extra]).stdout
     assert out.startswith("strategy: shuffle") and "shuffle: 8 rounds" in out and "round 7: send src" in out
     src, dst, dt, extra = PAIRS["register"]
     out = _run(["plan", "--src", src, "--dst", dst, "--dtype", dt, *extra]).stdout
@@ -280,14 +280,14 @@ def test_verify_corpus_errors(tmp_path, case):
 
 def test_verify_corpus_example_is_valid():
     from ll_codegen.api import load_corpus, plan_jobs
-    jobs = load_corpus(os.path.join(ROOT, "examples", "verify_corpus.yaml"))
+    jobs = load_corpus(os.path.join(ROOT, "examples", "verify", "corpus.yaml"))
     rows = plan_jobs(jobs)
     assert len(jobs) >= 10 and {p.strategy for _, _, p in rows} == {"noop", "register", "shuffle", "smem"}
     assert any(p.smem is not None and len(p.smem.rounds) > 1 for _, _, p in rows)
 
 
 def test_verify_usage_errors():
-    _one_error_line(_run(["verify", "--corpus", "examples/verify_corpus.yaml", "--src", ROW]), "not both")
+    _one_error_line(_run(["verify", "--corpus", "examples/verify/corpus.yaml", "--src", ROW]), "not both")
     _one_error_line(_run(["verify", "--src", ROW, "--dst", COL, "--dtype", "f16,q3"]), "unknown dtype 'q3'")
 
 
@@ -297,7 +297,7 @@ def test_verify_without_gpu_says_why():
     if reason is None:
         pytest.skip("a GPU is present: llgen verify would run")
     for args in (["verify", "--src", ROW, "--dst", COL, "--dtype", "f16,f32"],
-                 ["verify", "--corpus", "examples/verify_corpus.yaml"]):
+                 ["verify", "--corpus", "examples/verify/corpus.yaml"]):
         line = _one_error_line(_run(args), "cannot verify: ")
         assert line == f"llgen: error: cannot verify: {reason}"
 
