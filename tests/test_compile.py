@@ -482,3 +482,22 @@ def test_example_kernel_compiles(tmp_path, arch):
 def _run_nvcc(nvcc: str, arch: str, keep: str, out: str):
     return run([nvcc, "-std=c++17", f"-arch={arch}", "-cubin", "--keep", "--keep-dir", keep, EXAMPLE, "-o", out],
                cwd=os.path.dirname(EXAMPLE))
+
+
+def test_example_register_order():
+    """The index formulas mma_store.cu is written with are the layouts' own:
+    the mma.sync m16n8k16 accumulator fragment (acc[4 j + c]) is Triton's
+    nvidia_mma v2 layout, and register r of the blocked store layout holds
+    (lane/16 + 2 warp + 8 (r/4), 4 (lane%16) + r%4)."""
+    from ll_codegen.corpus import blocked, mma_v2
+    mma = spec_from_dict(mma_v2([4, 1], [64, 64])).linear
+    blk = spec_from_dict(blocked([1, 4], [2, 16], [4, 1], [1, 0], [64, 64])).linear
+    for warp in range(4):
+        for lane in range(32):
+            group, tig = lane // 4, lane % 4
+            for r in range(32):
+                j, c = r // 4, r % 4
+                want = (16 * warp + group + 8 * (c >> 1), 8 * j + 2 * tig + (c & 1))
+                assert tuple(mma.apply(register=r, lane=lane, warp=warp).values()) == want
+                want = (lane // 16 + 2 * warp + 8 * (r // 4), 4 * (lane % 16) + r % 4)
+                assert tuple(blk.apply(register=r, lane=lane, warp=warp).values()) == want
