@@ -28,7 +28,7 @@ def prepare(items, directory: str) -> tuple[str, dict[str, str]]:
     """Compile (name, plan) items into ``directory``; returns (manifest path, compile errors)."""
     os.makedirs(directory, exist_ok=True)
     b = gpu.Batch(items, directory)
-    opts = b.options + (f"--gpu-architecture={gpu._arch()}",)
+    opts = b.options + (f"--gpu-architecture={gpu._arch()}",) + tuple(f"-I{d}" for d in gpu.cuda_include_dirs())
     chunks = [b.items[i:i + 16] for i in range(0, len(b.items), 16)]
     jobs = [(directory, c, opts, f"drv{k}", True) for k, c in enumerate(chunks)]
     from concurrent.futures import ProcessPoolExecutor

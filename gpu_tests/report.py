@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     nvcc = _sh("nvcc --version | tail -2 | head -1")
     dev = (ncu or {}).get("device") or {}
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    final = [m.group(0) for m in re.finditer(r"=+ .*(passed|failed|skipped|error).* in [\d.]+s.*=+", log)]
+    final = [m.group(0) for m in re.finditer(r"^=* ?\d+ (passed|failed|skipped|error).* in [\d.]+s.*$", log, re.M)]
     lines = ["# GPU verification results (issue 5)", "",
              f"- date: {when}",
              f"- device: {smi or dev.get('name', '?')} (compute capability {dev.get('cc', '?')})",

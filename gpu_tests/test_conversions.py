@@ -92,11 +92,20 @@ def test_coverage():
 # ------------------------------------------------------------------ generated/
 def _generated():
     if cases.generated_manifest() is None:
-        return []
-    return cases.generated_cases()
+        return [], None
+    try:
+        return cases.generated_cases(), None
+    except Exception as e:          # the manifest no longer regenerates: one failing test says why
+        return [], f"{type(e).__name__}: {e}"
 
 
-GENERATED = _generated()
+GENERATED, GENERATED_ERROR = _generated()
+
+
+def test_generated_manifest_regenerates():
+    if cases.generated_manifest() is None:
+        pytest.skip("generated/manifest.yaml is not present")
+    assert GENERATED_ERROR is None, GENERATED_ERROR
 
 
 @pytest.fixture(scope="session")

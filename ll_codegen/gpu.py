@@ -191,6 +191,36 @@ def _arch() -> str:
     return "sm_" + cupy.cuda.Device().compute_capability
 
 
+def cuda_include_dirs() -> list[str]:
+    """Folders holding ``cuda_runtime.h`` for NVRTC (it has no default include
+    path; CuPy's own RawModule adds the CUDA toolkit's): CuPy's CUDA path,
+    ``CUDA_PATH``/``CUDA_HOME``, ``/usr/local/cuda`` and the NVIDIA wheels."""
+    cands = []
+    try:
+        import cupy
+        cp = cupy.cuda.get_cuda_path()
+        if cp:
+            cands.append(os.path.join(cp, "include"))
+    except Exception:
+        pass
+    for var in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(var):
+            cands.append(os.path.join(os.environ[var], "include"))
+    cands.append("/usr/local/cuda/include")
+    for mod in ("nvidia.cuda_runtime", "nvidia.cu13", "nvidia.cuda_nvrtc"):
+        try:
+            m = __import__(mod, fromlist=["_"])
+            for p in getattr(m, "__path__", []):
+                cands.append(os.path.join(p, "include"))
+        except Exception:
+            pass
+    out = []
+    for c in cands:
+        if os.path.exists(os.path.join(c, "cuda_runtime.h")) and c not in out:
+            out.append(c)
+    return out[:1]
+
+
 def _digest(directory: str, names: Sequence[str]) -> str:
     h = hashlib.sha256()
     for n in names:
@@ -297,7 +327,7 @@ class Batch:
         self.modules: list = []
 
     def compile(self, batch_size: int = 32, workers: int | None = None) -> "Batch":
-        opts = self.options + (f"--gpu-architecture={_arch()}",)
+        opts = self.options + (f"--gpu-architecture={_arch()}",) + tuple(f"-I{d}" for d in cuda_include_dirs())
         chunks = [self.items[i:i + batch_size] for i in range(0, len(self.items), batch_size)]
         jobs = [(self.directory, c, opts, f"batch{k}", self.render) for k, c in enumerate(chunks)]
         workers = min(len(jobs), workers or os.cpu_count() or 1)
