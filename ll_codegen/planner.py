@@ -17,6 +17,14 @@ costs 1 (128 B/clk/SM), every shuffle 1 (one warp instruction per clock per
 SM), every select, pack or address operation 0.25 (four ALU warp
 instructions per clock), and a barrier ``BARRIER`` slots.  The cheapest legal
 candidate wins; all candidates are reported with their scores.
+
+Calibration (``bench/RESULTS.md``, H100, 2026-11-23): every candidate of 23
+benchmark pairs was timed (``bench/bench_convert.py``) and the weights
+grid-searched (``bench/calibrate.py``).  These weights pick the fastest
+strategy on 21/23 pairs and the fastest candidate (within 3%) on 19/23;
+``ALU = 0.5`` would pick the fastest strategy on 23/23 by moving two 8/16-bit
+warp-local pairs from shuffles to smem, but Triton's shuffles beat our smem
+there, so the gap is in the shuffle code, and the weights stay.
 """
 from __future__ import annotations
 

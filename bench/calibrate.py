@@ -1,0 +1,83 @@
+"""Fit the planner's cost-model weights to measured candidate timings (CPU).
+
+    python bench/calibrate.py RESULTS.json [--tol 0.03]
+
+``bench_convert.py`` times, for every pair, each candidate plan the planner
+scores for ``auto`` (forward candidate + the auto reverse plan, so the
+reverse part is common to a pair's candidates).  This script grid-searches
+``WAVEFRONT`` (fixed at 1: the unit), ``SHUFFLE``, ``ALU`` and ``BARRIER`` and
+reports, for the current and the best weights, on how many pairs the
+cheapest-scored candidate (ties: the first, as ``plan_conversion``) is within
+``--tol`` of the fastest measured one, both per candidate and per strategy
+(register / shuffle / smem).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ll_codegen import planner  # noqa: E402
+from ll_codegen.bench import score  # noqa: E402
+
+
+def pairs_of(rows):
+    out = []
+    for r in rows:
+        cands = [(k, v) for k, v in r["variants"].items() if k.startswith("cand")]
+        timed = [(k, v) for k, v in cands if v.get("ns_per_conv_sm") and v.get("ok")]
+        if len(timed) < 2 or len(timed) != len(cands):
+            continue
+        out.append((r["name"], timed))
+    return out
+
+
+def evaluate(pairs, w, tol):
+    hits, strat_hits, misses = 0, 0, []
+    for name, timed in pairs:
+        sc = [score(v["features"], *w) for _, v in timed]
+        pick = min(range(len(timed)), key=lambda i: sc[i])
+        t = [v["ns_per_conv_sm"] for _, v in timed]
+        best = min(t)
+        ok = t[pick] <= best * (1 + tol)
+        hits += ok
+        fastest_strat = {timed[i][1]["features"]["strategy"] for i in range(len(t)) if t[i] <= best * (1 + tol)}
+        strat_hits += timed[pick][1]["features"]["strategy"] in fastest_strat
+        if not ok:
+            misses.append((name, timed[pick][1]["plan"], t[pick] / best, timed[t.index(best)][1]["plan"]))
+    return hits, strat_hits, misses
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results")
+    ap.add_argument("--tol", type=float, default=0.03)
+    args = ap.parse_args(argv)
+    rows = json.load(open(args.results))["rows"]
+    pairs = pairs_of(rows)
+    cur = (planner.WAVEFRONT, planner.SHUFFLE, planner.ALU, planner.BARRIER)
+    grid = itertools.product([1.0], [0.5, 1.0, 1.5, 2.0, 3.0, 4.0], [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0],
+                             [0.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+    results = []
+    for w in grid:
+        h, s, m = evaluate(pairs, w, args.tol)
+        # prefer: most candidate hits, then strategy hits, then closeness to the current weights
+        results.append(((h, s, -sum(abs(a - b) for a, b in zip(w, cur))), w, m))
+    results.sort(key=lambda x: x[0], reverse=True)
+    print(f"{len(pairs)} pairs with >= 2 timed candidates; tolerance {args.tol:.0%}")
+    for label, w in (("current", cur), ("best", results[0][1])):
+        h, s, m = evaluate(pairs, w, args.tol)
+        print(f"{label} WAVEFRONT, SHUFFLE, ALU, BARRIER = {w}: fastest candidate on {h}/{len(pairs)}, "
+              f"fastest strategy on {s}/{len(pairs)}")
+        for name, plan, ratio, best in m:
+            print(f"   miss {name}: picks {plan} at {ratio:.2f}x the fastest ({best})")
+    print("top weight sets:", [(r[0][:2], r[1]) for r in results[:8]])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
