@@ -67,72 +67,48 @@ constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kTh
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;     // sizeof(T) (f16)
 
-namespace detail {
-using u32x4 = uint4;
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
 // dst = src in the destination layout: through shared memory: 1 round(s), 8192 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    using U = uint16_t;  // raw bits of T
-    U s[kSrcRegs], d[kDstRegs];
+    uint32_t s[16], d[16];  // raw bits of T, packed in 32-bit words
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                  // shared-window address
     const unsigned st_base = ((lane & 0x7) << 10) ^ ((lane & 0x7) << 4) ^ ((lane & 0x18) << 1) ^ (warp << 6);                                         // byte offset this thread stores at
-    char* const st_ptr = smem_bytes + st_base;
+    const unsigned st_addr = smem_u32 + st_base;
     const unsigned ld_base = ((lane & 0x10) << 7) ^ ((lane & 0xf) << 4) ^ ((lane & 0x10) << 1) ^ ((warp & 1) * 0x410) ^ (((warp >> 1) & 1) * 0x100);  // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
     // 4 store(s) of 16 B, 4 load(s) of m8n8.x4 matrices
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x4{__byte_perm(s[0], s[1], 0x5410), __byte_perm(s[2], s[3], 0x5410), __byte_perm(s[4], s[5], 0x5410), __byte_perm(s[6], s[7], 0x5410)});
-    detail::st(st_ptr + 0x100, detail::u32x4{__byte_perm(s[8], s[9], 0x5410), __byte_perm(s[10], s[11], 0x5410), __byte_perm(s[12], s[13], 0x5410), __byte_perm(s[14], s[15], 0x5410)});
-    detail::st(st_ptr + 0x200, detail::u32x4{__byte_perm(s[16], s[17], 0x5410), __byte_perm(s[18], s[19], 0x5410), __byte_perm(s[20], s[21], 0x5410), __byte_perm(s[22], s[23], 0x5410)});
-    detail::st(st_ptr + 0x300, detail::u32x4{__byte_perm(s[24], s[25], 0x5410), __byte_perm(s[26], s[27], 0x5410), __byte_perm(s[28], s[29], 0x5410), __byte_perm(s[30], s[31], 0x5410)});
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]), "r"(s[2]), "r"(s[3]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+256], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[4]), "r"(s[5]), "r"(s[6]), "r"(s[7]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+512], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[8]), "r"(s[9]), "r"(s[10]), "r"(s[11]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+768], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[12]), "r"(s[13]), "r"(s[14]), "r"(s[15]) : "memory");
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
     uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(smem_u32 + (ld_base ^ 0x1040)) : "memory");
     uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4+512];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(ld_addr) : "memory");
     uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x1240)) : "memory");
-    d[0] = static_cast<uint16_t>(v0_0);
-    d[1] = static_cast<uint16_t>(v0_0 >> 16);
-    d[2] = static_cast<uint16_t>(v0_1);
-    d[3] = static_cast<uint16_t>(v0_1 >> 16);
-    d[4] = static_cast<uint16_t>(v0_2);
-    d[5] = static_cast<uint16_t>(v0_2 >> 16);
-    d[6] = static_cast<uint16_t>(v0_3);
-    d[7] = static_cast<uint16_t>(v0_3 >> 16);
-    d[8] = static_cast<uint16_t>(v1_0);
-    d[9] = static_cast<uint16_t>(v1_0 >> 16);
-    d[10] = static_cast<uint16_t>(v1_1);
-    d[11] = static_cast<uint16_t>(v1_1 >> 16);
-    d[12] = static_cast<uint16_t>(v1_2);
-    d[13] = static_cast<uint16_t>(v1_2 >> 16);
-    d[14] = static_cast<uint16_t>(v1_3);
-    d[15] = static_cast<uint16_t>(v1_3 >> 16);
-    d[16] = static_cast<uint16_t>(v2_0);
-    d[17] = static_cast<uint16_t>(v2_0 >> 16);
-    d[18] = static_cast<uint16_t>(v2_1);
-    d[19] = static_cast<uint16_t>(v2_1 >> 16);
-    d[20] = static_cast<uint16_t>(v2_2);
-    d[21] = static_cast<uint16_t>(v2_2 >> 16);
-    d[22] = static_cast<uint16_t>(v2_3);
-    d[23] = static_cast<uint16_t>(v2_3 >> 16);
-    d[24] = static_cast<uint16_t>(v3_0);
-    d[25] = static_cast<uint16_t>(v3_0 >> 16);
-    d[26] = static_cast<uint16_t>(v3_1);
-    d[27] = static_cast<uint16_t>(v3_1 >> 16);
-    d[28] = static_cast<uint16_t>(v3_2);
-    d[29] = static_cast<uint16_t>(v3_2 >> 16);
-    d[30] = static_cast<uint16_t>(v3_3);
-    d[31] = static_cast<uint16_t>(v3_3 >> 16);
+    d[0] = v0_0;
+    d[1] = v0_1;
+    d[2] = v0_2;
+    d[3] = v0_3;
+    d[4] = v1_0;
+    d[5] = v1_1;
+    d[6] = v1_2;
+    d[7] = v1_3;
+    d[8] = v2_0;
+    d[9] = v2_1;
+    d[10] = v2_2;
+    d[11] = v2_3;
+    d[12] = v3_0;
+    d[13] = v3_1;
+    d[14] = v3_2;
+    d[15] = v3_3;
     memcpy(dst, d, sizeof d);
 }
 

@@ -67,72 +67,48 @@ constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kTh
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;     // sizeof(T) (f16)
 
-namespace detail {
-using u32x4 = uint4;
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
 // dst = src in the destination layout: through shared memory: 1 round(s), 8192 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    using U = uint16_t;  // raw bits of T
-    U s[kSrcRegs], d[kDstRegs];
+    uint32_t s[16], d[16];  // raw bits of T, packed in 32-bit words
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                 // shared-window address
     const unsigned st_base = ((lane & 0x7) << 10) ^ ((lane & 0x18) << 5) ^ ((lane & 0x7) << 4) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 3);          // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
     const unsigned ld_base = ((lane & 0x8) << 7) ^ ((lane & 0x17) << 4) ^ ((lane & 0x8) << 1) ^ ((warp & 1) * 0x200) ^ (((warp >> 1) & 1) * 0x820);  // byte offset this thread loads at
-    char* const ld_ptr = smem_bytes + ld_base;
+    const unsigned ld_addr = smem_u32 + ld_base;
 
     // 4 store(s) of m8n8.x4.trans matrices, 4 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(__byte_perm(s[0], s[1], 0x5410)), "r"(__byte_perm(s[2], s[3], 0x5410)), "r"(__byte_perm(s[4], s[5], 0x5410)), "r"(__byte_perm(s[6], s[7], 0x5410)) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(__byte_perm(s[8], s[9], 0x5410)), "r"(__byte_perm(s[10], s[11], 0x5410)), "r"(__byte_perm(s[12], s[13], 0x5410)), "r"(__byte_perm(s[14], s[15], 0x5410)) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x40)), "r"(__byte_perm(s[16], s[17], 0x5410)), "r"(__byte_perm(s[18], s[19], 0x5410)), "r"(__byte_perm(s[20], s[21], 0x5410)), "r"(__byte_perm(s[22], s[23], 0x5410)) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x60)), "r"(__byte_perm(s[24], s[25], 0x5410)), "r"(__byte_perm(s[26], s[27], 0x5410)), "r"(__byte_perm(s[28], s[29], 0x5410)), "r"(__byte_perm(s[30], s[31], 0x5410)) : "memory");
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]), "r"(s[2]), "r"(s[3]) : "memory");
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[4]), "r"(s[5]), "r"(s[6]), "r"(s[7]) : "memory");
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x40)), "r"(s[8]), "r"(s[9]), "r"(s[10]), "r"(s[11]) : "memory");
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x60)), "r"(s[12]), "r"(s[13]), "r"(s[14]), "r"(s[15]) : "memory");
     __syncthreads();  // stores visible
-    const detail::u32x4 v0 = detail::ld<detail::u32x4>(ld_ptr);
-    const detail::u32x4 v1 = detail::ld<detail::u32x4>(ld_ptr + 0x80);
-    const detail::u32x4 v2 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x1040));
-    const detail::u32x4 v3 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x10c0));
-    d[0] = static_cast<uint16_t>(v0.x);
-    d[16] = static_cast<uint16_t>(v0.x >> 16);
-    d[1] = static_cast<uint16_t>(v0.y);
-    d[17] = static_cast<uint16_t>(v0.y >> 16);
-    d[2] = static_cast<uint16_t>(v0.z);
-    d[18] = static_cast<uint16_t>(v0.z >> 16);
-    d[3] = static_cast<uint16_t>(v0.w);
-    d[19] = static_cast<uint16_t>(v0.w >> 16);
-    d[4] = static_cast<uint16_t>(v1.x);
-    d[20] = static_cast<uint16_t>(v1.x >> 16);
-    d[5] = static_cast<uint16_t>(v1.y);
-    d[21] = static_cast<uint16_t>(v1.y >> 16);
-    d[6] = static_cast<uint16_t>(v1.z);
-    d[22] = static_cast<uint16_t>(v1.z >> 16);
-    d[7] = static_cast<uint16_t>(v1.w);
-    d[23] = static_cast<uint16_t>(v1.w >> 16);
-    d[8] = static_cast<uint16_t>(v2.x);
-    d[24] = static_cast<uint16_t>(v2.x >> 16);
-    d[9] = static_cast<uint16_t>(v2.y);
-    d[25] = static_cast<uint16_t>(v2.y >> 16);
-    d[10] = static_cast<uint16_t>(v2.z);
-    d[26] = static_cast<uint16_t>(v2.z >> 16);
-    d[11] = static_cast<uint16_t>(v2.w);
-    d[27] = static_cast<uint16_t>(v2.w >> 16);
-    d[12] = static_cast<uint16_t>(v3.x);
-    d[28] = static_cast<uint16_t>(v3.x >> 16);
-    d[13] = static_cast<uint16_t>(v3.y);
-    d[29] = static_cast<uint16_t>(v3.y >> 16);
-    d[14] = static_cast<uint16_t>(v3.z);
-    d[30] = static_cast<uint16_t>(v3.z >> 16);
-    d[15] = static_cast<uint16_t>(v3.w);
-    d[31] = static_cast<uint16_t>(v3.w >> 16);
+    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
+    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+128];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(ld_addr) : "memory");
+    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(smem_u32 + (ld_base ^ 0x1040)) : "memory");
+    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x10c0)) : "memory");
+    d[0] = __byte_perm(v0_0, v0_1, 0x5410);
+    d[1] = __byte_perm(v0_2, v0_3, 0x5410);
+    d[8] = __byte_perm(v0_0, v0_1, 0x7632);
+    d[9] = __byte_perm(v0_2, v0_3, 0x7632);
+    d[2] = __byte_perm(v1_0, v1_1, 0x5410);
+    d[3] = __byte_perm(v1_2, v1_3, 0x5410);
+    d[10] = __byte_perm(v1_0, v1_1, 0x7632);
+    d[11] = __byte_perm(v1_2, v1_3, 0x7632);
+    d[4] = __byte_perm(v2_0, v2_1, 0x5410);
+    d[5] = __byte_perm(v2_2, v2_3, 0x5410);
+    d[12] = __byte_perm(v2_0, v2_1, 0x7632);
+    d[13] = __byte_perm(v2_2, v2_3, 0x7632);
+    d[6] = __byte_perm(v3_0, v3_1, 0x5410);
+    d[7] = __byte_perm(v3_2, v3_3, 0x5410);
+    d[14] = __byte_perm(v3_0, v3_1, 0x7632);
+    d[15] = __byte_perm(v3_2, v3_3, 0x7632);
     memcpy(dst, d, sizeof d);
 }
 

@@ -63,126 +63,96 @@ constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kTh
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 1;     // sizeof(T) (f8e4m3)
 
-namespace detail {
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
 // dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
-    using U = uint8_t;  // raw bits of T
-    U s[kSrcRegs], d[kDstRegs];
+    uint32_t s[8], d[8];  // raw bits of T, packed in 32-bit words
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                               // shared-window address
     const unsigned st_base = ((lane & 0x7) << 9) ^ ((lane & 0x7) << 2) ^ (lane >> 3) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 1);  // byte offset this thread stores at
-    char* const st_ptr = smem_bytes + st_base;
+    const unsigned st_addr = smem_u32 + st_base;
     const unsigned ld_base = (lane << 2) ^ (warp << 8) ^ ((warp & 0x2) << 1);                                                      // byte offset this thread loads at
-    char* const ld_ptr = smem_bytes + ld_base;
+    const unsigned ld_addr = smem_u32 + ld_base;
 
     // 32 store(s) of 1 B, 32 load(s) of 1 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, s[0]);
-    detail::st(st_ptr + 0x20, s[1]);
-    detail::st(st_ptr + 0x40, s[2]);
-    detail::st(st_ptr + 0x60, s[3]);
-    detail::st(st_ptr + 0x100, s[4]);
-    detail::st(st_ptr + 0x120, s[5]);
-    detail::st(st_ptr + 0x140, s[6]);
-    detail::st(st_ptr + 0x160, s[7]);
-    detail::st(smem_bytes + (st_base ^ 0x8), s[8]);
-    detail::st(smem_bytes + (st_base ^ 0x28), s[9]);
-    detail::st(smem_bytes + (st_base ^ 0x48), s[10]);
-    detail::st(smem_bytes + (st_base ^ 0x68), s[11]);
-    detail::st(smem_bytes + (st_base ^ 0x108), s[12]);
-    detail::st(smem_bytes + (st_base ^ 0x128), s[13]);
-    detail::st(smem_bytes + (st_base ^ 0x148), s[14]);
-    detail::st(smem_bytes + (st_base ^ 0x168), s[15]);
-    detail::st(smem_bytes + (st_base ^ 0x10), s[16]);
-    detail::st(smem_bytes + (st_base ^ 0x30), s[17]);
-    detail::st(smem_bytes + (st_base ^ 0x50), s[18]);
-    detail::st(smem_bytes + (st_base ^ 0x70), s[19]);
-    detail::st(smem_bytes + (st_base ^ 0x110), s[20]);
-    detail::st(smem_bytes + (st_base ^ 0x130), s[21]);
-    detail::st(smem_bytes + (st_base ^ 0x150), s[22]);
-    detail::st(smem_bytes + (st_base ^ 0x170), s[23]);
-    detail::st(smem_bytes + (st_base ^ 0x18), s[24]);
-    detail::st(smem_bytes + (st_base ^ 0x38), s[25]);
-    detail::st(smem_bytes + (st_base ^ 0x58), s[26]);
-    detail::st(smem_bytes + (st_base ^ 0x78), s[27]);
-    detail::st(smem_bytes + (st_base ^ 0x118), s[28]);
-    detail::st(smem_bytes + (st_base ^ 0x138), s[29]);
-    detail::st(smem_bytes + (st_base ^ 0x158), s[30]);
-    detail::st(smem_bytes + (st_base ^ 0x178), s[31]);
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[0])) : "memory");
+    asm volatile("st.shared.b8 [%0+32], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+64], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+96], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0+256], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[1])) : "memory");
+    asm volatile("st.shared.b8 [%0+288], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+320], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+352], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x8)), "r"(static_cast<uint32_t>(s[2])) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x28)), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x48)), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x68)), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x108)), "r"(static_cast<uint32_t>(s[3])) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x128)), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x148)), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x168)), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x10)), "r"(static_cast<uint32_t>(s[4])) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x30)), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x50)), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x70)), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x110)), "r"(static_cast<uint32_t>(s[5])) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x130)), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x150)), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x170)), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x18)), "r"(static_cast<uint32_t>(s[6])) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x38)), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x58)), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x78)), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x118)), "r"(static_cast<uint32_t>(s[7])) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x138)), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x158)), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x178)), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213))) : "memory");
     __syncthreads();  // stores visible
-    const uint8_t v0 = detail::ld<uint8_t>(ld_ptr);
-    const uint8_t v1 = detail::ld<uint8_t>(ld_ptr + 0x1);
-    const uint8_t v2 = detail::ld<uint8_t>(ld_ptr + 0x2);
-    const uint8_t v3 = detail::ld<uint8_t>(ld_ptr + 0x3);
-    const uint8_t v4 = detail::ld<uint8_t>(ld_ptr + 0x80);
-    const uint8_t v5 = detail::ld<uint8_t>(ld_ptr + 0x81);
-    const uint8_t v6 = detail::ld<uint8_t>(ld_ptr + 0x82);
-    const uint8_t v7 = detail::ld<uint8_t>(ld_ptr + 0x83);
-    const uint8_t v8 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x408));
-    const uint8_t v9 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x409));
-    const uint8_t v10 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x40a));
-    const uint8_t v11 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x40b));
-    const uint8_t v12 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x488));
-    const uint8_t v13 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x489));
-    const uint8_t v14 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x48a));
-    const uint8_t v15 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x48b));
-    const uint8_t v16 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x810));
-    const uint8_t v17 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x811));
-    const uint8_t v18 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x812));
-    const uint8_t v19 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x813));
-    const uint8_t v20 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x890));
-    const uint8_t v21 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x891));
-    const uint8_t v22 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x892));
-    const uint8_t v23 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0x893));
-    const uint8_t v24 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0xc18));
-    const uint8_t v25 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0xc19));
-    const uint8_t v26 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0xc1a));
-    const uint8_t v27 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0xc1b));
-    const uint8_t v28 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0xc98));
-    const uint8_t v29 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0xc99));
-    const uint8_t v30 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0xc9a));
-    const uint8_t v31 = detail::ld<uint8_t>(smem_bytes + (ld_base ^ 0xc9b));
-    d[0] = v0;
-    d[1] = v1;
-    d[2] = v2;
-    d[3] = v3;
-    d[4] = v4;
-    d[5] = v5;
-    d[6] = v6;
-    d[7] = v7;
-    d[8] = v8;
-    d[9] = v9;
-    d[10] = v10;
-    d[11] = v11;
-    d[12] = v12;
-    d[13] = v13;
-    d[14] = v14;
-    d[15] = v15;
-    d[16] = v16;
-    d[17] = v17;
-    d[18] = v18;
-    d[19] = v19;
-    d[20] = v20;
-    d[21] = v21;
-    d[22] = v22;
-    d[23] = v23;
-    d[24] = v24;
-    d[25] = v25;
-    d[26] = v26;
-    d[27] = v27;
-    d[28] = v28;
-    d[29] = v29;
-    d[30] = v30;
-    d[31] = v31;
+    uint32_t v0; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v0) : "r"(ld_addr) : "memory");
+    uint32_t v1; asm volatile("ld.shared.b8 %0, [%1+1];" : "=r"(v1) : "r"(ld_addr) : "memory");
+    uint32_t v2; asm volatile("ld.shared.b8 %0, [%1+2];" : "=r"(v2) : "r"(ld_addr) : "memory");
+    uint32_t v3; asm volatile("ld.shared.b8 %0, [%1+3];" : "=r"(v3) : "r"(ld_addr) : "memory");
+    uint32_t v4; asm volatile("ld.shared.b8 %0, [%1+128];" : "=r"(v4) : "r"(ld_addr) : "memory");
+    uint32_t v5; asm volatile("ld.shared.b8 %0, [%1+129];" : "=r"(v5) : "r"(ld_addr) : "memory");
+    uint32_t v6; asm volatile("ld.shared.b8 %0, [%1+130];" : "=r"(v6) : "r"(ld_addr) : "memory");
+    uint32_t v7; asm volatile("ld.shared.b8 %0, [%1+131];" : "=r"(v7) : "r"(ld_addr) : "memory");
+    uint32_t v8; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v8) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
+    uint32_t v9; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v9) : "r"(smem_u32 + (ld_base ^ 0x409)) : "memory");
+    uint32_t v10; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v10) : "r"(smem_u32 + (ld_base ^ 0x40a)) : "memory");
+    uint32_t v11; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v11) : "r"(smem_u32 + (ld_base ^ 0x40b)) : "memory");
+    uint32_t v12; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v12) : "r"(smem_u32 + (ld_base ^ 0x488)) : "memory");
+    uint32_t v13; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v13) : "r"(smem_u32 + (ld_base ^ 0x489)) : "memory");
+    uint32_t v14; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v14) : "r"(smem_u32 + (ld_base ^ 0x48a)) : "memory");
+    uint32_t v15; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v15) : "r"(smem_u32 + (ld_base ^ 0x48b)) : "memory");
+    uint32_t v16; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v16) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
+    uint32_t v17; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v17) : "r"(smem_u32 + (ld_base ^ 0x811)) : "memory");
+    uint32_t v18; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v18) : "r"(smem_u32 + (ld_base ^ 0x812)) : "memory");
+    uint32_t v19; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v19) : "r"(smem_u32 + (ld_base ^ 0x813)) : "memory");
+    uint32_t v20; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v20) : "r"(smem_u32 + (ld_base ^ 0x890)) : "memory");
+    uint32_t v21; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v21) : "r"(smem_u32 + (ld_base ^ 0x891)) : "memory");
+    uint32_t v22; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v22) : "r"(smem_u32 + (ld_base ^ 0x892)) : "memory");
+    uint32_t v23; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v23) : "r"(smem_u32 + (ld_base ^ 0x893)) : "memory");
+    uint32_t v24; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v24) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
+    uint32_t v25; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v25) : "r"(smem_u32 + (ld_base ^ 0xc19)) : "memory");
+    uint32_t v26; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v26) : "r"(smem_u32 + (ld_base ^ 0xc1a)) : "memory");
+    uint32_t v27; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v27) : "r"(smem_u32 + (ld_base ^ 0xc1b)) : "memory");
+    uint32_t v28; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v28) : "r"(smem_u32 + (ld_base ^ 0xc98)) : "memory");
+    uint32_t v29; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v29) : "r"(smem_u32 + (ld_base ^ 0xc99)) : "memory");
+    uint32_t v30; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v30) : "r"(smem_u32 + (ld_base ^ 0xc9a)) : "memory");
+    uint32_t v31; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v31) : "r"(smem_u32 + (ld_base ^ 0xc9b)) : "memory");
+    d[0] = __byte_perm(__byte_perm(v0, v1, 0x3240), __byte_perm(v2, v3, 0x4010), 0x7610);
+    d[1] = __byte_perm(__byte_perm(v4, v5, 0x3240), __byte_perm(v6, v7, 0x4010), 0x7610);
+    d[2] = __byte_perm(__byte_perm(v8, v9, 0x3240), __byte_perm(v10, v11, 0x4010), 0x7610);
+    d[3] = __byte_perm(__byte_perm(v12, v13, 0x3240), __byte_perm(v14, v15, 0x4010), 0x7610);
+    d[4] = __byte_perm(__byte_perm(v16, v17, 0x3240), __byte_perm(v18, v19, 0x4010), 0x7610);
+    d[5] = __byte_perm(__byte_perm(v20, v21, 0x3240), __byte_perm(v22, v23, 0x4010), 0x7610);
+    d[6] = __byte_perm(__byte_perm(v24, v25, 0x3240), __byte_perm(v26, v27, 0x4010), 0x7610);
+    d[7] = __byte_perm(__byte_perm(v28, v29, 0x3240), __byte_perm(v30, v31, 0x4010), 0x7610);
     memcpy(dst, d, sizeof d);
 }
 

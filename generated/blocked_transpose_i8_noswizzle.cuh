@@ -37,12 +37,12 @@
 //
 // Plan:
 //   strategy: smem  (i8, 1 B/elem, cuda sm_80, 4 warps x 32 lanes, 32 -> 32 registers)
-//   smem: 4096 bytes, 1 round(s), swizzle none, store vector x1 elements, load vector x1 elements, vector width 1 B
-//     widest access tile: 1 bytes
+//   smem: 4096 bytes, 1 round(s), swizzle none, store vector x8 elements, load vector x1 elements, vector width 8 B
+//     widest access tile: 8 bytes
 //     offset bases (swizzled memory layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [1, 0], [2, 0], [4, 0], [8, 0], [16, 0], [32, 0]]
-//     store: 32 instr/warp, 2 wavefronts/instr, 1 bank conflicts/instr, 64 wavefronts/warp
+//     store: 4 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 8 wavefronts/warp
 //     load: 32 instr/warp, 8 wavefronts/instr, 7 bank conflicts/instr, 256 wavefronts/warp
-//   candidate*smem     score   344.00  store st.shared x32, load ld.shared x32: 320 wavefronts (1+7 conflicts/instr), 2 barriers
+//   candidate*smem     score   281.00  store st.shared x4, load ld.shared x32: 264 wavefronts (0+7 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give
@@ -63,126 +63,68 @@ constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kTh
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 1;     // sizeof(T) (i8)
 
-namespace detail {
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
-// dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 1/7 bank conflicts per store/load.
+// dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 0/7 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
-    using U = uint8_t;  // raw bits of T
-    U s[kSrcRegs], d[kDstRegs];
+    uint32_t s[8], d[8];  // raw bits of T, packed in 32-bit words
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
-    const unsigned st_base = (lane << 3) ^ (warp << 8);                        // byte offset this thread stores at
-    char* const st_ptr = smem_bytes + st_base;
-    const unsigned ld_base = ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2);  // byte offset this thread loads at
-    char* const ld_ptr = smem_bytes + ld_base;
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));  // shared-window address
+    const unsigned st_base = (lane << 3) ^ (warp << 8);                               // byte offset this thread stores at
+    const unsigned st_addr = smem_u32 + st_base;
+    const unsigned ld_base = ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2);         // byte offset this thread loads at
+    const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 32 store(s) of 1 B, 32 load(s) of 1 B
+    // 4 store(s) of 8 B, 32 load(s) of 1 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, s[0]);
-    detail::st(st_ptr + 0x1, s[1]);
-    detail::st(st_ptr + 0x2, s[2]);
-    detail::st(st_ptr + 0x3, s[3]);
-    detail::st(st_ptr + 0x4, s[4]);
-    detail::st(st_ptr + 0x5, s[5]);
-    detail::st(st_ptr + 0x6, s[6]);
-    detail::st(st_ptr + 0x7, s[7]);
-    detail::st(st_ptr + 0x400, s[8]);
-    detail::st(st_ptr + 0x401, s[9]);
-    detail::st(st_ptr + 0x402, s[10]);
-    detail::st(st_ptr + 0x403, s[11]);
-    detail::st(st_ptr + 0x404, s[12]);
-    detail::st(st_ptr + 0x405, s[13]);
-    detail::st(st_ptr + 0x406, s[14]);
-    detail::st(st_ptr + 0x407, s[15]);
-    detail::st(st_ptr + 0x800, s[16]);
-    detail::st(st_ptr + 0x801, s[17]);
-    detail::st(st_ptr + 0x802, s[18]);
-    detail::st(st_ptr + 0x803, s[19]);
-    detail::st(st_ptr + 0x804, s[20]);
-    detail::st(st_ptr + 0x805, s[21]);
-    detail::st(st_ptr + 0x806, s[22]);
-    detail::st(st_ptr + 0x807, s[23]);
-    detail::st(st_ptr + 0xc00, s[24]);
-    detail::st(st_ptr + 0xc01, s[25]);
-    detail::st(st_ptr + 0xc02, s[26]);
-    detail::st(st_ptr + 0xc03, s[27]);
-    detail::st(st_ptr + 0xc04, s[28]);
-    detail::st(st_ptr + 0xc05, s[29]);
-    detail::st(st_ptr + 0xc06, s[30]);
-    detail::st(st_ptr + 0xc07, s[31]);
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+1024], {%1, %2};" :: "r"(st_addr), "r"(s[2]), "r"(s[3]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+2048], {%1, %2};" :: "r"(st_addr), "r"(s[4]), "r"(s[5]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+3072], {%1, %2};" :: "r"(st_addr), "r"(s[6]), "r"(s[7]) : "memory");
     __syncthreads();  // stores visible
-    const uint8_t v0 = detail::ld<uint8_t>(ld_ptr);
-    const uint8_t v1 = detail::ld<uint8_t>(ld_ptr + 0x40);
-    const uint8_t v2 = detail::ld<uint8_t>(ld_ptr + 0x80);
-    const uint8_t v3 = detail::ld<uint8_t>(ld_ptr + 0xc0);
-    const uint8_t v4 = detail::ld<uint8_t>(ld_ptr + 0x100);
-    const uint8_t v5 = detail::ld<uint8_t>(ld_ptr + 0x140);
-    const uint8_t v6 = detail::ld<uint8_t>(ld_ptr + 0x180);
-    const uint8_t v7 = detail::ld<uint8_t>(ld_ptr + 0x1c0);
-    const uint8_t v8 = detail::ld<uint8_t>(ld_ptr + 0x10);
-    const uint8_t v9 = detail::ld<uint8_t>(ld_ptr + 0x50);
-    const uint8_t v10 = detail::ld<uint8_t>(ld_ptr + 0x90);
-    const uint8_t v11 = detail::ld<uint8_t>(ld_ptr + 0xd0);
-    const uint8_t v12 = detail::ld<uint8_t>(ld_ptr + 0x110);
-    const uint8_t v13 = detail::ld<uint8_t>(ld_ptr + 0x150);
-    const uint8_t v14 = detail::ld<uint8_t>(ld_ptr + 0x190);
-    const uint8_t v15 = detail::ld<uint8_t>(ld_ptr + 0x1d0);
-    const uint8_t v16 = detail::ld<uint8_t>(ld_ptr + 0x20);
-    const uint8_t v17 = detail::ld<uint8_t>(ld_ptr + 0x60);
-    const uint8_t v18 = detail::ld<uint8_t>(ld_ptr + 0xa0);
-    const uint8_t v19 = detail::ld<uint8_t>(ld_ptr + 0xe0);
-    const uint8_t v20 = detail::ld<uint8_t>(ld_ptr + 0x120);
-    const uint8_t v21 = detail::ld<uint8_t>(ld_ptr + 0x160);
-    const uint8_t v22 = detail::ld<uint8_t>(ld_ptr + 0x1a0);
-    const uint8_t v23 = detail::ld<uint8_t>(ld_ptr + 0x1e0);
-    const uint8_t v24 = detail::ld<uint8_t>(ld_ptr + 0x30);
-    const uint8_t v25 = detail::ld<uint8_t>(ld_ptr + 0x70);
-    const uint8_t v26 = detail::ld<uint8_t>(ld_ptr + 0xb0);
-    const uint8_t v27 = detail::ld<uint8_t>(ld_ptr + 0xf0);
-    const uint8_t v28 = detail::ld<uint8_t>(ld_ptr + 0x130);
-    const uint8_t v29 = detail::ld<uint8_t>(ld_ptr + 0x170);
-    const uint8_t v30 = detail::ld<uint8_t>(ld_ptr + 0x1b0);
-    const uint8_t v31 = detail::ld<uint8_t>(ld_ptr + 0x1f0);
-    d[0] = v0;
-    d[1] = v1;
-    d[2] = v2;
-    d[3] = v3;
-    d[4] = v4;
-    d[5] = v5;
-    d[6] = v6;
-    d[7] = v7;
-    d[8] = v8;
-    d[9] = v9;
-    d[10] = v10;
-    d[11] = v11;
-    d[12] = v12;
-    d[13] = v13;
-    d[14] = v14;
-    d[15] = v15;
-    d[16] = v16;
-    d[17] = v17;
-    d[18] = v18;
-    d[19] = v19;
-    d[20] = v20;
-    d[21] = v21;
-    d[22] = v22;
-    d[23] = v23;
-    d[24] = v24;
-    d[25] = v25;
-    d[26] = v26;
-    d[27] = v27;
-    d[28] = v28;
-    d[29] = v29;
-    d[30] = v30;
-    d[31] = v31;
+    uint32_t v0; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v0) : "r"(ld_addr) : "memory");
+    uint32_t v1; asm volatile("ld.shared.b8 %0, [%1+64];" : "=r"(v1) : "r"(ld_addr) : "memory");
+    uint32_t v2; asm volatile("ld.shared.b8 %0, [%1+128];" : "=r"(v2) : "r"(ld_addr) : "memory");
+    uint32_t v3; asm volatile("ld.shared.b8 %0, [%1+192];" : "=r"(v3) : "r"(ld_addr) : "memory");
+    uint32_t v4; asm volatile("ld.shared.b8 %0, [%1+256];" : "=r"(v4) : "r"(ld_addr) : "memory");
+    uint32_t v5; asm volatile("ld.shared.b8 %0, [%1+320];" : "=r"(v5) : "r"(ld_addr) : "memory");
+    uint32_t v6; asm volatile("ld.shared.b8 %0, [%1+384];" : "=r"(v6) : "r"(ld_addr) : "memory");
+    uint32_t v7; asm volatile("ld.shared.b8 %0, [%1+448];" : "=r"(v7) : "r"(ld_addr) : "memory");
+    uint32_t v8; asm volatile("ld.shared.b8 %0, [%1+16];" : "=r"(v8) : "r"(ld_addr) : "memory");
+    uint32_t v9; asm volatile("ld.shared.b8 %0, [%1+80];" : "=r"(v9) : "r"(ld_addr) : "memory");
+    uint32_t v10; asm volatile("ld.shared.b8 %0, [%1+144];" : "=r"(v10) : "r"(ld_addr) : "memory");
+    uint32_t v11; asm volatile("ld.shared.b8 %0, [%1+208];" : "=r"(v11) : "r"(ld_addr) : "memory");
+    uint32_t v12; asm volatile("ld.shared.b8 %0, [%1+272];" : "=r"(v12) : "r"(ld_addr) : "memory");
+    uint32_t v13; asm volatile("ld.shared.b8 %0, [%1+336];" : "=r"(v13) : "r"(ld_addr) : "memory");
+    uint32_t v14; asm volatile("ld.shared.b8 %0, [%1+400];" : "=r"(v14) : "r"(ld_addr) : "memory");
+    uint32_t v15; asm volatile("ld.shared.b8 %0, [%1+464];" : "=r"(v15) : "r"(ld_addr) : "memory");
+    uint32_t v16; asm volatile("ld.shared.b8 %0, [%1+32];" : "=r"(v16) : "r"(ld_addr) : "memory");
+    uint32_t v17; asm volatile("ld.shared.b8 %0, [%1+96];" : "=r"(v17) : "r"(ld_addr) : "memory");
+    uint32_t v18; asm volatile("ld.shared.b8 %0, [%1+160];" : "=r"(v18) : "r"(ld_addr) : "memory");
+    uint32_t v19; asm volatile("ld.shared.b8 %0, [%1+224];" : "=r"(v19) : "r"(ld_addr) : "memory");
+    uint32_t v20; asm volatile("ld.shared.b8 %0, [%1+288];" : "=r"(v20) : "r"(ld_addr) : "memory");
+    uint32_t v21; asm volatile("ld.shared.b8 %0, [%1+352];" : "=r"(v21) : "r"(ld_addr) : "memory");
+    uint32_t v22; asm volatile("ld.shared.b8 %0, [%1+416];" : "=r"(v22) : "r"(ld_addr) : "memory");
+    uint32_t v23; asm volatile("ld.shared.b8 %0, [%1+480];" : "=r"(v23) : "r"(ld_addr) : "memory");
+    uint32_t v24; asm volatile("ld.shared.b8 %0, [%1+48];" : "=r"(v24) : "r"(ld_addr) : "memory");
+    uint32_t v25; asm volatile("ld.shared.b8 %0, [%1+112];" : "=r"(v25) : "r"(ld_addr) : "memory");
+    uint32_t v26; asm volatile("ld.shared.b8 %0, [%1+176];" : "=r"(v26) : "r"(ld_addr) : "memory");
+    uint32_t v27; asm volatile("ld.shared.b8 %0, [%1+240];" : "=r"(v27) : "r"(ld_addr) : "memory");
+    uint32_t v28; asm volatile("ld.shared.b8 %0, [%1+304];" : "=r"(v28) : "r"(ld_addr) : "memory");
+    uint32_t v29; asm volatile("ld.shared.b8 %0, [%1+368];" : "=r"(v29) : "r"(ld_addr) : "memory");
+    uint32_t v30; asm volatile("ld.shared.b8 %0, [%1+432];" : "=r"(v30) : "r"(ld_addr) : "memory");
+    uint32_t v31; asm volatile("ld.shared.b8 %0, [%1+496];" : "=r"(v31) : "r"(ld_addr) : "memory");
+    d[0] = __byte_perm(__byte_perm(v0, v1, 0x3240), __byte_perm(v2, v3, 0x4010), 0x7610);
+    d[1] = __byte_perm(__byte_perm(v4, v5, 0x3240), __byte_perm(v6, v7, 0x4010), 0x7610);
+    d[2] = __byte_perm(__byte_perm(v8, v9, 0x3240), __byte_perm(v10, v11, 0x4010), 0x7610);
+    d[3] = __byte_perm(__byte_perm(v12, v13, 0x3240), __byte_perm(v14, v15, 0x4010), 0x7610);
+    d[4] = __byte_perm(__byte_perm(v16, v17, 0x3240), __byte_perm(v18, v19, 0x4010), 0x7610);
+    d[5] = __byte_perm(__byte_perm(v20, v21, 0x3240), __byte_perm(v22, v23, 0x4010), 0x7610);
+    d[6] = __byte_perm(__byte_perm(v24, v25, 0x3240), __byte_perm(v26, v27, 0x4010), 0x7610);
+    d[7] = __byte_perm(__byte_perm(v28, v29, 0x3240), __byte_perm(v30, v31, 0x4010), 0x7610);
     memcpy(dst, d, sizeof d);
 }
 

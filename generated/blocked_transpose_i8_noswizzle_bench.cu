@@ -14,126 +14,68 @@ constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kTh
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 1;     // sizeof(T) (i8)
 
-namespace detail {
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
-// dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 7/1 bank conflicts per store/load.
+// dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 7/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
-    using U = uint8_t;  // raw bits of T
-    U s[kSrcRegs], d[kDstRegs];
+    uint32_t s[8], d[8];  // raw bits of T, packed in 32-bit words
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
-    const unsigned st_base = ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2);  // byte offset this thread stores at
-    char* const st_ptr = smem_bytes + st_base;
-    const unsigned ld_base = (lane << 3) ^ (warp << 8);                        // byte offset this thread loads at
-    char* const ld_ptr = smem_bytes + ld_base;
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));  // shared-window address
+    const unsigned st_base = ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2);         // byte offset this thread stores at
+    const unsigned st_addr = smem_u32 + st_base;
+    const unsigned ld_base = (lane << 3) ^ (warp << 8);                               // byte offset this thread loads at
+    const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 32 store(s) of 1 B, 32 load(s) of 1 B
+    // 32 store(s) of 1 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, s[0]);
-    detail::st(st_ptr + 0x40, s[1]);
-    detail::st(st_ptr + 0x80, s[2]);
-    detail::st(st_ptr + 0xc0, s[3]);
-    detail::st(st_ptr + 0x100, s[4]);
-    detail::st(st_ptr + 0x140, s[5]);
-    detail::st(st_ptr + 0x180, s[6]);
-    detail::st(st_ptr + 0x1c0, s[7]);
-    detail::st(st_ptr + 0x10, s[8]);
-    detail::st(st_ptr + 0x50, s[9]);
-    detail::st(st_ptr + 0x90, s[10]);
-    detail::st(st_ptr + 0xd0, s[11]);
-    detail::st(st_ptr + 0x110, s[12]);
-    detail::st(st_ptr + 0x150, s[13]);
-    detail::st(st_ptr + 0x190, s[14]);
-    detail::st(st_ptr + 0x1d0, s[15]);
-    detail::st(st_ptr + 0x20, s[16]);
-    detail::st(st_ptr + 0x60, s[17]);
-    detail::st(st_ptr + 0xa0, s[18]);
-    detail::st(st_ptr + 0xe0, s[19]);
-    detail::st(st_ptr + 0x120, s[20]);
-    detail::st(st_ptr + 0x160, s[21]);
-    detail::st(st_ptr + 0x1a0, s[22]);
-    detail::st(st_ptr + 0x1e0, s[23]);
-    detail::st(st_ptr + 0x30, s[24]);
-    detail::st(st_ptr + 0x70, s[25]);
-    detail::st(st_ptr + 0xb0, s[26]);
-    detail::st(st_ptr + 0xf0, s[27]);
-    detail::st(st_ptr + 0x130, s[28]);
-    detail::st(st_ptr + 0x170, s[29]);
-    detail::st(st_ptr + 0x1b0, s[30]);
-    detail::st(st_ptr + 0x1f0, s[31]);
+    asm volatile("st.shared.b8 [%0], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[0])) : "memory");
+    asm volatile("st.shared.b8 [%0+64], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+128], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+192], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0+256], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[1])) : "memory");
+    asm volatile("st.shared.b8 [%0+320], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+384], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+448], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0+16], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[2])) : "memory");
+    asm volatile("st.shared.b8 [%0+80], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+144], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+208], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0+272], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[3])) : "memory");
+    asm volatile("st.shared.b8 [%0+336], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+400], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+464], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0+32], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[4])) : "memory");
+    asm volatile("st.shared.b8 [%0+96], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+160], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+224], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0+288], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[5])) : "memory");
+    asm volatile("st.shared.b8 [%0+352], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+416], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+480], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0+48], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[6])) : "memory");
+    asm volatile("st.shared.b8 [%0+112], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+176], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+240], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213))) : "memory");
+    asm volatile("st.shared.b8 [%0+304], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[7])) : "memory");
+    asm volatile("st.shared.b8 [%0+368], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211))) : "memory");
+    asm volatile("st.shared.b8 [%0+432], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212))) : "memory");
+    asm volatile("st.shared.b8 [%0+496], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213))) : "memory");
     __syncthreads();  // stores visible
-    const uint8_t v0 = detail::ld<uint8_t>(ld_ptr);
-    const uint8_t v1 = detail::ld<uint8_t>(ld_ptr + 0x1);
-    const uint8_t v2 = detail::ld<uint8_t>(ld_ptr + 0x2);
-    const uint8_t v3 = detail::ld<uint8_t>(ld_ptr + 0x3);
-    const uint8_t v4 = detail::ld<uint8_t>(ld_ptr + 0x4);
-    const uint8_t v5 = detail::ld<uint8_t>(ld_ptr + 0x5);
-    const uint8_t v6 = detail::ld<uint8_t>(ld_ptr + 0x6);
-    const uint8_t v7 = detail::ld<uint8_t>(ld_ptr + 0x7);
-    const uint8_t v8 = detail::ld<uint8_t>(ld_ptr + 0x400);
-    const uint8_t v9 = detail::ld<uint8_t>(ld_ptr + 0x401);
-    const uint8_t v10 = detail::ld<uint8_t>(ld_ptr + 0x402);
-    const uint8_t v11 = detail::ld<uint8_t>(ld_ptr + 0x403);
-    const uint8_t v12 = detail::ld<uint8_t>(ld_ptr + 0x404);
-    const uint8_t v13 = detail::ld<uint8_t>(ld_ptr + 0x405);
-    const uint8_t v14 = detail::ld<uint8_t>(ld_ptr + 0x406);
-    const uint8_t v15 = detail::ld<uint8_t>(ld_ptr + 0x407);
-    const uint8_t v16 = detail::ld<uint8_t>(ld_ptr + 0x800);
-    const uint8_t v17 = detail::ld<uint8_t>(ld_ptr + 0x801);
-    const uint8_t v18 = detail::ld<uint8_t>(ld_ptr + 0x802);
-    const uint8_t v19 = detail::ld<uint8_t>(ld_ptr + 0x803);
-    const uint8_t v20 = detail::ld<uint8_t>(ld_ptr + 0x804);
-    const uint8_t v21 = detail::ld<uint8_t>(ld_ptr + 0x805);
-    const uint8_t v22 = detail::ld<uint8_t>(ld_ptr + 0x806);
-    const uint8_t v23 = detail::ld<uint8_t>(ld_ptr + 0x807);
-    const uint8_t v24 = detail::ld<uint8_t>(ld_ptr + 0xc00);
-    const uint8_t v25 = detail::ld<uint8_t>(ld_ptr + 0xc01);
-    const uint8_t v26 = detail::ld<uint8_t>(ld_ptr + 0xc02);
-    const uint8_t v27 = detail::ld<uint8_t>(ld_ptr + 0xc03);
-    const uint8_t v28 = detail::ld<uint8_t>(ld_ptr + 0xc04);
-    const uint8_t v29 = detail::ld<uint8_t>(ld_ptr + 0xc05);
-    const uint8_t v30 = detail::ld<uint8_t>(ld_ptr + 0xc06);
-    const uint8_t v31 = detail::ld<uint8_t>(ld_ptr + 0xc07);
-    d[0] = v0;
-    d[1] = v1;
-    d[2] = v2;
-    d[3] = v3;
-    d[4] = v4;
-    d[5] = v5;
-    d[6] = v6;
-    d[7] = v7;
-    d[8] = v8;
-    d[9] = v9;
-    d[10] = v10;
-    d[11] = v11;
-    d[12] = v12;
-    d[13] = v13;
-    d[14] = v14;
-    d[15] = v15;
-    d[16] = v16;
-    d[17] = v17;
-    d[18] = v18;
-    d[19] = v19;
-    d[20] = v20;
-    d[21] = v21;
-    d[22] = v22;
-    d[23] = v23;
-    d[24] = v24;
-    d[25] = v25;
-    d[26] = v26;
-    d[27] = v27;
-    d[28] = v28;
-    d[29] = v29;
-    d[30] = v30;
-    d[31] = v31;
+    uint32_t v0_0, v0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_0), "=r"(v0_1) : "r"(ld_addr) : "memory");
+    uint32_t v1_0, v1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+1024];" : "=r"(v1_0), "=r"(v1_1) : "r"(ld_addr) : "memory");
+    uint32_t v2_0, v2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+2048];" : "=r"(v2_0), "=r"(v2_1) : "r"(ld_addr) : "memory");
+    uint32_t v3_0, v3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+3072];" : "=r"(v3_0), "=r"(v3_1) : "r"(ld_addr) : "memory");
+    d[0] = v0_0;
+    d[1] = v0_1;
+    d[2] = v1_0;
+    d[3] = v1_1;
+    d[4] = v2_0;
+    d[5] = v2_1;
+    d[6] = v3_0;
+    d[7] = v3_1;
     memcpy(dst, d, sizeof d);
 }
 

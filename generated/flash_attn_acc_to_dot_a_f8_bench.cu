@@ -20,8 +20,7 @@ template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
     (void)smem;
-    using U = uint8_t;  // raw bits of T
-    U s[kSrcRegs], d[kDstRegs];
+    uint32_t s[8], d[8];  // raw bits of T, packed in 32-bit words
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned src_lane = ((lane & 0x1) << 1) ^ (lane & 0x1c) ^ ((lane >> 1) & 0x1);  // source lane before the round's xor
@@ -29,14 +28,14 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     const unsigned sel1 = lane & 1;                                                       // parity of lane & 0x1
 
     // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send
-    const uint32_t out0 = sel0 ? static_cast<uint32_t>(s[2]) | (static_cast<uint32_t>(s[3]) << 8) | (static_cast<uint32_t>(s[6]) << 16) | (static_cast<uint32_t>(s[7]) << 24) : static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[1]) << 8) | (static_cast<uint32_t>(s[4]) << 16) | (static_cast<uint32_t>(s[5]) << 24);
-    const uint32_t out1 = sel0 ? static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[1]) << 8) | (static_cast<uint32_t>(s[4]) << 16) | (static_cast<uint32_t>(s[5]) << 24) : static_cast<uint32_t>(s[2]) | (static_cast<uint32_t>(s[3]) << 8) | (static_cast<uint32_t>(s[6]) << 16) | (static_cast<uint32_t>(s[7]) << 24);
-    const uint32_t out2 = sel0 ? static_cast<uint32_t>(s[10]) | (static_cast<uint32_t>(s[11]) << 8) | (static_cast<uint32_t>(s[14]) << 16) | (static_cast<uint32_t>(s[15]) << 24) : static_cast<uint32_t>(s[8]) | (static_cast<uint32_t>(s[9]) << 8) | (static_cast<uint32_t>(s[12]) << 16) | (static_cast<uint32_t>(s[13]) << 24);
-    const uint32_t out3 = sel0 ? static_cast<uint32_t>(s[8]) | (static_cast<uint32_t>(s[9]) << 8) | (static_cast<uint32_t>(s[12]) << 16) | (static_cast<uint32_t>(s[13]) << 24) : static_cast<uint32_t>(s[10]) | (static_cast<uint32_t>(s[11]) << 8) | (static_cast<uint32_t>(s[14]) << 16) | (static_cast<uint32_t>(s[15]) << 24);
-    const uint32_t out4 = sel0 ? static_cast<uint32_t>(s[18]) | (static_cast<uint32_t>(s[19]) << 8) | (static_cast<uint32_t>(s[22]) << 16) | (static_cast<uint32_t>(s[23]) << 24) : static_cast<uint32_t>(s[16]) | (static_cast<uint32_t>(s[17]) << 8) | (static_cast<uint32_t>(s[20]) << 16) | (static_cast<uint32_t>(s[21]) << 24);
-    const uint32_t out5 = sel0 ? static_cast<uint32_t>(s[16]) | (static_cast<uint32_t>(s[17]) << 8) | (static_cast<uint32_t>(s[20]) << 16) | (static_cast<uint32_t>(s[21]) << 24) : static_cast<uint32_t>(s[18]) | (static_cast<uint32_t>(s[19]) << 8) | (static_cast<uint32_t>(s[22]) << 16) | (static_cast<uint32_t>(s[23]) << 24);
-    const uint32_t out6 = sel0 ? static_cast<uint32_t>(s[26]) | (static_cast<uint32_t>(s[27]) << 8) | (static_cast<uint32_t>(s[30]) << 16) | (static_cast<uint32_t>(s[31]) << 24) : static_cast<uint32_t>(s[24]) | (static_cast<uint32_t>(s[25]) << 8) | (static_cast<uint32_t>(s[28]) << 16) | (static_cast<uint32_t>(s[29]) << 24);
-    const uint32_t out7 = sel0 ? static_cast<uint32_t>(s[24]) | (static_cast<uint32_t>(s[25]) << 8) | (static_cast<uint32_t>(s[28]) << 16) | (static_cast<uint32_t>(s[29]) << 24) : static_cast<uint32_t>(s[26]) | (static_cast<uint32_t>(s[27]) << 8) | (static_cast<uint32_t>(s[30]) << 16) | (static_cast<uint32_t>(s[31]) << 24);
+    const uint32_t out0 = sel0 ? __byte_perm(s[0], s[1], 0x7632) : __byte_perm(s[0], s[1], 0x5410);
+    const uint32_t out1 = sel0 ? __byte_perm(s[0], s[1], 0x5410) : __byte_perm(s[0], s[1], 0x7632);
+    const uint32_t out2 = sel0 ? __byte_perm(s[2], s[3], 0x7632) : __byte_perm(s[2], s[3], 0x5410);
+    const uint32_t out3 = sel0 ? __byte_perm(s[2], s[3], 0x5410) : __byte_perm(s[2], s[3], 0x7632);
+    const uint32_t out4 = sel0 ? __byte_perm(s[4], s[5], 0x7632) : __byte_perm(s[4], s[5], 0x5410);
+    const uint32_t out5 = sel0 ? __byte_perm(s[4], s[5], 0x5410) : __byte_perm(s[4], s[5], 0x7632);
+    const uint32_t out6 = sel0 ? __byte_perm(s[6], s[7], 0x7632) : __byte_perm(s[6], s[7], 0x5410);
+    const uint32_t out7 = sel0 ? __byte_perm(s[6], s[7], 0x5410) : __byte_perm(s[6], s[7], 0x7632);
 
     // Exchange: 8 shuffle(s) issued back to back, source lane src_lane ^ c
     const uint32_t in0 = __shfl_sync(0xffffffff, out0, src_lane);
@@ -49,38 +48,14 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     const uint32_t in7 = __shfl_sync(0xffffffff, out7, src_lane ^ 0x2);
 
     // Unpack (2-way lane-dependent receive)
-    d[0] = sel1 ? static_cast<uint8_t>(in1) : static_cast<uint8_t>(in0);
-    d[1] = sel1 ? static_cast<uint8_t>(in1 >> 8) : static_cast<uint8_t>(in0 >> 8);
-    d[2] = sel1 ? static_cast<uint8_t>(in1 >> 16) : static_cast<uint8_t>(in0 >> 16);
-    d[3] = sel1 ? static_cast<uint8_t>(in1 >> 24) : static_cast<uint8_t>(in0 >> 24);
-    d[4] = sel1 ? static_cast<uint8_t>(in0) : static_cast<uint8_t>(in1);
-    d[5] = sel1 ? static_cast<uint8_t>(in0 >> 8) : static_cast<uint8_t>(in1 >> 8);
-    d[6] = sel1 ? static_cast<uint8_t>(in0 >> 16) : static_cast<uint8_t>(in1 >> 16);
-    d[7] = sel1 ? static_cast<uint8_t>(in0 >> 24) : static_cast<uint8_t>(in1 >> 24);
-    d[8] = sel1 ? static_cast<uint8_t>(in3) : static_cast<uint8_t>(in2);
-    d[9] = sel1 ? static_cast<uint8_t>(in3 >> 8) : static_cast<uint8_t>(in2 >> 8);
-    d[10] = sel1 ? static_cast<uint8_t>(in3 >> 16) : static_cast<uint8_t>(in2 >> 16);
-    d[11] = sel1 ? static_cast<uint8_t>(in3 >> 24) : static_cast<uint8_t>(in2 >> 24);
-    d[12] = sel1 ? static_cast<uint8_t>(in2) : static_cast<uint8_t>(in3);
-    d[13] = sel1 ? static_cast<uint8_t>(in2 >> 8) : static_cast<uint8_t>(in3 >> 8);
-    d[14] = sel1 ? static_cast<uint8_t>(in2 >> 16) : static_cast<uint8_t>(in3 >> 16);
-    d[15] = sel1 ? static_cast<uint8_t>(in2 >> 24) : static_cast<uint8_t>(in3 >> 24);
-    d[16] = sel1 ? static_cast<uint8_t>(in5) : static_cast<uint8_t>(in4);
-    d[17] = sel1 ? static_cast<uint8_t>(in5 >> 8) : static_cast<uint8_t>(in4 >> 8);
-    d[18] = sel1 ? static_cast<uint8_t>(in5 >> 16) : static_cast<uint8_t>(in4 >> 16);
-    d[19] = sel1 ? static_cast<uint8_t>(in5 >> 24) : static_cast<uint8_t>(in4 >> 24);
-    d[20] = sel1 ? static_cast<uint8_t>(in4) : static_cast<uint8_t>(in5);
-    d[21] = sel1 ? static_cast<uint8_t>(in4 >> 8) : static_cast<uint8_t>(in5 >> 8);
-    d[22] = sel1 ? static_cast<uint8_t>(in4 >> 16) : static_cast<uint8_t>(in5 >> 16);
-    d[23] = sel1 ? static_cast<uint8_t>(in4 >> 24) : static_cast<uint8_t>(in5 >> 24);
-    d[24] = sel1 ? static_cast<uint8_t>(in7) : static_cast<uint8_t>(in6);
-    d[25] = sel1 ? static_cast<uint8_t>(in7 >> 8) : static_cast<uint8_t>(in6 >> 8);
-    d[26] = sel1 ? static_cast<uint8_t>(in7 >> 16) : static_cast<uint8_t>(in6 >> 16);
-    d[27] = sel1 ? static_cast<uint8_t>(in7 >> 24) : static_cast<uint8_t>(in6 >> 24);
-    d[28] = sel1 ? static_cast<uint8_t>(in6) : static_cast<uint8_t>(in7);
-    d[29] = sel1 ? static_cast<uint8_t>(in6 >> 8) : static_cast<uint8_t>(in7 >> 8);
-    d[30] = sel1 ? static_cast<uint8_t>(in6 >> 16) : static_cast<uint8_t>(in7 >> 16);
-    d[31] = sel1 ? static_cast<uint8_t>(in6 >> 24) : static_cast<uint8_t>(in7 >> 24);
+    d[0] = sel1 ? in1 : in0;
+    d[1] = sel1 ? in0 : in1;
+    d[2] = sel1 ? in3 : in2;
+    d[3] = sel1 ? in2 : in3;
+    d[4] = sel1 ? in5 : in4;
+    d[5] = sel1 ? in4 : in5;
+    d[6] = sel1 ? in7 : in6;
+    d[7] = sel1 ? in6 : in7;
     memcpy(dst, d, sizeof d);
 }
 

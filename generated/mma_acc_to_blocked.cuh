@@ -63,12 +63,6 @@ constexpr int kThreads   = 128;    // threads taking part: threadIdx.x in [0, kT
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;      // sizeof(T) (f32)
 
-namespace detail {
-using u32x4 = uint4;
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
 // dst = src in the destination layout: through shared memory: 1 round(s), 16384 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -79,63 +73,63 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                      // shared-window address
     const unsigned st_base = ((lane & 0x3) << 5) ^ ((lane & 0x18) << 4) ^ ((lane & 0x4) << 2) ^ (warp << 9);                                                                              // byte offset this thread stores at
-    char* const st_ptr = smem_bytes + st_base;
+    const unsigned st_addr = smem_u32 + st_base;
     const unsigned ld_base = ((lane & 1) * 0x40) ^ (((lane >> 1) & 1) * 0x1020) ^ (((lane >> 2) & 1) * 0x2010) ^ (((lane >> 3) & 1) * 0x800) ^ (((lane >> 4) & 1) * 0x10) ^ (warp << 7);  // byte offset this thread loads at
-    char* const ld_ptr = smem_bytes + ld_base;
+    const unsigned ld_addr = smem_u32 + ld_base;
 
     // 8 store(s) of 16 B, 8 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x4{s[0], s[1], s[2], s[3]});
-    detail::st(smem_bytes + (st_base ^ 0x1020), detail::u32x4{s[4], s[5], s[6], s[7]});
-    detail::st(smem_bytes + (st_base ^ 0x2010), detail::u32x4{s[8], s[9], s[10], s[11]});
-    detail::st(smem_bytes + (st_base ^ 0x3030), detail::u32x4{s[12], s[13], s[14], s[15]});
-    detail::st(st_ptr + 0x800, detail::u32x4{s[16], s[17], s[18], s[19]});
-    detail::st(smem_bytes + (st_base ^ 0x1820), detail::u32x4{s[20], s[21], s[22], s[23]});
-    detail::st(smem_bytes + (st_base ^ 0x2810), detail::u32x4{s[24], s[25], s[26], s[27]});
-    detail::st(smem_bytes + (st_base ^ 0x3830), detail::u32x4{s[28], s[29], s[30], s[31]});
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]), "r"(s[2]), "r"(s[3]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x1020)), "r"(s[4]), "r"(s[5]), "r"(s[6]), "r"(s[7]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x2010)), "r"(s[8]), "r"(s[9]), "r"(s[10]), "r"(s[11]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x3030)), "r"(s[12]), "r"(s[13]), "r"(s[14]), "r"(s[15]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+2048], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[16]), "r"(s[17]), "r"(s[18]), "r"(s[19]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x1820)), "r"(s[20]), "r"(s[21]), "r"(s[22]), "r"(s[23]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x2810)), "r"(s[24]), "r"(s[25]), "r"(s[26]), "r"(s[27]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x3830)), "r"(s[28]), "r"(s[29]), "r"(s[30]), "r"(s[31]) : "memory");
     __syncthreads();  // stores visible
-    const detail::u32x4 v0 = detail::ld<detail::u32x4>(ld_ptr);
-    const detail::u32x4 v1 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x20));
-    const detail::u32x4 v2 = detail::ld<detail::u32x4>(ld_ptr + 0x200);
-    const detail::u32x4 v3 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x220));
-    const detail::u32x4 v4 = detail::ld<detail::u32x4>(ld_ptr + 0x400);
-    const detail::u32x4 v5 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x420));
-    const detail::u32x4 v6 = detail::ld<detail::u32x4>(ld_ptr + 0x600);
-    const detail::u32x4 v7 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x620));
-    d[0] = v0.x;
-    d[1] = v0.y;
-    d[4] = v0.z;
-    d[5] = v0.w;
-    d[2] = v1.x;
-    d[3] = v1.y;
-    d[6] = v1.z;
-    d[7] = v1.w;
-    d[8] = v2.x;
-    d[9] = v2.y;
-    d[12] = v2.z;
-    d[13] = v2.w;
-    d[10] = v3.x;
-    d[11] = v3.y;
-    d[14] = v3.z;
-    d[15] = v3.w;
-    d[16] = v4.x;
-    d[17] = v4.y;
-    d[20] = v4.z;
-    d[21] = v4.w;
-    d[18] = v5.x;
-    d[19] = v5.y;
-    d[22] = v5.z;
-    d[23] = v5.w;
-    d[24] = v6.x;
-    d[25] = v6.y;
-    d[28] = v6.z;
-    d[29] = v6.w;
-    d[26] = v7.x;
-    d[27] = v7.y;
-    d[30] = v7.z;
-    d[31] = v7.w;
+    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
+    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(smem_u32 + (ld_base ^ 0x20)) : "memory");
+    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+512];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(ld_addr) : "memory");
+    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x220)) : "memory");
+    uint32_t v4_0, v4_1, v4_2, v4_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1024];" : "=r"(v4_0), "=r"(v4_1), "=r"(v4_2), "=r"(v4_3) : "r"(ld_addr) : "memory");
+    uint32_t v5_0, v5_1, v5_2, v5_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v5_0), "=r"(v5_1), "=r"(v5_2), "=r"(v5_3) : "r"(smem_u32 + (ld_base ^ 0x420)) : "memory");
+    uint32_t v6_0, v6_1, v6_2, v6_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1536];" : "=r"(v6_0), "=r"(v6_1), "=r"(v6_2), "=r"(v6_3) : "r"(ld_addr) : "memory");
+    uint32_t v7_0, v7_1, v7_2, v7_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v7_0), "=r"(v7_1), "=r"(v7_2), "=r"(v7_3) : "r"(smem_u32 + (ld_base ^ 0x620)) : "memory");
+    d[0] = v0_0;
+    d[1] = v0_1;
+    d[4] = v0_2;
+    d[5] = v0_3;
+    d[2] = v1_0;
+    d[3] = v1_1;
+    d[6] = v1_2;
+    d[7] = v1_3;
+    d[8] = v2_0;
+    d[9] = v2_1;
+    d[12] = v2_2;
+    d[13] = v2_3;
+    d[10] = v3_0;
+    d[11] = v3_1;
+    d[14] = v3_2;
+    d[15] = v3_3;
+    d[16] = v4_0;
+    d[17] = v4_1;
+    d[20] = v4_2;
+    d[21] = v4_3;
+    d[18] = v5_0;
+    d[19] = v5_1;
+    d[22] = v5_2;
+    d[23] = v5_3;
+    d[24] = v6_0;
+    d[25] = v6_1;
+    d[28] = v6_2;
+    d[29] = v6_3;
+    d[26] = v7_0;
+    d[27] = v7_1;
+    d[30] = v7_2;
+    d[31] = v7_3;
     memcpy(dst, d, sizeof d);
 }
 

@@ -14,12 +14,6 @@ constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kTh
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;     // sizeof(T) (f32)
 
-namespace detail {
-using u32x2 = uint2;
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
 // dst = src in the destination layout: through shared memory: 4 round(s), 4096 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -30,91 +24,91 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                   // shared-window address
     const unsigned st_base = ((lane & 0xe) << 8) ^ ((lane & 0x1) << 6) ^ ((lane & 0x2) << 4) ^ ((lane & 0xc) << 1) ^ ((lane >> 1) & 0x8) ^ ((warp & 0x2) << 6) ^ ((warp & 0x1) << 4);  // byte offset this thread stores at
-    char* const st_ptr = smem_bytes + st_base;
+    const unsigned st_addr = smem_u32 + st_base;
     const unsigned ld_base = ((lane & 0x3) << 5) ^ ((lane & 0x10) << 3) ^ ((lane & 0xc) << 1) ^ ((warp & 1) * 0x220) ^ (((warp >> 1) & 1) * 0x100);                                    // byte offset this thread loads at
-    char* const ld_ptr = smem_bytes + ld_base;
+    const unsigned ld_addr = smem_u32 + ld_base;
 
     // Round 0/4: 4 store(s) of 8 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x2{s[0], s[1]});
-    detail::st(smem_bytes + (st_base ^ 0x20), detail::u32x2{s[2], s[3]});
-    detail::st(st_ptr + 0x100, detail::u32x2{s[8], s[9]});
-    detail::st(smem_bytes + (st_base ^ 0x120), detail::u32x2{s[10], s[11]});
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[2]), "r"(s[3]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[8]), "r"(s[9]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x120)), "r"(s[10]), "r"(s[11]) : "memory");
     __syncthreads();  // stores visible
-    const detail::u32x2 v0_0 = detail::ld<detail::u32x2>(ld_ptr);
-    const detail::u32x2 v0_1 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x408));
-    const detail::u32x2 v0_2 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x810));
-    const detail::u32x2 v0_3 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0xc18));
-    d[0] = v0_0.x;
-    d[1] = v0_0.y;
-    d[4] = v0_1.x;
-    d[5] = v0_1.y;
-    d[8] = v0_2.x;
-    d[9] = v0_2.y;
-    d[12] = v0_3.x;
-    d[13] = v0_3.y;
+    uint32_t v0_0_0, v0_0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_0_0), "=r"(v0_0_1) : "r"(ld_addr) : "memory");
+    uint32_t v0_1_0, v0_1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_1_0), "=r"(v0_1_1) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
+    uint32_t v0_2_0, v0_2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_2_0), "=r"(v0_2_1) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
+    uint32_t v0_3_0, v0_3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_3_0), "=r"(v0_3_1) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
+    d[0] = v0_0_0;
+    d[1] = v0_0_1;
+    d[4] = v0_1_0;
+    d[5] = v0_1_1;
+    d[8] = v0_2_0;
+    d[9] = v0_2_1;
+    d[12] = v0_3_0;
+    d[13] = v0_3_1;
 
     // Round 1/4: 4 store(s) of 8 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x2{s[4], s[5]});
-    detail::st(smem_bytes + (st_base ^ 0x20), detail::u32x2{s[6], s[7]});
-    detail::st(st_ptr + 0x100, detail::u32x2{s[12], s[13]});
-    detail::st(smem_bytes + (st_base ^ 0x120), detail::u32x2{s[14], s[15]});
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[4]), "r"(s[5]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[6]), "r"(s[7]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[12]), "r"(s[13]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x120)), "r"(s[14]), "r"(s[15]) : "memory");
     __syncthreads();  // stores visible
-    const detail::u32x2 v1_0 = detail::ld<detail::u32x2>(ld_ptr);
-    const detail::u32x2 v1_1 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x408));
-    const detail::u32x2 v1_2 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x810));
-    const detail::u32x2 v1_3 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0xc18));
-    d[2] = v1_0.x;
-    d[3] = v1_0.y;
-    d[6] = v1_1.x;
-    d[7] = v1_1.y;
-    d[10] = v1_2.x;
-    d[11] = v1_2.y;
-    d[14] = v1_3.x;
-    d[15] = v1_3.y;
+    uint32_t v1_0_0, v1_0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_0_0), "=r"(v1_0_1) : "r"(ld_addr) : "memory");
+    uint32_t v1_1_0, v1_1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_1_0), "=r"(v1_1_1) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
+    uint32_t v1_2_0, v1_2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_2_0), "=r"(v1_2_1) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
+    uint32_t v1_3_0, v1_3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_3_0), "=r"(v1_3_1) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
+    d[2] = v1_0_0;
+    d[3] = v1_0_1;
+    d[6] = v1_1_0;
+    d[7] = v1_1_1;
+    d[10] = v1_2_0;
+    d[11] = v1_2_1;
+    d[14] = v1_3_0;
+    d[15] = v1_3_1;
 
     // Round 2/4: 4 store(s) of 8 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x2{s[16], s[17]});
-    detail::st(smem_bytes + (st_base ^ 0x20), detail::u32x2{s[18], s[19]});
-    detail::st(st_ptr + 0x100, detail::u32x2{s[24], s[25]});
-    detail::st(smem_bytes + (st_base ^ 0x120), detail::u32x2{s[26], s[27]});
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[16]), "r"(s[17]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[18]), "r"(s[19]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[24]), "r"(s[25]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x120)), "r"(s[26]), "r"(s[27]) : "memory");
     __syncthreads();  // stores visible
-    const detail::u32x2 v2_0 = detail::ld<detail::u32x2>(ld_ptr);
-    const detail::u32x2 v2_1 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x408));
-    const detail::u32x2 v2_2 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x810));
-    const detail::u32x2 v2_3 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0xc18));
-    d[16] = v2_0.x;
-    d[17] = v2_0.y;
-    d[20] = v2_1.x;
-    d[21] = v2_1.y;
-    d[24] = v2_2.x;
-    d[25] = v2_2.y;
-    d[28] = v2_3.x;
-    d[29] = v2_3.y;
+    uint32_t v2_0_0, v2_0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_0_0), "=r"(v2_0_1) : "r"(ld_addr) : "memory");
+    uint32_t v2_1_0, v2_1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_1_0), "=r"(v2_1_1) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
+    uint32_t v2_2_0, v2_2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_2_0), "=r"(v2_2_1) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
+    uint32_t v2_3_0, v2_3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_3_0), "=r"(v2_3_1) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
+    d[16] = v2_0_0;
+    d[17] = v2_0_1;
+    d[20] = v2_1_0;
+    d[21] = v2_1_1;
+    d[24] = v2_2_0;
+    d[25] = v2_2_1;
+    d[28] = v2_3_0;
+    d[29] = v2_3_1;
 
     // Round 3/4: 4 store(s) of 8 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x2{s[20], s[21]});
-    detail::st(smem_bytes + (st_base ^ 0x20), detail::u32x2{s[22], s[23]});
-    detail::st(st_ptr + 0x100, detail::u32x2{s[28], s[29]});
-    detail::st(smem_bytes + (st_base ^ 0x120), detail::u32x2{s[30], s[31]});
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[20]), "r"(s[21]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[22]), "r"(s[23]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[28]), "r"(s[29]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x120)), "r"(s[30]), "r"(s[31]) : "memory");
     __syncthreads();  // stores visible
-    const detail::u32x2 v3_0 = detail::ld<detail::u32x2>(ld_ptr);
-    const detail::u32x2 v3_1 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x408));
-    const detail::u32x2 v3_2 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x810));
-    const detail::u32x2 v3_3 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0xc18));
-    d[18] = v3_0.x;
-    d[19] = v3_0.y;
-    d[22] = v3_1.x;
-    d[23] = v3_1.y;
-    d[26] = v3_2.x;
-    d[27] = v3_2.y;
-    d[30] = v3_3.x;
-    d[31] = v3_3.y;
+    uint32_t v3_0_0, v3_0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_0_0), "=r"(v3_0_1) : "r"(ld_addr) : "memory");
+    uint32_t v3_1_0, v3_1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_1_0), "=r"(v3_1_1) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
+    uint32_t v3_2_0, v3_2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_2_0), "=r"(v3_2_1) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
+    uint32_t v3_3_0, v3_3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_3_0), "=r"(v3_3_1) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
+    d[18] = v3_0_0;
+    d[19] = v3_0_1;
+    d[22] = v3_1_0;
+    d[23] = v3_1_1;
+    d[26] = v3_2_0;
+    d[27] = v3_2_1;
+    d[30] = v3_3_0;
+    d[31] = v3_3_1;
     memcpy(dst, d, sizeof d);
 }
 

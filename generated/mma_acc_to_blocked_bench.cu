@@ -14,12 +14,6 @@ constexpr int kThreads   = 128;    // threads taking part: threadIdx.x in [0, kT
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;      // sizeof(T) (f32)
 
-namespace detail {
-using u32x4 = uint4;
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
 // dst = src in the destination layout: through shared memory: 1 round(s), 16384 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -30,63 +24,63 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                      // shared-window address
     const unsigned st_base = ((lane & 1) * 0x40) ^ (((lane >> 1) & 1) * 0x1020) ^ (((lane >> 2) & 1) * 0x2010) ^ (((lane >> 3) & 1) * 0x800) ^ (((lane >> 4) & 1) * 0x10) ^ (warp << 7);  // byte offset this thread stores at
-    char* const st_ptr = smem_bytes + st_base;
+    const unsigned st_addr = smem_u32 + st_base;
     const unsigned ld_base = ((lane & 0x3) << 5) ^ ((lane & 0x18) << 4) ^ ((lane & 0x4) << 2) ^ (warp << 9);                                                                              // byte offset this thread loads at
-    char* const ld_ptr = smem_bytes + ld_base;
+    const unsigned ld_addr = smem_u32 + ld_base;
 
     // 8 store(s) of 16 B, 8 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x4{s[0], s[1], s[4], s[5]});
-    detail::st(smem_bytes + (st_base ^ 0x20), detail::u32x4{s[2], s[3], s[6], s[7]});
-    detail::st(st_ptr + 0x200, detail::u32x4{s[8], s[9], s[12], s[13]});
-    detail::st(smem_bytes + (st_base ^ 0x220), detail::u32x4{s[10], s[11], s[14], s[15]});
-    detail::st(st_ptr + 0x400, detail::u32x4{s[16], s[17], s[20], s[21]});
-    detail::st(smem_bytes + (st_base ^ 0x420), detail::u32x4{s[18], s[19], s[22], s[23]});
-    detail::st(st_ptr + 0x600, detail::u32x4{s[24], s[25], s[28], s[29]});
-    detail::st(smem_bytes + (st_base ^ 0x620), detail::u32x4{s[26], s[27], s[30], s[31]});
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]), "r"(s[4]), "r"(s[5]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[2]), "r"(s[3]), "r"(s[6]), "r"(s[7]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+512], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[8]), "r"(s[9]), "r"(s[12]), "r"(s[13]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x220)), "r"(s[10]), "r"(s[11]), "r"(s[14]), "r"(s[15]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+1024], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[16]), "r"(s[17]), "r"(s[20]), "r"(s[21]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x420)), "r"(s[18]), "r"(s[19]), "r"(s[22]), "r"(s[23]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+1536], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[24]), "r"(s[25]), "r"(s[28]), "r"(s[29]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x620)), "r"(s[26]), "r"(s[27]), "r"(s[30]), "r"(s[31]) : "memory");
     __syncthreads();  // stores visible
-    const detail::u32x4 v0 = detail::ld<detail::u32x4>(ld_ptr);
-    const detail::u32x4 v1 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x1020));
-    const detail::u32x4 v2 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x2010));
-    const detail::u32x4 v3 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x3030));
-    const detail::u32x4 v4 = detail::ld<detail::u32x4>(ld_ptr + 0x800);
-    const detail::u32x4 v5 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x1820));
-    const detail::u32x4 v6 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x2810));
-    const detail::u32x4 v7 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x3830));
-    d[0] = v0.x;
-    d[1] = v0.y;
-    d[2] = v0.z;
-    d[3] = v0.w;
-    d[4] = v1.x;
-    d[5] = v1.y;
-    d[6] = v1.z;
-    d[7] = v1.w;
-    d[8] = v2.x;
-    d[9] = v2.y;
-    d[10] = v2.z;
-    d[11] = v2.w;
-    d[12] = v3.x;
-    d[13] = v3.y;
-    d[14] = v3.z;
-    d[15] = v3.w;
-    d[16] = v4.x;
-    d[17] = v4.y;
-    d[18] = v4.z;
-    d[19] = v4.w;
-    d[20] = v5.x;
-    d[21] = v5.y;
-    d[22] = v5.z;
-    d[23] = v5.w;
-    d[24] = v6.x;
-    d[25] = v6.y;
-    d[26] = v6.z;
-    d[27] = v6.w;
-    d[28] = v7.x;
-    d[29] = v7.y;
-    d[30] = v7.z;
-    d[31] = v7.w;
+    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
+    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(smem_u32 + (ld_base ^ 0x1020)) : "memory");
+    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(smem_u32 + (ld_base ^ 0x2010)) : "memory");
+    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x3030)) : "memory");
+    uint32_t v4_0, v4_1, v4_2, v4_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+2048];" : "=r"(v4_0), "=r"(v4_1), "=r"(v4_2), "=r"(v4_3) : "r"(ld_addr) : "memory");
+    uint32_t v5_0, v5_1, v5_2, v5_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v5_0), "=r"(v5_1), "=r"(v5_2), "=r"(v5_3) : "r"(smem_u32 + (ld_base ^ 0x1820)) : "memory");
+    uint32_t v6_0, v6_1, v6_2, v6_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v6_0), "=r"(v6_1), "=r"(v6_2), "=r"(v6_3) : "r"(smem_u32 + (ld_base ^ 0x2810)) : "memory");
+    uint32_t v7_0, v7_1, v7_2, v7_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v7_0), "=r"(v7_1), "=r"(v7_2), "=r"(v7_3) : "r"(smem_u32 + (ld_base ^ 0x3830)) : "memory");
+    d[0] = v0_0;
+    d[1] = v0_1;
+    d[2] = v0_2;
+    d[3] = v0_3;
+    d[4] = v1_0;
+    d[5] = v1_1;
+    d[6] = v1_2;
+    d[7] = v1_3;
+    d[8] = v2_0;
+    d[9] = v2_1;
+    d[10] = v2_2;
+    d[11] = v2_3;
+    d[12] = v3_0;
+    d[13] = v3_1;
+    d[14] = v3_2;
+    d[15] = v3_3;
+    d[16] = v4_0;
+    d[17] = v4_1;
+    d[18] = v4_2;
+    d[19] = v4_3;
+    d[20] = v5_0;
+    d[21] = v5_1;
+    d[22] = v5_2;
+    d[23] = v5_3;
+    d[24] = v6_0;
+    d[25] = v6_1;
+    d[26] = v6_2;
+    d[27] = v6_3;
+    d[28] = v7_0;
+    d[29] = v7_1;
+    d[30] = v7_2;
+    d[31] = v7_3;
     memcpy(dst, d, sizeof d);
 }
 

@@ -63,12 +63,6 @@ constexpr int kThreads   = 128;    // threads taking part: threadIdx.x in [0, kT
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 8;      // sizeof(T) (f64)
 
-namespace detail {
-using u32x4 = uint4;
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
 // dst = src in the destination layout: through shared memory: 1 round(s), 32768 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -79,79 +73,79 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                       // shared-window address
     const unsigned st_base = ((lane & 0x3) << 5) ^ ((lane & 0x18) << 4) ^ ((lane & 0x4) << 2) ^ ((warp & 1) * 0x2020) ^ (((warp >> 1) & 1) * 0x400);                                       // byte offset this thread stores at
-    char* const st_ptr = smem_bytes + st_base;
+    const unsigned st_addr = smem_u32 + st_base;
     const unsigned ld_base = ((lane & 1) * 0x40) ^ (((lane >> 1) & 1) * 0x2020) ^ (((lane >> 2) & 1) * 0x4010) ^ (((lane >> 3) & 1) * 0x1000) ^ (((lane >> 4) & 1) * 0x10) ^ (warp << 7);  // byte offset this thread loads at
-    char* const ld_ptr = smem_bytes + ld_base;
+    const unsigned ld_addr = smem_u32 + ld_base;
 
     // 16 store(s) of 16 B, 16 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x4{static_cast<uint32_t>(s[0]), static_cast<uint32_t>(s[0] >> 32), static_cast<uint32_t>(s[1]), static_cast<uint32_t>(s[1] >> 32)});
-    detail::st(st_ptr + 0x200, detail::u32x4{static_cast<uint32_t>(s[2]), static_cast<uint32_t>(s[2] >> 32), static_cast<uint32_t>(s[3]), static_cast<uint32_t>(s[3] >> 32)});
-    detail::st(smem_bytes + (st_base ^ 0x4010), detail::u32x4{static_cast<uint32_t>(s[4]), static_cast<uint32_t>(s[4] >> 32), static_cast<uint32_t>(s[5]), static_cast<uint32_t>(s[5] >> 32)});
-    detail::st(smem_bytes + (st_base ^ 0x4210), detail::u32x4{static_cast<uint32_t>(s[6]), static_cast<uint32_t>(s[6] >> 32), static_cast<uint32_t>(s[7]), static_cast<uint32_t>(s[7] >> 32)});
-    detail::st(st_ptr + 0x1000, detail::u32x4{static_cast<uint32_t>(s[8]), static_cast<uint32_t>(s[8] >> 32), static_cast<uint32_t>(s[9]), static_cast<uint32_t>(s[9] >> 32)});
-    detail::st(st_ptr + 0x1200, detail::u32x4{static_cast<uint32_t>(s[10]), static_cast<uint32_t>(s[10] >> 32), static_cast<uint32_t>(s[11]), static_cast<uint32_t>(s[11] >> 32)});
-    detail::st(smem_bytes + (st_base ^ 0x5010), detail::u32x4{static_cast<uint32_t>(s[12]), static_cast<uint32_t>(s[12] >> 32), static_cast<uint32_t>(s[13]), static_cast<uint32_t>(s[13] >> 32)});
-    detail::st(smem_bytes + (st_base ^ 0x5210), detail::u32x4{static_cast<uint32_t>(s[14]), static_cast<uint32_t>(s[14] >> 32), static_cast<uint32_t>(s[15]), static_cast<uint32_t>(s[15] >> 32)});
-    detail::st(st_ptr + 0x800, detail::u32x4{static_cast<uint32_t>(s[16]), static_cast<uint32_t>(s[16] >> 32), static_cast<uint32_t>(s[17]), static_cast<uint32_t>(s[17] >> 32)});
-    detail::st(st_ptr + 0xa00, detail::u32x4{static_cast<uint32_t>(s[18]), static_cast<uint32_t>(s[18] >> 32), static_cast<uint32_t>(s[19]), static_cast<uint32_t>(s[19] >> 32)});
-    detail::st(smem_bytes + (st_base ^ 0x4810), detail::u32x4{static_cast<uint32_t>(s[20]), static_cast<uint32_t>(s[20] >> 32), static_cast<uint32_t>(s[21]), static_cast<uint32_t>(s[21] >> 32)});
-    detail::st(smem_bytes + (st_base ^ 0x4a10), detail::u32x4{static_cast<uint32_t>(s[22]), static_cast<uint32_t>(s[22] >> 32), static_cast<uint32_t>(s[23]), static_cast<uint32_t>(s[23] >> 32)});
-    detail::st(st_ptr + 0x1800, detail::u32x4{static_cast<uint32_t>(s[24]), static_cast<uint32_t>(s[24] >> 32), static_cast<uint32_t>(s[25]), static_cast<uint32_t>(s[25] >> 32)});
-    detail::st(st_ptr + 0x1a00, detail::u32x4{static_cast<uint32_t>(s[26]), static_cast<uint32_t>(s[26] >> 32), static_cast<uint32_t>(s[27]), static_cast<uint32_t>(s[27] >> 32)});
-    detail::st(smem_bytes + (st_base ^ 0x5810), detail::u32x4{static_cast<uint32_t>(s[28]), static_cast<uint32_t>(s[28] >> 32), static_cast<uint32_t>(s[29]), static_cast<uint32_t>(s[29] >> 32)});
-    detail::st(smem_bytes + (st_base ^ 0x5a10), detail::u32x4{static_cast<uint32_t>(s[30]), static_cast<uint32_t>(s[30] >> 32), static_cast<uint32_t>(s[31]), static_cast<uint32_t>(s[31] >> 32)});
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[0])), "r"(static_cast<uint32_t>(s[0] >> 32)), "r"(static_cast<uint32_t>(s[1])), "r"(static_cast<uint32_t>(s[1] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+512], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[2])), "r"(static_cast<uint32_t>(s[2] >> 32)), "r"(static_cast<uint32_t>(s[3])), "r"(static_cast<uint32_t>(s[3] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4010)), "r"(static_cast<uint32_t>(s[4])), "r"(static_cast<uint32_t>(s[4] >> 32)), "r"(static_cast<uint32_t>(s[5])), "r"(static_cast<uint32_t>(s[5] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4210)), "r"(static_cast<uint32_t>(s[6])), "r"(static_cast<uint32_t>(s[6] >> 32)), "r"(static_cast<uint32_t>(s[7])), "r"(static_cast<uint32_t>(s[7] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+4096], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[8])), "r"(static_cast<uint32_t>(s[8] >> 32)), "r"(static_cast<uint32_t>(s[9])), "r"(static_cast<uint32_t>(s[9] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+4608], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[10])), "r"(static_cast<uint32_t>(s[10] >> 32)), "r"(static_cast<uint32_t>(s[11])), "r"(static_cast<uint32_t>(s[11] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5010)), "r"(static_cast<uint32_t>(s[12])), "r"(static_cast<uint32_t>(s[12] >> 32)), "r"(static_cast<uint32_t>(s[13])), "r"(static_cast<uint32_t>(s[13] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5210)), "r"(static_cast<uint32_t>(s[14])), "r"(static_cast<uint32_t>(s[14] >> 32)), "r"(static_cast<uint32_t>(s[15])), "r"(static_cast<uint32_t>(s[15] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+2048], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[16])), "r"(static_cast<uint32_t>(s[16] >> 32)), "r"(static_cast<uint32_t>(s[17])), "r"(static_cast<uint32_t>(s[17] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+2560], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[18])), "r"(static_cast<uint32_t>(s[18] >> 32)), "r"(static_cast<uint32_t>(s[19])), "r"(static_cast<uint32_t>(s[19] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4810)), "r"(static_cast<uint32_t>(s[20])), "r"(static_cast<uint32_t>(s[20] >> 32)), "r"(static_cast<uint32_t>(s[21])), "r"(static_cast<uint32_t>(s[21] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4a10)), "r"(static_cast<uint32_t>(s[22])), "r"(static_cast<uint32_t>(s[22] >> 32)), "r"(static_cast<uint32_t>(s[23])), "r"(static_cast<uint32_t>(s[23] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+6144], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[24])), "r"(static_cast<uint32_t>(s[24] >> 32)), "r"(static_cast<uint32_t>(s[25])), "r"(static_cast<uint32_t>(s[25] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+6656], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[26])), "r"(static_cast<uint32_t>(s[26] >> 32)), "r"(static_cast<uint32_t>(s[27])), "r"(static_cast<uint32_t>(s[27] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5810)), "r"(static_cast<uint32_t>(s[28])), "r"(static_cast<uint32_t>(s[28] >> 32)), "r"(static_cast<uint32_t>(s[29])), "r"(static_cast<uint32_t>(s[29] >> 32)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5a10)), "r"(static_cast<uint32_t>(s[30])), "r"(static_cast<uint32_t>(s[30] >> 32)), "r"(static_cast<uint32_t>(s[31])), "r"(static_cast<uint32_t>(s[31] >> 32)) : "memory");
     __syncthreads();  // stores visible
-    const detail::u32x4 v0 = detail::ld<detail::u32x4>(ld_ptr);
-    const detail::u32x4 v1 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x20));
-    const detail::u32x4 v2 = detail::ld<detail::u32x4>(ld_ptr + 0x200);
-    const detail::u32x4 v3 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x220));
-    const detail::u32x4 v4 = detail::ld<detail::u32x4>(ld_ptr + 0x400);
-    const detail::u32x4 v5 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x420));
-    const detail::u32x4 v6 = detail::ld<detail::u32x4>(ld_ptr + 0x600);
-    const detail::u32x4 v7 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x620));
-    const detail::u32x4 v8 = detail::ld<detail::u32x4>(ld_ptr + 0x800);
-    const detail::u32x4 v9 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x820));
-    const detail::u32x4 v10 = detail::ld<detail::u32x4>(ld_ptr + 0xa00);
-    const detail::u32x4 v11 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0xa20));
-    const detail::u32x4 v12 = detail::ld<detail::u32x4>(ld_ptr + 0xc00);
-    const detail::u32x4 v13 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0xc20));
-    const detail::u32x4 v14 = detail::ld<detail::u32x4>(ld_ptr + 0xe00);
-    const detail::u32x4 v15 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0xe20));
-    d[0] = (static_cast<uint64_t>(v0.y) << 32) | v0.x;
-    d[1] = (static_cast<uint64_t>(v0.w) << 32) | v0.z;
-    d[2] = (static_cast<uint64_t>(v1.y) << 32) | v1.x;
-    d[3] = (static_cast<uint64_t>(v1.w) << 32) | v1.z;
-    d[4] = (static_cast<uint64_t>(v2.y) << 32) | v2.x;
-    d[5] = (static_cast<uint64_t>(v2.w) << 32) | v2.z;
-    d[6] = (static_cast<uint64_t>(v3.y) << 32) | v3.x;
-    d[7] = (static_cast<uint64_t>(v3.w) << 32) | v3.z;
-    d[8] = (static_cast<uint64_t>(v4.y) << 32) | v4.x;
-    d[9] = (static_cast<uint64_t>(v4.w) << 32) | v4.z;
-    d[10] = (static_cast<uint64_t>(v5.y) << 32) | v5.x;
-    d[11] = (static_cast<uint64_t>(v5.w) << 32) | v5.z;
-    d[12] = (static_cast<uint64_t>(v6.y) << 32) | v6.x;
-    d[13] = (static_cast<uint64_t>(v6.w) << 32) | v6.z;
-    d[14] = (static_cast<uint64_t>(v7.y) << 32) | v7.x;
-    d[15] = (static_cast<uint64_t>(v7.w) << 32) | v7.z;
-    d[16] = (static_cast<uint64_t>(v8.y) << 32) | v8.x;
-    d[17] = (static_cast<uint64_t>(v8.w) << 32) | v8.z;
-    d[18] = (static_cast<uint64_t>(v9.y) << 32) | v9.x;
-    d[19] = (static_cast<uint64_t>(v9.w) << 32) | v9.z;
-    d[20] = (static_cast<uint64_t>(v10.y) << 32) | v10.x;
-    d[21] = (static_cast<uint64_t>(v10.w) << 32) | v10.z;
-    d[22] = (static_cast<uint64_t>(v11.y) << 32) | v11.x;
-    d[23] = (static_cast<uint64_t>(v11.w) << 32) | v11.z;
-    d[24] = (static_cast<uint64_t>(v12.y) << 32) | v12.x;
-    d[25] = (static_cast<uint64_t>(v12.w) << 32) | v12.z;
-    d[26] = (static_cast<uint64_t>(v13.y) << 32) | v13.x;
-    d[27] = (static_cast<uint64_t>(v13.w) << 32) | v13.z;
-    d[28] = (static_cast<uint64_t>(v14.y) << 32) | v14.x;
-    d[29] = (static_cast<uint64_t>(v14.w) << 32) | v14.z;
-    d[30] = (static_cast<uint64_t>(v15.y) << 32) | v15.x;
-    d[31] = (static_cast<uint64_t>(v15.w) << 32) | v15.z;
+    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
+    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(smem_u32 + (ld_base ^ 0x20)) : "memory");
+    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+512];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(ld_addr) : "memory");
+    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x220)) : "memory");
+    uint32_t v4_0, v4_1, v4_2, v4_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1024];" : "=r"(v4_0), "=r"(v4_1), "=r"(v4_2), "=r"(v4_3) : "r"(ld_addr) : "memory");
+    uint32_t v5_0, v5_1, v5_2, v5_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v5_0), "=r"(v5_1), "=r"(v5_2), "=r"(v5_3) : "r"(smem_u32 + (ld_base ^ 0x420)) : "memory");
+    uint32_t v6_0, v6_1, v6_2, v6_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1536];" : "=r"(v6_0), "=r"(v6_1), "=r"(v6_2), "=r"(v6_3) : "r"(ld_addr) : "memory");
+    uint32_t v7_0, v7_1, v7_2, v7_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v7_0), "=r"(v7_1), "=r"(v7_2), "=r"(v7_3) : "r"(smem_u32 + (ld_base ^ 0x620)) : "memory");
+    uint32_t v8_0, v8_1, v8_2, v8_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+2048];" : "=r"(v8_0), "=r"(v8_1), "=r"(v8_2), "=r"(v8_3) : "r"(ld_addr) : "memory");
+    uint32_t v9_0, v9_1, v9_2, v9_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v9_0), "=r"(v9_1), "=r"(v9_2), "=r"(v9_3) : "r"(smem_u32 + (ld_base ^ 0x820)) : "memory");
+    uint32_t v10_0, v10_1, v10_2, v10_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+2560];" : "=r"(v10_0), "=r"(v10_1), "=r"(v10_2), "=r"(v10_3) : "r"(ld_addr) : "memory");
+    uint32_t v11_0, v11_1, v11_2, v11_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v11_0), "=r"(v11_1), "=r"(v11_2), "=r"(v11_3) : "r"(smem_u32 + (ld_base ^ 0xa20)) : "memory");
+    uint32_t v12_0, v12_1, v12_2, v12_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+3072];" : "=r"(v12_0), "=r"(v12_1), "=r"(v12_2), "=r"(v12_3) : "r"(ld_addr) : "memory");
+    uint32_t v13_0, v13_1, v13_2, v13_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v13_0), "=r"(v13_1), "=r"(v13_2), "=r"(v13_3) : "r"(smem_u32 + (ld_base ^ 0xc20)) : "memory");
+    uint32_t v14_0, v14_1, v14_2, v14_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+3584];" : "=r"(v14_0), "=r"(v14_1), "=r"(v14_2), "=r"(v14_3) : "r"(ld_addr) : "memory");
+    uint32_t v15_0, v15_1, v15_2, v15_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v15_0), "=r"(v15_1), "=r"(v15_2), "=r"(v15_3) : "r"(smem_u32 + (ld_base ^ 0xe20)) : "memory");
+    d[0] = (static_cast<uint64_t>(v0_1) << 32) | v0_0;
+    d[1] = (static_cast<uint64_t>(v0_3) << 32) | v0_2;
+    d[2] = (static_cast<uint64_t>(v1_1) << 32) | v1_0;
+    d[3] = (static_cast<uint64_t>(v1_3) << 32) | v1_2;
+    d[4] = (static_cast<uint64_t>(v2_1) << 32) | v2_0;
+    d[5] = (static_cast<uint64_t>(v2_3) << 32) | v2_2;
+    d[6] = (static_cast<uint64_t>(v3_1) << 32) | v3_0;
+    d[7] = (static_cast<uint64_t>(v3_3) << 32) | v3_2;
+    d[8] = (static_cast<uint64_t>(v4_1) << 32) | v4_0;
+    d[9] = (static_cast<uint64_t>(v4_3) << 32) | v4_2;
+    d[10] = (static_cast<uint64_t>(v5_1) << 32) | v5_0;
+    d[11] = (static_cast<uint64_t>(v5_3) << 32) | v5_2;
+    d[12] = (static_cast<uint64_t>(v6_1) << 32) | v6_0;
+    d[13] = (static_cast<uint64_t>(v6_3) << 32) | v6_2;
+    d[14] = (static_cast<uint64_t>(v7_1) << 32) | v7_0;
+    d[15] = (static_cast<uint64_t>(v7_3) << 32) | v7_2;
+    d[16] = (static_cast<uint64_t>(v8_1) << 32) | v8_0;
+    d[17] = (static_cast<uint64_t>(v8_3) << 32) | v8_2;
+    d[18] = (static_cast<uint64_t>(v9_1) << 32) | v9_0;
+    d[19] = (static_cast<uint64_t>(v9_3) << 32) | v9_2;
+    d[20] = (static_cast<uint64_t>(v10_1) << 32) | v10_0;
+    d[21] = (static_cast<uint64_t>(v10_3) << 32) | v10_2;
+    d[22] = (static_cast<uint64_t>(v11_1) << 32) | v11_0;
+    d[23] = (static_cast<uint64_t>(v11_3) << 32) | v11_2;
+    d[24] = (static_cast<uint64_t>(v12_1) << 32) | v12_0;
+    d[25] = (static_cast<uint64_t>(v12_3) << 32) | v12_2;
+    d[26] = (static_cast<uint64_t>(v13_1) << 32) | v13_0;
+    d[27] = (static_cast<uint64_t>(v13_3) << 32) | v13_2;
+    d[28] = (static_cast<uint64_t>(v14_1) << 32) | v14_0;
+    d[29] = (static_cast<uint64_t>(v14_3) << 32) | v14_2;
+    d[30] = (static_cast<uint64_t>(v15_1) << 32) | v15_0;
+    d[31] = (static_cast<uint64_t>(v15_3) << 32) | v15_2;
     memcpy(dst, d, sizeof d);
 }
 

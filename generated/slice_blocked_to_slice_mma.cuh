@@ -57,12 +57,6 @@ constexpr int kThreads   = 128;  // threads taking part: threadIdx.x in [0, kThr
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;    // sizeof(T) (f32)
 
-namespace detail {
-using u32x2 = uint2;
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
-}  // namespace detail
-
 // dst = src in the destination layout: through shared memory: 1 round(s), 256 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -73,23 +67,23 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));            // shared-window address
     const unsigned st_base = (lane & 0x18) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 4);         // byte offset this thread stores at
-    char* const st_ptr = smem_bytes + st_base;
+    const unsigned st_addr = smem_u32 + st_base;
     const unsigned ld_base = ((lane & 0x10) << 3) ^ ((lane & 0xc) << 1) ^ ((warp & 0x2) << 5);  // byte offset this thread loads at
-    char* const ld_ptr = smem_bytes + ld_base;
+    const unsigned ld_addr = smem_u32 + ld_base;
 
     // 2 store(s) of 8 B, 2 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x2{s[0], s[2]});
-    detail::st(st_ptr + 0x40, detail::u32x2{s[1], s[3]});
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[0]), "r"(s[2]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+64], {%1, %2};" :: "r"(st_addr), "r"(s[1]), "r"(s[3]) : "memory");
     __syncthreads();  // stores visible
-    const detail::u32x2 v0 = detail::ld<detail::u32x2>(ld_ptr);
-    const detail::u32x2 v1 = detail::ld<detail::u32x2>(ld_ptr + 0x20);
-    d[0] = v0.x;
-    d[2] = v0.y;
-    d[1] = v1.x;
-    d[3] = v1.y;
+    uint32_t v0_0, v0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_0), "=r"(v0_1) : "r"(ld_addr) : "memory");
+    uint32_t v1_0, v1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+32];" : "=r"(v1_0), "=r"(v1_1) : "r"(ld_addr) : "memory");
+    d[0] = v0_0;
+    d[2] = v0_1;
+    d[1] = v1_0;
+    d[3] = v1_1;
     memcpy(dst, d, sizeof d);
 }
 

@@ -165,6 +165,29 @@ def pack_words(vals: Sequence[str], elem_bytes: int, cuda: bool) -> list[str]:
     return out
 
 
+def compose_word(sources: Sequence[tuple[str, int] | None], elem_bytes: int) -> str:
+    """A 32-bit word whose element k is element ``sources[k] = (word, index)``
+    of another word (None: don't care), with as few ``__byte_perm`` as it takes:
+    the word itself when nothing moves, one permute for up to two words, three
+    when four bytes come from four words (8-bit elements)."""
+    used = [x for x in sources if x is not None]
+    if all(x is None or x == (used[0][0], k) for k, x in enumerate(sources)):
+        return used[0][0]
+    words = list(dict.fromkeys(w for w, _ in used))
+    if len(words) > 2:
+        half = len(sources) // 2
+        lo = compose_word(list(sources[:half]) + [None] * (len(sources) - half), elem_bytes)
+        hi = compose_word([None] * half + list(sources[half:]), elem_bytes)
+        return f"__byte_perm({lo}, {hi}, 0x7610)"
+    sel = 0
+    for k in range(4 // elem_bytes):
+        x = sources[k] if k < len(sources) else None
+        for b in range(elem_bytes):
+            nib = k * elem_bytes + b if x is None else 4 * words.index(x[0]) + x[1] * elem_bytes + b
+            sel |= nib << (4 * (k * elem_bytes + b))
+    return f"__byte_perm({words[0]}, {words[1] if len(words) > 1 else '0u'}, {_hex(sel)})"
+
+
 def unpack_elems(words: Sequence[str], n: int, elem_bytes: int, raw: str) -> list[str]:
     """Inverse of ``pack_words``: ``n`` raw element expressions from word expressions."""
     if elem_bytes == 8:
@@ -235,6 +258,7 @@ class _Conv:
     copies: list[str] = field(default_factory=list)
     vector_types: list[tuple[str, int]] = field(default_factory=list)
     uses_smem_ptr: bool = False
+    words: tuple[int, int] | None = None   # word view: (source, destination) 32-bit words
 
     @property
     def constants(self) -> list[str]:
@@ -259,6 +283,17 @@ class _Builder:
             elem_bytes=plan.elem_bytes, dtype=plan.dtype, raw=self.raw, n_src=plan.n_src, n_dst=plan.n_dst,
             smem_bytes=plan.smem_bytes, threads=plan.threads, warp_size=plan.warp_size)
         self.needs = set()
+        # Word view (CUDA, 8/16-bit elements): s[] and d[] hold 32-bit words of
+        # 4/w packed elements (the bytes of src/dst as they are), so an access
+        # whose elements are a whole word moves it untouched and the others
+        # cost one byte permute per word, never one register per element.
+        per = 4 // plan.elem_bytes if plan.elem_bytes < 4 else 0
+        self.per = per if self.cuda and per and plan.n_src % per == 0 and plan.n_dst % per == 0 else 0
+        if self.per:
+            self.conv.words = (plan.n_src // per, plan.n_dst // per)
+        self.dst_src: dict[int, tuple[str, int]] = {}    # word view: dst element -> (word, index)
+        self.copy_of = dict(plan.dst_copies)              # broadcast register -> the one it copies
+        self.words_done: set[int] = set()
         self.sel_names: dict[int, str] = {}
         self.sel_lines: list[tuple[str, str]] = []
 
@@ -282,6 +317,31 @@ class _Builder:
             names.append(self.sel_names[m])
         return names
 
+    def src_words(self, regs: Sequence[int]) -> list[str]:
+        """32-bit payload words of source registers ``regs`` (lowest first)."""
+        if not self.per:
+            return pack_words([f"s[{r}]" for r in regs], self.p.elem_bytes, self.cuda)
+        return [compose_word([(f"s[{r // self.per}]", r % self.per) for r in regs[i:i + self.per]],
+                             self.p.elem_bytes) for i in range(0, len(regs), self.per)]
+
+    def receive(self, words: Sequence[str], regs: Sequence[int]) -> list[tuple[int, str]]:
+        """Destination registers ``regs`` arrive packed in ``words``: (index
+        into d[], value) for each element, or in the word view for each
+        destination word completed now (broadcast copies included)."""
+        if not self.per:
+            return list(zip(regs, unpack_elems(words, len(regs), self.p.elem_bytes, self.raw)))
+        for k, r in enumerate(regs):
+            self.dst_src[r] = (words[k // self.per], k % self.per)
+        arrived = set(regs)
+        touched = {r // self.per for r in regs} | {a // self.per for a, b in self.copy_of.items() if b in arrived}
+        out = []
+        for j in sorted(touched):
+            srcs = [self.dst_src.get(self.copy_of.get(r, r)) for r in range(j * self.per, (j + 1) * self.per)]
+            if all(x is not None for x in srcs) and j not in self.words_done:
+                self.words_done.add(j)
+                out.append((j, compose_word(srcs, self.p.elem_bytes)))
+        return out
+
     def finish_prologue(self, rows: list[tuple[str, str]]) -> None:
         head = []
         if "lane" in self.needs:
@@ -303,7 +363,8 @@ class _Builder:
             self.smem()
         else:
             raise ValueError(f"plan with strategy {p.strategy!r} has no register, shuffle or smem part")
-        self.conv.copies = aligned((f"d[{a}] = d[{b}];", "broadcast copy") for a, b in p.dst_copies)
+        if not self.per:                          # the word view folds copies into the words
+            self.conv.copies = aligned((f"d[{a}] = d[{b}];", "broadcast copy") for a, b in p.dst_copies)
         return self.conv
 
     def shuffle(self) -> None:
@@ -321,7 +382,7 @@ class _Builder:
         suffix = ["_lo", "_hi"] if s.words == 2 else [""]
         pack, shfl, recv_words = [], [], []
         for i, rnd in enumerate(s.rounds):
-            cands = [pack_words([f"s[{r}]" for r in regs], w, self.cuda) for regs in rnd.send]
+            cands = [self.src_words(regs) for regs in rnd.send]
             out_names = [f"out{i}{x}" for x in suffix]
             in_names = [f"in{i}{x}" for x in suffix]
             for k, (o, n) in enumerate(zip(out_names, in_names)):
@@ -337,13 +398,13 @@ class _Builder:
                     call = f"__shfl_sync({FULL_MASK}, {o}, {lane_e})" if self.cuda else f"__shfl({o}, {lane_e})"
                 shfl.append(f"const uint32_t {n} = {call};")
             recv_words.append(in_names)
-        # receive side: destination register <- (round, slot) for each recv-select value
+        # receive side: destination register (word) <- (round, slot) for each recv-select value
         written: dict[int, dict[int, str]] = {}
-        for i, rnd in enumerate(s.rounds):
-            elems = unpack_elems(recv_words[i], s.vec, w, self.raw)
-            for c, regs in enumerate(rnd.recv):
-                for k, r in enumerate(regs):
-                    written.setdefault(r, {})[c] = elems[k]
+        for c in range(s.recv_select.size):
+            self.dst_src, self.words_done = {}, set()
+            for i, rnd in enumerate(s.rounds):
+                for r, e in self.receive(recv_words[i], rnd.recv[c]):
+                    written.setdefault(r, {})[c] = e
         unpack = []
         for r in sorted(written):
             by_c = written[r]
@@ -418,13 +479,18 @@ class _Builder:
             self.conv.vector_types.sort()
         return f"detail::{t}"
 
+    @staticmethod
+    def ptx_type(nbytes: int) -> str:
+        """PTX suffix of an ld/st.shared of ``nbytes`` (sub-word values travel in 32-bit registers)."""
+        return {1: ".b8", 2: ".b16", 4: ".b32", 8: ".v2.b32", 16: ".v4.b32"}[nbytes]
+
     def matrix_asm(self, instr: str, x: int, store: bool) -> str:
         trans = ".trans" if instr.endswith("trans") else ""
         return f"{'stmatrix' if store else 'ldmatrix'}.sync.aligned.m8n8.x{x}{trans}.shared.b16"
 
     def store(self, a, instr: str, vec: int, support: int, k: int) -> str:
         w = self.p.elem_bytes
-        words = pack_words([f"s[{r}]" for r in a.regs], w, self.cuda)
+        words = self.src_words(a.regs)
         if instr.startswith("matrix"):
             x = len(words)
             addr, imm = self.u32_addr("st", a.offset, support)
@@ -432,6 +498,13 @@ class _Builder:
             args = ", ".join(f'"r"({e})' for e in words)
             return (f'asm volatile("{self.matrix_asm(instr, x, True)} [%0{imm}], {{{ops}}};" '
                     f':: "r"({addr}), {args} : "memory");')
+        if self.cuda:                                            # exactly the planned access
+            addr, imm = self.u32_addr("st", a.offset, support)
+            ops = ", ".join(f"%{j + 1}" for j in range(len(words)))
+            word = "{}" if len(a.regs) * w >= 4 else "static_cast<uint32_t>({})"   # sub-word: widen
+            args = ", ".join(f'"r"({word.format(e)})' for e in words)
+            return (f'asm volatile("st.shared{self.ptx_type(len(a.regs) * w)} [%0{imm}], '
+                    f'{ops if len(words) == 1 else "{" + ops + "}"};" :: "r"({addr}), {args} : "memory");')
         self.conv.uses_smem_ptr = True
         if len(a.regs) == 1:                                     # one element: its raw type
             return f"detail::st({self.pt_addr('st', a.offset, support)}, s[{a.regs[0]}]);"
@@ -452,6 +525,16 @@ class _Builder:
                     f'asm volatile("{self.matrix_asm(instr, x, False)} {{{ops}}}, [%{x}{imm}];" '
                     f': {outs} : "r"({addr}) : "memory");')
             words = names
+        elif self.cuda:                                          # exactly the planned access
+            addr, imm = self.u32_addr("ld", a.offset, support)
+            nw = max(1, n * w // 4)
+            names = [f"{name}_{j}" for j in range(nw)] if nw > 1 else [name]
+            outs = ", ".join(f'"=r"({v})' for v in names)
+            ops = ", ".join(f"%{j}" for j in range(nw))
+            line = (f"uint32_t {', '.join(names)}; "
+                    f'asm volatile("ld.shared{self.ptx_type(n * w)} {ops if nw == 1 else "{" + ops + "}"}, '
+                    f'[%{nw}{imm}];" : {outs} : "r"({addr}) : "memory");')
+            words = names
         else:
             self.conv.uses_smem_ptr = True
             if n == 1:                                           # one element: its raw type
@@ -461,8 +544,7 @@ class _Builder:
             line = f"const {t} {name} = detail::ld<{t}>({self.pt_addr('ld', a.offset, support)});"
             nw = n * w // 4
             words = [name] if nw <= 1 else [f"{name}.{'xyzw'[j]}" for j in range(nw)]
-        elems = unpack_elems(words, n, w, self.raw)
-        return line, [f"d[{r}] = {e};" for r, e in zip(a.regs, elems)]
+        return line, [f"d[{r}] = {e};" for r, e in self.receive(words, a.regs)]
 
     def pt_addr(self, side: str, offset: int, support: int) -> str:
         """Generic pointer to ``base ^ offset``: ``st_ptr + imm`` when the bits are disjoint."""

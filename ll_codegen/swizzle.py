@@ -165,18 +165,19 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         return out
 
     if swizzle == "none":
+        # memory is the row-major tensor; each side accesses as many
+        # row-major-contiguous elements as its own registers hold
         row_major = _row_major_bits(src)
-        V = prefix_in(row_major, a_reg)
-        V = V[:len(prefix_in(V, b_reg))]
-        spare = [v for v in common if v not in V and v & (v - 1) == 0]
+        Va, Vb = prefix_in(row_major, a_reg), prefix_in(row_major, b_reg)
+        spare = [v for v in common if v not in Va + Vb and v & (v - 1) == 0]
         if n_round_bits > len(spare):
             raise ValueError(f"tile of {elem_bytes << d} bytes does not fit the shared-memory budget of "
                              f"{budget} bytes in rounds (only {len(spare)} splittable register bits)")
         Rd = spare[len(spare) - n_round_bits:]
-        S = V + [v for v in row_major if v not in V and v not in Rd]
+        S = [v for v in row_major if v not in Rd]
         return [_build(src, dst, elem_bytes, target, "none", S, Rd,
-                       _vector_side(a_reg, a_thr, V, elem_bytes, target),
-                       _vector_side(b_reg, b_thr, V, elem_bytes, target))]
+                       _vector_side(a_reg, a_thr, Va, elem_bytes, target),
+                       _vector_side(b_reg, b_thr, Vb, elem_bytes, target))]
     if swizzle != "optimal":
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
     if n_round_bits > len(common):
