@@ -282,5 +282,36 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
         raise click.exceptions.Exit(1)
 
 
+@main.command()
+@click.option("--src", "src", default=None, metavar="A.yaml", type=click.Path(dir_okay=False),
+              help="Source layout spec (a distributed layout).")
+@click.option("--dst", "dst", default=None, metavar="B.yaml", type=click.Path(dir_okay=False),
+              help="Destination layout spec (a distributed layout).")
+@click.option("--dtype", default="f16", show_default=True, metavar="DTYPE", help="Element type.")
+@click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape').")
+@click.option("--iters", default=64, show_default=True, type=int, help="Round trips src->dst->src per CTA.")
+@click.option("--ctas", default=0, type=int, help="CTAs per launch (default 48 per SM).")
+@click.option("--triton/--no-triton", default=True, show_default=True,
+              help="Also time Triton's convert_layout (Gluon) with the same layouts.")
+def bench(src: Optional[str], dst: Optional[str], dtype: str, shape: Optional[str], iters: int, ctas: int,
+          triton: bool) -> None:
+    """Time the CUDA conversion --src -> --dst on the GPU (round-trip bench
+    kernel, CUDA events, median of repeats) against llgen's naive shared-memory
+    plan, Triton's convert_layout and the hardware bound; prints a table."""
+    from ll_codegen import bench as B, gpu
+    from ll_codegen.api import plan_conversion
+    _need(src, dst)
+    if iters < 1:
+        raise CLIError(f"--iters must be at least 1, got {iters}")
+    a, b = load_spec(src, shape_override=shape), load_spec(dst, shape_override=shape)
+    plan_conversion(a, b, dtype=dtype, target="cuda")      # every input checked before looking for a GPU
+    reason = gpu.available()
+    if reason is not None:
+        raise CLIError(f"cannot bench: {reason}")
+    row = B.bench_pair(a, b, dtype, iters=iters, ctas=ctas or None, triton=triton,
+                       name=f"{os.path.splitext(os.path.basename(src))[0]}_to_{os.path.splitext(os.path.basename(dst))[0]}")
+    click.echo(B.format_table([row]))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -112,8 +112,11 @@ blocked_register_permute_bf16_bench(const uint16_t* __restrict__ in, uint16_t* _
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
         blocked_register_permute_bf16_back::convert(y, x, smem);
+        uint32_t xw[16];  // the same change on packed words: every element ^= k
+        memcpy(xw, x, sizeof xw);
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint16_t>(k);
+        for (int r = 0; r < 16; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;
+        memcpy(x, xw, sizeof xw);
     }
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];

@@ -23,39 +23,47 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                  // shared-window address
-    const unsigned st_base = ((lane & 0x10) << 7) ^ ((lane & 0xf) << 4) ^ ((lane & 0x10) << 1) ^ ((warp & 1) * 0x410) ^ (((warp >> 1) & 1) * 0x100);  // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                 // shared-window address
+    const unsigned st_base = ((lane & 0x3) << 5) ^ ((lane & 0x10) << 3) ^ ((lane & 0xc) << 1) ^ ((warp & 1) * 0x420) ^ (((warp >> 1) & 1) * 0x200);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 0x7) << 10) ^ ((lane & 0x7) << 4) ^ ((lane & 0x18) << 1) ^ (warp << 6);                                         // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x7) << 10) ^ ((lane & 0x3) << 5) ^ ((lane & 0x4) << 2) ^ (lane & 0x18) ^ (warp << 7);                         // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 4 store(s) of m8n8.x4 matrices, 4 load(s) of 16 B
+    // 8 store(s) of 8 B, 8 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]), "r"(s[2]), "r"(s[3]) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x1040)), "r"(s[4]), "r"(s[5]), "r"(s[6]), "r"(s[7]) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0+512], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[8]), "r"(s[9]), "r"(s[10]), "r"(s[11]) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x1240)), "r"(s[12]), "r"(s[13]), "r"(s[14]), "r"(s[15]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[0]), "r"(s[8]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[1]), "r"(s[9]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x840)), "r"(s[2]), "r"(s[10]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x940)), "r"(s[3]), "r"(s[11]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x1010)), "r"(s[4]), "r"(s[12]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x1110)), "r"(s[5]), "r"(s[13]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x1850)), "r"(s[6]), "r"(s[14]) : "memory");
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x1950)), "r"(s[7]), "r"(s[15]) : "memory");
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+256];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(ld_addr) : "memory");
-    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+512];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(ld_addr) : "memory");
-    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+768];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(ld_addr) : "memory");
+    uint32_t v0_0, v0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_0), "=r"(v0_1) : "r"(ld_addr) : "memory");
+    uint32_t v1_0, v1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_0), "=r"(v1_1) : "r"(smem_u32 + (ld_base ^ 0x20)) : "memory");
+    uint32_t v2_0, v2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_0), "=r"(v2_1) : "r"(smem_u32 + (ld_base ^ 0x40)) : "memory");
+    uint32_t v3_0, v3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_0), "=r"(v3_1) : "r"(smem_u32 + (ld_base ^ 0x60)) : "memory");
+    uint32_t v4_0, v4_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+512];" : "=r"(v4_0), "=r"(v4_1) : "r"(ld_addr) : "memory");
+    uint32_t v5_0, v5_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v5_0), "=r"(v5_1) : "r"(smem_u32 + (ld_base ^ 0x220)) : "memory");
+    uint32_t v6_0, v6_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v6_0), "=r"(v6_1) : "r"(smem_u32 + (ld_base ^ 0x240)) : "memory");
+    uint32_t v7_0, v7_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v7_0), "=r"(v7_1) : "r"(smem_u32 + (ld_base ^ 0x260)) : "memory");
     d[0] = v0_0;
-    d[1] = v0_1;
-    d[2] = v0_2;
-    d[3] = v0_3;
-    d[4] = v1_0;
-    d[5] = v1_1;
-    d[6] = v1_2;
-    d[7] = v1_3;
-    d[8] = v2_0;
-    d[9] = v2_1;
-    d[10] = v2_2;
-    d[11] = v2_3;
-    d[12] = v3_0;
-    d[13] = v3_1;
-    d[14] = v3_2;
-    d[15] = v3_3;
+    d[8] = v0_1;
+    d[1] = v1_0;
+    d[9] = v1_1;
+    d[2] = v2_0;
+    d[10] = v2_1;
+    d[3] = v3_0;
+    d[11] = v3_1;
+    d[4] = v4_0;
+    d[12] = v4_1;
+    d[5] = v5_0;
+    d[13] = v5_1;
+    d[6] = v6_0;
+    d[14] = v6_1;
+    d[7] = v7_0;
+    d[15] = v7_1;
     memcpy(dst, d, sizeof d);
 }
 
@@ -117,8 +125,11 @@ blocked_to_mma_v2_f16_bench(const uint16_t* __restrict__ in, uint16_t* __restric
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
         blocked_to_mma_v2_f16_back::convert(y, x, smem);
+        uint32_t xw[16];  // the same change on packed words: every element ^= k
+        memcpy(xw, x, sizeof xw);
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint16_t>(k);
+        for (int r = 0; r < 16; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;
+        memcpy(x, xw, sizeof xw);
     }
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];

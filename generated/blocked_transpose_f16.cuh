@@ -37,16 +37,16 @@
 //
 // Plan:
 //   strategy: smem  (f16, 2 B/elem, cuda sm_90, 4 warps x 32 lanes, 32 -> 32 registers)
-//   smem: 8192 bytes, 1 round(s), swizzle optimal, store matrix.trans x8 elements, load vector x8 elements, vector width 16 B
+//   smem: 8192 bytes, 1 round(s), swizzle optimal, store vector x8 elements, load matrix.trans x8 elements, vector width 16 B
 //     widest access tile: 16 bytes
-//     offset bases (swizzled memory layout, offset -> tensor element): [[0, 32], [1, 0], [2, 0], [8, 0], [16, 0], [32, 0], [4, 0], [0, 2], [0, 4], [8, 1], [16, 8], [32, 16]]
+//     offset bases (swizzled memory layout, offset -> tensor element): [[32, 0], [0, 1], [0, 2], [1, 0], [8, 0], [16, 0], [2, 0], [4, 0], [0, 4], [1, 8], [8, 16], [16, 32]]
 //     store: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     load: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
-//   candidate smem     score   120.00  store st.shared x32, load ld.shared x32: 96 wavefronts (0+1 conflicts/instr), 2 barriers
-//   candidate smem     score   113.00  store stmatrix x4, load ld.shared x32: 96 wavefronts (4+1 conflicts/instr), 2 barriers
-//   candidate smem     score   113.00  store st.shared x32, load ldmatrix x4: 96 wavefronts (1+4 conflicts/instr), 2 barriers
-//   candidate*smem     score    42.00  store stmatrix.trans x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score    42.00  store st.shared x4, load ldmatrix.trans x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score   136.00  store st.shared x32, load ld.shared x32: 96 wavefronts (0+1 conflicts/instr), 2 barriers
+//   candidate smem     score   130.00  store stmatrix x4, load ld.shared x32: 96 wavefronts (4+1 conflicts/instr), 2 barriers
+//   candidate smem     score   122.00  store st.shared x32, load ldmatrix x4: 96 wavefronts (1+4 conflicts/instr), 2 barriers
+//   candidate smem     score    48.00  store stmatrix.trans x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    44.00  store st.shared x4, load ldmatrix.trans x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give
@@ -76,39 +76,39 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                 // shared-window address
-    const unsigned st_base = ((lane & 0x7) << 10) ^ ((lane & 0x18) << 5) ^ ((lane & 0x7) << 4) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 3);          // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                               // shared-window address
+    const unsigned st_base = ((lane & 0x7) << 10) ^ ((lane & 0x7) << 4) ^ ((lane & 0x10) << 3) ^ ((lane & 0x8) << 1) ^ ((warp & 0x1) << 8) ^ ((warp & 0x2) << 4);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 0x8) << 7) ^ ((lane & 0x17) << 4) ^ ((lane & 0x8) << 1) ^ ((warp & 1) * 0x200) ^ (((warp >> 1) & 1) * 0x820);  // byte offset this thread loads at
+    const unsigned ld_base = (lane << 4) ^ (warp << 9) ^ ((warp & 0x2) << 3);                                                                                      // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 4 store(s) of m8n8.x4.trans matrices, 4 load(s) of 16 B
+    // 4 store(s) of 16 B, 4 load(s) of m8n8.x4.trans matrices
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]), "r"(s[2]), "r"(s[3]) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[4]), "r"(s[5]), "r"(s[6]), "r"(s[7]) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x40)), "r"(s[8]), "r"(s[9]), "r"(s[10]), "r"(s[11]) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x60)), "r"(s[12]), "r"(s[13]), "r"(s[14]), "r"(s[15]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(__byte_perm(s[0], s[8], 0x5410)), "r"(__byte_perm(s[0], s[8], 0x7632)), "r"(__byte_perm(s[1], s[9], 0x5410)), "r"(__byte_perm(s[1], s[9], 0x7632)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+512], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(__byte_perm(s[2], s[10], 0x5410)), "r"(__byte_perm(s[2], s[10], 0x7632)), "r"(__byte_perm(s[3], s[11], 0x5410)), "r"(__byte_perm(s[3], s[11], 0x7632)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x40)), "r"(__byte_perm(s[4], s[12], 0x5410)), "r"(__byte_perm(s[4], s[12], 0x7632)), "r"(__byte_perm(s[5], s[13], 0x5410)), "r"(__byte_perm(s[5], s[13], 0x7632)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x240)), "r"(__byte_perm(s[6], s[14], 0x5410)), "r"(__byte_perm(s[6], s[14], 0x7632)), "r"(__byte_perm(s[7], s[15], 0x5410)), "r"(__byte_perm(s[7], s[15], 0x7632)) : "memory");
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+128];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(ld_addr) : "memory");
-    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(smem_u32 + (ld_base ^ 0x1040)) : "memory");
-    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x10c0)) : "memory");
-    d[0] = __byte_perm(v0_0, v0_1, 0x5410);
-    d[1] = __byte_perm(v0_2, v0_3, 0x5410);
-    d[8] = __byte_perm(v0_0, v0_1, 0x7632);
-    d[9] = __byte_perm(v0_2, v0_3, 0x7632);
-    d[2] = __byte_perm(v1_0, v1_1, 0x5410);
-    d[3] = __byte_perm(v1_2, v1_3, 0x5410);
-    d[10] = __byte_perm(v1_0, v1_1, 0x7632);
-    d[11] = __byte_perm(v1_2, v1_3, 0x7632);
-    d[4] = __byte_perm(v2_0, v2_1, 0x5410);
-    d[5] = __byte_perm(v2_2, v2_3, 0x5410);
-    d[12] = __byte_perm(v2_0, v2_1, 0x7632);
-    d[13] = __byte_perm(v2_2, v2_3, 0x7632);
-    d[6] = __byte_perm(v3_0, v3_1, 0x5410);
-    d[7] = __byte_perm(v3_2, v3_3, 0x5410);
-    d[14] = __byte_perm(v3_0, v3_1, 0x7632);
-    d[15] = __byte_perm(v3_2, v3_3, 0x7632);
+    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
+    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(smem_u32 + (ld_base ^ 0x820)) : "memory");
+    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(smem_u32 + (ld_base ^ 0x1040)) : "memory");
+    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x1860)) : "memory");
+    d[0] = v0_0;
+    d[1] = v0_1;
+    d[2] = v0_2;
+    d[3] = v0_3;
+    d[4] = v1_0;
+    d[5] = v1_1;
+    d[6] = v1_2;
+    d[7] = v1_3;
+    d[8] = v2_0;
+    d[9] = v2_1;
+    d[10] = v2_2;
+    d[11] = v2_3;
+    d[12] = v3_0;
+    d[13] = v3_1;
+    d[14] = v3_2;
+    d[15] = v3_3;
     memcpy(dst, d, sizeof d);
 }
 

@@ -23,39 +23,39 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                               // shared-window address
-    const unsigned st_base = (lane << 4) ^ (warp << 9) ^ ((warp & 0x2) << 3);                                                                                      // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                 // shared-window address
+    const unsigned st_base = ((lane & 0x8) << 7) ^ ((lane & 0x17) << 4) ^ ((lane & 0x8) << 1) ^ ((warp & 1) * 0x200) ^ (((warp >> 1) & 1) * 0x820);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 0x7) << 10) ^ ((lane & 0x7) << 4) ^ ((lane & 0x10) << 3) ^ ((lane & 0x8) << 1) ^ ((warp & 0x1) << 8) ^ ((warp & 0x2) << 4);  // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x7) << 10) ^ ((lane & 0x18) << 5) ^ ((lane & 0x7) << 4) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 3);          // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 4 store(s) of m8n8.x4.trans matrices, 4 load(s) of 16 B
+    // 4 store(s) of 16 B, 4 load(s) of m8n8.x4.trans matrices
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]), "r"(s[2]), "r"(s[3]) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x820)), "r"(s[4]), "r"(s[5]), "r"(s[6]), "r"(s[7]) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x1040)), "r"(s[8]), "r"(s[9]), "r"(s[10]), "r"(s[11]) : "memory");
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x1860)), "r"(s[12]), "r"(s[13]), "r"(s[14]), "r"(s[15]) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(__byte_perm(s[0], s[8], 0x5410)), "r"(__byte_perm(s[0], s[8], 0x7632)), "r"(__byte_perm(s[1], s[9], 0x5410)), "r"(__byte_perm(s[1], s[9], 0x7632)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0+128], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(__byte_perm(s[2], s[10], 0x5410)), "r"(__byte_perm(s[2], s[10], 0x7632)), "r"(__byte_perm(s[3], s[11], 0x5410)), "r"(__byte_perm(s[3], s[11], 0x7632)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x1040)), "r"(__byte_perm(s[4], s[12], 0x5410)), "r"(__byte_perm(s[4], s[12], 0x7632)), "r"(__byte_perm(s[5], s[13], 0x5410)), "r"(__byte_perm(s[5], s[13], 0x7632)) : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x10c0)), "r"(__byte_perm(s[6], s[14], 0x5410)), "r"(__byte_perm(s[6], s[14], 0x7632)), "r"(__byte_perm(s[7], s[15], 0x5410)), "r"(__byte_perm(s[7], s[15], 0x7632)) : "memory");
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+512];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(ld_addr) : "memory");
-    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(smem_u32 + (ld_base ^ 0x40)) : "memory");
-    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x240)) : "memory");
-    d[0] = __byte_perm(v0_0, v0_1, 0x5410);
-    d[1] = __byte_perm(v0_2, v0_3, 0x5410);
-    d[8] = __byte_perm(v0_0, v0_1, 0x7632);
-    d[9] = __byte_perm(v0_2, v0_3, 0x7632);
-    d[2] = __byte_perm(v1_0, v1_1, 0x5410);
-    d[3] = __byte_perm(v1_2, v1_3, 0x5410);
-    d[10] = __byte_perm(v1_0, v1_1, 0x7632);
-    d[11] = __byte_perm(v1_2, v1_3, 0x7632);
-    d[4] = __byte_perm(v2_0, v2_1, 0x5410);
-    d[5] = __byte_perm(v2_2, v2_3, 0x5410);
-    d[12] = __byte_perm(v2_0, v2_1, 0x7632);
-    d[13] = __byte_perm(v2_2, v2_3, 0x7632);
-    d[6] = __byte_perm(v3_0, v3_1, 0x5410);
-    d[7] = __byte_perm(v3_2, v3_3, 0x5410);
-    d[14] = __byte_perm(v3_0, v3_1, 0x7632);
-    d[15] = __byte_perm(v3_2, v3_3, 0x7632);
+    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
+    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(smem_u32 + (ld_base ^ 0x20)) : "memory");
+    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(smem_u32 + (ld_base ^ 0x40)) : "memory");
+    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x60)) : "memory");
+    d[0] = v0_0;
+    d[1] = v0_1;
+    d[2] = v0_2;
+    d[3] = v0_3;
+    d[4] = v1_0;
+    d[5] = v1_1;
+    d[6] = v1_2;
+    d[7] = v1_3;
+    d[8] = v2_0;
+    d[9] = v2_1;
+    d[10] = v2_2;
+    d[11] = v2_3;
+    d[12] = v3_0;
+    d[13] = v3_1;
+    d[14] = v3_2;
+    d[15] = v3_3;
     memcpy(dst, d, sizeof d);
 }
 
@@ -117,8 +117,11 @@ blocked_transpose_f16_bench(const uint16_t* __restrict__ in, uint16_t* __restric
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
         blocked_transpose_f16_back::convert(y, x, smem);
+        uint32_t xw[16];  // the same change on packed words: every element ^= k
+        memcpy(xw, x, sizeof xw);
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint16_t>(k);
+        for (int r = 0; r < 16; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;
+        memcpy(x, xw, sizeof xw);
     }
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];

@@ -111,8 +111,11 @@ blocked_wave64_shuffle_f16_bench(const uint16_t* __restrict__ in, uint16_t* __re
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
         blocked_wave64_shuffle_f16_back::convert(y, x, smem);
+        uint32_t xw[8];  // the same change on packed words: every element ^= k
+        memcpy(xw, x, sizeof xw);
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint16_t>(k);
+        for (int r = 0; r < 8; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;
+        memcpy(x, xw, sizeof xw);
     }
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];

@@ -117,8 +117,11 @@ flash_attn_acc_to_dot_a_f8_bench(const uint8_t* __restrict__ in, uint8_t* __rest
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
         flash_attn_acc_to_dot_a_f8_back::convert(y, x, smem);
+        uint32_t xw[8];  // the same change on packed words: every element ^= k
+        memcpy(xw, x, sizeof xw);
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint8_t>(k);
+        for (int r = 0; r < 8; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffu) * 0x01010101u;
+        memcpy(x, xw, sizeof xw);
     }
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];

@@ -42,7 +42,7 @@ import numpy as np
 
 from .layout import LinearLayout
 from .plan import ConversionPlan
-from .planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, WAVEFRONT, _normalise, classify, plan_conversion
+from .planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, STMATRIX, WAVEFRONT, _normalise, classify, plan_conversion
 from .render import write_files
 from .swizzle import plan_smem
 from .target import get_target
@@ -118,6 +118,7 @@ def plan_features(plan: ConversionPlan) -> dict:
     if plan.smem is not None:
         m = plan.smem
         f.update(waves=m.store.total_wavefronts + m.load.total_wavefronts,
+                 stmatrix_waves=m.store.total_wavefronts if m.store_instr != "vector" else 0,
                  instrs=m.store.instructions + m.load.instructions, barriers=2 * len(m.rounds),
                  store=f"{m.store_instr}/{m.store_vec}", load=f"{m.load_instr}/{m.load_vec}",
                  conflicts=[m.store.bank_conflicts, m.load.bank_conflicts], swizzle=m.swizzle,
@@ -142,7 +143,8 @@ def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None) -> floa
         return 0.0
     if f["strategy"] == "shuffle":
         return shuffle * f["shfl"] + alu * (f["selects"] + f["packs"])
-    return wavefront * f["waves"] + alu * f["instrs"] + barrier * f["barriers"]
+    stmatrix_extra = (STMATRIX - 1) * f.get("stmatrix_waves", 0)
+    return wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * f["barriers"]
 
 
 def describe(plan: ConversionPlan) -> str:

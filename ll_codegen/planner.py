@@ -13,18 +13,20 @@ lanes.
 
 Cost model for ``auto`` (units: SM issue slots per warp; seed 001's
 three-term model specialised to conversions): every shared-memory wavefront
-costs 1 (128 B/clk/SM), every shuffle 1 (one warp instruction per clock per
-SM), every select, pack or address operation 0.25 (four ALU warp
-instructions per clock), and a barrier ``BARRIER`` slots.  The cheapest legal
-candidate wins; all candidates are reported with their scores.
+costs ``WAVEFRONT`` = 1 (128 B/clk/SM; a ``stmatrix`` wavefront ``STMATRIX``),
+every shuffle ``SHUFFLE`` = 1 (one warp instruction per clock per SM), every
+select, pack or shared-memory instruction ``ALU``, and a barrier ``BARRIER``
+slots.  The cheapest legal candidate wins (first on ties: vector before
+matrix); all candidates are reported with their scores.
 
 Calibration (``bench/RESULTS.md``, H100, 2026-11-23): every candidate of 23
 benchmark pairs was timed (``bench/bench_convert.py``) and the weights
-grid-searched (``bench/calibrate.py``).  These weights pick the fastest
-strategy on 21/23 pairs and the fastest candidate (within 3%) on 19/23;
-``ALU = 0.5`` would pick the fastest strategy on 23/23 by moving two 8/16-bit
-warp-local pairs from shuffles to smem, but Triton's shuffles beat our smem
-there, so the gap is in the shuffle code, and the weights stay.
+grid-searched (``bench/calibrate.py``).  ``ALU = 0.5`` picks the fastest
+strategy on 23/23 pairs (0.25 chose warp shuffles for two 8/16-bit pairs
+that ran 1.1x and 1.5x slower than our shared-memory plans); ``STMATRIX =
+1.25`` breaks the ties between a stmatrix store + vector load and a vector
+store + ldmatrix load of equal wavefronts, which measured 3-12% in favour of
+the ldmatrix side on three pairs.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from .target import Target, get_target
 DTYPE_BYTES = {"i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "f16": 2, "bf16": 2,
                "i32": 4, "u32": 4, "f32": 4, "i64": 8, "f64": 8}
 STRATEGIES = ("noop", "register", "shuffle", "smem")
-WAVEFRONT, SHUFFLE, ALU, BARRIER = 1.0, 1.0, 0.25, 4.0
+WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.5, 4.0, 1.25
 
 
 def _dims_ok(src: LinearLayout, dst: LinearLayout, target: Target) -> None:
@@ -138,7 +140,9 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
     waves = m.store.total_wavefronts + m.load.total_wavefronts
     instrs = m.store.instructions + m.load.instructions
     barriers = 2 * len(m.rounds)
-    score = WAVEFRONT * waves + ALU * instrs + BARRIER * barriers
+    st_weight = STMATRIX if m.store_instr != "vector" else 1.0
+    score = (WAVEFRONT * (st_weight * m.store.total_wavefronts + m.load.total_wavefronts)
+             + ALU * instrs + BARRIER * barriers)
     return score, (f"store {_INSTR[m.store_instr, 'st']} x{m.store.instructions}, "
                    f"load {_INSTR[m.load_instr, 'ld']} x{m.load.instructions}: {waves} wavefronts "
                    f"({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), {barriers} barriers")

@@ -667,6 +667,13 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     ctx["back"] = _conversion(back_plan, f"{name}_back")
     ctx["smem_bytes"] = max(plan.smem_bytes, back_plan.smem_bytes)
     ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx", decls)
+    # the per-iteration change x ^= k, on whole 32-bit words when elements pack
+    # into them (k replicated into every element; k < 256 for the usual iters)
+    w = plan.elem_bytes
+    packed = w < 4 and plan.n_src * w % 4 == 0
+    ctx["xor_words"] = plan.n_src * w // 4 if packed else 0
+    ctx["xor_splat"] = {1: "(static_cast<uint32_t>(k) & 0xffu) * 0x01010101u",
+                        2: "(static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u"}.get(w, "")
     return _env().get_template("bench.cu.j2").render(**ctx)
 
 

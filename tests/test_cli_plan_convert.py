@@ -25,7 +25,7 @@ MMA22, MMA41 = S + "mma_v2_2x2_64x64.yaml", S + "mma_v2_4x1_64x64.yaml"
 STORE = S + "blocked_store_64x64.yaml"
 PAIRS = {  # strategy -> (src, dst, dtype, extra args)
     "smem": (ROW, MMA22, "f16", []),
-    "shuffle": (MMA41, S + "dot_a_4x1_kw4_64x64.yaml", "f8e4m3", []),
+    "shuffle": (MMA41, S + "dot_a_4x1_kw4_64x64.yaml", "f8e4m3", ["--strategy", "shuffle"]),
     "register": (S + "blocked_row4_64x64.yaml", S + "regperm_64x64.yaml", "bf16", []),
     "noop": (MMA41, S + "dot_a_4x1_kw2_64x64.yaml", "f16", ["--arch", "sm_80"]),
 }
@@ -300,6 +300,17 @@ def test_verify_without_gpu_says_why():
                  ["verify", "--corpus", "examples/verify/corpus.yaml"]):
         line = _one_error_line(_run(args), "cannot verify: ")
         assert line == f"llgen: error: cannot verify: {reason}"
+
+
+def test_bench_checks_inputs_then_says_why_without_gpu():
+    from ll_codegen import gpu
+    _one_error_line(_run(["bench", "--src", ROW, "--dst", "examples/slice_64.yaml"]), "shapes differ")
+    _one_error_line(_run(["bench", "--src", ROW, "--dst", COL, "--iters", "0"]), "--iters")
+    reason = gpu.available()
+    if reason is None:
+        pytest.skip("a GPU is present: llgen bench would run")
+    line = _one_error_line(_run(["bench", "--src", ROW, "--dst", COL]), "cannot bench: ")
+    assert line == f"llgen: error: cannot bench: {reason}"
 
 
 # --------------------------------------------------------------- Python API
