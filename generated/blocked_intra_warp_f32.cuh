@@ -106,10 +106,10 @@ constexpr int kElemBytes = 4;    // sizeof(T) (f32)
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 4 bytes wide");
-    (void)smem;
     using U = uint32_t;  // raw bits of T
     U s[kSrcRegs], d[kDstRegs];
     memcpy(s, src, sizeof s);
+    (void)smem;
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned src_lane = ((lane & 0x1) << 2) ^ (lane & 0x18) ^ ((lane >> 1) & 0x3);  // source lane before the round's xor
     const unsigned sel0 = (lane >> 2) & 1;                                                // parity of lane & 0x4
@@ -216,6 +216,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[29] = sel1 ? in25 : in29;
     d[30] = sel1 ? in26 : in30;
     d[31] = sel1 ? in27 : in31;
+
     memcpy(dst, d, sizeof d);
 }
 

@@ -19,10 +19,10 @@ constexpr int kElemBytes = 4;    // sizeof(T) (f32)
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 4 bytes wide");
-    (void)smem;
     using U = uint32_t;  // raw bits of T
     U s[kSrcRegs], d[kDstRegs];
     memcpy(s, src, sizeof s);
+    (void)smem;
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned src_lane = ((lane & 0x3) << 1) ^ (lane & 0x18) ^ ((lane >> 2) & 0x1);  // source lane before the round's xor
     const unsigned sel0 = lane & 1;                                                       // parity of lane & 0x1
@@ -129,6 +129,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[29] = sel1 ? in25 : in29;
     d[30] = sel1 ? in26 : in30;
     d[31] = sel1 ? in27 : in31;
+
     memcpy(dst, d, sizeof d);
 }
 
@@ -136,6 +137,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(blocked_intra_warp_f32_back::kSrcRegs == blocked_intra_warp_f32::kDstRegs && blocked_intra_warp_f32_back::kDstRegs == blocked_intra_warp_f32::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(blocked_intra_warp_f32_back::kElemBytes == blocked_intra_warp_f32::kElemBytes, "both conversions move the same element type");
 static_assert(blocked_intra_warp_f32_back::kThreads == blocked_intra_warp_f32::kThreads && blocked_intra_warp_f32_back::kWarpSize == blocked_intra_warp_f32::kWarpSize,
               "both conversions must use the same threads");
 static_assert(blocked_intra_warp_f32_back::kSmemBytes <= 0 && blocked_intra_warp_f32::kSmemBytes <= 0,

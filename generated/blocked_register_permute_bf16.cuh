@@ -65,45 +65,43 @@ constexpr int kSmemBytes = 0;    // shared-memory scratch convert() needs (0: no
 constexpr int kThreads   = 128;  // threads taking part: threadIdx.x in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;    // sizeof(T) (bf16)
+constexpr int kSrcWords  = 16;   // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 16;
 
 // dst = src in the destination layout: register permutation within each thread.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 2i .. 2i+1, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
+    (void)smem;
+
+    // Register moves: whole words where they line up, else byte permutes
+    d[0] = __byte_perm(s[0], s[4], 0x5410);
+    d[1] = __byte_perm(s[2], s[6], 0x5410);
+    d[2] = __byte_perm(s[0], s[4], 0x7632);
+    d[3] = __byte_perm(s[2], s[6], 0x7632);
+    d[4] = __byte_perm(s[8], s[12], 0x5410);
+    d[5] = __byte_perm(s[10], s[14], 0x5410);
+    d[6] = __byte_perm(s[8], s[12], 0x7632);
+    d[7] = __byte_perm(s[10], s[14], 0x7632);
+    d[8] = __byte_perm(s[1], s[5], 0x5410);
+    d[9] = __byte_perm(s[3], s[7], 0x5410);
+    d[10] = __byte_perm(s[1], s[5], 0x7632);
+    d[11] = __byte_perm(s[3], s[7], 0x7632);
+    d[12] = __byte_perm(s[9], s[13], 0x5410);
+    d[13] = __byte_perm(s[11], s[15], 0x5410);
+    d[14] = __byte_perm(s[9], s[13], 0x7632);
+    d[15] = __byte_perm(s[11], s[15], 0x7632);
+
+}
+
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    (void)smem;
-    dst[0] = src[0];
-    dst[1] = src[8];
-    dst[2] = src[4];
-    dst[3] = src[12];
-    dst[4] = src[1];
-    dst[5] = src[9];
-    dst[6] = src[5];
-    dst[7] = src[13];
-    dst[8] = src[16];
-    dst[9] = src[24];
-    dst[10] = src[20];
-    dst[11] = src[28];
-    dst[12] = src[17];
-    dst[13] = src[25];
-    dst[14] = src[21];
-    dst[15] = src[29];
-    dst[16] = src[2];
-    dst[17] = src[10];
-    dst[18] = src[6];
-    dst[19] = src[14];
-    dst[20] = src[3];
-    dst[21] = src[11];
-    dst[22] = src[7];
-    dst[23] = src[15];
-    dst[24] = src[18];
-    dst[25] = src[26];
-    dst[26] = src[22];
-    dst[27] = src[30];
-    dst[28] = src[19];
-    dst[29] = src[27];
-    dst[30] = src[23];
-    dst[31] = src[31];
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem);
+    memcpy(dst, d, sizeof d);
 }
 
 }  // namespace blocked_register_permute_bf16

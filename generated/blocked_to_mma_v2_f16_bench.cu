@@ -13,14 +13,14 @@ constexpr int kSmemBytes = 8192;  // shared-memory scratch convert() needs (0: n
 constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;     // sizeof(T) (f16)
+constexpr int kSrcWords  = 16;    // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 16;
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 8192 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    uint32_t s[16], d[16];  // raw bits of T, packed in 32-bit words
-    memcpy(s, src, sizeof s);
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 2i .. 2i+1, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                 // shared-window address
@@ -64,6 +64,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[14] = v6_1;
     d[7] = v7_0;
     d[15] = v7_1;
+
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem);
     memcpy(dst, d, sizeof d);
 }
 
@@ -71,6 +80,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(blocked_to_mma_v2_f16_back::kSrcRegs == blocked_to_mma_v2_f16::kDstRegs && blocked_to_mma_v2_f16_back::kDstRegs == blocked_to_mma_v2_f16::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(blocked_to_mma_v2_f16_back::kElemBytes == blocked_to_mma_v2_f16::kElemBytes, "both conversions move the same element type");
 static_assert(blocked_to_mma_v2_f16_back::kThreads == blocked_to_mma_v2_f16::kThreads && blocked_to_mma_v2_f16_back::kWarpSize == blocked_to_mma_v2_f16::kWarpSize,
               "both conversions must use the same threads");
 static_assert(blocked_to_mma_v2_f16_back::kSmemBytes <= 8192 && blocked_to_mma_v2_f16::kSmemBytes <= 8192,
@@ -121,16 +131,15 @@ blocked_to_mma_v2_f16_bench(const uint16_t* __restrict__ in, uint16_t* __restric
         in[src_idx + 0xc06],
         in[src_idx + 0xc07],
     };
-    uint16_t y[kDstRegs];
+    uint32_t xw[kSrcWords], yw[kDstWords];  // packed words: convert_words() moves them as they are
+    memcpy(xw, x, sizeof xw);
     for (int k = 0; k < iters; ++k) {
-        convert(x, y, smem);
-        blocked_to_mma_v2_f16_back::convert(y, x, smem);
-        uint32_t xw[16];  // the same change on packed words: every element ^= k
-        memcpy(xw, x, sizeof xw);
+        convert_words(xw, yw, smem);
+        blocked_to_mma_v2_f16_back::convert_words(yw, xw, smem);
 #pragma unroll
-        for (int r = 0; r < 16; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;
-        memcpy(x, xw, sizeof xw);
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;  // every element ^= k
     }
+    memcpy(x, xw, sizeof xw);
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];
     out[src_idx + 0x2] = x[2];

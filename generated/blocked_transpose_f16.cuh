@@ -66,14 +66,14 @@ constexpr int kSmemBytes = 8192;  // shared-memory scratch convert() needs (0: n
 constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;     // sizeof(T) (f16)
+constexpr int kSrcWords  = 16;    // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 16;
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 8192 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    uint32_t s[16], d[16];  // raw bits of T, packed in 32-bit words
-    memcpy(s, src, sizeof s);
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 2i .. 2i+1, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                               // shared-window address
@@ -109,6 +109,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[13] = v3_1;
     d[14] = v3_2;
     d[15] = v3_3;
+
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem);
     memcpy(dst, d, sizeof d);
 }
 

@@ -62,14 +62,14 @@ constexpr int kSmemBytes = 4096;  // shared-memory scratch convert() needs (0: n
 constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 1;     // sizeof(T) (f8e4m3)
+constexpr int kSrcWords  = 8;     // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 8;
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
-    uint32_t s[8], d[8];  // raw bits of T, packed in 32-bit words
-    memcpy(s, src, sizeof s);
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                               // shared-window address
@@ -153,6 +153,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[5] = __byte_perm(__byte_perm(v20, v21, 0x3240), __byte_perm(v22, v23, 0x4010), 0x7610);
     d[6] = __byte_perm(__byte_perm(v24, v25, 0x3240), __byte_perm(v26, v27, 0x4010), 0x7610);
     d[7] = __byte_perm(__byte_perm(v28, v29, 0x3240), __byte_perm(v30, v31, 0x4010), 0x7610);
+
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem);
     memcpy(dst, d, sizeof d);
 }
 

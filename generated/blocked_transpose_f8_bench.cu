@@ -13,14 +13,14 @@ constexpr int kSmemBytes = 4096;  // shared-memory scratch convert() needs (0: n
 constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 1;     // sizeof(T) (f8e4m3)
+constexpr int kSrcWords  = 8;     // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 8;
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
-    uint32_t s[8], d[8];  // raw bits of T, packed in 32-bit words
-    memcpy(s, src, sizeof s);
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned warp = threadIdx.x / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                               // shared-window address
@@ -104,6 +104,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[5] = __byte_perm(__byte_perm(v20, v21, 0x3240), __byte_perm(v22, v23, 0x4010), 0x7610);
     d[6] = __byte_perm(__byte_perm(v24, v25, 0x3240), __byte_perm(v26, v27, 0x4010), 0x7610);
     d[7] = __byte_perm(__byte_perm(v28, v29, 0x3240), __byte_perm(v30, v31, 0x4010), 0x7610);
+
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem);
     memcpy(dst, d, sizeof d);
 }
 
@@ -111,6 +120,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(blocked_transpose_f8_back::kSrcRegs == blocked_transpose_f8::kDstRegs && blocked_transpose_f8_back::kDstRegs == blocked_transpose_f8::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(blocked_transpose_f8_back::kElemBytes == blocked_transpose_f8::kElemBytes, "both conversions move the same element type");
 static_assert(blocked_transpose_f8_back::kThreads == blocked_transpose_f8::kThreads && blocked_transpose_f8_back::kWarpSize == blocked_transpose_f8::kWarpSize,
               "both conversions must use the same threads");
 static_assert(blocked_transpose_f8_back::kSmemBytes <= 4096 && blocked_transpose_f8::kSmemBytes <= 4096,
@@ -161,16 +171,15 @@ blocked_transpose_f8_bench(const uint8_t* __restrict__ in, uint8_t* __restrict__
         in[src_idx + 0xc06],
         in[src_idx + 0xc07],
     };
-    uint8_t y[kDstRegs];
+    uint32_t xw[kSrcWords], yw[kDstWords];  // packed words: convert_words() moves them as they are
+    memcpy(xw, x, sizeof xw);
     for (int k = 0; k < iters; ++k) {
-        convert(x, y, smem);
-        blocked_transpose_f8_back::convert(y, x, smem);
-        uint32_t xw[8];  // the same change on packed words: every element ^= k
-        memcpy(xw, x, sizeof xw);
+        convert_words(xw, yw, smem);
+        blocked_transpose_f8_back::convert_words(yw, xw, smem);
 #pragma unroll
-        for (int r = 0; r < 8; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffu) * 0x01010101u;
-        memcpy(x, xw, sizeof xw);
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffu) * 0x01010101u;  // every element ^= k
     }
+    memcpy(x, xw, sizeof xw);
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];
     out[src_idx + 0x2] = x[2];

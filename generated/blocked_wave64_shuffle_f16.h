@@ -73,10 +73,10 @@ constexpr int kElemBytes = 2;    // sizeof(T) (f16)
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    (void)smem;
     using U = uint16_t;  // raw bits of T
     U s[kSrcRegs], d[kDstRegs];
     memcpy(s, src, sizeof s);
+    (void)smem;
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned src_lane = ((lane & 0x1) << 4) ^ (lane & 0x20) ^ ((lane >> 1) & 0xf);  // source lane before the round's xor
     const unsigned sel0 = (lane >> 4) & 1;                                                // parity of lane & 0x10
@@ -119,6 +119,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[13] = sel1 ? static_cast<uint16_t>(in7 >> 16) : static_cast<uint16_t>(in6 >> 16);
     d[14] = sel1 ? static_cast<uint16_t>(in6) : static_cast<uint16_t>(in7);
     d[15] = sel1 ? static_cast<uint16_t>(in6 >> 16) : static_cast<uint16_t>(in7 >> 16);
+
     memcpy(dst, d, sizeof d);
 }
 

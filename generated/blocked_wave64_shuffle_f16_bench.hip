@@ -20,10 +20,10 @@ constexpr int kElemBytes = 2;    // sizeof(T) (f16)
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    (void)smem;
     using U = uint16_t;  // raw bits of T
     U s[kSrcRegs], d[kDstRegs];
     memcpy(s, src, sizeof s);
+    (void)smem;
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned src_lane = ((lane & 0xf) << 1) ^ (lane & 0x20) ^ ((lane >> 4) & 0x1);  // source lane before the round's xor
     const unsigned sel0 = lane & 1;                                                       // parity of lane & 0x1
@@ -66,6 +66,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[13] = sel1 ? static_cast<uint16_t>(in7 >> 16) : static_cast<uint16_t>(in6 >> 16);
     d[14] = sel1 ? static_cast<uint16_t>(in6) : static_cast<uint16_t>(in7);
     d[15] = sel1 ? static_cast<uint16_t>(in6 >> 16) : static_cast<uint16_t>(in7 >> 16);
+
     memcpy(dst, d, sizeof d);
 }
 
@@ -73,6 +74,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(blocked_wave64_shuffle_f16_back::kSrcRegs == blocked_wave64_shuffle_f16::kDstRegs && blocked_wave64_shuffle_f16_back::kDstRegs == blocked_wave64_shuffle_f16::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(blocked_wave64_shuffle_f16_back::kElemBytes == blocked_wave64_shuffle_f16::kElemBytes, "both conversions move the same element type");
 static_assert(blocked_wave64_shuffle_f16_back::kThreads == blocked_wave64_shuffle_f16::kThreads && blocked_wave64_shuffle_f16_back::kWarpSize == blocked_wave64_shuffle_f16::kWarpSize,
               "both conversions must use the same threads");
 static_assert(blocked_wave64_shuffle_f16_back::kSmemBytes <= 0 && blocked_wave64_shuffle_f16::kSmemBytes <= 0,
@@ -111,11 +113,8 @@ blocked_wave64_shuffle_f16_bench(const uint16_t* __restrict__ in, uint16_t* __re
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
         blocked_wave64_shuffle_f16_back::convert(y, x, smem);
-        uint32_t xw[8];  // the same change on packed words: every element ^= k
-        memcpy(xw, x, sizeof xw);
 #pragma unroll
-        for (int r = 0; r < 8; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;
-        memcpy(x, xw, sizeof xw);
+        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint16_t>(k);
     }
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];

@@ -13,51 +13,50 @@ constexpr int kSmemBytes = 0;    // shared-memory scratch convert() needs (0: no
 constexpr int kThreads   = 128;  // threads taking part: threadIdx.x in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;    // sizeof(T) (f16)
+constexpr int kSrcWords  = 16;   // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 16;
 
 // dst = src in the destination layout: no data movement (identical layouts).
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 2i .. 2i+1, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
+    (void)smem;
+
+    // Register moves: whole words where they line up, else byte permutes
+    d[0] = s[0];
+    d[1] = s[1];
+    d[2] = s[2];
+    d[3] = s[3];
+    d[4] = s[4];
+    d[5] = s[5];
+    d[6] = s[6];
+    d[7] = s[7];
+    d[8] = s[8];
+    d[9] = s[9];
+    d[10] = s[10];
+    d[11] = s[11];
+    d[12] = s[12];
+    d[13] = s[13];
+    d[14] = s[14];
+    d[15] = s[15];
+
+}
+
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    (void)smem;
-    dst[0] = src[0];
-    dst[1] = src[1];
-    dst[2] = src[2];
-    dst[3] = src[3];
-    dst[4] = src[4];
-    dst[5] = src[5];
-    dst[6] = src[6];
-    dst[7] = src[7];
-    dst[8] = src[8];
-    dst[9] = src[9];
-    dst[10] = src[10];
-    dst[11] = src[11];
-    dst[12] = src[12];
-    dst[13] = src[13];
-    dst[14] = src[14];
-    dst[15] = src[15];
-    dst[16] = src[16];
-    dst[17] = src[17];
-    dst[18] = src[18];
-    dst[19] = src[19];
-    dst[20] = src[20];
-    dst[21] = src[21];
-    dst[22] = src[22];
-    dst[23] = src[23];
-    dst[24] = src[24];
-    dst[25] = src[25];
-    dst[26] = src[26];
-    dst[27] = src[27];
-    dst[28] = src[28];
-    dst[29] = src[29];
-    dst[30] = src[30];
-    dst[31] = src[31];
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem);
+    memcpy(dst, d, sizeof d);
 }
 
 }  // namespace flash_attn_acc_to_dot_a_f16_back
 
 static_assert(flash_attn_acc_to_dot_a_f16_back::kSrcRegs == flash_attn_acc_to_dot_a_f16::kDstRegs && flash_attn_acc_to_dot_a_f16_back::kDstRegs == flash_attn_acc_to_dot_a_f16::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(flash_attn_acc_to_dot_a_f16_back::kElemBytes == flash_attn_acc_to_dot_a_f16::kElemBytes, "both conversions move the same element type");
 static_assert(flash_attn_acc_to_dot_a_f16_back::kThreads == flash_attn_acc_to_dot_a_f16::kThreads && flash_attn_acc_to_dot_a_f16_back::kWarpSize == flash_attn_acc_to_dot_a_f16::kWarpSize,
               "both conversions must use the same threads");
 static_assert(flash_attn_acc_to_dot_a_f16_back::kSmemBytes <= 0 && flash_attn_acc_to_dot_a_f16::kSmemBytes <= 0,
@@ -108,16 +107,15 @@ flash_attn_acc_to_dot_a_f16_bench(const uint16_t* __restrict__ in, uint16_t* __r
         in[src_idx + 0x238],
         in[src_idx + 0x239],
     };
-    uint16_t y[kDstRegs];
+    uint32_t xw[kSrcWords], yw[kDstWords];  // packed words: convert_words() moves them as they are
+    memcpy(xw, x, sizeof xw);
     for (int k = 0; k < iters; ++k) {
-        convert(x, y, smem);
-        flash_attn_acc_to_dot_a_f16_back::convert(y, x, smem);
-        uint32_t xw[16];  // the same change on packed words: every element ^= k
-        memcpy(xw, x, sizeof xw);
+        convert_words(xw, yw, smem);
+        flash_attn_acc_to_dot_a_f16_back::convert_words(yw, xw, smem);
 #pragma unroll
-        for (int r = 0; r < 16; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;
-        memcpy(x, xw, sizeof xw);
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;  // every element ^= k
     }
+    memcpy(x, xw, sizeof xw);
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];
     out[src_idx + 0x200] = x[2];

@@ -73,15 +73,15 @@ constexpr int kSmemBytes = 0;    // shared-memory scratch convert() needs (0: no
 constexpr int kThreads   = 128;  // threads taking part: threadIdx.x in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 1;    // sizeof(T) (f8e4m3)
+constexpr int kSrcWords  = 8;    // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 8;
 
 // dst = src in the destination layout: warp shuffles: 8 round(s) x 1 word(s).
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
     (void)smem;
-    uint32_t s[8], d[8];  // raw bits of T, packed in 32-bit words
-    memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned src_lane = ((lane & 0x1) << 1) ^ (lane & 0x1c) ^ ((lane >> 1) & 0x1);  // source lane before the round's xor
     const unsigned sel0 = lane & 1;                                                       // parity of lane & 0x1
@@ -116,6 +116,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[5] = sel1 ? __byte_perm(in5, in4, 0x7632) : __byte_perm(in4, in5, 0x7632);
     d[6] = sel1 ? __byte_perm(in7, in6, 0x5410) : __byte_perm(in6, in7, 0x5410);
     d[7] = sel1 ? __byte_perm(in7, in6, 0x7632) : __byte_perm(in6, in7, 0x7632);
+
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem);
     memcpy(dst, d, sizeof d);
 }
 

@@ -13,15 +13,15 @@ constexpr int kSmemBytes = 0;    // shared-memory scratch convert() needs (0: no
 constexpr int kThreads   = 128;  // threads taking part: threadIdx.x in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 1;    // sizeof(T) (f8e4m3)
+constexpr int kSrcWords  = 8;    // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 8;
 
 // dst = src in the destination layout: warp shuffles: 8 round(s) x 1 word(s).
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
     (void)smem;
-    uint32_t s[8], d[8];  // raw bits of T, packed in 32-bit words
-    memcpy(s, src, sizeof s);
     const unsigned lane = threadIdx.x & (kWarpSize - 1);
     const unsigned src_lane = ((lane & 0x1) << 1) ^ (lane & 0x1c) ^ ((lane >> 1) & 0x1);  // source lane before the round's xor
     const unsigned sel0 = (lane >> 1) & 1;                                                // parity of lane & 0x2
@@ -56,6 +56,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[5] = sel1 ? in4 : in5;
     d[6] = sel1 ? in7 : in6;
     d[7] = sel1 ? in6 : in7;
+
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem);
     memcpy(dst, d, sizeof d);
 }
 
@@ -63,6 +72,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(flash_attn_acc_to_dot_a_f8_back::kSrcRegs == flash_attn_acc_to_dot_a_f8::kDstRegs && flash_attn_acc_to_dot_a_f8_back::kDstRegs == flash_attn_acc_to_dot_a_f8::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(flash_attn_acc_to_dot_a_f8_back::kElemBytes == flash_attn_acc_to_dot_a_f8::kElemBytes, "both conversions move the same element type");
 static_assert(flash_attn_acc_to_dot_a_f8_back::kThreads == flash_attn_acc_to_dot_a_f8::kThreads && flash_attn_acc_to_dot_a_f8_back::kWarpSize == flash_attn_acc_to_dot_a_f8::kWarpSize,
               "both conversions must use the same threads");
 static_assert(flash_attn_acc_to_dot_a_f8_back::kSmemBytes <= 0 && flash_attn_acc_to_dot_a_f8::kSmemBytes <= 0,
@@ -113,16 +123,15 @@ flash_attn_acc_to_dot_a_f8_bench(const uint8_t* __restrict__ in, uint8_t* __rest
         in[src_idx + 0x238],
         in[src_idx + 0x239],
     };
-    uint8_t y[kDstRegs];
+    uint32_t xw[kSrcWords], yw[kDstWords];  // packed words: convert_words() moves them as they are
+    memcpy(xw, x, sizeof xw);
     for (int k = 0; k < iters; ++k) {
-        convert(x, y, smem);
-        flash_attn_acc_to_dot_a_f8_back::convert(y, x, smem);
-        uint32_t xw[8];  // the same change on packed words: every element ^= k
-        memcpy(xw, x, sizeof xw);
+        convert_words(xw, yw, smem);
+        flash_attn_acc_to_dot_a_f8_back::convert_words(yw, xw, smem);
 #pragma unroll
-        for (int r = 0; r < 8; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffu) * 0x01010101u;
-        memcpy(x, xw, sizeof xw);
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffu) * 0x01010101u;  // every element ^= k
     }
+    memcpy(x, xw, sizeof xw);
     out[src_idx] = x[0];
     out[src_idx + 0x1] = x[1];
     out[src_idx + 0x200] = x[2];

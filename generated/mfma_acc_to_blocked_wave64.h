@@ -113,6 +113,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[14] = v6.y;
     d[11] = v7.x;
     d[15] = v7.y;
+
     memcpy(dst, d, sizeof d);
 }
 

@@ -72,6 +72,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[14] = v6.y;
     d[7] = v7.x;
     d[15] = v7.y;
+
     memcpy(dst, d, sizeof d);
 }
 
@@ -79,6 +80,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(mfma_acc_to_blocked_wave64_back::kSrcRegs == mfma_acc_to_blocked_wave64::kDstRegs && mfma_acc_to_blocked_wave64_back::kDstRegs == mfma_acc_to_blocked_wave64::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(mfma_acc_to_blocked_wave64_back::kElemBytes == mfma_acc_to_blocked_wave64::kElemBytes, "both conversions move the same element type");
 static_assert(mfma_acc_to_blocked_wave64_back::kThreads == mfma_acc_to_blocked_wave64::kThreads && mfma_acc_to_blocked_wave64_back::kWarpSize == mfma_acc_to_blocked_wave64::kWarpSize,
               "both conversions must use the same threads");
 static_assert(mfma_acc_to_blocked_wave64_back::kSmemBytes <= 16384 && mfma_acc_to_blocked_wave64::kSmemBytes <= 16384,

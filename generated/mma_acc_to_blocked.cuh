@@ -130,6 +130,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[27] = v7_1;
     d[30] = v7_2;
     d[31] = v7_3;
+
     memcpy(dst, d, sizeof d);
 }
 

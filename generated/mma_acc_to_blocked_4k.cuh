@@ -159,6 +159,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[29] = v3_2_1;
     d[30] = v3_3_0;
     d[31] = v3_3_1;
+
     memcpy(dst, d, sizeof d);
 }
 

@@ -109,6 +109,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[27] = v3_2_1;
     d[30] = v3_3_0;
     d[31] = v3_3_1;
+
     memcpy(dst, d, sizeof d);
 }
 
@@ -116,6 +117,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(mma_acc_to_blocked_4k_back::kSrcRegs == mma_acc_to_blocked_4k::kDstRegs && mma_acc_to_blocked_4k_back::kDstRegs == mma_acc_to_blocked_4k::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(mma_acc_to_blocked_4k_back::kElemBytes == mma_acc_to_blocked_4k::kElemBytes, "both conversions move the same element type");
 static_assert(mma_acc_to_blocked_4k_back::kThreads == mma_acc_to_blocked_4k::kThreads && mma_acc_to_blocked_4k_back::kWarpSize == mma_acc_to_blocked_4k::kWarpSize,
               "both conversions must use the same threads");
 static_assert(mma_acc_to_blocked_4k_back::kSmemBytes <= 4096 && mma_acc_to_blocked_4k::kSmemBytes <= 4096,

@@ -81,6 +81,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[29] = v7_1;
     d[30] = v7_2;
     d[31] = v7_3;
+
     memcpy(dst, d, sizeof d);
 }
 
@@ -88,6 +89,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(mma_acc_to_blocked_back::kSrcRegs == mma_acc_to_blocked::kDstRegs && mma_acc_to_blocked_back::kDstRegs == mma_acc_to_blocked::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(mma_acc_to_blocked_back::kElemBytes == mma_acc_to_blocked::kElemBytes, "both conversions move the same element type");
 static_assert(mma_acc_to_blocked_back::kThreads == mma_acc_to_blocked::kThreads && mma_acc_to_blocked_back::kWarpSize == mma_acc_to_blocked::kWarpSize,
               "both conversions must use the same threads");
 static_assert(mma_acc_to_blocked_back::kSmemBytes <= 16384 && mma_acc_to_blocked::kSmemBytes <= 16384,

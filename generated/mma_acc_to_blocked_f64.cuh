@@ -146,6 +146,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[29] = (static_cast<uint64_t>(v14_3) << 32) | v14_2;
     d[30] = (static_cast<uint64_t>(v15_1) << 32) | v15_0;
     d[31] = (static_cast<uint64_t>(v15_3) << 32) | v15_2;
+
     memcpy(dst, d, sizeof d);
 }
 

@@ -97,6 +97,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[29] = (static_cast<uint64_t>(v14_3) << 32) | v14_2;
     d[30] = (static_cast<uint64_t>(v15_1) << 32) | v15_0;
     d[31] = (static_cast<uint64_t>(v15_3) << 32) | v15_2;
+
     memcpy(dst, d, sizeof d);
 }
 
@@ -104,6 +105,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(mma_acc_to_blocked_f64_back::kSrcRegs == mma_acc_to_blocked_f64::kDstRegs && mma_acc_to_blocked_f64_back::kDstRegs == mma_acc_to_blocked_f64::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(mma_acc_to_blocked_f64_back::kElemBytes == mma_acc_to_blocked_f64::kElemBytes, "both conversions move the same element type");
 static_assert(mma_acc_to_blocked_f64_back::kThreads == mma_acc_to_blocked_f64::kThreads && mma_acc_to_blocked_f64_back::kWarpSize == mma_acc_to_blocked_f64::kWarpSize,
               "both conversions must use the same threads");
 static_assert(mma_acc_to_blocked_f64_back::kSmemBytes <= 32768 && mma_acc_to_blocked_f64::kSmemBytes <= 32768,

@@ -84,6 +84,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[2] = v0_1;
     d[1] = v1_0;
     d[3] = v1_1;
+
     memcpy(dst, d, sizeof d);
 }
 

@@ -43,6 +43,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[2] = v0_1;
     d[1] = v1_0;
     d[3] = v1_1;
+
     memcpy(dst, d, sizeof d);
 }
 
@@ -50,6 +51,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(slice_blocked_to_slice_mma_back::kSrcRegs == slice_blocked_to_slice_mma::kDstRegs && slice_blocked_to_slice_mma_back::kDstRegs == slice_blocked_to_slice_mma::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(slice_blocked_to_slice_mma_back::kElemBytes == slice_blocked_to_slice_mma::kElemBytes, "both conversions move the same element type");
 static_assert(slice_blocked_to_slice_mma_back::kThreads == slice_blocked_to_slice_mma::kThreads && slice_blocked_to_slice_mma_back::kWarpSize == slice_blocked_to_slice_mma::kWarpSize,
               "both conversions must use the same threads");
 static_assert(slice_blocked_to_slice_mma_back::kSmemBytes <= 256 && slice_blocked_to_slice_mma::kSmemBytes <= 256,

@@ -285,6 +285,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[119] = v1_15_1;
     d[126] = v1_15_2;
     d[127] = v1_15_3;
+
     memcpy(dst, d, sizeof d);
 }
 

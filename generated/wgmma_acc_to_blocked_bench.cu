@@ -229,6 +229,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[95] = v1_15_1;
     d[126] = v1_15_2;
     d[127] = v1_15_3;
+
     memcpy(dst, d, sizeof d);
 }
 
@@ -236,6 +237,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(wgmma_acc_to_blocked_back::kSrcRegs == wgmma_acc_to_blocked::kDstRegs && wgmma_acc_to_blocked_back::kDstRegs == wgmma_acc_to_blocked::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(wgmma_acc_to_blocked_back::kElemBytes == wgmma_acc_to_blocked::kElemBytes, "both conversions move the same element type");
 static_assert(wgmma_acc_to_blocked_back::kThreads == wgmma_acc_to_blocked::kThreads && wgmma_acc_to_blocked_back::kWarpSize == wgmma_acc_to_blocked::kWarpSize,
               "both conversions must use the same threads");
 static_assert(wgmma_acc_to_blocked_back::kSmemBytes <= 32768 && wgmma_acc_to_blocked::kSmemBytes <= 32768,

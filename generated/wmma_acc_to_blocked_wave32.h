@@ -92,6 +92,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[6] = static_cast<uint16_t>(v2 >> 16);
     d[5] = static_cast<uint16_t>(v3);
     d[7] = static_cast<uint16_t>(v3 >> 16);
+
     memcpy(dst, d, sizeof d);
 }
 

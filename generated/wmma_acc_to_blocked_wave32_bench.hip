@@ -55,6 +55,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[6] = static_cast<uint16_t>(v2 >> 16);
     d[3] = static_cast<uint16_t>(v3);
     d[7] = static_cast<uint16_t>(v3 >> 16);
+
     memcpy(dst, d, sizeof d);
 }
 
@@ -62,6 +63,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
 static_assert(wmma_acc_to_blocked_wave32_back::kSrcRegs == wmma_acc_to_blocked_wave32::kDstRegs && wmma_acc_to_blocked_wave32_back::kDstRegs == wmma_acc_to_blocked_wave32::kSrcRegs,
               "the reverse conversion must swap the register counts");
+static_assert(wmma_acc_to_blocked_wave32_back::kElemBytes == wmma_acc_to_blocked_wave32::kElemBytes, "both conversions move the same element type");
 static_assert(wmma_acc_to_blocked_wave32_back::kThreads == wmma_acc_to_blocked_wave32::kThreads && wmma_acc_to_blocked_wave32_back::kWarpSize == wmma_acc_to_blocked_wave32::kWarpSize,
               "both conversions must use the same threads");
 static_assert(wmma_acc_to_blocked_wave32_back::kSmemBytes <= 2048 && wmma_acc_to_blocked_wave32::kSmemBytes <= 2048,
@@ -92,11 +94,8 @@ wmma_acc_to_blocked_wave32_bench(const uint16_t* __restrict__ in, uint16_t* __re
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
         wmma_acc_to_blocked_wave32_back::convert(y, x, smem);
-        uint32_t xw[4];  // the same change on packed words: every element ^= k
-        memcpy(xw, x, sizeof xw);
 #pragma unroll
-        for (int r = 0; r < 4; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;
-        memcpy(x, xw, sizeof xw);
+        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint16_t>(k);
     }
     out[src_idx] = x[0];
     out[src_idx + 0x40] = x[1];

@@ -259,6 +259,7 @@ class _Conv:
     vector_types: list[tuple[str, int]] = field(default_factory=list)
     uses_smem_ptr: bool = False
     words: tuple[int, int] | None = None   # word view: (source, destination) 32-bit words
+    per: int = 0                            # word view: elements per word
 
     @property
     def constants(self) -> list[str]:
@@ -268,7 +269,9 @@ class _Conv:
             (f"constexpr int kSmemBytes = {self.smem_bytes};", "shared-memory scratch convert() needs (0: none)"),
             (f"constexpr int kThreads   = {self.threads};", "threads taking part: threadIdx.x in [0, kThreads)"),
             (f"constexpr int kWarpSize  = {self.warp_size};", ""),
-            (f"constexpr int kElemBytes = {self.elem_bytes};", f"sizeof(T) ({self.dtype})")])
+            (f"constexpr int kElemBytes = {self.elem_bytes};", f"sizeof(T) ({self.dtype})")]
+            + ([(f"constexpr int kSrcWords  = {self.words[0]};", "packed 32-bit words for convert_words()"),
+                (f"constexpr int kDstWords  = {self.words[1]};", "")] if self.words else []))
 
 
 class _Builder:
@@ -290,7 +293,7 @@ class _Builder:
         per = 4 // plan.elem_bytes if plan.elem_bytes < 4 else 0
         self.per = per if self.cuda and per and plan.n_src % per == 0 and plan.n_dst % per == 0 else 0
         if self.per:
-            self.conv.words = (plan.n_src // per, plan.n_dst // per)
+            self.conv.words, self.conv.per = (plan.n_src // per, plan.n_dst // per), per
         self.dst_src: dict[int, tuple[str, int]] = {}    # word view: dst element -> (word, index)
         self.copy_of = dict(plan.dst_copies)              # broadcast register -> the one it copies
         self.words_done: set[int] = set()
@@ -353,6 +356,12 @@ class _Builder:
     # strategies -------------------------------------------------------------
     def build(self) -> _Conv:
         p = self.p
+        if p.register is not None and p.shuffle is None and p.smem is None and self.per:
+            at = [(f"s[{j // self.per}]", j % self.per) for j in p.register.dst_from_src]
+            self.conv.steps = [{"comment": "Register moves: whole words where they line up, else byte permutes",
+                                "lines": [f"d[{k}] = {compose_word(at[k * self.per:(k + 1) * self.per], p.elem_bytes)};"
+                                          for k in range(p.n_dst // self.per)]}]
+            return self.conv
         if p.register is not None and p.shuffle is None and p.smem is None:
             pairs = [(f"dst[{i}] = src[{j}];", "") for i, j in enumerate(p.register.dst_from_src)]
             self.conv.moves = [c for c, _ in pairs] + [f"dst[{a}] = dst[{b}];" for a, b in p.dst_copies]
@@ -667,13 +676,11 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     ctx["back"] = _conversion(back_plan, f"{name}_back")
     ctx["smem_bytes"] = max(plan.smem_bytes, back_plan.smem_bytes)
     ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx", decls)
-    # the per-iteration change x ^= k, on whole 32-bit words when elements pack
-    # into them (k replicated into every element; k < 256 for the usual iters)
-    w = plan.elem_bytes
-    packed = w < 4 and plan.n_src * w % 4 == 0
-    ctx["xor_words"] = plan.n_src * w // 4 if packed else 0
+    # 8/16-bit elements: the loop keeps packed words and calls convert_words;
+    # the per-iteration change x ^= k then xors k into every element of a word
+    ctx["xor_words"] = bool(ctx["conv"].words and ctx["back"].words)
     ctx["xor_splat"] = {1: "(static_cast<uint32_t>(k) & 0xffu) * 0x01010101u",
-                        2: "(static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u"}.get(w, "")
+                        2: "(static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u"}.get(plan.elem_bytes, "")
     return _env().get_template("bench.cu.j2").render(**ctx)
 
 
