@@ -42,7 +42,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[1, 0], [2, 0], [8, 0], [16, 0], [32, 0], [0, 1], [0, 2], [4, 0], [0, 4], [8, 8], [16, 16], [32, 32]]
 //     store: 32 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     load: 32 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
-//   candidate*smem     score   104.00  store st.shared x32, load ld.shared x32: 64 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    88.00  store st.shared x32, load ld.shared x32: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

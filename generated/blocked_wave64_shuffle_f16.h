@@ -53,8 +53,8 @@
 //     F = [(0, 2)]
 //     G = [(1, 2)]
 //     R = [(1, 0), (16, 0), (32, 0)]
-//   candidate*shuffle  score    24.00  8 shuffles, 16 selects, 16 pack ops
-//   candidate smem     score    42.00  store st.shared x2, load ld.shared x2: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*shuffle  score    16.00  8 shuffles, 16 selects, 16 pack ops
+//   candidate smem     score    41.00  store st.shared x2, load ld.shared x2: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>

@@ -42,7 +42,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[16, 0], [0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [2, 0], [4, 0], [8, 0], [32, 0], [0, 17], [0, 34]]
 //     store: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     load: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
-//   candidate*smem     score    80.00  store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    76.00  store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>

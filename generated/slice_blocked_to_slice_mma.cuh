@@ -36,7 +36,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[32], [1], [2], [8], [16], [4]]
 //     store: 2 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
 //     load: 2 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
-//   candidate*smem     score    18.00  store st.shared x2, load ld.shared x2: 8 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    17.00  store st.shared x2, load ld.shared x2: 8 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -38,7 +38,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[8, 0], [1, 0], [0, 1], [0, 2], [0, 4], [0, 8], [2, 0], [4, 0], [16, 0], [0, 17]]
 //     store: 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
 //     load: 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
-//   candidate*smem     score    20.00  store st.shared x4, load ld.shared x4: 8 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    18.00  store st.shared x4, load ld.shared x4: 8 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>

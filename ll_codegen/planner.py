@@ -21,12 +21,12 @@ matrix); all candidates are reported with their scores.
 
 Calibration (``bench/RESULTS.md``, H100, 2026-11-23): every candidate of 23
 benchmark pairs was timed (``bench/bench_convert.py``) and the weights
-grid-searched (``bench/calibrate.py``).  ``ALU = 0.5`` picks the fastest
-strategy on 23/23 pairs (0.25 chose warp shuffles for two 8/16-bit pairs
-that ran 1.1x and 1.5x slower than our shared-memory plans); ``STMATRIX =
-1.25`` breaks the ties between a stmatrix store + vector load and a vector
-store + ldmatrix load of equal wavefronts, which measured 3-12% in favour of
-the ldmatrix side on three pairs.
+grid-searched (``bench/calibrate.py``).  With the generated code of today
+(8/16-bit data moved as packed 32-bit words) ``ALU = 0.25`` picks the fastest
+strategy on 23/23 pairs and the fastest candidate (within 3%) on 21/23;
+``STMATRIX = 1.25`` breaks ties between a stmatrix store + vector load and a
+vector store + ldmatrix load of equal wavefronts towards the latter, which
+measured 3-12% faster on three pairs (and 6% slower on one).
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from .target import Target, get_target
 DTYPE_BYTES = {"i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "f16": 2, "bf16": 2,
                "i32": 4, "u32": 4, "f32": 4, "i64": 8, "f64": 8}
 STRATEGIES = ("noop", "register", "shuffle", "smem")
-WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.5, 4.0, 1.25
+WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.25, 4.0, 1.25
 
 
 def _dims_ok(src: LinearLayout, dst: LinearLayout, target: Target) -> None:

@@ -25,7 +25,7 @@ MMA22, MMA41 = S + "mma_v2_2x2_64x64.yaml", S + "mma_v2_4x1_64x64.yaml"
 STORE = S + "blocked_store_64x64.yaml"
 PAIRS = {  # strategy -> (src, dst, dtype, extra args)
     "smem": (ROW, MMA22, "f16", []),
-    "shuffle": (MMA41, S + "dot_a_4x1_kw4_64x64.yaml", "f8e4m3", ["--strategy", "shuffle"]),
+    "shuffle": (MMA41, S + "dot_a_4x1_kw4_64x64.yaml", "f8e4m3", []),
     "register": (S + "blocked_row4_64x64.yaml", S + "regperm_64x64.yaml", "bf16", []),
     "noop": (MMA41, S + "dot_a_4x1_kw2_64x64.yaml", "f16", ["--arch", "sm_80"]),
 }
