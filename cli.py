@@ -16,13 +16,13 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import tempfile
 from typing import Any, Callable, Optional
 
 import click
 import yaml
 
 from ll_codegen.layouts import LayoutError
+from ll_codegen.render import write_atomic
 from ll_codegen.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
 from ll_codegen.spec import SpecError, load_spec
 
@@ -111,29 +111,6 @@ class LLGenGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         return handle_errors(lambda: super(LLGenGroup, self).invoke(ctx))
-
-
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same folder and
-    ``os.replace``: readers see the old file or the whole new one, never a
-    part; on any error the temp file is removed and ``path`` is untouched."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": "\n"})) as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # ----------------------------------------------------------------- commands

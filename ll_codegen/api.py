@@ -20,12 +20,12 @@ import keyword
 import os
 import re
 import shlex
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from .layout import LinearLayout
 from .plan import ConversionPlan
+from .render import write_atomic
 from .spec import Spec, SpecError, load_spec, spec_from_dict
 
 __all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "check_name", "default_name",
@@ -231,26 +231,6 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
 
 
 # ------------------------------------------------------------------ writing
-def write_atomic(path: str | os.PathLike, data: str) -> None:
-    """Write through a temp file in the same folder and ``os.replace``."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, writer=write_atomic) -> list[str]:
     """Write already-rendered files into ``directory`` (created if missing)."""
     directory = os.fspath(directory)
