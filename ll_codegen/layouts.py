@@ -187,6 +187,15 @@ def _combine(cta: LinearLayout, cga: LinearLayout, shape: Sequence[int]) -> Line
     return (cta * cga).transpose_outs(names)
 
 
+def _drop_zero_registers(L: LinearLayout) -> LinearLayout:
+    """Remove the register bases that fitting into a smaller shape zeroed.
+    Triton does this for blocked layouts only (their register count is a
+    free parameter); mma/mfma/wmma layouts and dot operands keep them."""
+    bases = L.bases
+    bases["register"] = [b for b in bases["register"] if any(b)]
+    return LinearLayout(bases, L.out_dim_sizes, require_surjective=False)
+
+
 def _broadcast_dot(shape: Sequence[int], order: Sequence[int], k_dim: int, in_dim: str) -> LinearLayout:
     """``broadcastedDotOperandLayout``: identity over ``shape`` in ``order``,
     except zeros (broadcast) along the K dim."""
@@ -197,6 +206,15 @@ def _broadcast_dot(shape: Sequence[int], order: Sequence[int], k_dim: int, in_di
         else:
             L = L * LinearLayout.identity_1d(shape[d], in_dim, f"dim{d}")
     return L
+
+
+def _zero_out_dim(L: LinearLayout, dim: str) -> LinearLayout:
+    """``L`` with the ``dim`` component of every basis set to 0."""
+    k = L.out_dims.index(dim)
+    bases = {d: [[0 if i == k else v for i, v in enumerate(b)] for b in bs] for d, bs in L.bases.items()}
+    sizes = dict(L.out_dim_sizes)
+    sizes[dim] = 1
+    return LinearLayout(bases, sizes, require_surjective=False)
 
 
 # ------------------------------------------------------------------ CTA / CGA
@@ -325,7 +343,7 @@ class BlockedLayout(_CGA, Layout):
 
     def to_linear(self, shape: Sequence[int]) -> LinearLayout:
         shape = _check_shape(shape, self.rank)
-        return _combine(self.cta_tile(), self._cga(self.rank), shape)
+        return _drop_zero_registers(_combine(self.cta_tile(), self._cga(self.rank), shape))
 
 
 # --------------------------------------------------------------------- slice
@@ -557,15 +575,15 @@ class AMDWMMALayout(_CGA, Layout):
             raise LayoutError("version", f"{self.version!r} is not 1, 2 or 3 (RDNA3, RDNA4, gfx1250)")
         if not isinstance(self.transposed, bool):
             raise LayoutError("transposed", f"expected true/false, got {self.transposed!r}")
-        if self.version == 1 and self.transposed:
-            raise LayoutError("transposed", "wmma version 1 has no transposed form")
         warps = _ints("warps_per_cta", self.warps_per_cta)
         if len(warps) not in (2, 3):
             raise LayoutError("warps_per_cta", f"wmma needs rank 2 or 3, got {len(warps)}")
         _set(self, "warps_per_cta", warps)
+        if self.instr_shape is None and self.version == 3:
+            raise LayoutError("instr_shape", "wmma v3 needs instr_shape [16, 16, K] with K 32, 64 or 128")
         instr = _ints("instr_shape", (16, 16, 16) if self.instr_shape is None else self.instr_shape, 3)
-        if instr[:2] != (16, 16) or (self.version < 3 and instr[2] != 16):
-            raise LayoutError("instr_shape", f"{list(instr)}: wmma v1/v2 is [16, 16, 16], v3 is [16, 16, K]")
+        if instr[:2] != (16, 16) or (self.version < 3 and instr[2] != 16) or (self.version == 3 and instr[2] not in (32, 64, 128)):
+            raise LayoutError("instr_shape", f"{list(instr)}: wmma v1/v2 is [16, 16, 16], v3 is [16, 16, K] with K 32, 64 or 128")
         _set(self, "instr_shape", instr)
         self._check_cga(len(warps))
 
@@ -627,6 +645,9 @@ class DotOperandLayout(Layout):
             return
         if not _is_pow2(self.k_width):
             raise LayoutError("k_width", f"{self.k_width!r} is not a positive power of two")
+        if isinstance(p, AMDWMMALayout) and p.version < 3 and self.k_width not in ((8, 16) if p.version == 1 else (4, 8, 16)):
+            raise LayoutError("k_width", f"{self.k_width}: a wmma v{p.version} operand needs k_width "
+                                         f"{'8 or 16' if p.version == 1 else '4, 8 or 16'}")
         if isinstance(p, NVMMADistributedLayout) and p.is_hopper and self.operand_index == 1:
             raise LayoutError("operand_index", "wgmma takes operand B from shared memory; only A (0) can be in registers")
 
@@ -638,6 +659,13 @@ class DotOperandLayout(Layout):
         shape = _check_shape(shape, self.rank)
         p, rank, op, kw = self.parent, self.rank, self.operand_index, self.k_width
         k_idx = rank - 1 if op == 0 else rank - 2
+        cga = p._cga(rank)
+        if not isinstance(p, AMDMFMALayout):
+            # Triton's getCTALayout of a dot operand: the CTAs that split the
+            # accumulator along K would each need the whole K extent, so the
+            # K component of every CGA basis is zeroed (those CTAs hold
+            # copies) and registers cover K.  The mfma conversion keeps them.
+            cga = _zero_out_dim(cga, f"dim{k_idx}")
         if isinstance(p, BlockedLayout):
             size = list(p.size_per_thread)
             size[k_idx] = shape[k_idx]
@@ -645,7 +673,7 @@ class DotOperandLayout(Layout):
             cta = (identity_nd("register", size, p.order).transpose_outs(rep)
                    * _broadcast_dot(p.threads_per_warp, p.order, k_idx, "lane").transpose_outs(rep)
                    * _broadcast_dot(p.warps_per_cta, p.order, k_idx, "warp").transpose_outs(rep))
-            return _combine(cta, p._cga(rank), shape)
+            return _combine(cta, cga, shape)
         order = dot_operand_order(op, rank)
         dk, dnk = f"dim{order[0]}", f"dim{order[1]}"
         if isinstance(p, NVMMADistributedLayout):
@@ -653,7 +681,7 @@ class DotOperandLayout(Layout):
             tile[-2:] = [16, kw * 8] if op == 0 else [kw * 8, 8]
             cta = _mma_tile(rank, tile, kw, order, order)
             warps = _broadcast_dot(p.warps_per_cta, matrix_order(rank, not p.is_hopper), k_idx, "warp")
-            return _combine(cta * warps.transpose_outs(cta.out_dims), p._cga(rank), shape)
+            return _combine(cta * warps.transpose_outs(cta.out_dims), cga, shape)
         if isinstance(p, AMDMFMALayout):
             m, n = p.instr_shape[0], p.instr_shape[1]
             nonk = m if op == 0 else n
@@ -680,7 +708,7 @@ class DotOperandLayout(Layout):
             tile = tile * _id(1, "register", "dim0") * _id(1, "lane", "dim0")
         rep = [f"dim{d}" for d in order]
         warps = _broadcast_dot(p.warps_per_cta, matrix_order(rank, True), k_idx, "warp")
-        return _combine(tile.transpose_outs(rep) * warps.transpose_outs(rep), p._cga(rank), shape)
+        return _combine(tile.transpose_outs(rep) * warps.transpose_outs(rep), cga, shape)
 
 
 # ----------------------------------------------------------- explicit linear
@@ -853,6 +881,11 @@ class NVMMASharedLayout(_CGA, Layout):
                 raise LayoutError(name, f"expected true/false, got {getattr(self, name)!r}")
         if self.fp4_padded and self.element_bitwidth != 8:
             raise LayoutError("fp4_padded", "needs element_bitwidth 8 (packed fp4 pairs)")
+        if self.fp4_padded and self.swizzle_byte_width != 128:
+            raise LayoutError("fp4_padded", "needs swizzle_byte_width 128 (Triton supports padded fp4 only there)")
+        if self.transposed and self.swizzle_byte_width == 0 and self.rank > 2:
+            raise LayoutError("transposed", "an unswizzled transposed nvmma_shared layout of rank > 2 is not supported "
+                                            "(Triton pads it to TMA blocks); use a shared_linear spec")
         if self.swizzle_byte_width and self.rank < 2:
             raise LayoutError("rank", "a swizzled nvmma layout needs rank >= 2")
         self._check_cga(self.rank)
@@ -873,14 +906,20 @@ class NVMMASharedLayout(_CGA, Layout):
         spc = self._split_shape(shape)
         tma = [min(s, 256) for s in spc]
         if self.swizzle_byte_width == 0:
+            # row-major; transposed (rank 2): dim 0 contiguous
             L = LinearLayout.empty()
-            for d in reversed(range(rank)):
+            for d in (range(rank) if self.transposed else reversed(range(rank))):
                 L = L * LinearLayout.identity_1d(tma[d], "offset", names[d])
             L = _fit_up(L, dict(zip(names, spc)))
             return _combine(L, self._cga(rank), shape)
         contig = 0 if self.transposed else rank - 1
         width = 8 * self.swizzle_byte_width // self.element_bitwidth
         tma[contig] = min(tma[contig], width // 2 if self.fp4_padded else width)
+        if self.transposed and rank > 2 and tma[0] * (2 if self.fp4_padded else 1) < width:
+            # rank 2 is caught by the core-matrix check below, which sees only
+            # the collapsed rows; Triton's TMA block code aborts here
+            raise LayoutError("shape", f"{list(shape)}: the contiguous dim 0 holds {tma[0]} elements per CTA, "
+                                       f"less than one {self.swizzle_byte_width}-byte swizzle row ({width})")
         # collapse to (rows, cols): cols = the last dim, rows = all the others
         # (swapped when transposed: the contiguous dim 0 is then the columns)
         collapsed = [math.prod(tma[:-1]), tma[-1]]
