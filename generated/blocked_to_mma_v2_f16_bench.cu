@@ -16,6 +16,28 @@ constexpr int kElemBytes = 2;     // sizeof(T) (f16)
 constexpr int kSrcWords  = 16;    // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 16;
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::ld_shared(addr + kImm, 8, regs);
+#else
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::st_shared(addr + kImm, 8, regs);
+#else
+    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 1 round(s), 8192 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 // convert_words: the same on packed 32-bit words -- word i holds elements
@@ -31,23 +53,23 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
 
     // 8 store(s) of 8 B, 8 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[0]), "r"(s[8]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[1]), "r"(s[9]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x840)), "r"(s[2]), "r"(s[10]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x940)), "r"(s[3]), "r"(s[11]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x1010)), "r"(s[4]), "r"(s[12]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x1110)), "r"(s[5]), "r"(s[13]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x1850)), "r"(s[6]), "r"(s[14]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x1950)), "r"(s[7]), "r"(s[15]) : "memory");
+    detail::st_shared_v2_b32<0>(st_addr, s[0], s[8]);
+    detail::st_shared_v2_b32<256>(st_addr, s[1], s[9]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x840), s[2], s[10]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x940), s[3], s[11]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1010), s[4], s[12]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1110), s[5], s[13]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1850), s[6], s[14]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1950), s[7], s[15]);
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_0), "=r"(v0_1) : "r"(ld_addr) : "memory");
-    uint32_t v1_0, v1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_0), "=r"(v1_1) : "r"(smem_u32 + (ld_base ^ 0x20)) : "memory");
-    uint32_t v2_0, v2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_0), "=r"(v2_1) : "r"(smem_u32 + (ld_base ^ 0x40)) : "memory");
-    uint32_t v3_0, v3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_0), "=r"(v3_1) : "r"(smem_u32 + (ld_base ^ 0x60)) : "memory");
-    uint32_t v4_0, v4_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+512];" : "=r"(v4_0), "=r"(v4_1) : "r"(ld_addr) : "memory");
-    uint32_t v5_0, v5_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v5_0), "=r"(v5_1) : "r"(smem_u32 + (ld_base ^ 0x220)) : "memory");
-    uint32_t v6_0, v6_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v6_0), "=r"(v6_1) : "r"(smem_u32 + (ld_base ^ 0x240)) : "memory");
-    uint32_t v7_0, v7_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v7_0), "=r"(v7_1) : "r"(smem_u32 + (ld_base ^ 0x260)) : "memory");
+    uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
+    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x20), v1_0, v1_1);
+    uint32_t v2_0, v2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x40), v2_0, v2_1);
+    uint32_t v3_0, v3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x60), v3_0, v3_1);
+    uint32_t v4_0, v4_1; detail::ld_shared_v2_b32<512>(ld_addr, v4_0, v4_1);
+    uint32_t v5_0, v5_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x220), v5_0, v5_1);
+    uint32_t v6_0, v6_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x240), v6_0, v6_1);
+    uint32_t v7_0, v7_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x260), v7_0, v7_1);
     d[0] = v0_0;
     d[8] = v0_1;
     d[1] = v1_0;

@@ -69,6 +69,28 @@ constexpr int kElemBytes = 2;     // sizeof(T) (f16)
 constexpr int kSrcWords  = 16;    // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 16;
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::ldmatrix(addr + kImm, 4, true, regs);
+#else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::st_shared(addr + kImm, 16, regs);
+#else
+    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 1 round(s), 8192 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 // convert_words: the same on packed 32-bit words -- word i holds elements
@@ -84,15 +106,15 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
 
     // 4 store(s) of 16 B, 4 load(s) of m8n8.x4.trans matrices
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(__byte_perm(s[0], s[8], 0x5410)), "r"(__byte_perm(s[0], s[8], 0x7632)), "r"(__byte_perm(s[1], s[9], 0x5410)), "r"(__byte_perm(s[1], s[9], 0x7632)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+512], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(__byte_perm(s[2], s[10], 0x5410)), "r"(__byte_perm(s[2], s[10], 0x7632)), "r"(__byte_perm(s[3], s[11], 0x5410)), "r"(__byte_perm(s[3], s[11], 0x7632)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x40)), "r"(__byte_perm(s[4], s[12], 0x5410)), "r"(__byte_perm(s[4], s[12], 0x7632)), "r"(__byte_perm(s[5], s[13], 0x5410)), "r"(__byte_perm(s[5], s[13], 0x7632)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x240)), "r"(__byte_perm(s[6], s[14], 0x5410)), "r"(__byte_perm(s[6], s[14], 0x7632)), "r"(__byte_perm(s[7], s[15], 0x5410)), "r"(__byte_perm(s[7], s[15], 0x7632)) : "memory");
+    detail::st_shared_v4_b32<0>(st_addr, __byte_perm(s[0], s[8], 0x5410), __byte_perm(s[0], s[8], 0x7632), __byte_perm(s[1], s[9], 0x5410), __byte_perm(s[1], s[9], 0x7632));
+    detail::st_shared_v4_b32<512>(st_addr, __byte_perm(s[2], s[10], 0x5410), __byte_perm(s[2], s[10], 0x7632), __byte_perm(s[3], s[11], 0x5410), __byte_perm(s[3], s[11], 0x7632));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x40), __byte_perm(s[4], s[12], 0x5410), __byte_perm(s[4], s[12], 0x7632), __byte_perm(s[5], s[13], 0x5410), __byte_perm(s[5], s[13], 0x7632));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x240), __byte_perm(s[6], s[14], 0x5410), __byte_perm(s[6], s[14], 0x7632), __byte_perm(s[7], s[15], 0x5410), __byte_perm(s[7], s[15], 0x7632));
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(smem_u32 + (ld_base ^ 0x820)) : "memory");
-    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(smem_u32 + (ld_base ^ 0x1040)) : "memory");
-    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x1860)) : "memory");
+    uint32_t v0_0, v0_1, v0_2, v0_3; detail::ldmatrix_x4_trans<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x820), v1_0, v1_1, v1_2, v1_3);
+    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x1040), v2_0, v2_1, v2_2, v2_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x1860), v3_0, v3_1, v3_2, v3_3);
     d[0] = v0_0;
     d[1] = v0_1;
     d[2] = v0_2;

@@ -65,6 +65,28 @@ constexpr int kElemBytes = 1;     // sizeof(T) (f8e4m3)
 constexpr int kSrcWords  = 8;     // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 8;
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_b8(unsigned addr, uint32_t& r0) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0};
+    llgen_host::ld_shared(addr + kImm, 1, regs);
+#else
+    asm volatile("ld.shared.b8 %0, [%1+%2];" : "=r"(r0) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_b8(unsigned addr, uint32_t r0) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0};
+    llgen_host::st_shared(addr + kImm, 1, regs);
+#else
+    asm volatile("st.shared.b8 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 // convert_words: the same on packed 32-bit words -- word i holds elements
@@ -80,71 +102,71 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
 
     // 32 store(s) of 1 B, 32 load(s) of 1 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[0])) : "memory");
-    asm volatile("st.shared.b8 [%0+32], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+64], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+96], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0+256], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[1])) : "memory");
-    asm volatile("st.shared.b8 [%0+288], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+320], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+352], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x8)), "r"(static_cast<uint32_t>(s[2])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x28)), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x48)), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x68)), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x108)), "r"(static_cast<uint32_t>(s[3])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x128)), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x148)), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x168)), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x10)), "r"(static_cast<uint32_t>(s[4])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x30)), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x50)), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x70)), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x110)), "r"(static_cast<uint32_t>(s[5])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x130)), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x150)), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x170)), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x18)), "r"(static_cast<uint32_t>(s[6])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x38)), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x58)), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x78)), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x118)), "r"(static_cast<uint32_t>(s[7])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x138)), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x158)), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x178)), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213))) : "memory");
+    detail::st_shared_b8<0>(st_addr, static_cast<uint32_t>(s[0]));
+    detail::st_shared_b8<32>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211)));
+    detail::st_shared_b8<64>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212)));
+    detail::st_shared_b8<96>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213)));
+    detail::st_shared_b8<256>(st_addr, static_cast<uint32_t>(s[1]));
+    detail::st_shared_b8<288>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211)));
+    detail::st_shared_b8<320>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212)));
+    detail::st_shared_b8<352>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x8), static_cast<uint32_t>(s[2]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x28), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x48), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x68), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x108), static_cast<uint32_t>(s[3]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x128), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x148), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x168), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x10), static_cast<uint32_t>(s[4]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x30), static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x50), static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x70), static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x110), static_cast<uint32_t>(s[5]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x130), static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x150), static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x170), static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x18), static_cast<uint32_t>(s[6]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x38), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x58), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x78), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x118), static_cast<uint32_t>(s[7]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x138), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x158), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x178), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213)));
     __syncthreads();  // stores visible
-    uint32_t v0; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v0) : "r"(ld_addr) : "memory");
-    uint32_t v1; asm volatile("ld.shared.b8 %0, [%1+1];" : "=r"(v1) : "r"(ld_addr) : "memory");
-    uint32_t v2; asm volatile("ld.shared.b8 %0, [%1+2];" : "=r"(v2) : "r"(ld_addr) : "memory");
-    uint32_t v3; asm volatile("ld.shared.b8 %0, [%1+3];" : "=r"(v3) : "r"(ld_addr) : "memory");
-    uint32_t v4; asm volatile("ld.shared.b8 %0, [%1+128];" : "=r"(v4) : "r"(ld_addr) : "memory");
-    uint32_t v5; asm volatile("ld.shared.b8 %0, [%1+129];" : "=r"(v5) : "r"(ld_addr) : "memory");
-    uint32_t v6; asm volatile("ld.shared.b8 %0, [%1+130];" : "=r"(v6) : "r"(ld_addr) : "memory");
-    uint32_t v7; asm volatile("ld.shared.b8 %0, [%1+131];" : "=r"(v7) : "r"(ld_addr) : "memory");
-    uint32_t v8; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v8) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
-    uint32_t v9; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v9) : "r"(smem_u32 + (ld_base ^ 0x409)) : "memory");
-    uint32_t v10; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v10) : "r"(smem_u32 + (ld_base ^ 0x40a)) : "memory");
-    uint32_t v11; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v11) : "r"(smem_u32 + (ld_base ^ 0x40b)) : "memory");
-    uint32_t v12; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v12) : "r"(smem_u32 + (ld_base ^ 0x488)) : "memory");
-    uint32_t v13; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v13) : "r"(smem_u32 + (ld_base ^ 0x489)) : "memory");
-    uint32_t v14; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v14) : "r"(smem_u32 + (ld_base ^ 0x48a)) : "memory");
-    uint32_t v15; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v15) : "r"(smem_u32 + (ld_base ^ 0x48b)) : "memory");
-    uint32_t v16; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v16) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
-    uint32_t v17; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v17) : "r"(smem_u32 + (ld_base ^ 0x811)) : "memory");
-    uint32_t v18; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v18) : "r"(smem_u32 + (ld_base ^ 0x812)) : "memory");
-    uint32_t v19; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v19) : "r"(smem_u32 + (ld_base ^ 0x813)) : "memory");
-    uint32_t v20; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v20) : "r"(smem_u32 + (ld_base ^ 0x890)) : "memory");
-    uint32_t v21; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v21) : "r"(smem_u32 + (ld_base ^ 0x891)) : "memory");
-    uint32_t v22; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v22) : "r"(smem_u32 + (ld_base ^ 0x892)) : "memory");
-    uint32_t v23; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v23) : "r"(smem_u32 + (ld_base ^ 0x893)) : "memory");
-    uint32_t v24; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v24) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
-    uint32_t v25; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v25) : "r"(smem_u32 + (ld_base ^ 0xc19)) : "memory");
-    uint32_t v26; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v26) : "r"(smem_u32 + (ld_base ^ 0xc1a)) : "memory");
-    uint32_t v27; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v27) : "r"(smem_u32 + (ld_base ^ 0xc1b)) : "memory");
-    uint32_t v28; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v28) : "r"(smem_u32 + (ld_base ^ 0xc98)) : "memory");
-    uint32_t v29; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v29) : "r"(smem_u32 + (ld_base ^ 0xc99)) : "memory");
-    uint32_t v30; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v30) : "r"(smem_u32 + (ld_base ^ 0xc9a)) : "memory");
-    uint32_t v31; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v31) : "r"(smem_u32 + (ld_base ^ 0xc9b)) : "memory");
+    uint32_t v0; detail::ld_shared_b8<0>(ld_addr, v0);
+    uint32_t v1; detail::ld_shared_b8<1>(ld_addr, v1);
+    uint32_t v2; detail::ld_shared_b8<2>(ld_addr, v2);
+    uint32_t v3; detail::ld_shared_b8<3>(ld_addr, v3);
+    uint32_t v4; detail::ld_shared_b8<128>(ld_addr, v4);
+    uint32_t v5; detail::ld_shared_b8<129>(ld_addr, v5);
+    uint32_t v6; detail::ld_shared_b8<130>(ld_addr, v6);
+    uint32_t v7; detail::ld_shared_b8<131>(ld_addr, v7);
+    uint32_t v8; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x408), v8);
+    uint32_t v9; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x409), v9);
+    uint32_t v10; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x40a), v10);
+    uint32_t v11; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x40b), v11);
+    uint32_t v12; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x488), v12);
+    uint32_t v13; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x489), v13);
+    uint32_t v14; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x48a), v14);
+    uint32_t v15; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x48b), v15);
+    uint32_t v16; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x810), v16);
+    uint32_t v17; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x811), v17);
+    uint32_t v18; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x812), v18);
+    uint32_t v19; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x813), v19);
+    uint32_t v20; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x890), v20);
+    uint32_t v21; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x891), v21);
+    uint32_t v22; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x892), v22);
+    uint32_t v23; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x893), v23);
+    uint32_t v24; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xc18), v24);
+    uint32_t v25; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xc19), v25);
+    uint32_t v26; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xc1a), v26);
+    uint32_t v27; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xc1b), v27);
+    uint32_t v28; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xc98), v28);
+    uint32_t v29; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xc99), v29);
+    uint32_t v30; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xc9a), v30);
+    uint32_t v31; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xc9b), v31);
     d[0] = __byte_perm(__byte_perm(v0, v1, 0x3240), __byte_perm(v2, v3, 0x4010), 0x7610);
     d[1] = __byte_perm(__byte_perm(v4, v5, 0x3240), __byte_perm(v6, v7, 0x4010), 0x7610);
     d[2] = __byte_perm(__byte_perm(v8, v9, 0x3240), __byte_perm(v10, v11, 0x4010), 0x7610);

@@ -16,6 +16,28 @@ constexpr int kElemBytes = 1;     // sizeof(T) (f8e4m3)
 constexpr int kSrcWords  = 8;     // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 8;
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_b8(unsigned addr, uint32_t& r0) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0};
+    llgen_host::ld_shared(addr + kImm, 1, regs);
+#else
+    asm volatile("ld.shared.b8 %0, [%1+%2];" : "=r"(r0) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_b8(unsigned addr, uint32_t r0) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0};
+    llgen_host::st_shared(addr + kImm, 1, regs);
+#else
+    asm volatile("st.shared.b8 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 // convert_words: the same on packed 32-bit words -- word i holds elements
@@ -31,71 +53,71 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
 
     // 32 store(s) of 1 B, 32 load(s) of 1 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[0])) : "memory");
-    asm volatile("st.shared.b8 [%0+1], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+2], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+3], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0+128], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[1])) : "memory");
-    asm volatile("st.shared.b8 [%0+129], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+130], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+131], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x408)), "r"(static_cast<uint32_t>(s[2])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x409)), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x40a)), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x40b)), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x488)), "r"(static_cast<uint32_t>(s[3])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x489)), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x48a)), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x48b)), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x810)), "r"(static_cast<uint32_t>(s[4])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x811)), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x812)), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x813)), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x890)), "r"(static_cast<uint32_t>(s[5])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x891)), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x892)), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0x893)), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0xc18)), "r"(static_cast<uint32_t>(s[6])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0xc19)), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0xc1a)), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0xc1b)), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0xc98)), "r"(static_cast<uint32_t>(s[7])) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0xc99)), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0xc9a)), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(smem_u32 + (st_base ^ 0xc9b)), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213))) : "memory");
+    detail::st_shared_b8<0>(st_addr, static_cast<uint32_t>(s[0]));
+    detail::st_shared_b8<1>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211)));
+    detail::st_shared_b8<2>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212)));
+    detail::st_shared_b8<3>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213)));
+    detail::st_shared_b8<128>(st_addr, static_cast<uint32_t>(s[1]));
+    detail::st_shared_b8<129>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211)));
+    detail::st_shared_b8<130>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212)));
+    detail::st_shared_b8<131>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x408), static_cast<uint32_t>(s[2]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x409), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x40a), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x40b), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x488), static_cast<uint32_t>(s[3]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x489), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x48a), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x48b), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x810), static_cast<uint32_t>(s[4]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x811), static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x812), static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x813), static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x890), static_cast<uint32_t>(s[5]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x891), static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x892), static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x893), static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xc18), static_cast<uint32_t>(s[6]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xc19), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xc1a), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xc1b), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xc98), static_cast<uint32_t>(s[7]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xc99), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xc9a), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xc9b), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213)));
     __syncthreads();  // stores visible
-    uint32_t v0; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v0) : "r"(ld_addr) : "memory");
-    uint32_t v1; asm volatile("ld.shared.b8 %0, [%1+32];" : "=r"(v1) : "r"(ld_addr) : "memory");
-    uint32_t v2; asm volatile("ld.shared.b8 %0, [%1+64];" : "=r"(v2) : "r"(ld_addr) : "memory");
-    uint32_t v3; asm volatile("ld.shared.b8 %0, [%1+96];" : "=r"(v3) : "r"(ld_addr) : "memory");
-    uint32_t v4; asm volatile("ld.shared.b8 %0, [%1+256];" : "=r"(v4) : "r"(ld_addr) : "memory");
-    uint32_t v5; asm volatile("ld.shared.b8 %0, [%1+288];" : "=r"(v5) : "r"(ld_addr) : "memory");
-    uint32_t v6; asm volatile("ld.shared.b8 %0, [%1+320];" : "=r"(v6) : "r"(ld_addr) : "memory");
-    uint32_t v7; asm volatile("ld.shared.b8 %0, [%1+352];" : "=r"(v7) : "r"(ld_addr) : "memory");
-    uint32_t v8; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v8) : "r"(smem_u32 + (ld_base ^ 0x8)) : "memory");
-    uint32_t v9; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v9) : "r"(smem_u32 + (ld_base ^ 0x28)) : "memory");
-    uint32_t v10; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v10) : "r"(smem_u32 + (ld_base ^ 0x48)) : "memory");
-    uint32_t v11; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v11) : "r"(smem_u32 + (ld_base ^ 0x68)) : "memory");
-    uint32_t v12; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v12) : "r"(smem_u32 + (ld_base ^ 0x108)) : "memory");
-    uint32_t v13; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v13) : "r"(smem_u32 + (ld_base ^ 0x128)) : "memory");
-    uint32_t v14; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v14) : "r"(smem_u32 + (ld_base ^ 0x148)) : "memory");
-    uint32_t v15; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v15) : "r"(smem_u32 + (ld_base ^ 0x168)) : "memory");
-    uint32_t v16; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v16) : "r"(smem_u32 + (ld_base ^ 0x10)) : "memory");
-    uint32_t v17; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v17) : "r"(smem_u32 + (ld_base ^ 0x30)) : "memory");
-    uint32_t v18; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v18) : "r"(smem_u32 + (ld_base ^ 0x50)) : "memory");
-    uint32_t v19; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v19) : "r"(smem_u32 + (ld_base ^ 0x70)) : "memory");
-    uint32_t v20; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v20) : "r"(smem_u32 + (ld_base ^ 0x110)) : "memory");
-    uint32_t v21; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v21) : "r"(smem_u32 + (ld_base ^ 0x130)) : "memory");
-    uint32_t v22; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v22) : "r"(smem_u32 + (ld_base ^ 0x150)) : "memory");
-    uint32_t v23; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v23) : "r"(smem_u32 + (ld_base ^ 0x170)) : "memory");
-    uint32_t v24; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v24) : "r"(smem_u32 + (ld_base ^ 0x18)) : "memory");
-    uint32_t v25; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v25) : "r"(smem_u32 + (ld_base ^ 0x38)) : "memory");
-    uint32_t v26; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v26) : "r"(smem_u32 + (ld_base ^ 0x58)) : "memory");
-    uint32_t v27; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v27) : "r"(smem_u32 + (ld_base ^ 0x78)) : "memory");
-    uint32_t v28; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v28) : "r"(smem_u32 + (ld_base ^ 0x118)) : "memory");
-    uint32_t v29; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v29) : "r"(smem_u32 + (ld_base ^ 0x138)) : "memory");
-    uint32_t v30; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v30) : "r"(smem_u32 + (ld_base ^ 0x158)) : "memory");
-    uint32_t v31; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v31) : "r"(smem_u32 + (ld_base ^ 0x178)) : "memory");
+    uint32_t v0; detail::ld_shared_b8<0>(ld_addr, v0);
+    uint32_t v1; detail::ld_shared_b8<32>(ld_addr, v1);
+    uint32_t v2; detail::ld_shared_b8<64>(ld_addr, v2);
+    uint32_t v3; detail::ld_shared_b8<96>(ld_addr, v3);
+    uint32_t v4; detail::ld_shared_b8<256>(ld_addr, v4);
+    uint32_t v5; detail::ld_shared_b8<288>(ld_addr, v5);
+    uint32_t v6; detail::ld_shared_b8<320>(ld_addr, v6);
+    uint32_t v7; detail::ld_shared_b8<352>(ld_addr, v7);
+    uint32_t v8; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x8), v8);
+    uint32_t v9; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x28), v9);
+    uint32_t v10; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x48), v10);
+    uint32_t v11; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x68), v11);
+    uint32_t v12; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x108), v12);
+    uint32_t v13; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x128), v13);
+    uint32_t v14; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x148), v14);
+    uint32_t v15; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x168), v15);
+    uint32_t v16; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x10), v16);
+    uint32_t v17; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x30), v17);
+    uint32_t v18; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x50), v18);
+    uint32_t v19; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x70), v19);
+    uint32_t v20; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x110), v20);
+    uint32_t v21; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x130), v21);
+    uint32_t v22; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x150), v22);
+    uint32_t v23; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x170), v23);
+    uint32_t v24; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x18), v24);
+    uint32_t v25; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x38), v25);
+    uint32_t v26; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x58), v26);
+    uint32_t v27; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x78), v27);
+    uint32_t v28; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x118), v28);
+    uint32_t v29; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x138), v29);
+    uint32_t v30; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x158), v30);
+    uint32_t v31; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x178), v31);
     d[0] = __byte_perm(__byte_perm(v0, v1, 0x3240), __byte_perm(v2, v3, 0x4010), 0x7610);
     d[1] = __byte_perm(__byte_perm(v4, v5, 0x3240), __byte_perm(v6, v7, 0x4010), 0x7610);
     d[2] = __byte_perm(__byte_perm(v8, v9, 0x3240), __byte_perm(v10, v11, 0x4010), 0x7610);

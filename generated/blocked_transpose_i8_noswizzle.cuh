@@ -65,6 +65,28 @@ constexpr int kElemBytes = 1;     // sizeof(T) (i8)
 constexpr int kSrcWords  = 8;     // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 8;
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_b8(unsigned addr, uint32_t& r0) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0};
+    llgen_host::ld_shared(addr + kImm, 1, regs);
+#else
+    asm volatile("ld.shared.b8 %0, [%1+%2];" : "=r"(r0) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::st_shared(addr + kImm, 8, regs);
+#else
+    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 0/7 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 // convert_words: the same on packed 32-bit words -- word i holds elements
@@ -80,43 +102,43 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
 
     // 4 store(s) of 8 B, 32 load(s) of 1 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0+1024], {%1, %2};" :: "r"(st_addr), "r"(s[2]), "r"(s[3]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0+2048], {%1, %2};" :: "r"(st_addr), "r"(s[4]), "r"(s[5]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0+3072], {%1, %2};" :: "r"(st_addr), "r"(s[6]), "r"(s[7]) : "memory");
+    detail::st_shared_v2_b32<0>(st_addr, s[0], s[1]);
+    detail::st_shared_v2_b32<1024>(st_addr, s[2], s[3]);
+    detail::st_shared_v2_b32<2048>(st_addr, s[4], s[5]);
+    detail::st_shared_v2_b32<3072>(st_addr, s[6], s[7]);
     __syncthreads();  // stores visible
-    uint32_t v0; asm volatile("ld.shared.b8 %0, [%1];" : "=r"(v0) : "r"(ld_addr) : "memory");
-    uint32_t v1; asm volatile("ld.shared.b8 %0, [%1+64];" : "=r"(v1) : "r"(ld_addr) : "memory");
-    uint32_t v2; asm volatile("ld.shared.b8 %0, [%1+128];" : "=r"(v2) : "r"(ld_addr) : "memory");
-    uint32_t v3; asm volatile("ld.shared.b8 %0, [%1+192];" : "=r"(v3) : "r"(ld_addr) : "memory");
-    uint32_t v4; asm volatile("ld.shared.b8 %0, [%1+256];" : "=r"(v4) : "r"(ld_addr) : "memory");
-    uint32_t v5; asm volatile("ld.shared.b8 %0, [%1+320];" : "=r"(v5) : "r"(ld_addr) : "memory");
-    uint32_t v6; asm volatile("ld.shared.b8 %0, [%1+384];" : "=r"(v6) : "r"(ld_addr) : "memory");
-    uint32_t v7; asm volatile("ld.shared.b8 %0, [%1+448];" : "=r"(v7) : "r"(ld_addr) : "memory");
-    uint32_t v8; asm volatile("ld.shared.b8 %0, [%1+16];" : "=r"(v8) : "r"(ld_addr) : "memory");
-    uint32_t v9; asm volatile("ld.shared.b8 %0, [%1+80];" : "=r"(v9) : "r"(ld_addr) : "memory");
-    uint32_t v10; asm volatile("ld.shared.b8 %0, [%1+144];" : "=r"(v10) : "r"(ld_addr) : "memory");
-    uint32_t v11; asm volatile("ld.shared.b8 %0, [%1+208];" : "=r"(v11) : "r"(ld_addr) : "memory");
-    uint32_t v12; asm volatile("ld.shared.b8 %0, [%1+272];" : "=r"(v12) : "r"(ld_addr) : "memory");
-    uint32_t v13; asm volatile("ld.shared.b8 %0, [%1+336];" : "=r"(v13) : "r"(ld_addr) : "memory");
-    uint32_t v14; asm volatile("ld.shared.b8 %0, [%1+400];" : "=r"(v14) : "r"(ld_addr) : "memory");
-    uint32_t v15; asm volatile("ld.shared.b8 %0, [%1+464];" : "=r"(v15) : "r"(ld_addr) : "memory");
-    uint32_t v16; asm volatile("ld.shared.b8 %0, [%1+32];" : "=r"(v16) : "r"(ld_addr) : "memory");
-    uint32_t v17; asm volatile("ld.shared.b8 %0, [%1+96];" : "=r"(v17) : "r"(ld_addr) : "memory");
-    uint32_t v18; asm volatile("ld.shared.b8 %0, [%1+160];" : "=r"(v18) : "r"(ld_addr) : "memory");
-    uint32_t v19; asm volatile("ld.shared.b8 %0, [%1+224];" : "=r"(v19) : "r"(ld_addr) : "memory");
-    uint32_t v20; asm volatile("ld.shared.b8 %0, [%1+288];" : "=r"(v20) : "r"(ld_addr) : "memory");
-    uint32_t v21; asm volatile("ld.shared.b8 %0, [%1+352];" : "=r"(v21) : "r"(ld_addr) : "memory");
-    uint32_t v22; asm volatile("ld.shared.b8 %0, [%1+416];" : "=r"(v22) : "r"(ld_addr) : "memory");
-    uint32_t v23; asm volatile("ld.shared.b8 %0, [%1+480];" : "=r"(v23) : "r"(ld_addr) : "memory");
-    uint32_t v24; asm volatile("ld.shared.b8 %0, [%1+48];" : "=r"(v24) : "r"(ld_addr) : "memory");
-    uint32_t v25; asm volatile("ld.shared.b8 %0, [%1+112];" : "=r"(v25) : "r"(ld_addr) : "memory");
-    uint32_t v26; asm volatile("ld.shared.b8 %0, [%1+176];" : "=r"(v26) : "r"(ld_addr) : "memory");
-    uint32_t v27; asm volatile("ld.shared.b8 %0, [%1+240];" : "=r"(v27) : "r"(ld_addr) : "memory");
-    uint32_t v28; asm volatile("ld.shared.b8 %0, [%1+304];" : "=r"(v28) : "r"(ld_addr) : "memory");
-    uint32_t v29; asm volatile("ld.shared.b8 %0, [%1+368];" : "=r"(v29) : "r"(ld_addr) : "memory");
-    uint32_t v30; asm volatile("ld.shared.b8 %0, [%1+432];" : "=r"(v30) : "r"(ld_addr) : "memory");
-    uint32_t v31; asm volatile("ld.shared.b8 %0, [%1+496];" : "=r"(v31) : "r"(ld_addr) : "memory");
+    uint32_t v0; detail::ld_shared_b8<0>(ld_addr, v0);
+    uint32_t v1; detail::ld_shared_b8<64>(ld_addr, v1);
+    uint32_t v2; detail::ld_shared_b8<128>(ld_addr, v2);
+    uint32_t v3; detail::ld_shared_b8<192>(ld_addr, v3);
+    uint32_t v4; detail::ld_shared_b8<256>(ld_addr, v4);
+    uint32_t v5; detail::ld_shared_b8<320>(ld_addr, v5);
+    uint32_t v6; detail::ld_shared_b8<384>(ld_addr, v6);
+    uint32_t v7; detail::ld_shared_b8<448>(ld_addr, v7);
+    uint32_t v8; detail::ld_shared_b8<16>(ld_addr, v8);
+    uint32_t v9; detail::ld_shared_b8<80>(ld_addr, v9);
+    uint32_t v10; detail::ld_shared_b8<144>(ld_addr, v10);
+    uint32_t v11; detail::ld_shared_b8<208>(ld_addr, v11);
+    uint32_t v12; detail::ld_shared_b8<272>(ld_addr, v12);
+    uint32_t v13; detail::ld_shared_b8<336>(ld_addr, v13);
+    uint32_t v14; detail::ld_shared_b8<400>(ld_addr, v14);
+    uint32_t v15; detail::ld_shared_b8<464>(ld_addr, v15);
+    uint32_t v16; detail::ld_shared_b8<32>(ld_addr, v16);
+    uint32_t v17; detail::ld_shared_b8<96>(ld_addr, v17);
+    uint32_t v18; detail::ld_shared_b8<160>(ld_addr, v18);
+    uint32_t v19; detail::ld_shared_b8<224>(ld_addr, v19);
+    uint32_t v20; detail::ld_shared_b8<288>(ld_addr, v20);
+    uint32_t v21; detail::ld_shared_b8<352>(ld_addr, v21);
+    uint32_t v22; detail::ld_shared_b8<416>(ld_addr, v22);
+    uint32_t v23; detail::ld_shared_b8<480>(ld_addr, v23);
+    uint32_t v24; detail::ld_shared_b8<48>(ld_addr, v24);
+    uint32_t v25; detail::ld_shared_b8<112>(ld_addr, v25);
+    uint32_t v26; detail::ld_shared_b8<176>(ld_addr, v26);
+    uint32_t v27; detail::ld_shared_b8<240>(ld_addr, v27);
+    uint32_t v28; detail::ld_shared_b8<304>(ld_addr, v28);
+    uint32_t v29; detail::ld_shared_b8<368>(ld_addr, v29);
+    uint32_t v30; detail::ld_shared_b8<432>(ld_addr, v30);
+    uint32_t v31; detail::ld_shared_b8<496>(ld_addr, v31);
     d[0] = __byte_perm(__byte_perm(v0, v1, 0x3240), __byte_perm(v2, v3, 0x4010), 0x7610);
     d[1] = __byte_perm(__byte_perm(v4, v5, 0x3240), __byte_perm(v6, v7, 0x4010), 0x7610);
     d[2] = __byte_perm(__byte_perm(v8, v9, 0x3240), __byte_perm(v10, v11, 0x4010), 0x7610);

@@ -16,6 +16,28 @@ constexpr int kElemBytes = 1;     // sizeof(T) (i8)
 constexpr int kSrcWords  = 8;     // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 8;
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::ld_shared(addr + kImm, 8, regs);
+#else
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_b8(unsigned addr, uint32_t r0) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0};
+    llgen_host::st_shared(addr + kImm, 1, regs);
+#else
+    asm volatile("st.shared.b8 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 7/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 // convert_words: the same on packed 32-bit words -- word i holds elements
@@ -31,43 +53,43 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
 
     // 32 store(s) of 1 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.b8 [%0], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[0])) : "memory");
-    asm volatile("st.shared.b8 [%0+64], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+128], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+192], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0+256], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[1])) : "memory");
-    asm volatile("st.shared.b8 [%0+320], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+384], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+448], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0+16], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[2])) : "memory");
-    asm volatile("st.shared.b8 [%0+80], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+144], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+208], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0+272], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[3])) : "memory");
-    asm volatile("st.shared.b8 [%0+336], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+400], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+464], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0+32], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[4])) : "memory");
-    asm volatile("st.shared.b8 [%0+96], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+160], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+224], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0+288], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[5])) : "memory");
-    asm volatile("st.shared.b8 [%0+352], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+416], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+480], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0+48], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[6])) : "memory");
-    asm volatile("st.shared.b8 [%0+112], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+176], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+240], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213))) : "memory");
-    asm volatile("st.shared.b8 [%0+304], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[7])) : "memory");
-    asm volatile("st.shared.b8 [%0+368], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211))) : "memory");
-    asm volatile("st.shared.b8 [%0+432], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212))) : "memory");
-    asm volatile("st.shared.b8 [%0+496], %1;" :: "r"(st_addr), "r"(static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213))) : "memory");
+    detail::st_shared_b8<0>(st_addr, static_cast<uint32_t>(s[0]));
+    detail::st_shared_b8<64>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211)));
+    detail::st_shared_b8<128>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212)));
+    detail::st_shared_b8<192>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213)));
+    detail::st_shared_b8<256>(st_addr, static_cast<uint32_t>(s[1]));
+    detail::st_shared_b8<320>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211)));
+    detail::st_shared_b8<384>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212)));
+    detail::st_shared_b8<448>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213)));
+    detail::st_shared_b8<16>(st_addr, static_cast<uint32_t>(s[2]));
+    detail::st_shared_b8<80>(st_addr, static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211)));
+    detail::st_shared_b8<144>(st_addr, static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212)));
+    detail::st_shared_b8<208>(st_addr, static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213)));
+    detail::st_shared_b8<272>(st_addr, static_cast<uint32_t>(s[3]));
+    detail::st_shared_b8<336>(st_addr, static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211)));
+    detail::st_shared_b8<400>(st_addr, static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212)));
+    detail::st_shared_b8<464>(st_addr, static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213)));
+    detail::st_shared_b8<32>(st_addr, static_cast<uint32_t>(s[4]));
+    detail::st_shared_b8<96>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211)));
+    detail::st_shared_b8<160>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212)));
+    detail::st_shared_b8<224>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213)));
+    detail::st_shared_b8<288>(st_addr, static_cast<uint32_t>(s[5]));
+    detail::st_shared_b8<352>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211)));
+    detail::st_shared_b8<416>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212)));
+    detail::st_shared_b8<480>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213)));
+    detail::st_shared_b8<48>(st_addr, static_cast<uint32_t>(s[6]));
+    detail::st_shared_b8<112>(st_addr, static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211)));
+    detail::st_shared_b8<176>(st_addr, static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212)));
+    detail::st_shared_b8<240>(st_addr, static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213)));
+    detail::st_shared_b8<304>(st_addr, static_cast<uint32_t>(s[7]));
+    detail::st_shared_b8<368>(st_addr, static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211)));
+    detail::st_shared_b8<432>(st_addr, static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212)));
+    detail::st_shared_b8<496>(st_addr, static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213)));
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_0), "=r"(v0_1) : "r"(ld_addr) : "memory");
-    uint32_t v1_0, v1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+1024];" : "=r"(v1_0), "=r"(v1_1) : "r"(ld_addr) : "memory");
-    uint32_t v2_0, v2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+2048];" : "=r"(v2_0), "=r"(v2_1) : "r"(ld_addr) : "memory");
-    uint32_t v3_0, v3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+3072];" : "=r"(v3_0), "=r"(v3_1) : "r"(ld_addr) : "memory");
+    uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
+    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<1024>(ld_addr, v1_0, v1_1);
+    uint32_t v2_0, v2_1; detail::ld_shared_v2_b32<2048>(ld_addr, v2_0, v2_1);
+    uint32_t v3_0, v3_1; detail::ld_shared_v2_b32<3072>(ld_addr, v3_0, v3_1);
     d[0] = v0_0;
     d[1] = v0_1;
     d[2] = v1_0;

@@ -57,9 +57,15 @@ constexpr int kWarpSize  = 64;
 constexpr int kElemBytes = 4;      // sizeof(T) (f32)
 
 namespace detail {
+
 typedef uint32_t u32x2 __attribute__((ext_vector_type(2)));
+#if defined(LLGEN_HOST_SIMT)  // LDS accesses through the host SIMT runtime (race checks)
+template <typename V> __device__ __forceinline__ void st(char* p, V v) { llgen_host::st_lds(p, &v, sizeof v); }
+template <typename V> __device__ __forceinline__ V ld(const char* p) { V v; llgen_host::ld_lds(p, &v, sizeof v); return v; }
+#else
 template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
 template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
+#endif
 }  // namespace detail
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 16384 bytes, 0/0 bank conflicts per store/load.

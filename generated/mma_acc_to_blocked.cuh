@@ -63,6 +63,28 @@ constexpr int kThreads   = 128;    // threads taking part: threadIdx.x in [0, kT
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;      // sizeof(T) (f32)
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::ld_shared(addr + kImm, 16, regs);
+#else
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::st_shared(addr + kImm, 16, regs);
+#else
+    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 1 round(s), 16384 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -81,23 +103,23 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // 8 store(s) of 16 B, 8 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]), "r"(s[2]), "r"(s[3]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x1020)), "r"(s[4]), "r"(s[5]), "r"(s[6]), "r"(s[7]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x2010)), "r"(s[8]), "r"(s[9]), "r"(s[10]), "r"(s[11]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x3030)), "r"(s[12]), "r"(s[13]), "r"(s[14]), "r"(s[15]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+2048], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[16]), "r"(s[17]), "r"(s[18]), "r"(s[19]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x1820)), "r"(s[20]), "r"(s[21]), "r"(s[22]), "r"(s[23]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x2810)), "r"(s[24]), "r"(s[25]), "r"(s[26]), "r"(s[27]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x3830)), "r"(s[28]), "r"(s[29]), "r"(s[30]), "r"(s[31]) : "memory");
+    detail::st_shared_v4_b32<0>(st_addr, s[0], s[1], s[2], s[3]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x1020), s[4], s[5], s[6], s[7]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x2010), s[8], s[9], s[10], s[11]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x3030), s[12], s[13], s[14], s[15]);
+    detail::st_shared_v4_b32<2048>(st_addr, s[16], s[17], s[18], s[19]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x1820), s[20], s[21], s[22], s[23]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x2810), s[24], s[25], s[26], s[27]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x3830), s[28], s[29], s[30], s[31]);
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(smem_u32 + (ld_base ^ 0x20)) : "memory");
-    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+512];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(ld_addr) : "memory");
-    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x220)) : "memory");
-    uint32_t v4_0, v4_1, v4_2, v4_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1024];" : "=r"(v4_0), "=r"(v4_1), "=r"(v4_2), "=r"(v4_3) : "r"(ld_addr) : "memory");
-    uint32_t v5_0, v5_1, v5_2, v5_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v5_0), "=r"(v5_1), "=r"(v5_2), "=r"(v5_3) : "r"(smem_u32 + (ld_base ^ 0x420)) : "memory");
-    uint32_t v6_0, v6_1, v6_2, v6_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1536];" : "=r"(v6_0), "=r"(v6_1), "=r"(v6_2), "=r"(v6_3) : "r"(ld_addr) : "memory");
-    uint32_t v7_0, v7_1, v7_2, v7_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v7_0), "=r"(v7_1), "=r"(v7_2), "=r"(v7_3) : "r"(smem_u32 + (ld_base ^ 0x620)) : "memory");
+    uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x20), v1_0, v1_1, v1_2, v1_3);
+    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<512>(ld_addr, v2_0, v2_1, v2_2, v2_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x220), v3_0, v3_1, v3_2, v3_3);
+    uint32_t v4_0, v4_1, v4_2, v4_3; detail::ld_shared_v4_b32<1024>(ld_addr, v4_0, v4_1, v4_2, v4_3);
+    uint32_t v5_0, v5_1, v5_2, v5_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x420), v5_0, v5_1, v5_2, v5_3);
+    uint32_t v6_0, v6_1, v6_2, v6_3; detail::ld_shared_v4_b32<1536>(ld_addr, v6_0, v6_1, v6_2, v6_3);
+    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x620), v7_0, v7_1, v7_2, v7_3);
     d[0] = v0_0;
     d[1] = v0_1;
     d[4] = v0_2;

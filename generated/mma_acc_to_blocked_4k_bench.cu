@@ -14,6 +14,28 @@ constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kTh
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;     // sizeof(T) (f32)
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::ld_shared(addr + kImm, 8, regs);
+#else
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::st_shared(addr + kImm, 8, regs);
+#else
+    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 4 round(s), 4096 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -32,15 +54,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // Round 0/4: 4 store(s) of 8 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[2]), "r"(s[3]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[8]), "r"(s[9]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x120)), "r"(s[10]), "r"(s[11]) : "memory");
+    detail::st_shared_v2_b32<0>(st_addr, s[0], s[1]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x20), s[2], s[3]);
+    detail::st_shared_v2_b32<256>(st_addr, s[8], s[9]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x120), s[10], s[11]);
     __syncthreads();  // stores visible
-    uint32_t v0_0_0, v0_0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_0_0), "=r"(v0_0_1) : "r"(ld_addr) : "memory");
-    uint32_t v0_1_0, v0_1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_1_0), "=r"(v0_1_1) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
-    uint32_t v0_2_0, v0_2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_2_0), "=r"(v0_2_1) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
-    uint32_t v0_3_0, v0_3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_3_0), "=r"(v0_3_1) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
+    uint32_t v0_0_0, v0_0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0_0, v0_0_1);
+    uint32_t v0_1_0, v0_1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x408), v0_1_0, v0_1_1);
+    uint32_t v0_2_0, v0_2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x810), v0_2_0, v0_2_1);
+    uint32_t v0_3_0, v0_3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xc18), v0_3_0, v0_3_1);
     d[0] = v0_0_0;
     d[1] = v0_0_1;
     d[4] = v0_1_0;
@@ -52,15 +74,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // Round 1/4: 4 store(s) of 8 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[4]), "r"(s[5]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[6]), "r"(s[7]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[12]), "r"(s[13]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x120)), "r"(s[14]), "r"(s[15]) : "memory");
+    detail::st_shared_v2_b32<0>(st_addr, s[4], s[5]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x20), s[6], s[7]);
+    detail::st_shared_v2_b32<256>(st_addr, s[12], s[13]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x120), s[14], s[15]);
     __syncthreads();  // stores visible
-    uint32_t v1_0_0, v1_0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_0_0), "=r"(v1_0_1) : "r"(ld_addr) : "memory");
-    uint32_t v1_1_0, v1_1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_1_0), "=r"(v1_1_1) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
-    uint32_t v1_2_0, v1_2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_2_0), "=r"(v1_2_1) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
-    uint32_t v1_3_0, v1_3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v1_3_0), "=r"(v1_3_1) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
+    uint32_t v1_0_0, v1_0_1; detail::ld_shared_v2_b32<0>(ld_addr, v1_0_0, v1_0_1);
+    uint32_t v1_1_0, v1_1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x408), v1_1_0, v1_1_1);
+    uint32_t v1_2_0, v1_2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x810), v1_2_0, v1_2_1);
+    uint32_t v1_3_0, v1_3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xc18), v1_3_0, v1_3_1);
     d[2] = v1_0_0;
     d[3] = v1_0_1;
     d[6] = v1_1_0;
@@ -72,15 +94,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // Round 2/4: 4 store(s) of 8 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[16]), "r"(s[17]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[18]), "r"(s[19]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[24]), "r"(s[25]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x120)), "r"(s[26]), "r"(s[27]) : "memory");
+    detail::st_shared_v2_b32<0>(st_addr, s[16], s[17]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x20), s[18], s[19]);
+    detail::st_shared_v2_b32<256>(st_addr, s[24], s[25]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x120), s[26], s[27]);
     __syncthreads();  // stores visible
-    uint32_t v2_0_0, v2_0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_0_0), "=r"(v2_0_1) : "r"(ld_addr) : "memory");
-    uint32_t v2_1_0, v2_1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_1_0), "=r"(v2_1_1) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
-    uint32_t v2_2_0, v2_2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_2_0), "=r"(v2_2_1) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
-    uint32_t v2_3_0, v2_3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v2_3_0), "=r"(v2_3_1) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
+    uint32_t v2_0_0, v2_0_1; detail::ld_shared_v2_b32<0>(ld_addr, v2_0_0, v2_0_1);
+    uint32_t v2_1_0, v2_1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x408), v2_1_0, v2_1_1);
+    uint32_t v2_2_0, v2_2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x810), v2_2_0, v2_2_1);
+    uint32_t v2_3_0, v2_3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xc18), v2_3_0, v2_3_1);
     d[16] = v2_0_0;
     d[17] = v2_0_1;
     d[20] = v2_1_0;
@@ -92,15 +114,15 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // Round 3/4: 4 store(s) of 8 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[20]), "r"(s[21]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x20)), "r"(s[22]), "r"(s[23]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0+256], {%1, %2};" :: "r"(st_addr), "r"(s[28]), "r"(s[29]) : "memory");
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(smem_u32 + (st_base ^ 0x120)), "r"(s[30]), "r"(s[31]) : "memory");
+    detail::st_shared_v2_b32<0>(st_addr, s[20], s[21]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x20), s[22], s[23]);
+    detail::st_shared_v2_b32<256>(st_addr, s[28], s[29]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x120), s[30], s[31]);
     __syncthreads();  // stores visible
-    uint32_t v3_0_0, v3_0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_0_0), "=r"(v3_0_1) : "r"(ld_addr) : "memory");
-    uint32_t v3_1_0, v3_1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_1_0), "=r"(v3_1_1) : "r"(smem_u32 + (ld_base ^ 0x408)) : "memory");
-    uint32_t v3_2_0, v3_2_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_2_0), "=r"(v3_2_1) : "r"(smem_u32 + (ld_base ^ 0x810)) : "memory");
-    uint32_t v3_3_0, v3_3_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v3_3_0), "=r"(v3_3_1) : "r"(smem_u32 + (ld_base ^ 0xc18)) : "memory");
+    uint32_t v3_0_0, v3_0_1; detail::ld_shared_v2_b32<0>(ld_addr, v3_0_0, v3_0_1);
+    uint32_t v3_1_0, v3_1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x408), v3_1_0, v3_1_1);
+    uint32_t v3_2_0, v3_2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x810), v3_2_0, v3_2_1);
+    uint32_t v3_3_0, v3_3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xc18), v3_3_0, v3_3_1);
     d[18] = v3_0_0;
     d[19] = v3_0_1;
     d[22] = v3_1_0;

@@ -63,6 +63,28 @@ constexpr int kThreads   = 128;    // threads taking part: threadIdx.x in [0, kT
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 8;      // sizeof(T) (f64)
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::ld_shared(addr + kImm, 16, regs);
+#else
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::st_shared(addr + kImm, 16, regs);
+#else
+    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 1 round(s), 32768 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -81,39 +103,39 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // 16 store(s) of 16 B, 16 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[0])), "r"(static_cast<uint32_t>(s[0] >> 32)), "r"(static_cast<uint32_t>(s[1])), "r"(static_cast<uint32_t>(s[1] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+512], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[2])), "r"(static_cast<uint32_t>(s[2] >> 32)), "r"(static_cast<uint32_t>(s[3])), "r"(static_cast<uint32_t>(s[3] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4010)), "r"(static_cast<uint32_t>(s[4])), "r"(static_cast<uint32_t>(s[4] >> 32)), "r"(static_cast<uint32_t>(s[5])), "r"(static_cast<uint32_t>(s[5] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4210)), "r"(static_cast<uint32_t>(s[6])), "r"(static_cast<uint32_t>(s[6] >> 32)), "r"(static_cast<uint32_t>(s[7])), "r"(static_cast<uint32_t>(s[7] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+4096], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[8])), "r"(static_cast<uint32_t>(s[8] >> 32)), "r"(static_cast<uint32_t>(s[9])), "r"(static_cast<uint32_t>(s[9] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+4608], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[10])), "r"(static_cast<uint32_t>(s[10] >> 32)), "r"(static_cast<uint32_t>(s[11])), "r"(static_cast<uint32_t>(s[11] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5010)), "r"(static_cast<uint32_t>(s[12])), "r"(static_cast<uint32_t>(s[12] >> 32)), "r"(static_cast<uint32_t>(s[13])), "r"(static_cast<uint32_t>(s[13] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5210)), "r"(static_cast<uint32_t>(s[14])), "r"(static_cast<uint32_t>(s[14] >> 32)), "r"(static_cast<uint32_t>(s[15])), "r"(static_cast<uint32_t>(s[15] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+2048], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[16])), "r"(static_cast<uint32_t>(s[16] >> 32)), "r"(static_cast<uint32_t>(s[17])), "r"(static_cast<uint32_t>(s[17] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+2560], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[18])), "r"(static_cast<uint32_t>(s[18] >> 32)), "r"(static_cast<uint32_t>(s[19])), "r"(static_cast<uint32_t>(s[19] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4810)), "r"(static_cast<uint32_t>(s[20])), "r"(static_cast<uint32_t>(s[20] >> 32)), "r"(static_cast<uint32_t>(s[21])), "r"(static_cast<uint32_t>(s[21] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4a10)), "r"(static_cast<uint32_t>(s[22])), "r"(static_cast<uint32_t>(s[22] >> 32)), "r"(static_cast<uint32_t>(s[23])), "r"(static_cast<uint32_t>(s[23] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+6144], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[24])), "r"(static_cast<uint32_t>(s[24] >> 32)), "r"(static_cast<uint32_t>(s[25])), "r"(static_cast<uint32_t>(s[25] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+6656], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(static_cast<uint32_t>(s[26])), "r"(static_cast<uint32_t>(s[26] >> 32)), "r"(static_cast<uint32_t>(s[27])), "r"(static_cast<uint32_t>(s[27] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5810)), "r"(static_cast<uint32_t>(s[28])), "r"(static_cast<uint32_t>(s[28] >> 32)), "r"(static_cast<uint32_t>(s[29])), "r"(static_cast<uint32_t>(s[29] >> 32)) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5a10)), "r"(static_cast<uint32_t>(s[30])), "r"(static_cast<uint32_t>(s[30] >> 32)), "r"(static_cast<uint32_t>(s[31])), "r"(static_cast<uint32_t>(s[31] >> 32)) : "memory");
+    detail::st_shared_v4_b32<0>(st_addr, static_cast<uint32_t>(s[0]), static_cast<uint32_t>(s[0] >> 32), static_cast<uint32_t>(s[1]), static_cast<uint32_t>(s[1] >> 32));
+    detail::st_shared_v4_b32<512>(st_addr, static_cast<uint32_t>(s[2]), static_cast<uint32_t>(s[2] >> 32), static_cast<uint32_t>(s[3]), static_cast<uint32_t>(s[3] >> 32));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x4010), static_cast<uint32_t>(s[4]), static_cast<uint32_t>(s[4] >> 32), static_cast<uint32_t>(s[5]), static_cast<uint32_t>(s[5] >> 32));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x4210), static_cast<uint32_t>(s[6]), static_cast<uint32_t>(s[6] >> 32), static_cast<uint32_t>(s[7]), static_cast<uint32_t>(s[7] >> 32));
+    detail::st_shared_v4_b32<4096>(st_addr, static_cast<uint32_t>(s[8]), static_cast<uint32_t>(s[8] >> 32), static_cast<uint32_t>(s[9]), static_cast<uint32_t>(s[9] >> 32));
+    detail::st_shared_v4_b32<4608>(st_addr, static_cast<uint32_t>(s[10]), static_cast<uint32_t>(s[10] >> 32), static_cast<uint32_t>(s[11]), static_cast<uint32_t>(s[11] >> 32));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x5010), static_cast<uint32_t>(s[12]), static_cast<uint32_t>(s[12] >> 32), static_cast<uint32_t>(s[13]), static_cast<uint32_t>(s[13] >> 32));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x5210), static_cast<uint32_t>(s[14]), static_cast<uint32_t>(s[14] >> 32), static_cast<uint32_t>(s[15]), static_cast<uint32_t>(s[15] >> 32));
+    detail::st_shared_v4_b32<2048>(st_addr, static_cast<uint32_t>(s[16]), static_cast<uint32_t>(s[16] >> 32), static_cast<uint32_t>(s[17]), static_cast<uint32_t>(s[17] >> 32));
+    detail::st_shared_v4_b32<2560>(st_addr, static_cast<uint32_t>(s[18]), static_cast<uint32_t>(s[18] >> 32), static_cast<uint32_t>(s[19]), static_cast<uint32_t>(s[19] >> 32));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x4810), static_cast<uint32_t>(s[20]), static_cast<uint32_t>(s[20] >> 32), static_cast<uint32_t>(s[21]), static_cast<uint32_t>(s[21] >> 32));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x4a10), static_cast<uint32_t>(s[22]), static_cast<uint32_t>(s[22] >> 32), static_cast<uint32_t>(s[23]), static_cast<uint32_t>(s[23] >> 32));
+    detail::st_shared_v4_b32<6144>(st_addr, static_cast<uint32_t>(s[24]), static_cast<uint32_t>(s[24] >> 32), static_cast<uint32_t>(s[25]), static_cast<uint32_t>(s[25] >> 32));
+    detail::st_shared_v4_b32<6656>(st_addr, static_cast<uint32_t>(s[26]), static_cast<uint32_t>(s[26] >> 32), static_cast<uint32_t>(s[27]), static_cast<uint32_t>(s[27] >> 32));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x5810), static_cast<uint32_t>(s[28]), static_cast<uint32_t>(s[28] >> 32), static_cast<uint32_t>(s[29]), static_cast<uint32_t>(s[29] >> 32));
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x5a10), static_cast<uint32_t>(s[30]), static_cast<uint32_t>(s[30] >> 32), static_cast<uint32_t>(s[31]), static_cast<uint32_t>(s[31] >> 32));
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1, v0_2, v0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0), "=r"(v0_1), "=r"(v0_2), "=r"(v0_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_0, v1_1, v1_2, v1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0), "=r"(v1_1), "=r"(v1_2), "=r"(v1_3) : "r"(smem_u32 + (ld_base ^ 0x20)) : "memory");
-    uint32_t v2_0, v2_1, v2_2, v2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+512];" : "=r"(v2_0), "=r"(v2_1), "=r"(v2_2), "=r"(v2_3) : "r"(ld_addr) : "memory");
-    uint32_t v3_0, v3_1, v3_2, v3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v3_0), "=r"(v3_1), "=r"(v3_2), "=r"(v3_3) : "r"(smem_u32 + (ld_base ^ 0x220)) : "memory");
-    uint32_t v4_0, v4_1, v4_2, v4_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1024];" : "=r"(v4_0), "=r"(v4_1), "=r"(v4_2), "=r"(v4_3) : "r"(ld_addr) : "memory");
-    uint32_t v5_0, v5_1, v5_2, v5_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v5_0), "=r"(v5_1), "=r"(v5_2), "=r"(v5_3) : "r"(smem_u32 + (ld_base ^ 0x420)) : "memory");
-    uint32_t v6_0, v6_1, v6_2, v6_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1536];" : "=r"(v6_0), "=r"(v6_1), "=r"(v6_2), "=r"(v6_3) : "r"(ld_addr) : "memory");
-    uint32_t v7_0, v7_1, v7_2, v7_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v7_0), "=r"(v7_1), "=r"(v7_2), "=r"(v7_3) : "r"(smem_u32 + (ld_base ^ 0x620)) : "memory");
-    uint32_t v8_0, v8_1, v8_2, v8_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+2048];" : "=r"(v8_0), "=r"(v8_1), "=r"(v8_2), "=r"(v8_3) : "r"(ld_addr) : "memory");
-    uint32_t v9_0, v9_1, v9_2, v9_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v9_0), "=r"(v9_1), "=r"(v9_2), "=r"(v9_3) : "r"(smem_u32 + (ld_base ^ 0x820)) : "memory");
-    uint32_t v10_0, v10_1, v10_2, v10_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+2560];" : "=r"(v10_0), "=r"(v10_1), "=r"(v10_2), "=r"(v10_3) : "r"(ld_addr) : "memory");
-    uint32_t v11_0, v11_1, v11_2, v11_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v11_0), "=r"(v11_1), "=r"(v11_2), "=r"(v11_3) : "r"(smem_u32 + (ld_base ^ 0xa20)) : "memory");
-    uint32_t v12_0, v12_1, v12_2, v12_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+3072];" : "=r"(v12_0), "=r"(v12_1), "=r"(v12_2), "=r"(v12_3) : "r"(ld_addr) : "memory");
-    uint32_t v13_0, v13_1, v13_2, v13_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v13_0), "=r"(v13_1), "=r"(v13_2), "=r"(v13_3) : "r"(smem_u32 + (ld_base ^ 0xc20)) : "memory");
-    uint32_t v14_0, v14_1, v14_2, v14_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+3584];" : "=r"(v14_0), "=r"(v14_1), "=r"(v14_2), "=r"(v14_3) : "r"(ld_addr) : "memory");
-    uint32_t v15_0, v15_1, v15_2, v15_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v15_0), "=r"(v15_1), "=r"(v15_2), "=r"(v15_3) : "r"(smem_u32 + (ld_base ^ 0xe20)) : "memory");
+    uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x20), v1_0, v1_1, v1_2, v1_3);
+    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<512>(ld_addr, v2_0, v2_1, v2_2, v2_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x220), v3_0, v3_1, v3_2, v3_3);
+    uint32_t v4_0, v4_1, v4_2, v4_3; detail::ld_shared_v4_b32<1024>(ld_addr, v4_0, v4_1, v4_2, v4_3);
+    uint32_t v5_0, v5_1, v5_2, v5_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x420), v5_0, v5_1, v5_2, v5_3);
+    uint32_t v6_0, v6_1, v6_2, v6_3; detail::ld_shared_v4_b32<1536>(ld_addr, v6_0, v6_1, v6_2, v6_3);
+    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x620), v7_0, v7_1, v7_2, v7_3);
+    uint32_t v8_0, v8_1, v8_2, v8_3; detail::ld_shared_v4_b32<2048>(ld_addr, v8_0, v8_1, v8_2, v8_3);
+    uint32_t v9_0, v9_1, v9_2, v9_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x820), v9_0, v9_1, v9_2, v9_3);
+    uint32_t v10_0, v10_1, v10_2, v10_3; detail::ld_shared_v4_b32<2560>(ld_addr, v10_0, v10_1, v10_2, v10_3);
+    uint32_t v11_0, v11_1, v11_2, v11_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0xa20), v11_0, v11_1, v11_2, v11_3);
+    uint32_t v12_0, v12_1, v12_2, v12_3; detail::ld_shared_v4_b32<3072>(ld_addr, v12_0, v12_1, v12_2, v12_3);
+    uint32_t v13_0, v13_1, v13_2, v13_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0xc20), v13_0, v13_1, v13_2, v13_3);
+    uint32_t v14_0, v14_1, v14_2, v14_3; detail::ld_shared_v4_b32<3584>(ld_addr, v14_0, v14_1, v14_2, v14_3);
+    uint32_t v15_0, v15_1, v15_2, v15_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0xe20), v15_0, v15_1, v15_2, v15_3);
     d[0] = (static_cast<uint64_t>(v0_1) << 32) | v0_0;
     d[1] = (static_cast<uint64_t>(v0_3) << 32) | v0_2;
     d[2] = (static_cast<uint64_t>(v1_1) << 32) | v1_0;

@@ -14,6 +14,28 @@ constexpr int kThreads   = 128;  // threads taking part: threadIdx.x in [0, kThr
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;    // sizeof(T) (f32)
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::ld_shared(addr + kImm, 8, regs);
+#else
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::st_shared(addr + kImm, 8, regs);
+#else
+    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 1 round(s), 256 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -33,12 +55,12 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     // 2 store(s) of 8 B, 2 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
     if ((warp & 0x1) == 0) {  // warps holding broadcast copies skip the store
-        asm volatile("st.shared.v2.b32 [%0], {%1, %2};" :: "r"(st_addr), "r"(s[0]), "r"(s[2]) : "memory");
-        asm volatile("st.shared.v2.b32 [%0+32], {%1, %2};" :: "r"(st_addr), "r"(s[1]), "r"(s[3]) : "memory");
+        detail::st_shared_v2_b32<0>(st_addr, s[0], s[2]);
+        detail::st_shared_v2_b32<32>(st_addr, s[1], s[3]);
     }
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(v0_0), "=r"(v0_1) : "r"(ld_addr) : "memory");
-    uint32_t v1_0, v1_1; asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+64];" : "=r"(v1_0), "=r"(v1_1) : "r"(ld_addr) : "memory");
+    uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
+    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<64>(ld_addr, v1_0, v1_1);
     d[0] = v0_0;
     d[2] = v0_1;
     d[1] = v1_0;

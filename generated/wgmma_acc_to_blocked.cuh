@@ -70,6 +70,28 @@ constexpr int kThreads   = 128;    // threads taking part: threadIdx.x in [0, kT
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;      // sizeof(T) (f32)
 
+namespace detail {
+template <int kImm>
+__device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::ld_shared(addr + kImm, 16, regs);
+#else
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::st_shared(addr + kImm, 16, regs);
+#else
+    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+#endif
+}
+
+}  // namespace detail
+
 // dst = src in the destination layout: through shared memory: 2 round(s), 32768 bytes, 0/0 bank conflicts per store/load.
 // Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
 template <typename T>
@@ -88,39 +110,39 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // Round 0/2: 16 store(s) of 16 B, 16 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[0]), "r"(s[1]), "r"(s[2]), "r"(s[3]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x2020)), "r"(s[4]), "r"(s[5]), "r"(s[6]), "r"(s[7]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4010)), "r"(s[8]), "r"(s[9]), "r"(s[10]), "r"(s[11]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x6030)), "r"(s[12]), "r"(s[13]), "r"(s[14]), "r"(s[15]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+2048], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[16]), "r"(s[17]), "r"(s[18]), "r"(s[19]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x2820)), "r"(s[20]), "r"(s[21]), "r"(s[22]), "r"(s[23]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4810)), "r"(s[24]), "r"(s[25]), "r"(s[26]), "r"(s[27]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x6830)), "r"(s[28]), "r"(s[29]), "r"(s[30]), "r"(s[31]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+4096], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[32]), "r"(s[33]), "r"(s[34]), "r"(s[35]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x3020)), "r"(s[36]), "r"(s[37]), "r"(s[38]), "r"(s[39]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5010)), "r"(s[40]), "r"(s[41]), "r"(s[42]), "r"(s[43]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x7030)), "r"(s[44]), "r"(s[45]), "r"(s[46]), "r"(s[47]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+6144], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[48]), "r"(s[49]), "r"(s[50]), "r"(s[51]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x3820)), "r"(s[52]), "r"(s[53]), "r"(s[54]), "r"(s[55]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5810)), "r"(s[56]), "r"(s[57]), "r"(s[58]), "r"(s[59]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x7830)), "r"(s[60]), "r"(s[61]), "r"(s[62]), "r"(s[63]) : "memory");
+    detail::st_shared_v4_b32<0>(st_addr, s[0], s[1], s[2], s[3]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x2020), s[4], s[5], s[6], s[7]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x4010), s[8], s[9], s[10], s[11]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x6030), s[12], s[13], s[14], s[15]);
+    detail::st_shared_v4_b32<2048>(st_addr, s[16], s[17], s[18], s[19]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x2820), s[20], s[21], s[22], s[23]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x4810), s[24], s[25], s[26], s[27]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x6830), s[28], s[29], s[30], s[31]);
+    detail::st_shared_v4_b32<4096>(st_addr, s[32], s[33], s[34], s[35]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x3020), s[36], s[37], s[38], s[39]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x5010), s[40], s[41], s[42], s[43]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x7030), s[44], s[45], s[46], s[47]);
+    detail::st_shared_v4_b32<6144>(st_addr, s[48], s[49], s[50], s[51]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x3820), s[52], s[53], s[54], s[55]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x5810), s[56], s[57], s[58], s[59]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x7830), s[60], s[61], s[62], s[63]);
     __syncthreads();  // stores visible
-    uint32_t v0_0_0, v0_0_1, v0_0_2, v0_0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_0_0), "=r"(v0_0_1), "=r"(v0_0_2), "=r"(v0_0_3) : "r"(ld_addr) : "memory");
-    uint32_t v0_1_0, v0_1_1, v0_1_2, v0_1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_1_0), "=r"(v0_1_1), "=r"(v0_1_2), "=r"(v0_1_3) : "r"(smem_u32 + (ld_base ^ 0x20)) : "memory");
-    uint32_t v0_2_0, v0_2_1, v0_2_2, v0_2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+4096];" : "=r"(v0_2_0), "=r"(v0_2_1), "=r"(v0_2_2), "=r"(v0_2_3) : "r"(ld_addr) : "memory");
-    uint32_t v0_3_0, v0_3_1, v0_3_2, v0_3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_3_0), "=r"(v0_3_1), "=r"(v0_3_2), "=r"(v0_3_3) : "r"(smem_u32 + (ld_base ^ 0x1020)) : "memory");
-    uint32_t v0_4_0, v0_4_1, v0_4_2, v0_4_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+512];" : "=r"(v0_4_0), "=r"(v0_4_1), "=r"(v0_4_2), "=r"(v0_4_3) : "r"(ld_addr) : "memory");
-    uint32_t v0_5_0, v0_5_1, v0_5_2, v0_5_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_5_0), "=r"(v0_5_1), "=r"(v0_5_2), "=r"(v0_5_3) : "r"(smem_u32 + (ld_base ^ 0x220)) : "memory");
-    uint32_t v0_6_0, v0_6_1, v0_6_2, v0_6_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+4608];" : "=r"(v0_6_0), "=r"(v0_6_1), "=r"(v0_6_2), "=r"(v0_6_3) : "r"(ld_addr) : "memory");
-    uint32_t v0_7_0, v0_7_1, v0_7_2, v0_7_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_7_0), "=r"(v0_7_1), "=r"(v0_7_2), "=r"(v0_7_3) : "r"(smem_u32 + (ld_base ^ 0x1220)) : "memory");
-    uint32_t v0_8_0, v0_8_1, v0_8_2, v0_8_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1024];" : "=r"(v0_8_0), "=r"(v0_8_1), "=r"(v0_8_2), "=r"(v0_8_3) : "r"(ld_addr) : "memory");
-    uint32_t v0_9_0, v0_9_1, v0_9_2, v0_9_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_9_0), "=r"(v0_9_1), "=r"(v0_9_2), "=r"(v0_9_3) : "r"(smem_u32 + (ld_base ^ 0x420)) : "memory");
-    uint32_t v0_10_0, v0_10_1, v0_10_2, v0_10_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+5120];" : "=r"(v0_10_0), "=r"(v0_10_1), "=r"(v0_10_2), "=r"(v0_10_3) : "r"(ld_addr) : "memory");
-    uint32_t v0_11_0, v0_11_1, v0_11_2, v0_11_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_11_0), "=r"(v0_11_1), "=r"(v0_11_2), "=r"(v0_11_3) : "r"(smem_u32 + (ld_base ^ 0x1420)) : "memory");
-    uint32_t v0_12_0, v0_12_1, v0_12_2, v0_12_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1536];" : "=r"(v0_12_0), "=r"(v0_12_1), "=r"(v0_12_2), "=r"(v0_12_3) : "r"(ld_addr) : "memory");
-    uint32_t v0_13_0, v0_13_1, v0_13_2, v0_13_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_13_0), "=r"(v0_13_1), "=r"(v0_13_2), "=r"(v0_13_3) : "r"(smem_u32 + (ld_base ^ 0x620)) : "memory");
-    uint32_t v0_14_0, v0_14_1, v0_14_2, v0_14_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+5632];" : "=r"(v0_14_0), "=r"(v0_14_1), "=r"(v0_14_2), "=r"(v0_14_3) : "r"(ld_addr) : "memory");
-    uint32_t v0_15_0, v0_15_1, v0_15_2, v0_15_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v0_15_0), "=r"(v0_15_1), "=r"(v0_15_2), "=r"(v0_15_3) : "r"(smem_u32 + (ld_base ^ 0x1620)) : "memory");
+    uint32_t v0_0_0, v0_0_1, v0_0_2, v0_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0_0, v0_0_1, v0_0_2, v0_0_3);
+    uint32_t v0_1_0, v0_1_1, v0_1_2, v0_1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x20), v0_1_0, v0_1_1, v0_1_2, v0_1_3);
+    uint32_t v0_2_0, v0_2_1, v0_2_2, v0_2_3; detail::ld_shared_v4_b32<4096>(ld_addr, v0_2_0, v0_2_1, v0_2_2, v0_2_3);
+    uint32_t v0_3_0, v0_3_1, v0_3_2, v0_3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1020), v0_3_0, v0_3_1, v0_3_2, v0_3_3);
+    uint32_t v0_4_0, v0_4_1, v0_4_2, v0_4_3; detail::ld_shared_v4_b32<512>(ld_addr, v0_4_0, v0_4_1, v0_4_2, v0_4_3);
+    uint32_t v0_5_0, v0_5_1, v0_5_2, v0_5_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x220), v0_5_0, v0_5_1, v0_5_2, v0_5_3);
+    uint32_t v0_6_0, v0_6_1, v0_6_2, v0_6_3; detail::ld_shared_v4_b32<4608>(ld_addr, v0_6_0, v0_6_1, v0_6_2, v0_6_3);
+    uint32_t v0_7_0, v0_7_1, v0_7_2, v0_7_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1220), v0_7_0, v0_7_1, v0_7_2, v0_7_3);
+    uint32_t v0_8_0, v0_8_1, v0_8_2, v0_8_3; detail::ld_shared_v4_b32<1024>(ld_addr, v0_8_0, v0_8_1, v0_8_2, v0_8_3);
+    uint32_t v0_9_0, v0_9_1, v0_9_2, v0_9_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x420), v0_9_0, v0_9_1, v0_9_2, v0_9_3);
+    uint32_t v0_10_0, v0_10_1, v0_10_2, v0_10_3; detail::ld_shared_v4_b32<5120>(ld_addr, v0_10_0, v0_10_1, v0_10_2, v0_10_3);
+    uint32_t v0_11_0, v0_11_1, v0_11_2, v0_11_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1420), v0_11_0, v0_11_1, v0_11_2, v0_11_3);
+    uint32_t v0_12_0, v0_12_1, v0_12_2, v0_12_3; detail::ld_shared_v4_b32<1536>(ld_addr, v0_12_0, v0_12_1, v0_12_2, v0_12_3);
+    uint32_t v0_13_0, v0_13_1, v0_13_2, v0_13_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x620), v0_13_0, v0_13_1, v0_13_2, v0_13_3);
+    uint32_t v0_14_0, v0_14_1, v0_14_2, v0_14_3; detail::ld_shared_v4_b32<5632>(ld_addr, v0_14_0, v0_14_1, v0_14_2, v0_14_3);
+    uint32_t v0_15_0, v0_15_1, v0_15_2, v0_15_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1620), v0_15_0, v0_15_1, v0_15_2, v0_15_3);
     d[0] = v0_0_0;
     d[1] = v0_0_1;
     d[8] = v0_0_2;
@@ -188,39 +210,39 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // Round 1/2: 16 store(s) of 16 B, 16 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[64]), "r"(s[65]), "r"(s[66]), "r"(s[67]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x2020)), "r"(s[68]), "r"(s[69]), "r"(s[70]), "r"(s[71]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4010)), "r"(s[72]), "r"(s[73]), "r"(s[74]), "r"(s[75]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x6030)), "r"(s[76]), "r"(s[77]), "r"(s[78]), "r"(s[79]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+2048], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[80]), "r"(s[81]), "r"(s[82]), "r"(s[83]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x2820)), "r"(s[84]), "r"(s[85]), "r"(s[86]), "r"(s[87]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x4810)), "r"(s[88]), "r"(s[89]), "r"(s[90]), "r"(s[91]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x6830)), "r"(s[92]), "r"(s[93]), "r"(s[94]), "r"(s[95]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+4096], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[96]), "r"(s[97]), "r"(s[98]), "r"(s[99]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x3020)), "r"(s[100]), "r"(s[101]), "r"(s[102]), "r"(s[103]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5010)), "r"(s[104]), "r"(s[105]), "r"(s[106]), "r"(s[107]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x7030)), "r"(s[108]), "r"(s[109]), "r"(s[110]), "r"(s[111]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0+6144], {%1, %2, %3, %4};" :: "r"(st_addr), "r"(s[112]), "r"(s[113]), "r"(s[114]), "r"(s[115]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x3820)), "r"(s[116]), "r"(s[117]), "r"(s[118]), "r"(s[119]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x5810)), "r"(s[120]), "r"(s[121]), "r"(s[122]), "r"(s[123]) : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" :: "r"(smem_u32 + (st_base ^ 0x7830)), "r"(s[124]), "r"(s[125]), "r"(s[126]), "r"(s[127]) : "memory");
+    detail::st_shared_v4_b32<0>(st_addr, s[64], s[65], s[66], s[67]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x2020), s[68], s[69], s[70], s[71]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x4010), s[72], s[73], s[74], s[75]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x6030), s[76], s[77], s[78], s[79]);
+    detail::st_shared_v4_b32<2048>(st_addr, s[80], s[81], s[82], s[83]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x2820), s[84], s[85], s[86], s[87]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x4810), s[88], s[89], s[90], s[91]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x6830), s[92], s[93], s[94], s[95]);
+    detail::st_shared_v4_b32<4096>(st_addr, s[96], s[97], s[98], s[99]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x3020), s[100], s[101], s[102], s[103]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x5010), s[104], s[105], s[106], s[107]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x7030), s[108], s[109], s[110], s[111]);
+    detail::st_shared_v4_b32<6144>(st_addr, s[112], s[113], s[114], s[115]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x3820), s[116], s[117], s[118], s[119]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x5810), s[120], s[121], s[122], s[123]);
+    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x7830), s[124], s[125], s[126], s[127]);
     __syncthreads();  // stores visible
-    uint32_t v1_0_0, v1_0_1, v1_0_2, v1_0_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_0_0), "=r"(v1_0_1), "=r"(v1_0_2), "=r"(v1_0_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_1_0, v1_1_1, v1_1_2, v1_1_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_1_0), "=r"(v1_1_1), "=r"(v1_1_2), "=r"(v1_1_3) : "r"(smem_u32 + (ld_base ^ 0x20)) : "memory");
-    uint32_t v1_2_0, v1_2_1, v1_2_2, v1_2_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+4096];" : "=r"(v1_2_0), "=r"(v1_2_1), "=r"(v1_2_2), "=r"(v1_2_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_3_0, v1_3_1, v1_3_2, v1_3_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_3_0), "=r"(v1_3_1), "=r"(v1_3_2), "=r"(v1_3_3) : "r"(smem_u32 + (ld_base ^ 0x1020)) : "memory");
-    uint32_t v1_4_0, v1_4_1, v1_4_2, v1_4_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+512];" : "=r"(v1_4_0), "=r"(v1_4_1), "=r"(v1_4_2), "=r"(v1_4_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_5_0, v1_5_1, v1_5_2, v1_5_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_5_0), "=r"(v1_5_1), "=r"(v1_5_2), "=r"(v1_5_3) : "r"(smem_u32 + (ld_base ^ 0x220)) : "memory");
-    uint32_t v1_6_0, v1_6_1, v1_6_2, v1_6_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+4608];" : "=r"(v1_6_0), "=r"(v1_6_1), "=r"(v1_6_2), "=r"(v1_6_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_7_0, v1_7_1, v1_7_2, v1_7_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_7_0), "=r"(v1_7_1), "=r"(v1_7_2), "=r"(v1_7_3) : "r"(smem_u32 + (ld_base ^ 0x1220)) : "memory");
-    uint32_t v1_8_0, v1_8_1, v1_8_2, v1_8_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1024];" : "=r"(v1_8_0), "=r"(v1_8_1), "=r"(v1_8_2), "=r"(v1_8_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_9_0, v1_9_1, v1_9_2, v1_9_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_9_0), "=r"(v1_9_1), "=r"(v1_9_2), "=r"(v1_9_3) : "r"(smem_u32 + (ld_base ^ 0x420)) : "memory");
-    uint32_t v1_10_0, v1_10_1, v1_10_2, v1_10_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+5120];" : "=r"(v1_10_0), "=r"(v1_10_1), "=r"(v1_10_2), "=r"(v1_10_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_11_0, v1_11_1, v1_11_2, v1_11_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_11_0), "=r"(v1_11_1), "=r"(v1_11_2), "=r"(v1_11_3) : "r"(smem_u32 + (ld_base ^ 0x1420)) : "memory");
-    uint32_t v1_12_0, v1_12_1, v1_12_2, v1_12_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+1536];" : "=r"(v1_12_0), "=r"(v1_12_1), "=r"(v1_12_2), "=r"(v1_12_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_13_0, v1_13_1, v1_13_2, v1_13_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_13_0), "=r"(v1_13_1), "=r"(v1_13_2), "=r"(v1_13_3) : "r"(smem_u32 + (ld_base ^ 0x620)) : "memory");
-    uint32_t v1_14_0, v1_14_1, v1_14_2, v1_14_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+5632];" : "=r"(v1_14_0), "=r"(v1_14_1), "=r"(v1_14_2), "=r"(v1_14_3) : "r"(ld_addr) : "memory");
-    uint32_t v1_15_0, v1_15_1, v1_15_2, v1_15_3; asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v1_15_0), "=r"(v1_15_1), "=r"(v1_15_2), "=r"(v1_15_3) : "r"(smem_u32 + (ld_base ^ 0x1620)) : "memory");
+    uint32_t v1_0_0, v1_0_1, v1_0_2, v1_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v1_0_0, v1_0_1, v1_0_2, v1_0_3);
+    uint32_t v1_1_0, v1_1_1, v1_1_2, v1_1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x20), v1_1_0, v1_1_1, v1_1_2, v1_1_3);
+    uint32_t v1_2_0, v1_2_1, v1_2_2, v1_2_3; detail::ld_shared_v4_b32<4096>(ld_addr, v1_2_0, v1_2_1, v1_2_2, v1_2_3);
+    uint32_t v1_3_0, v1_3_1, v1_3_2, v1_3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1020), v1_3_0, v1_3_1, v1_3_2, v1_3_3);
+    uint32_t v1_4_0, v1_4_1, v1_4_2, v1_4_3; detail::ld_shared_v4_b32<512>(ld_addr, v1_4_0, v1_4_1, v1_4_2, v1_4_3);
+    uint32_t v1_5_0, v1_5_1, v1_5_2, v1_5_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x220), v1_5_0, v1_5_1, v1_5_2, v1_5_3);
+    uint32_t v1_6_0, v1_6_1, v1_6_2, v1_6_3; detail::ld_shared_v4_b32<4608>(ld_addr, v1_6_0, v1_6_1, v1_6_2, v1_6_3);
+    uint32_t v1_7_0, v1_7_1, v1_7_2, v1_7_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1220), v1_7_0, v1_7_1, v1_7_2, v1_7_3);
+    uint32_t v1_8_0, v1_8_1, v1_8_2, v1_8_3; detail::ld_shared_v4_b32<1024>(ld_addr, v1_8_0, v1_8_1, v1_8_2, v1_8_3);
+    uint32_t v1_9_0, v1_9_1, v1_9_2, v1_9_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x420), v1_9_0, v1_9_1, v1_9_2, v1_9_3);
+    uint32_t v1_10_0, v1_10_1, v1_10_2, v1_10_3; detail::ld_shared_v4_b32<5120>(ld_addr, v1_10_0, v1_10_1, v1_10_2, v1_10_3);
+    uint32_t v1_11_0, v1_11_1, v1_11_2, v1_11_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1420), v1_11_0, v1_11_1, v1_11_2, v1_11_3);
+    uint32_t v1_12_0, v1_12_1, v1_12_2, v1_12_3; detail::ld_shared_v4_b32<1536>(ld_addr, v1_12_0, v1_12_1, v1_12_2, v1_12_3);
+    uint32_t v1_13_0, v1_13_1, v1_13_2, v1_13_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x620), v1_13_0, v1_13_1, v1_13_2, v1_13_3);
+    uint32_t v1_14_0, v1_14_1, v1_14_2, v1_14_3; detail::ld_shared_v4_b32<5632>(ld_addr, v1_14_0, v1_14_1, v1_14_2, v1_14_3);
+    uint32_t v1_15_0, v1_15_1, v1_15_2, v1_15_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1620), v1_15_0, v1_15_1, v1_15_2, v1_15_3);
     d[64] = v1_0_0;
     d[65] = v1_0_1;
     d[72] = v1_0_2;

@@ -16,8 +16,14 @@ constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;     // sizeof(T) (f16)
 
 namespace detail {
+
+#if defined(LLGEN_HOST_SIMT)  // LDS accesses through the host SIMT runtime (race checks)
+template <typename V> __device__ __forceinline__ void st(char* p, V v) { llgen_host::st_lds(p, &v, sizeof v); }
+template <typename V> __device__ __forceinline__ V ld(const char* p) { V v; llgen_host::ld_lds(p, &v, sizeof v); return v; }
+#else
 template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
 template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
+#endif
 }  // namespace detail
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 2048 bytes, 0/0 bank conflicts per store/load.

@@ -237,6 +237,44 @@ def row_major_form(layout: LinearLayout) -> tuple[XorForm, list[int]]:
     return form, consts
 
 
+# ------------------------------------------------------- target instructions
+PTX_SHARED_TYPES = {1: ".b8", 2: ".b16", 4: ".b32", 8: ".v2.b32", 16: ".v4.b32"}
+
+
+def intrinsic_spec(op: str, nbytes: int = 0, x: int = 0, trans: bool = False) -> dict:
+    """One target instruction behind a named inline function (``templates/intrinsics.j2``).
+
+    Every ld/st.shared, ldmatrix and stmatrix a CUDA header issues goes
+    through ``detail::<name><kImm>(addr, words...)``: ``addr`` is a 32-bit
+    shared-window address, ``kImm`` a byte offset the PTX keeps as an
+    immediate, ``words`` 32-bit registers (sub-word stores take the low bits).
+    On the device the body is the one PTX instruction; compiled for the host
+    (``LLGEN_HOST_SIMT``, ``ll_codegen/simt/simt_host.h``) it calls the host
+    SIMT runtime's model of the same instruction.
+
+    ``op``: ``st_shared``/``ld_shared`` (``nbytes`` 1, 2, 4, 8, 16) or
+    ``stmatrix``/``ldmatrix`` (m8n8 b16, ``x`` 1, 2, 4 matrices, ``trans``)."""
+    if op in ("st_shared", "ld_shared"):
+        t = PTX_SHARED_TYPES[nbytes]
+        words = max(1, nbytes // 4)
+        name = f"{op}{t.replace('.', '_')}"
+        ptx = f"{op.replace('_', '.')}{t}"
+    elif op in ("stmatrix", "ldmatrix"):
+        words, nbytes = x, 0
+        name = f"{op}_x{x}{'_trans' if trans else ''}"
+        ptx = f"{op}.sync.aligned.m8n8.x{x}{'.trans' if trans else ''}.shared.b16"
+    else:
+        raise ValueError(f"unknown target instruction {op!r}")
+    store = op.startswith("st")
+    regs = [f"%{j + (1 if store else 0)}" for j in range(words)]
+    regs_text = regs[0] if words == 1 and op.endswith("shared") else "{" + ", ".join(regs) + "}"
+    addr_op, imm_op = (0, words + 1) if store else (words, words + 1)
+    operand = f"[%{addr_op}+%{imm_op}]"
+    asm = f"{ptx} {operand}, {regs_text};" if store else f"{ptx} {regs_text}, {operand};"
+    return {"name": name, "store": store, "words": words, "nbytes": nbytes, "x": x, "trans": trans,
+            "matrix": op.endswith("matrix"), "asm": asm}
+
+
 # ------------------------------------------------------------- conversion body
 @dataclass
 class _Conv:
@@ -258,6 +296,7 @@ class _Conv:
     steps: list[dict] = field(default_factory=list)      # {"comment", "lines"} blocks
     copies: list[str] = field(default_factory=list)
     vector_types: list[tuple[str, int]] = field(default_factory=list)
+    intrinsics: list[dict] = field(default_factory=list)   # intrinsic_spec of each target instruction used
     uses_smem_ptr: bool = False
     words: tuple[int, int] | None = None   # word view: (source, destination) 32-bit words
     per: int = 0                            # word view: elements per word
@@ -489,32 +528,26 @@ class _Builder:
             self.conv.vector_types.sort()
         return f"detail::{t}"
 
-    @staticmethod
-    def ptx_type(nbytes: int) -> str:
-        """PTX suffix of an ld/st.shared of ``nbytes`` (sub-word values travel in 32-bit registers)."""
-        return {1: ".b8", 2: ".b16", 4: ".b32", 8: ".v2.b32", 16: ".v4.b32"}[nbytes]
-
-    def matrix_asm(self, instr: str, x: int, store: bool) -> str:
-        trans = ".trans" if instr.endswith("trans") else ""
-        return f"{'stmatrix' if store else 'ldmatrix'}.sync.aligned.m8n8.x{x}{trans}.shared.b16"
+    def intrinsic(self, op: str, nbytes: int = 0, x: int = 0, trans: bool = False) -> str:
+        """Name of a target instruction's wrapper (``intrinsics.j2``), recorded as used."""
+        spec = intrinsic_spec(op, nbytes, x, trans)
+        if spec not in self.conv.intrinsics:
+            self.conv.intrinsics.append(spec)
+            self.conv.intrinsics.sort(key=lambda i: i["name"])
+        return f"detail::{spec['name']}"
 
     def store(self, a, instr: str, vec: int, support: int, k: int) -> str:
         w = self.p.elem_bytes
         words = self.src_words(a.regs)
         if instr.startswith("matrix"):
-            x = len(words)
             addr, imm = self.u32_addr("st", a.offset, support)
-            ops = ", ".join(f"%{j + 1}" for j in range(x))
-            args = ", ".join(f'"r"({e})' for e in words)
-            return (f'asm volatile("{self.matrix_asm(instr, x, True)} [%0{imm}], {{{ops}}};" '
-                    f':: "r"({addr}), {args} : "memory");')
+            fn = self.intrinsic("stmatrix", x=len(words), trans=instr.endswith("trans"))
+            return f"{fn}<{imm}>({addr}, {', '.join(words)});"
         if self.cuda:                                            # exactly the planned access
             addr, imm = self.u32_addr("st", a.offset, support)
-            ops = ", ".join(f"%{j + 1}" for j in range(len(words)))
             word = "{}" if len(a.regs) * w >= 4 else "static_cast<uint32_t>({})"   # sub-word: widen
-            args = ", ".join(f'"r"({word.format(e)})' for e in words)
-            return (f'asm volatile("st.shared{self.ptx_type(len(a.regs) * w)} [%0{imm}], '
-                    f'{ops if len(words) == 1 else "{" + ops + "}"};" :: "r"({addr}), {args} : "memory");')
+            fn = self.intrinsic("st_shared", nbytes=len(a.regs) * w)
+            return f"{fn}<{imm}>({addr}, {', '.join(word.format(e) for e in words)});"
         self.conv.uses_smem_ptr = True
         if len(a.regs) == 1:                                     # one element: its raw type
             return f"detail::st({self.pt_addr('st', a.offset, support)}, s[{a.regs[0]}]);"
@@ -529,21 +562,15 @@ class _Builder:
             x = n * w // 4
             addr, imm = self.u32_addr("ld", a.offset, support)
             names = [f"{name}_{j}" for j in range(x)]
-            outs = ", ".join(f'"=r"({v})' for v in names)
-            ops = ", ".join(f"%{j}" for j in range(x))
-            line = (f"uint32_t {', '.join(names)}; "
-                    f'asm volatile("{self.matrix_asm(instr, x, False)} {{{ops}}}, [%{x}{imm}];" '
-                    f': {outs} : "r"({addr}) : "memory");')
+            fn = self.intrinsic("ldmatrix", x=x, trans=instr.endswith("trans"))
+            line = f"uint32_t {', '.join(names)}; {fn}<{imm}>({addr}, {', '.join(names)});"
             words = names
         elif self.cuda:                                          # exactly the planned access
             addr, imm = self.u32_addr("ld", a.offset, support)
             nw = max(1, n * w // 4)
             names = [f"{name}_{j}" for j in range(nw)] if nw > 1 else [name]
-            outs = ", ".join(f'"=r"({v})' for v in names)
-            ops = ", ".join(f"%{j}" for j in range(nw))
-            line = (f"uint32_t {', '.join(names)}; "
-                    f'asm volatile("ld.shared{self.ptx_type(n * w)} {ops if nw == 1 else "{" + ops + "}"}, '
-                    f'[%{nw}{imm}];" : {outs} : "r"({addr}) : "memory");')
+            fn = self.intrinsic("ld_shared", nbytes=n * w)
+            line = f"uint32_t {', '.join(names)}; {fn}<{imm}>({addr}, {', '.join(names)});"
             words = names
         else:
             self.conv.uses_smem_ptr = True
@@ -564,13 +591,13 @@ class _Builder:
         self.needs.add("smem_bytes")
         return f"smem_bytes + ({address_expr(f'{side}_base', offset, support)})"
 
-    def u32_addr(self, side: str, offset: int, support: int) -> tuple[str, str]:
-        """(register operand, immediate suffix) of the 32-bit shared address ``base ^ offset``."""
+    def u32_addr(self, side: str, offset: int, support: int) -> tuple[str, int]:
+        """(register operand, immediate byte offset) of the 32-bit shared address ``base ^ offset``."""
         self.needs.add("smem_u32")
         if offset & support == 0:
             self.needs.add(f"{side}_addr")
-            return f"{side}_addr", f"+{offset}" if offset else ""
-        return f"smem_u32 + ({address_expr(f'{side}_base', offset, support)})", ""
+            return f"{side}_addr", offset
+        return f"smem_u32 + ({address_expr(f'{side}_base', offset, support)})", 0
 
 
 def _one_line(plan: ConversionPlan) -> str:

@@ -1,0 +1,194 @@
+"""Run generated harnesses on the CPU through the host SIMT runtime (issue 11).
+
+The header and harness that ``llgen convert`` writes are compiled for the host
+*unchanged* -- ``clang++ -std=c++17 -x c++ -I ll_codegen/simt -include
+simt_host.h`` -- together with a small driver, and every harness runs one block
+of fibers (``simt/simt_host.h``): shuffles with NVIDIA or AMD semantics,
+barriers, shared memory through the headers' named target-instruction
+wrappers, with race, uninitialised-read and bounds checks.  The check is the
+one ``gpu.py`` makes on a GPU: fresh random bits in, complement-poisoned
+outputs, the output tensor and every thread's destination registers compared
+with the numpy reference bit for bit.
+
+Many harnesses share one driver (one compile); batches compile in parallel.
+Needs clang++ (HIP headers use clang's vector extensions); ``compiler()`` says
+which one is used.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import numpy as np
+
+from .gpu import RAW, RunResult, layout_of, plan_step, reference_registers
+from .plan import ConversionPlan
+from .render import RAW_TYPES, file_names, render
+
+SIMT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "simt")
+FLAGS = ("-std=c++17", "-x", "c++", "-O1", "-w")
+
+
+def compiler() -> str | None:
+    """A clang++ on this machine (``LLGEN_HOST_CXX`` overrides), or None."""
+    env = os.environ.get("LLGEN_HOST_CXX")
+    if env:
+        return env
+    for c in ("clang++", "clang++-15", "clang++-16", "clang++-14", "/usr/lib/llvm-15/bin/clang++"):
+        path = shutil.which(c)
+        if path:
+            return path
+    return None
+
+
+def driver_source(cases: Sequence[tuple[str, ConversionPlan]]) -> str:
+    """C++ driver: includes each ``<name>_harness`` and runs them in order.
+
+    ``driver IN OUT``: IN holds, per case, the input tensor, then the poisoned
+    output tensor and destination registers; OUT gets, per case, the output
+    tensor and registers after the run.  Errors the runtime reports are
+    printed as ``ERR <case> <message>`` lines."""
+    lines = []
+    for name, plan in cases:
+        lines.append(f'#include "{file_names(plan.target, name)["harness"]}"')
+    smem = max([p.smem_bytes for _, p in cases] + [16])
+    lines += [f"__attribute__((aligned(16))) unsigned char smem[{smem}];", "",
+              "struct Case { int threads, warp, smem; size_t in_bytes, regs_bytes; "
+              "void (*run)(const void*, void*, void*); };", ""]
+    for i, (name, plan) in enumerate(cases):
+        raw = RAW_TYPES[plan.elem_bytes]
+        lines.append(f"static void run_{i}(const void* a, void* b, void* c) {{ {name}_harness("
+                     f"static_cast<const {raw}*>(a), static_cast<{raw}*>(b), static_cast<{raw}*>(c)); }}")
+    lines.append("static const Case kCases[] = {")
+    for i, (name, plan) in enumerate(cases):
+        n = int(np.prod(plan.shape))
+        lines.append(f"    {{{plan.threads}, {plan.warp_size}, {plan.smem_bytes}, {n * plan.elem_bytes}, "
+                     f"{plan.threads * plan.n_dst * plan.elem_bytes}, run_{i}}},")
+    lines += ["};", "", """int main(int argc, char** argv) {
+    if (argc != 3) return 2;
+    FILE* in = std::fopen(argv[1], "rb");
+    FILE* out = std::fopen(argv[2], "wb");
+    if (!in || !out) return 2;
+    int i = 0;
+    for (const Case& c : kCases) {
+        std::vector<unsigned char> a(c.in_bytes), b(c.in_bytes), r(c.regs_bytes);
+        if (std::fread(a.data(), 1, a.size(), in) != a.size() || std::fread(b.data(), 1, b.size(), in) != b.size() ||
+            std::fread(r.data(), 1, r.size(), in) != r.size()) return 3;
+        for (size_t k = 0; k < sizeof smem; ++k) smem[k] = static_cast<unsigned char>(0xa5 ^ k);
+        auto errors = llgen_host::launch(c.threads, c.warp, smem, size_t(c.smem),
+                                         [&] { c.run(a.data(), b.data(), r.data()); });
+        for (auto& e : errors) std::printf("ERR %d %s\\n", i, e.c_str());
+        std::fwrite(b.data(), 1, b.size(), out);
+        std::fwrite(r.data(), 1, r.size(), out);
+        ++i;
+    }
+    std::fclose(out);
+    return 0;
+}
+"""]
+    return "\n".join(lines)
+
+
+def write_sources(directory: str, cases: Sequence[tuple[str, ConversionPlan]]) -> None:
+    """Render each case's header and harness into ``directory``."""
+    for name, plan in cases:
+        names = file_names(plan.target, name)
+        for kind in ("header", "harness"):
+            with open(os.path.join(directory, names[kind]), "w", encoding="utf-8") as fh:
+                fh.write(render(plan, kind, name))
+
+
+def build(directory: str, cases: Sequence[tuple[str, ConversionPlan]], exe: str = "driver") -> tuple[str | None, str]:
+    """Compile the driver of ``cases`` (sources already in ``directory``): (path or None, log)."""
+    cxx = compiler()
+    if cxx is None:
+        return None, "no clang++ found (install clang, or Debian's hipcc which brings it)"
+    src = os.path.join(directory, exe + ".cpp")
+    with open(src, "w", encoding="utf-8") as fh:
+        fh.write(driver_source(cases))
+    path = os.path.join(directory, exe)
+    proc = subprocess.run([cxx, *FLAGS, "-I", SIMT_DIR, "-include", "simt_host.h", src, "-o", path],
+                          capture_output=True, text=True, cwd=directory)
+    if proc.returncode:
+        return None, (proc.stdout + proc.stderr)[-3000:]
+    return path, ""
+
+
+def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, ConversionPlan]],
+              rng: np.random.Generator) -> list[RunResult]:
+    """Run a built driver once on fresh random bits; one result per case."""
+    inputs, wants = [], []
+    for _, p in cases:
+        raw = RAW[p.elem_bytes]
+        flat = rng.integers(0, np.iinfo(raw).max, size=int(np.prod(p.shape)), dtype=raw, endpoint=True)
+        want = reference_registers(layout_of(p.dst_bases), flat, p.threads)
+        inputs += [flat.tobytes(), (~flat).tobytes(), np.ascontiguousarray(~want).tobytes()]
+        wants.append((flat, want))
+    fin, fout = os.path.join(directory, exe + ".in"), os.path.join(directory, exe + ".out")
+    with open(fin, "wb") as fh:
+        fh.write(b"".join(inputs))
+    proc = subprocess.run([os.path.join(directory, exe), fin, fout], capture_output=True, text=True, timeout=600)
+    errors: dict[int, list[str]] = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("ERR "):
+            _, i, msg = line.split(" ", 2)
+            errors.setdefault(int(i), []).append(msg)
+    if proc.returncode:
+        return [RunResult(False, f"{name}: host driver exited with {proc.returncode}: {proc.stderr[-500:]}")
+                for name, _ in cases]
+    data = open(fout, "rb").read()
+    results, pos = [], 0
+    for i, ((name, p), (flat, want)) in enumerate(zip(cases, wants)):
+        raw = RAW[p.elem_bytes]
+        nout, nregs = flat.nbytes, want.nbytes
+        out = np.frombuffer(data[pos:pos + nout], dtype=raw)
+        regs = np.frombuffer(data[pos + nout:pos + nout + nregs], dtype=raw).reshape(want.shape)
+        pos += nout + nregs
+        results.append(_verdict(name, p, flat, want, out, regs, errors.get(i, [])))
+    return results
+
+
+def _verdict(name: str, p: ConversionPlan, flat, want, out, regs, errors: list[str]) -> RunResult:
+    if errors:
+        return RunResult(False, f"{name}: host SIMT runtime: " + "; ".join(errors[:3]))
+    bad = np.argwhere(regs != want)
+    if len(bad):
+        t, r = (int(x) for x in bad[0])
+        return RunResult(False, f"{name}: thread {t} (warp {t // p.warp_size}, lane {t % p.warp_size}) dst[{r}]: "
+                                f"expected {int(want[t, r]):#x}, got {int(regs[t, r]):#x} ({len(bad)} of "
+                                f"{regs.size} registers differ; written by {plan_step(p, t % p.warp_size, r)})",
+                         t, r, int(want[t, r]), int(regs[t, r]))
+    if not np.array_equal(out, flat):
+        i = int(np.argmax(out != flat))
+        return RunResult(False, f"{name}: output tensor element {i}: expected {int(flat[i]):#x}, got {int(out[i]):#x}")
+    return RunResult(True, f"bit-exact, host SIMT wave{p.warp_size}")
+
+
+def verify_host(items: Sequence[tuple[str, ConversionPlan]], runs: int = 1, seed: int = 0,
+                batch_size: int = 40, jobs: int = 2, keep: str | None = None) -> list[RunResult]:
+    """Compile and run ``(name, plan)`` harnesses on the host, ``runs`` times
+    each on fresh random bits; one result per item (the first failure)."""
+    directory = keep or tempfile.mkdtemp(prefix="llgen_host_")
+    try:
+        write_sources(directory, items)
+        batches = [list(items[i:i + batch_size]) for i in range(0, len(items), batch_size)]
+
+        def go(k: int) -> list[RunResult]:
+            exe, log = build(directory, batches[k], f"driver{k}")
+            if exe is None:
+                return [RunResult(False, f"{name}: host compile failed: {log}") for name, _ in batches[k]]
+            rng = np.random.default_rng([seed, k])
+            res = run_cases(directory, f"driver{k}", batches[k], rng)
+            for _ in range(runs - 1):
+                res = [a if not a.ok else b for a, b in zip(res, run_cases(directory, f"driver{k}", batches[k], rng))]
+            return res
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return [r for rs in pool.map(go, range(len(batches))) for r in rs]
+    finally:
+        if keep is None:
+            shutil.rmtree(directory, ignore_errors=True)

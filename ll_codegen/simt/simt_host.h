@@ -1,0 +1,490 @@
+// Host SIMT runtime: enough of CUDA and HIP to run ll_codegen's generated
+// headers and harnesses, unchanged, on the CPU (issue 11).
+//
+//   clang++ -std=c++17 -x c++ -I ll_codegen/simt -include simt_host.h driver.cpp
+//
+// (`<cuda_runtime.h>` and `<hip/hip_runtime.h>` in this folder include this
+// file.)  One block runs at a time; each of its threads is a fiber (ucontext)
+// on the calling OS thread, scheduled round-robin until it blocks:
+//
+// * `__syncthreads()` releases when every live thread of the block waits;
+//   `__syncwarp()` and every warp-collective instruction (shuffles, ldmatrix,
+//   stmatrix) complete when every live lane of the warp has issued the same
+//   one -- anything else is reported as divergence or deadlock.
+// * Shuffles follow the vendors' semantics: NVIDIA `__shfl_sync` /
+//   `__shfl_xor_sync` (member mask checked: it must hold every live lane of
+//   the warp, `width` segments, 5-bit source-lane wrap, out-of-segment xor
+//   lanes read their own value); AMD `__shfl` / `__shfl_xor` (ds_bpermute:
+//   source lane modulo the wave size, wave64 and wave32).
+// * Shared memory is one buffer per block, accessed only through the named
+//   target-instruction wrappers of the generated headers (ld/st.shared,
+//   ldmatrix/stmatrix with the PTX ISA fragment layout, LDS accesses).  Every
+//   byte keeps a shadow (last writer and reader with their barrier
+//   intervals): a read of a byte another thread wrote in the same barrier
+//   interval, a write of a byte another thread read or wrote in it, a read of a
+//   byte never written, a misaligned or out-of-bounds access -- each is an
+//   error, as racecheck/initcheck/memcheck would report.
+// * Constructs it does not model do not compile: inline `asm`, `__shared__`
+//   variables other than the `extern` dynamic buffer, unknown intrinsics.
+#pragma once
+#define LLGEN_HOST_SIMT 1
+
+#include <ucontext.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+// Only `extern __shared__` (the dynamic buffer, defined by the host driver) is
+// modelled; a section attribute on a local variable does not compile.
+#define __shared__ __attribute__((section(".llgen_dynamic_shared_only")))
+
+namespace llgen_host {
+
+struct Dim3 {
+    unsigned x = 0, y = 0, z = 0;
+};
+
+enum class State { kRunnable, kBlockBarrier, kWarpOp, kDone };
+enum class WarpOp { kNone, kSyncWarp, kShflIdx, kShflXor, kAmdShfl, kAmdShflXor, kLdMatrix, kStMatrix };
+
+struct Fiber {
+    ucontext_t ctx;
+    std::vector<char> stack;
+    Dim3 tid;
+    State state = State::kRunnable;
+    // the warp operation this lane waits in, and its operands / result
+    WarpOp op = WarpOp::kNone;
+    uint64_t value = 0, result = 0;
+    unsigned arg = 0, mask = 0, width = 0, bytes = 0;
+    int x = 0;
+    bool trans = false;
+    uint32_t words[4] = {0, 0, 0, 0};
+};
+
+struct Shadow {  // one shared-memory byte
+    int writer = -1, reader = -1;
+    uint64_t write_epoch = 0, read_epoch = 0, write_wepoch = 0, read_wepoch = 0;
+};
+
+struct Block {
+    std::vector<Fiber> fibers;
+    int current = -1;
+    ucontext_t sched;
+    Dim3 dim, bid;
+    int warp_size = 32;
+    unsigned char* shared = nullptr;
+    size_t shared_bytes = 0;
+    uint64_t epoch = 1;                 // block barrier intervals
+    std::vector<uint64_t> warp_epoch;   // __syncwarp intervals per warp
+    std::vector<Shadow> shadow;
+    std::vector<std::string> errors;
+    std::function<void()> kernel;
+};
+
+inline Block* g_block = nullptr;
+
+inline Fiber& self() { return g_block->fibers[g_block->current]; }
+inline int self_id() { return g_block->current; }
+
+inline void error(const std::string& what) {
+    if (g_block->errors.size() < 8) g_block->errors.push_back(what);
+}
+
+inline std::string where(int t) {
+    return "thread " + std::to_string(t) + " (warp " + std::to_string(t / g_block->warp_size) + ", lane " +
+           std::to_string(t % g_block->warp_size) + ")";
+}
+
+inline void yield_to_scheduler() { swapcontext(&self().ctx, &g_block->sched); }
+
+// ------------------------------------------------------------ shared memory
+inline bool ordered(int t, uint64_t epoch, uint64_t wepoch, int now) {
+    // an access of thread t in (epoch, wepoch) happens before thread `now`'s
+    if (t < 0 || t == now) return true;
+    Block& b = *g_block;
+    if (epoch < b.epoch) return true;
+    int w = t / b.warp_size;
+    return w == now / b.warp_size && wepoch < b.warp_epoch[w];
+}
+
+inline bool check_range(const char* what, unsigned addr, unsigned bytes, unsigned align, int t) {
+    Block& b = *g_block;
+    if (addr % align) {
+        error(where(t) + ": " + what + " at shared address " + std::to_string(addr) + " is not " +
+              std::to_string(align) + "-byte aligned");
+        return false;
+    }
+    if (size_t(addr) + bytes > b.shared_bytes) {
+        error(where(t) + ": " + what + " of " + std::to_string(bytes) + " bytes at shared address " +
+              std::to_string(addr) + " is outside the " + std::to_string(b.shared_bytes) + "-byte buffer");
+        return false;
+    }
+    return true;
+}
+
+inline void shared_write(unsigned addr, const void* src, unsigned bytes, unsigned align, int t) {
+    Block& b = *g_block;
+    if (!check_range("store", addr, bytes, align, t)) return;
+    uint64_t we = b.warp_epoch[t / b.warp_size];
+    for (unsigned i = 0; i < bytes; ++i) {
+        Shadow& s = b.shadow[addr + i];
+        unsigned char v = static_cast<const unsigned char*>(src)[i];
+        // threads holding broadcast copies store the same value: benign, as for racecheck
+        if (!ordered(s.writer, s.write_epoch, s.write_wepoch, t) && b.shared[addr + i] != v)
+            error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
+                  where(s.writer) + " wrote (another value) in the same barrier interval");
+        else if (!ordered(s.reader, s.read_epoch, s.read_wepoch, t))
+            error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
+                  where(s.reader) + " read in the same barrier interval");
+        s.writer = t;
+        s.write_epoch = b.epoch;
+        s.write_wepoch = we;
+    }
+    std::memcpy(b.shared + addr, src, bytes);
+}
+
+inline void shared_read(unsigned addr, void* dst, unsigned bytes, unsigned align, int t) {
+    Block& b = *g_block;
+    if (!check_range("load", addr, bytes, align, t)) {
+        std::memset(dst, 0, bytes);
+        return;
+    }
+    uint64_t we = b.warp_epoch[t / b.warp_size];
+    for (unsigned i = 0; i < bytes; ++i) {
+        Shadow& s = b.shadow[addr + i];
+        if (s.writer < 0)
+            error(where(t) + " reads shared byte " + std::to_string(addr + i) + " that no thread wrote");
+        else if (!ordered(s.writer, s.write_epoch, s.write_wepoch, t))
+            error("race: " + where(t) + " reads shared byte " + std::to_string(addr + i) + " that " +
+                  where(s.writer) + " wrote in the same barrier interval");
+        s.reader = t;
+        s.read_epoch = b.epoch;
+        s.read_wepoch = we;
+    }
+    std::memcpy(dst, b.shared + addr, bytes);
+}
+
+// ld/st.shared of 1, 2, 4, 8 or 16 bytes; words are 32-bit registers (sub-word: low bits)
+inline void st_shared(unsigned addr, unsigned bytes, uint32_t* const* words) {
+    unsigned char buf[16];
+    for (unsigned i = 0; i < (bytes + 3) / 4; ++i) std::memcpy(buf + 4 * i, words[i], bytes < 4 ? bytes : 4);
+    shared_write(addr, buf, bytes, bytes, self_id());
+}
+
+inline void ld_shared(unsigned addr, unsigned bytes, uint32_t* const* words) {
+    unsigned char buf[16] = {0};
+    shared_read(addr, buf, bytes, bytes, self_id());
+    for (unsigned i = 0; i < (bytes + 3) / 4; ++i) {
+        uint32_t w = 0;
+        std::memcpy(&w, buf + 4 * i, bytes < 4 ? bytes : 4);
+        *words[i] = w;  // sub-word loads zero-extend (ld.shared.b8/b16 into a 32-bit register)
+    }
+}
+
+// LDS accesses of the HIP headers (generic pointers into the block's buffer)
+inline unsigned lds_offset(const void* p) {
+    return unsigned(static_cast<const unsigned char*>(p) - g_block->shared);
+}
+inline void st_lds(void* p, const void* v, unsigned bytes) { shared_write(lds_offset(p), v, bytes, bytes, self_id()); }
+inline void ld_lds(const void* p, void* v, unsigned bytes) { shared_read(lds_offset(p), v, bytes, bytes, self_id()); }
+
+// ------------------------------------------------------------ warp collectives
+inline void warp_op(Fiber& f) {
+    f.state = State::kWarpOp;
+    yield_to_scheduler();
+}
+
+inline void ldmatrix(unsigned addr, int x, bool trans, uint32_t* const* words) {
+    Fiber& f = self();
+    f.op = WarpOp::kLdMatrix;
+    f.arg = addr;
+    f.x = x;
+    f.trans = trans;
+    warp_op(f);
+    for (int m = 0; m < x; ++m) *words[m] = f.words[m];
+}
+
+inline void stmatrix(unsigned addr, int x, bool trans, uint32_t* const* words) {
+    Fiber& f = self();
+    f.op = WarpOp::kStMatrix;
+    f.arg = addr;
+    f.x = x;
+    f.trans = trans;
+    for (int m = 0; m < x; ++m) f.words[m] = *words[m];
+    warp_op(f);
+}
+
+// m8n8 b16 matrices (PTX ISA, "Warp-level matrix load/store"): lane 8m + r
+// gives the address of row r of matrix m; lane l holds, in register m, the
+// elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) of matrix m (low half
+// first); .trans exchanges rows and columns of the memory image.
+inline void matrix_op(int w0, int lanes) {
+    Block& b = *g_block;
+    Fiber& f0 = b.fibers[w0];
+    int x = f0.x;
+    bool trans = f0.trans, store = f0.op == WarpOp::kStMatrix;
+    if (lanes < 32) {
+        error("ldmatrix/stmatrix needs a 32-lane warp");
+        return;
+    }
+    for (int l = 0; l < 32; ++l) {
+        Fiber& f = b.fibers[w0 + l];
+        if (f.x != x || f.trans != trans) {
+            error("warp divergence: " + where(w0 + l) + " issues a different ldmatrix/stmatrix shape");
+            return;
+        }
+    }
+    for (int m = 0; m < x; ++m) {
+        for (int r = 0; r < 8; ++r) {
+            int provider = w0 + 8 * m + r;
+            unsigned row = b.fibers[provider].arg;
+            uint16_t e[8];
+            if (!store) shared_read(row, e, 16, 16, provider);
+            for (int c = 0; c < 8; ++c) {
+                // fragment element (i, j) of matrix m lives in lane 4 i + j / 2, half j % 2
+                int i = trans ? c : r, j = trans ? r : c;
+                Fiber& holder = b.fibers[w0 + 4 * i + j / 2];
+                uint32_t& word = holder.words[m];
+                int shift = 16 * (j % 2);
+                if (store)
+                    e[c] = uint16_t(word >> shift);
+                else
+                    word = (word & ~(0xffffu << shift)) | (uint32_t(e[c]) << shift);
+            }
+            if (store) shared_write(row, e, 16, 16, provider);
+        }
+    }
+}
+
+template <typename T>
+inline T shuffle(WarpOp op, T v, unsigned arg, unsigned width, unsigned mask) {
+    static_assert(sizeof(T) <= 8, "shuffles move at most 8 bytes");
+    Fiber& f = self();
+    f.op = op;
+    std::memcpy(&f.value, &v, sizeof(T));
+    f.arg = arg;
+    f.width = width;
+    f.mask = mask;
+    f.bytes = sizeof(T);
+    warp_op(f);
+    T out;
+    std::memcpy(&out, &f.result, sizeof(T));
+    return out;
+}
+
+inline void shuffle_op(int w0, int lanes, WarpOp op) {
+    Block& b = *g_block;
+    for (int l = 0; l < lanes; ++l) {
+        Fiber& f = b.fibers[w0 + l];
+        int src = l;
+        unsigned width = f.width;
+        if (width == 0 || width > unsigned(lanes) || (width & (width - 1))) {
+            error(where(w0 + l) + ": shuffle width " + std::to_string(width) + " is not a power of two <= " +
+                  std::to_string(lanes));
+            return;
+        }
+        unsigned base = l & ~(width - 1);
+        switch (op) {
+            case WarpOp::kShflIdx:  // shfl.sync.idx: lane srcLane modulo width, in this lane's segment
+                src = int(base + (f.arg & (width - 1)));
+                break;
+            case WarpOp::kShflXor:  // shfl.sync.bfly: lanes past the segment read their own value
+                src = int(l ^ f.arg);
+                if (unsigned(src) >= base + width) src = l;
+                break;
+            case WarpOp::kAmdShfl:  // __shfl: ds_bpermute of ((srcLane & (width-1)) + segment base) * 4
+                src = int((base + (f.arg & (width - 1))) % unsigned(lanes));
+                break;
+            case WarpOp::kAmdShflXor:
+                src = int(l ^ f.arg);
+                if (unsigned(src) >= ((l + width) & ~(width - 1))) src = l;
+                src %= lanes;
+                break;
+            default:
+                break;
+        }
+        if (op == WarpOp::kShflIdx || op == WarpOp::kShflXor) {
+            unsigned full = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
+            if (f.mask != full) {
+                error(where(w0 + l) + ": __shfl*_sync member mask " + std::to_string(f.mask) +
+                      " does not name exactly the lanes that execute it");
+                return;
+            }
+        }
+        f.result = b.fibers[w0 + src].value;
+    }
+}
+
+// ------------------------------------------------------------ scheduling
+inline void fiber_entry() {
+    g_block->kernel();
+    self().state = State::kDone;
+    swapcontext(&self().ctx, &g_block->sched);
+}
+
+inline bool resolve_warps() {
+    Block& b = *g_block;
+    bool any = false;
+    int n = int(b.fibers.size());
+    for (int w0 = 0; w0 < n; w0 += b.warp_size) {
+        int lanes = std::min(b.warp_size, n - w0);
+        int waiting = 0, live = 0;
+        for (int l = 0; l < lanes; ++l) {
+            State s = b.fibers[w0 + l].state;
+            live += s != State::kDone;
+            waiting += s == State::kWarpOp;
+        }
+        if (!waiting || waiting != live) continue;
+        if (live != lanes) {
+            error("warp " + std::to_string(w0 / b.warp_size) + ": a warp-wide operation with exited lanes");
+            return false;
+        }
+        WarpOp op = b.fibers[w0].op;
+        for (int l = 0; l < lanes; ++l)
+            if (b.fibers[w0 + l].op != op) {
+                error("warp divergence: lanes of warp " + std::to_string(w0 / b.warp_size) +
+                      " wait in different warp-wide operations");
+                return false;
+            }
+        if (op == WarpOp::kSyncWarp)
+            ++b.warp_epoch[w0 / b.warp_size];
+        else if (op == WarpOp::kLdMatrix || op == WarpOp::kStMatrix)
+            matrix_op(w0, lanes);
+        else
+            shuffle_op(w0, lanes, op);
+        for (int l = 0; l < lanes; ++l) b.fibers[w0 + l].state = State::kRunnable;
+        any = true;
+    }
+    return any;
+}
+
+// Runs `kernel` in `threads` threads of one block (warps of `warp_size`) on
+// `shared_bytes` bytes of shared memory at `shared`; returns the errors seen.
+inline std::vector<std::string> launch(int threads, int warp_size, unsigned char* shared, size_t shared_bytes,
+                                       std::function<void()> kernel) {
+    Block b;
+    b.dim.x = unsigned(threads);
+    b.dim.y = b.dim.z = 1;
+    b.warp_size = warp_size;
+    b.shared = shared;
+    b.shared_bytes = shared_bytes;
+    b.shadow.assign(shared_bytes, Shadow());
+    b.warp_epoch.assign((threads + warp_size - 1) / warp_size, 1);
+    b.kernel = std::move(kernel);
+    b.fibers.resize(threads);
+    g_block = &b;
+    for (int t = 0; t < threads; ++t) {
+        Fiber& f = b.fibers[t];
+        f.tid.x = unsigned(t);
+        f.stack.resize(256 * 1024);
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack.data();
+        f.ctx.uc_stack.ss_size = f.stack.size();
+        f.ctx.uc_link = nullptr;
+        makecontext(&f.ctx, fiber_entry, 0);
+    }
+    for (;;) {
+        for (int t = 0; t < threads; ++t) {
+            if (b.fibers[t].state != State::kRunnable) continue;
+            b.current = t;
+            swapcontext(&b.sched, &b.fibers[t].ctx);
+        }
+        if (!b.errors.empty()) break;
+        int done = 0, at_barrier = 0;
+        for (auto& f : b.fibers) {
+            done += f.state == State::kDone;
+            at_barrier += f.state == State::kBlockBarrier;
+        }
+        if (done == threads) break;
+        if (resolve_warps()) continue;
+        if (!b.errors.empty()) break;
+        if (at_barrier && at_barrier + done == threads) {
+            if (done) {
+                error("__syncthreads() reached by " + std::to_string(at_barrier) + " threads while " +
+                      std::to_string(done) + " have exited");
+                break;
+            }
+            ++b.epoch;
+            for (auto& f : b.fibers) f.state = State::kRunnable;
+            continue;
+        }
+        error("deadlock: threads wait in different barriers or warp-wide operations");
+        break;
+    }
+    g_block = nullptr;
+    return b.errors;
+}
+
+}  // namespace llgen_host
+
+// ------------------------------------------------------------ the CUDA/HIP surface
+#define threadIdx (::llgen_host::self().tid)
+#define blockIdx (::llgen_host::g_block->bid)
+#define blockDim (::llgen_host::g_block->dim)
+#define warpSize (::llgen_host::g_block->warp_size)
+
+inline void __syncthreads() {
+    ::llgen_host::self().state = ::llgen_host::State::kBlockBarrier;
+    ::llgen_host::yield_to_scheduler();
+}
+
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    auto& f = ::llgen_host::self();
+    f.op = ::llgen_host::WarpOp::kSyncWarp;
+    f.mask = mask;
+    ::llgen_host::warp_op(f);
+}
+
+template <typename T>
+inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
+    return ::llgen_host::shuffle(::llgen_host::WarpOp::kShflIdx, v, unsigned(src_lane), unsigned(width), mask);
+}
+template <typename T>
+inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    return ::llgen_host::shuffle(::llgen_host::WarpOp::kShflXor, v, unsigned(lane_mask), unsigned(width), mask);
+}
+template <typename T>
+inline T __shfl(T v, int src_lane, int width = -1) {
+    return ::llgen_host::shuffle(::llgen_host::WarpOp::kAmdShfl, v, unsigned(src_lane),
+                                 unsigned(width < 0 ? warpSize : width), 0u);
+}
+template <typename T>
+inline T __shfl_xor(T v, int lane_mask, int width = -1) {
+    return ::llgen_host::shuffle(::llgen_host::WarpOp::kAmdShflXor, v, unsigned(lane_mask),
+                                 unsigned(width < 0 ? warpSize : width), 0u);
+}
+
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    uint64_t bytes = (uint64_t(y) << 32) | x;
+    unsigned out = 0;
+    for (int i = 0; i < 4; ++i) {
+        unsigned sel = (s >> (4 * i)) & 0xf;
+        unsigned b = unsigned(bytes >> (8 * (sel & 7))) & 0xff;
+        if (sel & 8) b = (b & 0x80) ? 0xff : 0;  // sign-replicate mode
+        out |= b << (8 * i);
+    }
+    return out;
+}
+
+inline size_t __cvta_generic_to_shared(const void* p) { return ::llgen_host::lds_offset(p); }
+
+struct uint2 {
+    unsigned x, y;
+};
+struct uint4 {
+    unsigned x, y, z, w;
+};
+
+// inline PTX / GCN assembly is not modelled: route it through a named wrapper
+#define asm llgen_host_does_not_model_inline_asm
