@@ -228,13 +228,16 @@ def convert(src: Optional[str], dst: Optional[str], target: str, arch: Optional[
               help="YAML list of conversions to verify instead of --src/--dst.")
 @click.option("--runs", default=2, show_default=True, type=int, help="Random tensors per conversion.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
+@click.option("--host", is_flag=True, help="Run CUDA harnesses on the host SIMT runtime instead of a GPU.")
 def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
            smem_budget: int, shape: Optional[str], dtypes: tuple[str, ...], corpus: Optional[str], runs: int,
-           seed: int) -> None:
-    """Compile and run generated harnesses on the GPU (CuPy) and check them
-    bit for bit: one conversion (--src/--dst, one row per --dtype) or every
-    entry of --corpus.  Prints a table; exit status 1 on any failure."""
-    from ll_codegen.api import VerifyJob as Job, load_corpus, plan_jobs, run_jobs
+           seed: int, host: bool) -> None:
+    """Compile and run generated harnesses and check them bit for bit: one
+    conversion (--src/--dst, one row per --dtype) or every entry of --corpus.
+    CUDA runs on the GPU (CuPy), or on the host SIMT runtime with --host; HIP
+    runs on the host SIMT runtime (wave64 or wave32).  Prints a table; exit
+    status 1 on any failure."""
+    from ll_codegen.api import VerifyJob as Job, load_corpus, needs_gpu, plan_jobs, run_jobs
     if runs < 1:
         raise CLIError(f"--runs must be at least 1, got {runs}")
     if corpus:
@@ -251,10 +254,10 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
                     shape=shape, name=None)]
     planned = plan_jobs(jobs)                 # every input checked before looking for a GPU
     from ll_codegen import gpu
-    reason = gpu.available()
+    reason = gpu.available() if needs_gpu(planned, host) else None
     if reason is not None:
-        raise CLIError(f"cannot verify: {reason}")
-    rows, failed = run_jobs(planned, runs=runs, seed=seed, echo=click.echo)
+        raise CLIError(f"cannot verify: {reason} (--host runs on the CPU)")
+    rows, failed = run_jobs(planned, runs=runs, seed=seed, echo=click.echo, host=host)
     if failed:
         raise click.exceptions.Exit(1)
 

@@ -395,12 +395,18 @@ def plan_jobs(jobs: Sequence[VerifyJob]) -> list[tuple[VerifyJob, str, Conversio
     return out
 
 
+def needs_gpu(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], host: bool) -> bool:
+    """Whether ``run_jobs`` needs a CUDA GPU (CUDA rows not sent to the host runtime)."""
+    return not host and any(p.target == "cuda" for _, _, p in planned)
+
+
 def run_jobs(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], runs: int = 2, seed: int = 0,
-             echo=print) -> tuple[list[tuple[str, str, str, str]], int]:
-    """Verify every planned row on the GPU; prints a table through ``echo``
-    as rows finish.  Returns (rows, number of failures).  HIP plans are
-    skipped (CuPy runs CUDA only)."""
-    from . import gpu
+             echo=print, host: bool = False) -> tuple[list[tuple[str, str, str, str]], int]:
+    """Verify every planned row and print a table through ``echo`` as rows
+    finish; returns (rows, number of failures).  CUDA rows run on the GPU
+    (CuPy) unless ``host``; HIP rows (no AMD GPU is driven here) and, with
+    ``host``, CUDA rows run on the host SIMT runtime (``host.py``)."""
+    from . import gpu, host as host_runtime
     heads = ("pair", "dtype", "strategy", "result")
     w = [max([len(heads[0])] + [len(j.pair) for j, _, _ in planned]),
          max([len(heads[1])] + [len(d) for _, d, _ in planned]),
@@ -410,12 +416,15 @@ def run_jobs(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], runs: int
     rows, failed = [], 0
     for k, (job, dt, p) in enumerate(planned):
         strat = f"{p.strategy} ({p.target} {p.arch})"
-        if p.target != "cuda":
-            result = "skipped (CuPy runs CUDA harnesses only)"
+        if (host or p.target != "cuda") and host_runtime.compiler() is None:
+            result = "FAIL: the host SIMT runtime needs clang++ (apt-get install clang)"
         else:
             try:
-                r = gpu.verify_plan(p, name=job.name or "cvt", runs=runs, seed=seed + k)
-                result = "ok (bit-exact)" if r.ok else f"FAIL: {r.message}"
+                if host or p.target != "cuda":
+                    r = host_runtime.verify_host([(job.name or "cvt", p)], runs=runs, seed=seed + k)[0]
+                else:
+                    r = gpu.verify_plan(p, name=job.name or "cvt", runs=runs, seed=seed + k)
+                result = f"ok ({r.message})" if r.ok else f"FAIL: {r.message}"
             except Exception as e:  # noqa: BLE001 - a compile or launch error is a failed row
                 first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
                 result = f"FAIL: {type(e).__name__}: {first}"

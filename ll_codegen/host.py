@@ -102,8 +102,10 @@ def write_sources(directory: str, cases: Sequence[tuple[str, ConversionPlan]]) -
                 fh.write(render(plan, kind, name))
 
 
-def build(directory: str, cases: Sequence[tuple[str, ConversionPlan]], exe: str = "driver") -> tuple[str | None, str]:
-    """Compile the driver of ``cases`` (sources already in ``directory``): (path or None, log)."""
+def build(directory: str, cases: Sequence[tuple[str, ConversionPlan]], exe: str = "driver",
+          sources: str | None = None) -> tuple[str | None, str]:
+    """Compile the driver of ``cases`` into ``directory``; the harnesses and
+    headers are in ``sources`` (default: ``directory``).  (path or None, log)."""
     cxx = compiler()
     if cxx is None:
         return None, "no clang++ found (install clang, or Debian's hipcc which brings it)"
@@ -111,7 +113,8 @@ def build(directory: str, cases: Sequence[tuple[str, ConversionPlan]], exe: str 
     with open(src, "w", encoding="utf-8") as fh:
         fh.write(driver_source(cases))
     path = os.path.join(directory, exe)
-    proc = subprocess.run([cxx, *FLAGS, "-I", SIMT_DIR, "-include", "simt_host.h", src, "-o", path],
+    proc = subprocess.run([cxx, *FLAGS, "-I", SIMT_DIR, "-I", sources or directory, "-include", "simt_host.h",
+                           src, "-o", path],
                           capture_output=True, text=True, cwd=directory)
     if proc.returncode:
         return None, (proc.stdout + proc.stderr)[-3000:]
@@ -169,16 +172,20 @@ def _verdict(name: str, p: ConversionPlan, flat, want, out, regs, errors: list[s
 
 
 def verify_host(items: Sequence[tuple[str, ConversionPlan]], runs: int = 1, seed: int = 0,
-                batch_size: int = 40, jobs: int = 2, keep: str | None = None) -> list[RunResult]:
+                batch_size: int = 40, jobs: int = 2, keep: str | None = None,
+                sources: str | None = None) -> list[RunResult]:
     """Compile and run ``(name, plan)`` harnesses on the host, ``runs`` times
-    each on fresh random bits; one result per item (the first failure)."""
+    each on fresh random bits; one result per item (the first failure).  The
+    sources are rendered from the plans, or taken as they are from the folder
+    ``sources`` (e.g. ``generated/``)."""
     directory = keep or tempfile.mkdtemp(prefix="llgen_host_")
     try:
-        write_sources(directory, items)
+        if sources is None:
+            write_sources(directory, items)
         batches = [list(items[i:i + batch_size]) for i in range(0, len(items), batch_size)]
 
         def go(k: int) -> list[RunResult]:
-            exe, log = build(directory, batches[k], f"driver{k}")
+            exe, log = build(directory, batches[k], f"driver{k}", sources)
             if exe is None:
                 return [RunResult(False, f"{name}: host compile failed: {log}") for name, _ in batches[k]]
             rng = np.random.default_rng([seed, k])
