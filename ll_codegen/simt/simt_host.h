@@ -164,7 +164,8 @@ inline void shared_read(unsigned addr, void* dst, unsigned bytes, unsigned align
     for (unsigned i = 0; i < bytes; ++i) {
         Shadow& s = b.shadow[addr + i];
         if (s.writer < 0)
-            error(where(t) + " reads shared byte " + std::to_string(addr + i) + " that no thread wrote");
+            error(where(t) + " reads shared byte " + std::to_string(addr + i) +
+                  " before any thread wrote it (uninitialised, or a missing barrier)");
         else if (!ordered(s.writer, s.write_epoch, s.write_wepoch, t))
             error("race: " + where(t) + " reads shared byte " + std::to_string(addr + i) + " that " +
                   where(s.writer) + " wrote in the same barrier interval");
