@@ -183,7 +183,10 @@ def main(argv=None) -> int:
               f"{fmt(r.get('naive_over_ours')):>5} {r.get('auto_is_fastest', '-')}"
               f"{'' if v.get('ok') else ' WRONG'}{'' if t.get('ok', True) else ' TRITON-WRONG'}")
     print(f"geomean ours/Triton {B.geomean(ot):.3f} over {len(ot)} pairs")
-    return 0
+    wrong = [r["name"] for r in rows if not all(v.get("ok") for v in r["variants"].values())]
+    if wrong:
+        print(f"WRONG kernels (ours): {', '.join(wrong)}")
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

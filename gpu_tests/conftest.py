@@ -1,7 +1,7 @@
 """GPU tests: everything here needs a CUDA GPU reachable through CuPy.
 
 Without one (CI, a laptop) every test is skipped with the reason that
-``ll_codegen.gpu.available()`` gives; the test modules also skip themselves at
+``ll_codegen.gpu.available()`` gives (``LLGEN_REQUIRE_GPU=1`` makes that an error); the test modules also skip themselves at
 import time, before they plan anything.
 """
 import os
@@ -23,6 +23,8 @@ REASON = gpu.available()
 def pytest_collection_modifyitems(config, items):
     if REASON is None:
         return
+    if os.environ.get("LLGEN_REQUIRE_GPU") == "1":
+        raise pytest.UsageError(f"LLGEN_REQUIRE_GPU=1 but no GPU: {REASON}")
     skip = pytest.mark.skip(reason=f"no GPU: {REASON}")
     for item in items:
         item.add_marker(skip)

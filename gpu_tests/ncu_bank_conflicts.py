@@ -197,13 +197,20 @@ def main(argv=None) -> int:
               "rows": rows, "compile_s": t1 - t0, "ncu_s": t2 - t1, "raw_csv": csv_text[-200000:]}
     with open(os.path.join(a.out, "ncu.json"), "w") as f:
         json.dump(result, f, indent=1, default=str)
-    table, summary = render_table(result)
+    table, summary, failures = render_table(result)
     with open(os.path.join(a.out, "ncu_table.md"), "w") as f:
         f.write(table)
     print(table)
     print(summary)
     print(f"ncu rc {r.returncode}; {drive_lines[-1] if drive_lines else 'no DRIVE output: ' + r.stdout[-2000:] + r.stderr[-2000:]}")
-    return 0
+    # failure: a wrong kernel, ncu failing, or a plan whose measured conflicts or
+    # wavefronts (beyond counter noise) differ from the prediction
+    failures += [ln for ln in drive_lines if "FAIL" in ln]
+    if r.returncode or not drive_lines:
+        failures.append(f"ncu exited with {r.returncode}")
+    for f in failures:
+        print(f"FAILED {f}")
+    return 1 if failures else 0
 
 
 def _g(d: dict | None, k: str) -> float | None:
@@ -234,16 +241,21 @@ def _fmt(x) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def render_table(result: dict) -> tuple[str, str]:
+NOISE = 0.005   # relative wavefront counter noise tolerated (stated in gpu_tests/NCU_NOTES.md)
+
+
+def render_table(result: dict) -> tuple[str, str, list[str]]:
     hdr = ("| case | pair | bits | st -> ld instr | swz | rounds | warps | st wf pred/meas | st conf pred/meas "
            "| ld wf pred/meas | ld conf pred/meas | ldsm/stsm wf (conf) | instr st/ld pred/meas | match |")
     lines = [hdr, "|" + " --- |" * (hdr.count("|") - 1)]
     n_ok_wf = n_ok_conf = n = n_same = n_same_ok = 0
+    failures = []
     for row in result["rows"]:
         p = row["pred"]
         t = measured_totals(row["meas"], row)
         n += 1
         if not t:
+            failures.append(f"{row['name']}: not measured")
             lines.append(f"| {row['name']} | {row['pair']} | {row['bits']} | {row['store_instr']} -> {row['load_instr']} "
                          f"| {row['swizzle']} | {row['rounds']} | {row['warps']} | not measured "
                          f"({row['compile_error'] or 'no ncu row'}) | | | | | | no |")
@@ -264,6 +276,9 @@ def render_table(result: dict) -> tuple[str, str]:
             st_wf = (st_wf or 0) + t["st_wf_stsm"]
             st_cf = (st_cf or 0) + (t.get("st_conf_stsm") or 0)
         wf_ok = st_wf == p["st_wf"] and ld_wf == p["ld_wf"]
+        # counter noise: ncu has reported a few wavefronts more than issued (1024 -> 1027)
+        wf_near = all(w is not None and abs(w - q) <= max(1, NOISE * q)
+                      for w, q in ((st_wf, p["st_wf"]), (ld_wf, p["ld_wf"])))
         cf_ok = st_cf == p["st_conf"] and ld_cf == p["ld_conf"]
         n_ok_wf += wf_ok
         n_ok_conf += cf_ok
@@ -274,7 +289,10 @@ def render_table(result: dict) -> tuple[str, str]:
         n_same += same_instr
         n_same_ok += same_instr and wf_ok and cf_ok
         verdict = ("yes" if wf_ok and cf_ok else
+                   "yes within counter noise" if wf_near and cf_ok and same_instr else
                    "no: compiler merged accesses" if not same_instr else "no")
+        if not verdict.startswith("yes"):
+            failures.append(f"{row['name']}: {verdict}")
         lines.append(
             f"| {row['name']} | {row['pair']} ({row['variant']}) | {row['bits']} | {row['store_instr']} {row['store_bytes']}B"
             f" -> {row['load_instr']} {row['load_bytes']}B | {row['swizzle']} | {row['rounds']} | {row['warps']} "
@@ -285,7 +303,7 @@ def render_table(result: dict) -> tuple[str, str]:
     summary = (f"ncu: {n} shared-memory plans; wavefronts match {n_ok_wf}/{n}, bank conflicts match {n_ok_conf}/{n}; "
                f"where the executed shared-memory instruction counts equal the plan's ({n_same} plans) both match in "
                f"{n_same_ok}")
-    return "\n".join(lines) + "\n", summary
+    return "\n".join(lines) + "\n", summary, failures
 
 
 if __name__ == "__main__":

@@ -289,6 +289,10 @@ def test_sample_instruction_counts_exact(sample_build, tool):
     cases, results = sample_build
     hard, soft, checked = _sample_counts(cases, results, tool)
     assert not hard, "see test_sample_instruction_counts"
+    # CUDA issues every shared access as inline PTX of exactly the planned width:
+    # nothing may differ there.  HIP accesses are plain C++ the AMDGPU backend may
+    # pair or promote (the two documented reasons of count_check): listed, xfail.
+    assert tool == "hip" or not soft, "\n".join(soft)
     if soft:
         convs = sorted({x.split(" ", 1)[0] for x in soft})
         pytest.xfail(f"{len(convs)} of {len(checked)} conversions differ benignly from their plans:\n"
@@ -450,6 +454,8 @@ def test_generated_instruction_counts(generated_build):
 def test_generated_instruction_counts_exact(generated_build):
     hard, soft, checked = _generated_counts(generated_build)
     assert not hard, "see test_generated_instruction_counts"
+    assert not [x for x in soft if x.split(" ", 1)[0].endswith((".cu", ".cuh")) or "st.shared" in x or "ld.shared" in x], \
+        "\n".join(soft)   # CUDA: exact (see test_sample_instruction_counts_exact)
     if soft:
         pytest.xfail(f"{len(soft)} of {checked} generated harness compiles differ benignly from their plans:\n"
                      + "\n".join(soft))

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from ll_codegen.emulator import check_plan, measure_smem
 from ll_codegen.layout import LinearLayout
 from ll_codegen.planner import DTYPE_BYTES, plan_conversion
+from ll_codegen.shuffle import NotShuffleable
 from ll_codegen.target import get_target
 
 def SETTINGS(n):
@@ -83,9 +84,11 @@ def _plans(src, dst, w, target, arch):
         for swz in (("optimal", "none") if strategy == "smem" else ("optimal",)):
             try:
                 plan = plan_conversion(src, dst, dtype, target, arch, strategy=strategy, swizzle=swz)
-            except ValueError:
-                if strategy == "smem":
-                    raise                                    # smem is always legal within a CTA
+            except ValueError as e:
+                # auto and smem always plan within a CTA; a forced strategy may
+                # only be refused as illegal for the pair, or (shuffle) not shuffleable
+                if strategy in ("auto", "smem") or not (isinstance(e, NotShuffleable) or "is illegal" in str(e)):
+                    raise
                 continue
             out.append((f"{strategy}/{swz}", plan))
     return out

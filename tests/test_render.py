@@ -19,7 +19,7 @@ from ll_codegen.render import (file_names, linear_expr, parity_expr, render, sel
                                xor_form_expr)
 from toolchain import HIP_ENV, check_isa, check_ptx, need, run_all, uses_matrix
 
-planner = pytest.importorskip("ll_codegen.planner")
+from ll_codegen import planner
 
 
 # ------------------------------------------------------------------ layouts
@@ -212,10 +212,7 @@ def hip_build(tmp_path_factory):
         for seed, st, dt in ((1, "shuffle", "f16"), (26, "shuffle", "i8"), (0, "shuffle", "f64"),
                              (3, "smem", "f16"), (3, "smem", "f64"), (4, "smem", "i8"), (9, "smem", "f32")):
             name = f"h{seed}_{st}_{dt}_{arch}"
-            try:
-                f, b = plans(seed, st, dt, target="hip", arch=arch)
-            except ValueError:
-                continue
+            f, b = plans(seed, st, dt, target="hip", arch=arch)   # seeds chosen so every plan exists
             write_files(f, d, name, emit=("header", "harness", "bench"), back_plan=b)
             meta[name] = (arch, f)
             for kind in ("harness", "bench"):
