@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     if ncu:
         sys.path.insert(0, HERE)
         from ncu_bank_conflicts import render_table
-        table, summ = render_table(ncu)
+        table, summ, _ = render_table(ncu)
         lines += [summ + ".", "",
                   "Per kernel (one CTA), totals over all warps and rounds. Prediction: per-instruction wavefronts "
                   "and conflicts of the plan x instructions per warp x (storing) warps. Measured: "

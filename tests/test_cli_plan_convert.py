@@ -299,7 +299,7 @@ def test_verify_without_gpu_says_why():
     for args in (["verify", "--src", ROW, "--dst", COL, "--dtype", "f16,f32"],
                  ["verify", "--corpus", "examples/verify/corpus.yaml"]):
         line = _one_error_line(_run(args), "cannot verify: ")
-        assert line == f"llgen: error: cannot verify: {reason}"
+        assert line == f"llgen: error: cannot verify: {reason} (--host runs on the CPU)"
 
 
 def test_bench_checks_inputs_then_says_why_without_gpu():

@@ -109,3 +109,18 @@ def test_generated_files_run_unchanged():
     bad = [r.message for r in results if not r.ok]
     assert not bad, bad
     assert len(results) == len(entries) >= 16
+
+
+def test_verify_cli_uses_the_host_runtime():
+    """``llgen verify`` runs HIP rows (no AMD GPU here) and, with --host, CUDA rows on the host runtime."""
+    import subprocess
+    import sys
+    specs = os.path.join(ROOT, "examples", "specs")
+    for extra, want in ((["--src", f"{specs}/mfma_32x32_2x2_64x64.yaml", "--dst", f"{specs}/blocked_wave64_64x64.yaml",
+                          "--target", "hip"], "ok (bit-exact, host SIMT wave64)"),
+                        (["--src", f"{specs}/blocked_row_64x64.yaml", "--dst", f"{specs}/blocked_col_64x64.yaml",
+                          "--host"], "ok (bit-exact, host SIMT wave32)")):
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "cli.py"), "verify", "--dtype", "f16,i8", *extra],
+                           capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.count(want) == 2, r.stdout
