@@ -94,23 +94,33 @@ typedef unsigned long long uint64_t;
 
 namespace blocked_intra_warp_f32 {
 
-constexpr int kSrcRegs   = 32;   // elements per thread before convert()
-constexpr int kDstRegs   = 32;   // elements per thread after convert()
-constexpr int kSmemBytes = 0;    // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;  // threads taking part: threadIdx.x in [0, kThreads)
+constexpr int kSrcRegs   = 32;           // elements per thread before convert()
+constexpr int kDstRegs   = 32;           // elements per thread after convert()
+constexpr int kSmemBytes = 0;            // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 4;    // sizeof(T) (f32)
+constexpr int kElemBytes = 4;            // sizeof(T) (f32)
+constexpr int kRank      = 2;
+constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
+// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ (reg & 0x7) ^ (lane << 3) ^ (warp << 8); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ ((reg & 0x4) << 3) ^ (reg & 0x3) ^ ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8); }
 
 // dst = src in the destination layout: warp shuffles: 32 round(s) x 1 word(s).
-// Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: none; smem is not touched. Each warp exchanges data within itself, so the call must be made by whole warps (all lanes active).
 template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 4 bytes wide");
     using U = uint32_t;  // raw bits of T
     U s[kSrcRegs], d[kDstRegs];
     memcpy(s, src, sizeof s);
     (void)smem;
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
+    const unsigned lane = tid & (kWarpSize - 1);
     const unsigned src_lane = ((lane & 0x1) << 2) ^ (lane & 0x18) ^ ((lane >> 1) & 0x3);  // source lane before the round's xor
     const unsigned sel0 = (lane >> 2) & 1;                                                // parity of lane & 0x4
     const unsigned sel1 = lane & 1;                                                       // parity of lane & 0x1

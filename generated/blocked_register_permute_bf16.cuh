@@ -59,20 +59,30 @@ typedef unsigned long long uint64_t;
 
 namespace blocked_register_permute_bf16 {
 
-constexpr int kSrcRegs   = 32;   // elements per thread before convert()
-constexpr int kDstRegs   = 32;   // elements per thread after convert()
-constexpr int kSmemBytes = 0;    // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;  // threads taking part: threadIdx.x in [0, kThreads)
+constexpr int kSrcRegs   = 32;           // elements per thread before convert()
+constexpr int kDstRegs   = 32;           // elements per thread after convert()
+constexpr int kSmemBytes = 0;            // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 2;    // sizeof(T) (bf16)
-constexpr int kSrcWords  = 16;   // packed 32-bit words for convert_words()
+constexpr int kElemBytes = 2;            // sizeof(T) (bf16)
+constexpr int kRank      = 2;
+constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+constexpr int kSrcWords  = 16;           // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 16;
 
+// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
+// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ ((reg & 0x4) << 3) ^ (reg & 0x3) ^ ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x1) << 10) ^ ((reg & 0x8) << 8) ^ ((reg & 0x2) << 4) ^ ((reg >> 2) & 0x1) ^ ((reg >> 3) & 0x2) ^ ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8); }
+
 // dst = src in the destination layout: register permutation within each thread.
-// Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: none; smem is not touched. Each warp exchanges data within itself, so the call must be made by whole warps (all lanes active).
 // convert_words: the same on packed 32-bit words -- word i holds elements
 // 2i .. 2i+1, lowest first, as mma fragments keep 8/16-bit data.
-__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
+                                              unsigned tid = threadIdx.x) {
     (void)smem;
 
     // Register moves: whole words where they line up, else byte permutes
@@ -96,11 +106,12 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
 }
 
 template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
     uint32_t s[kSrcWords], d[kDstWords];
     memcpy(s, src, sizeof s);
-    convert_words(s, d, smem);
+    convert_words(s, d, smem, tid);
     memcpy(dst, d, sizeof d);
 }
 

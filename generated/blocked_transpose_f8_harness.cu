@@ -7,83 +7,20 @@ extern "C" __global__ void __launch_bounds__(blocked_transpose_f8::kThreads)
 blocked_transpose_f8_harness(const uint8_t* __restrict__ in, uint8_t* __restrict__ out, uint8_t* __restrict__ dst_regs_out) {
     using namespace blocked_transpose_f8;
     extern __shared__ __align__(16) unsigned char smem[];
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 
     // Source registers from the row-major tensor through the source layout.
-    const unsigned src_idx = (lane << 3) ^ (warp << 8);
-    uint8_t src[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x4],
-        in[src_idx + 0x5],
-        in[src_idx + 0x6],
-        in[src_idx + 0x7],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x402],
-        in[src_idx + 0x403],
-        in[src_idx + 0x404],
-        in[src_idx + 0x405],
-        in[src_idx + 0x406],
-        in[src_idx + 0x407],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0x802],
-        in[src_idx + 0x803],
-        in[src_idx + 0x804],
-        in[src_idx + 0x805],
-        in[src_idx + 0x806],
-        in[src_idx + 0x807],
-        in[src_idx + 0xc00],
-        in[src_idx + 0xc01],
-        in[src_idx + 0xc02],
-        in[src_idx + 0xc03],
-        in[src_idx + 0xc04],
-        in[src_idx + 0xc05],
-        in[src_idx + 0xc06],
-        in[src_idx + 0xc07],
-    };
+    uint8_t src[kSrcRegs];
+#pragma unroll
+    for (int r = 0; r < kSrcRegs; ++r) src[r] = in[src_index(r, lane, warp)];
 
     uint8_t dst[kDstRegs];
     convert(src, dst, smem);
 
     // Destination registers back through the destination layout (broadcast copies write the same value).
-    const unsigned dst_idx = ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2);
-    out[dst_idx] = dst[0];
-    out[dst_idx + 0x40] = dst[1];
-    out[dst_idx + 0x80] = dst[2];
-    out[dst_idx + 0xc0] = dst[3];
-    out[dst_idx + 0x100] = dst[4];
-    out[dst_idx + 0x140] = dst[5];
-    out[dst_idx + 0x180] = dst[6];
-    out[dst_idx + 0x1c0] = dst[7];
-    out[dst_idx + 0x10] = dst[8];
-    out[dst_idx + 0x50] = dst[9];
-    out[dst_idx + 0x90] = dst[10];
-    out[dst_idx + 0xd0] = dst[11];
-    out[dst_idx + 0x110] = dst[12];
-    out[dst_idx + 0x150] = dst[13];
-    out[dst_idx + 0x190] = dst[14];
-    out[dst_idx + 0x1d0] = dst[15];
-    out[dst_idx + 0x20] = dst[16];
-    out[dst_idx + 0x60] = dst[17];
-    out[dst_idx + 0xa0] = dst[18];
-    out[dst_idx + 0xe0] = dst[19];
-    out[dst_idx + 0x120] = dst[20];
-    out[dst_idx + 0x160] = dst[21];
-    out[dst_idx + 0x1a0] = dst[22];
-    out[dst_idx + 0x1e0] = dst[23];
-    out[dst_idx + 0x30] = dst[24];
-    out[dst_idx + 0x70] = dst[25];
-    out[dst_idx + 0xb0] = dst[26];
-    out[dst_idx + 0xf0] = dst[27];
-    out[dst_idx + 0x130] = dst[28];
-    out[dst_idx + 0x170] = dst[29];
-    out[dst_idx + 0x1b0] = dst[30];
-    out[dst_idx + 0x1f0] = dst[31];
 #pragma unroll
-    for (int r = 0; r < kDstRegs; ++r) dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    for (int r = 0; r < kDstRegs; ++r) {
+        out[dst_index(r, lane, warp)] = dst[r];
+        dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    }
 }

@@ -56,14 +56,21 @@ typedef unsigned long long uint64_t;
 
 namespace blocked_transpose_i8_noswizzle {
 
-constexpr int kSrcRegs   = 32;    // elements per thread before convert()
-constexpr int kDstRegs   = 32;    // elements per thread after convert()
-constexpr int kSmemBytes = 4096;  // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kThreads)
+constexpr int kSrcRegs   = 32;           // elements per thread before convert()
+constexpr int kDstRegs   = 32;           // elements per thread after convert()
+constexpr int kSmemBytes = 4096;         // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 1;     // sizeof(T) (i8)
-constexpr int kSrcWords  = 8;     // packed 32-bit words for convert_words()
+constexpr int kElemBytes = 1;            // sizeof(T) (i8)
+constexpr int kRank      = 2;
+constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+constexpr int kSrcWords  = 8;            // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 8;
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
+// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ (reg & 0x7) ^ (lane << 3) ^ (warp << 8); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x7) << 6) ^ ((reg & 0x18) << 1) ^ ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2); }
 
 namespace detail {
 template <int kImm>
@@ -88,12 +95,15 @@ __device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uin
 }  // namespace detail
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 4096 bytes, 0/7 bank conflicts per store/load.
-// Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: 2 __syncthreads() (1 round(s): one before each round's stores, so the scratch may still be in use by the caller or an earlier convert() when this one starts; one between stores and loads). Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads). When it returns, other threads may still be reading smem: __syncthreads() before writing smem again (another convert() does that itself).
 // convert_words: the same on packed 32-bit words -- word i holds elements
 // 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
-__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem) {
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
+                                              unsigned tid = threadIdx.x) {
+    const unsigned lane = tid & (kWarpSize - 1);
+    const unsigned warp = tid / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));  // shared-window address
     const unsigned st_base = (lane << 3) ^ (warp << 8);                               // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
@@ -151,11 +161,12 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
 }
 
 template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
     uint32_t s[kSrcWords], d[kDstWords];
     memcpy(s, src, sizeof s);
-    convert_words(s, d, smem);
+    convert_words(s, d, smem, tid);
     memcpy(dst, d, sizeof d);
 }
 

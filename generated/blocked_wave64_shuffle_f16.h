@@ -61,36 +61,45 @@
 
 namespace blocked_wave64_shuffle_f16 {
 
-constexpr int kSrcRegs   = 16;   // elements per thread before convert()
-constexpr int kDstRegs   = 16;   // elements per thread after convert()
-constexpr int kSmemBytes = 0;    // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 256;  // threads taking part: threadIdx.x in [0, kThreads)
+constexpr int kSrcRegs   = 16;           // elements per thread before convert()
+constexpr int kDstRegs   = 16;           // elements per thread after convert()
+constexpr int kSmemBytes = 0;            // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 256;          // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 64;
-constexpr int kElemBytes = 2;    // sizeof(T) (f16)
+constexpr int kElemBytes = 2;            // sizeof(T) (f16)
+constexpr int kRank      = 2;
+constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+constexpr int kSrcWords  = 8;            // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 8;
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
+// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 8) ^ (reg & 0x3) ^ (lane << 2) ^ (warp << 8); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 8) ^ ((reg & 0x2) << 5) ^ (reg & 0x1) ^ ((lane & 0x20) << 2) ^ ((lane & 0x1f) << 1) ^ (warp << 8); }
 
 // dst = src in the destination layout: warp shuffles: 8 round(s) x 1 word(s).
-// Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    using U = uint16_t;  // raw bits of T
-    U s[kSrcRegs], d[kDstRegs];
-    memcpy(s, src, sizeof s);
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: none; smem is not touched. Each warp exchanges data within itself, so the call must be made by whole warps (all lanes active).
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 2i .. 2i+1, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
+                                              unsigned tid = threadIdx.x) {
     (void)smem;
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
+    const unsigned lane = tid & (kWarpSize - 1);
     const unsigned src_lane = ((lane & 0x1) << 4) ^ (lane & 0x20) ^ ((lane >> 1) & 0xf);  // source lane before the round's xor
     const unsigned sel0 = (lane >> 4) & 1;                                                // parity of lane & 0x10
     const unsigned sel1 = lane & 1;                                                       // parity of lane & 0x1
 
     // Pack: 8 round(s) x 1 word(s), 2 element(s) per payload, 2-way lane-dependent send
-    const uint32_t out0 = sel0 ? static_cast<uint32_t>(s[2]) | (static_cast<uint32_t>(s[3]) << 16) : static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[1]) << 16);
-    const uint32_t out1 = sel0 ? static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[1]) << 16) : static_cast<uint32_t>(s[2]) | (static_cast<uint32_t>(s[3]) << 16);
-    const uint32_t out2 = sel0 ? static_cast<uint32_t>(s[6]) | (static_cast<uint32_t>(s[7]) << 16) : static_cast<uint32_t>(s[4]) | (static_cast<uint32_t>(s[5]) << 16);
-    const uint32_t out3 = sel0 ? static_cast<uint32_t>(s[4]) | (static_cast<uint32_t>(s[5]) << 16) : static_cast<uint32_t>(s[6]) | (static_cast<uint32_t>(s[7]) << 16);
-    const uint32_t out4 = sel0 ? static_cast<uint32_t>(s[10]) | (static_cast<uint32_t>(s[11]) << 16) : static_cast<uint32_t>(s[8]) | (static_cast<uint32_t>(s[9]) << 16);
-    const uint32_t out5 = sel0 ? static_cast<uint32_t>(s[8]) | (static_cast<uint32_t>(s[9]) << 16) : static_cast<uint32_t>(s[10]) | (static_cast<uint32_t>(s[11]) << 16);
-    const uint32_t out6 = sel0 ? static_cast<uint32_t>(s[14]) | (static_cast<uint32_t>(s[15]) << 16) : static_cast<uint32_t>(s[12]) | (static_cast<uint32_t>(s[13]) << 16);
-    const uint32_t out7 = sel0 ? static_cast<uint32_t>(s[12]) | (static_cast<uint32_t>(s[13]) << 16) : static_cast<uint32_t>(s[14]) | (static_cast<uint32_t>(s[15]) << 16);
+    const uint32_t out0 = sel0 ? s[1] : s[0];
+    const uint32_t out1 = sel0 ? s[0] : s[1];
+    const uint32_t out2 = sel0 ? s[3] : s[2];
+    const uint32_t out3 = sel0 ? s[2] : s[3];
+    const uint32_t out4 = sel0 ? s[5] : s[4];
+    const uint32_t out5 = sel0 ? s[4] : s[5];
+    const uint32_t out6 = sel0 ? s[7] : s[6];
+    const uint32_t out7 = sel0 ? s[6] : s[7];
 
     // Exchange: 8 shuffle(s) issued back to back, source lane src_lane ^ c
     const uint32_t in0 = __shfl(out0, src_lane);
@@ -103,23 +112,24 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     const uint32_t in7 = __shfl(out7, src_lane ^ 0x10);
 
     // Unpack (2-way lane-dependent receive)
-    d[0] = sel1 ? static_cast<uint16_t>(in1) : static_cast<uint16_t>(in0);
-    d[1] = sel1 ? static_cast<uint16_t>(in1 >> 16) : static_cast<uint16_t>(in0 >> 16);
-    d[2] = sel1 ? static_cast<uint16_t>(in0) : static_cast<uint16_t>(in1);
-    d[3] = sel1 ? static_cast<uint16_t>(in0 >> 16) : static_cast<uint16_t>(in1 >> 16);
-    d[4] = sel1 ? static_cast<uint16_t>(in3) : static_cast<uint16_t>(in2);
-    d[5] = sel1 ? static_cast<uint16_t>(in3 >> 16) : static_cast<uint16_t>(in2 >> 16);
-    d[6] = sel1 ? static_cast<uint16_t>(in2) : static_cast<uint16_t>(in3);
-    d[7] = sel1 ? static_cast<uint16_t>(in2 >> 16) : static_cast<uint16_t>(in3 >> 16);
-    d[8] = sel1 ? static_cast<uint16_t>(in5) : static_cast<uint16_t>(in4);
-    d[9] = sel1 ? static_cast<uint16_t>(in5 >> 16) : static_cast<uint16_t>(in4 >> 16);
-    d[10] = sel1 ? static_cast<uint16_t>(in4) : static_cast<uint16_t>(in5);
-    d[11] = sel1 ? static_cast<uint16_t>(in4 >> 16) : static_cast<uint16_t>(in5 >> 16);
-    d[12] = sel1 ? static_cast<uint16_t>(in7) : static_cast<uint16_t>(in6);
-    d[13] = sel1 ? static_cast<uint16_t>(in7 >> 16) : static_cast<uint16_t>(in6 >> 16);
-    d[14] = sel1 ? static_cast<uint16_t>(in6) : static_cast<uint16_t>(in7);
-    d[15] = sel1 ? static_cast<uint16_t>(in6 >> 16) : static_cast<uint16_t>(in7 >> 16);
+    d[0] = sel1 ? in1 : in0;
+    d[1] = sel1 ? in0 : in1;
+    d[2] = sel1 ? in3 : in2;
+    d[3] = sel1 ? in2 : in3;
+    d[4] = sel1 ? in5 : in4;
+    d[5] = sel1 ? in4 : in5;
+    d[6] = sel1 ? in7 : in6;
+    d[7] = sel1 ? in6 : in7;
 
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem, tid);
     memcpy(dst, d, sizeof d);
 }
 

@@ -8,51 +8,20 @@ extern "C" __global__ void __launch_bounds__(blocked_wave64_shuffle_f16::kThread
 blocked_wave64_shuffle_f16_harness(const uint16_t* __restrict__ in, uint16_t* __restrict__ out, uint16_t* __restrict__ dst_regs_out) {
     using namespace blocked_wave64_shuffle_f16;
     extern __shared__ __align__(16) unsigned char smem[];
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 
     // Source registers from the row-major tensor through the source layout.
-    const unsigned src_idx = (lane << 2) ^ (warp << 8);
-    uint16_t src[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x402],
-        in[src_idx + 0x403],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0x802],
-        in[src_idx + 0x803],
-        in[src_idx + 0xc00],
-        in[src_idx + 0xc01],
-        in[src_idx + 0xc02],
-        in[src_idx + 0xc03],
-    };
+    uint16_t src[kSrcRegs];
+#pragma unroll
+    for (int r = 0; r < kSrcRegs; ++r) src[r] = in[src_index(r, lane, warp)];
 
     uint16_t dst[kDstRegs];
     convert(src, dst, smem);
 
     // Destination registers back through the destination layout (broadcast copies write the same value).
-    const unsigned dst_idx = ((lane & 0x20) << 2) ^ ((lane & 0x1f) << 1) ^ (warp << 8);
-    out[dst_idx] = dst[0];
-    out[dst_idx + 0x1] = dst[1];
-    out[dst_idx + 0x40] = dst[2];
-    out[dst_idx + 0x41] = dst[3];
-    out[dst_idx + 0x400] = dst[4];
-    out[dst_idx + 0x401] = dst[5];
-    out[dst_idx + 0x440] = dst[6];
-    out[dst_idx + 0x441] = dst[7];
-    out[dst_idx + 0x800] = dst[8];
-    out[dst_idx + 0x801] = dst[9];
-    out[dst_idx + 0x840] = dst[10];
-    out[dst_idx + 0x841] = dst[11];
-    out[dst_idx + 0xc00] = dst[12];
-    out[dst_idx + 0xc01] = dst[13];
-    out[dst_idx + 0xc40] = dst[14];
-    out[dst_idx + 0xc41] = dst[15];
 #pragma unroll
-    for (int r = 0; r < kDstRegs; ++r) dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    for (int r = 0; r < kDstRegs; ++r) {
+        out[dst_index(r, lane, warp)] = dst[r];
+        dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    }
 }

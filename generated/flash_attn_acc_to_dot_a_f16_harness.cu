@@ -7,83 +7,20 @@ extern "C" __global__ void __launch_bounds__(flash_attn_acc_to_dot_a_f16::kThrea
 flash_attn_acc_to_dot_a_f16_harness(const uint16_t* __restrict__ in, uint16_t* __restrict__ out, uint16_t* __restrict__ dst_regs_out) {
     using namespace flash_attn_acc_to_dot_a_f16;
     extern __shared__ __align__(16) unsigned char smem[];
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 
     // Source registers from the row-major tensor through the source layout.
-    const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
-    uint16_t src[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x200],
-        in[src_idx + 0x201],
-        in[src_idx + 0x8],
-        in[src_idx + 0x9],
-        in[src_idx + 0x208],
-        in[src_idx + 0x209],
-        in[src_idx + 0x10],
-        in[src_idx + 0x11],
-        in[src_idx + 0x210],
-        in[src_idx + 0x211],
-        in[src_idx + 0x18],
-        in[src_idx + 0x19],
-        in[src_idx + 0x218],
-        in[src_idx + 0x219],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x220],
-        in[src_idx + 0x221],
-        in[src_idx + 0x28],
-        in[src_idx + 0x29],
-        in[src_idx + 0x228],
-        in[src_idx + 0x229],
-        in[src_idx + 0x30],
-        in[src_idx + 0x31],
-        in[src_idx + 0x230],
-        in[src_idx + 0x231],
-        in[src_idx + 0x38],
-        in[src_idx + 0x39],
-        in[src_idx + 0x238],
-        in[src_idx + 0x239],
-    };
+    uint16_t src[kSrcRegs];
+#pragma unroll
+    for (int r = 0; r < kSrcRegs; ++r) src[r] = in[src_index(r, lane, warp)];
 
     uint16_t dst[kDstRegs];
     convert(src, dst, smem);
 
     // Destination registers back through the destination layout (broadcast copies write the same value).
-    const unsigned dst_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
-    out[dst_idx] = dst[0];
-    out[dst_idx + 0x1] = dst[1];
-    out[dst_idx + 0x200] = dst[2];
-    out[dst_idx + 0x201] = dst[3];
-    out[dst_idx + 0x8] = dst[4];
-    out[dst_idx + 0x9] = dst[5];
-    out[dst_idx + 0x208] = dst[6];
-    out[dst_idx + 0x209] = dst[7];
-    out[dst_idx + 0x10] = dst[8];
-    out[dst_idx + 0x11] = dst[9];
-    out[dst_idx + 0x210] = dst[10];
-    out[dst_idx + 0x211] = dst[11];
-    out[dst_idx + 0x18] = dst[12];
-    out[dst_idx + 0x19] = dst[13];
-    out[dst_idx + 0x218] = dst[14];
-    out[dst_idx + 0x219] = dst[15];
-    out[dst_idx + 0x20] = dst[16];
-    out[dst_idx + 0x21] = dst[17];
-    out[dst_idx + 0x220] = dst[18];
-    out[dst_idx + 0x221] = dst[19];
-    out[dst_idx + 0x28] = dst[20];
-    out[dst_idx + 0x29] = dst[21];
-    out[dst_idx + 0x228] = dst[22];
-    out[dst_idx + 0x229] = dst[23];
-    out[dst_idx + 0x30] = dst[24];
-    out[dst_idx + 0x31] = dst[25];
-    out[dst_idx + 0x230] = dst[26];
-    out[dst_idx + 0x231] = dst[27];
-    out[dst_idx + 0x38] = dst[28];
-    out[dst_idx + 0x39] = dst[29];
-    out[dst_idx + 0x238] = dst[30];
-    out[dst_idx + 0x239] = dst[31];
 #pragma unroll
-    for (int r = 0; r < kDstRegs; ++r) dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    for (int r = 0; r < kDstRegs; ++r) {
+        out[dst_index(r, lane, warp)] = dst[r];
+        dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    }
 }

@@ -42,6 +42,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[16, 0], [0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [2, 0], [4, 0], [8, 0], [32, 0], [0, 17], [0, 34]]
 //     store: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     load: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
+//     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
 //   candidate*smem     score    76.00  store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <hip/hip_runtime.h>
@@ -49,12 +50,19 @@
 
 namespace mfma_acc_to_blocked_wave64 {
 
-constexpr int kSrcRegs   = 16;     // elements per thread before convert()
-constexpr int kDstRegs   = 16;     // elements per thread after convert()
-constexpr int kSmemBytes = 16384;  // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 256;    // threads taking part: threadIdx.x in [0, kThreads)
+constexpr int kSrcRegs   = 16;           // elements per thread before convert()
+constexpr int kDstRegs   = 16;           // elements per thread after convert()
+constexpr int kSmemBytes = 16384;        // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 256;          // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 64;
-constexpr int kElemBytes = 4;      // sizeof(T) (f32)
+constexpr int kElemBytes = 4;            // sizeof(T) (f32)
+constexpr int kRank      = 2;
+constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
+// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 7) ^ ((reg & 0x3) << 6) ^ ((lane & 0x20) << 3) ^ (lane & 0x1f) ^ ((warp & 0x2) << 10) ^ ((warp & 0x1) << 5); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 8) ^ (reg & 0x3) ^ (lane << 2) ^ (warp << 8); }
 
 namespace detail {
 
@@ -69,15 +77,18 @@ template <typename V> __device__ __forceinline__ V ld(const char* p) { return *r
 }  // namespace detail
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 16384 bytes, 0/0 bank conflicts per store/load.
-// Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: 2 __syncthreads() (1 round(s): one before each round's stores, so the scratch may still be in use by the caller or an earlier convert() when this one starts; one between stores and loads). Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads). When it returns, other threads may still be reading smem: __syncthreads() before writing smem again (another convert() does that itself).
 template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 4 bytes wide");
     using U = uint32_t;  // raw bits of T
     U s[kSrcRegs], d[kDstRegs];
     memcpy(s, src, sizeof s);
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const unsigned lane = tid & (kWarpSize - 1);
+    const unsigned warp = tid / kWarpSize;
     char* const smem_bytes = static_cast<char*>(smem);
     const unsigned st_base = ((lane & 0x10) << 8) ^ ((lane & 0x20) << 4) ^ ((lane & 0xf) << 3) ^ ((lane >> 1) & 0x8) ^ ((warp & 1) * 0x2010) ^ (((warp >> 1) & 1) * 0x800);  // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;

@@ -8,12 +8,19 @@
 // The reverse conversion (destination layout -> source layout).
 namespace mfma_acc_to_blocked_wave64_back {
 
-constexpr int kSrcRegs   = 16;     // elements per thread before convert()
-constexpr int kDstRegs   = 16;     // elements per thread after convert()
-constexpr int kSmemBytes = 16384;  // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 256;    // threads taking part: threadIdx.x in [0, kThreads)
+constexpr int kSrcRegs   = 16;           // elements per thread before convert()
+constexpr int kDstRegs   = 16;           // elements per thread after convert()
+constexpr int kSmemBytes = 16384;        // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 256;          // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 64;
-constexpr int kElemBytes = 4;      // sizeof(T) (f32)
+constexpr int kElemBytes = 4;            // sizeof(T) (f32)
+constexpr int kRank      = 2;
+constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
+// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 8) ^ (reg & 0x3) ^ (lane << 2) ^ (warp << 8); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 7) ^ ((reg & 0x3) << 6) ^ ((lane & 0x20) << 3) ^ (lane & 0x1f) ^ ((warp & 0x2) << 10) ^ ((warp & 0x1) << 5); }
 
 namespace detail {
 
@@ -28,15 +35,18 @@ template <typename V> __device__ __forceinline__ V ld(const char* p) { return *r
 }  // namespace detail
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 16384 bytes, 0/0 bank conflicts per store/load.
-// Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: 2 __syncthreads() (1 round(s): one before each round's stores, so the scratch may still be in use by the caller or an earlier convert() when this one starts; one between stores and loads). Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads). When it returns, other threads may still be reading smem: __syncthreads() before writing smem again (another convert() does that itself).
 template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 4 bytes wide");
     using U = uint32_t;  // raw bits of T
     U s[kSrcRegs], d[kDstRegs];
     memcpy(s, src, sizeof s);
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const unsigned lane = tid & (kWarpSize - 1);
+    const unsigned warp = tid / kWarpSize;
     char* const smem_bytes = static_cast<char*>(smem);
     const unsigned st_base = ((lane & 0xc) << 10) ^ ((lane & 0x3) << 5) ^ ((lane & 0x30) << 3) ^ ((lane & 0xc) << 1) ^ (warp << 9);                                          // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;

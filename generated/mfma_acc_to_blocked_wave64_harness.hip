@@ -8,51 +8,20 @@ extern "C" __global__ void __launch_bounds__(mfma_acc_to_blocked_wave64::kThread
 mfma_acc_to_blocked_wave64_harness(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, uint32_t* __restrict__ dst_regs_out) {
     using namespace mfma_acc_to_blocked_wave64;
     extern __shared__ __align__(16) unsigned char smem[];
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 
     // Source registers from the row-major tensor through the source layout.
-    const unsigned src_idx = ((lane & 0x20) << 3) ^ (lane & 0x1f) ^ ((warp & 0x2) << 10) ^ ((warp & 0x1) << 5);
-    uint32_t src[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x40],
-        in[src_idx + 0x80],
-        in[src_idx + 0xc0],
-        in[src_idx + 0x200],
-        in[src_idx + 0x240],
-        in[src_idx + 0x280],
-        in[src_idx + 0x2c0],
-        in[src_idx + 0x400],
-        in[src_idx + 0x440],
-        in[src_idx + 0x480],
-        in[src_idx + 0x4c0],
-        in[src_idx + 0x600],
-        in[src_idx + 0x640],
-        in[src_idx + 0x680],
-        in[src_idx + 0x6c0],
-    };
+    uint32_t src[kSrcRegs];
+#pragma unroll
+    for (int r = 0; r < kSrcRegs; ++r) src[r] = in[src_index(r, lane, warp)];
 
     uint32_t dst[kDstRegs];
     convert(src, dst, smem);
 
     // Destination registers back through the destination layout (broadcast copies write the same value).
-    const unsigned dst_idx = (lane << 2) ^ (warp << 8);
-    out[dst_idx] = dst[0];
-    out[dst_idx + 0x1] = dst[1];
-    out[dst_idx + 0x2] = dst[2];
-    out[dst_idx + 0x3] = dst[3];
-    out[dst_idx + 0x400] = dst[4];
-    out[dst_idx + 0x401] = dst[5];
-    out[dst_idx + 0x402] = dst[6];
-    out[dst_idx + 0x403] = dst[7];
-    out[dst_idx + 0x800] = dst[8];
-    out[dst_idx + 0x801] = dst[9];
-    out[dst_idx + 0x802] = dst[10];
-    out[dst_idx + 0x803] = dst[11];
-    out[dst_idx + 0xc00] = dst[12];
-    out[dst_idx + 0xc01] = dst[13];
-    out[dst_idx + 0xc02] = dst[14];
-    out[dst_idx + 0xc03] = dst[15];
 #pragma unroll
-    for (int r = 0; r < kDstRegs; ++r) dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    for (int r = 0; r < kDstRegs; ++r) {
+        out[dst_index(r, lane, warp)] = dst[r];
+        dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    }
 }

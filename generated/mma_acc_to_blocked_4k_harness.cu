@@ -7,83 +7,20 @@ extern "C" __global__ void __launch_bounds__(mma_acc_to_blocked_4k::kThreads)
 mma_acc_to_blocked_4k_harness(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, uint32_t* __restrict__ dst_regs_out) {
     using namespace mma_acc_to_blocked_4k;
     extern __shared__ __align__(16) unsigned char smem[];
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 
     // Source registers from the row-major tensor through the source layout.
-    const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ ((warp & 0x2) << 9) ^ ((warp & 0x1) << 3);
-    uint32_t src[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x200],
-        in[src_idx + 0x201],
-        in[src_idx + 0x10],
-        in[src_idx + 0x11],
-        in[src_idx + 0x210],
-        in[src_idx + 0x211],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x220],
-        in[src_idx + 0x221],
-        in[src_idx + 0x30],
-        in[src_idx + 0x31],
-        in[src_idx + 0x230],
-        in[src_idx + 0x231],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0xa00],
-        in[src_idx + 0xa01],
-        in[src_idx + 0x810],
-        in[src_idx + 0x811],
-        in[src_idx + 0xa10],
-        in[src_idx + 0xa11],
-        in[src_idx + 0x820],
-        in[src_idx + 0x821],
-        in[src_idx + 0xa20],
-        in[src_idx + 0xa21],
-        in[src_idx + 0x830],
-        in[src_idx + 0x831],
-        in[src_idx + 0xa30],
-        in[src_idx + 0xa31],
-    };
+    uint32_t src[kSrcRegs];
+#pragma unroll
+    for (int r = 0; r < kSrcRegs; ++r) src[r] = in[src_index(r, lane, warp)];
 
     uint32_t dst[kDstRegs];
     convert(src, dst, smem);
 
     // Destination registers back through the destination layout (broadcast copies write the same value).
-    const unsigned dst_idx = (lane << 2) ^ (warp << 7);
-    out[dst_idx] = dst[0];
-    out[dst_idx + 0x1] = dst[1];
-    out[dst_idx + 0x2] = dst[2];
-    out[dst_idx + 0x3] = dst[3];
-    out[dst_idx + 0x200] = dst[4];
-    out[dst_idx + 0x201] = dst[5];
-    out[dst_idx + 0x202] = dst[6];
-    out[dst_idx + 0x203] = dst[7];
-    out[dst_idx + 0x400] = dst[8];
-    out[dst_idx + 0x401] = dst[9];
-    out[dst_idx + 0x402] = dst[10];
-    out[dst_idx + 0x403] = dst[11];
-    out[dst_idx + 0x600] = dst[12];
-    out[dst_idx + 0x601] = dst[13];
-    out[dst_idx + 0x602] = dst[14];
-    out[dst_idx + 0x603] = dst[15];
-    out[dst_idx + 0x800] = dst[16];
-    out[dst_idx + 0x801] = dst[17];
-    out[dst_idx + 0x802] = dst[18];
-    out[dst_idx + 0x803] = dst[19];
-    out[dst_idx + 0xa00] = dst[20];
-    out[dst_idx + 0xa01] = dst[21];
-    out[dst_idx + 0xa02] = dst[22];
-    out[dst_idx + 0xa03] = dst[23];
-    out[dst_idx + 0xc00] = dst[24];
-    out[dst_idx + 0xc01] = dst[25];
-    out[dst_idx + 0xc02] = dst[26];
-    out[dst_idx + 0xc03] = dst[27];
-    out[dst_idx + 0xe00] = dst[28];
-    out[dst_idx + 0xe01] = dst[29];
-    out[dst_idx + 0xe02] = dst[30];
-    out[dst_idx + 0xe03] = dst[31];
 #pragma unroll
-    for (int r = 0; r < kDstRegs; ++r) dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    for (int r = 0; r < kDstRegs; ++r) {
+        out[dst_index(r, lane, warp)] = dst[r];
+        dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    }
 }

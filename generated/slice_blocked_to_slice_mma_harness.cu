@@ -7,27 +7,20 @@ extern "C" __global__ void __launch_bounds__(slice_blocked_to_slice_mma::kThread
 slice_blocked_to_slice_mma_harness(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, uint32_t* __restrict__ dst_regs_out) {
     using namespace slice_blocked_to_slice_mma;
     extern __shared__ __align__(16) unsigned char smem[];
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 
     // Source registers from the row-major tensor through the source layout.
-    const unsigned src_idx = (lane >> 3) ^ (warp << 2);
-    uint32_t src[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x10],
-        in[src_idx + 0x20],
-        in[src_idx + 0x30],
-    };
+    uint32_t src[kSrcRegs];
+#pragma unroll
+    for (int r = 0; r < kSrcRegs; ++r) src[r] = in[src_index(r, lane, warp)];
 
     uint32_t dst[kDstRegs];
     convert(src, dst, smem);
 
     // Destination registers back through the destination layout (broadcast copies write the same value).
-    const unsigned dst_idx = (lane >> 2) ^ ((warp & 0x2) << 3);
-    out[dst_idx] = dst[0];
-    out[dst_idx + 0x8] = dst[1];
-    out[dst_idx + 0x20] = dst[2];
-    out[dst_idx + 0x28] = dst[3];
 #pragma unroll
-    for (int r = 0; r < kDstRegs; ++r) dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    for (int r = 0; r < kDstRegs; ++r) {
+        out[dst_index(r, lane, warp)] = dst[r];
+        dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    }
 }

@@ -63,12 +63,19 @@ typedef unsigned long long uint64_t;
 
 namespace wgmma_acc_to_blocked {
 
-constexpr int kSrcRegs   = 128;    // elements per thread before convert()
-constexpr int kDstRegs   = 128;    // elements per thread after convert()
-constexpr int kSmemBytes = 32768;  // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;    // threads taking part: threadIdx.x in [0, kThreads)
+constexpr int kSrcRegs   = 128;            // elements per thread before convert()
+constexpr int kDstRegs   = 128;            // elements per thread after convert()
+constexpr int kSmemBytes = 32768;          // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;            // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 4;      // sizeof(T) (f32)
+constexpr int kElemBytes = 4;              // sizeof(T) (f32)
+constexpr int kRank      = 2;
+constexpr int kShape[kRank] = {128, 128};  // the tensor (row-major)
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
+// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 9) ^ ((reg & 0x40) << 7) ^ ((reg & 0x3c) << 1) ^ (reg & 0x1) ^ ((lane & 0x1c) << 5) ^ ((lane & 0x3) << 1) ^ (warp << 11); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x78) << 7) ^ ((reg & 0x4) << 4) ^ (reg & 0x3) ^ ((lane & 0x10) << 3) ^ ((lane & 0xf) << 2) ^ (warp << 8); }
 
 namespace detail {
 template <int kImm>
@@ -93,15 +100,18 @@ __device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uin
 }  // namespace detail
 
 // dst = src in the destination layout: through shared memory: 2 round(s), 32768 bytes, 0/0 bank conflicts per store/load.
-// Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: 4 __syncthreads() (2 round(s): one before each round's stores, so the scratch may still be in use by the caller or an earlier convert() when this one starts; one between stores and loads). Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads). When it returns, other threads may still be reading smem: __syncthreads() before writing smem again (another convert() does that itself).
 template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 4 bytes wide");
     using U = uint32_t;  // raw bits of T
     U s[kSrcRegs], d[kDstRegs];
     memcpy(s, src, sizeof s);
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const unsigned lane = tid & (kWarpSize - 1);
+    const unsigned warp = tid / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                      // shared-window address
     const unsigned st_base = ((lane & 0x3) << 5) ^ ((lane & 0x18) << 4) ^ ((lane & 0x4) << 2) ^ (warp << 9);                                                                              // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;

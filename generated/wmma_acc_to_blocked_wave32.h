@@ -38,6 +38,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[8, 0], [1, 0], [0, 1], [0, 2], [0, 4], [0, 8], [2, 0], [4, 0], [16, 0], [0, 17]]
 //     store: 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
 //     load: 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
+//     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
 //   candidate*smem     score    18.00  store st.shared x4, load ld.shared x4: 8 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <hip/hip_runtime.h>
@@ -45,12 +46,21 @@
 
 namespace wmma_acc_to_blocked_wave32 {
 
-constexpr int kSrcRegs   = 8;     // elements per thread before convert()
-constexpr int kDstRegs   = 8;     // elements per thread after convert()
-constexpr int kSmemBytes = 2048;  // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kThreads)
+constexpr int kSrcRegs   = 8;            // elements per thread before convert()
+constexpr int kDstRegs   = 8;            // elements per thread after convert()
+constexpr int kSmemBytes = 2048;         // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 2;     // sizeof(T) (f16)
+constexpr int kElemBytes = 2;            // sizeof(T) (f16)
+constexpr int kRank      = 2;
+constexpr int kShape[kRank] = {32, 32};  // the tensor (row-major)
+constexpr int kSrcWords  = 4;            // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 4;
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
+// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, (reg << 6) ^ ((lane & 0x10) << 1) ^ (lane & 0xf) ^ ((warp & 0x2) << 8) ^ ((warp & 0x1) << 4); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x6) << 7) ^ (reg & 0x1) ^ (lane << 1) ^ (warp << 6); }
 
 namespace detail {
 
@@ -64,15 +74,15 @@ template <typename V> __device__ __forceinline__ V ld(const char* p) { return *r
 }  // namespace detail
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 2048 bytes, 0/0 bank conflicts per store/load.
-// Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    using U = uint16_t;  // raw bits of T
-    U s[kSrcRegs], d[kDstRegs];
-    memcpy(s, src, sizeof s);
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: 2 __syncthreads() (1 round(s): one before each round's stores, so the scratch may still be in use by the caller or an earlier convert() when this one starts; one between stores and loads). Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads). When it returns, other threads may still be reading smem: __syncthreads() before writing smem again (another convert() does that itself).
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 2i .. 2i+1, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
+                                              unsigned tid = threadIdx.x) {
+    const unsigned lane = tid & (kWarpSize - 1);
+    const unsigned warp = tid / kWarpSize;
     char* const smem_bytes = static_cast<char*>(smem);
     const unsigned st_base = ((lane & 0xf) << 3) ^ ((lane >> 2) & 0x4) ^ ((warp & 1) * 0x408) ^ (((warp >> 1) & 1) * 0x200);  // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
@@ -81,24 +91,29 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // 4 store(s) of 4 B, 4 load(s) of 4 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[4]) << 16));
-    detail::st(st_ptr + 0x80, static_cast<uint32_t>(s[1]) | (static_cast<uint32_t>(s[5]) << 16));
-    detail::st(st_ptr + 0x100, static_cast<uint32_t>(s[2]) | (static_cast<uint32_t>(s[6]) << 16));
-    detail::st(st_ptr + 0x180, static_cast<uint32_t>(s[3]) | (static_cast<uint32_t>(s[7]) << 16));
+    detail::st(st_ptr, __byte_perm(s[0], s[2], 0x5410));
+    detail::st(st_ptr + 0x80, __byte_perm(s[0], s[2], 0x7632));
+    detail::st(st_ptr + 0x100, __byte_perm(s[1], s[3], 0x5410));
+    detail::st(st_ptr + 0x180, __byte_perm(s[1], s[3], 0x7632));
     __syncthreads();  // stores visible
     const uint32_t v0 = detail::ld<uint32_t>(ld_ptr);
     const uint32_t v1 = detail::ld<uint32_t>(smem_bytes + (ld_base ^ 0x8));
     const uint32_t v2 = detail::ld<uint32_t>(ld_ptr + 0x200);
     const uint32_t v3 = detail::ld<uint32_t>(smem_bytes + (ld_base ^ 0x208));
-    d[0] = static_cast<uint16_t>(v0);
-    d[2] = static_cast<uint16_t>(v0 >> 16);
-    d[1] = static_cast<uint16_t>(v1);
-    d[3] = static_cast<uint16_t>(v1 >> 16);
-    d[4] = static_cast<uint16_t>(v2);
-    d[6] = static_cast<uint16_t>(v2 >> 16);
-    d[5] = static_cast<uint16_t>(v3);
-    d[7] = static_cast<uint16_t>(v3 >> 16);
+    d[0] = __byte_perm(v0, v1, 0x5410);
+    d[1] = __byte_perm(v0, v1, 0x7632);
+    d[2] = __byte_perm(v2, v3, 0x5410);
+    d[3] = __byte_perm(v2, v3, 0x7632);
 
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem, tid);
     memcpy(dst, d, sizeof d);
 }
 

@@ -8,12 +8,21 @@
 // The reverse conversion (destination layout -> source layout).
 namespace wmma_acc_to_blocked_wave32_back {
 
-constexpr int kSrcRegs   = 8;     // elements per thread before convert()
-constexpr int kDstRegs   = 8;     // elements per thread after convert()
-constexpr int kSmemBytes = 2048;  // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;   // threads taking part: threadIdx.x in [0, kThreads)
+constexpr int kSrcRegs   = 8;            // elements per thread before convert()
+constexpr int kDstRegs   = 8;            // elements per thread after convert()
+constexpr int kSmemBytes = 2048;         // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 2;     // sizeof(T) (f16)
+constexpr int kElemBytes = 2;            // sizeof(T) (f16)
+constexpr int kRank      = 2;
+constexpr int kShape[kRank] = {32, 32};  // the tensor (row-major)
+constexpr int kSrcWords  = 4;            // packed 32-bit words for convert_words()
+constexpr int kDstWords  = 4;
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
+// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x6) << 7) ^ (reg & 0x1) ^ (lane << 1) ^ (warp << 6); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, (reg << 6) ^ ((lane & 0x10) << 1) ^ (lane & 0xf) ^ ((warp & 0x2) << 8) ^ ((warp & 0x1) << 4); }
 
 namespace detail {
 
@@ -27,15 +36,15 @@ template <typename V> __device__ __forceinline__ V ld(const char* p) { return *r
 }  // namespace detail
 
 // dst = src in the destination layout: through shared memory: 1 round(s), 2048 bytes, 0/0 bank conflicts per store/load.
-// Call from all kThreads threads (1-D block); smem: kSmemBytes bytes, 16-byte aligned, shared by the CTA.
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
-    using U = uint16_t;  // raw bits of T
-    U s[kSrcRegs], d[kDstRegs];
-    memcpy(s, src, sizeof s);
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: 2 __syncthreads() (1 round(s): one before each round's stores, so the scratch may still be in use by the caller or an earlier convert() when this one starts; one between stores and loads). Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads). When it returns, other threads may still be reading smem: __syncthreads() before writing smem again (another convert() does that itself).
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 2i .. 2i+1, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
+                                              unsigned tid = threadIdx.x) {
+    const unsigned lane = tid & (kWarpSize - 1);
+    const unsigned warp = tid / kWarpSize;
     char* const smem_bytes = static_cast<char*>(smem);
     const unsigned st_base = ((lane & 0x8) << 7) ^ ((lane & 0x7) << 4) ^ (lane & 0x8) ^ ((lane >> 2) & 0x4) ^ (warp << 7);    // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
@@ -44,24 +53,29 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 
     // 4 store(s) of 4 B, 4 load(s) of 4 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, static_cast<uint32_t>(s[0]) | (static_cast<uint32_t>(s[2]) << 16));
-    detail::st(smem_bytes + (st_base ^ 0x8), static_cast<uint32_t>(s[1]) | (static_cast<uint32_t>(s[3]) << 16));
-    detail::st(st_ptr + 0x200, static_cast<uint32_t>(s[4]) | (static_cast<uint32_t>(s[6]) << 16));
-    detail::st(smem_bytes + (st_base ^ 0x208), static_cast<uint32_t>(s[5]) | (static_cast<uint32_t>(s[7]) << 16));
+    detail::st(st_ptr, __byte_perm(s[0], s[1], 0x5410));
+    detail::st(smem_bytes + (st_base ^ 0x8), __byte_perm(s[0], s[1], 0x7632));
+    detail::st(st_ptr + 0x200, __byte_perm(s[2], s[3], 0x5410));
+    detail::st(smem_bytes + (st_base ^ 0x208), __byte_perm(s[2], s[3], 0x7632));
     __syncthreads();  // stores visible
     const uint32_t v0 = detail::ld<uint32_t>(ld_ptr);
     const uint32_t v1 = detail::ld<uint32_t>(ld_ptr + 0x80);
     const uint32_t v2 = detail::ld<uint32_t>(ld_ptr + 0x100);
     const uint32_t v3 = detail::ld<uint32_t>(ld_ptr + 0x180);
-    d[0] = static_cast<uint16_t>(v0);
-    d[4] = static_cast<uint16_t>(v0 >> 16);
-    d[1] = static_cast<uint16_t>(v1);
-    d[5] = static_cast<uint16_t>(v1 >> 16);
-    d[2] = static_cast<uint16_t>(v2);
-    d[6] = static_cast<uint16_t>(v2 >> 16);
-    d[3] = static_cast<uint16_t>(v3);
-    d[7] = static_cast<uint16_t>(v3 >> 16);
+    d[0] = __byte_perm(v0, v1, 0x5410);
+    d[2] = __byte_perm(v0, v1, 0x7632);
+    d[1] = __byte_perm(v2, v3, 0x5410);
+    d[3] = __byte_perm(v2, v3, 0x7632);
 
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 2 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem, tid);
     memcpy(dst, d, sizeof d);
 }
 
@@ -96,13 +110,15 @@ wmma_acc_to_blocked_wave32_bench(const uint16_t* __restrict__ in, uint16_t* __re
         in[src_idx + 0x180],
         in[src_idx + 0x1c0],
     };
-    uint16_t y[kDstRegs];
+    uint32_t xw[kSrcWords], yw[kDstWords];  // packed words: convert_words() moves them as they are
+    memcpy(xw, x, sizeof xw);
     for (int k = 0; k < iters; ++k) {
-        convert(x, y, smem);
-        wmma_acc_to_blocked_wave32_back::convert(y, x, smem);
+        convert_words(xw, yw, smem);
+        wmma_acc_to_blocked_wave32_back::convert_words(yw, xw, smem);
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint16_t>(k);
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= (static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u;  // every element ^= k
     }
+    memcpy(x, xw, sizeof xw);
     out[src_idx] = x[0];
     out[src_idx + 0x40] = x[1];
     out[src_idx + 0x80] = x[2];

@@ -8,35 +8,20 @@ extern "C" __global__ void __launch_bounds__(wmma_acc_to_blocked_wave32::kThread
 wmma_acc_to_blocked_wave32_harness(const uint16_t* __restrict__ in, uint16_t* __restrict__ out, uint16_t* __restrict__ dst_regs_out) {
     using namespace wmma_acc_to_blocked_wave32;
     extern __shared__ __align__(16) unsigned char smem[];
-    const unsigned lane = threadIdx.x & (kWarpSize - 1);
-    const unsigned warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 
     // Source registers from the row-major tensor through the source layout.
-    const unsigned src_idx = ((lane & 0x10) << 1) ^ (lane & 0xf) ^ ((warp & 0x2) << 8) ^ ((warp & 0x1) << 4);
-    uint16_t src[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x40],
-        in[src_idx + 0x80],
-        in[src_idx + 0xc0],
-        in[src_idx + 0x100],
-        in[src_idx + 0x140],
-        in[src_idx + 0x180],
-        in[src_idx + 0x1c0],
-    };
+    uint16_t src[kSrcRegs];
+#pragma unroll
+    for (int r = 0; r < kSrcRegs; ++r) src[r] = in[src_index(r, lane, warp)];
 
     uint16_t dst[kDstRegs];
     convert(src, dst, smem);
 
     // Destination registers back through the destination layout (broadcast copies write the same value).
-    const unsigned dst_idx = (lane << 1) ^ (warp << 6);
-    out[dst_idx] = dst[0];
-    out[dst_idx + 0x1] = dst[1];
-    out[dst_idx + 0x100] = dst[2];
-    out[dst_idx + 0x101] = dst[3];
-    out[dst_idx + 0x200] = dst[4];
-    out[dst_idx + 0x201] = dst[5];
-    out[dst_idx + 0x300] = dst[6];
-    out[dst_idx + 0x301] = dst[7];
 #pragma unroll
-    for (int r = 0; r < kDstRegs; ++r) dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    for (int r = 0; r < kDstRegs; ++r) {
+        out[dst_index(r, lane, warp)] = dst[r];
+        dst_regs_out[threadIdx.x * kDstRegs + r] = dst[r];
+    }
 }

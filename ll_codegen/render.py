@@ -209,9 +209,10 @@ def layout_of(bases: dict) -> LinearLayout:
     return LinearLayout(bases["in_dims"], bases["out_dims"], require_surjective=False)
 
 
-def row_major_form(layout: LinearLayout) -> tuple[XorForm, list[int]]:
-    """(XorForm over lane/warp, per-register constants) of the row-major element
-    index (last dim fastest) of every element a thread holds."""
+def row_major_bases(layout: LinearLayout, dim: str) -> list[int]:
+    """Row-major element index (last tensor dim fastest) of each basis of ``dim``.
+    Sizes are powers of two, so every dim owns its own bits of the index and the
+    index of any input is the XOR of the indices of its bases."""
     sizes = [s.bit_length() - 1 for s in layout.out_dim_sizes.values()]
 
     def rm(v: int) -> int:
@@ -225,8 +226,25 @@ def row_major_form(layout: LinearLayout) -> tuple[XorForm, list[int]]:
             shift += k
         return idx
 
-    form = XorForm(tuple(rm(v) for v in layout.flat_bases("lane")), tuple(rm(v) for v in layout.flat_bases("warp")))
-    reg = [rm(v) for v in layout.flat_bases("register")]
+    return [rm(v) for v in layout.flat_bases(dim)] if dim in layout.in_dims else []
+
+
+def index_function(name: str, layout: LinearLayout) -> str:
+    """``__host__ __device__ constexpr int name(int reg, int lane, int warp)``:
+    the row-major index of the element that register ``reg`` of ``lane`` in
+    ``warp`` holds (the XOR of its bases' indices)."""
+    terms = [linear_expr(row_major_bases(layout, d), v, len(row_major_bases(layout, d)))
+             for d, v in (("register", "reg"), ("lane", "lane"), ("warp", "warp"))]
+    body = " ^ ".join(t for t in terms if t) or "0"
+    return (f"__host__ __device__ constexpr int {name}(int reg, int lane, int warp) "
+            f"{{ return (void)reg, (void)lane, (void)warp, {body}; }}")
+
+
+def row_major_form(layout: LinearLayout) -> tuple[XorForm, list[int]]:
+    """(XorForm over lane/warp, per-register constants) of the row-major element
+    index (last dim fastest) of every element a thread holds."""
+    form = XorForm(tuple(row_major_bases(layout, "lane")), tuple(row_major_bases(layout, "warp")))
+    reg = row_major_bases(layout, "register")
     consts = []
     for r in range(1 << len(reg)):
         c = 0
@@ -300,6 +318,9 @@ class _Conv:
     uses_smem_ptr: bool = False
     words: tuple[int, int] | None = None   # word view: (source, destination) 32-bit words
     per: int = 0                            # word view: elements per word
+    shape: tuple[int, ...] = ()
+    index_functions: list[str] = field(default_factory=list)   # src_index / dst_index
+    barriers: str = ""                      # the barrier contract, for the header comment
 
     @property
     def constants(self) -> list[str]:
@@ -307,9 +328,11 @@ class _Conv:
             (f"constexpr int kSrcRegs   = {self.n_src};", "elements per thread before convert()"),
             (f"constexpr int kDstRegs   = {self.n_dst};", "elements per thread after convert()"),
             (f"constexpr int kSmemBytes = {self.smem_bytes};", "shared-memory scratch convert() needs (0: none)"),
-            (f"constexpr int kThreads   = {self.threads};", "threads taking part: threadIdx.x in [0, kThreads)"),
+            (f"constexpr int kThreads   = {self.threads};", "threads taking part: tid in [0, kThreads)"),
             (f"constexpr int kWarpSize  = {self.warp_size};", ""),
-            (f"constexpr int kElemBytes = {self.elem_bytes};", f"sizeof(T) ({self.dtype})")]
+            (f"constexpr int kElemBytes = {self.elem_bytes};", f"sizeof(T) ({self.dtype})"),
+            (f"constexpr int kRank      = {len(self.shape)};", ""),
+            (f"constexpr int kShape[kRank] = {{{', '.join(map(str, self.shape))}}};", "the tensor (row-major)")]
             + ([(f"constexpr int kSrcWords  = {self.words[0]};", "packed 32-bit words for convert_words()"),
                 (f"constexpr int kDstWords  = {self.words[1]};", "")] if self.words else []))
 
@@ -326,12 +349,12 @@ class _Builder:
             elem_bytes=plan.elem_bytes, dtype=plan.dtype, raw=self.raw, n_src=plan.n_src, n_dst=plan.n_dst,
             smem_bytes=plan.smem_bytes, threads=plan.threads, warp_size=plan.warp_size)
         self.needs = set()
-        # Word view (CUDA, 8/16-bit elements): s[] and d[] hold 32-bit words of
-        # 4/w packed elements (the bytes of src/dst as they are), so an access
+        # Word view (8/16-bit elements): s[] and d[] hold 32-bit words of 4/w
+        # packed elements (the bytes of src/dst as they are), so an access
         # whose elements are a whole word moves it untouched and the others
         # cost one byte permute per word, never one register per element.
         per = 4 // plan.elem_bytes if plan.elem_bytes < 4 else 0
-        self.per = per if self.cuda and per and plan.n_src % per == 0 and plan.n_dst % per == 0 else 0
+        self.per = per if per and plan.n_src % per == 0 and plan.n_dst % per == 0 else 0
         if self.per:
             self.conv.words, self.conv.per = (plan.n_src // per, plan.n_dst // per), per
         self.dst_src: dict[int, tuple[str, int]] = {}    # word view: dst element -> (word, index)
@@ -388,9 +411,9 @@ class _Builder:
     def finish_prologue(self, rows: list[tuple[str, str]]) -> None:
         head = []
         if "lane" in self.needs:
-            head.append(("const unsigned lane = threadIdx.x & (kWarpSize - 1);", ""))
+            head.append(("const unsigned lane = tid & (kWarpSize - 1);", ""))
         if "warp" in self.needs:
-            head.append(("const unsigned warp = threadIdx.x / kWarpSize;", ""))
+            head.append(("const unsigned warp = tid / kWarpSize;", ""))
         self.conv.prologue = aligned(head + rows + self.sel_lines)
 
     # strategies -------------------------------------------------------------
@@ -549,10 +572,12 @@ class _Builder:
             fn = self.intrinsic("st_shared", nbytes=len(a.regs) * w)
             return f"{fn}<{imm}>({addr}, {', '.join(word.format(e) for e in words)});"
         self.conv.uses_smem_ptr = True
-        if len(a.regs) == 1:                                     # one element: its raw type
+        if len(a.regs) == 1 and not self.per:                   # one element: its raw type
             return f"detail::st({self.pt_addr('st', a.offset, support)}, s[{a.regs[0]}]);"
-        t = self.vec_type(len(a.regs) * w)
-        val = words[0] if len(words) == 1 else f"{t}{{{', '.join(words)}}}"
+        nbytes = len(a.regs) * w
+        t = self.vec_type(nbytes)
+        val = (f"static_cast<{t}>({words[0]})" if nbytes < 4 else words[0]) if len(words) == 1 \
+            else f"{t}{{{', '.join(words)}}}"
         return f"detail::st({self.pt_addr('st', a.offset, support)}, {val});"
 
     def load(self, a, instr: str, vec: int, support: int, name: str) -> tuple[str, list[str]]:
@@ -574,9 +599,13 @@ class _Builder:
             words = names
         else:
             self.conv.uses_smem_ptr = True
-            if n == 1:                                           # one element: its raw type
+            if n == 1 and not self.per:                          # one element: its raw type
                 return (f"const {self.raw} {name} = detail::ld<{self.raw}>({self.pt_addr('ld', a.offset, support)});",
                         [f"d[{a.regs[0]}] = {name};"])
+            if n * w < 4:                                        # word view: a sub-word access, zero-extended
+                t = self.vec_type(n * w)
+                line = f"const uint32_t {name} = detail::ld<{t}>({self.pt_addr('ld', a.offset, support)});"
+                return line, [f"d[{r}] = {e};" for r, e in self.receive([name], a.regs)]
             t = self.vec_type(n * w)
             line = f"const {t} {name} = detail::ld<{t}>({self.pt_addr('ld', a.offset, support)});"
             nw = n * w // 4
@@ -626,10 +655,28 @@ def _summary_lines(plan: ConversionPlan) -> list[str]:
     return lines
 
 
+def _barrier_contract(plan: ConversionPlan) -> str:
+    """Which barriers convert() issues and what the caller must guarantee."""
+    if plan.smem is None:
+        return ("Barriers: none; smem is not touched. Each warp exchanges data within itself, so the call "
+                "must be made by whole warps (all lanes active).")
+    n = len(plan.smem.rounds)
+    return (f"Barriers: {2 * n} __syncthreads() ({n} round(s): one before each round's stores, so the "
+            f"scratch may still be in use by the caller or an earlier convert() when this one starts; one "
+            f"between stores and loads). Every thread of the block must make the call (block-wide barriers), "
+            f"with tid in [0, kThreads). When it returns, other threads may still be reading smem: "
+            f"__syncthreads() before writing smem again (another convert() does that itself).")
+
+
 def _conversion(plan: ConversionPlan, name: str) -> _Conv:
     if plan.target not in ("cuda", "hip"):
         raise ValueError(f"unknown target {plan.target!r}")
-    return _Builder(plan, name).build()
+    conv = _Builder(plan, name).build()
+    conv.shape = tuple(plan.shape)
+    conv.index_functions = [index_function("src_index", layout_of(plan.src_bases)),
+                            index_function("dst_index", layout_of(plan.dst_bases))]
+    conv.barriers = _barrier_contract(plan)
+    return conv
 
 
 # ------------------------------------------------------------- thread I/O
@@ -693,8 +740,6 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     ctx["tile_elems"] = tile
     ctx["thread_decls"] = decls = []
     if kind == "harness":
-        ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx", decls)
-        ctx["dst_idx"], ctx["dst_at"] = _io(dst, plan, "dst_idx", decls)
         return _env().get_template("harness.cu.j2").render(**ctx)
     if back_plan is None:
         raise ValueError("the bench needs back_plan (the destination -> source plan)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .layout import LinearLayout
 from .plan import ConversionPlan
+from .target import get_target
 
 
 def _vec(v: int, sizes: dict[str, int]) -> str:
@@ -42,6 +43,8 @@ def summary(plan: ConversionPlan) -> str:
         for kind, c in (("store", m.store), ("load", m.load)):
             lines.append(f"  {kind}: {c.instructions} instr/warp, {c.wavefronts} wavefronts/instr, "
                          f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp")
+        if p.target == "hip":
+            lines.append(f"  bank model: {get_target(p.target, p.arch).bank_model}")
     if p.dst_copies:
         lines.append(f"broadcast copies: {len(p.dst_copies)} registers")
     best = min(range(len(p.candidates)), key=lambda i: p.candidates[i].score) if p.candidates else -1

@@ -12,6 +12,25 @@ class Target:
     ``bank_bytes`` bytes; a warp-wide access of ``v`` bytes per thread is served
     in phases of ``wavefront_bytes // max(v, bank_bytes)`` consecutive lanes;
     within a phase, each bank serves one distinct 4-byte word per wavefront.
+    ``bank_model`` says where the numbers come from and whether they were
+    measured (``llgen plan`` prints it for HIP).
+
+    NVIDIA (sm_80..sm_90): 32 banks x 4 B, 128 B per wavefront; measured with
+    Nsight Compute on an H100 (``gpu_tests/RESULTS.md``).
+
+    AMD LDS, from AMD's documents, NOT measured on AMD hardware:
+    * CDNA2/CDNA3 (gfx90a, gfx940/gfx942, wave64): 32 banks x 4 B (bank = address
+      bits 6:2); ds_read/ds_write_b32 are checked for conflicts per half wave
+      (lanes 0-31, 32-63), b64 per 16 lanes, b128 per 8 lanes (8 phases of 8
+      lanes for ds_write_b128) -- the same phases as the formula above with
+      128 B wavefronts.  Sources: AMD Accelerated Parallel Processing OpenCL
+      Programming Guide, "Local Memory (LDS) Optimization" (GCN, 32 banks,
+      half-wave conflict check); ROCm Composable Kernel documentation,
+      "Understanding AMD GPU LDS and Bank Conflicts" (phases per instruction
+      width on MI-series GPUs).
+    * RDNA2/RDNA3 (gfx1030, gfx1100, wave32): modelled the same (32 banks x
+      4 B per 128 B wavefront); AMD's RDNA whitepapers give the LDS as two
+      halves of 32 banks per work-group processor.
     """
 
     name: str            # "cuda" or "hip"
@@ -22,6 +41,7 @@ class Target:
     wavefront_bytes: int = 128
     max_vector_bytes: int = 16
     has_ldmatrix: bool = False
+    bank_model: str = "32 banks x 4 B, 128 B wavefronts (measured with Nsight Compute on an H100)"
 
     @property
     def is_cuda(self) -> bool:
@@ -29,6 +49,8 @@ class Target:
 
 
 CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
+LDS_MODEL = ("LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), "
+             "from AMD's documents; not yet measured on AMD hardware")
 HIP_WAVE64 = ("gfx90a", "gfx940", "gfx942")
 HIP_WAVE32 = ("gfx1030", "gfx1100")
 
@@ -43,8 +65,8 @@ def get_target(name: str = "cuda", arch: str | None = None) -> Target:
     if name == "hip":
         arch = arch or "gfx90a"
         if arch in HIP_WAVE64:
-            return Target("hip", arch, 64)
+            return Target("hip", arch, 64, bank_model=LDS_MODEL)
         if arch in HIP_WAVE32:
-            return Target("hip", arch, 32)
+            return Target("hip", arch, 32, bank_model=LDS_MODEL)
         raise ValueError(f"unknown HIP arch {arch!r} (known: {', '.join(HIP_WAVE64 + HIP_WAVE32)})")
     raise ValueError(f"unknown target {name!r} (known: cuda, hip)")

@@ -124,3 +124,33 @@ def test_verify_cli_uses_the_host_runtime():
                            capture_output=True, text=True, cwd=ROOT)
         assert r.returncode == 0, r.stdout + r.stderr
         assert r.stdout.count(want) == 2, r.stdout
+
+
+def test_index_helpers_match_the_layouts(tmp_path):
+    """src_index/dst_index of generated headers, called in host code, equal the layouts' row-major indices."""
+    import subprocess
+    from ll_codegen.gpu import row_major_index
+    from ll_codegen.render import file_names, render
+    items = [(n, p) for n, p in sample()[::97]]
+    lines = []
+    for name, plan in items:
+        (tmp_path / file_names(plan.target, name)["header"]).write_text(render(plan, "header", name))
+        lines.append(f'#include "{file_names(plan.target, name)["header"]}"')
+    lines.append("int main() {")
+    for name, plan in items:
+        for fn, n in (("src_index", plan.n_src), ("dst_index", plan.n_dst)):
+            lines.append(f"  for (int w = 0; w < {plan.num_warps}; ++w) for (int l = 0; l < {plan.warp_size}; ++l) "
+                         f"for (int r = 0; r < {n}; ++r) std::printf(\"%d\\n\", {name}::{fn}(r, l, w));")
+    lines.append("}")
+    (tmp_path / "idx.cpp").write_text("\n".join(lines))
+    exe = str(tmp_path / "idx")
+    r = subprocess.run([host.compiler(), *host.FLAGS, "-I", host.SIMT_DIR, "-include", "simt_host.h",
+                        str(tmp_path / "idx.cpp"), "-o", exe], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = [int(x) for x in subprocess.run([exe], capture_output=True, text=True).stdout.split()]
+    want = []
+    for _, plan in items:
+        for bases, n in ((plan.src_bases, plan.n_src), (plan.dst_bases, plan.n_dst)):
+            # row_major_index lists hardware points register fastest, then lane, then warp
+            want += [int(x) for x in row_major_index(layout_of(bases))]
+    assert len(items) >= 8 and got == want

@@ -118,9 +118,13 @@ mma_store(const unsigned short* __restrict__ A,  // M x K f16 bits, row-major
     float out[kAccRegs];
     mma_acc_to_blocked::convert(acc, out, smem);
 
-    // ---- coalesced 16-byte stores: register r = 4 q + e holds (lane/16 + 2 warp + 8 q, 4 (lane%16) + e)
-    float* c = C + static_cast<long long>(row0 + lane / 16 + 2 * warp) * N + col0 + 4 * (lane % 16);
+    // ---- coalesced 16-byte stores: registers 4 q .. 4 q + 3 hold 4 consecutive elements of one row;
+    // dst_index (generated) gives the row-major index of each register's element in the 64x64 tile
+    constexpr int kCols = mma_acc_to_blocked::kShape[1];
 #pragma unroll
-    for (int q = 0; q < kAccRegs / 4; ++q)
-        st_global_v4(c + 8LL * q * N, out[4 * q], out[4 * q + 1], out[4 * q + 2], out[4 * q + 3]);
+    for (int q = 0; q < kAccRegs / 4; ++q) {
+        const int e = mma_acc_to_blocked::dst_index(4 * q, lane, warp);
+        st_global_v4(C + static_cast<long long>(row0 + e / kCols) * N + col0 + e % kCols,
+                     out[4 * q], out[4 * q + 1], out[4 * q + 2], out[4 * q + 3]);
+    }
 }
