@@ -16,6 +16,7 @@ import time
 from typing import Callable, Iterable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # a checkout, run directly
 from parity_specs import KINDS, specs  # noqa: E402
 from triton_oracle import TritonOracle, triton_version  # noqa: E402
 
