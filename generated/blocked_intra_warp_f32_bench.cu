@@ -7,14 +7,14 @@
 // The reverse conversion (destination layout -> source layout).
 namespace blocked_intra_warp_f32_back {
 
-constexpr int kSrcRegs   = 32;           // elements per thread before convert()
-constexpr int kDstRegs   = 32;           // elements per thread after convert()
-constexpr int kSmemBytes = 0;            // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
+constexpr int kSrcRegs   = 32;                                   // elements per thread before convert()
+constexpr int kDstRegs   = 32;                                   // elements per thread after convert()
+constexpr int kSmemBytes = 0;                                    // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 4;            // sizeof(T) (f32)
+constexpr int kElemBytes = 4;                                    // sizeof(T) (f32)
 constexpr int kRank      = 2;
-constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+__attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds, before
 // (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].

@@ -56,15 +56,15 @@ typedef unsigned long long uint64_t;
 
 namespace blocked_transpose_i8_noswizzle {
 
-constexpr int kSrcRegs   = 32;           // elements per thread before convert()
-constexpr int kDstRegs   = 32;           // elements per thread after convert()
-constexpr int kSmemBytes = 4096;         // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
+constexpr int kSrcRegs   = 32;                                   // elements per thread before convert()
+constexpr int kDstRegs   = 32;                                   // elements per thread after convert()
+constexpr int kSmemBytes = 4096;                                 // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 1;            // sizeof(T) (i8)
+constexpr int kElemBytes = 1;                                    // sizeof(T) (i8)
 constexpr int kRank      = 2;
-constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
-constexpr int kSrcWords  = 8;            // packed 32-bit words for convert_words()
+__attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+constexpr int kSrcWords  = 8;                                    // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 8;
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds, before

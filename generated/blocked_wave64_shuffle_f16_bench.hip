@@ -8,15 +8,15 @@
 // The reverse conversion (destination layout -> source layout).
 namespace blocked_wave64_shuffle_f16_back {
 
-constexpr int kSrcRegs   = 16;           // elements per thread before convert()
-constexpr int kDstRegs   = 16;           // elements per thread after convert()
-constexpr int kSmemBytes = 0;            // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 256;          // threads taking part: tid in [0, kThreads)
+constexpr int kSrcRegs   = 16;                                   // elements per thread before convert()
+constexpr int kDstRegs   = 16;                                   // elements per thread after convert()
+constexpr int kSmemBytes = 0;                                    // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 256;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 64;
-constexpr int kElemBytes = 2;            // sizeof(T) (f16)
+constexpr int kElemBytes = 2;                                    // sizeof(T) (f16)
 constexpr int kRank      = 2;
-constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
-constexpr int kSrcWords  = 8;            // packed 32-bit words for convert_words()
+__attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+constexpr int kSrcWords  = 8;                                    // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 8;
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds, before

@@ -70,15 +70,15 @@ typedef unsigned long long uint64_t;
 
 namespace flash_attn_acc_to_dot_a_f8 {
 
-constexpr int kSrcRegs   = 32;           // elements per thread before convert()
-constexpr int kDstRegs   = 32;           // elements per thread after convert()
-constexpr int kSmemBytes = 0;            // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
+constexpr int kSrcRegs   = 32;                                   // elements per thread before convert()
+constexpr int kDstRegs   = 32;                                   // elements per thread after convert()
+constexpr int kSmemBytes = 0;                                    // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 1;            // sizeof(T) (f8e4m3)
+constexpr int kElemBytes = 1;                                    // sizeof(T) (f8e4m3)
 constexpr int kRank      = 2;
-constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
-constexpr int kSrcWords  = 8;            // packed 32-bit words for convert_words()
+__attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+constexpr int kSrcWords  = 8;                                    // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 8;
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds, before

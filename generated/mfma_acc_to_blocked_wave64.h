@@ -50,14 +50,14 @@
 
 namespace mfma_acc_to_blocked_wave64 {
 
-constexpr int kSrcRegs   = 16;           // elements per thread before convert()
-constexpr int kDstRegs   = 16;           // elements per thread after convert()
-constexpr int kSmemBytes = 16384;        // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 256;          // threads taking part: tid in [0, kThreads)
+constexpr int kSrcRegs   = 16;                                   // elements per thread before convert()
+constexpr int kDstRegs   = 16;                                   // elements per thread after convert()
+constexpr int kSmemBytes = 16384;                                // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 256;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 64;
-constexpr int kElemBytes = 4;            // sizeof(T) (f32)
+constexpr int kElemBytes = 4;                                    // sizeof(T) (f32)
 constexpr int kRank      = 2;
-constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+__attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds, before
 // (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
@@ -70,9 +70,17 @@ typedef uint32_t u32x2 __attribute__((ext_vector_type(2)));
 #if defined(LLGEN_HOST_SIMT)  // LDS accesses through the host SIMT runtime (race checks)
 template <typename V> __device__ __forceinline__ void st(char* p, V v) { llgen_host::st_lds(p, &v, sizeof v); }
 template <typename V> __device__ __forceinline__ V ld(const char* p) { V v; llgen_host::ld_lds(p, &v, sizeof v); return v; }
-#else
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
+#else  // exactly the planned ds_write/ds_read: the scheduling fence keeps the backend from pairing
+       // neighbouring accesses into ds_write2/ds_read2 (loads still overlap: lgkmcnt counts them)
+template <typename V> __device__ __forceinline__ void st(char* p, V v) {
+    *reinterpret_cast<V*>(p) = v;
+    __builtin_amdgcn_sched_barrier(0);
+}
+template <typename V> __device__ __forceinline__ V ld(const char* p) {
+    const V v = *reinterpret_cast<const V*>(p);
+    __builtin_amdgcn_sched_barrier(0);
+    return v;
+}
 #endif
 }  // namespace detail
 

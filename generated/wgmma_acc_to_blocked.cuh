@@ -63,14 +63,14 @@ typedef unsigned long long uint64_t;
 
 namespace wgmma_acc_to_blocked {
 
-constexpr int kSrcRegs   = 128;            // elements per thread before convert()
-constexpr int kDstRegs   = 128;            // elements per thread after convert()
-constexpr int kSmemBytes = 32768;          // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;            // threads taking part: tid in [0, kThreads)
+constexpr int kSrcRegs   = 128;                                    // elements per thread before convert()
+constexpr int kDstRegs   = 128;                                    // elements per thread after convert()
+constexpr int kSmemBytes = 32768;                                  // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;                                    // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 4;              // sizeof(T) (f32)
+constexpr int kElemBytes = 4;                                      // sizeof(T) (f32)
 constexpr int kRank      = 2;
-constexpr int kShape[kRank] = {128, 128};  // the tensor (row-major)
+__attribute__((unused)) constexpr int kShape[kRank] = {128, 128};  // the tensor (row-major)
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds, before
 // (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].

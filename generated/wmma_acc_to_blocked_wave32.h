@@ -46,15 +46,15 @@
 
 namespace wmma_acc_to_blocked_wave32 {
 
-constexpr int kSrcRegs   = 8;            // elements per thread before convert()
-constexpr int kDstRegs   = 8;            // elements per thread after convert()
-constexpr int kSmemBytes = 2048;         // shared-memory scratch convert() needs (0: none)
-constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
+constexpr int kSrcRegs   = 8;                                    // elements per thread before convert()
+constexpr int kDstRegs   = 8;                                    // elements per thread after convert()
+constexpr int kSmemBytes = 2048;                                 // shared-memory scratch convert() needs (0: none)
+constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 2;            // sizeof(T) (f16)
+constexpr int kElemBytes = 2;                                    // sizeof(T) (f16)
 constexpr int kRank      = 2;
-constexpr int kShape[kRank] = {32, 32};  // the tensor (row-major)
-constexpr int kSrcWords  = 4;            // packed 32-bit words for convert_words()
+__attribute__((unused)) constexpr int kShape[kRank] = {32, 32};  // the tensor (row-major)
+constexpr int kSrcWords  = 4;                                    // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 4;
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds, before
@@ -67,9 +67,17 @@ namespace detail {
 #if defined(LLGEN_HOST_SIMT)  // LDS accesses through the host SIMT runtime (race checks)
 template <typename V> __device__ __forceinline__ void st(char* p, V v) { llgen_host::st_lds(p, &v, sizeof v); }
 template <typename V> __device__ __forceinline__ V ld(const char* p) { V v; llgen_host::ld_lds(p, &v, sizeof v); return v; }
-#else
-template <typename V> __device__ __forceinline__ void st(char* p, V v) { *reinterpret_cast<V*>(p) = v; }
-template <typename V> __device__ __forceinline__ V ld(const char* p) { return *reinterpret_cast<const V*>(p); }
+#else  // exactly the planned ds_write/ds_read: the scheduling fence keeps the backend from pairing
+       // neighbouring accesses into ds_write2/ds_read2 (loads still overlap: lgkmcnt counts them)
+template <typename V> __device__ __forceinline__ void st(char* p, V v) {
+    *reinterpret_cast<V*>(p) = v;
+    __builtin_amdgcn_sched_barrier(0);
+}
+template <typename V> __device__ __forceinline__ V ld(const char* p) {
+    const V v = *reinterpret_cast<const V*>(p);
+    __builtin_amdgcn_sched_barrier(0);
+    return v;
+}
 #endif
 }  // namespace detail
 

@@ -332,7 +332,7 @@ class _Conv:
             (f"constexpr int kWarpSize  = {self.warp_size};", ""),
             (f"constexpr int kElemBytes = {self.elem_bytes};", f"sizeof(T) ({self.dtype})"),
             (f"constexpr int kRank      = {len(self.shape)};", ""),
-            (f"constexpr int kShape[kRank] = {{{', '.join(map(str, self.shape))}}};", "the tensor (row-major)")]
+            (f"__attribute__((unused)) constexpr int kShape[kRank] = {{{', '.join(map(str, self.shape))}}};", "the tensor (row-major)")]
             + ([(f"constexpr int kSrcWords  = {self.words[0]};", "packed 32-bit words for convert_words()"),
                 (f"constexpr int kDstWords  = {self.words[1]};", "")] if self.words else []))
 

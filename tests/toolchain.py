@@ -157,15 +157,18 @@ def isa_counts(isa: str) -> dict[str, object]:
     got: dict[str, object] = {"shfl": len(re.findall(r"\bds_(?:bpermute|swizzle)_b32\b", isa)),
                               "bar": len(re.findall(r"\bs_barrier\b", isa))}
     for kind, op in (("st", "write"), ("ld", "read")):
-        # the AMDGPU backend may merge two same-width accesses into ds_{read,write}2[st64]_bN
-        got[kind] = sorted(ISA_BYTES[t] for two, t in re.findall(rf"\bds_{op}(2(?:st64)?)?_([bu]\d+)\b", isa)
-                           for _ in range(2 if two else 1))
+        # a ds_{read,write}2[st64]_bN pair counts as two accesses of bN in `st`/`ld` and once in `st2`/`ld2`:
+        # the headers fence every LDS access, so a pair means the backend merged planned accesses
+        found = re.findall(rf"\bds_{op}(2(?:st64)?)?_([bu]\d+)\b", isa)
+        got[kind] = sorted(ISA_BYTES[t] for two, t in found for _ in range(2 if two else 1))
+        got[kind + "2"] = sum(1 for two, _ in found if two)
     return got
 
 
 def isa_mismatches(plan: ConversionPlan, isa: str) -> list[str]:
     exp, got = expected(plan), isa_counts(isa)
-    bad = []
+    bad = [f"ds_{op}2: ISA pairs {got[k + '2']} planned accesses" for k, op in (("st", "write"), ("ld", "read"))
+           if got[k + "2"]]
     if got["shfl"] != exp.get("shfl", 0):
         bad.append(f"ds_bpermute: ISA has {got['shfl']}, plan says {exp.get('shfl', 0)}")
     if got["bar"] != exp.get("bar", 0):
