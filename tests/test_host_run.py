@@ -154,3 +154,15 @@ def test_index_helpers_match_the_layouts(tmp_path):
             # row_major_index lists hardware points register fastest, then lane, then warp
             want += [int(x) for x in row_major_index(layout_of(bases))]
     assert len(items) >= 8 and got == want
+
+
+@pytest.mark.parametrize("body", ["__shared__ int s[4]; s[0] = 1; o[0] = s[0];",   # static shared: not modelled
+                                  'asm volatile("membar.gl;"); o[0] = 0;',          # inline PTX
+                                  "o[0] = __ldg(o);"])                                # an unknown intrinsic
+def test_runtime_refuses_unmodelled_constructs(tmp_path, body):
+    import subprocess
+    src = tmp_path / "k.cu"
+    src.write_text("#include <cuda_runtime.h>\n__global__ void k(int* o) { " + body + " }\n")
+    r = subprocess.run([host.compiler(), *host.FLAGS, "-I", host.SIMT_DIR, "-include", "simt_host.h", "-c",
+                        str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert r.returncode != 0 and "error" in r.stderr
