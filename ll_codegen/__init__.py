@@ -3,6 +3,8 @@
 ``plan_conversion(src, dst, dtype=..., target=..., ...)`` takes LinearLayouts,
 spec mappings or spec paths and returns a ``ConversionPlan`` with
 ``summary()``, ``to_json()``, ``render(kind, name)`` and ``write(dir, name, emit)``."""
+__version__ = "0.2.0"
+
 from .layout import LinearLayout, divide_left, divide_right, identity_nd
 from .spec import SpecError, load_spec, spec_from_dict
 from .plan import ConversionPlan

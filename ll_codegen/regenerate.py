@@ -46,12 +46,8 @@ class Entry:
 
 def _convert_command():
     """``llgen convert``'s click command (its option parser is the manifest's grammar)."""
-    try:
-        import cli
-    except ImportError:
-        sys.path.insert(0, ROOT)
-        import cli  # noqa: F811
-    return cli.convert
+    from .cli import convert
+    return convert
 
 
 def load_manifest(path: str) -> list[Entry]:

@@ -47,6 +47,8 @@ from ll_codegen.spec import spec_from_dict
 from toolchain import (HIPCC, HIP_ENV, NVCC, expected, failures, isa_counts, need, owner, ptx_counts, run,
                        run_all, split_isa, split_ptx, uses_matrix, widths)
 
+pytestmark = pytest.mark.compile
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GENERATED = os.path.join(ROOT, "generated")
 EXAMPLE = os.path.join(ROOT, "examples", "kernels", "mma_store.cu")

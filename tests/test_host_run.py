@@ -24,6 +24,8 @@ from ll_codegen.spec import spec_from_dict
 from ll_codegen.emulator import check_plan
 from ll_codegen.gpu import layout_of
 
+pytestmark = pytest.mark.compile
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED = 20261123
 CONFIGS = (("cuda", "sm_80", 32), ("cuda", "sm_90", 32), ("hip", "gfx90a", 64), ("hip", "gfx940", 64),

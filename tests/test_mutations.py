@@ -16,6 +16,8 @@ from ll_codegen.api import plan_conversion
 from ll_codegen.corpus import NAMED
 from ll_codegen.spec import spec_from_dict
 
+pytestmark = pytest.mark.compile
+
 if host.compiler() is None:
     if os.environ.get("LLGEN_REQUIRE_TOOLCHAINS") == "1":
         pytest.fail("LLGEN_REQUIRE_TOOLCHAINS=1 but no clang++ for the host SIMT runtime", pytrace=False)

@@ -188,6 +188,7 @@ def cuda_build(tmp_path_factory):
     return d, meta, run_all(jobs, d)
 
 
+@pytest.mark.compile
 def test_cuda_compiles(cuda_build):
     d, meta, results = cuda_build
     bad = [(n, " ".join(c), out) for n, c, rc, out in results if rc != 0]
@@ -196,6 +197,7 @@ def test_cuda_compiles(cuda_build):
     assert not warn, warn[0]
 
 
+@pytest.mark.compile
 def test_cuda_ptx_counts(cuda_build):
     d, meta, _ = cuda_build
     for name, plan in meta.items():
@@ -222,12 +224,14 @@ def hip_build(tmp_path_factory):
     return d, meta, run_all(jobs, d, HIP_ENV)
 
 
+@pytest.mark.compile
 def test_hip_compiles(hip_build):
     d, meta, results = hip_build
     bad = [(n, " ".join(c), out) for n, c, rc, out in results if rc != 0 or "warning" in out]
     assert not bad, bad[0]
 
 
+@pytest.mark.compile
 def test_hip_isa_counts(hip_build):
     d, meta, _ = hip_build
     for name, (arch, plan) in meta.items():

@@ -15,6 +15,8 @@ from parity import compare, documented, table
 from parity_specs import KINDS, specs
 from triton_oracle import TritonOracle, triton_available
 
+pytestmark = pytest.mark.crosscheck
+
 N = int(os.environ.get("LLGEN_PARITY_SPECS", "2000"))
 
 if not triton_available():

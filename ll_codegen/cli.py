@@ -1,0 +1,299 @@
+"""``llgen``: the command-line entry point (click).
+
+Commands are added to the ``main`` group with ``@main.command()``.  The group
+class, ``LLGenGroup``, runs every command under ``handle_errors``: a user
+error (``USER_ERRORS``: SpecError, LayoutError and any other ValueError,
+OSError, YAML and Jinja2 errors, ``CLIError``) becomes ONE line on stderr,
+``llgen: error: <message>``, and exit status 2 -- never a traceback.  Any
+other exception is a bug: one line ``llgen: internal error: ...`` and exit
+status 1 (set ``LLGEN_DEBUG=1`` to get the traceback instead).  Files are
+written with ``write_atomic`` (temp file + ``os.replace``), after everything
+they depend on has been computed, so a failing command leaves no
+half-written output.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any, Callable, Optional
+
+import click
+import yaml
+
+from ll_codegen import __version__
+from ll_codegen.layouts import LayoutError
+from ll_codegen.render import write_atomic
+from ll_codegen.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
+from ll_codegen.spec import SpecError, load_spec
+
+try:  # jinja2 is a dependency, but the CLI must not need it to report errors
+    from jinja2 import TemplateError as _TemplateError
+except ImportError:  # pragma: no cover
+    _TemplateError = ValueError  # type: ignore[misc,assignment]
+
+__all__ = ["main", "LLGenGroup", "CLIError", "USER_ERRORS", "handle_errors", "command_with_errors",
+           "write_atomic", "error_line"]
+
+PROG = "llgen"
+
+
+class CLIError(Exception):
+    """Raise from a command for a user error with a ready-made message."""
+
+
+#: Exceptions reported as one ``llgen: error:`` line and exit status 2.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    CLIError, SpecError, LayoutError, ValueError, OSError, yaml.YAMLError, _TemplateError, UnicodeError)
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def error_line(e: BaseException) -> str:
+    """The one-line message for an exception (without the ``llgen: error:``)."""
+    if isinstance(e, OSError) and e.strerror:
+        where = e.filename if e.filename is not None else ""
+        return f"{where}: {e.strerror}" if where else e.strerror
+    if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
+        m = e.problem_mark
+        return f"{m.name}: line {m.line + 1}, column {m.column + 1}: {e.problem or e.context or 'malformed YAML'}"
+    msg = _first_line(str(e))
+    if isinstance(e, KeyError) and msg.startswith(("'", '"')):
+        msg = msg[1:-1] if len(msg) > 1 and msg[-1] == msg[0] else msg
+    return msg or type(e).__name__
+
+
+def _fail(e: BaseException, internal: bool = False) -> "None":
+    if internal:
+        if os.environ.get("LLGEN_DEBUG"):
+            raise e
+        click.echo(f"{PROG}: internal error: {type(e).__name__}: {error_line(e)} "
+                   f"(set LLGEN_DEBUG=1 for the traceback)", err=True)
+        raise click.exceptions.Exit(1)
+    click.echo(f"{PROG}: error: {error_line(e)}", err=True)
+    raise click.exceptions.Exit(2)
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[[], Any]:
+    """Run ``fn()``; user errors become one stderr line and exit 2."""
+    try:
+        return fn()
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
+    except BrokenPipeError:
+        # stdout closed early (``llgen show ... | head``): not an error of ours
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter exit quiet
+        except OSError:
+            pass
+        raise click.exceptions.Exit(0)
+    except USER_ERRORS as e:
+        _fail(e)
+    except Exception as e:  # noqa: BLE001
+        _fail(e, internal=True)
+
+
+def command_with_errors(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator for a command callback outside ``LLGenGroup`` (inside it,
+    errors are handled already; applying it twice is harmless)."""
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return handle_errors(lambda: f(*args, **kwargs))
+    return wrapper
+
+
+class LLGenGroup(click.Group):
+    """A click group whose subcommands all run under ``handle_errors``."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return handle_errors(lambda: super(LLGenGroup, self).invoke(ctx))
+
+
+# ----------------------------------------------------------------- commands
+@click.group(cls=LLGenGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name=PROG, message="%(prog)s %(version)s")
+def main() -> None:
+    """Linear-layout conversions for CUDA/HIP: inspect layouts, plan and
+    generate conversions."""
+
+
+@main.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--shape", default=None, metavar="N,N",
+              help="Tensor shape, e.g. 64,64 (overrides the spec's 'shape').")
+@click.option("--json", "as_json", is_flag=True, help="Print the bases as JSON (DESIGN.md's form).")
+@click.option("--svg", "svg_path", default=None, metavar="FILE", type=click.Path(dir_okay=False),
+              help="Also draw the tensor grid as an SVG picture to FILE.")
+def show(spec: str, shape: Optional[str], as_json: bool, svg_path: Optional[str]) -> None:
+    """Print the linear layout of SPEC (a YAML spec file)."""
+    s = load_spec(spec, shape_override=shape)
+    L = s.linear
+    if as_json:
+        text = json_text(layout_json(L))
+    else:
+        text = render_text(L, s.kind, s.shape, layout_params(s.layout), source=s.source)
+    if svg_path:
+        title = f"{s.kind} {'x'.join(map(str, s.shape))}  ({os.path.basename(s.source)})"
+        svg = render_svg(L, title, element_bits=element_bits_of(s.layout))
+        write_atomic(svg_path, svg)
+    click.echo(text, nl=not text.endswith("\n"))
+
+
+
+# ------------------------------------------------- plan / convert / verify
+def _conversion_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by ``plan``, ``convert`` and ``verify`` (validated by the
+    planner, so a bad value is one ``llgen: error:`` line, exit 2)."""
+    opts = [
+        click.option("--src", "src", default=None, metavar="A.yaml", type=click.Path(dir_okay=False),
+                     help="Source layout spec (a distributed layout)."),
+        click.option("--dst", "dst", default=None, metavar="B.yaml", type=click.Path(dir_okay=False),
+                     help="Destination layout spec (a distributed layout)."),
+        click.option("--target", default="cuda", show_default=True, metavar="cuda|hip", help="Target."),
+        click.option("--arch", default=None, metavar="ARCH",
+                     help="sm_80/sm_86/sm_89/sm_90 (cuda, default sm_90); gfx90a/gfx940/gfx942 (wave64), "
+                          "gfx1030/gfx1100 (wave32) (hip, default gfx90a)."),
+        click.option("--strategy", default="auto", show_default=True, metavar="auto|noop|register|shuffle|smem",
+                     help="Force a strategy (an illegal one is an error)."),
+        click.option("--swizzle", default="optimal", show_default=True, metavar="optimal|none",
+                     help="Shared-memory swizzle."),
+        click.option("--smem-budget", "smem_budget", default=48 * 1024, show_default=True, type=int,
+                     metavar="BYTES", help="Most shared memory per conversion (more rounds if needed)."),
+        click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape')."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _need(src: Optional[str], dst: Optional[str]) -> None:
+    missing = [o for o, v in (("--src", src), ("--dst", dst)) if not v]
+    if missing:
+        raise CLIError(f"missing option {' and '.join(missing)} (a spec file each)")
+
+
+@main.command()
+@_conversion_options
+@click.option("--dtype", default="f16", show_default=True, metavar="DTYPE",
+              help="Element type: i8 u8 f8e4m3 f8e5m2 i16 f16 bf16 i32 u32 f32 i64 f64.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (ConversionPlan.to_json()).")
+def plan(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
+         smem_budget: int, shape: Optional[str], dtype: str, as_json: bool) -> None:
+    """Plan the conversion from --src to --dst and print it: strategy,
+    register permutation, shuffle rounds, shared memory and swizzle, predicted
+    wavefronts and bank conflicts, and every candidate with its score."""
+    from ll_codegen.api import plan_conversion
+    _need(src, dst)
+    p = plan_conversion(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
+                        smem_budget=smem_budget, shape=shape)
+    text = p.to_json() if as_json else p.summary()
+    click.echo(text, nl=not text.endswith("\n"))
+
+
+@main.command()
+@_conversion_options
+@click.option("--dtype", default="f16", show_default=True, metavar="DTYPE",
+              help="Element type: i8 u8 f8e4m3 f8e5m2 i16 f16 bf16 i32 u32 f32 i64 f64.")
+@click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="Folder to write into (created if missing).")
+@click.option("--name", default=None, metavar="NAME",
+              help="C identifier for the namespace and file names (default: <src stem>_to_<dst stem>).")
+@click.option("--emit", "emit", multiple=True, metavar="KINDS",
+              help="header, harness, bench or all; repeatable or a comma list (default header,harness).")
+def convert(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
+            smem_budget: int, shape: Optional[str], dtype: str, output: str, name: Optional[str],
+            emit: tuple[str, ...]) -> None:
+    """Generate the conversion from --src to --dst: a header with the
+    device function (and a test harness, a round-trip bench); prints each
+    written path.  Same inputs give byte-identical files."""
+    from ll_codegen.api import conversion_files
+    _need(src, dst)
+    conv = conversion_files(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
+                            smem_budget=smem_budget, shape=shape, name=name, emit=emit or None)
+    os.makedirs(output, exist_ok=True)
+    for fname, text in conv.files.items():
+        path = os.path.join(output, fname)
+        write_atomic(path, text)
+        click.echo(path)
+
+
+@main.command()
+@_conversion_options
+@click.option("--dtype", "dtypes", multiple=True, metavar="DTYPE",
+              help="Element type(s): repeatable or a comma list (default f16).")
+@click.option("--corpus", default=None, metavar="FILE", type=click.Path(dir_okay=False),
+              help="YAML list of conversions to verify instead of --src/--dst.")
+@click.option("--runs", default=2, show_default=True, type=int, help="Random tensors per conversion.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
+@click.option("--host", is_flag=True, help="Run CUDA harnesses on the host SIMT runtime instead of a GPU.")
+def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
+           smem_budget: int, shape: Optional[str], dtypes: tuple[str, ...], corpus: Optional[str], runs: int,
+           seed: int, host: bool) -> None:
+    """Compile and run generated harnesses and check them bit for bit: one
+    conversion (--src/--dst, one row per --dtype) or every entry of --corpus.
+    CUDA runs on the GPU (CuPy), or on the host SIMT runtime with --host; HIP
+    runs on the host SIMT runtime (wave64 or wave32).  Prints a table; exit
+    status 1 on any failure."""
+    from ll_codegen.api import VerifyJob as Job, load_corpus, needs_gpu, plan_jobs, run_jobs
+    if runs < 1:
+        raise CLIError(f"--runs must be at least 1, got {runs}")
+    if corpus:
+        if src or dst:
+            raise CLIError("give either --corpus or --src/--dst, not both")
+        jobs = load_corpus(corpus)
+    else:
+        _need(src, dst)
+        dts = [d.strip() for v in (dtypes or ("f16",)) for d in v.split(",") if d.strip()]
+        if not dts:
+            raise CLIError("--dtype: no element type given")
+        jobs = [Job(pair=f"{os.path.basename(src)} -> {os.path.basename(dst)}", src=src, dst=dst, dtypes=tuple(dts),
+                    target=target, arch=arch, strategy=strategy, swizzle=swizzle, smem_budget=smem_budget,
+                    shape=shape, name=None)]
+    planned = plan_jobs(jobs)                 # every input checked before looking for a GPU
+    from ll_codegen import gpu
+    reason = gpu.available() if needs_gpu(planned, host) else None
+    if reason is not None:
+        raise CLIError(f"cannot verify: {reason} (--host runs on the CPU)")
+    rows, failed = run_jobs(planned, runs=runs, seed=seed, echo=click.echo, host=host)
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+@main.command()
+@click.option("--src", "src", default=None, metavar="A.yaml", type=click.Path(dir_okay=False),
+              help="Source layout spec (a distributed layout).")
+@click.option("--dst", "dst", default=None, metavar="B.yaml", type=click.Path(dir_okay=False),
+              help="Destination layout spec (a distributed layout).")
+@click.option("--dtype", default="f16", show_default=True, metavar="DTYPE", help="Element type.")
+@click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape').")
+@click.option("--iters", default=64, show_default=True, type=int, help="Round trips src->dst->src per CTA.")
+@click.option("--ctas", default=0, type=int, help="CTAs per launch (default 48 per SM).")
+@click.option("--triton/--no-triton", default=True, show_default=True,
+              help="Also time Triton's convert_layout (Gluon) with the same layouts.")
+def bench(src: Optional[str], dst: Optional[str], dtype: str, shape: Optional[str], iters: int, ctas: int,
+          triton: bool) -> None:
+    """Time the CUDA conversion --src -> --dst on the GPU (round-trip bench
+    kernel, CUDA events, median of repeats) against llgen's naive shared-memory
+    plan, Triton's convert_layout and the hardware bound; prints a table."""
+    from ll_codegen import bench as B, gpu
+    from ll_codegen.api import plan_conversion
+    _need(src, dst)
+    if iters < 1:
+        raise CLIError(f"--iters must be at least 1, got {iters}")
+    a, b = load_spec(src, shape_override=shape), load_spec(dst, shape_override=shape)
+    plan_conversion(a, b, dtype=dtype, target="cuda")      # every input checked before looking for a GPU
+    reason = gpu.available()
+    if reason is not None:
+        raise CLIError(f"cannot bench: {reason}")
+    row = B.bench_pair(a, b, dtype, iters=iters, ctas=ctas or None, triton=triton,
+                       name=f"{os.path.splitext(os.path.basename(src))[0]}_to_{os.path.splitext(os.path.basename(dst))[0]}")
+    click.echo(B.format_table([row]))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
