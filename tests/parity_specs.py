@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 
+from triton_oracle import rank_of
+
 KINDS = ("blocked", "slice", "nvidia_mma", "dot_operand", "amd_mfma", "amd_wmma",
          "swizzled_shared", "nvmma_shared")
 
@@ -127,11 +129,8 @@ def random_spec(rng: random.Random, kind: str) -> dict:
     elif kind == "slice":
         prank = rng.choice([2, 2, 3])
         parent = _dot(rng) if rng.random() < 0.2 else _parent(rng, prank)
-        prank = len(parent["parent"]["warps_per_cta"]) if parent["kind"] == "dot_operand" and "warps_per_cta" in parent["parent"] \
-            else (len(parent["parent"]["size_per_thread"]) if parent["kind"] == "dot_operand" else prank)
-        spec = {"kind": "slice", "dim": rng.randrange(prank), "parent": parent}
-        rank = prank - 1
-        spec["shape"] = _shape(rng, rank)
+        spec = {"kind": "slice", "dim": rng.randrange(rank_of(parent)), "parent": parent}
+        spec["shape"] = _shape(rng, rank_of(parent) - 1)
         return spec
     elif kind == "nvidia_mma":
         spec = _mma(rng)
@@ -155,24 +154,11 @@ def random_spec(rng: random.Random, kind: str) -> dict:
             spec["fp4_padded"] = True
     else:
         raise ValueError(kind)
-    rank = _rank_of(spec)
+    rank = rank_of(spec)
     # swizzled nvmma tiles need at least one 8-row core matrix: mostly draw those
     low = 3 if spec["kind"] == "nvmma_shared" and spec["swizzle_byte_width"] and rng.random() < 0.8 else 0
     spec["shape"] = _shape(rng, rank, low=low)
     return spec
-
-
-def _rank_of(spec: dict) -> int:
-    k = spec["kind"]
-    if k == "blocked":
-        return len(spec["size_per_thread"])
-    if k in ("nvidia_mma", "amd_mfma", "amd_wmma"):
-        return len(spec["warps_per_cta"])
-    if k == "dot_operand":
-        return _rank_of(spec["parent"])
-    if k == "swizzled_shared":
-        return len(spec["order"])
-    return spec["rank"]
 
 
 def specs(n: int, seed: int = 0) -> list[dict]:

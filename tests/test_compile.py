@@ -39,13 +39,13 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
-from ll_codegen.corpus import NAMED, random_pair
+from ll_codegen.corpus import NAMED
 from ll_codegen.plan import ConversionPlan
 from ll_codegen.planner import plan_conversion
 from ll_codegen.render import file_names, write_files
 from ll_codegen.spec import spec_from_dict
 from toolchain import (HIPCC, HIP_ENV, NVCC, expected, failures, isa_counts, need, owner, ptx_counts, run,
-                       run_all, split_isa, split_ptx, uses_matrix, widths)
+                       random_plans, run_all, split_isa, split_ptx, uses_matrix, widths)
 
 pytestmark = pytest.mark.compile
 
@@ -85,19 +85,8 @@ def sample() -> tuple[Case, ...]:
     rng = random.Random(SEED)
     cases: list[Case] = []
     for target, arch, lanes in CONFIGS:
-        for i in range(PER_CONFIG):
-            dtype = DTYPES[i % len(DTYPES)]
-            strategy = STRATEGIES[i // len(DTYPES) % len(STRATEGIES)]
-            swizzle = SWIZZLES[i // (len(DTYPES) * len(STRATEGIES)) % len(SWIZZLES)]
-            for attempt in range(50):
-                src, dst = random_pair(rng, lanes=lanes, same_warps=True if strategy == "shuffle" else None)
-                try:
-                    plan = plan_conversion(src, dst, dtype, target, arch, strategy=strategy, swizzle=swizzle)
-                except ValueError:          # illegal forced strategy for this pair: draw another
-                    continue
-                break
-            else:  # pragma: no cover - the corpus always yields pairs
-                raise AssertionError(f"no {strategy} pair for {target} {arch} in 50 draws")
+        for dtype, strategy, swizzle, src, dst, plan in random_plans(rng, target, arch, lanes, PER_CONFIG, DTYPES,
+                                                                     STRATEGIES, SWIZZLES):
             what = (f"plan_conversion(src, dst, {dtype!r}, {target!r}, {arch!r}, strategy={strategy!r}, "
                     f"swizzle={swizzle!r}) with src={src.bases!r} dst={dst.bases!r} shape={src.out_dim_sizes}")
             cases.append(Case(f"r{len(cases):03d}_{arch}_{strategy}_{dtype}", plan, what))

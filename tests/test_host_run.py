@@ -19,10 +19,11 @@ import pytest
 
 from ll_codegen import host
 from ll_codegen.api import plan_conversion
-from ll_codegen.corpus import NAMED, random_pair
+from ll_codegen.corpus import NAMED
 from ll_codegen.spec import spec_from_dict
 from ll_codegen.emulator import check_plan
 from ll_codegen.gpu import layout_of
+from toolchain import random_plans
 
 pytestmark = pytest.mark.compile
 
@@ -45,17 +46,8 @@ def sample() -> list[tuple[str, object]]:
     rng = random.Random(SEED)
     items = []
     for target, arch, lanes in CONFIGS:
-        for i in range(PER_CONFIG):
-            dtype = DTYPES[i % len(DTYPES)]
-            strategy = STRATEGIES[i // len(DTYPES) % len(STRATEGIES)]
-            swizzle = SWIZZLES[i // (len(DTYPES) * len(STRATEGIES)) % len(SWIZZLES)]
-            for _ in range(50):
-                src, dst = random_pair(rng, lanes=lanes, same_warps=True if strategy == "shuffle" else None)
-                try:
-                    plan = plan_conversion(src, dst, dtype, target, arch, strategy=strategy, swizzle=swizzle)
-                except ValueError:          # illegal forced strategy for this pair: draw another
-                    continue
-                break
+        for dtype, strategy, _, _, _, plan in random_plans(rng, target, arch, lanes, PER_CONFIG, DTYPES, STRATEGIES,
+                                                           SWIZZLES):
             items.append((f"h{len(items):03d}_{arch}_{strategy}_{dtype}", plan))
     # the named corpus (register, noop, ldmatrix/stmatrix pairs), wave32 ones on RDNA too
     for pair in NAMED:

@@ -204,3 +204,28 @@ def owner(symbol: str, names: Iterable[str]) -> str | None:
         if symbol in (f"{n}_harness", f"{n}_bench") or f"N{len(n)}{n}" in symbol[:len(n) + 8]:
             return n
     return None
+
+
+# ------------------------------------------------------------------ seeded samples
+def random_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes: Sequence[str],
+                 strategies: Sequence[str], swizzles: Sequence[str]):
+    """``n`` seeded random conversions for one (target, arch): the settings
+    cycle (dtype fastest, then strategy, then swizzle) so every combination
+    appears; yields (dtype, strategy, swizzle, src, dst, plan).  A pair for
+    which a forced strategy is illegal is redrawn."""
+    from ll_codegen.api import plan_conversion
+    from ll_codegen.corpus import random_pair
+    for i in range(n):
+        dtype = dtypes[i % len(dtypes)]
+        strategy = strategies[i // len(dtypes) % len(strategies)]
+        swizzle = swizzles[i // (len(dtypes) * len(strategies)) % len(swizzles)]
+        for _ in range(50):
+            src, dst = random_pair(rng, lanes=lanes, same_warps=True if strategy == "shuffle" else None)
+            try:
+                plan = plan_conversion(src, dst, dtype, target, arch, strategy=strategy, swizzle=swizzle)
+            except ValueError:          # illegal forced strategy for this pair: draw another
+                continue
+            break
+        else:  # pragma: no cover - the corpus always yields pairs
+            raise AssertionError(f"no {strategy} pair for {target} {arch} in 50 draws")
+        yield dtype, strategy, swizzle, src, dst, plan

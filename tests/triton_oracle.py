@@ -83,16 +83,17 @@ def _cga(spec: dict, rank: int) -> list[list[int]]:
     return []
 
 
-def _rank(spec: dict) -> int:
+def rank_of(spec: dict) -> int:
+    """The tensor rank a spec dict describes."""
     kind = spec["kind"]
     if kind == "blocked":
         return len(spec["size_per_thread"])
     if kind in ("nvidia_mma", "amd_mfma", "amd_wmma"):
         return len(spec["warps_per_cta"])
     if kind == "slice":
-        return _rank(spec["parent"]) - 1
+        return rank_of(spec["parent"]) - 1
     if kind == "dot_operand":
-        return _rank(spec["parent"])
+        return rank_of(spec["parent"])
     if kind == "swizzled_shared":
         return len(spec["order"])
     if kind == "nvmma_shared":
@@ -115,7 +116,7 @@ def wmma_warp_bases(warps: list[int]) -> list[list[int]]:
 def to_gluon(spec: dict, ttgl: Any, amd: Any) -> Any:
     """Our spec dict -> the Gluon layout object with the same parameters."""
     kind = spec["kind"]
-    rank = _rank(spec)
+    rank = rank_of(spec)
     if kind == "blocked":
         return ttgl.BlockedLayout(spec["size_per_thread"], spec["threads_per_warp"], spec["warps_per_cta"],
                                   spec["order"], _cga(spec, rank))
