@@ -39,7 +39,7 @@
 //     store: 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
 //     load: 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
-//   candidate*smem     score    18.00  store st.shared x4, load ld.shared x4: 8 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    18.00  store ds_write_b32 x4, load ds_read_b32 x4: 8 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>

@@ -143,14 +143,24 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
     st_weight = STMATRIX if m.store_instr != "vector" else 1.0
     score = (WAVEFRONT * (st_weight * m.store.total_wavefronts + m.load.total_wavefronts)
              + ALU * instrs + BARRIER * barriers)
-    return score, (f"store {_INSTR[m.store_instr, 'st']} x{m.store.instructions}, "
-                   f"load {_INSTR[m.load_instr, 'ld']} x{m.load.instructions}: {waves} wavefronts "
+    st, ld = (_instr_name(plan, m.store_instr, "st", m.store_vec), _instr_name(plan, m.load_instr, "ld", m.load_vec))
+    return score, (f"store {st} x{m.store.instructions}, "
+                   f"load {ld} x{m.load.instructions}: {waves} wavefronts "
                    f"({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), {barriers} barriers")
 
 
 _INSTR = {("vector", "st"): "st.shared", ("vector", "ld"): "ld.shared", ("matrix", "st"): "stmatrix",
           ("matrix", "ld"): "ldmatrix", ("matrix.trans", "st"): "stmatrix.trans",
           ("matrix.trans", "ld"): "ldmatrix.trans"}
+
+
+def _instr_name(plan: ConversionPlan, instr: str, side: str, vec: int) -> str:
+    """The target's name of a shared-memory access: PTX for CUDA, the LDS
+    instruction for HIP (``ds_write_b64``, ``ds_read_u16``, ...)."""
+    if plan.target != "hip":
+        return _INSTR[instr, side]
+    bits = 8 * vec * plan.elem_bytes
+    return f"ds_write_b{bits}" if side == "st" else f"ds_read_{'u' if bits < 32 else 'b'}{bits}"
 
 
 def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
@@ -209,7 +219,8 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
             copies = _canonical_copies(dst)
             candidates += [replace(base, strategy="smem", smem=mp, dst_copies=copies) for mp in smem_plans]
     scored = [(_score(p), p) for p in candidates]
-    reports = tuple(Candidate(p.strategy, sc, detail) for (sc, detail), p in scored)
+    # listed cheapest first (a stable sort: among equal scores the chosen one stays first)
+    reports = tuple(sorted((Candidate(p.strategy, sc, detail) for (sc, detail), p in scored), key=lambda c: c.score))
     best = min(scored, key=lambda t: t[0][0])[1]      # first of equal scores: vector before matrix
     if level == "noop" and best.register is not None and best.register.dst_from_src == tuple(range(best.n_dst)):
         best = replace(best, strategy="noop")

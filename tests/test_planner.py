@@ -120,3 +120,15 @@ def test_unknown_dtype_and_strategy():
         plan_conversion(L, L, "f12")
     with pytest.raises(ValueError, match="unknown strategy"):
         plan_conversion(L, L, "f16", strategy="magic")
+
+
+def test_candidates_cheapest_first_in_the_targets_instruction_names():
+    p = next(x for x in corpus.NAMED if x.name.startswith("seed001"))
+    plan = plan_conversion(*_pair(p), "f16", "cuda", "sm_90")
+    scores = [c.score for c in plan.candidates]
+    assert scores == sorted(scores) and len(scores) >= 3
+    assert any("ldmatrix" in c.detail for c in plan.candidates)
+    hip = next(x for x in corpus.NAMED if x.name == "mfma_to_blocked_wave64")
+    plan = plan_conversion(*_pair(hip), "f16", "hip", "gfx90a")
+    details = " ".join(c.detail for c in plan.candidates if c.strategy == "smem")
+    assert "ds_write_b" in details and "ds_read_" in details and ".shared" not in details
