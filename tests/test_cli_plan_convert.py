@@ -151,8 +151,8 @@ def test_convert_writes_printed_paths_byte_identical(tmp_path):
     assert "nvidia_mma version=[2, 0]" in text and "bank conflicts" in text
 
 
-def test_convert_default_dir_name_and_emit(tmp_path):
-    os.chdir(tmp_path)
+def test_convert_default_dir_name_and_emit(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     r = _run(["convert", "--src", os.path.join(ROOT, ROW), "--dst", os.path.join(ROOT, COL), "--emit", "all",
               "--name", "tr", "--target", "cuda", "--arch", "sm_80"])
     assert r.exit_code == 0, r.stderr

@@ -316,12 +316,9 @@ def manifest_plans() -> dict[str, ConversionPlan]:
                                  ("swizzle", a.swizzle), ("shape", a.shape)) if v is not None}
         if a.smem_budget is not None:
             kw["smem_budget"] = int(a.smem_budget)
-        old = os.getcwd()
-        os.chdir(ROOT)                        # spec paths are relative to the repository root
-        try:
-            out[a.name] = api.plan_conversion(a.src, a.dst, dtype=a.dtype or "f16", **kw)
-        finally:
-            os.chdir(old)
+        # spec paths are relative to the repository root
+        out[a.name] = api.plan_conversion(os.path.join(ROOT, a.src), os.path.join(ROOT, a.dst),
+                                          dtype=a.dtype or "f16", **kw)
     return out
 
 
