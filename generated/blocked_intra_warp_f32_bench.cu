@@ -24,7 +24,7 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 // dst = src in the destination layout: warp shuffles: 32 round(s) x 1 word(s).
 // tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
 // smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
-// Barriers: none; smem is not touched. Each warp exchanges data within itself, so the call must be made by whole warps (all lanes active).
+// Barriers: none; smem is not touched. Each warp exchanges data within itself (shuffles), so the call must be made by whole warps (all lanes active).
 template <typename T>
 __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
                                         unsigned tid = threadIdx.x) {

@@ -73,7 +73,7 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 // dst = src in the destination layout: no data movement (identical layouts).
 // tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
 // smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
-// Barriers: none; smem is not touched. Each warp exchanges data within itself, so the call must be made by whole warps (all lanes active).
+// Barriers: none; smem is not touched and no data leaves the thread.
 // convert_words: the same on packed 32-bit words -- word i holds elements
 // 2i .. 2i+1, lowest first, as mma fragments keep 8/16-bit data.
 __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,

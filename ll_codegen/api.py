@@ -416,11 +416,12 @@ def run_jobs(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], runs: int
     rows, failed = [], 0
     for k, (job, dt, p) in enumerate(planned):
         strat = f"{p.strategy} ({p.target} {p.arch})"
-        if (host or p.target != "cuda") and host_runtime.compiler() is None:
+        on_host = host or p.target != "cuda"
+        if on_host and host_runtime.compiler() is None:
             result = "FAIL: the host SIMT runtime needs clang++ (apt-get install clang)"
         else:
             try:
-                if host or p.target != "cuda":
+                if on_host:
                     r = host_runtime.verify_host([(job.name or "cvt", p)], runs=runs, seed=seed + k)[0]
                 else:
                     r = gpu.verify_plan(p, name=job.name or "cvt", runs=runs, seed=seed + k)

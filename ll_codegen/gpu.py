@@ -124,6 +124,38 @@ class RunResult:
         return self.ok
 
 
+def random_data(plan: ConversionPlan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(fresh random raw bits of the row-major tensor, the (threads, registers)
+    array every thread must hold after the conversion)."""
+    raw = RAW[plan.elem_bytes]
+    flat = rng.integers(0, np.iinfo(raw).max, size=int(np.prod(plan.shape)), dtype=raw, endpoint=True)
+    return flat, reference_registers(layout_of(plan.dst_bases), flat, plan.threads)
+
+
+def compare(name: str, p: ConversionPlan, flat: np.ndarray, want: np.ndarray, out: np.ndarray, regs: np.ndarray,
+            ok_message: str, entropy: int | None = None) -> RunResult:
+    """A harness run's output tensor and destination registers against numpy:
+    the first differing thread and register (poisoned = never written) and
+    the plan step that writes it, or ``ok_message``."""
+    bad = np.argwhere(regs != want)
+    if len(bad):
+        t, r = (int(x) for x in bad[0])
+        step = plan_step(p, t % p.warp_size, r)
+        e, a = int(want[t, r]), int(regs[t, r])
+        return RunResult(False, f"{name}: thread {t} (warp {t // p.warp_size}, lane {t % p.warp_size}) "
+                                f"dst[{r}]: expected {e:#x}, got {a:#x}"
+                                f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
+                                f"({len(bad)} of {regs.size} registers differ; written by {step})"
+                                + (f"; data: default_rng({entropy})" if entropy is not None else ""),
+                         t, r, e, a, step, entropy)
+    if not np.array_equal(out, flat):
+        i = int(np.argmax(out != flat))
+        return RunResult(False, f"{name}: output tensor element {i}: expected {int(flat[i]):#x}, "
+                                f"got {int(out[i]):#x} ({int((out != flat).sum())} of {flat.size} differ)",
+                         expected=int(flat[i]), actual=int(out[i]), entropy=entropy)
+    return RunResult(True, ok_message, entropy=entropy)
+
+
 def _max_smem() -> int:
     import cupy
     p = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
@@ -157,33 +189,14 @@ class _Kernel:
         if rng is None:
             entropy = np.random.SeedSequence().entropy if entropy is None else entropy
             rng = np.random.default_rng(entropy)
-        raw = RAW[p.elem_bytes]
-        n = int(np.prod(p.shape))
-        flat = rng.integers(0, np.iinfo(raw).max, size=n, dtype=raw, endpoint=True)
-        want = reference_registers(layout_of(p.dst_bases), flat, p.threads)
+        flat, want = random_data(p, rng)
         d_in = cupy.asarray(flat)
         d_out = cupy.asarray(~flat)                       # poison: every unwritten element differs
         d_regs = cupy.asarray(np.ascontiguousarray(~want).ravel())
         self.launch(d_in, d_out, d_regs)
         cupy.cuda.runtime.deviceSynchronize()
-        out, regs = d_out.get(), d_regs.get().reshape(p.threads, p.n_dst)
-        bad = np.argwhere(regs != want)
-        if len(bad):
-            t, r = (int(x) for x in bad[0])
-            step = plan_step(p, t % p.warp_size, r)
-            e, a = int(want[t, r]), int(regs[t, r])
-            return RunResult(False, f"{self.name}: thread {t} (warp {t // p.warp_size}, lane {t % p.warp_size}) "
-                                    f"dst[{r}]: expected {e:#x}, got {a:#x}"
-                                    f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
-                                    f"({len(bad)} of {regs.size} registers differ; written by {step})"
-                                    + (f"; data: default_rng({entropy})" if entropy is not None else ""),
-                             t, r, e, a, step, entropy)
-        if not np.array_equal(out, flat):
-            i = int(np.argmax(out != flat))
-            return RunResult(False, f"{self.name}: output tensor element {i}: expected {int(flat[i]):#x}, "
-                                    f"got {int(out[i]):#x} ({int((out != flat).sum())} of {n} differ)",
-                             expected=int(flat[i]), actual=int(out[i]), entropy=entropy)
-        return RunResult(True, "bit-exact", entropy=entropy)
+        return compare(self.name, p, flat, want, d_out.get(), d_regs.get().reshape(p.threads, p.n_dst),
+                       "bit-exact", entropy)
 
 
 def _arch() -> str:

@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .gpu import RAW, RunResult, layout_of, plan_step, reference_registers
+from .gpu import RAW, RunResult, compare, random_data
 from .plan import ConversionPlan
 from .render import RAW_TYPES, file_names, render
 
@@ -126,10 +126,8 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, ConversionPla
     """Run a built driver once on fresh random bits; one result per case."""
     inputs, wants = [], []
     for _, p in cases:
-        raw = RAW[p.elem_bytes]
-        flat = rng.integers(0, np.iinfo(raw).max, size=int(np.prod(p.shape)), dtype=raw, endpoint=True)
-        want = reference_registers(layout_of(p.dst_bases), flat, p.threads)
-        inputs += [flat.tobytes(), (~flat).tobytes(), np.ascontiguousarray(~want).tobytes()]
+        flat, want = random_data(p, rng)
+        inputs += [flat.tobytes(), (~flat).tobytes(), np.ascontiguousarray(~want).tobytes()]   # poisoned outputs
         wants.append((flat, want))
     fin, fout = os.path.join(directory, exe + ".in"), os.path.join(directory, exe + ".out")
     with open(fin, "wb") as fh:
@@ -143,7 +141,8 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, ConversionPla
     if proc.returncode:
         return [RunResult(False, f"{name}: host driver exited with {proc.returncode}: {proc.stderr[-500:]}")
                 for name, _ in cases]
-    data = open(fout, "rb").read()
+    with open(fout, "rb") as fh:
+        data = fh.read()
     results, pos = [], 0
     for i, ((name, p), (flat, want)) in enumerate(zip(cases, wants)):
         raw = RAW[p.elem_bytes]
@@ -151,24 +150,11 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, ConversionPla
         out = np.frombuffer(data[pos:pos + nout], dtype=raw)
         regs = np.frombuffer(data[pos + nout:pos + nout + nregs], dtype=raw).reshape(want.shape)
         pos += nout + nregs
-        results.append(_verdict(name, p, flat, want, out, regs, errors.get(i, [])))
+        if i in errors:
+            results.append(RunResult(False, f"{name}: host SIMT runtime: " + "; ".join(errors[i][:3])))
+        else:
+            results.append(compare(name, p, flat, want, out, regs, f"bit-exact, host SIMT wave{p.warp_size}"))
     return results
-
-
-def _verdict(name: str, p: ConversionPlan, flat, want, out, regs, errors: list[str]) -> RunResult:
-    if errors:
-        return RunResult(False, f"{name}: host SIMT runtime: " + "; ".join(errors[:3]))
-    bad = np.argwhere(regs != want)
-    if len(bad):
-        t, r = (int(x) for x in bad[0])
-        return RunResult(False, f"{name}: thread {t} (warp {t // p.warp_size}, lane {t % p.warp_size}) dst[{r}]: "
-                                f"expected {int(want[t, r]):#x}, got {int(regs[t, r]):#x} ({len(bad)} of "
-                                f"{regs.size} registers differ; written by {plan_step(p, t % p.warp_size, r)})",
-                         t, r, int(want[t, r]), int(regs[t, r]))
-    if not np.array_equal(out, flat):
-        i = int(np.argmax(out != flat))
-        return RunResult(False, f"{name}: output tensor element {i}: expected {int(flat[i]):#x}, got {int(out[i]):#x}")
-    return RunResult(True, f"bit-exact, host SIMT wave{p.warp_size}")
 
 
 def verify_host(items: Sequence[tuple[str, ConversionPlan]], runs: int = 1, seed: int = 0,

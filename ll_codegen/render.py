@@ -233,8 +233,10 @@ def index_function(name: str, layout: LinearLayout) -> str:
     """``__host__ __device__ constexpr int name(int reg, int lane, int warp)``:
     the row-major index of the element that register ``reg`` of ``lane`` in
     ``warp`` holds (the XOR of its bases' indices)."""
-    terms = [linear_expr(row_major_bases(layout, d), v, len(row_major_bases(layout, d)))
-             for d, v in (("register", "reg"), ("lane", "lane"), ("warp", "warp"))]
+    terms = []
+    for d, v in (("register", "reg"), ("lane", "lane"), ("warp", "warp")):
+        coefs = row_major_bases(layout, d)
+        terms.append(linear_expr(coefs, v, len(coefs)))
     body = " ^ ".join(t for t in terms if t) or "0"
     return (f"__host__ __device__ constexpr int {name}(int reg, int lane, int warp) "
             f"{{ return (void)reg, (void)lane, (void)warp, {body}; }}")
@@ -289,8 +291,18 @@ def intrinsic_spec(op: str, nbytes: int = 0, x: int = 0, trans: bool = False) ->
     addr_op, imm_op = (0, words + 1) if store else (words, words + 1)
     operand = f"[%{addr_op}+%{imm_op}]"
     asm = f"{ptx} {operand}, {regs_text};" if store else f"{ptx} {regs_text}, {operand};"
-    return {"name": name, "store": store, "words": words, "nbytes": nbytes, "x": x, "trans": trans,
-            "matrix": op.endswith("matrix"), "asm": asm}
+    rs = [f"r{j}" for j in range(words)]
+    if store:
+        constraints = ":: " + ", ".join(['"r"(addr)'] + [f'"r"({r})' for r in rs] + ['"n"(kImm)'])
+    else:
+        constraints = ": " + ", ".join(f'"=r"({r})' for r in rs) + ' : "r"(addr), "n"(kImm)'
+    model = (f"{op}(addr + kImm, {x}, {'true' if trans else 'false'}, regs)" if op.endswith("matrix")
+             else f"{op}(addr + kImm, {nbytes}, regs)")
+    return {"name": name,
+            "params": ", ".join(["unsigned addr"] + [f"uint32_t{'' if store else '&'} {r}" for r in rs]),
+            "regs": ", ".join(f"&{r}" for r in rs),
+            "host": f"llgen_host::{model};",
+            "asm": f'asm volatile("{asm}" {constraints} : "memory");'}
 
 
 # ------------------------------------------------------------- conversion body
@@ -657,9 +669,11 @@ def _summary_lines(plan: ConversionPlan) -> list[str]:
 
 def _barrier_contract(plan: ConversionPlan) -> str:
     """Which barriers convert() issues and what the caller must guarantee."""
+    if plan.shuffle is not None:
+        return ("Barriers: none; smem is not touched. Each warp exchanges data within itself (shuffles), so "
+                "the call must be made by whole warps (all lanes active).")
     if plan.smem is None:
-        return ("Barriers: none; smem is not touched. Each warp exchanges data within itself, so the call "
-                "must be made by whole warps (all lanes active).")
+        return "Barriers: none; smem is not touched and no data leaves the thread."
     n = len(plan.smem.rounds)
     return (f"Barriers: {2 * n} __syncthreads() ({n} round(s): one before each round's stores, so the "
             f"scratch may still be in use by the caller or an earlier convert() when this one starts; one "
