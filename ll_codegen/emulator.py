@@ -113,7 +113,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .layout import LinearLayout
-from .plan import AccessCost, ConversionPlan, LaneSelect, SmemAccess, XorForm
+from .plan import AccessCost, ConversionPlan, GlobalCost, LaneSelect, SmemAccess, XorForm
 from .target import Target, get_target
 
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -257,15 +257,16 @@ def _instr(plan: ConversionPlan, acc: SmemAccess, base: XorForm, instr: str, war
     L, w = plan.warp_size, plan.elem_bytes
     lanes = np.arange(L)
     a = _xor_form(base, lanes[None, :], warps[:, None]) ^ acc.offset       # (nw, L)
-    smem_bytes = plan.smem.bytes
+    area = plan.smem if plan.smem is not None else plan.memory
+    smem_bytes, vector_bytes = area.bytes, area.vector_bytes
     nregs = len(acc.regs)
     regs = np.array(acc.regs, dtype=np.int64)
     if instr == "vector":
         v = nregs * w
         if v & (v - 1) or v > 16:
             raise SmemError(f"vector access of {v} bytes (regs {acc.regs}) is not a power of two <= 16")
-        if v > plan.smem.vector_bytes:
-            raise SmemError(f"access of {v} bytes exceeds the plan's vector_bytes {plan.smem.vector_bytes}")
+        if v > vector_bytes:
+            raise SmemError(f"access of {v} bytes exceeds the plan's vector_bytes {vector_bytes}")
         if np.any(a % v):
             bad = np.argwhere(a % v)[0]
             raise SmemError(f"misaligned {v}-byte access at {a[tuple(bad)]} (warp {warps[bad[0]]}, lane {bad[1]})")
@@ -479,3 +480,227 @@ def measure_smem(plan: ConversionPlan, target: Target | None = None) -> tuple[Me
         raise ValueError("not a shared-memory plan")
     target = target or get_target(plan.target, plan.arch)
     return _measure(plan, target, "store"), _measure(plan, target, "load")
+
+
+# ---------------------------------------------------------- memory plans
+# A memory plan (``plan.memory``) stores registers into, or loads them from, a
+# tile laid out as given.  ``emulate_memory`` executes it on a byte image of
+# the tile (shared) or of a strided global buffer, with ``extent`` the masked
+# forms' bounds (element valid iff every coordinate < extent; loads of invalid
+# elements give ``fill``, stores skip them), and returns what the harness
+# checks: the tile's tensor as read back (store) or every thread's registers
+# (load).  ``memory_reference`` is the same from numpy alone.
+
+def _tensor_flat(tensor: np.ndarray) -> np.ndarray:
+    return tensor.reshape(-1, order="F")           # first out dim in the low bits, as flat_bases
+
+
+def _tile(plan: ConversionPlan) -> LinearLayout:
+    b = plan.dst_bases if plan.memory.direction == "store" else plan.src_bases
+    return LinearLayout(b["in_dims"], b["out_dims"], require_surjective=False)
+
+
+def _dist(plan: ConversionPlan) -> LinearLayout:
+    b = plan.src_bases if plan.memory.direction == "store" else plan.dst_bases
+    return LinearLayout(b["in_dims"], b["out_dims"], require_surjective=False)
+
+
+def _coords_of(flat: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    out, shift = [], 0
+    for s in sizes:
+        k = s.bit_length() - 1
+        out.append((flat >> shift) & ((1 << k) - 1))
+        shift += k
+    return out
+
+
+def _valid(coords: list[np.ndarray], extent) -> np.ndarray:
+    ok = np.ones(np.broadcast(*coords).shape, dtype=bool)
+    if extent is not None:
+        for c, e in zip(coords, extent):
+            ok &= c < e
+    return ok
+
+
+def memory_reference(plan: ConversionPlan, tensor: np.ndarray, extent=None, fill: int = 0) -> np.ndarray:
+    """What a correct memory plan yields: for a store, the tensor (elements
+    outside ``extent`` keep ``fill``, standing for memory the store must not
+    touch); for a load, every thread's registers (num_warps, warp_size, n)
+    with ``fill`` outside ``extent``."""
+    sizes = list(plan.shape)
+    if plan.memory.direction == "store":
+        flat = np.arange(tensor.size)
+        ok = _valid(_coords_of(flat, sizes), extent)
+        out = _tensor_flat(tensor).copy()
+        out[~ok] = fill
+        return out.reshape(tensor.shape, order="F")
+    L = _dist(plan)
+    regs = _regs_of(L, tensor)
+    reg, lane, warp = (_dim_images(L, d) for d in ("register", "lane", "warp"))
+    flat = warp[:, None, None] ^ lane[None, :, None] ^ reg[None, None, :]
+    return np.where(_valid(_coords_of(flat, sizes), extent), regs, np.asarray(fill, dtype=regs.dtype))
+
+
+def _global_addresses(plan: ConversionPlan, acc, warps: np.ndarray, strides) -> tuple[np.ndarray, list]:
+    """Element index (nw, L, vec) of every element of one global access, and its coordinates."""
+    m = plan.memory
+    lanes = np.arange(plan.warp_size)
+    f = m.layout["order"][0]
+    coords = []
+    for d, (cb, c) in enumerate(zip(m.coord_base, acc.coords)):
+        x = _xor_form(cb, lanes[None, :], warps[:, None]) ^ c            # (nw, L)
+        x = x[:, :, None] + (np.arange(m.vec)[None, None, :] if d == f else 0)
+        coords.append(np.broadcast_to(x, (len(warps), plan.warp_size, m.vec)))
+    elem = sum(c * s for c, s in zip(coords, strides))
+    return elem, coords
+
+
+def emulate_memory(plan: ConversionPlan, tensor: np.ndarray, extent=None, fill: int = 0,
+                   strides=None) -> np.ndarray:
+    """Execute a memory plan (module comment above); ``strides`` (elements)
+    lay out a global tile (default: the plan's)."""
+    m = plan.memory
+    w, W, L = plan.elem_bytes, plan.num_warps, plan.warp_size
+    dt = UINT[w]
+    dist, tile = _dist(plan), _tile(plan)
+    warps = np.arange(W)
+    if m.direction == "store":
+        warps = warps[(warps & m.warp_skip) == 0]
+    lanes_on = (np.arange(L) & m.lane_skip) == 0
+    src = _regs_of(dist, tensor).astype(dt) if m.direction == "store" else None
+    n = dist.in_dim_size("register")
+    dst = np.full((W, L, n), fill, dtype=dt)
+    written = np.zeros(dst.shape, dtype=bool)
+    if m.space == "shared":
+        if extent is not None:
+            raise ValueError("shared tiles have no masked forms")
+        mem = np.full(m.bytes, POISON, dtype=np.uint8)
+        valid = np.zeros(m.bytes, dtype=bool)
+        offs = _dim_images(tile, "offset")                  # tensor element at each offset
+        if m.direction == "load":
+            mem[...] = _as_bytes(_tensor_flat(tensor)[offs].astype(dt)).ravel()
+            valid[...] = True
+        sb = _as_bytes(src) if src is not None else None
+        db = _as_bytes(dst).copy()
+        for acc in m.accesses:
+            addr, reg, byte, _, _ = _instr(plan, acc, m.base, m.instr, warps)
+            if m.direction == "store":
+                val = sb[warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]]
+                a, v = addr.ravel(), val.ravel()
+                order = np.argsort(a, kind="stable")
+                a, v = a[order], v[order]
+                clash = (a[1:] == a[:-1]) & (v[1:] != v[:-1])
+                if np.any(clash):
+                    raise SmemError(f"race: two threads write different values to byte {a[int(np.argmax(clash))]}")
+                if np.any(valid[a] & (mem[a] != v)):
+                    raise SmemError("two instructions write different values to one byte")
+                mem[a], valid[a] = v, True
+            else:
+                db[warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]] = mem[addr]
+                written[:, np.arange(L)[:, None], reg] = True
+        if m.direction == "store":
+            if not valid.all():
+                raise SmemError(f"the store leaves {int((~valid).sum())} bytes of the tile unwritten")
+            out = np.zeros(tensor.size, dtype=dt)
+            out[offs] = _from_bytes(mem.reshape(-1, w), w)
+            return out.reshape(tensor.shape, order="F")
+        dst = _from_bytes(db, w)
+    else:
+        strides = tuple(strides) if strides is not None else m.strides
+        sizes = list(plan.shape)
+        span = 1 + sum((s - 1) * st for s, st in zip(sizes, strides))
+        mem = np.full(span, ~np.asarray(fill, dtype=dt) if m.direction == "store" else 0, dtype=dt)
+        touched = np.zeros(span, dtype=bool)
+        flat = np.arange(tensor.size)
+        coords_all = _coords_of(flat, sizes)
+        elem_all = sum(c * s for c, s in zip(coords_all, strides))
+        if m.direction == "load":
+            mem[elem_all] = _tensor_flat(tensor)
+        for acc in m.accesses:
+            elem, coords = _global_addresses(plan, acc, warps, strides)
+            if np.any((elem[:, :, 0] * w) % (m.vec * w)):
+                raise SmemError(f"misaligned {m.vec * w}-byte global access")
+            ok = _valid(coords, extent)
+            regs = np.array(acc.regs)
+            if m.direction == "store":
+                ok &= lanes_on[None, :, None]
+                vals = src[warps[:, None, None], np.arange(L)[None, :, None], regs[None, None, :]]
+                e, v = elem[ok], vals[ok]
+                if np.any(touched[e] & (mem[e] != v)):
+                    raise SmemError("two threads write different values to one global element")
+                mem[e], touched[e] = v, True
+            else:
+                vals = np.where(ok, mem[np.where(ok, elem, 0)], np.asarray(fill, dtype=dt))
+                dst[warps[:, None, None], np.arange(L)[None, :, None], regs[None, None, :]] = vals
+                written[:, :, regs] = True
+        if m.direction == "store":
+            ok_all = _valid(coords_all, extent)
+            if not touched[elem_all[ok_all]].all():
+                raise SmemError("the store leaves valid elements of the tile unwritten")
+            if touched[elem_all[~ok_all]].any():
+                raise SmemError("the masked store writes outside the extent")
+            out = np.where(ok_all, mem[elem_all], np.asarray(fill, dtype=dt))
+            return out.reshape(tensor.shape, order="F")
+    for d, f in plan.dst_copies:
+        dst[:, :, d] = dst[:, :, f]
+        written[:, :, d] = written[:, :, f]
+    if not written.all():
+        w_, l_, r_ = np.argwhere(~written)[0]
+        raise AssertionError(f"load plan never writes register {r_} (warp {w_}, lane {l_})")
+    return dst
+
+
+def check_memory_plan(plan: ConversionPlan, rng: np.random.Generator | int | None = 0, extent=None,
+                      strides=None) -> None:
+    """Random raw bits through ``emulate_memory`` and ``memory_reference``; AssertionError on any difference."""
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    dt = UINT[plan.elem_bytes]
+    tensor = rng.integers(0, np.iinfo(dt).max, size=tuple(plan.shape), dtype=dt, endpoint=True)
+    fill = int(rng.integers(0, np.iinfo(dt).max, dtype=dt, endpoint=True))
+    got = emulate_memory(plan, tensor, extent, fill, strides)
+    want = memory_reference(plan, tensor, extent, fill)
+    if got.shape != want.shape or not np.array_equal(got, want):
+        bad = np.argwhere(got != want)
+        raise AssertionError(f"{plan.strategy} plan ({plan.memory.space}, {plan.memory.instr}, {plan.dtype}): "
+                             f"{len(bad)} of {want.size} values differ, first at {tuple(int(i) for i in bad[0])}: "
+                             f"expected {int(want[tuple(bad[0])]):#x}, got {int(got[tuple(bad[0])]):#x}")
+
+
+def measure_memory(plan: ConversionPlan, target: Target | None = None, strides=None):
+    """Brute-force cost of a memory plan from the addresses it executes:
+    shared -> ``MeasuredCost`` (bank model above); global -> ``GlobalCost``
+    (distinct 32-byte sectors per warp instruction)."""
+    m = plan.memory
+    target = target or get_target(plan.target, plan.arch)
+    warps = np.arange(plan.num_warps)
+    if m.direction == "store":
+        warps = warps[(warps & m.warp_skip) == 0]
+    if m.space == "shared":
+        seen, per, totals = set(), [], {int(w): 0 for w in warps}
+        for ai, acc in enumerate(m.accesses):
+            _, _, _, lane_addr, access = _instr(plan, acc, m.base, m.instr, warps)
+            for wi, w in enumerate(warps):
+                wav = count_wavefronts(lane_addr[wi], access, target)
+                mn = min_wavefronts(lane_addr[wi], access, target)
+                seen.add((wav, wav - mn))
+                per.append((0, ai, int(w), wav))
+                totals[int(w)] += wav
+        if not seen:
+            return MeasuredCost(0, 0, 0, 0, True, ())
+        return MeasuredCost(max(s[0] for s in seen), max(s[1] for s in seen), len(m.accesses),
+                            max(totals.values()), len(seen) == 1, tuple(per))
+    strides = tuple(strides) if strides is not None else m.strides
+    nbytes = m.vec * plan.elem_bytes
+    lanes_on = (np.arange(plan.warp_size) & m.lane_skip) == 0
+    worst = best = 0
+    totals = np.zeros(len(warps), dtype=np.int64)
+    for acc in m.accesses:
+        elem, _ = _global_addresses(plan, acc, warps, strides)
+        start = elem[:, :, 0] * plan.elem_bytes                              # (nw, L) byte address
+        for wi in range(len(warps)):
+            b = (start[wi][lanes_on][:, None] + np.arange(nbytes)[None, :]).ravel()
+            sec = np.unique(b // 32).size
+            worst = max(worst, sec)
+            best = max(best, -(-np.unique(b).size // 32))
+            totals[wi] += sec
+    return GlobalCost(worst, best, len(m.accesses), int(totals.max()) if len(totals) else 0)

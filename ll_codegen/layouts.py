@@ -273,6 +273,7 @@ class Layout:
 
     kind: ClassVar[str] = ""
     is_memory: ClassVar[bool] = False
+    space: ClassVar[str] = "registers"    # where the data lives: registers, shared or global
 
     @property
     def rank(self) -> int:  # pragma: no cover - overridden
@@ -770,6 +771,7 @@ class SharedLinearLayout(Layout):
 
     kind: ClassVar[str] = "shared_linear"
     is_memory: ClassVar[bool] = True
+    space: ClassVar[str] = "shared"
     offset: Sequence[Sequence[int]] = ()
     block: Sequence[Sequence[int]] = ()
 
@@ -801,6 +803,7 @@ class SwizzledSharedLayout(_CGA, Layout):
 
     kind: ClassVar[str] = "swizzled_shared"
     is_memory: ClassVar[bool] = True
+    space: ClassVar[str] = "shared"
     vec: int
     per_phase: int
     max_phase: int
@@ -859,6 +862,7 @@ class NVMMASharedLayout(_CGA, Layout):
 
     kind: ClassVar[str] = "nvmma_shared"
     is_memory: ClassVar[bool] = True
+    space: ClassVar[str] = "shared"
     swizzle_byte_width: int
     element_bitwidth: int
     rank: int = 2
@@ -954,6 +958,7 @@ class CuteLayout(Layout):
 
     kind: ClassVar[str] = "cute"
     is_memory: ClassVar[bool] = True
+    space: ClassVar[str] = "shared"
     descriptor: str
     element_bitwidth: Optional[int] = None
 
@@ -987,11 +992,54 @@ class CuteLayout(Layout):
         return L * LinearLayout({"block": []}, {n: 1 for n in names})
 
 
+# --------------------------------------------------------------- global tiles
+@dataclass(frozen=True)
+class GlobalLayout(Layout):
+    """A tile of a tensor in global memory (not a Triton layout): dim
+    ``order[0]`` has stride 1, the other dims' strides are runtime arguments
+    of the generated code.  ``alignment``: the bytes to which the tile's base
+    address and every stride (in bytes) are aligned (1 to 16; vectors never
+    exceed it).  As a linear layout it is the dense tile, offsets filling
+    ``order[0]`` first::
+
+        kind: global
+        order: [1, 0]     # row-major: dim 1 is contiguous
+        alignment: 16
+        shape: [128, 64]
+    """
+
+    kind: ClassVar[str] = "global"
+    is_memory: ClassVar[bool] = True
+    space: ClassVar[str] = "global"
+    order: Sequence[int]
+    alignment: int = 16
+
+    def __post_init__(self):
+        if isinstance(self.order, (str, bytes)) or not isinstance(self.order, Sequence) or not self.order:
+            raise LayoutError("order", f"expected a non-empty list of dims such as [1, 0], got {self.order!r}")
+        _set(self, "order", _order("order", self.order, len(self.order)))
+        if not _is_pow2(self.alignment) or self.alignment > 16:
+            raise LayoutError("alignment", f"{self.alignment!r} is not a power of two from 1 to 16 (bytes)")
+
+    @property
+    def rank(self) -> int:
+        return len(self.order)
+
+    def to_linear(self, shape: Sequence[int]) -> LinearLayout:
+        shape = _check_shape(shape, self.rank)
+        names = _dims(self.rank)
+        L = LinearLayout.empty()
+        for d in self.order:
+            L = L * _id(shape[d], "offset", names[d])
+        L = L.transpose_outs(names) if len(names) > 1 else L
+        return L * LinearLayout({"block": []}, {n: 1 for n in names})
+
+
 # ------------------------------------------------------------------ registry
 LAYOUT_KINDS: dict[str, type] = {cls.kind: cls for cls in (
     BlockedLayout, SliceLayout, NVMMADistributedLayout, DotOperandLayout, AMDMFMALayout,
     AMDWMMALayout, SwizzledSharedLayout, NVMMASharedLayout, DistributedLinearLayout,
-    SharedLinearLayout, CuteLayout)}
+    SharedLinearLayout, CuteLayout, GlobalLayout)}
 
 
 def from_dict(spec: Mapping[str, Any]) -> Layout:

@@ -151,6 +151,65 @@ class SmemPlan:
 
 
 @dataclass(frozen=True)
+class GlobalAccess:
+    """One access to a global tile: the thread's coordinate along dim ``d`` is
+    ``coord_base[d](lane, warp) ^ coords[d]``; ``regs`` are packed lowest
+    address first along the contiguous dim."""
+    regs: tuple[int, ...]
+    coords: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GlobalCost:
+    """Per warp-wide instruction (the maximum over instructions and warps) at
+    the strides ``MemoryPlan.strides``: 32-byte ``sectors`` touched and the
+    fewest any access of the same bytes could touch (``min_sectors``);
+    ``instructions`` (= requests) per warp and ``total_sectors`` per warp."""
+    sectors: int
+    min_sectors: int
+    instructions: int
+    total_sectors: int
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Registers <-> memory laid out as given (issue 12): the distributed side's
+    registers are stored to (``direction="store"``) or loaded from (``"load"``)
+    a shared tile or a global tile.
+
+    Shared (``space="shared"``): ``layout`` is the tile's bases (``offset`` in
+    elements -> tensor dims, bijective); access ``a`` of a thread is at byte
+    ``base(lane, warp) ^ a.offset`` of the tile (``SmemAccess``: vector or
+    ldmatrix/stmatrix, as in ``SmemPlan``); ``cost`` is an ``AccessCost``.
+
+    Global (``space="global"``): element ``(c_0, ..., c_{r-1})`` lives at
+    ``tile + sum_d c_d * stride_d`` (elements) with ``stride[order[0]] = 1``;
+    access ``a`` touches coordinates ``coord_base[d](lane, warp) ^ a.coords[d]``
+    (``GlobalAccess``, ``vec`` consecutive elements along ``order[0]``);
+    ``cost`` is a ``GlobalCost`` at ``strides``.
+
+    Stores skip warps with ``warp & warp_skip != 0`` (they hold broadcast
+    copies) and, for global stores, lanes with ``lane & lane_skip != 0``.
+    Loads fill the canonical registers; ``ConversionPlan.dst_copies`` fills
+    the broadcast ones."""
+    space: str                        # shared | global
+    direction: str                    # store | load
+    instr: str                        # vector | matrix | matrix.trans
+    vec: int                          # elements per lane per access
+    vector_bytes: int
+    layout: dict[str, Any]            # shared: {"offset": bases}; global: {"order": [...], "alignment": n}
+    bytes: int                        # the dense tile's bytes
+    alignment: int                    # bytes the tile's base address must be aligned to
+    accesses: tuple[Any, ...]         # SmemAccess (shared) or GlobalAccess (global)
+    cost: Any                         # AccessCost (shared) or GlobalCost (global)
+    base: XorForm | None = None                       # shared
+    coord_base: tuple[XorForm, ...] = ()              # global
+    strides: tuple[int, ...] = ()                     # global: strides the cost is predicted for
+    warp_skip: int = 0
+    lane_skip: int = 0
+
+
+@dataclass(frozen=True)
 class Candidate:
     strategy: str
     score: float
@@ -159,11 +218,15 @@ class Candidate:
 
 @dataclass(frozen=True)
 class ConversionPlan:
-    """A complete, deterministic plan for one conversion.  Exactly one of
-    ``register``/``shuffle``/``smem`` is set (``register`` for noop too); the
-    strategy fills the canonical destination registers and ``dst_copies``
-    then fills registers that ``dst`` broadcasts."""
-    strategy: str                     # noop | register | shuffle | smem
+    """A complete, deterministic plan for one conversion or memory access.
+    Exactly one of ``register``/``shuffle``/``smem``/``memory`` is set
+    (``register`` for noop too); the strategy fills the canonical destination
+    registers and ``dst_copies`` then fills registers that ``dst`` broadcasts.
+
+    For ``memory`` plans one side is the memory layout: ``store`` plans have
+    ``n_dst = 0`` (``dst_bases`` is the memory tile), ``load`` plans
+    ``n_src = 0`` (``src_bases`` is the memory tile)."""
+    strategy: str                     # noop | register | shuffle | smem | store | load
     dtype: str
     elem_bytes: int
     target: str
@@ -179,6 +242,7 @@ class ConversionPlan:
     register: RegisterPlan | None = None
     shuffle: ShufflePlan | None = None
     smem: SmemPlan | None = None
+    memory: MemoryPlan | None = None
     candidates: tuple[Candidate, ...] = ()
 
     @property
@@ -187,7 +251,20 @@ class ConversionPlan:
 
     @property
     def smem_bytes(self) -> int:
+        """Shared memory the generated function uses: a conversion's scratch,
+        or a shared tile for a memory plan."""
+        if self.memory is not None:
+            return self.memory.bytes if self.memory.space == "shared" else 0
         return self.smem.bytes if self.smem else 0
+
+    @property
+    def scratch_bytes(self) -> int:
+        """Global bytes the test harness needs for a global tile (padded strides), else 0."""
+        m = self.memory
+        if m is None or m.space != "global":
+            return 0
+        return self.elem_bytes * harness_extent(self.shape, harness_strides(self.shape, m.layout["order"],
+                                                                            m.alignment, self.elem_bytes))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -217,3 +294,20 @@ class ConversionPlan:
         the paths."""
         from .api import plan_write
         return plan_write(self, directory, name, emit, command, src_layout_text, dst_layout_text, back_plan)
+
+
+def harness_strides(shape: tuple[int, ...], order: list[int], alignment: int, elem_bytes: int) -> tuple[int, ...]:
+    """Strides (elements) the test harness uses for a global tile: dense in
+    ``order`` plus ``alignment`` bytes of padding per dim, so that code
+    assuming a dense tile fails."""
+    strides = [0] * len(shape)
+    s = 1
+    for k, d in enumerate(order):
+        strides[d] = s
+        s = s * shape[d] + max(1, alignment // elem_bytes)
+    return tuple(strides)
+
+
+def harness_extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Elements a tile with these strides spans."""
+    return 1 + sum((n - 1) * st for n, st in zip(shape, strides))

@@ -34,7 +34,8 @@ from dataclasses import replace
 
 from . import f2
 from .layout import LinearLayout, divide_left
-from .plan import Candidate, ConversionPlan, RegisterPlan, ShufflePlan, SmemPlan
+from .memory import global_order, global_plan, shared_plans
+from .plan import Candidate, ConversionPlan, MemoryPlan, RegisterPlan, ShufflePlan, SmemPlan
 from .shuffle import NotShuffleable, plan_shuffle
 from .swizzle import plan_smem
 from .target import Target, get_target
@@ -127,6 +128,8 @@ def _canonical_copies(dst: LinearLayout) -> tuple[tuple[int, int], ...]:
 
 
 def _score(plan: ConversionPlan) -> tuple[float, str]:
+    if plan.memory is not None:
+        return _memory_score(plan)
     if plan.register is not None:
         return 0.0, f"{plan.n_dst} register moves"
     if plan.shuffle is not None:
@@ -224,4 +227,83 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     best = min(scored, key=lambda t: t[0][0])[1]      # first of equal scores: vector before matrix
     if level == "noop" and best.register is not None and best.register.dst_from_src == tuple(range(best.n_dst)):
         best = replace(best, strategy="noop")
+    return replace(best, candidates=reports)
+
+
+# ------------------------------------------------------------------ memory
+MEMORY_STRATEGIES = ("store", "load")
+
+
+def _memory_score(plan: ConversionPlan) -> tuple[float, str]:
+    m = plan.memory
+    side = "st" if m.direction == "store" else "ld"
+    if m.space == "global":
+        c = m.cost
+        return (WAVEFRONT * c.total_sectors / 4 + ALU * c.instructions,
+                f"{m.direction} {m.vector_bytes} B x{c.instructions}: {c.sectors} sectors/instr "
+                f"({c.min_sectors} at best)")
+    c = m.cost
+    weight = STMATRIX if m.instr != "vector" and side == "st" else 1.0
+    return (WAVEFRONT * weight * c.total_wavefronts + ALU * c.instructions,
+            f"{_instr_name(plan, m.instr, side, m.vec)} x{c.instructions}: {c.total_wavefronts} wavefronts "
+            f"({c.bank_conflicts} conflicts/instr)")
+
+
+def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: str, dtype: str = "f16",
+                target: Target | str = "cuda", arch: str | None = None, alignment: int = 16,
+                strides: tuple[int, ...] | None = None, instr: str = "auto",
+                max_vector_bytes: int | None = None) -> ConversionPlan:
+    """Plan ``store`` (registers of ``dist`` -> the memory ``tile``) or
+    ``load`` (the tile -> registers); ``space`` is ``shared`` (``tile``: offset
+    -> tensor, any bijective layout) or ``global`` (``tile``: the dense
+    ``layouts.GlobalLayout``; ``alignment`` in bytes, ``strides`` in elements
+    for the cost).  ``instr``: ``auto``, ``vector``, ``matrix`` or
+    ``matrix.trans`` (ldmatrix/stmatrix).  See ``memory.py``."""
+    if isinstance(target, str):
+        target = get_target(target, arch)
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})")
+    if direction not in MEMORY_STRATEGIES:
+        raise ValueError(f"unknown memory direction {direction!r} (known: store, load)")
+    if instr not in ("auto", "vector", "matrix", "matrix.trans"):
+        raise ValueError(f"unknown instruction {instr!r} (known: auto, vector, matrix, matrix.trans)")
+    if not {"register", "lane"} <= set(dist.in_dims):
+        raise ValueError("the register side is not a distributed layout (needs register/lane dims)")
+    if "offset" not in tile.in_dims:
+        raise ValueError("the memory side is not a memory layout (needs offset bases)")
+    if dist.out_dim_sizes != tile.out_dim_sizes:
+        raise ValueError(f"shapes differ: registers {dist.out_dim_sizes} vs memory {tile.out_dim_sizes}")
+    if dist.in_dim_size("lane") != target.warp_size:
+        raise ValueError(f"the register layout has {dist.in_dim_size('lane')} lanes but target {target.name} "
+                         f"{target.arch} has warp size {target.warp_size}")
+    if dist.in_dim_size("block") != 1:
+        raise ValueError("layouts across CTAs (block size > 1) are not supported")
+    dist = _normalise(dist)
+    w = DTYPE_BYTES[dtype]
+    if space == "shared":
+        plans = shared_plans(dist, tile, w, target, direction, max_vector_bytes)
+    elif space == "global":
+        plans = [global_plan(dist, global_order(tile), alignment, w, target, direction, strides, max_vector_bytes)]
+    else:
+        raise ValueError(f"unknown memory space {space!r} (known: shared, global)")
+    if instr != "auto":
+        plans = [m for m in plans if m.instr == instr]
+        if not plans:
+            raise ValueError(f"{instr} accesses do not fit this pair (the layouts do not divide by the "
+                             f"instruction's tile, or the target lacks it)")
+    n = dist.in_dim_size("register")
+    bases = {"in_dims": dist.bases, "out_dims": dist.out_dim_sizes}
+    tile_bases = {"in_dims": tile.bases, "out_dims": tile.out_dim_sizes}
+    store = direction == "store"
+    base = ConversionPlan(
+        strategy=direction, dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,
+        warp_size=target.warp_size, num_warps=dist.in_dim_size("warp"),
+        n_src=n if store else 0, n_dst=0 if store else n,
+        src_bases=bases if store else tile_bases, dst_bases=tile_bases if store else bases,
+        shape=tuple(dist.out_dim_sizes.values()), dst_copies=() if store else _canonical_copies(dist))
+    candidates = [replace(base, memory=m) for m in plans]
+    scored = [(_score(p), p) for p in candidates]
+    reports = tuple(sorted((Candidate(p.memory.instr, sc, detail) for (sc, detail), p in scored),
+                           key=lambda c: c.score))
+    best = min(scored, key=lambda t: t[0][0])[1]
     return replace(best, candidates=reports)
