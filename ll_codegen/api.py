@@ -50,10 +50,11 @@ _C_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 # ------------------------------------------------------------------ layouts
-def load_layout(layout: Any, shape: Any = None, what: str = "layout") -> tuple[LinearLayout, Spec | None]:
+def load_layout(layout: Any, shape: Any = None, what: str = "layout",
+                memory_ok: bool = False) -> tuple[LinearLayout, Spec | None]:
     """(LinearLayout, Spec or None) for a LinearLayout, Spec, spec mapping or
     spec path.  ``shape`` overrides the spec's shape (not for LinearLayouts).
-    A memory (shared) layout is refused with one line naming it."""
+    Unless ``memory_ok``, a memory layout is refused with one line naming it."""
     if isinstance(layout, LinearLayout):
         return layout, None
     if isinstance(layout, Spec):
@@ -67,25 +68,86 @@ def load_layout(layout: Any, shape: Any = None, what: str = "layout") -> tuple[L
     else:
         raise TypeError(f"{what}: expected a LinearLayout, Spec, spec mapping or spec path, "
                         f"got {type(layout).__name__}")
-    if spec.is_memory:
-        raise SpecError(spec.source, "kind", f"{spec.kind} is a memory (shared) layout; conversions need "
-                                             f"distributed (register) layouts such as blocked or nvidia_mma")
+    if spec.is_memory and not memory_ok:
+        raise SpecError(spec.source, "kind", f"{spec.kind} is a memory ({spec.layout.space}) layout; conversions "
+                                             f"need distributed (register) layouts such as blocked or nvidia_mma")
     return spec.linear, spec
+
+
+def _space(layout: LinearLayout, spec: Spec | None) -> str:
+    """registers, shared or global."""
+    if spec is not None:
+        return spec.layout.space
+    return "shared" if "offset" in layout.in_dims else "registers"
+
+
+def _memory_plan(dist: LinearLayout, tile: LinearLayout, tile_spec: Spec | None, direction: str, dtype: str,
+                 target: str, arch: str | None, strategy: str, swizzle: str, strides: Any,
+                 max_vector_bytes: int | None, instr: str) -> ConversionPlan:
+    """A store (registers -> memory) or load (memory -> registers) plan."""
+    from . import planner
+    if strategy not in ("auto", direction):
+        raise ValueError(f"strategy {strategy} does not apply: {'the destination' if direction == 'store' else 'the source'}"
+                         f" is a memory layout, so the strategy is {direction}")
+    if swizzle != "optimal":
+        raise ValueError("--swizzle chooses the scratch layout of register conversions; "
+                         "a memory layout given as --src/--dst is used as it is")
+    space = _space(tile, tile_spec)
+    bits = getattr(tile_spec.layout, "element_bitwidth", None) if tile_spec is not None else None
+    width = 8 * planner.DTYPE_BYTES.get(dtype, 0)
+    if bits is not None and width and bits != width:
+        raise ValueError(f"the {tile_spec.kind} layout is for {bits}-bit elements but the dtype {dtype} "
+                         f"has {width} bits")
+    alignment = tile_spec.layout.alignment if space == "global" and tile_spec is not None else 16
+    if strides is not None:
+        strides = parse_strides(strides)
+    return planner.plan_memory(dist, tile, direction, space, dtype=dtype, target=target, arch=arch,
+                               alignment=alignment, strides=strides, instr=instr,
+                               max_vector_bytes=max_vector_bytes)
+
+
+def parse_strides(text: Any) -> tuple[int, ...]:
+    """``"72,1"`` or a list -> positive int strides (elements); ValueError otherwise."""
+    items = text.replace("[", "").replace("]", "").split(",") if isinstance(text, str) else list(text)
+    try:
+        out = tuple(int(str(x).strip()) for x in items)
+    except ValueError:
+        raise ValueError(f"--stride {text!r}: expected positive integers such as 72,1") from None
+    if not out or any(x < 1 for x in out):
+        raise ValueError(f"--stride {text!r}: expected positive integers such as 72,1")
+    return out
 
 
 def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
-                    shape: Any = None, max_vector_bytes: int | None = None) -> ConversionPlan:
+                    shape: Any = None, max_vector_bytes: int | None = None, strides: Any = None,
+                    instr: str = "auto") -> ConversionPlan:
     """Plan ``src -> dst``; each layout may be a LinearLayout, a Spec, a spec
-    mapping or a spec path (``shape`` overrides both specs' shapes).  Raises
-    ValueError (SpecError for a bad spec) with one clear line."""
+    mapping or a spec path (``shape`` overrides both specs' shapes).  When
+    one side is a memory layout (shared or global) the plan is a ``store``
+    (registers -> memory) or ``load`` (memory -> registers); ``strides``
+    (elements) are the global strides its cost is predicted for, ``instr``
+    forces vector or matrix (ldmatrix/stmatrix) accesses.  Raises ValueError
+    (SpecError for a bad spec) with one clear line."""
     from . import planner
     if swizzle not in ("optimal", "none"):
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
     if isinstance(smem_budget, bool) or not isinstance(smem_budget, int) or smem_budget <= 0:
         raise ValueError(f"shared-memory budget must be a positive number of bytes, got {smem_budget!r}")
-    s, _ = load_layout(src, shape, "source")
-    d, _ = load_layout(dst, shape, "destination")
+    s, s_spec = load_layout(src, shape, "source", memory_ok=True)
+    d, d_spec = load_layout(dst, shape, "destination", memory_ok=True)
+    s_space, d_space = _space(s, s_spec), _space(d, d_spec)
+    if s_space != "registers" and d_space != "registers":
+        raise ValueError(f"both layouts are memory layouts ({s_space} -> {d_space}); copies between memories "
+                         f"(strategy copy) are not implemented yet")
+    if d_space != "registers":
+        return _memory_plan(s, d, d_spec, "store", dtype, target, arch, strategy, swizzle, strides,
+                            max_vector_bytes, instr)
+    if s_space != "registers":
+        return _memory_plan(d, s, s_spec, "load", dtype, target, arch, strategy, swizzle, strides,
+                            max_vector_bytes, instr)
+    if strides is not None:
+        raise ValueError("--stride applies to global tiles; neither layout is one")
     return planner.plan_conversion(s, d, dtype=dtype, target=target, arch=arch, strategy=strategy,
                                    swizzle=swizzle, smem_budget=smem_budget, max_vector_bytes=max_vector_bytes)
 
@@ -171,7 +233,7 @@ def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | No
 
 
 def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None, strategy: str, swizzle: str,
-                   smem_budget: int, shape: Any, name: str | None) -> str:
+                   smem_budget: int, shape: Any, name: str | None, strides: Any = None) -> str:
     """The normalised ``llgen convert`` command recorded in a header (no -o, no --emit)."""
     q = shlex.quote
     parts = ["llgen", "convert", "--src", q(os.fspath(src)), "--dst", q(os.fspath(dst)),
@@ -186,6 +248,8 @@ def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None
         parts += ["--smem-budget", str(smem_budget)]
     if shape is not None:
         parts += ["--shape", q(",".join(map(str, shape)) if isinstance(shape, (list, tuple)) else str(shape))]
+    if strides is not None:
+        parts += ["--stride", q(",".join(map(str, strides)) if isinstance(strides, (list, tuple)) else str(strides))]
     if name is not None:
         parts += ["--name", name]
     return " ".join(parts)
@@ -205,7 +269,7 @@ class Conversion:
 def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
                      strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                      shape: Any = None, name: str | None = None, emit: Sequence[str] | str | None = None,
-                     root: str | None = None) -> Conversion:
+                     root: str | None = None, strides: Any = None) -> Conversion:
     """Plan and render (in memory) the files ``llgen convert`` writes.
 
     ``src``/``dst`` are spec paths as the user gave them (recorded in the
@@ -217,11 +281,15 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     out_name = name if name is not None else default_name(src, dst)
     open_src = os.path.join(root, src) if root else src
     open_dst = os.path.join(root, dst) if root else dst
-    s, s_spec = load_layout(open_src, shape, "source")
-    d, d_spec = load_layout(open_dst, shape, "destination")
-    plan = plan_conversion(s, d, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
-                           smem_budget=smem_budget)
-    command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name)
+    s, s_spec = load_layout(open_src, shape, "source", memory_ok=True)
+    d, d_spec = load_layout(open_dst, shape, "destination", memory_ok=True)
+    plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
+                           swizzle=swizzle, smem_budget=smem_budget, strides=strides)
+    if plan.memory is not None and "bench" in kinds:
+        raise ValueError("--emit bench: the bench times register conversions; this pair is a "
+                         f"{plan.strategy} to {plan.memory.space} memory")
+    command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name,
+                             strides)
     back = back_plan(plan, s, d, strategy, swizzle, smem_budget) if "bench" in kinds else None
     s_text = layout_text(s, s_spec, os.fspath(src))
     d_text = layout_text(d, d_spec, os.fspath(dst))

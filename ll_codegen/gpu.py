@@ -33,7 +33,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .layout import LinearLayout
-from .plan import ConversionPlan
+from .plan import ConversionPlan, harness_cut, harness_fill, harness_variants
 
 RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
@@ -124,17 +124,34 @@ class RunResult:
         return self.ok
 
 
-def random_data(plan: ConversionPlan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(fresh random raw bits of the row-major tensor, the (threads, registers)
-    array every thread must hold after the conversion)."""
+def random_data(plan: ConversionPlan, rng: np.random.Generator,
+                variant: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(fresh random raw bits of the row-major tensor ``in``, the output
+    tensor and the (threads, registers) array a correct harness run of
+    ``variant`` writes).  The output is ``in`` itself except for the masked
+    harness of a global tile (``plan.harness_cut``): a masked store leaves
+    the poison ``~in`` outside the extent, a masked load gives ``fill``."""
     raw = RAW[plan.elem_bytes]
     flat = rng.integers(0, np.iinfo(raw).max, size=int(np.prod(plan.shape)), dtype=raw, endpoint=True)
-    return flat, reference_registers(layout_of(plan.dst_bases), flat, plan.threads)
+    if not plan.n_dst:
+        want = np.zeros((plan.threads, 0), dtype=raw)
+    else:
+        want = reference_registers(layout_of(plan.dst_bases), flat, plan.threads)
+    if variant != "_masked":
+        return flat, flat, want
+    coords = np.indices(plan.shape).reshape(len(plan.shape), -1)
+    inside = np.all(coords < np.array(harness_cut(plan.shape))[:, None], axis=0)
+    fill = raw(harness_fill(plan.elem_bytes))
+    if plan.memory.direction == "store":
+        return flat, np.where(inside, flat, ~flat), want
+    idx = row_major_index(layout_of(plan.dst_bases)).reshape(plan.threads, -1)
+    return flat, np.where(inside, flat, fill), np.where(inside[idx], want, fill)
 
 
 def compare(name: str, p: ConversionPlan, flat: np.ndarray, want: np.ndarray, out: np.ndarray, regs: np.ndarray,
             ok_message: str, entropy: int | None = None) -> RunResult:
-    """A harness run's output tensor and destination registers against numpy:
+    """A harness run's output tensor (``flat``: what it must be) and
+    destination registers (``want``) against numpy:
     the first differing thread and register (poisoned = never written) and
     the plan step that writes it, or ``ok_message``."""
     bad = np.argwhere(regs != want)
@@ -165,8 +182,10 @@ def _max_smem() -> int:
 class _Kernel:
     """One harness kernel of a compiled module and its plan."""
 
-    def __init__(self, plan: ConversionPlan, name: str, function):
-        self.plan, self.name, self.kernel = plan, name, function
+    def __init__(self, plan: ConversionPlan, name: str, module):
+        self.plan, self.name = plan, name
+        self.kernels = {v: module.get_function(f"{name}_harness{v}") for v in harness_variants(plan)}
+        self.kernel = self.kernels[""]
         self.smem_error = None
         if plan.smem_bytes > 48 * 1024:
             limit = _max_smem()
@@ -174,14 +193,15 @@ class _Kernel:
                 self.smem_error = (f"needs {plan.smem_bytes} bytes of shared memory; "
                                    f"the device allows {limit} per block")
             else:
-                function.max_dynamic_shared_size_bytes = plan.smem_bytes
+                for f in self.kernels.values():
+                    f.max_dynamic_shared_size_bytes = plan.smem_bytes
 
-    def launch(self, d_in, d_out, d_regs) -> None:
+    def launch(self, d_in, d_out, d_regs, d_scratch, variant: str = "") -> None:
         p = self.plan
-        self.kernel((1,), (p.threads,), (d_in, d_out, d_regs), shared_mem=p.smem_bytes)
+        self.kernels[variant]((1,), (p.threads,), (d_in, d_out, d_regs, d_scratch), shared_mem=p.smem_bytes)
 
     def run(self, rng: np.random.Generator | None = None, entropy: int | None = None) -> RunResult:
-        """One launch on fresh random raw bits; compares every output."""
+        """One launch of each variant on fresh random raw bits; compares every output."""
         import cupy
         p = self.plan
         if self.smem_error:
@@ -189,14 +209,20 @@ class _Kernel:
         if rng is None:
             entropy = np.random.SeedSequence().entropy if entropy is None else entropy
             rng = np.random.default_rng(entropy)
-        flat, want = random_data(p, rng)
-        d_in = cupy.asarray(flat)
-        d_out = cupy.asarray(~flat)                       # poison: every unwritten element differs
-        d_regs = cupy.asarray(np.ascontiguousarray(~want).ravel())
-        self.launch(d_in, d_out, d_regs)
-        cupy.cuda.runtime.deviceSynchronize()
-        return compare(self.name, p, flat, want, d_out.get(), d_regs.get().reshape(p.threads, p.n_dst),
-                       "bit-exact", entropy)
+        res = RunResult(False, "not run")
+        for variant in self.kernels:
+            flat, out_want, want = random_data(p, rng, variant)
+            d_in = cupy.asarray(flat)
+            d_out = cupy.asarray(~out_want)                   # poison: every unwritten element differs
+            d_regs = cupy.asarray(np.ascontiguousarray(~want).ravel())
+            d_scratch = cupy.zeros(max(16, p.scratch_bytes), dtype=np.uint8)
+            self.launch(d_in, d_out, d_regs, d_scratch, variant)
+            cupy.cuda.runtime.deviceSynchronize()
+            res = compare(self.name + variant, p, out_want, want, d_out.get(), d_regs.get().reshape(p.threads, p.n_dst),
+                          "bit-exact" + (" (masked too)" if len(self.kernels) > 1 else ""), entropy)
+            if not res.ok:
+                return res
+        return res
 
 
 def _arch() -> str:
@@ -361,7 +387,7 @@ class Batch:
                 mod = cupy.RawModule(path=path)
                 self.modules.append(mod)
                 for n in names:
-                    self.kernels[n] = _Kernel(self.plans[n], n, mod.get_function(f"{n}_harness"))
+                    self.kernels[n] = _Kernel(self.plans[n], n, mod)
 
     def kernel(self, name: str) -> "_Kernel":
         if name in self.errors:

@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from .gpu import RAW, RunResult, compare, random_data
-from .plan import ConversionPlan
+from .plan import ConversionPlan, harness_variants
 from .render import RAW_TYPES, file_names, render
 
 SIMT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "simt")
@@ -57,17 +57,21 @@ def driver_source(cases: Sequence[tuple[str, ConversionPlan]]) -> str:
         lines.append(f'#include "{file_names(plan.target, name)["harness"]}"')
     smem = max([p.smem_bytes for _, p in cases] + [16])
     lines += [f"__attribute__((aligned(16))) unsigned char smem[{smem}];", "",
-              "struct Case { int threads, warp, smem; size_t in_bytes, regs_bytes; "
-              "void (*run)(const void*, void*, void*); };", ""]
-    for i, (name, plan) in enumerate(cases):
+              "struct Case { int threads, warp, smem; size_t in_bytes, regs_bytes, scratch_bytes; "
+              "void (*run)(const void*, void*, void*, void*); };", ""]
+    runs = []
+    for name, plan in cases:
         raw = RAW_TYPES[plan.elem_bytes]
-        lines.append(f"static void run_{i}(const void* a, void* b, void* c) {{ {name}_harness("
-                     f"static_cast<const {raw}*>(a), static_cast<{raw}*>(b), static_cast<{raw}*>(c)); }}")
+        for v in harness_variants(plan):
+            k = len(runs)
+            lines.append(f"static void run_{k}(const void* a, void* b, void* c, void* d) {{ {name}_harness{v}("
+                         f"static_cast<const {raw}*>(a), static_cast<{raw}*>(b), static_cast<{raw}*>(c), "
+                         f"static_cast<{raw}*>(d)); }}")
+            n = int(np.prod(plan.shape))
+            runs.append(f"    {{{plan.threads}, {plan.warp_size}, {plan.smem_bytes}, {n * plan.elem_bytes}, "
+                        f"{plan.threads * plan.n_dst * plan.elem_bytes}, {max(16, plan.scratch_bytes)}, run_{k}}},")
     lines.append("static const Case kCases[] = {")
-    for i, (name, plan) in enumerate(cases):
-        n = int(np.prod(plan.shape))
-        lines.append(f"    {{{plan.threads}, {plan.warp_size}, {plan.smem_bytes}, {n * plan.elem_bytes}, "
-                     f"{plan.threads * plan.n_dst * plan.elem_bytes}, run_{i}}},")
+    lines += runs
     lines += ["};", "", """int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* in = std::fopen(argv[1], "rb");
@@ -76,11 +80,13 @@ def driver_source(cases: Sequence[tuple[str, ConversionPlan]]) -> str:
     int i = 0;
     for (const Case& c : kCases) {
         std::vector<unsigned char> a(c.in_bytes), b(c.in_bytes), r(c.regs_bytes);
+        std::vector<unsigned char> scratch(c.scratch_bytes + 16);  // a global tile, 16-byte aligned
+        unsigned char* sc = scratch.data() + (16 - reinterpret_cast<uintptr_t>(scratch.data()) % 16) % 16;
         if (std::fread(a.data(), 1, a.size(), in) != a.size() || std::fread(b.data(), 1, b.size(), in) != b.size() ||
             std::fread(r.data(), 1, r.size(), in) != r.size()) return 3;
         for (size_t k = 0; k < sizeof smem; ++k) smem[k] = static_cast<unsigned char>(0xa5 ^ k);
         auto errors = llgen_host::launch(c.threads, c.warp, smem, size_t(c.smem),
-                                         [&] { c.run(a.data(), b.data(), r.data()); });
+                                         [&] { c.run(a.data(), b.data(), r.data(), sc); });
         for (auto& e : errors) std::printf("ERR %d %s\\n", i, e.c_str());
         std::fwrite(b.data(), 1, b.size(), out);
         std::fwrite(r.data(), 1, r.size(), out);
@@ -125,10 +131,11 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, ConversionPla
               rng: np.random.Generator) -> list[RunResult]:
     """Run a built driver once on fresh random bits; one result per case."""
     inputs, wants = [], []
-    for _, p in cases:
-        flat, want = random_data(p, rng)
-        inputs += [flat.tobytes(), (~flat).tobytes(), np.ascontiguousarray(~want).tobytes()]   # poisoned outputs
-        wants.append((flat, want))
+    for name, p in cases:
+        for v in harness_variants(p):
+            flat, out_want, want = random_data(p, rng, v)
+            inputs += [flat.tobytes(), (~out_want).tobytes(), np.ascontiguousarray(~want).tobytes()]  # poisoned outputs
+            wants.append((name + v, p, out_want, want))
     fin, fout = os.path.join(directory, exe + ".in"), os.path.join(directory, exe + ".out")
     with open(fin, "wb") as fh:
         fh.write(b"".join(inputs))
@@ -143,17 +150,24 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, ConversionPla
                 for name, _ in cases]
     with open(fout, "rb") as fh:
         data = fh.read()
-    results, pos = [], 0
-    for i, ((name, p), (flat, want)) in enumerate(zip(cases, wants)):
+    per_run, pos = [], 0
+    for i, (name, p, flat, want) in enumerate(wants):
         raw = RAW[p.elem_bytes]
         nout, nregs = flat.nbytes, want.nbytes
         out = np.frombuffer(data[pos:pos + nout], dtype=raw)
         regs = np.frombuffer(data[pos + nout:pos + nout + nregs], dtype=raw).reshape(want.shape)
         pos += nout + nregs
         if i in errors:
-            results.append(RunResult(False, f"{name}: host SIMT runtime: " + "; ".join(errors[i][:3])))
+            per_run.append(RunResult(False, f"{name}: host SIMT runtime: " + "; ".join(errors[i][:3])))
         else:
-            results.append(compare(name, p, flat, want, out, regs, f"bit-exact, host SIMT wave{p.warp_size}"))
+            per_run.append(compare(name, p, flat, want, out, regs, f"bit-exact, host SIMT wave{p.warp_size}"))
+    # one result per case: its first failing variant, else its last
+    results, k = [], 0
+    for _, p in cases:
+        n = len(harness_variants(p))
+        mine = per_run[k:k + n]
+        k += n
+        results.append(next((r for r in mine if not r.ok), mine[-1]))
     return results
 
 

@@ -109,8 +109,8 @@ def shared_plans(dist: LinearLayout, tile: LinearLayout, elem_bytes: int, target
         o = f2.apply(R, r)
         groups.setdefault(o >> k, {})[o & ((1 << k) - 1)] = r
     vec = 1 << k
-    accesses = tuple(SmemAccess(tuple(g[j] for j in range(vec)), (hi << k) * elem_bytes)
-                     for hi, g in sorted(groups.items()))
+    accesses = tuple(sorted((SmemAccess(tuple(g[j] for j in range(vec)), (hi << k) * elem_bytes)
+                            for hi, g in groups.items()), key=lambda a: min(a.regs)))
     base = XorForm(tuple(t * elem_bytes for t in T), tuple(x * elem_bytes for x in W))
     waves, conflicts = predict_wavefronts(list(base.lane), elem_bytes * vec, target)
     plans = [MemoryPlan(instr="vector", vec=vec, vector_bytes=elem_bytes * vec, accesses=accesses, base=base,
@@ -202,8 +202,8 @@ def global_plan(dist: LinearLayout, order: Sequence[int], alignment: int, elem_b
         x = f2.apply(reg, r)
         groups.setdefault(x & ~low, {})[(x & low) >> shift] = r
     vec = 1 << k
-    accesses = tuple(GlobalAccess(tuple(g[j] for j in range(vec)), _coords(key, sizes))
-                     for key, g in sorted(groups.items()))
+    accesses = tuple(sorted((GlobalAccess(tuple(g[j] for j in range(vec)), _coords(key, sizes))
+                            for key, g in groups.items()), key=lambda a: min(a.regs)))
     coord_base = tuple(XorForm(tuple(_coords(v, sizes)[dd] for v in thr), tuple(_coords(v, sizes)[dd] for v in wrp))
                        for dd in range(len(sizes)))
     warp_skip = _skip_mask(wrp) if direction == "store" else 0

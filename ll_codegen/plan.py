@@ -311,3 +311,20 @@ def harness_strides(shape: tuple[int, ...], order: list[int], alignment: int, el
 def harness_extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
     """Elements a tile with these strides spans."""
     return 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+
+
+def harness_cut(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The extent the masked harness uses: every dim longer than 1 cut
+    inside (64 -> 47, 4 -> 2, 2 -> 1), never at a vector boundary."""
+    return tuple(max(1, n - n // 4 - 1) for n in shape)
+
+
+def harness_fill(elem_bytes: int) -> int:
+    """The ``fill`` value of the masked load harness (raw bits)."""
+    return 0x5A5A5A5A5A5A5A5A & ((1 << (8 * elem_bytes)) - 1)
+
+
+def harness_variants(plan: "ConversionPlan") -> tuple[str, ...]:
+    """Kernel name suffixes of a plan's harness: ``_masked`` too for global tiles."""
+    m = plan.memory
+    return ("", "_masked") if m is not None and m.space == "global" else ("",)

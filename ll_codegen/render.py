@@ -28,7 +28,8 @@ from typing import Iterable, Sequence
 import jinja2
 
 from .layout import LinearLayout
-from .plan import ConversionPlan, LaneSelect, XorForm
+from .plan import (ConversionPlan, LaneSelect, XorForm, harness_cut, harness_fill, harness_strides,
+                   harness_variants)
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 # installed: <package>/templates; editable install or checkout: <repo>/templates
@@ -264,17 +265,20 @@ PTX_SHARED_TYPES = {1: ".b8", 2: ".b16", 4: ".b32", 8: ".v2.b32", 16: ".v4.b32"}
 def intrinsic_spec(op: str, nbytes: int = 0, x: int = 0, trans: bool = False) -> dict:
     """One target instruction behind a named inline function (``templates/intrinsics.j2``).
 
-    Every ld/st.shared, ldmatrix and stmatrix a CUDA header issues goes
-    through ``detail::<name><kImm>(addr, words...)``: ``addr`` is a 32-bit
-    shared-window address, ``kImm`` a byte offset the PTX keeps as an
-    immediate, ``words`` 32-bit registers (sub-word stores take the low bits).
-    On the device the body is the one PTX instruction; compiled for the host
-    (``LLGEN_HOST_SIMT``, ``ll_codegen/simt/simt_host.h``) it calls the host
-    SIMT runtime's model of the same instruction.
+    Every ld/st.shared, ld/st.global, ldmatrix and stmatrix a CUDA header
+    issues goes through ``detail::<name><kImm>(addr, words...)``: ``addr`` is
+    a 32-bit shared-window address (a generic pointer for global accesses),
+    ``kImm`` a byte offset the PTX keeps as an immediate, ``words`` 32-bit
+    registers (sub-word stores take the low bits).  On the device the body is
+    the one PTX instruction; compiled for the host (``LLGEN_HOST_SIMT``,
+    ``ll_codegen/simt/simt_host.h``) it calls the host SIMT runtime's model of
+    the same instruction.
 
-    ``op``: ``st_shared``/``ld_shared`` (``nbytes`` 1, 2, 4, 8, 16) or
-    ``stmatrix``/``ldmatrix`` (m8n8 b16, ``x`` 1, 2, 4 matrices, ``trans``)."""
-    if op in ("st_shared", "ld_shared"):
+    ``op``: ``st_shared``/``ld_shared``/``st_global``/``ld_global`` (``nbytes``
+    1, 2, 4, 8, 16) or ``stmatrix``/``ldmatrix`` (m8n8 b16, ``x`` 1, 2, 4
+    matrices, ``trans``)."""
+    glob = op.endswith("global")
+    if op in ("st_shared", "ld_shared", "st_global", "ld_global"):
         t = PTX_SHARED_TYPES[nbytes]
         words = max(1, nbytes // 4)
         name = f"{op}{t.replace('.', '_')}"
@@ -287,19 +291,25 @@ def intrinsic_spec(op: str, nbytes: int = 0, x: int = 0, trans: bool = False) ->
         raise ValueError(f"unknown target instruction {op!r}")
     store = op.startswith("st")
     regs = [f"%{j + (1 if store else 0)}" for j in range(words)]
-    regs_text = regs[0] if words == 1 and op.endswith("shared") else "{" + ", ".join(regs) + "}"
+    regs_text = regs[0] if words == 1 and not op.endswith("matrix") else "{" + ", ".join(regs) + "}"
     addr_op, imm_op = (0, words + 1) if store else (words, words + 1)
     operand = f"[%{addr_op}+%{imm_op}]"
     asm = f"{ptx} {operand}, {regs_text};" if store else f"{ptx} {regs_text}, {operand};"
     rs = [f"r{j}" for j in range(words)]
+    a = '"l"(addr)' if glob else '"r"(addr)'
     if store:
-        constraints = ":: " + ", ".join(['"r"(addr)'] + [f'"r"({r})' for r in rs] + ['"n"(kImm)'])
+        constraints = ":: " + ", ".join([a] + [f'"r"({r})' for r in rs] + ['"n"(kImm)'])
     else:
-        constraints = ": " + ", ".join(f'"=r"({r})' for r in rs) + ' : "r"(addr), "n"(kImm)'
-    model = (f"{op}(addr + kImm, {x}, {'true' if trans else 'false'}, regs)" if op.endswith("matrix")
-             else f"{op}(addr + kImm, {nbytes}, regs)")
+        constraints = ": " + ", ".join(f'"=r"({r})' for r in rs) + f' : {a}, "n"(kImm)'
+    if op.endswith("matrix"):
+        model = f"{op}(addr + kImm, {x}, {'true' if trans else 'false'}, regs)"
+    elif glob:
+        model = f"{op}(static_cast<{'' if store else 'const '}char*>(addr) + kImm, {nbytes}, regs)"
+    else:
+        model = f"{op}(addr + kImm, {nbytes}, regs)"
+    addr_t = ("void* addr" if store else "const void* addr") if glob else "unsigned addr"
     return {"name": name,
-            "params": ", ".join(["unsigned addr"] + [f"uint32_t{'' if store else '&'} {r}" for r in rs]),
+            "params": ", ".join([addr_t] + [f"uint32_t{'' if store else '&'} {r}" for r in rs]),
             "regs": ", ".join(f"&{r}" for r in rs),
             "host": f"llgen_host::{model};",
             "asm": f'asm volatile("{asm}" {constraints} : "memory");'}
@@ -307,68 +317,103 @@ def intrinsic_spec(op: str, nbytes: int = 0, x: int = 0, trans: bool = False) ->
 
 # ------------------------------------------------------------- conversion body
 @dataclass
+class _Fn:
+    """One generated device function (plain data for ``convert.j2``): its
+    signature, the body's lines, and for 8/16-bit data the packed-word twin
+    ``<name>_words`` that the typed function wraps."""
+    name: str
+    params: str                                       # of the typed template <typename T> function
+    doc: list[str] = field(default_factory=list)      # comment lines above it
+    word_params: str = ""                             # "" : no packed-word twin
+    word_call: list[str] = field(default_factory=list)     # typed function -> <name>_words
+    raw_in: list[str] = field(default_factory=list)        # typed function: T -> raw bits s[] / d[]
+    raw_out: list[str] = field(default_factory=list)
+    unused: list[str] = field(default_factory=list)        # parameters the body does not read
+    moves: list[str] = field(default_factory=list)         # register / noop plans, on T directly
+    prologue: list[str] = field(default_factory=list)      # thread-index values, computed once
+    steps: list[dict] = field(default_factory=list)        # {"comment", "lines"} or smem round blocks
+    copies: list[str] = field(default_factory=list)
+
+    @property
+    def signature(self) -> str:
+        return signature(f"__device__ __forceinline__ void {self.name}", self.params)
+
+    @property
+    def word_signature(self) -> str:
+        return signature(f"__device__ __forceinline__ void {self.name}_words", self.word_params)
+
+
+@dataclass
 class _Conv:
-    """Plain data for one ``convert()`` (the ``convert.j2`` macro's argument)."""
+    """Plain data for one generated namespace (the ``convert.j2`` macro's argument)."""
     name: str
     cuda: bool
-    strategy: str
-    summary: str
     elem_bytes: int
-    dtype: str
     raw: str
-    n_src: int
-    n_dst: int
-    smem_bytes: int
-    threads: int
-    warp_size: int
-    moves: list[str] = field(default_factory=list)       # register / noop plans, on T directly
-    prologue: list[str] = field(default_factory=list)    # thread-index values, computed once
-    steps: list[dict] = field(default_factory=list)      # {"comment", "lines"} blocks
-    copies: list[str] = field(default_factory=list)
+    constants: list[str] = field(default_factory=list)
+    index_functions: list[str] = field(default_factory=list)   # src_index / dst_index / tile_index
+    functions: list[_Fn] = field(default_factory=list)
     vector_types: list[tuple[str, int]] = field(default_factory=list)
     intrinsics: list[dict] = field(default_factory=list)   # intrinsic_spec of each target instruction used
     uses_smem_ptr: bool = False
-    words: tuple[int, int] | None = None   # word view: (source, destination) 32-bit words
-    per: int = 0                            # word view: elements per word
-    shape: tuple[int, ...] = ()
-    index_functions: list[str] = field(default_factory=list)   # src_index / dst_index
-    barriers: str = ""                      # the barrier contract, for the header comment
+    uses_global_ptr: bool = False
 
-    @property
-    def constants(self) -> list[str]:
-        return aligned([
-            (f"constexpr int kSrcRegs   = {self.n_src};", "elements per thread before convert()"),
-            (f"constexpr int kDstRegs   = {self.n_dst};", "elements per thread after convert()"),
-            (f"constexpr int kSmemBytes = {self.smem_bytes};", "shared-memory scratch convert() needs (0: none)"),
-            (f"constexpr int kThreads   = {self.threads};", "threads taking part: tid in [0, kThreads)"),
-            (f"constexpr int kWarpSize  = {self.warp_size};", ""),
-            (f"constexpr int kElemBytes = {self.elem_bytes};", f"sizeof(T) ({self.dtype})"),
-            (f"constexpr int kRank      = {len(self.shape)};", ""),
-            (f"__attribute__((unused)) constexpr int kShape[kRank] = {{{', '.join(map(str, self.shape))}}};", "the tensor (row-major)")]
-            + ([(f"constexpr int kSrcWords  = {self.words[0]};", "packed 32-bit words for convert_words()"),
-                (f"constexpr int kDstWords  = {self.words[1]};", "")] if self.words else []))
+
+def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]:
+    """The namespace's constexpr lines."""
+    p = plan
+    m = p.memory
+    shape = ", ".join(map(str, p.shape))
+    if m is None:
+        rows = [(f"constexpr int kSrcRegs   = {p.n_src};", "elements per thread before convert()"),
+                (f"constexpr int kDstRegs   = {p.n_dst};", "elements per thread after convert()"),
+                (f"constexpr int kSmemBytes = {p.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
+    else:
+        rows = [(f"constexpr int kRegs      = {max(p.n_src, p.n_dst)};", f"elements per thread {m.direction}() moves")]
+        if m.space == "shared":
+            rows += [(f"constexpr int kTileBytes = {m.bytes};", "bytes of the shared tile"),
+                     (f"constexpr int kTileAlign = {m.alignment};", "byte alignment the tile's address needs")]
+        else:
+            rows += [(f"__attribute__((unused)) constexpr int kOrder[{len(p.shape)}] = "
+                      f"{{{', '.join(map(str, m.layout['order']))}}};", "dims fastest first: kOrder[0] has stride 1"),
+                     (f"constexpr int kAlignment = {m.alignment};", "bytes the tile pointer and every stride are aligned to")]
+    rows += [(f"constexpr int kThreads   = {p.threads};", "threads taking part: tid in [0, kThreads)"),
+             (f"constexpr int kWarpSize  = {p.warp_size};", ""),
+             (f"constexpr int kElemBytes = {p.elem_bytes};", f"sizeof(T) ({p.dtype})"),
+             (f"constexpr int kRank      = {len(p.shape)};", ""),
+             (f"__attribute__((unused)) constexpr int kShape[kRank] = {{{shape}}};", "the tensor (row-major)")]
+    if words and m is None:
+        rows += [(f"constexpr int kSrcWords  = {words[0]};", "packed 32-bit words for convert_words()"),
+                 (f"constexpr int kDstWords  = {words[1]};", "")]
+    elif words:
+        rows += [(f"constexpr int kWords     = {max(words)};", f"packed 32-bit words for {m.direction}_words()")]
+    return aligned(rows)
+
+
+def word_view(plan: ConversionPlan) -> int:
+    """Elements per 32-bit word when the generated code moves 8/16-bit data
+    as packed words (both register counts divide), else 0."""
+    per = 4 // plan.elem_bytes if plan.elem_bytes < 4 else 0
+    return per if per and plan.n_src % per == 0 and plan.n_dst % per == 0 else 0
 
 
 class _Builder:
-    def __init__(self, plan: ConversionPlan, name: str):
+    """Builds the body of one device function (``fn``) from a plan; the
+    target instructions and vector types it uses are recorded in ``conv``."""
+
+    def __init__(self, plan: ConversionPlan, conv: _Conv, fn: _Fn, element_view: bool = False):
         self.p = plan
+        self.conv, self.fn = conv, fn
         self.cuda = plan.target == "cuda"
         self.lane_bits = plan.warp_size.bit_length() - 1
         self.warp_bits = plan.num_warps.bit_length() - 1
         self.raw = RAW_TYPES[plan.elem_bytes]
-        self.conv = _Conv(
-            name=name, cuda=self.cuda, strategy=plan.strategy, summary=_one_line(plan),
-            elem_bytes=plan.elem_bytes, dtype=plan.dtype, raw=self.raw, n_src=plan.n_src, n_dst=plan.n_dst,
-            smem_bytes=plan.smem_bytes, threads=plan.threads, warp_size=plan.warp_size)
         self.needs = set()
         # Word view (8/16-bit elements): s[] and d[] hold 32-bit words of 4/w
         # packed elements (the bytes of src/dst as they are), so an access
         # whose elements are a whole word moves it untouched and the others
         # cost one byte permute per word, never one register per element.
-        per = 4 // plan.elem_bytes if plan.elem_bytes < 4 else 0
-        self.per = per if per and plan.n_src % per == 0 and plan.n_dst % per == 0 else 0
-        if self.per:
-            self.conv.words, self.conv.per = (plan.n_src // per, plan.n_dst // per), per
+        self.per = word_view(plan) if not element_view else 0
         self.dst_src: dict[int, tuple[str, int]] = {}    # word view: dst element -> (word, index)
         self.copy_of = dict(plan.dst_copies)              # broadcast register -> the one it copies
         self.words_done: set[int] = set()
@@ -426,21 +471,29 @@ class _Builder:
             head.append(("const unsigned lane = tid & (kWarpSize - 1);", ""))
         if "warp" in self.needs:
             head.append(("const unsigned warp = tid / kWarpSize;", ""))
-        self.conv.prologue = aligned(head + rows + self.sel_lines)
+        self.fn.prologue = aligned(head + rows + self.sel_lines)
 
     # strategies -------------------------------------------------------------
-    def build(self) -> _Conv:
+    def build(self, masked: bool = False) -> _Fn:
         p = self.p
+        if p.memory is not None:
+            if p.memory.space == "shared":
+                self.memory_shared()
+            else:
+                self.memory_global(masked)
+            if p.memory.direction == "load" and not self.per:
+                self.fn.copies = aligned((f"d[{a}] = d[{b}];", "broadcast copy") for a, b in p.dst_copies)
+            return self.fn
         if p.register is not None and p.shuffle is None and p.smem is None and self.per:
             at = [(f"s[{j // self.per}]", j % self.per) for j in p.register.dst_from_src]
-            self.conv.steps = [{"comment": "Register moves: whole words where they line up, else byte permutes",
+            self.fn.steps = [{"comment": "Register moves: whole words where they line up, else byte permutes",
                                 "lines": [f"d[{k}] = {compose_word(at[k * self.per:(k + 1) * self.per], p.elem_bytes)};"
                                           for k in range(p.n_dst // self.per)]}]
-            return self.conv
+            return self.fn
         if p.register is not None and p.shuffle is None and p.smem is None:
             pairs = [(f"dst[{i}] = src[{j}];", "") for i, j in enumerate(p.register.dst_from_src)]
-            self.conv.moves = [c for c, _ in pairs] + [f"dst[{a}] = dst[{b}];" for a, b in p.dst_copies]
-            return self.conv
+            self.fn.moves = [c for c, _ in pairs] + [f"dst[{a}] = dst[{b}];" for a, b in p.dst_copies]
+            return self.fn
         if p.shuffle is not None:
             self.shuffle()
         elif p.smem is not None:
@@ -448,8 +501,8 @@ class _Builder:
         else:
             raise ValueError(f"plan with strategy {p.strategy!r} has no register, shuffle or smem part")
         if not self.per:                          # the word view folds copies into the words
-            self.conv.copies = aligned((f"d[{a}] = d[{b}];", "broadcast copy") for a, b in p.dst_copies)
-        return self.conv
+            self.fn.copies = aligned((f"d[{a}] = d[{b}];", "broadcast copy") for a, b in p.dst_copies)
+        return self.fn
 
     def shuffle(self) -> None:
         s = self.p.shuffle
@@ -498,7 +551,7 @@ class _Builder:
         self.finish_prologue(rows)
         n_shfl = len(shfl)
         how = "lane ^ c" if s.src_lane is None else "src_lane ^ c"
-        self.conv.steps = [
+        self.fn.steps = [
             {"comment": f"Pack: {len(s.rounds)} round(s) x {s.words} word(s), {s.vec} element(s) per payload"
                         + (f", {s.send_select.size}-way lane-dependent send" if s.send_select.size > 1 else ""),
              "lines": pack},
@@ -529,7 +582,7 @@ class _Builder:
                 "comment": f"{tag}{len(stores)} store(s) of {self.width(m.store_instr, m.store_vec)}, "
                            f"{len(loads)} load(s) of {self.width(m.load_instr, m.load_vec)}",
                 "stores": stores, "guard": guard, "loads": loads, "unpack": unpack})
-        self.conv.steps = steps
+        self.fn.steps = steps
         rows = []
         if "smem_bytes" in self.needs or "st_ptr" in self.needs or "ld_ptr" in self.needs:
             rows.append(("char* const smem_bytes = static_cast<char*>(smem);", ""))
@@ -544,6 +597,161 @@ class _Builder:
             if f"{side}_addr" in self.needs:
                 rows.append((f"const unsigned {side}_addr = smem_u32 + {side}_base;", ""))
         self.finish_prologue(rows)
+
+    def memory_shared(self) -> None:
+        """Stores into / loads from the given shared tile: the accesses of
+        ``SmemAccess`` at ``base ^ offset``, no barrier (the caller's)."""
+        m = self.p.memory
+        sup = m.base.support
+        if m.direction == "store":
+            side = "st"
+            lines = [self.store(a, m.instr, m.vec, sup, k) for k, a in enumerate(m.accesses)]
+            if m.warp_skip:
+                self.needs.add("warp")
+                lines = ([f"if ((warp & {_hex(m.warp_skip)}) == 0) {{  // warps holding broadcast copies skip"]
+                         + ["    " + x for x in lines] + ["}"])
+        else:
+            side = "ld"
+            lines, unpack = [], []
+            for k, a in enumerate(m.accesses):
+                ld, un = self.load(a, m.instr, m.vec, sup, f"v{k}")
+                lines.append(ld)
+                unpack += un
+            lines += unpack
+        self.fn.steps = [{"comment": f"{len(m.accesses)} {m.direction}(s) of {self.width(m.instr, m.vec)}",
+                          "lines": lines}]
+        rows = []
+        if "smem_bytes" in self.needs or f"{side}_ptr" in self.needs:
+            rows.append(("char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));", ""))
+        if "smem_u32" in self.needs:
+            rows.append(("const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));",
+                         "shared-window address"))
+        rows.append((f"const unsigned {side}_base = {self.form(m.base)};", f"byte offset this thread {m.direction}s at"))
+        if f"{side}_ptr" in self.needs:
+            rows.append((f"char* const {side}_ptr = smem_bytes + {side}_base;", ""))
+        if f"{side}_addr" in self.needs:
+            rows.append((f"const unsigned {side}_addr = smem_u32 + {side}_base;", ""))
+        self.finish_prologue(rows)
+
+    def memory_global(self, masked: bool) -> None:
+        """Vector accesses to a global tile with runtime strides; ``masked``:
+        elements at or beyond ``extent`` are skipped (stores) or ``fill`` (loads)."""
+        p, m = self.p, self.p.memory
+        w, v = p.elem_bytes, m.vec
+        rank, f = len(p.shape), m.layout["order"][0]
+        store = m.direction == "store"
+        coord, rows = [], []
+        for d, cb in enumerate(m.coord_base):
+            e = self.form(cb)
+            if e == "0u":
+                coord.append(None)
+            else:
+                rows.append((f"const unsigned c{d} = {_strip(e)};", f"this thread's coordinate along dim {d}"))
+                coord.append(f"c{d}")
+        # byte offset of coordinates `cs` (C expressions or None = 0) from the tile
+        def offset(cs: list[str | None]) -> str:
+            terms = []
+            for d, c in enumerate(cs):
+                if c is None:
+                    continue
+                terms.append(c if d == f else f"static_cast<long long>({c}) * strides[{d}]")
+            return f"({' + '.join(terms)}) * kElemBytes" if terms else "0"
+        ptr_t = "char*" if store else "const char*"
+        cast = "reinterpret_cast<char*>(tile)" if store else "reinterpret_cast<const char*>(tile)"
+        rows.append((f"{ptr_t} const thread_ptr = {cast} + {offset(coord)};", "this thread's first element"))
+        lines = []
+        for k, a in enumerate(m.accesses):
+            sup = [cb.support for cb in m.coord_base]
+            if all(c & s_ == 0 for c, s_ in zip(a.coords, sup)):      # disjoint bits: an added constant
+                parts = []
+                for d, c in enumerate(a.coords):
+                    if c:
+                        parts.append(f"{c * w}" if d == f else f"strides[{d}] * {c * w}")
+                ptr = f"thread_ptr + {' + '.join(parts)}" if parts else "thread_ptr"
+            else:
+                cs = [f"({coord[d] or '0u'} ^ {_hex(c)}u)" if c else coord[d] for d, c in enumerate(a.coords)]
+                ptr = f"{cast} + {offset(cs)}"
+            if not masked:
+                lines += self.global_access(a, ptr, f"v{k}")
+                continue
+            # masked: coordinates of the access's first element against the extent
+            conds = []
+            for d in range(rank):
+                c = a.coords[d]
+                base = coord[d] or "0u"
+                e = base if not c else (f"({base} + {c}u)" if c & m.coord_base[d].support == 0 else f"({base} ^ {_hex(c)}u)")
+                if e == "0u":
+                    conds.append((d, None))
+                else:
+                    conds.append((d, e))
+            others = [f"static_cast<int>({e}) < extent[{d}]" for d, e in conds if d != f and e is not None]
+            fe = dict(conds)[f] or "0u"
+            inner = " && ".join(others) if others else "true"
+            lines.append(f"if ({inner}) {{")
+            whole = f"static_cast<int>({fe}) + {v} <= extent[{f}]" if v > 1 else f"static_cast<int>({fe}) < extent[{f}]"
+            lines.append(f"    if ({whole}) {{")
+            lines += ["        " + x for x in self.global_access(a, ptr, f"v{k}")]
+            if v > 1:
+                lines.append("    } else {  // the edge cuts this vector: element by element")
+                for j, r in enumerate(a.regs):
+                    one = self.global_element(r, f"{ptr} + {j * w}" if j else ptr)
+                    lines.append(f"        if (static_cast<int>({fe}) + {j} < extent[{f}]) {one}")
+            lines.append("    }")
+            lines.append("}")
+        if masked and not store:
+            lines = [f"d[{r}] = fill_bits;" for r in range(p.n_dst) if r not in dict(p.dst_copies)] + lines
+        if store and (m.warp_skip or m.lane_skip):
+            conds = []
+            if m.lane_skip:
+                conds.append(f"(lane & {_hex(m.lane_skip)}) == 0")
+                self.needs.add("lane")
+            if m.warp_skip:
+                conds.append(f"(warp & {_hex(m.warp_skip)}) == 0")
+                self.needs.add("warp")
+            lines = ([f"if ({' && '.join(conds)}) {{  // threads holding broadcast copies skip"]
+                     + ["    " + x for x in lines] + ["}"])
+        what = "masked " if masked else ""
+        self.fn.steps = [{"comment": f"{len(m.accesses)} {what}{m.direction}(s) of {v * w} B", "lines": lines}]
+        self.conv.uses_global_ptr = True
+        self.finish_prologue(rows)
+
+    def global_access(self, a, ptr: str, name: str) -> list[str]:
+        """One whole vector access at byte pointer ``ptr``."""
+        p = self.p
+        n = len(a.regs) * p.elem_bytes
+        if p.memory.direction == "store":
+            words = self.src_words(a.regs)
+            if self.cuda:
+                word = "{}" if n >= 4 else "static_cast<uint32_t>({})"
+                fn = self.intrinsic("st_global", nbytes=n)
+                return [f"{fn}<0>({ptr}, {', '.join(word.format(e) for e in words)});"]
+            t = self.vec_type(n)
+            val = (f"static_cast<{t}>({words[0]})" if n < 4 else words[0]) if len(words) == 1 \
+                else f"{t}{{{', '.join(words)}}}"
+            return [f"detail::gst({ptr}, {val});"]
+        nw = max(1, n // 4)
+        names = [f"{name}_{j}" for j in range(nw)] if nw > 1 else [name]
+        if self.cuda:
+            fn = self.intrinsic("ld_global", nbytes=n)
+            line = f"uint32_t {', '.join(names)}; {fn}<0>({ptr}, {', '.join(names)});"
+            words = names
+        else:
+            t = self.vec_type(n)
+            if n <= 4:
+                line = f"const uint32_t {name} = detail::gld<{t}>({ptr});"
+                words = [name]
+            else:
+                line = f"const {t} {name} = detail::gld<{t}>({ptr});"
+                words = [f"{name}.{'xyzw'[j]}" for j in range(nw)]
+        return [line] + [f"d[{r}] = {e};" for r, e in self.receive(words, a.regs)]
+
+    def global_element(self, r: int, ptr: str) -> str:
+        """One element (register ``r``) at byte pointer ``ptr`` (masked edges; element view)."""
+        p = self.p
+        t = self.raw
+        if p.memory.direction == "store":
+            return f"*reinterpret_cast<{t}*>({ptr}) = s[{r}];"
+        return f"d[{r}] = *reinterpret_cast<const {t}*>({ptr});"
 
     def width(self, instr: str, vec: int) -> str:
         if instr.startswith("matrix"):
@@ -682,14 +890,143 @@ def _barrier_contract(plan: ConversionPlan) -> str:
             f"__syncthreads() before writing smem again (another convert() does that itself).")
 
 
+TID = "unsigned tid = threadIdx.x"
+
+
+def signature(head: str, params: str, width: int = 116) -> str:
+    """``head(params) {`` wrapped at commas, continuation lines under the first parameter."""
+    line = f"{head}({params}) {{"
+    if len(line) <= width:
+        return line
+    indent = " " * (len(head) + 1)
+    out, cur = [], f"{head}("
+    for k, prm in enumerate(params.split(", ")):
+        piece = prm + (", " if k < params.count(", ") else ") {")
+        if len(cur) + len(piece.rstrip()) > width and cur.strip() != f"{head}(".strip():
+            out.append(cur.rstrip())
+            cur = indent
+        cur += piece
+    out.append(cur)
+    return "\n".join(out)
+
+
+def _convert_function(plan: ConversionPlan, conv: _Conv) -> _Fn:
+    per = word_view(plan)
+    fn = _Fn("convert", f"const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem, {TID}",
+             unused=[] if plan.smem_bytes else ["smem"],
+             raw_in=["U s[kSrcRegs], d[kDstRegs];", "memcpy(s, src, sizeof s);"], raw_out=["memcpy(dst, d, sizeof d);"])
+    fn.doc = [f"// dst = src in the destination layout: {_one_line(plan)}.",
+              "// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);",
+              "// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.",
+              f"// {_barrier_contract(plan)}"]
+    if per:
+        fn.word_params = f"const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem, {TID}"
+        fn.word_call = ["uint32_t s[kSrcWords], d[kDstWords];", "memcpy(s, src, sizeof s);",
+                        "convert_words(s, d, smem, tid);", "memcpy(dst, d, sizeof d);"]
+        fn.doc += ["// convert_words: the same on packed 32-bit words -- word i holds elements",
+                   f"// {per}i .. {per}i+{per - 1}, lowest first, as mma fragments keep 8/16-bit data."]
+    _Builder(plan, conv, fn).build()
+    return fn
+
+
+def _memory_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
+    """store()/load() (+ the packed-word twins, + the masked forms for global tiles)."""
+    m = plan.memory
+    per = word_view(plan)
+    store = m.direction == "store"
+    regs = "const T (&src)[kRegs]" if store else "T (&dst)[kRegs]"
+    words = "const uint32_t (&s)[kWords]" if store else "uint32_t (&d)[kWords]"
+    raw_in = ["U s[kRegs];", "memcpy(s, src, sizeof s);"] if store else ["U d[kRegs];"]
+    raw_out = [] if store else ["memcpy(dst, d, sizeof d);"]
+    who = ("every thread's kRegs registers (src_index) are written to" if store
+           else "every thread's kRegs registers (dst_index) are read from")
+    if m.space == "shared":
+        mem_t, mem_w = ("void* smem", "void* smem") if store else ("const void* smem", "const void* smem")
+        params = [regs, mem_t] if store else [mem_t, regs]
+        wparams = [words, mem_w] if store else [mem_w, words]
+        args = "s, smem, tid" if store else "smem, d, tid"
+        c = m.cost
+        doc = [f"// {m.direction}(): {who} the shared tile at smem",
+               "// (kTileBytes bytes, kTileAlign-byte aligned) laid out as the given layout: tile_index(offset) is",
+               "// the row-major index of the element at each element offset.",
+               f"// {len(m.accesses)} x {_access_name(plan)} per thread; {c.wavefronts} wavefront(s) and "
+               f"{c.bank_conflicts} bank conflict(s) per warp instruction.",
+               "// No barrier inside: __syncthreads() between a store() and reads of the tile by other threads.",
+               "// tid: this thread's index among the kThreads threads (default threadIdx.x)."]
+    else:
+        mem_t = "T* tile" if store else "const T* tile"
+        mem_w = "void* tile" if store else "const void* tile"
+        strides = "const long long (&strides)[kRank]"
+        params = [regs, mem_t, strides] if store else [mem_t, strides, regs]
+        wparams = [words, mem_w, strides] if store else [mem_w, strides, words]
+        args = "s, tile, strides, tid" if store else "tile, strides, d, tid"
+        c = m.cost
+        doc = [f"// {m.direction}(): {who} the global tile",
+               "// at `tile`: element (i0, i1, ..) at tile[i0 * strides[0] + i1 * strides[1] + ..]; strides in elements,",
+               "// strides[kOrder[0]] is 1 (not read); tile and every stride aligned to kAlignment bytes.",
+               f"// {len(m.accesses)} x {m.vector_bytes}-byte access(es) per thread; {c.sectors} sector(s) of 32 B per "
+               f"warp instruction at strides {list(m.strides)}.",
+               "// tid: this thread's index among the kThreads threads (default threadIdx.x)."]
+    fns = []
+    fn = _Fn(m.direction, ", ".join(params + [TID]), doc=doc, raw_in=raw_in, raw_out=raw_out)
+    if per:
+        fn.word_params = ", ".join(wparams + [TID])
+        fn.word_call = ([f"uint32_t s[kWords];", "memcpy(s, src, sizeof s);", f"store_words({args});"] if store
+                        else ["uint32_t d[kWords];", f"load_words({args});", "memcpy(dst, d, sizeof d);"])
+        fn.doc.append(f"// {m.direction}_words: the same on packed 32-bit words (word i: elements {per}i .. "
+                      f"{per}i+{per - 1}, lowest first).")
+    _Builder(plan, conv, fn).build()
+    fns.append(fn)
+    if m.space == "global":
+        extent = "const int (&extent)[kRank]"
+        mparams = ([regs, mem_t, "const long long (&strides)[kRank]", extent] if store
+                   else [mem_t, "const long long (&strides)[kRank]", extent, regs, "T fill"])
+        masked = _Fn(f"{m.direction}_masked", ", ".join(mparams + [TID]),
+                     raw_in=raw_in + ([] if store else ["U fill_bits;", "memcpy(&fill_bits, &fill, sizeof fill_bits);"]),
+                     raw_out=raw_out)
+        masked.doc = [f"// {m.direction}_masked(): the same for a tile cut by the tensor's edge: extent[d] elements along",
+                      "// dim d are valid (from the tile's origin); " + (
+                          "elements beyond are not written." if store else "registers of elements beyond get `fill`.")]
+        _Builder(plan, conv, masked, element_view=True).build(masked=True)
+        fns.append(masked)
+    return fns
+
+
+def _access_name(plan: ConversionPlan) -> str:
+    m = plan.memory
+    if m.instr.startswith("matrix"):
+        x = m.vec * plan.elem_bytes // 4
+        op = "stmatrix" if m.direction == "store" else "ldmatrix"
+        return f"{op}.m8n8.x{x}{'.trans' if m.instr.endswith('trans') else ''}"
+    return f"{m.vector_bytes}-byte {'st' if m.direction == 'store' else 'ld'}.shared"
+
+
+def tile_index_function(tile: LinearLayout) -> str:
+    """``__host__ __device__ constexpr int tile_index(int offset)``: the
+    row-major index of the element at element ``offset`` of a shared tile."""
+    coefs = row_major_bases(tile, "offset")
+    body = linear_expr(coefs, "offset", len(coefs)) or "0"
+    return (f"__host__ __device__ constexpr int tile_index(int offset) "
+            f"{{ return (void)offset, {body}; }}")
+
+
 def _conversion(plan: ConversionPlan, name: str) -> _Conv:
     if plan.target not in ("cuda", "hip"):
         raise ValueError(f"unknown target {plan.target!r}")
-    conv = _Builder(plan, name).build()
-    conv.shape = tuple(plan.shape)
-    conv.index_functions = [index_function("src_index", layout_of(plan.src_bases)),
-                            index_function("dst_index", layout_of(plan.dst_bases))]
-    conv.barriers = _barrier_contract(plan)
+    conv = _Conv(name=name, cuda=plan.target == "cuda", elem_bytes=plan.elem_bytes, raw=RAW_TYPES[plan.elem_bytes])
+    per = word_view(plan)
+    conv.constants = _constants(plan, (plan.n_src // per, plan.n_dst // per) if per else None)
+    m = plan.memory
+    if m is None:
+        conv.functions = [_convert_function(plan, conv)]
+        conv.index_functions = [index_function("src_index", layout_of(plan.src_bases)),
+                                index_function("dst_index", layout_of(plan.dst_bases))]
+        return conv
+    conv.functions = _memory_functions(plan, conv)
+    dist, tile = (plan.src_bases, plan.dst_bases) if m.direction == "store" else (plan.dst_bases, plan.src_bases)
+    conv.index_functions = [index_function("src_index" if m.direction == "store" else "dst_index", layout_of(dist))]
+    if m.space == "shared":
+        conv.index_functions.append(tile_index_function(layout_of(tile)))
     return conv
 
 
@@ -724,8 +1061,9 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
            back_plan: ConversionPlan | None = None) -> str:
     """Source text of one generated file.
 
-    ``kind``: ``header`` (the ``convert()`` device function), ``harness`` (one
-    CTA converting a row-major tensor, for bit-exact checks) or ``bench``
+    ``kind``: ``header`` (the ``convert()``, or ``store()``/``load()``, device
+    functions), ``harness`` (one CTA moving a row-major tensor through them,
+    for bit-exact checks) or ``bench``
     (needs ``back_plan``, the dst -> src plan).  ``command`` and the layout texts
     go into the header's opening comment (layouts default to their Triton-style
     dump).  Deterministic: the same arguments give the same text."""
@@ -739,12 +1077,16 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     ctx = dict(name=name, cuda=cuda, raw=RAW_TYPES[plan.elem_bytes], header_file=names["header"],
                conv=_conversion(plan, name))
     if kind == "header":
+        def what(n: int, side: str) -> str:
+            if plan.memory is not None and n == 0:
+                return f"{side} layout ({plan.memory.space} memory tile)"
+            return f"{side} layout ({n} registers x {plan.warp_size} lanes x {plan.num_warps} warps)"
         ctx["comment"] = _comment(
             f"Generated by ll_codegen. Do not edit.\n"
             f"Command: {command or '(library call)'}\n\n"
-            f"Source layout ({plan.n_src} registers x {plan.warp_size} lanes x {plan.num_warps} warps):\n"
+            f"{what(plan.n_src, 'Source')}:\n"
             f"{src_layout_text if src_layout_text is not None else repr(src)}\n\n"
-            f"Destination layout ({plan.n_dst} registers x {plan.warp_size} lanes x {plan.num_warps} warps):\n"
+            f"{what(plan.n_dst, 'Destination')}:\n"
             f"{dst_layout_text if dst_layout_text is not None else repr(dst)}\n\n"
             "Plan:\n" + "\n".join("  " + line for line in _summary_lines(plan)))
         return _env().get_template("header.cuh.j2").render(**ctx)
@@ -754,6 +1096,12 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     ctx["tile_elems"] = tile
     ctx["thread_decls"] = decls = []
     if kind == "harness":
+        m = plan.memory
+        ctx.update(mode="convert" if m is None else f"{m.direction}_{m.space}", variants=harness_variants(plan),
+                   smem_bytes=plan.smem_bytes, scratch_bytes=plan.scratch_bytes, strides=[], extent=[], fill="0")
+        if m is not None and m.space == "global":
+            ctx.update(strides=list(harness_strides(plan.shape, m.layout["order"], m.alignment, plan.elem_bytes)),
+                       extent=list(harness_cut(plan.shape)), fill=_hex(harness_fill(plan.elem_bytes)))
         return _env().get_template("harness.cu.j2").render(**ctx)
     if back_plan is None:
         raise ValueError("the bench needs back_plan (the destination -> source plan)")
@@ -765,7 +1113,7 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx", decls)
     # 8/16-bit elements: the loop keeps packed words and calls convert_words;
     # the per-iteration change x ^= k then xors k into every element of a word
-    ctx["xor_words"] = bool(ctx["conv"].words and ctx["back"].words)
+    ctx["xor_words"] = bool(word_view(plan) and word_view(back_plan))
     ctx["xor_splat"] = {1: "(static_cast<uint32_t>(k) & 0xffu) * 0x01010101u",
                         2: "(static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u"}.get(plan.elem_bytes, "")
     return _env().get_template("bench.cu.j2").render(**ctx)

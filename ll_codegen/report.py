@@ -45,6 +45,8 @@ def summary(plan: ConversionPlan) -> str:
                          f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp")
         if p.target == "hip":
             lines.append(f"  bank model: {get_target(p.target, p.arch).bank_model}")
+    if p.memory is not None:
+        lines += memory_lines(p)
     if p.dst_copies:
         lines.append(f"broadcast copies: {len(p.dst_copies)} registers")
     best = min(range(len(p.candidates)), key=lambda i: p.candidates[i].score) if p.candidates else -1
@@ -52,3 +54,27 @@ def summary(plan: ConversionPlan) -> str:
         mark = "*" if i == best else " "
         lines.append(f"candidate{mark}{c.strategy:8s} score {c.score:8.2f}  {c.detail}")
     return "\n".join(lines)
+
+
+def memory_lines(p: ConversionPlan) -> list[str]:
+    """The memory side of a store/load plan: where, which instruction, the cost."""
+    m = p.memory
+    if m.space == "shared":
+        c = m.cost
+        instr = m.instr if m.instr != "vector" else f"{'st' if m.direction == 'store' else 'ld'}.shared"
+        out = [f"memory: shared tile of {m.bytes} bytes ({m.alignment}-byte aligned), {m.direction} with {instr}, "
+               f"{m.vec} element(s) = {m.vec * p.elem_bytes} B per lane per instruction",
+               f"  offset bases (given layout, offset -> tensor element): {m.layout['offset']}",
+               f"  {m.direction}: {c.instructions} instr/warp, {c.wavefronts} wavefronts/instr, "
+               f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp"]
+        if p.target == "hip":
+            out.append(f"  bank model: {get_target(p.target, p.arch).bank_model}")
+    else:
+        c = m.cost
+        out = [f"memory: global tile, order {m.layout['order']}, {m.alignment}-byte aligned, {m.direction} with "
+               f"{m.vector_bytes}-byte vectors",
+               f"  at strides {list(m.strides)}: {c.instructions} instr/warp (requests), {c.sectors} sectors/instr "
+               f"({c.min_sectors} at best), {c.total_sectors} sectors/warp"]
+    if m.warp_skip or m.lane_skip:
+        out.append(f"  stores skipped by warps & {m.warp_skip:#x}, lanes & {m.lane_skip:#x} (broadcast copies)")
+    return out

@@ -193,6 +193,29 @@ inline void ld_shared(unsigned addr, unsigned bytes, uint32_t* const* words) {
     }
 }
 
+// ld/st.global of 1, 2, 4, 8 or 16 bytes through a generic pointer (global
+// memory is host memory here; the check is the hardware's alignment rule)
+inline bool global_aligned(const char* what, const void* p, unsigned bytes) {
+    if (reinterpret_cast<uintptr_t>(p) % bytes == 0) return true;
+    error(where(self_id()) + ": " + what + " of " + std::to_string(bytes) + " bytes at a global address that is not " +
+          std::to_string(bytes) + "-byte aligned");
+    return false;
+}
+
+inline void st_global(char* p, unsigned bytes, uint32_t* const* words) {
+    if (!global_aligned("st.global", p, bytes)) return;
+    for (unsigned i = 0; i < (bytes + 3) / 4; ++i) std::memcpy(p + 4 * i, words[i], bytes < 4 ? bytes : 4);
+}
+
+inline void ld_global(const char* p, unsigned bytes, uint32_t* const* words) {
+    if (!global_aligned("ld.global", p, bytes)) return;
+    for (unsigned i = 0; i < (bytes + 3) / 4; ++i) {
+        uint32_t w = 0;
+        std::memcpy(&w, p + 4 * i, bytes < 4 ? bytes : 4);
+        *words[i] = w;  // sub-word loads zero-extend
+    }
+}
+
 // LDS accesses of the HIP headers (generic pointers into the block's buffer)
 inline unsigned lds_offset(const void* p) {
     return unsigned(static_cast<const unsigned char*>(p) - g_block->shared);
