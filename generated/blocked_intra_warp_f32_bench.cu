@@ -16,8 +16,8 @@ constexpr int kElemBytes = 4;                                    // sizeof(T) (f
 constexpr int kRank      = 2;
 __attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ ((reg & 0x4) << 3) ^ (reg & 0x3) ^ ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ (reg & 0x7) ^ (lane << 3) ^ (warp << 8); }
 
@@ -139,7 +139,6 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[29] = sel1 ? in25 : in29;
     d[30] = sel1 ? in26 : in30;
     d[31] = sel1 ? in27 : in31;
-
     memcpy(dst, d, sizeof d);
 }
 

@@ -18,8 +18,8 @@ __attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (
 constexpr int kSrcWords  = 16;                                   // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 16;
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x1) << 10) ^ ((reg & 0x8) << 8) ^ ((reg & 0x2) << 4) ^ ((reg >> 2) & 0x1) ^ ((reg >> 3) & 0x2) ^ ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ ((reg & 0x4) << 3) ^ (reg & 0x3) ^ ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8); }
 
@@ -50,7 +50,6 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     d[13] = __byte_perm(s[12], s[14], 0x7632);
     d[14] = __byte_perm(s[5], s[7], 0x7632);
     d[15] = __byte_perm(s[13], s[15], 0x7632);
-
 }
 
 template <typename T>

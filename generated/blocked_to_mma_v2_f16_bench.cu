@@ -18,8 +18,8 @@ __attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (
 constexpr int kSrcWords  = 16;                                   // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 16;
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 8) ^ ((reg & 0x10) << 7) ^ ((reg & 0xc) << 2) ^ (reg & 0x1) ^ ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ ((warp & 0x2) << 9) ^ ((warp & 0x1) << 3); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ (reg & 0x7) ^ (lane << 3) ^ (warp << 8); }
 
@@ -96,7 +96,6 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     d[14] = v6_1;
     d[7] = v7_0;
     d[15] = v7_1;
-
 }
 
 template <typename T>

@@ -72,8 +72,8 @@ __attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (
 constexpr int kSrcWords  = 8;                                    // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 8;
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 8) ^ (reg & 0x3) ^ (lane << 2) ^ (warp << 8); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 8) ^ ((reg & 0x2) << 5) ^ (reg & 0x1) ^ ((lane & 0x20) << 2) ^ ((lane & 0x1f) << 1) ^ (warp << 8); }
 
@@ -120,7 +120,6 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     d[5] = sel1 ? in4 : in5;
     d[6] = sel1 ? in7 : in6;
     d[7] = sel1 ? in6 : in7;
-
 }
 
 template <typename T>

@@ -18,8 +18,8 @@ __attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (
 constexpr int kSrcWords  = 16;                                   // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 16;
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 8) ^ ((reg & 0x1c) << 1) ^ (reg & 0x1) ^ ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 8) ^ ((reg & 0x1c) << 1) ^ (reg & 0x1) ^ ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10); }
 
@@ -50,7 +50,6 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     d[13] = s[13];
     d[14] = s[14];
     d[15] = s[15];
-
 }
 
 template <typename T>

@@ -17,8 +17,8 @@ constexpr int kElemBytes = 4;                                    // sizeof(T) (f
 constexpr int kRank      = 2;
 __attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 8) ^ (reg & 0x3) ^ (lane << 2) ^ (warp << 8); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 7) ^ ((reg & 0x3) << 6) ^ ((lane & 0x20) << 3) ^ (lane & 0x1f) ^ ((warp & 0x2) << 10) ^ ((warp & 0x1) << 5); }
 
@@ -96,7 +96,6 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[14] = v6.y;
     d[7] = v7.x;
     d[15] = v7.y;
-
     memcpy(dst, d, sizeof d);
 }
 

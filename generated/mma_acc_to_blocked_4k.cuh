@@ -66,8 +66,8 @@ constexpr int kElemBytes = 4;                                    // sizeof(T) (f
 constexpr int kRank      = 2;
 __attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 8) ^ ((reg & 0x10) << 7) ^ ((reg & 0xc) << 2) ^ (reg & 0x1) ^ ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ ((warp & 0x2) << 9) ^ ((warp & 0x1) << 3); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x1c) << 7) ^ (reg & 0x3) ^ (lane << 2) ^ (warp << 7); }
 
@@ -191,7 +191,6 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[29] = v3_2_1;
     d[30] = v3_3_0;
     d[31] = v3_3_1;
-
     memcpy(dst, d, sizeof d);
 }
 

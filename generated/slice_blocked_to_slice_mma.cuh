@@ -59,8 +59,8 @@ constexpr int kElemBytes = 4;                                // sizeof(T) (f32)
 constexpr int kRank      = 1;
 __attribute__((unused)) constexpr int kShape[kRank] = {64};  // the tensor (row-major)
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, (reg << 4) ^ (lane >> 3) ^ (warp << 2); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 4) ^ ((reg & 0x1) << 3) ^ (lane >> 2) ^ ((warp & 0x2) << 3); }
 
@@ -116,7 +116,6 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[2] = v0_1;
     d[1] = v1_0;
     d[3] = v1_1;
-
     memcpy(dst, d, sizeof d);
 }
 

@@ -16,8 +16,8 @@ constexpr int kElemBytes = 4;                                      // sizeof(T) 
 constexpr int kRank      = 2;
 __attribute__((unused)) constexpr int kShape[kRank] = {128, 128};  // the tensor (row-major)
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x78) << 7) ^ ((reg & 0x4) << 4) ^ (reg & 0x3) ^ ((lane & 0x10) << 3) ^ ((lane & 0xf) << 2) ^ (warp << 8); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 9) ^ ((reg & 0x40) << 7) ^ ((reg & 0x3c) << 1) ^ (reg & 0x1) ^ ((lane & 0x1c) << 5) ^ ((lane & 0x3) << 1) ^ (warp << 11); }
 
@@ -261,7 +261,6 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     d[95] = v1_15_1;
     d[126] = v1_15_2;
     d[127] = v1_15_3;
-
     memcpy(dst, d, sizeof d);
 }
 

@@ -57,8 +57,8 @@ __attribute__((unused)) constexpr int kShape[kRank] = {32, 32};  // the tensor (
 constexpr int kSrcWords  = 4;                                    // packed 32-bit words for convert_words()
 constexpr int kDstWords  = 4;
 
-// Row-major index of the element that register `reg` of `lane` in `warp` holds, before
-// (src_index) and after (dst_index) convert(): in[src_index(r, lane, warp)] is src[r].
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, (reg << 6) ^ ((lane & 0x10) << 1) ^ (lane & 0xf) ^ ((warp & 0x2) << 8) ^ ((warp & 0x1) << 4); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x6) << 7) ^ (reg & 0x1) ^ (lane << 1) ^ (warp << 6); }
 
@@ -112,7 +112,6 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     d[1] = __byte_perm(v0, v1, 0x7632);
     d[2] = __byte_perm(v2, v3, 0x5410);
     d[3] = __byte_perm(v2, v3, 0x7632);
-
 }
 
 template <typename T>

@@ -286,8 +286,11 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
                            swizzle=swizzle, smem_budget=smem_budget, strides=strides)
     if plan.memory is not None and "bench" in kinds:
-        raise ValueError("--emit bench: the bench times register conversions; this pair is a "
-                         f"{plan.strategy} to {plan.memory.space} memory")
+        said_all = any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ()))
+        if not said_all:
+            raise ValueError("--emit bench: the bench times register conversions; this pair is a "
+                             f"{plan.strategy} {'to' if plan.strategy == 'store' else 'from'} {plan.memory.space} memory")
+        kinds = tuple(k for k in kinds if k != "bench")          # `all`: every kind that applies
     command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name,
                              strides)
     back = back_plan(plan, s, d, strategy, swizzle, smem_budget) if "bench" in kinds else None

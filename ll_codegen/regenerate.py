@@ -6,7 +6,7 @@
 ``llgen convert`` (``args``; spec paths relative to the repository root), the
 strategy the planner must choose (``expect``) and a ``note``.  Each entry is
 parsed by ``llgen convert``'s own option parser and emitted with
-``--emit all`` (header, harness, bench) into OUTDIR (default: the manifest's
+``--emit all`` (header, harness, and a bench for register conversions) into OUTDIR (default: the manifest's
 folder, ``generated/``), together with ``README.md`` (a table of every
 conversion with its strategy and predicted bank conflicts).  Everything is
 rendered in memory first and then written atomically; the output depends only
@@ -32,7 +32,7 @@ from .spec import SpecError, parse_yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MANIFEST = os.path.join(ROOT, "generated", "manifest.yaml")
 SOURCE_EXTS = (".cuh", ".cu", ".h", ".hip")
-STRATEGIES = ("noop", "register", "shuffle", "smem")
+STRATEGIES = ("noop", "register", "shuffle", "smem", "store", "load")
 
 
 @dataclass
@@ -123,7 +123,7 @@ def readme(entries: list[Entry]) -> str:
     lines = [
         "# generated/",
         "",
-        "Curated conversions emitted by `llgen convert --emit all` (header, test harness, round-trip bench).",
+        "Curated conversions and memory accesses emitted by `llgen convert --emit all` (header, test harness, and a round-trip bench for register conversions).",
         "Do not edit: this folder, this README included, is produced by one command from the repository root,",
         "",
         "```sh",

@@ -1098,7 +1098,8 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     if kind == "harness":
         m = plan.memory
         ctx.update(mode="convert" if m is None else f"{m.direction}_{m.space}", variants=harness_variants(plan),
-                   smem_bytes=plan.smem_bytes, scratch_bytes=plan.scratch_bytes, strides=[], extent=[], fill="0")
+                   smem_bytes=plan.smem_bytes, scratch_bytes=plan.scratch_bytes, strides=[], extent=[], fill="0",
+                   shape=list(plan.shape))
         if m is not None and m.space == "global":
             ctx.update(strides=list(harness_strides(plan.shape, m.layout["order"], m.alignment, plan.elem_bytes)),
                        extent=list(harness_cut(plan.shape)), fill=_hex(harness_fill(plan.elem_bytes)))

@@ -203,9 +203,19 @@ BAD_CASES = {
     "warp_size_vs_target_cuda": ([], S + "mfma_32x32_2x2_64x64.yaml", S + "blocked_wave64_64x64.yaml",
                                  ["64 lanes", "warp size 32"]),
     "warp_size_vs_target_hip": (["--target", "hip"], ROW, COL, ["32 lanes", "gfx90a", "warp size 64"]),
-    "memory_src": ([], "examples/swizzled_shared_64x64.yaml", ROW, ["swizzled_shared_64x64.yaml",
-                                                                    "memory (shared) layout"]),
-    "memory_dst": ([], ROW, "examples/nvmma_shared_64x64.yaml", ["nvmma_shared", "memory"]),
+    "memory_both": ([], "examples/global_64x64.yaml", "examples/nvmma_shared_64x64.yaml",
+                    ["both layouts are memory layouts", "global -> shared"]),
+    "memory_dtype_width": (["--dtype", "f32"], ROW, "examples/nvmma_shared_64x64.yaml",
+                           ["16-bit elements", "f32"]),
+    "memory_strategy": (["--strategy", "load"], ROW, "examples/swizzled_shared_64x64.yaml",
+                        ["strategy load does not apply", "store"]),
+    "memory_swizzle": (["--swizzle", "none"], "examples/swizzled_shared_64x64.yaml", ROW, ["--swizzle", "given"]),
+    "memory_shape": ([], ROW, "examples/cute_128x64.yaml", ["shapes differ"]),
+    "stride_not_global": (["--stride", "72,1"], ROW, COL, ["--stride", "global"]),
+    "stride_bad": (["--stride", "72,x"], ROW, "examples/global_64x64.yaml", ["--stride", "positive integers"]),
+    "stride_contiguous": (["--stride", "72,2"], ROW, "examples/global_64x64.yaml", ["1 for the contiguous dim"]),
+    "stride_unaligned": (["--stride", "68,1", "--dtype", "f16"], ROW, "examples/global_64x64.yaml",
+                         ["not multiples of the alignment"]),
     "unknown_dtype": (["--dtype", "f17"], ROW, COL, ["unknown dtype 'f17'"]),
     "illegal_register": (["--strategy", "register"], ROW, COL, ["strategy register is illegal"]),
     "illegal_noop": (["--strategy", "noop"], ROW, COL, ["strategy noop is illegal"]),
@@ -334,7 +344,7 @@ def test_python_api_accepts_specs_paths_and_layouts(tmp_path):
     with pytest.raises(ValueError, match="keyword"):
         p1.render("header", name="int")
     with pytest.raises(ValueError, match="memory"):
-        plan_conversion("examples/swizzled_shared_64x64.yaml", ROW)
+        plan_conversion("examples/swizzled_shared_64x64.yaml", "examples/global_64x64.yaml")
 
 
 # -------------------------------------------------------------- generated/
