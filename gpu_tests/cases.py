@@ -301,3 +301,84 @@ def sanitizer_subset(cases: list[Case] | None = None) -> list[Case]:
         seen.add(key)
         out.append(c)
     return out
+
+
+# ------------------------------------------------------------ memory endpoints
+#: (label, register side, memory tile spec path, dtypes): stores and loads of the layouts kernels use
+MEMORY_NAMED = (
+    ("blocked_to_nvmma128", ROW, "examples/nvmma_shared_64x64.yaml", ("f16",)),
+    ("blocked_to_swizzled", ROW, "examples/swizzled_shared_64x64.yaml", ("f16", "u8", "f32")),
+    ("dot_a_from_swizzled", corpus.dot(MMA22, 0, 2, [64, 64]), "examples/swizzled_shared_64x64.yaml", ("f16", "f32")),
+    ("dot_b_from_swizzled", corpus.dot(MMA22, 1, 2, [64, 64]), "examples/swizzled_shared_64x64.yaml", ("f16",)),
+    ("dot_a_from_nvmma128", corpus.dot(MMA22, 0, 2, [64, 64]), "examples/nvmma_shared_64x64.yaml", ("f16",)),
+    ("mma_acc_to_swizzled_v4", MMA22, "examples/specs/swizzled_v4_64x64.yaml", ("f32",)),
+    ("mma_acc_to_global", MMA22, "examples/global_64x64.yaml", ("f32", "f16")),
+    ("blocked_global", ROW, "examples/global_64x64.yaml", ("f16", "u8", "f32", "f64")),
+    ("col_blocked_global", COL, "examples/global_64x64.yaml", ("f16", "f32")),
+    ("blocked_to_cute", corpus.blocked([1, 8], [8, 4], [4, 1], [1, 0], [128, 64]), "examples/cute_128x64.yaml",
+     ("f16",)),
+)
+
+
+def memory_cases(n_random: int = 200, seed: int = 20261123) -> list[Case]:
+    """Stores and loads (CUDA sm_90, warp 32): every ``MEMORY_NAMED`` pair in
+    both directions with its vector and ldmatrix/stmatrix variants, and
+    ``n_random`` seeded random distributed layouts against random tiles of
+    every memory kind (``corpus.random_memory_tile``), 1/2/4/8-byte elements."""
+    from ll_codegen.planner import plan_memory
+    from ll_codegen.spec import load_spec
+    target = get_target("cuda", "sm_90")
+    out: list[Case] = []
+
+    def emit(label, dist, tile, space, dtype, kinds, alignment=16):
+        for direction in ("store", "load"):
+            seen = set()
+            for instr in ("auto", "vector", "matrix", "matrix.trans"):
+                try:
+                    plan = plan_memory(dist, tile, direction, space, dtype, target, alignment=alignment, instr=instr)
+                except ValueError:
+                    continue
+                key = plan.to_json()
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(Case(_ident(f"m{len(out)}_{direction}_{instr}"), plan, "memory",
+                                f"{label}/{dtype}/{direction}", instr, kinds if direction == "store" else kinds[::-1]))
+    for label, dist, path, dtypes in MEMORY_NAMED:
+        spec = load_spec(os.path.join(REPO, path))
+        for dt in dtypes:
+            emit(label, _lin(dist), spec.linear, spec.layout.space, dt, (kind_label(dist), spec.kind),
+                 getattr(spec.layout, "alignment", 16))
+    rng = random.Random(seed)
+    kinds = corpus.MEMORY_KINDS
+    for i in range(n_random):
+        dt = DTYPE_OF[(1, 2, 4, 8)[i % 4]]
+        kind = kinds[i // 4 % len(kinds)]
+        warps = 1 << rng.randint(0, 3)
+        total = 5 + warps.bit_length() - 1 + rng.randint(0, 5)
+        d0 = rng.randint(0, total)
+        shape = {"dim0": 1 << d0, "dim1": 1 << (total - d0)}
+        dist = corpus.random_layout(rng, shape, 32, warps)
+        spec, tile = corpus.random_memory_tile(rng, shape, DTYPE_BYTES[dt], kind)
+        space = "global" if kind == "global" else "shared"
+        direction = ("store", "load")[i // 16 % 2]
+        plan = plan_memory(dist, tile, direction, space, dt, target,
+                           alignment=spec["alignment"] if space == "global" else 16)
+        out.append(Case(_ident(f"mr{i}_{direction}"), plan, "memory", f"random{i}/{kind}/{dt}/{direction}",
+                        "auto", ("linear", kind) if direction == "store" else (kind, "linear")))
+    return out
+
+
+def memory_showcase(cases: list[Case] | None = None) -> list[Case]:
+    """Memory plans for Nsight Compute: every named one, and random ones of
+    each kind, direction and element size (deterministic)."""
+    cases = memory_cases() if cases is None else cases
+    out = [c for c in cases if not c.pair.startswith("random")]
+    seen = set()
+    for c in cases:
+        if c.pair.startswith("random"):
+            key = (c.kinds, c.plan.elem_bytes)
+            if key not in seen:
+                seen.add(key)
+                out.append(c)
+    return out

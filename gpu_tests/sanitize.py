@@ -44,6 +44,9 @@ def subset():
                                     or m.bytes > 48 * 1024):
             sel.append(c)
             names.add(c.name)
+    # memory plans: every named store/load and one random plan per (kind, direction, element size); global
+    # tiles run their masked harness too (an extent that cuts every dim)
+    sel += cases.memory_showcase()
     return sel
 
 

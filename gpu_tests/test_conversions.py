@@ -1,6 +1,7 @@
 """Bit-exact GPU checks of generated harnesses at scale (issue 5).
 
-Every case of ``cases.pair_cases()`` -- the named corpus, extra pairs of every
+Every case of ``cases.pair_cases()`` and ``cases.memory_cases()`` (stores
+and loads against every memory kind, masked global forms included) -- the named corpus, extra pairs of every
 layout kind a 32-lane warp can hold, seeded random pairs (1-8 warps, 1/2/4/8
 byte elements) and pairs that stay inside warps or threads -- with its
 variants (auto, forced register/shuffle/smem, swizzle none, narrow vectors,
@@ -30,7 +31,7 @@ if REASON is not None:
 
 import cases  # noqa: E402  (gpu_tests/ is on sys.path via conftest)
 
-CASES = cases.pair_cases()
+CASES = cases.pair_cases() + cases.memory_cases()
 RUNS = int(os.environ.get("LLGEN_GPU_RUNS", "2"))
 
 
@@ -76,7 +77,13 @@ def test_coverage():
     for k in base:                     # every kind is a source and a destination
         assert any(c.kinds[0].startswith(k) for c in CASES) and any(c.kinds[1].startswith(k) for c in CASES), k
     strategies = collections.Counter(c.plan.strategy for c in CASES)
-    assert set(strategies) == {"noop", "register", "shuffle", "smem"}, strategies
+    assert set(strategies) == {"noop", "register", "shuffle", "smem", "store", "load"}, strategies
+    mem = [c for c in CASES if c.plan.memory is not None]
+    mem_kinds = {k for c in mem for k in c.kinds}
+    assert len(mem) >= 200 and mem_kinds >= {"shared_linear", "swizzled_shared", "nvmma_shared", "global",
+                                             "cute"}, mem_kinds
+    assert {(c.plan.strategy, c.plan.memory.instr) for c in mem} >= {
+        (d, i) for d in ("store", "load") for i in ("vector", "matrix", "matrix.trans")}
     smem = [c.plan.smem for c in CASES if c.plan.smem is not None]
     pairs = {(m.store_instr, m.load_instr) for m in smem}
     for st in ("vector", "matrix", "matrix.trans"):

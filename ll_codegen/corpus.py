@@ -144,3 +144,46 @@ def random_pair(rng: random.Random, lanes: int = 32, same_warps: bool | None = N
     else:
         dst = random_layout(rng, shape, lanes, warps)
     return src, dst
+
+
+# ------------------------------------------------------------------ memory tiles
+MEMORY_KINDS = ("shared_linear", "swizzled_shared", "nvmma_shared", "global")
+
+
+def random_memory_tile(rng: random.Random, shape: dict[str, int], elem_bytes: int,
+                       kind: str) -> tuple[dict | None, LinearLayout]:
+    """A random memory tile of ``shape`` for ``elem_bytes`` elements: (spec
+    mapping or None, its layout).  ``shared_linear``: a random bijection
+    offset -> tensor (unit vectors shuffled, then mixed by XOR); the
+    Triton kinds with random parameters (redrawn until valid); ``global``: a
+    random order and an alignment of one element to 16 bytes."""
+    from .spec import SpecError, spec_from_dict
+    names = list(shape)
+    dims = [shape[n] for n in names]
+    total = sum(s.bit_length() - 1 for s in dims)
+    if kind == "shared_linear":
+        vecs = [1 << i for i in range(total)]
+        rng.shuffle(vecs)
+        for i in range(total):
+            for j in range(i):
+                if rng.random() < 0.25:
+                    vecs[i] ^= vecs[j]
+        return None, LinearLayout.from_flat({"offset": vecs, "block": []}, shape, require_surjective=True)
+    for _ in range(100):
+        if kind == "swizzled_shared":
+            d = {"kind": kind, "vec": 1 << rng.randint(0, 3), "per_phase": 1 << rng.randint(0, 2),
+                 "max_phase": 1 << rng.randint(0, 3), "order": rng.sample(range(len(dims)), len(dims))}
+        elif kind == "nvmma_shared":
+            d = {"kind": kind, "swizzle_byte_width": rng.choice([0, 32, 64, 128]),
+                 "element_bitwidth": 8 * elem_bytes, "rank": len(dims), "transposed": rng.random() < 0.5}
+        elif kind == "global":
+            d = {"kind": kind, "order": rng.sample(range(len(dims)), len(dims)),
+                 "alignment": rng.choice([a for a in (1, 2, 4, 8, 16) if a >= elem_bytes])}
+        else:
+            raise ValueError(f"unknown memory kind {kind!r}")
+        try:
+            spec = spec_from_dict(dict(d, shape=dims))
+        except SpecError:
+            continue
+        return d, spec.linear
+    raise ValueError(f"no valid {kind} tile for shape {dims} in 100 draws")

@@ -145,12 +145,14 @@ def shared_plans(dist: LinearLayout, tile: LinearLayout, elem_bytes: int, target
 
 
 # ------------------------------------------------------------------ global
-def dense_strides(shape: Sequence[int], order: Sequence[int]) -> tuple[int, ...]:
-    """Strides (elements) of the dense tile: ``order[0]`` fastest."""
+def dense_strides(shape: Sequence[int], order: Sequence[int], align_elems: int = 1) -> tuple[int, ...]:
+    """Strides (elements) of the dense tile, ``order[0]`` fastest, each
+    rounded up to a multiple of ``align_elems`` (a row narrower than the
+    alignment is padded to it)."""
     strides, s = [0] * len(shape), 1
     for d in order:
         strides[d] = s
-        s *= shape[d]
+        s = -(-(s * shape[d]) // align_elems) * align_elems
     return tuple(strides)
 
 
@@ -183,11 +185,14 @@ def global_plan(dist: LinearLayout, order: Sequence[int], alignment: int, elem_b
     the ones the cost is predicted for."""
     sizes = list(dist.out_dim_sizes.values())
     shape = tuple(sizes)
-    strides = tuple(strides) if strides is not None else dense_strides(shape, order)
+    strides = tuple(strides) if strides is not None else dense_strides(shape, order, max(1, alignment // elem_bytes))
     f = order[0]
     if len(strides) != len(shape) or strides[f] != 1 or any(s < 1 for s in strides):
         raise ValueError(f"strides {list(strides)} must give each of the {len(shape)} dims a positive stride, "
                          f"1 for the contiguous dim {f}")
+    if alignment < elem_bytes:
+        raise ValueError(f"the global tile's alignment ({alignment} bytes) is less than one element "
+                         f"({elem_bytes} bytes)")
     if any(s * elem_bytes % alignment for d, s in enumerate(strides) if d != f):
         raise ValueError(f"strides {list(strides)} are not multiples of the alignment ({alignment} bytes)")
     shift = sum(s.bit_length() - 1 for s in sizes[:f])

@@ -267,7 +267,19 @@ class ConversionPlan:
                                                                             m.alignment, self.elem_bytes))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data; a memory plan's ``memory`` also states, per warp
+        instruction, the target instruction (``instr``; the access kind moves
+        to ``access``) and its cost at top level."""
+        d = asdict(self)
+        m = self.memory
+        if m is not None:
+            mem = d["memory"]
+            mem["access"] = m.instr
+            mem["instr"] = instruction_name(self.target, m.instr, m.direction, m.vec * self.elem_bytes, m.space)
+            mem.update({k: v for k, v in mem["cost"].items()})
+            if m.space == "global":
+                mem["requests"] = m.cost.instructions
+        return d
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
@@ -298,13 +310,13 @@ class ConversionPlan:
 
 def harness_strides(shape: tuple[int, ...], order: list[int], alignment: int, elem_bytes: int) -> tuple[int, ...]:
     """Strides (elements) the test harness uses for a global tile: dense in
-    ``order`` plus ``alignment`` bytes of padding per dim, so that code
-    assuming a dense tile fails."""
+    ``order`` plus ``alignment`` bytes of padding per dim (rounded up to the
+    alignment), so that code assuming a dense tile fails."""
     strides = [0] * len(shape)
-    s = 1
-    for k, d in enumerate(order):
+    s, a = 1, max(1, alignment // elem_bytes)
+    for d in order:
         strides[d] = s
-        s = s * shape[d] + max(1, alignment // elem_bytes)
+        s = -(-(s * shape[d] + a) // a) * a           # one alignment unit of padding, rounded up to it
     return tuple(strides)
 
 
@@ -328,3 +340,22 @@ def harness_variants(plan: "ConversionPlan") -> tuple[str, ...]:
     """Kernel name suffixes of a plan's harness: ``_masked`` too for global tiles."""
     m = plan.memory
     return ("", "_masked") if m is not None and m.space == "global" else ("",)
+
+
+_INSTR = {("vector", "store"): "st", ("vector", "load"): "ld", ("matrix", "store"): "stmatrix",
+          ("matrix", "load"): "ldmatrix", ("matrix.trans", "store"): "stmatrix.trans",
+          ("matrix.trans", "load"): "ldmatrix.trans"}
+
+
+def instruction_name(target: str, access: str, direction: str, nbytes: int, space: str = "shared") -> str:
+    """The target's name of one memory access: PTX for CUDA (``st.shared``,
+    ``ldmatrix.trans``, ``ld.global``), the instruction for HIP
+    (``ds_write_b64``, ``ds_read_u16``, ``global_load_dwordx4``)."""
+    if target != "hip":
+        name = _INSTR[access, direction]
+        return f"{name}.{space}" if access == "vector" else name
+    bits = 8 * nbytes
+    if space == "global":
+        op = "global_store" if direction == "store" else "global_load"
+        return f"{op}_{'dword' if bits == 32 else f'dwordx{bits // 32}' if bits > 32 else ('byte' if bits == 8 else 'short')}"
+    return f"ds_write_b{bits}" if direction == "store" else f"ds_read_{'u' if bits < 32 else 'b'}{bits}"

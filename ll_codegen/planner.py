@@ -35,7 +35,7 @@ from dataclasses import replace
 from . import f2
 from .layout import LinearLayout, divide_left
 from .memory import global_order, global_plan, shared_plans
-from .plan import Candidate, ConversionPlan, MemoryPlan, RegisterPlan, ShufflePlan, SmemPlan
+from .plan import Candidate, ConversionPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name
 from .shuffle import NotShuffleable, plan_shuffle
 from .swizzle import plan_smem
 from .target import Target, get_target
@@ -152,18 +152,9 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
                    f"({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), {barriers} barriers")
 
 
-_INSTR = {("vector", "st"): "st.shared", ("vector", "ld"): "ld.shared", ("matrix", "st"): "stmatrix",
-          ("matrix", "ld"): "ldmatrix", ("matrix.trans", "st"): "stmatrix.trans",
-          ("matrix.trans", "ld"): "ldmatrix.trans"}
-
-
 def _instr_name(plan: ConversionPlan, instr: str, side: str, vec: int) -> str:
-    """The target's name of a shared-memory access: PTX for CUDA, the LDS
-    instruction for HIP (``ds_write_b64``, ``ds_read_u16``, ...)."""
-    if plan.target != "hip":
-        return _INSTR[instr, side]
-    bits = 8 * vec * plan.elem_bytes
-    return f"ds_write_b{bits}" if side == "st" else f"ds_read_{'u' if bits < 32 else 'b'}{bits}"
+    """The target's name of a shared-memory access (``plan.instruction_name``)."""
+    return instruction_name(plan.target, instr, "store" if side == "st" else "load", vec * plan.elem_bytes)
 
 
 def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",

@@ -29,7 +29,7 @@ import jinja2
 
 from .layout import LinearLayout
 from .plan import (ConversionPlan, LaneSelect, XorForm, harness_cut, harness_fill, harness_strides,
-                   harness_variants)
+                   harness_variants, instruction_name)
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 # installed: <package>/templates; editable install or checkout: <repo>/templates
@@ -994,11 +994,10 @@ def _memory_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
 
 def _access_name(plan: ConversionPlan) -> str:
     m = plan.memory
+    name = instruction_name(plan.target, m.instr, m.direction, m.vec * plan.elem_bytes)
     if m.instr.startswith("matrix"):
-        x = m.vec * plan.elem_bytes // 4
-        op = "stmatrix" if m.direction == "store" else "ldmatrix"
-        return f"{op}.m8n8.x{x}{'.trans' if m.instr.endswith('trans') else ''}"
-    return f"{m.vector_bytes}-byte {'st' if m.direction == 'store' else 'ld'}.shared"
+        return f"{name} (m8n8.x{m.vec * plan.elem_bytes // 4})"
+    return f"{m.vector_bytes}-byte {name}"
 
 
 def tile_index_function(tile: LinearLayout) -> str:
@@ -1099,7 +1098,7 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
         m = plan.memory
         ctx.update(mode="convert" if m is None else f"{m.direction}_{m.space}", variants=harness_variants(plan),
                    smem_bytes=plan.smem_bytes, scratch_bytes=plan.scratch_bytes, strides=[], extent=[], fill="0",
-                   shape=list(plan.shape))
+                   shape=list(plan.shape), plan_strides=list(m.strides) if m is not None else [])
         if m is not None and m.space == "global":
             ctx.update(strides=list(harness_strides(plan.shape, m.layout["order"], m.alignment, plan.elem_bytes)),
                        extent=list(harness_cut(plan.shape)), fill=_hex(harness_fill(plan.elem_bytes)))

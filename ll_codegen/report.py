@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .layout import LinearLayout
-from .plan import ConversionPlan
+from .plan import ConversionPlan, instruction_name
 from .target import get_target
 
 
@@ -61,7 +61,7 @@ def memory_lines(p: ConversionPlan) -> list[str]:
     m = p.memory
     if m.space == "shared":
         c = m.cost
-        instr = m.instr if m.instr != "vector" else f"{'st' if m.direction == 'store' else 'ld'}.shared"
+        instr = instruction_name(p.target, m.instr, m.direction, m.vec * p.elem_bytes)
         out = [f"memory: shared tile of {m.bytes} bytes ({m.alignment}-byte aligned), {m.direction} with {instr}, "
                f"{m.vec} element(s) = {m.vec * p.elem_bytes} B per lane per instruction",
                f"  offset bases (given layout, offset -> tensor element): {m.layout['offset']}",

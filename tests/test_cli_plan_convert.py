@@ -373,7 +373,9 @@ def test_generated_coverage(manifest_build):
     entries, files = manifest_build
     plans = {e.conv.name: e.conv.plan for e in entries}
     assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans)
-    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem"}
+    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "store", "load"}
+    assert {(p.memory.space, p.strategy) for p in plans.values() if p.memory is not None} == {
+        (sp, d) for sp in ("shared", "global") for d in ("store", "load")}
     assert {(p.target, p.arch) for p in plans.values()} >= {("cuda", "sm_90"), ("cuda", "sm_80"),
                                                              ("hip", "gfx90a"), ("hip", "gfx1030")}
     assert {p.elem_bytes for p in plans.values()} == {1, 2, 4, 8}

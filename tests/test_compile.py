@@ -39,13 +39,14 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
+from ll_codegen.api import plan_conversion as api_plan
 from ll_codegen.corpus import NAMED
 from ll_codegen.plan import ConversionPlan
 from ll_codegen.planner import plan_conversion
 from ll_codegen.render import file_names, write_files
 from ll_codegen.spec import spec_from_dict
 from toolchain import (HIPCC, HIP_ENV, NVCC, expected, failures, isa_counts, need, owner, ptx_counts, run,
-                       random_plans, run_all, split_isa, split_ptx, uses_matrix, widths)
+                       random_memory_plans, random_plans, run_all, split_isa, split_ptx, uses_matrix, widths)
 
 pytestmark = pytest.mark.compile
 
@@ -55,6 +56,7 @@ EXAMPLE = os.path.join(ROOT, "examples", "kernels", "mma_store.cu")
 
 SEED = 20240607
 PER_CONFIG = 60          # random conversions per (target, arch)
+MEMORY_PER_CONFIG = 32   # random store/load plans per (target, arch)
 BATCH = 12               # conversions per translation unit
 CONFIGS = (("cuda", "sm_80", 32), ("cuda", "sm_90", 32), ("hip", "gfx90a", 64), ("hip", "gfx1030", 32))
 DTYPES = ("i8", "f16", "f32", "f64")
@@ -90,6 +92,11 @@ def sample() -> tuple[Case, ...]:
             what = (f"plan_conversion(src, dst, {dtype!r}, {target!r}, {arch!r}, strategy={strategy!r}, "
                     f"swizzle={swizzle!r}) with src={src.bases!r} dst={dst.bases!r} shape={src.out_dim_sizes}")
             cases.append(Case(f"r{len(cases):03d}_{arch}_{strategy}_{dtype}", plan, what))
+        for kind, direction, dtype, dist, tile, spec, plan in random_memory_plans(rng, target, arch, lanes,
+                                                                                  MEMORY_PER_CONFIG, DTYPES):
+            what = (f"plan_memory(dist, tile, {direction!r}, {dtype!r}, {target!r}, {arch!r}) with "
+                    f"dist={dist.bases!r} {kind} tile={spec or tile.bases!r}")
+            cases.append(Case(f"m{len(cases):03d}_{arch}_{direction}_{dtype}", plan, what))
     for pair in NAMED:
         archs = ("sm_80", "sm_90") if pair.target == "cuda" else ("gfx90a",)
         src, dst = spec_from_dict(dict(pair.src)).linear, spec_from_dict(dict(pair.dst)).linear
@@ -99,7 +106,19 @@ def sample() -> tuple[Case, ...]:
                 cases.append(Case(f"n_{pair.name}_{dtype}_{arch}", plan,
                                   f"corpus.NAMED {pair.name}: plan_conversion(src, dst, {dtype!r}, "
                                   f"{pair.target!r}, {arch!r})"))
+    for src, dst, dtype, arch in MEMORY_NAMED:
+        plan = api_plan(os.path.join(ROOT, src), os.path.join(ROOT, dst), dtype=dtype, arch=arch)
+        cases.append(Case(f"nm{len(cases):03d}_{arch}_{plan.strategy}", plan,
+                          f"plan_conversion({src!r}, {dst!r}, dtype={dtype!r}, arch={arch!r})"))
     return tuple(cases)
+
+
+#: memory pairs with ldmatrix/stmatrix and 16-byte vectors (random layouts rarely divide by their tiles)
+MEMORY_NAMED = (("examples/nvmma_shared_64x64.yaml", "examples/dot_a_64x64.yaml", "f16", "sm_90"),
+                ("examples/specs/blocked_row_64x64.yaml", "examples/nvmma_shared_64x64.yaml", "f16", "sm_90"),
+                ("examples/specs/mma_v2_2x2_64x64.yaml", "examples/global_64x64.yaml", "f32", "sm_80"),
+                ("examples/global_64x64.yaml", "examples/specs/blocked_row_64x64.yaml", "f16", "sm_80"),
+                ("examples/global_64x64.yaml", "examples/specs/blocked_row_64x64.yaml", "i8", "sm_80"))
 
 
 def _batches(cases: list[Case]):
@@ -167,6 +186,9 @@ def test_sample_mix():
     assert {"shuffle", "smem"} <= {p.strategy for p in plans}
     assert {p.smem.swizzle for p in plans if p.smem is not None} == {"optimal", "none"}
     assert any(uses_matrix(p) for p in plans), "no ldmatrix/stmatrix plan in the sample"
+    mem = {(p.memory.space, p.strategy) for p in plans if p.memory is not None}
+    assert mem == {(sp, d) for sp in ("shared", "global") for d in ("store", "load")}
+    assert any(p.memory is not None and uses_matrix(p) for p in plans), "no memory plan with ldmatrix"
 
 
 def _compile_report(results) -> list[str]:
@@ -191,6 +213,8 @@ def count_check(plan: ConversionPlan, code: str, tool: str) -> tuple[list[str], 
     LDS (the backend promoted a thread-private array to LDS).  No barriers in
     a one-wave AMDGPU workgroup agree with the plan (there they are no-ops
     and the backend drops them)."""
+    if plan.memory is not None:
+        return _memory_count_check(plan, code, tool), []
     exp = expected(plan)
     hard, soft = [], []
     if tool == "cuda":
@@ -227,6 +251,35 @@ def count_check(plan: ConversionPlan, code: str, tool: str) -> tuple[list[str], 
     return hard, soft
 
 
+def _memory_count_check(plan: ConversionPlan, code: str, tool: str) -> list[str]:
+    """store()/load() of a memory plan: st/ld.shared (.b-typed, with widths),
+    stmatrix/ldmatrix and st/ld.global (.b-typed, with widths) as planned, no
+    shuffle.  The harness moves the tile itself with plain C++ (typed .u/.f
+    by the compiler, so not counted) and barriers.  On AMDGPU its own
+    accesses are the same instructions as the generated ones, so HIP memory
+    plans are compile-checked only."""
+    if tool == "hip":
+        return []
+    exp, got = expected(plan), ptx_counts(code)
+    bad = []
+    if got["shfl"]:
+        bad.append(f"shfl.sync: code has {got['shfl']}, plan says 0")
+    for key, what in (("st", "st.shared"), ("ld", "ld.shared"), ("gst", "st.global"), ("gld", "ld.global")):
+        want = exp.get(key, [])
+        if plan.memory.instr.startswith("matrix") and key in ("st", "ld"):
+            if isinstance(want, int):
+                if got[key + "matrix"] != want or got[key]:
+                    bad.append(f"{key}matrix: code has {got[key + 'matrix']} (+ {what} {got[key]}), plan says {want}")
+                continue
+            want = []
+        if got[key] != want:
+            bad.append(f"{what}: code has {widths(got[key])}, plan says {widths(want)}")
+    for key in ("st", "ld"):
+        if not (plan.memory.instr.startswith("matrix") and key in exp) and got[key + "matrix"]:
+            bad.append(f"{key}matrix: code has {got[key + 'matrix']}, plan says none")
+    return bad
+
+
 def _sample_counts(cases: dict[str, Case], results, tool: str) -> tuple[list[str], list[str], set[str]]:
     """(hard, soft, checked names) over every compiled batch of ``tool``."""
     hard, soft, checked = [], [], set()
@@ -239,6 +292,8 @@ def _sample_counts(cases: dict[str, Case], results, tool: str) -> tuple[list[str
         count = ptx_counts if tool == "cuda" else isa_counts
         per: dict[str, str] = {n: "" for n in names}
         for sym, body in chunks.items():
+            if sym.endswith("_harness_masked"):
+                continue                      # masked forms: element-wise edges, not the planned accesses
             n = owner(sym, names)
             if n is not None:
                 per[n] += body
@@ -289,7 +344,7 @@ def test_sample_instruction_counts_exact(sample_build, tool):
 # ------------------------------------------------------------------ generated/
 _CONVERT = argparse.ArgumentParser(add_help=False, exit_on_error=False)
 for _opt in ("--name", "--src", "--dst", "--dtype", "--target", "--arch", "--strategy", "--swizzle",
-             "--smem-budget", "--shape"):
+             "--smem-budget", "--shape", "--stride"):
     _CONVERT.add_argument(_opt)
 
 
@@ -313,7 +368,7 @@ def manifest_plans() -> dict[str, ConversionPlan]:
         if rest or not (a.name and a.src and a.dst):
             continue
         kw = {k: v for k, v in (("target", a.target), ("arch", a.arch), ("strategy", a.strategy),
-                                 ("swizzle", a.swizzle), ("shape", a.shape)) if v is not None}
+                                 ("swizzle", a.swizzle), ("shape", a.shape), ("strides", a.stride)) if v is not None}
         if a.smem_budget is not None:
             kw["smem_budget"] = int(a.smem_budget)
         # spec paths are relative to the repository root
@@ -420,7 +475,10 @@ def _generated_counts(generated_build) -> tuple[list[str], list[str], int]:
         asm = [f for f in os.listdir(keep) if f.endswith(".ptx" if tool == "cuda" else f"{arch}.s")]
         assert len(asm) == 1, (key, os.listdir(keep))
         with open(os.path.join(keep, asm[0])) as f:
-            h, s = count_check(plans[name], f.read(), tool)
+            code = f.read()
+        if plans[name].memory is not None and tool == "cuda":
+            code = split_ptx(code).get(f"{name}_harness", "")   # not the masked harness or the ncu probe
+        h, s = count_check(plans[name], code, tool)
         checked += 1
         hard += [f"{key}: {x}" for x in h]
         soft += [f"{key}: {x}" for x in s]

@@ -659,10 +659,11 @@ def test_bad_shape_raises(make, shape):
 
 def test_registry_and_contract():
     assert set(LAYOUT_KINDS) == {"blocked", "slice", "nvidia_mma", "dot_operand", "amd_mfma", "amd_wmma",
-                                 "swizzled_shared", "nvmma_shared", "linear", "shared_linear", "cute"}
+                                 "swizzled_shared", "nvmma_shared", "linear", "shared_linear", "cute", "global"}
     for kind, cls in LAYOUT_KINDS.items():
         assert cls.kind == kind
-        assert cls.is_memory == (kind in ("swizzled_shared", "nvmma_shared", "shared_linear", "cute"))
+        assert cls.is_memory == (kind in ("swizzled_shared", "nvmma_shared", "shared_linear", "cute", "global"))
+        assert cls.space == ("global" if kind == "global" else "shared" if cls.is_memory else "registers")
 
 
 def test_from_dict_nested_and_round_trip():

@@ -66,8 +66,18 @@ def failures(results: Iterable[tuple]) -> list[str]:
 
 # ------------------------------------------------------------------ expectations
 def expected(plan: ConversionPlan) -> dict[str, object]:
-    """What the plan says the machine code contains (one convert() call)."""
+    """What the plan says the machine code contains (one convert(), store() or load() call)."""
     exp: dict[str, object] = {}
+    m = plan.memory
+    if m is not None:
+        side = "st" if m.direction == "store" else "ld"
+        if m.space == "global":
+            exp["g" + side] = sorted(len(a.regs) * plan.elem_bytes for a in m.accesses)
+        elif m.instr.startswith("matrix"):
+            exp[side] = len(m.accesses)
+        else:
+            exp[side] = sorted(len(a.regs) * plan.elem_bytes for a in m.accesses)
+        return exp
     if plan.shuffle is not None:
         s = plan.shuffle
         live = sum(1 for r in s.rounds if s.src_lane is not None or r.lane_xor)
@@ -91,6 +101,8 @@ def widths(ws) -> str:
 
 def uses_matrix(plan: ConversionPlan) -> bool:
     """ldmatrix/stmatrix: sm_90 only."""
+    if plan.memory is not None:
+        return plan.memory.instr.startswith("matrix")
     return plan.smem is not None and "matrix" in (plan.smem.store_instr + plan.smem.load_instr)
 
 
@@ -101,11 +113,14 @@ PTX_BYTES = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "u32": 4, "b64": 8,
 def ptx_counts(ptx: str) -> dict[str, object]:
     got: dict[str, object] = {"shfl": len(re.findall(r"\bshfl\.sync\.", ptx)),
                               "bar": len(re.findall(r"\bbar\.sync\b", ptx))}
+    # generated code types its accesses .b8/.b16/.b32 (inline PTX); what the compiler
+    # emits for plain C++ (the harness's own accesses) is .u8/.u16/.u32/.f32/...
     for kind, op in (("st", "st"), ("ld", "ld")):
-        widths = []
-        for vec, ty in re.findall(rf"\b{op}\.shared(?:\.v(\d))?\.([bu]\d+)", ptx):
-            widths.append(int(vec or 1) * PTX_BYTES[ty])
-        got[kind] = sorted(widths)
+        for space, key in (("shared", kind), ("global", "g" + kind)):
+            widths = []
+            for vec, ty in re.findall(rf"\b{op}\.{space}(?:\.v(\d))?\.(b\d+)\b", ptx):
+                widths.append(int(vec or 1) * PTX_BYTES[ty])
+            got[key] = sorted(widths)
         got[kind + "matrix"] = len(re.findall(rf"\b{op}matrix\.sync", ptx))
     return got
 
@@ -229,3 +244,27 @@ def random_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes: Sequen
         else:  # pragma: no cover - the corpus always yields pairs
             raise AssertionError(f"no {strategy} pair for {target} {arch} in 50 draws")
         yield dtype, strategy, swizzle, src, dst, plan
+
+
+def random_memory_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes: Sequence[str]):
+    """``n`` seeded random memory plans for one (target, arch): a random
+    distributed layout against a random tile of every memory kind
+    (``corpus.MEMORY_KINDS``), stores and loads; the settings cycle (dtype
+    fastest, then kind, then direction).  Yields (kind, direction, dtype,
+    dist, tile, spec or None, plan)."""
+    from ll_codegen.corpus import MEMORY_KINDS, random_layout, random_memory_tile
+    from ll_codegen.planner import DTYPE_BYTES, plan_memory
+    for i in range(n):
+        dtype = dtypes[i % len(dtypes)]
+        kind = MEMORY_KINDS[i // len(dtypes) % len(MEMORY_KINDS)]
+        direction = ("store", "load")[i // (len(dtypes) * len(MEMORY_KINDS)) % 2]
+        warps = 1 << rng.randint(0, 3)
+        total = lanes.bit_length() - 1 + warps.bit_length() - 1 + rng.randint(0, 5)
+        d0 = rng.randint(0, total)
+        shape = {"dim0": 1 << d0, "dim1": 1 << (total - d0)}
+        dist = random_layout(rng, shape, lanes, warps)
+        spec, tile = random_memory_tile(rng, shape, DTYPE_BYTES[dtype], kind)
+        space = "global" if kind == "global" else "shared"
+        plan = plan_memory(dist, tile, direction, space, dtype, target, arch,
+                           alignment=spec["alignment"] if space == "global" else 16)
+        yield kind, direction, dtype, dist, tile, spec, plan

@@ -1,0 +1,209 @@
+"""Memory as an endpoint (issue 12): registers <-> a given shared tile or a global tile.
+
+1. Property: random distributed layouts x every memory kind (random bijective
+   ``shared_linear`` tiles, ``swizzled_shared``, ``nvmma_shared``, ``global``
+   with random order and alignment) x 1/2/4/8-byte elements x warp 32 and
+   64, stores and loads.  The emulator executes each plan and must match numpy
+   for every thread (global tiles also at padded strides and masked by an
+   extent that cuts every dim); the brute-force counters (bank conflicts from
+   the executed addresses; 32-byte sectors) must equal the predictions.
+2. Named pairs: what the planner must choose for the layouts kernels use
+   (ldmatrix for mma operands out of a swizzled tile, 16-byte vectors, the
+   conflicts a given layout forces, the CuTe descriptor as a tile).
+3. The host SIMT runtime runs a sample of generated store()/load() headers
+   bit-exact, masked forms included (CUDA wave32, HIP wave64 and wave32).
+4. The CLI and the JSON plan state the memory side.
+(Compile checks and PTX counts for memory plans are in ``test_compile.py``.)
+"""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from ll_codegen.api import plan_conversion
+from ll_codegen.emulator import check_memory_plan, measure_memory
+from ll_codegen.plan import harness_cut, harness_strides
+from ll_codegen.spec import load_spec
+from toolchain import random_memory_plans
+
+SEED = 1212
+CONFIGS = (("cuda", "sm_90", 32), ("cuda", "sm_80", 32), ("hip", "gfx90a", 64), ("hip", "gfx1100", 32))
+DTYPES = ("i8", "f16", "f32", "f64")
+
+
+def _sample(n_per_config: int, seed: int = SEED):
+    rng = random.Random(seed)
+    out = []
+    for target, arch, lanes in CONFIGS:
+        out += [(target, arch) + x for x in random_memory_plans(rng, target, arch, lanes, n_per_config, DTYPES)]
+    return out
+
+
+SAMPLE = _sample(64)
+
+
+def test_sample_covers_kinds_directions_sizes_and_warps():
+    kinds = {(k, d) for _, _, k, d, *_ in SAMPLE}
+    assert kinds == {(k, d) for k in ("shared_linear", "swizzled_shared", "nvmma_shared", "global")
+                     for d in ("store", "load")}
+    plans = [x[-1] for x in SAMPLE]
+    assert {p.elem_bytes for p in plans} == {1, 2, 4, 8}
+    assert {p.warp_size for p in plans} == {32, 64}
+    assert any(p.memory.vec > 1 for p in plans) and any(p.memory.warp_skip or p.memory.lane_skip for p in plans)
+
+
+@pytest.mark.parametrize("i", range(len(SAMPLE)))
+def test_memory_plan_executes_and_costs_as_predicted(i):
+    target, arch, kind, direction, dtype, dist, tile, spec, plan = SAMPLE[i]
+    where = f"{kind} {direction} {dtype} {target} {arch}: dist={dist.bases} tile={tile.bases}"
+    try:
+        check_memory_plan(plan, rng=i)
+        m = plan.memory
+        if m.space == "global":
+            strides = harness_strides(plan.shape, m.layout["order"], m.alignment, plan.elem_bytes)
+            check_memory_plan(plan, rng=i + 1, strides=strides)
+            check_memory_plan(plan, rng=i + 2, strides=strides, extent=harness_cut(plan.shape))
+            check_memory_plan(plan, rng=i + 3, extent=tuple(max(0, n - 1) for n in plan.shape))
+            assert measure_memory(plan) == m.cost
+        else:
+            assert measure_memory(plan).as_access_cost() == m.cost
+    except AssertionError as e:
+        raise AssertionError(f"{where}: {e}") from None
+
+
+def test_predictions_are_not_vacuous():
+    """The sample has conflicted and conflict-free shared plans, and global
+    plans that waste sectors as well as ones that use every byte."""
+    shared = [x[-1].memory.cost for x in SAMPLE if x[-1].memory.space == "shared"]
+    glob = [x[-1].memory.cost for x in SAMPLE if x[-1].memory.space == "global"]
+    assert any(c.bank_conflicts for c in shared) and any(not c.bank_conflicts for c in shared)
+    assert any(c.sectors > c.min_sectors for c in glob) and any(c.sectors == c.min_sectors for c in glob)
+
+
+def test_emulator_catches_a_wrong_plan():
+    """A plan whose accesses are shuffled (one access takes another's
+    registers) fails the emulated check: the check can fail."""
+    from dataclasses import replace
+    p = plan_conversion("examples/mma_v2_64x64.yaml", "examples/global_64x64.yaml", dtype="f32")
+    acc = list(p.memory.accesses)
+    acc[0], acc[1] = replace(acc[0], regs=acc[1].regs), replace(acc[1], regs=acc[0].regs)
+    bad = replace(p, memory=replace(p.memory, accesses=tuple(acc)))
+    with pytest.raises(AssertionError):
+        check_memory_plan(bad, rng=0)
+    q = plan_conversion("examples/blocked_64x64.yaml", "examples/swizzled_shared_64x64.yaml", dtype="f16")
+    acc = list(q.memory.accesses)
+    acc[0] = replace(acc[0], offset=acc[0].offset ^ 16)
+    with pytest.raises(AssertionError):
+        check_memory_plan(replace(q, memory=replace(q.memory, accesses=tuple(acc))), rng=0)
+
+
+# ------------------------------------------------------------------ named pairs
+NAMED = [
+    # (src, dst, dtype, arch, strategy, instr, vector bytes, conflicts per instruction)
+    ("examples/swizzled_shared_64x64.yaml", "examples/dot_a_64x64.yaml", "f16", "sm_90", "load", "matrix", 16, 0),
+    ("examples/nvmma_shared_64x64.yaml", "examples/dot_a_64x64.yaml", "f16", "sm_90", "load", "matrix", 16, 0),
+    ("examples/specs/blocked_row_64x64.yaml", "examples/nvmma_shared_64x64.yaml", "f16", "sm_90", "store", "vector",
+     16, 0),
+    ("examples/specs/blocked_row_64x64.yaml", "examples/swizzled_shared_64x64.yaml", "f16", "sm_80", "store",
+     "vector", 16, 0),
+    ("examples/swizzled_shared_64x64.yaml", "examples/dot_a_64x64.yaml", "f16", "sm_80", "load", "vector", 4, 0),
+    # the given vec-4 swizzle does not fit the accumulator's 2-element rows: 2 conflicts per store, forced
+    ("examples/specs/mma_v2_2x2_64x64.yaml", "examples/specs/swizzled_v4_64x64.yaml", "f32", "sm_80", "store",
+     "vector", 8, 2),
+    ("examples/specs/mma_v2_2x2_64x64.yaml", "examples/global_64x64.yaml", "f32", "sm_80", "store", "vector", 8,
+     None),
+    ("examples/global_64x64.yaml", "examples/specs/blocked_row_64x64.yaml", "f16", "sm_80", "load", "vector", 16,
+     None),
+]
+
+
+@pytest.mark.parametrize("src,dst,dtype,arch,strategy,instr,vbytes,conflicts", NAMED)
+def test_named_memory_pairs(src, dst, dtype, arch, strategy, instr, vbytes, conflicts):
+    p = plan_conversion(src, dst, dtype=dtype, arch=arch)
+    m = p.memory
+    assert (p.strategy, m.instr, m.vector_bytes) == (strategy, instr, vbytes), p.summary()
+    if conflicts is not None:
+        assert m.cost.bank_conflicts == conflicts, p.summary()
+        assert measure_memory(p).as_access_cost() == m.cost
+    else:
+        assert m.cost.sectors == m.cost.min_sectors, p.summary()      # every byte of each sector used
+        assert measure_memory(p) == m.cost
+    check_memory_plan(p, rng=3)
+
+
+def test_cute_descriptor_tile():
+    """A CuTe descriptor is a shared tile like any other."""
+    from ll_codegen.corpus import blocked
+    dist = blocked([1, 8], [8, 4], [4, 1], [1, 0], [128, 64])
+    for direction in ("store", "load"):
+        src, dst = (dist, "examples/cute_128x64.yaml") if direction == "store" else ("examples/cute_128x64.yaml", dist)
+        p = plan_conversion(src, dst, dtype="f16")
+        assert p.strategy == direction and p.memory.space == "shared" and p.memory.vec == 8
+        check_memory_plan(p, rng=5)
+
+
+def test_forced_instruction_and_refusals():
+    a = plan_conversion("examples/swizzled_shared_64x64.yaml", "examples/dot_a_64x64.yaml", instr="vector")
+    assert a.memory.instr == "vector"
+    with pytest.raises(ValueError, match="do not fit"):
+        plan_conversion("examples/blocked_64x64.yaml", "examples/swizzled_shared_64x64.yaml", instr="matrix.trans")
+    with pytest.raises(ValueError, match="alignment"):
+        plan_conversion("examples/blocked_64x64.yaml", {"kind": "global", "order": [1, 0], "alignment": 4,
+                                                         "shape": [64, 64]}, dtype="f64")
+
+
+# ------------------------------------------------------------------ host SIMT runs
+@pytest.mark.compile
+def test_generated_memory_headers_run_bit_exact_on_host():
+    from ll_codegen import host
+    if host.compiler() is None:
+        pytest.skip("the host SIMT runtime needs clang++ (apt-get install -y hipcc brings it)")
+    items = [(f"m{i:03d}", x[-1]) for i, x in enumerate(SAMPLE) if i % 4 == 0]
+    items += [(f"n{i}", plan_conversion(s, d, dtype=dt, arch=a)) for i, (s, d, dt, a, *_) in enumerate(NAMED)]
+    results = host.verify_host(items, runs=1, seed=7)
+    bad = [r.message for r in results if not r.ok]
+    assert not bad, f"{len(bad)} of {len(items)} failed; first: {bad[0]}"
+    assert len(items) >= 60
+
+
+# ------------------------------------------------------------------ CLI and JSON
+def test_plan_json_states_the_memory_side():
+    from click.testing import CliRunner
+    from ll_codegen.cli import main
+    r = CliRunner().invoke(main, ["plan", "--src", "examples/swizzled_shared_64x64.yaml", "--dst",
+                                  "examples/dot_a_64x64.yaml", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["strategy"] == "load"
+    mem = d["memory"]
+    assert {k: mem[k] for k in ("space", "instr", "vector_bytes", "instructions", "wavefronts", "bank_conflicts")} == \
+        {"space": "shared", "instr": "ldmatrix", "vector_bytes": 16, "instructions": 8, "wavefronts": 4,
+         "bank_conflicts": 0}
+    r = CliRunner().invoke(main, ["plan", "--src", "examples/mma_v2_64x64.yaml", "--dst", "examples/global_64x64.yaml",
+                                  "--dtype", "f32", "--stride", "72,1", "--json"])
+    assert r.exit_code == 0, r.output
+    mem = json.loads(r.output)["memory"]
+    assert {k: mem[k] for k in ("space", "vector_bytes", "instructions", "sectors", "requests")} == \
+        {"space": "global", "vector_bytes": 8, "instructions": 16, "sectors": 8, "requests": 16}
+    r = CliRunner().invoke(main, ["plan", "--src", "examples/mma_v2_64x64.yaml", "--dst", "examples/global_64x64.yaml",
+                                  "--dtype", "f32", "--stride", "72,1"])
+    assert "at strides [72, 1]" in r.output and "8 sectors/instr" in r.output
+
+
+def test_convert_writes_store_and_load_headers(tmp_path):
+    from click.testing import CliRunner
+    from ll_codegen.cli import main
+    r = CliRunner().invoke(main, ["convert", "--src", "examples/mma_v2_64x64.yaml", "--dst",
+                                  "examples/global_64x64.yaml", "--dtype", "f32", "-o", str(tmp_path), "--name", "st"])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "st.cuh").read_text()
+    for needle in ("void store(const T (&src)[kRegs], T* tile, const long long (&strides)[kRank]",
+                   "void store_masked(", "constexpr int kAlignment = 16;", "st.global.v2.b32"):
+        assert needle in text, needle
+    r = CliRunner().invoke(main, ["convert", "--src", "examples/nvmma_shared_64x64.yaml", "--dst",
+                                  "examples/dot_a_64x64.yaml", "-o", str(tmp_path), "--name", "ld", "--emit", "bench"])
+    assert r.exit_code == 2 and "bench" in r.output
+    assert not (tmp_path / "ld.cuh").exists()
