@@ -37,7 +37,7 @@
 //
 // Plan:
 //   strategy: load  (f16, 2 B/elem, hip gfx90a, 4 warps x 64 lanes, 0 -> 16 registers)
-//   memory: shared tile of 8192 bytes (16-byte aligned), load with ld.shared, 4 element(s) = 8 B per lane per instruction
+//   memory: shared tile of 8192 bytes (16-byte aligned), load with ds_read_b64, 4 element(s) = 8 B per lane per instruction
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [1, 8], [2, 16], [4, 32], [8, 0], [16, 0], [32, 0]]
 //     load: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
@@ -86,7 +86,7 @@ template <typename V> __device__ __forceinline__ V ld(const char* p) {
 // load(): every thread's kRegs registers (dst_index) are read from the shared tile at smem
 // (kTileBytes bytes, kTileAlign-byte aligned) laid out as the given layout: tile_index(offset) is
 // the row-major index of the element at each element offset.
-// 4 x 8-byte ld.shared per thread; 4 wavefront(s) and 0 bank conflict(s) per warp instruction.
+// 4 x 8-byte ds_read_b64 per thread; 4 wavefront(s) and 0 bank conflict(s) per warp instruction.
 // No barrier inside: __syncthreads() between a store() and reads of the tile by other threads.
 // tid: this thread's index among the kThreads threads (default threadIdx.x).
 // load_words: the same on packed 32-bit words (word i: elements 2i .. 2i+1, lowest first).

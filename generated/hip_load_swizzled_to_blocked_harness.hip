@@ -38,3 +38,23 @@ hip_load_swizzled_to_blocked_harness(const uint16_t* __restrict__ in, uint16_t* 
         dst_regs_out[threadIdx.x * kRegs + r] = dst[r];
     }
 }
+
+// Probe for Nsight Compute and the instruction-count checks: only the planned accesses touch
+// shared memory (a store's registers come from the thread index, a load's values
+// leave through one store to `sink`), at the strides the plan predicts its sectors for.
+extern "C" __global__ void __launch_bounds__(hip_load_swizzled_to_blocked::kThreads)
+hip_load_swizzled_to_blocked_probe(uint16_t* __restrict__ sink, uint16_t* __restrict__ scratch) {
+    using namespace hip_load_swizzled_to_blocked;
+    extern __shared__ __align__(16) unsigned char smem[];
+    (void)sink, (void)scratch, (void)smem;
+    // the tile must hold defined bytes, or the compiler may drop loads of it (counted apart: a load's
+    // checks read only load counters)
+    for (int o = threadIdx.x; o < kTileBytes / 4; o += kThreads) reinterpret_cast<uint32_t*>(smem)[o] = 0x9e3779b9u * o;
+    __syncthreads();
+    uint16_t dst[kRegs];
+    load(smem, dst);
+    uint16_t acc = 0;
+#pragma unroll
+    for (int r = 0; r < kRegs; ++r) acc = static_cast<uint16_t>(acc * 31u + dst[r]);  // not xor: copies would cancel
+    sink[threadIdx.x] = acc;  // a global store: not counted against a load's sectors
+}

@@ -35,3 +35,17 @@ store_blocked_to_nvmma128_harness(const uint16_t* __restrict__ in, uint16_t* __r
         out[tile_index(o)] = v;
     }
 }
+
+// Probe for Nsight Compute and the instruction-count checks: only the planned accesses touch
+// shared memory (a store's registers come from the thread index, a load's values
+// leave through one store to `sink`), at the strides the plan predicts its sectors for.
+extern "C" __global__ void __launch_bounds__(store_blocked_to_nvmma128::kThreads)
+store_blocked_to_nvmma128_probe(uint16_t* __restrict__ sink, uint16_t* __restrict__ scratch) {
+    using namespace store_blocked_to_nvmma128;
+    extern __shared__ __align__(16) unsigned char smem[];
+    (void)sink, (void)scratch, (void)smem;
+    uint16_t src[kRegs];
+#pragma unroll
+    for (int r = 0; r < kRegs; ++r) src[r] = static_cast<uint16_t>(threadIdx.x * 131u + r);
+    store(src, smem);
+}

@@ -35,3 +35,17 @@ store_mma_acc_to_swizzled_v4_harness(const uint32_t* __restrict__ in, uint32_t* 
         out[tile_index(o)] = v;
     }
 }
+
+// Probe for Nsight Compute and the instruction-count checks: only the planned accesses touch
+// shared memory (a store's registers come from the thread index, a load's values
+// leave through one store to `sink`), at the strides the plan predicts its sectors for.
+extern "C" __global__ void __launch_bounds__(store_mma_acc_to_swizzled_v4::kThreads)
+store_mma_acc_to_swizzled_v4_probe(uint32_t* __restrict__ sink, uint32_t* __restrict__ scratch) {
+    using namespace store_mma_acc_to_swizzled_v4;
+    extern __shared__ __align__(16) unsigned char smem[];
+    (void)sink, (void)scratch, (void)smem;
+    uint32_t src[kRegs];
+#pragma unroll
+    for (int r = 0; r < kRegs; ++r) src[r] = static_cast<uint32_t>(threadIdx.x * 131u + r);
+    store(src, smem);
+}

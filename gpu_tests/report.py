@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     dev = (ncu or {}).get("device") or {}
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     final = [m.group(0) for m in re.finditer(r"^=* ?\d+ (passed|failed|skipped|error).* in [\d.]+s.*$", log, re.M)]
-    lines = ["# GPU verification results (issue 5)", "",
+    lines = ["# GPU verification results (issues 5, 11, 12)", "",
              f"- date: {when}",
              f"- device: {smi or dev.get('name', '?')} (compute capability {dev.get('cc', '?')})",
              f"- CUDA driver API {dev.get('driver', '?')}, runtime {dev.get('runtime', '?')}, {nvcc}, "
@@ -109,11 +109,27 @@ def main(argv=None) -> int:
         rows.append(("ncu bank conflicts", summ.replace("ncu: ", "")))
     else:
         rows.append(("ncu bank conflicts", "not run"))
+    # ---- ncu, memory plans
+    lines += ["## Memory plans (store/load): Nsight Compute vs prediction", ""]
+    mem = _load(os.path.join(out, "ncu_memory.json"))
+    mem_table = _load(os.path.join(out, "ncu_memory_table.md")) or ""
+    if mem:
+        n, ok = len(mem["rows"]), sum(r["ok"] for r in mem["rows"])
+        summ = f"{n} plans, predicted = measured on {ok}"
+        lines += [summ + ".", "",
+                  "Per probe kernel (one CTA; its only accesses to the measured space are the planned ones). "
+                  "Shared: wavefronts and bank conflicts over all (storing) warps. Global: 32-byte sectors and "
+                  "requests over all warps, at the strides the plan predicts for. Measured: "
+                  + ", ".join(f"`{m}`" for m in mem["metrics"]) + ".", "", mem_table]
+        rows.append(("ncu memory plans", summ))
+    else:
+        rows.append(("ncu memory plans", "not run"))
     # ---- sanitizer
     lines += ["## compute-sanitizer", ""]
     if san:
         lines += [f"{len(san['cases'])} harnesses (every strategy, every shared-memory instruction pairing, swizzle "
-                  f"none, multi-round, >48 KiB, 8/16/32/64-bit), one process per tool.", "",
+                  f"none, multi-round, >48 KiB, 8/16/32/64-bit; memory stores/loads, the masked global forms with "
+                  f"an extent that cuts every dim), one process per tool.", "",
                   "| tool | result | summary | harnesses |", "| --- | --- | --- | --- |"]
         for r in san["results"]:
             lines.append(f"| {r['tool']} | {'clean' if r['clean'] else 'NOT clean'} | {r['summary']} | {r['drive']} |")

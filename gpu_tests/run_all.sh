@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU verification of ll_codegen (issue 5), on a machine with a CUDA GPU, CuPy, ncu and compute-sanitizer:
 #   bash gpu_tests/run_all.sh
-# 1. bit-exact suite (pytest gpu_tests), 2. Nsight Compute bank conflicts vs prediction,
+# 1. bit-exact suite (pytest gpu_tests), 2. Nsight Compute bank conflicts vs prediction (2b: memory plans:
+# shared wavefronts/conflicts and global sectors),
 # 3. compute-sanitizer memcheck/racecheck/synccheck/initcheck; writes gpu_tests/RESULTS.md and prints a summary.
 # Logs and JSON go to $OUT (default gpu_tests/out).  Exit status: non-zero when any step failed
 # (every step still runs, so the report is complete).
@@ -21,6 +22,9 @@ tail -40 "$OUT/pytest.log"
 echo "== 2/3 Nsight Compute bank conflicts ($(( $(date +%s) - t0 )) s)"
 timeout "${NCU_TIMEOUT:-150}" "$PY" gpu_tests/ncu_bank_conflicts.py --out "$OUT" > "$OUT/ncu.log" 2>&1 || failed+=("ncu")
 tail -80 "$OUT/ncu.log"
+echo "== 2b/3 Nsight Compute, memory plans ($(( $(date +%s) - t0 )) s)"
+timeout "${NCU_TIMEOUT:-150}" "$PY" gpu_tests/ncu_memory.py --out "$OUT" > "$OUT/ncu_memory.log" 2>&1 || failed+=("ncu_memory")
+tail -12 "$OUT/ncu_memory.log"
 echo "== 3/3 compute-sanitizer ($(( $(date +%s) - t0 )) s)"
 timeout "${SAN_TIMEOUT:-200}" "$PY" gpu_tests/sanitize.py --out "$OUT" > "$OUT/sanitize.log" 2>&1 || failed+=("sanitize")
 tail -30 "$OUT/sanitize.log"

@@ -251,3 +251,44 @@ def _with_sector_cost(plan: MemoryPlan, warp_size: int, num_warps: int, elem_byt
             per_warp += len(sectors)
         total = max(total, per_warp)
     return replace(plan, cost=GlobalCost(worst, best, len(plan.accesses), total))
+
+
+# -------------------------------------------------------------------- copies
+def copy_threads(shared_tile: LinearLayout, order: Sequence[int], alignment: int, elem_bytes: int, target: Target,
+                 num_warps: int, max_vector_bytes: int | None = None) -> list[tuple[str, LinearLayout]]:
+    """Candidate thread mappings for a global -> shared copy: distributed
+    layouts (register, lane, warp -> tensor) the planner builds itself.
+
+    Registers first take the vector: tensor bits that are contiguous in
+    BOTH tiles -- offsets 1, 2, .. 2^(k-1) of the shared tile are the
+    coordinates 1, 2, .. of the global tile's contiguous dim -- up to 16 bytes
+    and the alignment.  Lanes, then warps, then the remaining registers take
+    the other tensor bits in one of two orders: the global tile's (``global``:
+    a warp reads consecutive bytes, coalesced) or the shared tile's offsets
+    (``shared``: a warp writes consecutive bytes, conflict-free).  The
+    planner keeps the cheaper."""
+    sizes = list(shared_tile.out_dim_sizes.values())
+    names = list(shared_tile.out_dim_sizes)
+    S = shared_tile.flat_bases("offset")
+    d = len(S)
+    shifts = [sum(s.bit_length() - 1 for s in sizes[:i]) for i in range(len(sizes))]
+    glob = [1 << (shifts[dd] + i) for dd in order for i in range(sizes[dd].bit_length() - 1)]
+    cap = min(max_vector_bytes or target.max_vector_bytes, target.max_vector_bytes, alignment)
+    limit = max(0, (cap // elem_bytes).bit_length() - 1)
+    k = 0
+    while k < min(limit, d) and S[k] == glob[k]:
+        k += 1
+    vec = glob[:k]
+    lanes_n, warps_n = target.warp_size.bit_length() - 1, num_warps.bit_length() - 1
+    out = []
+    for label, seq in (("global", glob), ("shared", S)):
+        rest = [v for v in seq if v not in vec]
+        lane = rest[:lanes_n]
+        warp = rest[lanes_n:lanes_n + warps_n]
+        reg = vec + rest[lanes_n + warps_n:]
+        lane += [0] * (lanes_n - len(lane))          # a tile smaller than the threads: broadcast lanes/warps
+        warp += [0] * (warps_n - len(warp))
+        L = LinearLayout.from_flat({"register": reg, "lane": lane, "warp": warp, "block": []},
+                                   dict(zip(names, sizes)), require_surjective=True)
+        out.append((label, L))
+    return out

@@ -46,7 +46,8 @@ from ll_codegen.planner import plan_conversion
 from ll_codegen.render import file_names, write_files
 from ll_codegen.spec import spec_from_dict
 from toolchain import (HIPCC, HIP_ENV, NVCC, expected, failures, isa_counts, need, owner, ptx_counts, run,
-                       random_memory_plans, random_plans, run_all, split_isa, split_ptx, uses_matrix, widths)
+                       counted_kernel, random_memory_plans, random_plans, run_all, split_isa, split_ptx, uses_matrix,
+                       widths)
 
 pytestmark = pytest.mark.compile
 
@@ -252,15 +253,25 @@ def count_check(plan: ConversionPlan, code: str, tool: str) -> tuple[list[str], 
 
 
 def _memory_count_check(plan: ConversionPlan, code: str, tool: str) -> list[str]:
-    """store()/load() of a memory plan: st/ld.shared (.b-typed, with widths),
-    stmatrix/ldmatrix and st/ld.global (.b-typed, with widths) as planned, no
-    shuffle.  The harness moves the tile itself with plain C++ (typed .u/.f
-    by the compiler, so not counted) and barriers.  On AMDGPU its own
-    accesses are the same instructions as the generated ones, so HIP memory
-    plans are compile-checked only."""
+    """The probe kernel of a memory plan (only its planned accesses): CUDA st/ld.shared (.b-typed, with widths), stmatrix/ldmatrix
+    and st/ld.global (.b-typed, with widths) as planned; AMDGPU ds_write /
+    ds_read widths as planned (none for a global tile), none paired.  A
+    shared load's probe first fills the tile (so the loads read defined
+    bytes) with a barrier: for it only the load side is compared on AMDGPU,
+    where the fill is the same instructions."""
+    exp = expected(plan)
+    side = "st" if plan.memory.direction == "store" else "ld"
     if tool == "hip":
-        return []
-    exp, got = expected(plan), ptx_counts(code)
+        got = isa_counts(code)
+        bad = [f"ds_{op}2: the backend paired {got[k + '2']} planned accesses"
+               for k, op in (("st", "write"), ("ld", "read")) if k == side and got[k + "2"]]
+        for k, op in (("st", "write"), ("ld", "read")):
+            if k == side and got[k] != exp.get(k, []):
+                bad.append(f"ds_{op}: code has {widths(got[k])}, plan says {widths(exp.get(k, []))}")
+        if got["shfl"]:
+            bad.append(f"ds_bpermute: code has {got['shfl']}, plan says none")
+        return bad
+    got = ptx_counts(code)
     bad = []
     if got["shfl"]:
         bad.append(f"shfl.sync: code has {got['shfl']}, plan says 0")
@@ -292,11 +303,10 @@ def _sample_counts(cases: dict[str, Case], results, tool: str) -> tuple[list[str
         count = ptx_counts if tool == "cuda" else isa_counts
         per: dict[str, str] = {n: "" for n in names}
         for sym, body in chunks.items():
-            if sym.endswith("_harness_masked"):
-                continue                      # masked forms: element-wise edges, not the planned accesses
             n = owner(sym, names)
             if n is not None:
-                per[n] += body
+                if counted_kernel(sym, n, cases[n].plan):
+                    per[n] += body
             elif any(count(body).values()):
                 hard.append(f"{key}: {sym} holds counted instructions but belongs to no conversion")
         for n in names:
@@ -476,8 +486,8 @@ def _generated_counts(generated_build) -> tuple[list[str], list[str], int]:
         assert len(asm) == 1, (key, os.listdir(keep))
         with open(os.path.join(keep, asm[0])) as f:
             code = f.read()
-        if plans[name].memory is not None and tool == "cuda":
-            code = split_ptx(code).get(f"{name}_harness", "")   # not the masked harness or the ncu probe
+        if plans[name].memory is not None:          # the probe: only the planned accesses
+            code = (split_ptx(code) if tool == "cuda" else split_isa(code)).get(f"{name}_probe", "")
         h, s = count_check(plans[name], code, tool)
         checked += 1
         hard += [f"{key}: {x}" for x in h]

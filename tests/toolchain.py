@@ -174,7 +174,8 @@ def isa_counts(isa: str) -> dict[str, object]:
     for kind, op in (("st", "write"), ("ld", "read")):
         # a ds_{read,write}2[st64]_bN pair counts as two accesses of bN in `st`/`ld` and once in `st2`/`ld2`:
         # the headers fence every LDS access, so a pair means the backend merged planned accesses
-        found = re.findall(rf"\bds_{op}(2(?:st64)?)?_([bu]\d+)\b", isa)
+        # (the _d16/_d16_hi forms move the low/high half of a 32-bit register: one access each)
+        found = re.findall(rf"\bds_{op}(2(?:st64)?)?_([bu]\d+)(?:_d16(?:_hi)?)?\b", isa)
         got[kind] = sorted(ISA_BYTES[t] for two, t in found for _ in range(2 if two else 1))
         got[kind + "2"] = sum(1 for two, _ in found if two)
     return got
@@ -216,9 +217,20 @@ def owner(symbol: str, names: Iterable[str]) -> str | None:
     ``<name>_bench`` kernels, or a C++ function in ``namespace <name>``
     (Itanium mangling ``_ZN<len><name>...``)."""
     for n in names:
-        if symbol in (f"{n}_harness", f"{n}_bench") or f"N{len(n)}{n}" in symbol[:len(n) + 8]:
+        if symbol in (f"{n}_harness", f"{n}_bench", f"{n}_harness_masked", f"{n}_probe") \
+                or f"N{len(n)}{n}" in symbol[:len(n) + 8]:
             return n
     return None
+
+
+def counted_kernel(symbol: str, name: str, plan: ConversionPlan) -> bool:
+    """Whether ``symbol`` (owned by conversion ``name``) holds the code the
+    plan's counts describe: a conversion's harness, or a memory plan's probe
+    (its harnesses move the tile themselves; the probe issues only the
+    planned accesses)."""
+    if plan.memory is not None:
+        return symbol == f"{name}_probe"
+    return not symbol.endswith(("_harness_masked", "_probe"))
 
 
 # ------------------------------------------------------------------ seeded samples
