@@ -93,17 +93,23 @@ def _memory_plan(dist: LinearLayout, tile: LinearLayout, tile_spec: Spec | None,
         raise ValueError("--swizzle chooses the scratch layout of register conversions; "
                          "a memory layout given as --src/--dst is used as it is")
     space = _space(tile, tile_spec)
-    bits = getattr(tile_spec.layout, "element_bitwidth", None) if tile_spec is not None else None
-    width = 8 * planner.DTYPE_BYTES.get(dtype, 0)
-    if bits is not None and width and bits != width:
-        raise ValueError(f"the {tile_spec.kind} layout is for {bits}-bit elements but the dtype {dtype} "
-                         f"has {width} bits")
+    _check_element_width(tile_spec, dtype)
     alignment = tile_spec.layout.alignment if space == "global" and tile_spec is not None else 16
     if strides is not None:
         strides = parse_strides(strides)
     return planner.plan_memory(dist, tile, direction, space, dtype=dtype, target=target, arch=arch,
                                alignment=alignment, strides=strides, instr=instr,
                                max_vector_bytes=max_vector_bytes)
+
+
+def _check_element_width(tile_spec: Spec | None, dtype: str) -> None:
+    """A shared layout made for another element width (nvmma_shared, cute) is refused."""
+    from . import planner
+    bits = getattr(tile_spec.layout, "element_bitwidth", None) if tile_spec is not None else None
+    width = 8 * planner.DTYPE_BYTES.get(dtype, 0)
+    if bits is not None and width and bits != width:
+        raise ValueError(f"the {tile_spec.kind} layout is for {bits}-bit elements but the dtype {dtype} "
+                         f"has {width} bits")
 
 
 def parse_strides(text: Any) -> tuple[int, ...]:
@@ -121,13 +127,14 @@ def parse_strides(text: Any) -> tuple[int, ...]:
 def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                     shape: Any = None, max_vector_bytes: int | None = None, strides: Any = None,
-                    instr: str = "auto") -> ConversionPlan:
+                    instr: str = "auto", warps: int | None = None) -> ConversionPlan:
     """Plan ``src -> dst``; each layout may be a LinearLayout, a Spec, a spec
     mapping or a spec path (``shape`` overrides both specs' shapes).  When
     one side is a memory layout (shared or global) the plan is a ``store``
-    (registers -> memory) or ``load`` (memory -> registers); ``strides``
-    (elements) are the global strides its cost is predicted for, ``instr``
-    forces vector or matrix (ldmatrix/stmatrix) accesses.  Raises ValueError
+    (registers -> memory) or ``load`` (memory -> registers), and a global
+    tile into a shared tile a ``copy`` by ``warps`` warps (default 4);
+    ``strides`` (elements) are the global strides its cost is predicted for,
+    ``instr`` forces vector or matrix (ldmatrix/stmatrix) accesses.  Raises ValueError
     (SpecError for a bad spec) with one clear line."""
     from . import planner
     if swizzle not in ("optimal", "none"):
@@ -138,8 +145,21 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     d, d_spec = load_layout(dst, shape, "destination", memory_ok=True)
     s_space, d_space = _space(s, s_spec), _space(d, d_spec)
     if s_space != "registers" and d_space != "registers":
-        raise ValueError(f"both layouts are memory layouts ({s_space} -> {d_space}); copies between memories "
-                         f"(strategy copy) are not implemented yet")
+        if (s_space, d_space) != ("global", "shared"):
+            raise ValueError(f"both layouts are memory layouts ({s_space} -> {d_space}); copies go from a global "
+                             f"tile to a shared tile")
+        if strategy not in ("auto", "copy"):
+            raise ValueError(f"strategy {strategy} does not apply: a global tile into a shared tile is a copy")
+        if swizzle != "optimal":
+            raise ValueError("--swizzle chooses the scratch layout of register conversions; "
+                             "a memory layout given as --src/--dst is used as it is")
+        _check_element_width(d_spec, dtype)
+        return planner.plan_copy(s, d, dtype=dtype, target=target, arch=arch,
+                                 alignment=s_spec.layout.alignment if s_spec is not None else 16,
+                                 num_warps=4 if warps is None else warps, strides=parse_strides(strides) if strides is not None else None,
+                                 max_vector_bytes=max_vector_bytes)
+    if warps is not None:
+        raise ValueError("--warps sets the threads of a copy (global -> shared); register layouts carry their own")
     if d_space != "registers":
         return _memory_plan(s, d, d_spec, "store", dtype, target, arch, strategy, swizzle, strides,
                             max_vector_bytes, instr)
@@ -233,7 +253,8 @@ def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | No
 
 
 def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None, strategy: str, swizzle: str,
-                   smem_budget: int, shape: Any, name: str | None, strides: Any = None) -> str:
+                   smem_budget: int, shape: Any, name: str | None, strides: Any = None,
+                   warps: int | None = None) -> str:
     """The normalised ``llgen convert`` command recorded in a header (no -o, no --emit)."""
     q = shlex.quote
     parts = ["llgen", "convert", "--src", q(os.fspath(src)), "--dst", q(os.fspath(dst)),
@@ -248,6 +269,8 @@ def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None
         parts += ["--smem-budget", str(smem_budget)]
     if shape is not None:
         parts += ["--shape", q(",".join(map(str, shape)) if isinstance(shape, (list, tuple)) else str(shape))]
+    if warps is not None:
+        parts += ["--warps", str(warps)]
     if strides is not None:
         parts += ["--stride", q(",".join(map(str, strides)) if isinstance(strides, (list, tuple)) else str(strides))]
     if name is not None:
@@ -269,7 +292,7 @@ class Conversion:
 def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
                      strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                      shape: Any = None, name: str | None = None, emit: Sequence[str] | str | None = None,
-                     root: str | None = None, strides: Any = None) -> Conversion:
+                     root: str | None = None, strides: Any = None, warps: int | None = None) -> Conversion:
     """Plan and render (in memory) the files ``llgen convert`` writes.
 
     ``src``/``dst`` are spec paths as the user gave them (recorded in the
@@ -284,15 +307,16 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     s, s_spec = load_layout(open_src, shape, "source", memory_ok=True)
     d, d_spec = load_layout(open_dst, shape, "destination", memory_ok=True)
     plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
-                           swizzle=swizzle, smem_budget=smem_budget, strides=strides)
-    if plan.memory is not None and "bench" in kinds:
+                           swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps)
+    if (plan.memory is not None or plan.copy is not None) and "bench" in kinds:
         said_all = any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ()))
         if not said_all:
-            raise ValueError("--emit bench: the bench times register conversions; this pair is a "
-                             f"{plan.strategy} {'to' if plan.strategy == 'store' else 'from'} {plan.memory.space} memory")
+            raise ValueError(f"--emit bench: the bench times register conversions; this pair is a {plan.strategy} "
+                             f"between registers and memory" if plan.copy is None else
+                             "--emit bench: the bench times register conversions; this pair is a copy")
         kinds = tuple(k for k in kinds if k != "bench")          # `all`: every kind that applies
     command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name,
-                             strides)
+                             strides, warps)
     back = back_plan(plan, s, d, strategy, swizzle, smem_budget) if "bench" in kinds else None
     s_text = layout_text(s, s_spec, os.fspath(src))
     d_text = layout_text(d, d_spec, os.fspath(dst))

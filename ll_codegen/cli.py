@@ -159,7 +159,7 @@ def _conversion_options(f: Callable[..., Any]) -> Callable[..., Any]:
                      help="sm_80/sm_86/sm_89/sm_90 (cuda, default sm_90); gfx90a/gfx940/gfx942 (wave64), "
                           "gfx1030/gfx1100 (wave32) (hip, default gfx90a)."),
         click.option("--strategy", default="auto", show_default=True,
-                     metavar="auto|noop|register|shuffle|smem|store|load",
+                     metavar="auto|noop|register|shuffle|smem|store|load|copy",
                      help="Force a strategy (an illegal one is an error)."),
         click.option("--swizzle", default="optimal", show_default=True, metavar="optimal|none",
                      help="Shared-memory swizzle."),
@@ -169,6 +169,8 @@ def _conversion_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--stride", "strides", default=None, metavar="N,N",
                      help="Global tile strides in elements, one per dim, for the predicted sectors "
                           "(default: the dense tile)."),
+        click.option("--warps", "warps", default=None, type=int, metavar="N",
+                     help="Warps of a copy (global -> shared tile; default 4)."),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -187,14 +189,15 @@ def _need(src: Optional[str], dst: Optional[str]) -> None:
               help="Element type: i8 u8 f8e4m3 f8e5m2 i16 f16 bf16 i32 u32 f32 i64 f64.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (ConversionPlan.to_json()).")
 def plan(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
-         smem_budget: int, shape: Optional[str], strides: Optional[str], dtype: str, as_json: bool) -> None:
+         smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
+         as_json: bool) -> None:
     """Plan the conversion from --src to --dst and print it: strategy,
     register permutation, shuffle rounds, shared memory and swizzle, predicted
     wavefronts and bank conflicts, and every candidate with its score."""
     from ll_codegen.api import plan_conversion
     _need(src, dst)
     p = plan_conversion(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
-                        smem_budget=smem_budget, shape=shape, strides=strides)
+                        smem_budget=smem_budget, shape=shape, strides=strides, warps=warps)
     text = p.to_json() if as_json else p.summary()
     click.echo(text, nl=not text.endswith("\n"))
 
@@ -210,15 +213,16 @@ def plan(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str
 @click.option("--emit", "emit", multiple=True, metavar="KINDS",
               help="header, harness, bench or all; repeatable or a comma list (default header,harness).")
 def convert(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
-            smem_budget: int, shape: Optional[str], strides: Optional[str], dtype: str, output: str,
-            name: Optional[str], emit: tuple[str, ...]) -> None:
+            smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
+            output: str, name: Optional[str], emit: tuple[str, ...]) -> None:
     """Generate the conversion from --src to --dst: a header with the
     device function (and a test harness, a round-trip bench); prints each
     written path.  Same inputs give byte-identical files."""
     from ll_codegen.api import conversion_files
     _need(src, dst)
     conv = conversion_files(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
-                            smem_budget=smem_budget, shape=shape, name=name, emit=emit or None, strides=strides)
+                            smem_budget=smem_budget, shape=shape, name=name, emit=emit or None, strides=strides,
+                            warps=warps)
     os.makedirs(output, exist_ok=True)
     for fname, text in conv.files.items():
         path = os.path.join(output, fname)
@@ -236,8 +240,8 @@ def convert(src: Optional[str], dst: Optional[str], target: str, arch: Optional[
 @click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
 @click.option("--host", is_flag=True, help="Run CUDA harnesses on the host SIMT runtime instead of a GPU.")
 def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
-           smem_budget: int, shape: Optional[str], strides: Optional[str], dtypes: tuple[str, ...],
-           corpus: Optional[str], runs: int, seed: int, host: bool) -> None:
+           smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int],
+           dtypes: tuple[str, ...], corpus: Optional[str], runs: int, seed: int, host: bool) -> None:
     """Compile and run generated harnesses and check them bit for bit: one
     conversion (--src/--dst, one row per --dtype) or every entry of --corpus.
     CUDA runs on the GPU (CuPy), or on the host SIMT runtime with --host; HIP

@@ -704,3 +704,43 @@ def measure_memory(plan: ConversionPlan, target: Target | None = None, strides=N
             best = max(best, -(-np.unique(b).size // 32))
             totals[wi] += sec
     return GlobalCost(worst, best, len(m.accesses), int(totals.max()) if len(totals) else 0)
+
+
+# ------------------------------------------------------------------ copies
+def copy_halves(plan: ConversionPlan) -> tuple[ConversionPlan, ConversionPlan]:
+    """A copy plan as its two memory plans over the thread mapping it built:
+    (load of the global tile, store into the shared tile)."""
+    from dataclasses import replace
+    c = plan.copy
+    n = len(c.threads["in_dims"]["register"])
+    n = 1 << n
+    base = replace(plan, copy=None, candidates=())
+    load = replace(base, strategy="load", memory=c.load, n_src=0, n_dst=n, dst_bases=c.threads)
+    store = replace(base, strategy="store", memory=c.store, n_src=n, n_dst=0, src_bases=c.threads)
+    return load, store
+
+
+def check_copy_plan(plan: ConversionPlan, rng: np.random.Generator | int | None = 0, extent=None,
+                    strides=None) -> None:
+    """A copy is its load (global tile -> registers of the thread mapping,
+    zeros beyond ``extent``) followed by its store (registers -> shared tile),
+    access k of both moving the same registers with one vector width: each
+    half is executed against numpy, then the pairing is checked."""
+    c = plan.copy
+    load, store = copy_halves(plan)
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    dt = UINT[plan.elem_bytes]
+    tensor = rng.integers(0, np.iinfo(dt).max, size=tuple(plan.shape), dtype=dt, endpoint=True)
+    got = emulate_memory(load, tensor, extent, 0, strides)
+    want = memory_reference(load, tensor, extent, 0)
+    if not np.array_equal(got, want):
+        raise AssertionError(f"copy plan: the global half loads wrong registers ({int((got != want).sum())} differ)")
+    masked = memory_reference(store, tensor, extent, 0)        # the tensor with zeros beyond the extent
+    image = emulate_memory(store, masked)
+    if not np.array_equal(image, masked):
+        raise AssertionError(f"copy plan: the shared half stores a wrong tile ({int((image != masked).sum())} differ)")
+    if c.load.vec != c.store.vec or len(c.load.accesses) != len(c.store.accesses):
+        raise AssertionError("copy plan: the halves differ in vector width or access count")
+    for k, (a, b) in enumerate(zip(c.load.accesses, c.store.accesses)):
+        if a.regs != b.regs:
+            raise AssertionError(f"copy plan: access {k} loads registers {a.regs} but stores {b.regs}")

@@ -130,7 +130,8 @@ def random_data(plan: ConversionPlan, rng: np.random.Generator,
     tensor and the (threads, registers) array a correct harness run of
     ``variant`` writes).  The output is ``in`` itself except for the masked
     harness of a global tile (``plan.harness_cut``): a masked store leaves
-    the poison ``~in`` outside the extent, a masked load gives ``fill``."""
+    the poison ``~in`` outside the extent, a masked load gives ``fill``, a
+    masked copy zeros."""
     raw = RAW[plan.elem_bytes]
     flat = rng.integers(0, np.iinfo(raw).max, size=int(np.prod(plan.shape)), dtype=raw, endpoint=True)
     if not plan.n_dst:
@@ -142,6 +143,8 @@ def random_data(plan: ConversionPlan, rng: np.random.Generator,
     coords = np.indices(plan.shape).reshape(len(plan.shape), -1)
     inside = np.all(coords < np.array(harness_cut(plan.shape))[:, None], axis=0)
     fill = raw(harness_fill(plan.elem_bytes))
+    if plan.copy is not None:
+        return flat, np.where(inside, flat, raw(0)), want       # zero-filled beyond the extent
     if plan.memory.direction == "store":
         return flat, np.where(inside, flat, ~flat), want
     idx = row_major_index(layout_of(plan.dst_bases)).reshape(plan.threads, -1)

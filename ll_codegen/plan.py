@@ -210,6 +210,22 @@ class MemoryPlan:
 
 
 @dataclass(frozen=True)
+class CopyPlan:
+    """Global tile -> shared tile (strategy ``copy``).  ``threads`` is the
+    thread mapping the planner built (register, lane, warp -> tensor bases);
+    ``load`` reads the global tile into registers of that mapping, ``store``
+    writes them into the shared tile, and access k of both moves the same
+    registers (``load.accesses[k].regs == store.accesses[k].regs``), so one
+    ``cp.async`` per pair copies global -> shared directly (``async_copy``:
+    sm_80+ and 4/8/16-byte vectors) or a load and a store move it through a
+    register."""
+    threads: dict[str, Any]
+    load: MemoryPlan
+    store: MemoryPlan
+    async_copy: bool
+
+
+@dataclass(frozen=True)
 class Candidate:
     strategy: str
     score: float
@@ -225,8 +241,9 @@ class ConversionPlan:
 
     For ``memory`` plans one side is the memory layout: ``store`` plans have
     ``n_dst = 0`` (``dst_bases`` is the memory tile), ``load`` plans
-    ``n_src = 0`` (``src_bases`` is the memory tile)."""
-    strategy: str                     # noop | register | shuffle | smem | store | load
+    ``n_src = 0`` (``src_bases`` is the memory tile); ``copy`` plans (global
+    tile -> shared tile) have no registers on either side."""
+    strategy: str                     # noop | register | shuffle | smem | store | load | copy
     dtype: str
     elem_bytes: int
     target: str
@@ -243,6 +260,7 @@ class ConversionPlan:
     shuffle: ShufflePlan | None = None
     smem: SmemPlan | None = None
     memory: MemoryPlan | None = None
+    copy: CopyPlan | None = None
     candidates: tuple[Candidate, ...] = ()
 
     @property
@@ -253,6 +271,8 @@ class ConversionPlan:
     def smem_bytes(self) -> int:
         """Shared memory the generated function uses: a conversion's scratch,
         or a shared tile for a memory plan."""
+        if self.copy is not None:
+            return self.copy.store.bytes
         if self.memory is not None:
             return self.memory.bytes if self.memory.space == "shared" else 0
         return self.smem.bytes if self.smem else 0
@@ -260,7 +280,7 @@ class ConversionPlan:
     @property
     def scratch_bytes(self) -> int:
         """Global bytes the test harness needs for a global tile (padded strides), else 0."""
-        m = self.memory
+        m = self.copy.load if self.copy is not None else self.memory
         if m is None or m.space != "global":
             return 0
         return self.elem_bytes * harness_extent(self.shape, harness_strides(self.shape, m.layout["order"],
@@ -272,6 +292,14 @@ class ConversionPlan:
         to ``access``) and its cost at top level."""
         d = asdict(self)
         m = self.memory
+        if self.copy is not None:
+            c = self.copy
+            d["memory"] = {"space": "global -> shared", "instr": "cp.async" if c.async_copy else
+                           f"{instruction_name(self.target, 'vector', 'load', c.load.vector_bytes, 'global')} + "
+                           f"{instruction_name(self.target, 'vector', 'store', c.store.vector_bytes)}",
+                           "vector_bytes": c.load.vector_bytes, "instructions": c.load.cost.instructions,
+                           "sectors": c.load.cost.sectors, "requests": c.load.cost.instructions,
+                           "wavefronts": c.store.cost.wavefronts, "bank_conflicts": c.store.cost.bank_conflicts}
         if m is not None:
             mem = d["memory"]
             mem["access"] = m.instr
@@ -339,7 +367,7 @@ def harness_fill(elem_bytes: int) -> int:
 def harness_variants(plan: "ConversionPlan") -> tuple[str, ...]:
     """Kernel name suffixes of a plan's harness: ``_masked`` too for global tiles."""
     m = plan.memory
-    return ("", "_masked") if m is not None and m.space == "global" else ("",)
+    return ("", "_masked") if plan.copy is not None or (m is not None and m.space == "global") else ("",)
 
 
 _INSTR = {("vector", "store"): "st", ("vector", "load"): "ld", ("matrix", "store"): "stmatrix",

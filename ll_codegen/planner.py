@@ -34,8 +34,8 @@ from dataclasses import replace
 
 from . import f2
 from .layout import LinearLayout, divide_left
-from .memory import global_order, global_plan, shared_plans
-from .plan import Candidate, ConversionPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name
+from .memory import copy_threads, global_order, global_plan, shared_plans
+from .plan import Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name
 from .shuffle import NotShuffleable, plan_shuffle
 from .swizzle import plan_smem
 from .target import Target, get_target
@@ -298,3 +298,54 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
                            key=lambda c: c.score))
     best = min(scored, key=lambda t: t[0][0])[1]
     return replace(best, candidates=reports)
+
+
+def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str = "f16", target: Target | str = "cuda",
+              arch: str | None = None, alignment: int = 16, num_warps: int = 4,
+              strides: tuple[int, ...] | None = None, max_vector_bytes: int | None = None) -> ConversionPlan:
+    """Plan a copy of a global tile into a shared tile (strategy ``copy``)
+    by ``num_warps`` warps: for each thread mapping of
+    ``memory.copy_threads`` the global load and the shared store with the
+    same vector (halved until both sides group the registers alike), scored
+    as sectors / 4 + wavefronts (both per warp) + ALU x instructions; the
+    cheapest wins.  ``cp.async`` on CUDA (sm_80+) when the vector is 4, 8 or
+    16 bytes, else through registers."""
+    if isinstance(target, str):
+        target = get_target(target, arch)
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})")
+    if global_tile.out_dim_sizes != shared_tile.out_dim_sizes:
+        raise ValueError(f"shapes differ: global {global_tile.out_dim_sizes} vs shared {shared_tile.out_dim_sizes}")
+    if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:
+        raise ValueError(f"--warps {num_warps}: a power of two from 1 to 32")
+    w = DTYPE_BYTES[dtype]
+    order = global_order(global_tile)
+    candidates = []
+    for label, threads in copy_threads(shared_tile, order, alignment, w, target, num_warps, max_vector_bytes):
+        cap = min(max_vector_bytes or 16, 16, alignment)
+        while True:
+            load = global_plan(threads, order, alignment, w, target, "load", strides, cap)
+            store = shared_plans(threads, shared_tile, w, target, "store", cap)[0]
+            pairs = {a.regs: a for a in store.accesses}
+            if load.vec == store.vec and all(a.regs in pairs for a in load.accesses):
+                break
+            cap //= 2                       # the two sides group registers differently: a narrower vector
+        store = replace(store, accesses=tuple(pairs[a.regs] for a in load.accesses), warp_skip=0)
+        vb = load.vec * w
+        copy = CopyPlan(threads={"in_dims": threads.bases, "out_dims": threads.out_dim_sizes}, load=load, store=store,
+                        async_copy=target.is_cuda and vb in (4, 8, 16))
+        score = (WAVEFRONT * load.cost.total_sectors / 4 + WAVEFRONT * store.cost.total_wavefronts
+                 + ALU * (load.cost.instructions + (0 if copy.async_copy else store.cost.instructions)))
+        detail = (f"threads in {label} order: {'cp.async' if copy.async_copy else 'ld + st'} {vb} B "
+                  f"x{load.cost.instructions}: {load.cost.sectors} sectors/instr ({load.cost.min_sectors} at best), "
+                  f"{store.cost.wavefronts} wavefronts/instr ({store.cost.bank_conflicts} conflicts)")
+        candidates.append((score, detail, copy))
+    candidates.sort(key=lambda c: c[0])
+    best = candidates[0][2]
+    return ConversionPlan(
+        strategy="copy", dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,
+        warp_size=target.warp_size, num_warps=num_warps, n_src=0, n_dst=0,
+        src_bases={"in_dims": global_tile.bases, "out_dims": global_tile.out_dim_sizes},
+        dst_bases={"in_dims": shared_tile.bases, "out_dims": shared_tile.out_dim_sizes},
+        shape=tuple(shared_tile.out_dim_sizes.values()), copy=best,
+        candidates=tuple(Candidate("copy", sc, d) for sc, d, _ in candidates))

@@ -275,8 +275,10 @@ def intrinsic_spec(op: str, nbytes: int = 0, x: int = 0, trans: bool = False) ->
     the same instruction.
 
     ``op``: ``st_shared``/``ld_shared``/``st_global``/``ld_global`` (``nbytes``
-    1, 2, 4, 8, 16) or ``stmatrix``/``ldmatrix`` (m8n8 b16, ``x`` 1, 2, 4
-    matrices, ``trans``)."""
+    1, 2, 4, 8, 16), ``stmatrix``/``ldmatrix`` (m8n8 b16, ``x`` 1, 2, 4
+    matrices, ``trans``) or ``cp_async``/``cp_async_zfill`` (``nbytes`` 4, 8,
+    16: global -> shared, the zfill form reading ``src_bytes`` and zeroing
+    the rest)."""
     glob = op.endswith("global")
     if op in ("st_shared", "ld_shared", "st_global", "ld_global"):
         t = PTX_SHARED_TYPES[nbytes]
@@ -287,6 +289,17 @@ def intrinsic_spec(op: str, nbytes: int = 0, x: int = 0, trans: bool = False) ->
         words, nbytes = x, 0
         name = f"{op}_x{x}{'_trans' if trans else ''}"
         ptx = f"{op}.sync.aligned.m8n8.x{x}{'.trans' if trans else ''}.shared.b16"
+    elif op in ("cp_async", "cp_async_zfill"):
+        zfill = op.endswith("zfill")
+        cache = "cg" if nbytes == 16 else "ca"          # .cg (L2 only) takes 16-byte copies alone
+        src_size = ", %2" if zfill else ""
+        imm = 3 if zfill else 2
+        ops = '"r"(addr), "l"(src)' + (', "r"(src_bytes)' if zfill else "") + ', "n"(kImm)'
+        return {"name": f"{op}_{nbytes}",
+                "params": "unsigned addr, const void* src" + (", unsigned src_bytes" if zfill else ""),
+                "host": [f"llgen_host::cp_async(addr + kImm, src, {nbytes}, {'src_bytes' if zfill else nbytes});"],
+                "asm": f'asm volatile("cp.async.{cache}.shared.global [%0+%{imm}], [%1], {nbytes}{src_size};" '
+                       f':: {ops} : "memory");'}
     else:
         raise ValueError(f"unknown target instruction {op!r}")
     store = op.startswith("st")
@@ -310,8 +323,7 @@ def intrinsic_spec(op: str, nbytes: int = 0, x: int = 0, trans: bool = False) ->
     addr_t = ("void* addr" if store else "const void* addr") if glob else "unsigned addr"
     return {"name": name,
             "params": ", ".join([addr_t] + [f"uint32_t{'' if store else '&'} {r}" for r in rs]),
-            "regs": ", ".join(f"&{r}" for r in rs),
-            "host": f"llgen_host::{model};",
+            "host": [f"uint32_t* regs[] = {{{', '.join(f'&{r}' for r in rs)}}};", f"llgen_host::{model};"],
             "asm": f'asm volatile("{asm}" {constraints} : "memory");'}
 
 
@@ -357,6 +369,7 @@ class _Conv:
     intrinsics: list[dict] = field(default_factory=list)   # intrinsic_spec of each target instruction used
     uses_smem_ptr: bool = False
     uses_global_ptr: bool = False
+    copy_groups: bool | None = None        # copy plans: commit()/wait<N>() (True: cp.async groups)
 
 
 def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]:
@@ -364,7 +377,14 @@ def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]
     p = plan
     m = p.memory
     shape = ", ".join(map(str, p.shape))
-    if m is None:
+    if p.copy is not None:
+        c = p.copy
+        rows = [(f"constexpr int kTileBytes = {c.store.bytes};", "bytes of the shared tile"),
+                (f"constexpr int kTileAlign = {c.store.alignment};", "byte alignment the shared tile needs"),
+                (f"__attribute__((unused)) constexpr int kOrder[{len(p.shape)}] = "
+                 f"{{{', '.join(map(str, c.load.layout['order']))}}};", "global tile: kOrder[0] has stride 1"),
+                (f"constexpr int kAlignment = {c.load.alignment};", "bytes the global tile and its strides are aligned to")]
+    elif m is None:
         rows = [(f"constexpr int kSrcRegs   = {p.n_src};", "elements per thread before convert()"),
                 (f"constexpr int kDstRegs   = {p.n_dst};", "elements per thread after convert()"),
                 (f"constexpr int kSmemBytes = {p.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
@@ -382,7 +402,9 @@ def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]
              (f"constexpr int kElemBytes = {p.elem_bytes};", f"sizeof(T) ({p.dtype})"),
              (f"constexpr int kRank      = {len(p.shape)};", ""),
              (f"__attribute__((unused)) constexpr int kShape[kRank] = {{{shape}}};", "the tensor (row-major)")]
-    if words and m is None:
+    if p.copy is not None:
+        pass                                        # no registers on either side
+    elif words and m is None:
         rows += [(f"constexpr int kSrcWords  = {words[0]};", "packed 32-bit words for convert_words()"),
                  (f"constexpr int kDstWords  = {words[1]};", "")]
     elif words:
@@ -476,6 +498,9 @@ class _Builder:
     # strategies -------------------------------------------------------------
     def build(self, masked: bool = False) -> _Fn:
         p = self.p
+        if p.copy is not None:
+            self.memory_copy(masked)
+            return self.fn
         if p.memory is not None:
             if p.memory.space == "shared":
                 self.memory_shared()
@@ -620,26 +645,15 @@ class _Builder:
             lines += unpack
         self.fn.steps = [{"comment": f"{len(m.accesses)} {m.direction}(s) of {self.width(m.instr, m.vec)}",
                           "lines": lines}]
-        rows = []
-        if "smem_bytes" in self.needs or f"{side}_ptr" in self.needs:
-            rows.append(("char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));", ""))
-        if "smem_u32" in self.needs:
-            rows.append(("const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));",
-                         "shared-window address"))
-        rows.append((f"const unsigned {side}_base = {self.form(m.base)};", f"byte offset this thread {m.direction}s at"))
-        if f"{side}_ptr" in self.needs:
-            rows.append((f"char* const {side}_ptr = smem_bytes + {side}_base;", ""))
-        if f"{side}_addr" in self.needs:
-            rows.append((f"const unsigned {side}_addr = smem_u32 + {side}_base;", ""))
+        rows = self.smem_rows(side, m.base)
         self.finish_prologue(rows)
 
-    def memory_global(self, masked: bool) -> None:
-        """Vector accesses to a global tile with runtime strides; ``masked``:
-        elements at or beyond ``extent`` are skipped (stores) or ``fill`` (loads)."""
-        p, m = self.p, self.p.memory
-        w, v = p.elem_bytes, m.vec
-        rank, f = len(p.shape), m.layout["order"][0]
-        store = m.direction == "store"
+    def global_addressing(self, m, writable: bool) -> tuple[list[tuple[str, str]], list[dict]]:
+        """Prologue rows (the thread's coordinates and first-element pointer)
+        and, per access of the global plan ``m``: ``ptr`` (a byte pointer
+        expression), ``fe`` (the first element's coordinate along the
+        contiguous dim) and ``inside`` (the other dims' extent test)."""
+        w, f = self.p.elem_bytes, m.layout["order"][0]
         coord, rows = [], []
         for d, cb in enumerate(m.coord_base):
             e = self.form(cb)
@@ -648,53 +662,53 @@ class _Builder:
             else:
                 rows.append((f"const unsigned c{d} = {_strip(e)};", f"this thread's coordinate along dim {d}"))
                 coord.append(f"c{d}")
-        # byte offset of coordinates `cs` (C expressions or None = 0) from the tile
-        def offset(cs: list[str | None]) -> str:
-            terms = []
-            for d, c in enumerate(cs):
-                if c is None:
-                    continue
-                terms.append(c if d == f else f"static_cast<long long>({c}) * strides[{d}]")
+
+        def offset(cs: list[str | None]) -> str:          # byte offset of coordinates (None = 0) from the tile
+            terms = [c if d == f else f"static_cast<long long>({c}) * strides[{d}]"
+                     for d, c in enumerate(cs) if c is not None]
             return f"({' + '.join(terms)}) * kElemBytes" if terms else "0"
-        ptr_t = "char*" if store else "const char*"
-        cast = "reinterpret_cast<char*>(tile)" if store else "reinterpret_cast<const char*>(tile)"
+        ptr_t = "char*" if writable else "const char*"
+        cast = f"reinterpret_cast<{ptr_t}>(tile)"
         rows.append((f"{ptr_t} const thread_ptr = {cast} + {offset(coord)};", "this thread's first element"))
-        lines = []
-        for k, a in enumerate(m.accesses):
+        out = []
+        for a in m.accesses:
             sup = [cb.support for cb in m.coord_base]
             if all(c & s_ == 0 for c, s_ in zip(a.coords, sup)):      # disjoint bits: an added constant
-                parts = []
-                for d, c in enumerate(a.coords):
-                    if c:
-                        parts.append(f"{c * w}" if d == f else f"strides[{d}] * {c * w}")
+                parts = [f"{c * w}" if d == f else f"strides[{d}] * {c * w}" for d, c in enumerate(a.coords) if c]
                 ptr = f"thread_ptr + {' + '.join(parts)}" if parts else "thread_ptr"
             else:
-                cs = [f"({coord[d] or '0u'} ^ {_hex(c)}u)" if c else coord[d] for d, c in enumerate(a.coords)]
-                ptr = f"{cast} + {offset(cs)}"
+                xored = [f"({coord[d] or '0u'} ^ {_hex(c)}u)" if c else coord[d] for d, c in enumerate(a.coords)]
+                ptr = f"{cast} + {offset(xored)}"
+            first = []
+            for d, (c, base) in enumerate(zip(a.coords, coord)):
+                base = base or "0u"
+                e = base if not c else (f"({base} + {c}u)" if c & sup[d] == 0 else f"({base} ^ {_hex(c)}u)")
+                first.append(e)
+            inside = [f"static_cast<int>({e}) < extent[{d}]" for d, e in enumerate(first) if d != f and e != "0u"]
+            out.append({"ptr": ptr, "fe": first[f], "inside": " && ".join(inside) or "true"})
+        return rows, out
+
+    def memory_global(self, masked: bool) -> None:
+        """Vector accesses to a global tile with runtime strides; ``masked``:
+        elements at or beyond ``extent`` are skipped (stores) or ``fill`` (loads)."""
+        p, m = self.p, self.p.memory
+        w, v, f = p.elem_bytes, m.vec, m.layout["order"][0]
+        store = m.direction == "store"
+        rows, where = self.global_addressing(m, store)
+        lines = []
+        for k, (a, at) in enumerate(zip(m.accesses, where)):
             if not masked:
-                lines += self.global_access(a, ptr, f"v{k}")
+                lines += self.global_access(a, at["ptr"], f"v{k}")
                 continue
-            # masked: coordinates of the access's first element against the extent
-            conds = []
-            for d in range(rank):
-                c = a.coords[d]
-                base = coord[d] or "0u"
-                e = base if not c else (f"({base} + {c}u)" if c & m.coord_base[d].support == 0 else f"({base} ^ {_hex(c)}u)")
-                if e == "0u":
-                    conds.append((d, None))
-                else:
-                    conds.append((d, e))
-            others = [f"static_cast<int>({e}) < extent[{d}]" for d, e in conds if d != f and e is not None]
-            fe = dict(conds)[f] or "0u"
-            inner = " && ".join(others) if others else "true"
-            lines.append(f"if ({inner}) {{")
+            fe = at["fe"]
+            lines.append(f"if ({at['inside']}) {{")
             whole = f"static_cast<int>({fe}) + {v} <= extent[{f}]" if v > 1 else f"static_cast<int>({fe}) < extent[{f}]"
             lines.append(f"    if ({whole}) {{")
-            lines += ["        " + x for x in self.global_access(a, ptr, f"v{k}")]
+            lines += ["        " + x for x in self.global_access(a, at["ptr"], f"v{k}")]
             if v > 1:
                 lines.append("    } else {  // the edge cuts this vector: element by element")
                 for j, r in enumerate(a.regs):
-                    one = self.global_element(r, f"{ptr} + {j * w}" if j else ptr)
+                    one = self.global_element(r, f"{at['ptr']} + {j * w}" if j else at["ptr"])
                     lines.append(f"        if (static_cast<int>({fe}) + {j} < extent[{f}]) {one}")
             lines.append("    }")
             lines.append("}")
@@ -714,6 +728,103 @@ class _Builder:
         self.fn.steps = [{"comment": f"{len(m.accesses)} {what}{m.direction}(s) of {v * w} B", "lines": lines}]
         self.conv.uses_global_ptr = True
         self.finish_prologue(rows)
+
+    def memory_copy(self, masked: bool) -> None:
+        """Global tile -> shared tile: per access pair one cp.async (zero-filling
+        what lies beyond ``extent`` through its source size) or, without
+        cp.async, a global load and a shared store of the same bytes."""
+        p, c = self.p, self.p.copy
+        ld, st = c.load, c.store
+        w, v, f = p.elem_bytes, ld.vec, ld.layout["order"][0]
+        n = v * w
+        rows, where = self.global_addressing(ld, False)
+        sup = st.base.support
+        lines = []
+        for k, (ga, sa, at) in enumerate(zip(ld.accesses, st.accesses, where)):
+            if c.async_copy:
+                saddr, imm = self.u32_addr("st", sa.offset, sup)
+                if not masked:
+                    fn = self.intrinsic("cp_async", nbytes=n)
+                    lines.append(f"{fn}<{imm}>({saddr}, {at['ptr']});")
+                    continue
+                fn = self.intrinsic("cp_async_zfill", nbytes=n)
+                lines.append(f"{{  // bytes beyond the extent are zero-filled (source size {n} or less)")
+                lines.append(f"    const int room = ({at['inside']}) ? extent[{f}] - static_cast<int>({at['fe']}) : 0;")
+                lines.append(f"    const unsigned src_bytes = room <= 0 ? 0u : room >= {v} ? {n}u : "
+                             f"static_cast<unsigned>(room) * kElemBytes;")
+                lines.append(f"    {fn}<{imm}>({saddr}, src_bytes ? {at['ptr']} : reinterpret_cast<const char*>(tile), "
+                             f"src_bytes);")
+                lines.append("}")
+                continue
+            # through a register: one global load, one shared store of the same bytes
+            lines += self.copy_through_register(ga, sa, at, masked, k, n, f, sup)
+        self.fn.steps = [{"comment": f"{len(ld.accesses)} {'masked ' if masked else ''}copies of {n} B "
+                                     f"({'cp.async' if c.async_copy else 'through registers'})", "lines": lines}]
+        self.conv.uses_global_ptr = True
+        if not self.cuda:
+            self.conv.uses_smem_ptr = True
+        rows += self.smem_rows("st", st.base)
+        self.finish_prologue(rows)
+
+    def copy_through_register(self, ga, sa, at, masked: bool, k: int, n: int, f: int, sup: int) -> list[str]:
+        v = len(ga.regs)
+        w = self.p.elem_bytes
+        t = self.vec_type(n) if n >= 4 or not self.cuda else RAW_TYPES[n]
+        if self.cuda:
+            ldf = self.intrinsic("ld_global", nbytes=n)
+            stf = self.intrinsic("st_shared", nbytes=n)
+            nw = max(1, n // 4)
+            names = [f"v{k}_{j}" for j in range(nw)]
+            addr, imm = self.u32_addr("st", sa.offset, sup)
+            whole = [f"uint32_t {', '.join(names)}; {ldf}<0>({at['ptr']}, {', '.join(names)});",
+                     f"{stf}<{imm}>({addr}, {', '.join(names)});"]
+            zero = [f"{stf}<{imm}>({addr}, {', '.join('0u' for _ in names)});"]
+            elem_st = self.intrinsic("st_shared", nbytes=w) if masked else ""
+            def one(j: int, val: str) -> str:
+                a2, i2 = self.u32_addr("st", sa.offset + j * w, sup)
+                return f"{elem_st}<{i2}>({a2}, {val});"
+            def elem_val(j: int) -> str:
+                ptr = f"{at['ptr']} + {j * w}" if j else at["ptr"]
+                return f"static_cast<uint32_t>(*reinterpret_cast<const {self.raw}*>({ptr}))" if w < 8 else ""
+        else:
+            sptr = self.pt_addr("st", sa.offset, sup)
+            whole = [f"detail::st({sptr}, detail::gld<{t}>({at['ptr']}));"]
+            zero = [f"detail::st({sptr}, {t}{{}});"] if n > 4 else [f"detail::st({sptr}, static_cast<{t}>(0));"]
+            def one(j: int, val: str) -> str:
+                return f"detail::st({self.pt_addr('st', sa.offset + j * w, sup)}, {val});"
+            def elem_val(j: int) -> str:
+                ptr = f"{at['ptr']} + {j * w}" if j else at["ptr"]
+                return f"*reinterpret_cast<const {self.raw}*>({ptr})"
+        if not masked:
+            return whole
+        fe = at["fe"]
+        full = f"static_cast<int>({fe}) + {v} <= extent[{f}]" if v > 1 else f"static_cast<int>({fe}) < extent[{f}]"
+        out = [f"if (({at['inside']}) && {full}) {{"] + ["    " + x for x in whole]
+        if v > 1 and (w < 8 or not self.cuda):       # (CUDA copies 8-byte vectors with cp.async)
+            out.append(f"}} else if ({at['inside']}) {{  // the edge cuts this vector: element by element, zeros beyond")
+            for j in range(v):
+                zero_v = "0u" if self.cuda else f"static_cast<{self.raw}>(0)"
+                out.append(f"    {one(j, f'static_cast<int>({fe}) + {j} < extent[{f}] ? {elem_val(j)} : {zero_v}')}")
+            out.append("} else {")
+        else:
+            out.append("} else {")
+        out += ["    " + x for x in zero] + ["}"]
+        return out
+
+    def smem_rows(self, side: str, base) -> list[tuple[str, str]]:
+        """Prologue rows for shared addresses of one side (``st``/``ld``) with thread base ``base``."""
+        rows = []
+        if "smem_bytes" in self.needs or f"{side}_ptr" in self.needs:
+            rows.append(("char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));", ""))
+        if "smem_u32" in self.needs:
+            rows.append(("const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));",
+                         "shared-window address"))
+        rows.append((f"const unsigned {side}_base = {self.form(base)};", "this thread's byte offset in the tile"))
+        if f"{side}_ptr" in self.needs:
+            rows.append((f"char* const {side}_ptr = smem_bytes + {side}_base;", ""))
+        if f"{side}_addr" in self.needs:
+            rows.append((f"const unsigned {side}_addr = smem_u32 + {side}_base;", ""))
+        return rows
 
     def global_access(self, a, ptr: str, name: str) -> list[str]:
         """One whole vector access at byte pointer ``ptr``."""
@@ -992,12 +1103,39 @@ def _memory_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
     return fns
 
 
+def _copy_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
+    """copy() and copy_masked(): global tile -> shared tile."""
+    c = plan.copy
+    params = "const T* tile, const long long (&strides)[kRank], void* smem"
+    how = (f"{len(c.load.accesses)} x cp.async of {c.load.vector_bytes} B per thread (asynchronous: commit(), "
+           f"then wait<N>() and __syncthreads() before reading the tile)" if c.async_copy else
+           f"{len(c.load.accesses)} x ({c.load.vector_bytes}-byte global load + shared store) per thread "
+           f"(synchronous; commit()/wait<N>() are no-ops, kept so pipelines read the same)")
+    doc = ["// copy(): the global tile at `tile` (element (i0, i1, ..) at tile[i0 * strides[0] + i1 * strides[1] + ..],",
+           "// strides in elements, strides[kOrder[0]] = 1 and not read; tile and strides kAlignment-byte aligned)",
+           "// into the shared tile at smem (kTileBytes bytes, kTileAlign-byte aligned, laid out as tile_index says)",
+           "// by the kThreads threads:", f"// {how}.",
+           f"// Per warp instruction: {c.load.cost.sectors} global sector(s) of 32 B, {c.store.cost.wavefronts} shared "
+           f"wavefront(s), {c.store.cost.bank_conflicts} bank conflict(s)."]
+    fn = _Fn("copy", f"{params}, {TID}", doc=doc)
+    _Builder(plan, conv, fn, element_view=True).build()
+    masked = _Fn("copy_masked", f"{params}, const int (&extent)[kRank], {TID}",
+                 doc=["// copy_masked(): the same for a tile cut by the tensor's edge: extent[d] elements along dim d",
+                      "// are valid (from the tile's origin); the shared tile holds zeros beyond them."])
+    _Builder(plan, conv, masked, element_view=True).build(masked=True)
+    return [fn, masked]
+
+
 def _access_name(plan: ConversionPlan) -> str:
     m = plan.memory
     name = instruction_name(plan.target, m.instr, m.direction, m.vec * plan.elem_bytes)
     if m.instr.startswith("matrix"):
         return f"{name} (m8n8.x{m.vec * plan.elem_bytes // 4})"
     return f"{m.vector_bytes}-byte {name}"
+
+
+INDEX_COMMENT = ["// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the",
+                 "// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r]."]
 
 
 def tile_index_function(tile: LinearLayout) -> str:
@@ -1016,14 +1154,21 @@ def _conversion(plan: ConversionPlan, name: str) -> _Conv:
     per = word_view(plan)
     conv.constants = _constants(plan, (plan.n_src // per, plan.n_dst // per) if per else None)
     m = plan.memory
+    if plan.copy is not None:
+        conv.functions = _copy_functions(plan, conv)
+        conv.copy_groups = plan.copy.async_copy
+        conv.index_functions = ["// Row-major index of the element at element offset `offset` of the shared tile.",
+                                 tile_index_function(layout_of(plan.dst_bases))]
+        return conv
     if m is None:
         conv.functions = [_convert_function(plan, conv)]
-        conv.index_functions = [index_function("src_index", layout_of(plan.src_bases)),
-                                index_function("dst_index", layout_of(plan.dst_bases))]
+        conv.index_functions = INDEX_COMMENT + [index_function("src_index", layout_of(plan.src_bases)),
+                                                index_function("dst_index", layout_of(plan.dst_bases))]
         return conv
     conv.functions = _memory_functions(plan, conv)
     dist, tile = (plan.src_bases, plan.dst_bases) if m.direction == "store" else (plan.dst_bases, plan.src_bases)
-    conv.index_functions = [index_function("src_index" if m.direction == "store" else "dst_index", layout_of(dist))]
+    conv.index_functions = INDEX_COMMENT + [index_function("src_index" if m.direction == "store" else "dst_index",
+                                                           layout_of(dist))]
     if m.space == "shared":
         conv.index_functions.append(tile_index_function(layout_of(tile)))
     return conv
@@ -1095,8 +1240,9 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     ctx["tile_elems"] = tile
     ctx["thread_decls"] = decls = []
     if kind == "harness":
-        m = plan.memory
-        ctx.update(mode="convert" if m is None else f"{m.direction}_{m.space}", variants=harness_variants(plan),
+        m = plan.copy.load if plan.copy is not None else plan.memory
+        mode = "copy" if plan.copy is not None else "convert" if m is None else f"{m.direction}_{m.space}"
+        ctx.update(mode=mode, variants=harness_variants(plan),
                    smem_bytes=plan.smem_bytes, scratch_bytes=plan.scratch_bytes, strides=[], extent=[], fill="0",
                    shape=list(plan.shape), plan_strides=list(m.strides) if m is not None else [])
         if m is not None and m.space == "global":

@@ -47,6 +47,8 @@ def summary(plan: ConversionPlan) -> str:
             lines.append(f"  bank model: {get_target(p.target, p.arch).bank_model}")
     if p.memory is not None:
         lines += memory_lines(p)
+    if p.copy is not None:
+        lines += copy_lines(p)
     if p.dst_copies:
         lines.append(f"broadcast copies: {len(p.dst_copies)} registers")
     best = min(range(len(p.candidates)), key=lambda i: p.candidates[i].score) if p.candidates else -1
@@ -78,3 +80,17 @@ def memory_lines(p: ConversionPlan) -> list[str]:
     if m.warp_skip or m.lane_skip:
         out.append(f"  stores skipped by warps & {m.warp_skip:#x}, lanes & {m.lane_skip:#x} (broadcast copies)")
     return out
+
+
+def copy_lines(p: ConversionPlan) -> list[str]:
+    """A copy plan: the thread mapping, the global reads and the shared writes."""
+    c = p.copy
+    ld, st = c.load.cost, c.store.cost
+    how = "cp.async" if c.async_copy else "a global load and a shared store through a register"
+    return [f"copy: global tile (order {c.load.layout['order']}, {c.load.alignment}-byte aligned) -> shared tile of "
+            f"{c.store.bytes} bytes, {c.load.vector_bytes} B per thread per copy, by {how}",
+            f"  thread mapping (register, lane, warp -> tensor): {c.threads['in_dims']}",
+            f"  global: {ld.instructions} copies/warp, {ld.sectors} sectors/instr ({ld.min_sectors} at best) at strides "
+            f"{list(c.load.strides)}",
+            f"  shared: {st.wavefronts} wavefronts/instr, {st.bank_conflicts} bank conflicts/instr, "
+            f"{st.total_wavefronts} wavefronts/warp"]

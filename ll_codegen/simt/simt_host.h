@@ -216,6 +216,17 @@ inline void ld_global(const char* p, unsigned bytes, uint32_t* const* words) {
     }
 }
 
+// cp.async (sm_80): `bytes` copied global -> shared, the first `src_bytes` read and the rest zeroed.
+// The copy lands at issue time: commit/wait are no-ops here, so a kernel that reads the tile
+// without waiting passes on the host (the GPU run catches that; barriers are checked as usual).
+inline void cp_async(unsigned addr, const void* src, unsigned bytes, unsigned src_bytes) {
+    unsigned char buf[16] = {0};
+    if (src_bytes > bytes) src_bytes = bytes;
+    if (src_bytes && !global_aligned("cp.async source", src, bytes)) return;
+    std::memcpy(buf, src, src_bytes);
+    shared_write(addr, buf, bytes, bytes, self_id());
+}
+
 // LDS accesses of the HIP headers (generic pointers into the block's buffer)
 inline unsigned lds_offset(const void* p) {
     return unsigned(static_cast<const unsigned char*>(p) - g_block->shared);
