@@ -10,7 +10,7 @@ blocked_intra_warp_f32_harness(const uint32_t* __restrict__ in, uint32_t* __rest
     using namespace blocked_intra_warp_f32;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     // Source registers from the row-major tensor through the source layout.
     uint32_t src[kSrcRegs];

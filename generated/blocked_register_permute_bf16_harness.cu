@@ -10,7 +10,7 @@ blocked_register_permute_bf16_harness(const uint16_t* __restrict__ in, uint16_t*
     using namespace blocked_register_permute_bf16;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     // Source registers from the row-major tensor through the source layout.
     uint16_t src[kSrcRegs];

@@ -11,7 +11,7 @@ blocked_wave64_shuffle_f16_harness(const uint16_t* __restrict__ in, uint16_t* __
     using namespace blocked_wave64_shuffle_f16;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     // Source registers from the row-major tensor through the source layout.
     uint16_t src[kSrcRegs];

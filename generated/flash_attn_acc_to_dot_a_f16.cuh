@@ -41,6 +41,8 @@
 //   candidate*register score     0.00  32 register moves
 //   candidate shuffle  score    24.00  16 shuffles, 0 selects, 32 pack ops
 //   candidate smem     score    42.00  store st.shared x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    45.00  store st.shared x16, load ldmatrix x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    65.00  store st.shared x32, load ldmatrix.trans x4: 48 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -10,7 +10,7 @@ flash_attn_acc_to_dot_a_f8_harness(const uint8_t* __restrict__ in, uint8_t* __re
     using namespace flash_attn_acc_to_dot_a_f8;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     // Source registers from the row-major tensor through the source layout.
     uint8_t src[kSrcRegs];

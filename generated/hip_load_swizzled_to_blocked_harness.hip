@@ -22,7 +22,7 @@ hip_load_swizzled_to_blocked_harness(const uint16_t* __restrict__ in, uint16_t* 
     using namespace hip_load_swizzled_to_blocked;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     // the tile from the tensor through its layout
     for (int o = threadIdx.x; o < kTileBytes / kElemBytes; o += kThreads) {

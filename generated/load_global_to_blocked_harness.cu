@@ -33,7 +33,7 @@ load_global_to_blocked_harness(const uint16_t* __restrict__ in, uint16_t* __rest
     using namespace load_global_to_blocked;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {72, 1};   // padded: not the dense tile
 
     for (int i = threadIdx.x; i < 4096; i += kThreads) scratch[load_global_to_blocked_at(i, strides)] = in[i];
@@ -53,7 +53,7 @@ load_global_to_blocked_harness_masked(const uint16_t* __restrict__ in, uint16_t*
     using namespace load_global_to_blocked;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {72, 1};   // padded: not the dense tile
     const int extent[kRank] = {47, 47};           // cuts every dim longer than 1
     const uint16_t fill = 0x5a5a;

@@ -21,7 +21,7 @@ load_nvmma128_to_dot_a_harness(const uint16_t* __restrict__ in, uint16_t* __rest
     using namespace load_nvmma128_to_dot_a;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     // the tile from the tensor through its layout
     for (int o = threadIdx.x; o < kTileBytes / kElemBytes; o += kThreads) {

@@ -11,7 +11,7 @@ mfma_acc_to_blocked_wave64_harness(const uint32_t* __restrict__ in, uint32_t* __
     using namespace mfma_acc_to_blocked_wave64;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     // Source registers from the row-major tensor through the source layout.
     uint32_t src[kSrcRegs];

@@ -10,7 +10,7 @@ mma_acc_to_blocked_f64_harness(const uint64_t* __restrict__ in, uint64_t* __rest
     using namespace mma_acc_to_blocked_f64;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     // Source registers from the row-major tensor through the source layout.
     uint64_t src[kSrcRegs];

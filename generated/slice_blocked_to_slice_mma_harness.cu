@@ -10,7 +10,7 @@ slice_blocked_to_slice_mma_harness(const uint32_t* __restrict__ in, uint32_t* __
     using namespace slice_blocked_to_slice_mma;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     // Source registers from the row-major tensor through the source layout.
     uint32_t src[kSrcRegs];

@@ -21,7 +21,7 @@ store_blocked_to_nvmma128_harness(const uint16_t* __restrict__ in, uint16_t* __r
     using namespace store_blocked_to_nvmma128;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     uint16_t src[kRegs];
 #pragma unroll

@@ -33,7 +33,7 @@ store_mma_acc_to_global_harness(const uint32_t* __restrict__ in, uint32_t* __res
     using namespace store_mma_acc_to_global;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {68, 1};   // padded: not the dense tile
 
     // poison the tile (the complement of what must arrive), then store
@@ -53,7 +53,7 @@ store_mma_acc_to_global_harness_masked(const uint32_t* __restrict__ in, uint32_t
     using namespace store_mma_acc_to_global;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {68, 1};   // padded: not the dense tile
     const int extent[kRank] = {47, 47};           // cuts every dim longer than 1
 

@@ -21,7 +21,7 @@ store_mma_acc_to_swizzled_v4_harness(const uint32_t* __restrict__ in, uint32_t* 
     using namespace store_mma_acc_to_swizzled_v4;
     extern __shared__ __align__(16) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-    (void)scratch, (void)smem;
+    (void)scratch, (void)smem, (void)lane, (void)warp;
 
     uint32_t src[kRegs];
 #pragma unroll

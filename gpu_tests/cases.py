@@ -320,11 +320,23 @@ MEMORY_NAMED = (
 )
 
 
-def memory_cases(n_random: int = 200, seed: int = 20261123) -> list[Case]:
-    """Stores and loads (CUDA sm_90, warp 32): every ``MEMORY_NAMED`` pair in
-    both directions with its vector and ldmatrix/stmatrix variants, and
-    ``n_random`` seeded random distributed layouts against random tiles of
-    every memory kind (``corpus.random_memory_tile``), 1/2/4/8-byte elements."""
+#: (label, global tile spec path or dict, shared tile spec path, dtypes): global -> shared copies
+COPY_NAMED = (
+    ("global_to_nvmma128", "examples/global_64x64.yaml", "examples/nvmma_shared_64x64.yaml", ("f16",)),
+    ("global_to_swizzled", "examples/global_64x64.yaml", "examples/swizzled_shared_64x64.yaml", ("f16", "u8", "f32",
+                                                                                              "f64")),
+    ("colmajor_global_to_swizzled", {"kind": "global", "order": [0, 1], "alignment": 4, "shape": [64, 64]},
+     "examples/swizzled_shared_64x64.yaml", ("f16",)),
+)
+
+
+def memory_cases(n_random: int = 200, n_copies: int = 48, seed: int = 20261123) -> list[Case]:
+    """Stores, loads and copies (CUDA sm_90, warp 32): every ``MEMORY_NAMED``
+    pair in both directions with its vector and ldmatrix/stmatrix variants,
+    every ``COPY_NAMED`` copy with 1, 4 and 8 warps, ``n_copies`` random
+    global -> shared copies, and ``n_random`` seeded random distributed
+    layouts against random tiles of every memory kind
+    (``corpus.random_memory_tile``), 1/2/4/8-byte elements."""
     from ll_codegen.planner import plan_memory
     from ll_codegen.spec import load_spec
     target = get_target("cuda", "sm_90")
@@ -349,7 +361,30 @@ def memory_cases(n_random: int = 200, seed: int = 20261123) -> list[Case]:
         for dt in dtypes:
             emit(label, _lin(dist), spec.linear, spec.layout.space, dt, (kind_label(dist), spec.kind),
                  getattr(spec.layout, "alignment", 16))
+    from ll_codegen.planner import plan_copy
+    for label, gpath, spath, dtypes in COPY_NAMED:
+        g, sh = load_spec(os.path.join(REPO, gpath)) if isinstance(gpath, str) else None, \
+            load_spec(os.path.join(REPO, spath))
+        glin = g.linear if g is not None else _lin(gpath)
+        align = g.layout.alignment if g is not None else gpath["alignment"]
+        for dt in dtypes:
+            for warps in (1, 4, 8):
+                plan = plan_copy(glin, sh.linear, dt, target, alignment=align, num_warps=warps)
+                out.append(Case(_ident(f"k{len(out)}_copy_w{warps}"), plan, "memory", f"{label}/{dt}/copy/w{warps}",
+                                "copy", ("global", sh.kind)))
     rng = random.Random(seed)
+    for i in range(n_copies):
+        dt = DTYPE_OF[(1, 2, 4, 8)[i % 4]]
+        kind = ("shared_linear", "swizzled_shared", "nvmma_shared")[i // 4 % 3]
+        warps = 1 << rng.randint(0, 3)
+        total = rng.randint(3, 13)
+        d0 = rng.randint(0, total)
+        shape = {"dim0": 1 << d0, "dim1": 1 << (total - d0)}
+        gspec, gtile = corpus.random_memory_tile(rng, shape, DTYPE_BYTES[dt], "global")
+        _, stile = corpus.random_memory_tile(rng, shape, DTYPE_BYTES[dt], kind)
+        plan = plan_copy(gtile, stile, dt, target, alignment=gspec["alignment"], num_warps=warps)
+        out.append(Case(_ident(f"kr{i}_copy"), plan, "memory", f"random{i}/global->{kind}/{dt}/copy", "copy",
+                        ("global", kind)))
     kinds = corpus.MEMORY_KINDS
     for i in range(n_random):
         dt = DTYPE_OF[(1, 2, 4, 8)[i % 4]]
@@ -373,10 +408,10 @@ def memory_showcase(cases: list[Case] | None = None) -> list[Case]:
     """Memory plans for Nsight Compute: every named one, and random ones of
     each kind, direction and element size (deterministic)."""
     cases = memory_cases() if cases is None else cases
-    out = [c for c in cases if not c.pair.startswith("random")]
+    out = [c for c in cases if not c.pair.startswith("random") and c.plan.copy is None]
     seen = set()
     for c in cases:
-        if c.pair.startswith("random"):
+        if c.pair.startswith("random") and c.plan.copy is None:
             key = (c.kinds, c.plan.elem_bytes)
             if key not in seen:
                 seen.add(key)

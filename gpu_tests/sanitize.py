@@ -46,7 +46,10 @@ def subset():
             names.add(c.name)
     # memory plans: every named store/load and one random plan per (kind, direction, element size); global
     # tiles run their masked harness too (an extent that cuts every dim)
-    sel += cases.memory_showcase()
+    mem = cases.memory_cases()
+    sel += cases.memory_showcase(mem)
+    # copies (cp.async, and its zero-filling masked form): the named ones
+    sel += [c for c in mem if c.plan.copy is not None and not c.pair.startswith("random")]
     return sel
 
 

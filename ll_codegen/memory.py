@@ -115,7 +115,7 @@ def shared_plans(dist: LinearLayout, tile: LinearLayout, elem_bytes: int, target
     waves, conflicts = predict_wavefronts(list(base.lane), elem_bytes * vec, target)
     plans = [MemoryPlan(instr="vector", vec=vec, vector_bytes=elem_bytes * vec, accesses=accesses, base=base,
                         cost=AccessCost(waves, conflicts, len(accesses), waves * len(accesses)), **common)]
-    if not target.has_ldmatrix or cap < 16:
+    if not (target.has_ldmatrix if direction == "load" else target.has_stmatrix) or cap < 16:
         return plans
     for trans in (False, True):
         side = _matrix_side(reg, thr, elem_bytes, trans)

@@ -32,7 +32,7 @@ from .spec import SpecError, parse_yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MANIFEST = os.path.join(ROOT, "generated", "manifest.yaml")
 SOURCE_EXTS = (".cuh", ".cu", ".h", ".hip")
-STRATEGIES = ("noop", "register", "shuffle", "smem", "store", "load")
+STRATEGIES = ("noop", "register", "shuffle", "smem", "store", "load", "copy")
 
 
 @dataclass

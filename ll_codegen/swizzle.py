@@ -144,8 +144,8 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
               max_vector_bytes: int | None = None, matrix: bool = True) -> list[SmemPlan]:
     """Candidate plans for ``src -> dst`` through shared memory (always legal
     within a CTA), one per legal pairing of store and load instructions:
-    vector ld/st.shared, and with ``swizzle="optimal"`` ldmatrix/stmatrix
-    [.trans] where the target has them and the layouts divide by their tiles
+    vector ld/st.shared, and with ``swizzle="optimal"`` ldmatrix (sm_75+) /
+    stmatrix (sm_90) [.trans] where the target has them and the layouts divide by their tiles
     (paper §5.3).  Each candidate has its own optimal swizzle."""
     d = src.total_out_size_log2
     a_reg, a_thr, a_wrp = (src.flat_bases(k) for k in ("register", "lane", "warp"))
@@ -188,7 +188,7 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
     pairs = [(_vector_side(a_reg, a_thr, V, elem_bytes, target), _vector_side(b_reg, b_thr, V, elem_bytes, target))]
     if matrix and target.has_ldmatrix and max_vec * elem_bytes >= 16:
         for trans in (False, True):
-            st = _matrix_side(a_reg, a_thr, elem_bytes, trans)
+            st = _matrix_side(a_reg, a_thr, elem_bytes, trans) if target.has_stmatrix else None
             ld = _matrix_side(b_reg, b_thr, elem_bytes, trans)
             if st:
                 vb = prefix_in(list(st.tile), b_reg)
@@ -199,7 +199,7 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         for ts in (False, True):
             for tl in (False, True):
                 st, ld = _matrix_side(a_reg, a_thr, elem_bytes, ts), _matrix_side(b_reg, b_thr, elem_bytes, tl)
-                if st and ld and st.tile == ld.tile:
+                if st and ld and st.tile == ld.tile and target.has_stmatrix:
                     pairs.append((st, ld))
     plans = []
     for st, ld in pairs:

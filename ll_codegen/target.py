@@ -40,7 +40,8 @@ class Target:
     bank_bytes: int = 4
     wavefront_bytes: int = 128
     max_vector_bytes: int = 16
-    has_ldmatrix: bool = False
+    has_ldmatrix: bool = False      # ldmatrix[.trans]: sm_75 and newer
+    has_stmatrix: bool = False      # stmatrix[.trans]: sm_90
     bank_model: str = "32 banks x 4 B, 128 B wavefronts (measured with Nsight Compute on an H100)"
 
     @property
@@ -61,7 +62,7 @@ def get_target(name: str = "cuda", arch: str | None = None) -> Target:
         arch = arch or "sm_90"
         if arch not in CUDA_ARCHS:
             raise ValueError(f"unknown CUDA arch {arch!r} (known: {', '.join(CUDA_ARCHS)})")
-        return Target("cuda", arch, 32, has_ldmatrix=arch == "sm_90")
+        return Target("cuda", arch, 32, has_ldmatrix=True, has_stmatrix=arch == "sm_90")
     if name == "hip":
         arch = arch or "gfx90a"
         if arch in HIP_WAVE64:

@@ -203,8 +203,13 @@ BAD_CASES = {
     "warp_size_vs_target_cuda": ([], S + "mfma_32x32_2x2_64x64.yaml", S + "blocked_wave64_64x64.yaml",
                                  ["64 lanes", "warp size 32"]),
     "warp_size_vs_target_hip": (["--target", "hip"], ROW, COL, ["32 lanes", "gfx90a", "warp size 64"]),
-    "memory_both": ([], "examples/global_64x64.yaml", "examples/nvmma_shared_64x64.yaml",
-                    ["both layouts are memory layouts", "global -> shared"]),
+    "memory_both": ([], "examples/nvmma_shared_64x64.yaml", "examples/global_64x64.yaml",
+                    ["both layouts are memory layouts", "shared -> global"]),
+    "copy_strategy": (["--strategy", "smem"], "examples/global_64x64.yaml", "examples/nvmma_shared_64x64.yaml",
+                      ["strategy smem does not apply", "copy"]),
+    "copy_warps": (["--warps", "3"], "examples/global_64x64.yaml", "examples/nvmma_shared_64x64.yaml",
+                   ["--warps 3", "power of two"]),
+    "warps_not_copy": (["--warps", "4"], ROW, COL, ["--warps", "copy"]),
     "memory_dtype_width": (["--dtype", "f32"], ROW, "examples/nvmma_shared_64x64.yaml",
                            ["16-bit elements", "f32"]),
     "memory_strategy": (["--strategy", "load"], ROW, "examples/swizzled_shared_64x64.yaml",
@@ -373,7 +378,7 @@ def test_generated_coverage(manifest_build):
     entries, files = manifest_build
     plans = {e.conv.name: e.conv.plan for e in entries}
     assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans)
-    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "store", "load"}
+    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "store", "load", "copy"}
     assert {(p.memory.space, p.strategy) for p in plans.values() if p.memory is not None} == {
         (sp, d) for sp in ("shared", "global") for d in ("store", "load")}
     assert {(p.target, p.arch) for p in plans.values()} >= {("cuda", "sm_90"), ("cuda", "sm_80"),
@@ -386,7 +391,7 @@ def test_generated_coverage(manifest_build):
     assert plans["flash_attn_acc_to_dot_a_f8"].strategy == "shuffle"
     assert any(len(p.shape) == 1 for p in plans.values())          # slice layouts
     for e in entries:                      # header, harness and (register conversions) the bench
-        assert len(e.conv.files) == (2 if e.conv.plan.memory is not None else 3)
+        assert len(e.conv.files) == (2 if e.conv.plan.memory or e.conv.plan.copy else 3)
 
 
 def test_generated_mma_acc_to_blocked_contract(manifest_build):

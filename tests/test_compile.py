@@ -45,9 +45,9 @@ from ll_codegen.plan import ConversionPlan
 from ll_codegen.planner import plan_conversion
 from ll_codegen.render import file_names, write_files
 from ll_codegen.spec import spec_from_dict
-from toolchain import (HIPCC, HIP_ENV, NVCC, expected, failures, isa_counts, need, owner, ptx_counts, run,
-                       counted_kernel, random_memory_plans, random_plans, run_all, split_isa, split_ptx, uses_matrix,
-                       widths)
+from toolchain import (HIPCC, HIP_ENV, NVCC, counted_kernel, expected, failures, isa_counts, need, owner,
+                       ptx_counts, random_copy_plans, random_memory_plans, random_plans, run, run_all, split_isa,
+                       split_ptx, uses_matrix, uses_stmatrix, widths)
 
 pytestmark = pytest.mark.compile
 
@@ -58,6 +58,7 @@ EXAMPLE = os.path.join(ROOT, "examples", "kernels", "mma_store.cu")
 SEED = 20240607
 PER_CONFIG = 60          # random conversions per (target, arch)
 MEMORY_PER_CONFIG = 32   # random store/load plans per (target, arch)
+COPY_PER_CONFIG = 12     # random global -> shared copies per (target, arch)
 BATCH = 12               # conversions per translation unit
 CONFIGS = (("cuda", "sm_80", 32), ("cuda", "sm_90", 32), ("hip", "gfx90a", 64), ("hip", "gfx1030", 32))
 DTYPES = ("i8", "f16", "f32", "f64")
@@ -77,7 +78,7 @@ def compile_archs(plan: ConversionPlan) -> tuple[str, ...]:
     """The archs a conversion's source is compiled for."""
     if plan.target == "hip":
         return (plan.arch,)
-    return ("sm_90",) if uses_matrix(plan) else CUDA_ARCHS
+    return ("sm_90",) if uses_stmatrix(plan) else CUDA_ARCHS
 
 
 # ------------------------------------------------------------------ the sample
@@ -93,6 +94,11 @@ def sample() -> tuple[Case, ...]:
             what = (f"plan_conversion(src, dst, {dtype!r}, {target!r}, {arch!r}, strategy={strategy!r}, "
                     f"swizzle={swizzle!r}) with src={src.bases!r} dst={dst.bases!r} shape={src.out_dim_sizes}")
             cases.append(Case(f"r{len(cases):03d}_{arch}_{strategy}_{dtype}", plan, what))
+        for kind, dtype, warps, gspec, tile, plan in random_copy_plans(rng, target, arch, lanes, COPY_PER_CONFIG,
+                                                                        DTYPES):
+            what = (f"plan_copy(global {gspec}, {kind} tile={tile.bases!r}, {dtype!r}, {target!r}, {arch!r}, "
+                    f"num_warps={warps})")
+            cases.append(Case(f"k{len(cases):03d}_{arch}_copy_{dtype}", plan, what))
         for kind, direction, dtype, dist, tile, spec, plan in random_memory_plans(rng, target, arch, lanes,
                                                                                   MEMORY_PER_CONFIG, DTYPES):
             what = (f"plan_memory(dist, tile, {direction!r}, {dtype!r}, {target!r}, {arch!r}) with "
@@ -187,6 +193,8 @@ def test_sample_mix():
     assert {"shuffle", "smem"} <= {p.strategy for p in plans}
     assert {p.smem.swizzle for p in plans if p.smem is not None} == {"optimal", "none"}
     assert any(uses_matrix(p) for p in plans), "no ldmatrix/stmatrix plan in the sample"
+    assert any(p.copy is not None and p.copy.async_copy for p in plans)
+    assert any(p.copy is not None and not p.copy.async_copy for p in plans)
     mem = {(p.memory.space, p.strategy) for p in plans if p.memory is not None}
     assert mem == {(sp, d) for sp in ("shared", "global") for d in ("store", "load")}
     assert any(p.memory is not None and uses_matrix(p) for p in plans), "no memory plan with ldmatrix"
@@ -214,6 +222,8 @@ def count_check(plan: ConversionPlan, code: str, tool: str) -> tuple[list[str], 
     LDS (the backend promoted a thread-private array to LDS).  No barriers in
     a one-wave AMDGPU workgroup agree with the plan (there they are no-ops
     and the backend drops them)."""
+    if plan.copy is not None:
+        return _copy_count_check(plan, code, tool), []
     if plan.memory is not None:
         return _memory_count_check(plan, code, tool), []
     exp = expected(plan)
@@ -250,6 +260,23 @@ def count_check(plan: ConversionPlan, code: str, tool: str) -> tuple[list[str], 
             if got[kind + "2"]:
                 hard.append(f"{names[kind]}2: the backend paired {got[kind + '2']} planned accesses")
     return hard, soft
+
+
+def _copy_count_check(plan: ConversionPlan, code: str, tool: str) -> list[str]:
+    """A copy's harness (it moves the tile itself with plain C++, typed
+    .u/.f and not counted): cp.async as planned, or the planned ld.global +
+    st.shared widths.  HIP copies are compile-checked only (the harness's
+    own accesses are the same instructions there)."""
+    if tool == "hip":
+        return []
+    exp, got = expected(plan), ptx_counts(code)
+    bad = []
+    for key, what in (("cp_async", "cp.async"), ("gld", "ld.global"), ("st", "st.shared"), ("gst", "st.global"),
+                      ("ld", "ld.shared")):
+        want = exp.get(key, 0 if key == "cp_async" else [])
+        if got[key] != want:
+            bad.append(f"{what}: code has {got[key]}, plan says {want}")
+    return bad
 
 
 def _memory_count_check(plan: ConversionPlan, code: str, tool: str) -> list[str]:
@@ -354,7 +381,7 @@ def test_sample_instruction_counts_exact(sample_build, tool):
 # ------------------------------------------------------------------ generated/
 _CONVERT = argparse.ArgumentParser(add_help=False, exit_on_error=False)
 for _opt in ("--name", "--src", "--dst", "--dtype", "--target", "--arch", "--strategy", "--swizzle",
-             "--smem-budget", "--shape", "--stride"):
+             "--smem-budget", "--shape", "--stride", "--warps"):
     _CONVERT.add_argument(_opt)
 
 
@@ -379,6 +406,8 @@ def manifest_plans() -> dict[str, ConversionPlan]:
             continue
         kw = {k: v for k, v in (("target", a.target), ("arch", a.arch), ("strategy", a.strategy),
                                  ("swizzle", a.swizzle), ("shape", a.shape), ("strides", a.stride)) if v is not None}
+        if a.warps is not None:
+            kw["warps"] = int(a.warps)
         if a.smem_budget is not None:
             kw["smem_budget"] = int(a.smem_budget)
         # spec paths are relative to the repository root
@@ -414,14 +443,14 @@ def _conversion_name(path: str) -> str:
 
 def file_archs(path: str, plans: dict[str, ConversionPlan]) -> tuple[str, ...]:
     """Archs to compile one generated file for: from the re-planned manifest
-    entry, else from the file (ldmatrix/stmatrix asm -> sm_90 only; a HIP
+    entry, else from the file (stmatrix asm -> sm_90 only; a HIP
     header's kWarpSize 64 -> gfx90a, 32 -> gfx1030)."""
     plan = plans.get(_conversion_name(path))
     if plan is not None:
         return compile_archs(plan)
     text = _header_text(path)
     if path.endswith((".cuh", ".cu")):
-        return ("sm_90",) if re.search(r"\b(ld|st)matrix\.sync", text) else CUDA_ARCHS
+        return ("sm_90",) if re.search(r"\bstmatrix\.sync", text) else CUDA_ARCHS
     m = re.search(r"constexpr int kWarpSize\s*=\s*(\d+)", text)
     return ("gfx90a",) if m and m.group(1) == "64" else ("gfx1030",)
 
@@ -558,3 +587,33 @@ def test_example_register_order():
                 assert tuple(mma.apply(register=r, lane=lane, warp=warp).values()) == want
                 want = (lane // 16 + 2 * warp + 8 * (r // 4), 4 * (lane % 16) + r % 4)
                 assert tuple(blk.apply(register=r, lane=lane, warp=warp).values()) == want
+
+
+GEMM = os.path.join(ROOT, "examples", "kernels", "gemm_mma.cu")
+
+
+@pytest.mark.parametrize("arch", CUDA_ARCHS)
+def test_gemm_kernel_compiles_from_generated_headers(tmp_path, arch):
+    """examples/kernels/gemm_mma.cu: every data movement is a generated header
+    (copy / load / store), no spills, and the PTX holds what the plans say:
+    16-byte cp.async for the A and B tiles, ldmatrix.x4 (.trans for B), 64
+    mma.sync per k-tile, 8-byte global stores of C."""
+    nvcc = need("nvcc")
+    with open(GEMM) as f:
+        src = f.read()
+    assert sorted(_HEADER_OF.findall(src)) == ["gemm_copy_a.cuh", "gemm_copy_b.cuh", "gemm_load_a.cuh",
+                                               "gemm_load_b.cuh", "gemm_store_c.cuh"]
+    ptx_path = str(tmp_path / "gemm.ptx")
+    rc, out = run([nvcc, "-std=c++17", "-O3", f"-arch={arch}", "-I", GENERATED, "-ptx", "-o", ptx_path, GEMM],
+                  str(tmp_path))
+    assert rc == 0 and not re.search(r"\bwarning\b", out, re.I), out
+    rc, out = run([nvcc, "-std=c++17", "-O3", f"-arch={arch}", "-I", GENERATED, "-cubin", "-Xptxas", "-v",
+                   "-o", str(tmp_path / "gemm.cubin"), GEMM], str(tmp_path))
+    assert rc == 0 and "0 bytes spill stores" in out, out
+    with open(ptx_path) as f:
+        ptx = f.read()
+    assert len(re.findall(r"\bmma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32\b", ptx)) == 64
+    assert len(re.findall(r"\bldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16\b", ptx)) == 8
+    assert len(re.findall(r"\bldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16\b", ptx)) == 8
+    assert re.search(r"\bcp\.async\.cg\.shared\.global\b.*16;", ptx) and not re.search(r"\bcp\.async\.ca\b", ptx)
+    assert re.findall(r"\bst\.global\.v2\.b32\b", ptx) and not re.search(r"\bst\.global\.v4\b", ptx)

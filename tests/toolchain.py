@@ -68,6 +68,14 @@ def failures(results: Iterable[tuple]) -> list[str]:
 def expected(plan: ConversionPlan) -> dict[str, object]:
     """What the plan says the machine code contains (one convert(), store() or load() call)."""
     exp: dict[str, object] = {}
+    if plan.copy is not None:
+        c = plan.copy
+        if c.async_copy:
+            exp["cp_async"] = len(c.load.accesses)
+        else:
+            exp["gld"] = sorted(c.load.vector_bytes for _ in c.load.accesses)
+            exp["st"] = sorted(c.store.vector_bytes for _ in c.store.accesses)
+        return exp
     m = plan.memory
     if m is not None:
         side = "st" if m.direction == "store" else "ld"
@@ -99,8 +107,17 @@ def widths(ws) -> str:
     return " + ".join(f"{ws.count(w)}x{w}B" for w in sorted(set(ws))) or "none"
 
 
+def uses_stmatrix(plan: ConversionPlan) -> bool:
+    """stmatrix: sm_90 only (ldmatrix runs on every CUDA arch of ``target.py``)."""
+    if plan.memory is not None:
+        return plan.memory.instr.startswith("matrix") and plan.memory.direction == "store"
+    return plan.smem is not None and plan.smem.store_instr.startswith("matrix")
+
+
 def uses_matrix(plan: ConversionPlan) -> bool:
-    """ldmatrix/stmatrix: sm_90 only."""
+    """ldmatrix or stmatrix."""
+    if plan.copy is not None:
+        return False
     if plan.memory is not None:
         return plan.memory.instr.startswith("matrix")
     return plan.smem is not None and "matrix" in (plan.smem.store_instr + plan.smem.load_instr)
@@ -122,6 +139,7 @@ def ptx_counts(ptx: str) -> dict[str, object]:
                 widths.append(int(vec or 1) * PTX_BYTES[ty])
             got[key] = sorted(widths)
         got[kind + "matrix"] = len(re.findall(rf"\b{op}matrix\.sync", ptx))
+    got["cp_async"] = len(re.findall(r"\bcp\.async\.c[ag]\.shared\.global\b", ptx))
     return got
 
 
@@ -230,7 +248,8 @@ def counted_kernel(symbol: str, name: str, plan: ConversionPlan) -> bool:
     planned accesses)."""
     if plan.memory is not None:
         return symbol == f"{name}_probe"
-    return not symbol.endswith(("_harness_masked", "_probe"))
+    return not symbol.endswith(("_harness_masked", "_probe"))     # a copy: its harness moves the tile
+                                                                    # with plain C++ (not counted)
 
 
 # ------------------------------------------------------------------ seeded samples
@@ -280,3 +299,23 @@ def random_memory_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes:
         plan = plan_memory(dist, tile, direction, space, dtype, target, arch,
                            alignment=spec["alignment"] if space == "global" else 16)
         yield kind, direction, dtype, dist, tile, spec, plan
+
+
+def random_copy_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes: Sequence[str]):
+    """``n`` seeded random copies (global tile -> shared tile of a random
+    shared kind, 1-8 warps); yields (kind, dtype, warps, global spec, tile, plan)."""
+    from ll_codegen.corpus import random_memory_tile
+    from ll_codegen.planner import DTYPE_BYTES, plan_copy
+    kinds = ("shared_linear", "swizzled_shared", "nvmma_shared")
+    for i in range(n):
+        dtype = dtypes[i % len(dtypes)]
+        kind = kinds[i // len(dtypes) % len(kinds)]
+        warps = 1 << rng.randint(0, 3)
+        total = rng.randint(3, 13)
+        d0 = rng.randint(0, total)
+        shape = {"dim0": 1 << d0, "dim1": 1 << (total - d0)}
+        w = DTYPE_BYTES[dtype]
+        gspec, gtile = random_memory_tile(rng, shape, w, "global")
+        _, stile = random_memory_tile(rng, shape, w, kind)
+        plan = plan_copy(gtile, stile, dtype, target, arch, alignment=gspec["alignment"], num_warps=warps)
+        yield kind, dtype, warps, gspec, stile, plan
