@@ -85,6 +85,15 @@ def ncu_profile(cubin: str, out: str) -> dict:
                "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum",
                "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
                "smsp__inst_executed_op_ldsm.sum"]
+    # the cp.async (LDGSTS) counters are named per ncu version: take what this one has
+    q = subprocess.run(["ncu", "--query-metrics"], capture_output=True, text=True, timeout=120).stdout
+    import re
+    names = set(re.findall(r"^\s*([a-z0-9_]+__[a-z0-9_]+)", q, re.M))
+    extra = sorted(n for n in names if "ldgsts" in n and ("sectors" in n or "requests" in n or "bank_conflicts" in n
+                                                         or "wavefronts" in n))
+    metrics = [m for m in metrics if m.rsplit(".", 1)[0] in names] + [f"{n}.sum" for n in extra]
+    metrics += ["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]
+    metrics = sorted(set(metrics))
     script = os.path.join(out, "ncu_gemm_launch.py")
     with open(script, "w") as f:
         f.write(f"""import sys, numpy as np, cupy
@@ -103,7 +112,7 @@ test_gemm.launch(fn, a, b, c, M, N, K); cupy.cuda.runtime.deviceSynchronize()
     M = N = K = 2048
     tiles = (M // 128) * (N // 128)
     bytes_loaded = tiles * (K // 32) * (128 * 32 + 32 * 128) * 2
-    return {"rc": r.returncode, "stderr": r.stderr[-2000:], "measured": meas,
+    return {"rc": r.returncode, "stderr": r.stderr[-2000:], "measured": meas, "metrics": metrics,
             "predicted": {"bank_conflicts": 0, "ldgsts_sectors": bytes_loaded // 32,
                           "ldgsts_requests": bytes_loaded // 512,
                           "ldsm_instructions": tiles * (K // 32) * 4 * 16,
@@ -167,16 +176,11 @@ def main(argv=None) -> int:
                      + (f"{t['llgen'] / t['triton']:.2f} |" if t["triton"] else "— |"))
     if prof:
         m, p = prof["measured"], prof["predicted"]
-        g = lambda k: m.get(k)  # noqa: E731
-        lines += ["", f"ncu, one 2048^3 launch (rc {prof['rc']}): shared bank conflicts ldsm "
-                      f"{g('l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum')}, "
-                      f"ld {g('l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum')}, "
-                      f"cp.async stores {g('l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldgsts.sum')} "
-                      f"(predicted {p['bank_conflicts']}); ldmatrix wavefronts "
-                      f"{g('l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum')} (predicted {p['ldsm_wavefronts']});"
-                      f" cp.async global sectors {g('l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum')} "
-                      f"(predicted {p['ldgsts_sectors']} = every byte of every sector), requests "
-                      f"{g('l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum')} (predicted {p['ldgsts_requests']})"]
+        lines += ["", f"ncu, one 2048^3 launch (rc {prof['rc']}); predicted: bank conflicts {p['bank_conflicts']}, "
+                      f"ldmatrix wavefronts {p['ldsm_wavefronts']} (shared loads: ldmatrix only), cp.async global "
+                      f"sectors {p['ldgsts_sectors']} (every byte of every sector), requests {p['ldgsts_requests']}.",
+                  "", "| metric | measured |", "| --- | --- |"]
+        lines += [f"| `{k}` | {v:g} |" for k, v in sorted(m.items())]
     table = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "gemm.json"), "w") as f:
         json.dump({"device": dev, "rows": rows, "ncu": prof, "failures": bad}, f, indent=1)

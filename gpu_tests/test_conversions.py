@@ -77,12 +77,13 @@ def test_coverage():
     for k in base:                     # every kind is a source and a destination
         assert any(c.kinds[0].startswith(k) for c in CASES) and any(c.kinds[1].startswith(k) for c in CASES), k
     strategies = collections.Counter(c.plan.strategy for c in CASES)
-    assert set(strategies) == {"noop", "register", "shuffle", "smem", "store", "load"}, strategies
-    mem = [c for c in CASES if c.plan.memory is not None]
+    assert set(strategies) == {"noop", "register", "shuffle", "smem", "store", "load", "copy"}, strategies
+    mem = [c for c in CASES if c.plan.memory is not None or c.plan.copy is not None]
     mem_kinds = {k for c in mem for k in c.kinds}
     assert len(mem) >= 200 and mem_kinds >= {"shared_linear", "swizzled_shared", "nvmma_shared", "global",
                                              "cute"}, mem_kinds
-    assert {(c.plan.strategy, c.plan.memory.instr) for c in mem} >= {
+    assert any(c.plan.copy is not None and c.plan.copy.async_copy for c in mem)
+    assert {(c.plan.strategy, c.plan.memory.instr) for c in mem if c.plan.memory is not None} >= {
         (d, i) for d in ("store", "load") for i in ("vector", "matrix", "matrix.trans")}
     smem = [c.plan.smem for c in CASES if c.plan.smem is not None]
     pairs = {(m.store_instr, m.load_instr) for m in smem}

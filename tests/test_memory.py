@@ -109,7 +109,8 @@ NAMED = [
      16, 0),
     ("examples/specs/blocked_row_64x64.yaml", "examples/swizzled_shared_64x64.yaml", "f16", "sm_80", "store",
      "vector", 16, 0),
-    ("examples/swizzled_shared_64x64.yaml", "examples/dot_a_64x64.yaml", "f16", "sm_80", "load", "vector", 4, 0),
+    ("examples/swizzled_shared_64x64.yaml", "examples/dot_a_64x64.yaml", "f16", "sm_80", "load", "matrix", 16, 0),
+    ("examples/swizzled_shared_64x64.yaml", "examples/dot_a_64x64.yaml", "f16", "sm_90", "load", "matrix", 16, 0),
     # the given vec-4 swizzle does not fit the accumulator's 2-element rows: 2 conflicts per store, forced
     ("examples/specs/mma_v2_2x2_64x64.yaml", "examples/specs/swizzled_v4_64x64.yaml", "f32", "sm_80", "store",
      "vector", 8, 2),
