@@ -180,7 +180,7 @@ def main(argv=None) -> int:
                       f"ldmatrix wavefronts {p['ldsm_wavefronts']} (shared loads: ldmatrix only), cp.async global "
                       f"sectors {p['ldgsts_sectors']} (every byte of every sector), requests {p['ldgsts_requests']}.",
                   "", "| metric | measured |", "| --- | --- |"]
-        lines += [f"| `{k}` | {v:g} |" for k, v in sorted(m.items())]
+        lines += [f"| `{k}` | {m[k]:g} |" for k in prof["metrics"] if k in m]
     table = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "gemm.json"), "w") as f:
         json.dump({"device": dev, "rows": rows, "ncu": prof, "failures": bad}, f, indent=1)

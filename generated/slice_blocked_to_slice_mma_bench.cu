@@ -56,17 +56,17 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));     // shared-window address
-    const unsigned st_base = ((lane & 0x1c) << 1) ^ ((warp & 0x2) << 5);                 // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));            // shared-window address
+    const unsigned st_base = ((lane & 0x10) << 3) ^ ((lane & 0xc) << 1) ^ ((warp & 0x2) << 5);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = (lane & 0x18) ^ ((warp & 0x2) << 6) ^ ((warp & 0x1) << 5);  // byte offset this thread loads at
+    const unsigned ld_base = (lane & 0x18) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 4);         // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
     // 2 store(s) of 8 B, 2 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
     if ((warp & 0x1) == 0) {  // warps holding broadcast copies skip the store
         detail::st_shared_v2_b32<0>(st_addr, s[0], s[2]);
-        detail::st_shared_v2_b32<128>(st_addr, s[1], s[3]);
+        detail::st_shared_v2_b32<32>(st_addr, s[1], s[3]);
     }
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);

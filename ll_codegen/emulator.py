@@ -81,10 +81,8 @@ For ONE warp-wide instruction with byte address ``a[l]`` per lane (``-1`` =
 inactive), access size ``v`` bytes (16 for ldmatrix/stmatrix rows, whose
 active lanes are the ``8x`` row providers):
 
-* lanes are served in phases of consecutive lanes holding at most
-  ``P = wavefront_bytes // max(v, bank_bytes)`` distinct addresses (lanes
-  that repeat an address of their phase do not count: measured on an H100
-  for 8- and 16-byte loads whose low lane bits broadcast);
+* lanes are served in phases of ``P = wavefront_bytes // max(v, bank_bytes)``
+  consecutive lanes (one phase if ``P >= warp size``);
 * in a phase, the touched words are ``a // bank_bytes + k`` for
   ``k < max(1, v // bank_bytes)`` over the active lanes, deduplicated
   (sub-word accesses touch the one word that holds them; equal words are a
@@ -419,17 +417,8 @@ def _phases(addresses: np.ndarray, access_bytes: int, target: Target):
     a = np.asarray(addresses, dtype=np.int64).ravel()
     P = max(1, target.wavefront_bytes // max(access_bytes, target.bank_bytes))
     nw = max(1, access_bytes // target.bank_bytes)
-    # consecutive lanes join a phase while it holds at most P distinct addresses
-    groups, cur = [], []
-    for x in a:
-        live = {y for y in cur if y >= 0}
-        if x >= 0 and x not in live and len(live) >= P:
-            groups.append(cur)
-            cur = []
-        cur.append(x)
-    groups.append(cur)
-    for g in groups:
-        ph = np.asarray(g, dtype=np.int64)
+    for s in range(0, a.size, P):
+        ph = a[s:s + P]
         ph = ph[ph >= 0]
         if ph.size == 0:
             continue

@@ -64,16 +64,12 @@ def predict_wavefronts(lane_offsets: list[int], access_bytes: int, target: Targe
     is ``base ^ XOR of lane_offsets[k] over the lane's bits`` (Lemma 9.4);
     lanes ``>= active_lanes`` do not access (ldmatrix .x1/.x2 row providers).
 
-    A phase holds as many consecutive lanes as fit ``wavefront_bytes`` of
-    *distinct* addresses: lanes that share an address (a zero lane offset,
-    a broadcast) do not count, so 16-byte loads whose lane bit 1 is a
-    broadcast are served 16 lanes per phase, not 8 (measured on an H100,
-    gpu_tests/RESULTS.md)."""
+    Phases are fixed runs of consecutive lanes, broadcast lanes included:
+    on an H100, stores and most loads whose low lane bits broadcast are
+    served so (gpu_tests/RESULTS.md; two random 8/16-byte load plans
+    measured half the predicted wavefronts, as if broadcast lanes did not
+    count towards a phase -- not modelled, listed there)."""
     p = phase_lanes_log2(access_bytes, target)
-    lanes_log2 = ((active_lanes or target.warp_size).bit_length() - 1)
-    while p < min(lanes_log2, len(lane_offsets)) and f2.rank(list(lane_offsets[:p + 1])) <= \
-            phase_lanes_log2(access_bytes, target):
-        p += 1                                    # the next lane bit adds no distinct address beyond a phase
     granule = max(access_bytes, target.bank_bytes)
     words = [c // granule for c in lane_offsets[:p]]
     groups = target.wavefront_bytes // granule       # bank groups in a row
@@ -101,8 +97,7 @@ class _Side:
 def _vector_side(reg: list[int], thr: list[int], V: list[int], elem_bytes: int, target: Target) -> _Side:
     solver = f2.Solver(reg)
     p = phase_lanes_log2(elem_bytes << len(V), target)
-    # a phase holds p distinct addresses: lanes whose vector is zero (broadcasts) do not count
-    return _Side("vector", tuple(V), tuple(v for v in thr if v)[:p],
+    return _Side("vector", tuple(V), tuple(v for v in thr[:p] if v),
                  tuple(solver.solve(f2.apply(V, j)) for j in range(1 << len(V))))
 
 

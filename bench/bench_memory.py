@@ -1,0 +1,265 @@
+"""Registers <-> a given shared layout, and global tile streaming: llgen's headers against Gluon.
+
+    python bench/bench_memory.py --out DIR [--iters 64]
+
+One device call.  For each pair of issue 12's table the same work is written twice, with the same
+layouts (Gluon gets our exact bases: ``DistributedLinearLayout`` and ``SharedLinearLayout``):
+
+* shared round trips: every CTA keeps its tile in registers (source layout), then ``iters`` times
+  stores it into the given shared layout, barrier, loads it in the destination layout, xors it into an
+  accumulator, barrier; llgen: the generated ``store()``/``load()``; Gluon: ``smem.store`` /
+  ``smem.load``.  Reported: SM clocks per store + load per CTA tile (clock measured under load:
+  ``llgen.bench.measure_clock_mhz``), and the bound -- 2 x tile bytes at 128 B per clock;
+* global streaming: every CTA loads one tile in a distributed layout and stores it to another buffer
+  (64 MiB each way); llgen: the generated global ``load()``/``store()``; Gluon: ``ttgl.load`` /
+  ``ttgl.store`` with the same layout.  Reported: TB/s (read + written bytes) and a device copy.
+
+Every kernel's output is checked (a wrong one fails the bench, exit 1).  Times are medians
+(``llgen.bench.time_launches``).  Writes DIR/memory.json and DIR/memory_table.md; prints the table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from ll_codegen import bench as B  # noqa: E402
+from ll_codegen.api import conversion_files, load_layout  # noqa: E402
+from ll_codegen.corpus import COL, MMA, ROW, blocked, dot  # noqa: E402
+
+SW8 = {"kind": "swizzled_shared", "vec": 8, "per_phase": 1, "max_phase": 8, "order": [1, 0], "shape": [64, 64]}
+SW4 = dict(SW8, vec=4)
+PLAIN = dict(SW8, vec=1, max_phase=1)
+NVMMA = {"kind": "nvmma_shared", "swizzle_byte_width": 128, "element_bitwidth": 16, "rank": 2, "shape": [64, 64]}
+GLOBAL = {"kind": "global", "order": [1, 0], "alignment": 16, "shape": [64, 64]}
+ROW4 = blocked([1, 4], [4, 8], [4, 1], [1, 0], [64, 64])
+
+# (name, registers before, shared layout, registers after, dtype, Triton 3.6 clocks from issue 12)
+SHARED = [
+    ("blocked_nvmma128_dotA_f16", ROW, NVMMA, dot(MMA, 0, 2, [64, 64]), "f16", 137),
+    ("mma_swizzled4_blocked_f32", MMA, SW4, ROW4, "f32", 514),
+    ("blocked_swizzled8_dotB_f16", ROW, SW8, dot(MMA, 1, 2, [64, 64]), "f16", 328),
+    ("blocked_rowmajor_colblocked_f16", ROW, PLAIN, COL, "f16", 1103),
+]
+# (name, register layout, dtype)
+STREAM = [("blocked_f16", ROW, "f16"), ("blocked_f32", ROW4, "f32"), ("mma_acc_f32", MMA, "f32")]
+RAW = {"f16": "uint16_t", "f32": "uint32_t"}
+TORCH = {"f16": "int16", "f32": "int32"}
+
+
+def shared_kernel(name: str, raw: str) -> str:
+    return f"""#include "{name}_st.cuh"
+#include "{name}_ld.cuh"
+extern "C" __global__ void __launch_bounds__({name}_st::kThreads) {name}(const {raw}* in, {raw}* out, int iters) {{
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const long long tile = (long long)blockIdx.x * {name}_st::kTileBytes / sizeof({raw});
+    {raw} x[{name}_st::kRegs], acc[{name}_ld::kRegs];
+#pragma unroll
+    for (int r = 0; r < {name}_st::kRegs; ++r) x[r] = in[tile + {name}_st::src_index(r, lane, warp)];
+#pragma unroll
+    for (int r = 0; r < {name}_ld::kRegs; ++r) acc[r] = 0;
+    for (int i = 0; i < iters; ++i) {{
+        {name}_st::store(x, smem);
+        __syncthreads();
+        {raw} y[{name}_ld::kRegs];
+        {name}_ld::load(smem, y);
+#pragma unroll
+        for (int r = 0; r < {name}_ld::kRegs; ++r) acc[r] ^= y[r];
+        __syncthreads();
+    }}
+#pragma unroll
+    for (int r = 0; r < {name}_ld::kRegs; ++r) out[tile + {name}_ld::dst_index(r, lane, warp)] = acc[r];
+}}
+"""
+
+
+def stream_kernel(name: str, raw: str) -> str:
+    return f"""#include "{name}_ld.cuh"
+#include "{name}_st.cuh"
+extern "C" __global__ void __launch_bounds__({name}_ld::kThreads) {name}(const {raw}* in, {raw}* out, int cols) {{
+    const long long strides[2] = {{cols, 1}};
+    const int tiles_n = cols / {name}_ld::kShape[1];
+    const long long origin = (long long)(blockIdx.x / tiles_n) * {name}_ld::kShape[0] * cols
+                             + (blockIdx.x % tiles_n) * {name}_ld::kShape[1];
+    {raw} x[{name}_ld::kRegs];
+    {name}_ld::load(in + origin, strides, x);
+    {name}_st::store(x, out + origin, strides);
+}}
+"""
+
+
+def gluon():
+    from triton.experimental import gluon as g
+    from triton.experimental.gluon import language as ttgl
+
+    @g.jit
+    def shared_rt(in_ptr, out_ptr, iters, SRC: ttgl.constexpr, DST: ttgl.constexpr, SMEM: ttgl.constexpr,
+                  M: ttgl.constexpr, N: ttgl.constexpr):
+        base = ttgl.program_id(0) * (M * N)
+        rm = ttgl.arange(0, M, layout=ttgl.SliceLayout(1, SRC))[:, None]
+        rn = ttgl.arange(0, N, layout=ttgl.SliceLayout(0, SRC))[None, :]
+        x = ttgl.load(in_ptr + base + rm * N + rn)
+        smem = ttgl.allocate_shared_memory(in_ptr.dtype.element_ty, [M, N], SMEM)
+        acc = ttgl.zeros([M, N], in_ptr.dtype.element_ty, DST)
+        for i in range(iters):
+            smem.store(x)
+            ttgl.barrier()
+            acc = acc ^ smem.load(DST)
+            ttgl.barrier()
+        dm = ttgl.arange(0, M, layout=ttgl.SliceLayout(1, DST))[:, None]
+        dn = ttgl.arange(0, N, layout=ttgl.SliceLayout(0, DST))[None, :]
+        ttgl.store(out_ptr + base + dm * N + dn, acc)
+
+    @g.jit
+    def stream(in_ptr, out_ptr, cols, L: ttgl.constexpr, M: ttgl.constexpr, N: ttgl.constexpr):
+        tiles_n = cols // N
+        pid = ttgl.program_id(0)
+        origin = (pid // tiles_n) * M * cols + (pid % tiles_n) * N
+        rm = ttgl.arange(0, M, layout=ttgl.SliceLayout(1, L))[:, None]
+        rn = ttgl.arange(0, N, layout=ttgl.SliceLayout(0, L))[None, :]
+        offs = origin + rm * cols + rn
+        ttgl.store(out_ptr + offs, ttgl.load(in_ptr + offs))
+
+    return ttgl, shared_rt, stream
+
+
+def gl_dist(ttgl, L):
+    b = L.bases
+    return ttgl.DistributedLinearLayout(reg_bases=b["register"], lane_bases=b["lane"], warp_bases=b["warp"],
+                                        block_bases=[], shape=list(L.out_dim_sizes.values()))
+
+
+def build(d: str, name: str, text: str, arch: str) -> str:
+    src = os.path.join(d, name + ".cu")
+    with open(src, "w") as f:
+        f.write(text)
+    out = os.path.join(d, name + ".cubin")
+    subprocess.run(["nvcc", "-std=c++17", "-O3", f"-arch={arch}", "-I", d, "-cubin", "-o", out, src], check=True,
+                   capture_output=True, text=True)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
+    ap.add_argument("--iters", type=int, default=64)
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    import cupy
+    import torch
+    ttgl, shared_rt, stream = gluon()
+    arch = "sm_" + cupy.cuda.Device().compute_capability
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    clock = B.measure_clock_mhz(sms)["clock_mhz"]
+    d = tempfile.mkdtemp(prefix="llgen_mem_")
+    rows, failures = [], []
+    ctas = 48 * sms
+    for name, src, mem, dst, dtype, triton36 in SHARED:
+        st = conversion_files(src, dict(mem), dtype=dtype, arch=arch, name=f"{name}_st", emit="header")
+        ld = conversion_files(dict(mem), dst, dtype=dtype, arch=arch, name=f"{name}_ld", emit="header")
+        for c in (st, ld):
+            for fname, text in c.files.items():
+                with open(os.path.join(d, fname), "w") as f:
+                    f.write(text)
+        fn = cupy.RawModule(path=build(d, name, shared_kernel(name, RAW[dtype]), arch)).get_function(name)
+        tile_bytes = st.plan.memory.bytes
+        n = tile_bytes // st.plan.elem_bytes
+        inp = torch.randint(-2 ** 15, 2 ** 15, (ctas * n,), device="cuda", dtype=getattr(torch, TORCH[dtype]))
+        out = torch.empty_like(inp)
+        cin, cout = cupy.asarray(inp), cupy.asarray(out)
+        launch = lambda k=a.iters: fn((ctas,), (st.plan.threads,), (cin, cout, k), shared_mem=tile_bytes)  # noqa
+        launch(1)
+        torch.cuda.synchronize()
+        ok = bool(torch.equal(out, inp))
+        ms = B.time_launches(launch, B._torch_events)
+        s_lay, d_lay = load_layout(src)[0], load_layout(dst)[0]
+        smem_l = ttgl.SharedLinearLayout(offset_bases=st.plan.memory.layout["offset"])
+        tl_launch = lambda k=a.iters: shared_rt[(ctas,)](inp, out, k, gl_dist(ttgl, s_lay), gl_dist(ttgl, d_lay),  # noqa
+                                                          smem_l, 64, 64, num_warps=st.plan.num_warps)
+        try:
+            out.zero_()
+            tl_launch(1)
+            torch.cuda.synchronize()
+            tok = bool(torch.equal(out, inp))
+            tms = B.time_launches(tl_launch, B._torch_events)
+        except Exception as e:  # noqa: BLE001
+            tok, tms = False, None
+            failures.append(f"gluon {name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        per = lambda t: None if t is None or clock is None else t * 1e-3 * clock * sms / (ctas * a.iters)  # noqa
+        rows.append({"kind": "shared", "name": name, "dtype": dtype, "ok": ok, "gluon_ok": tok, "ms": ms,
+                     "gluon_ms": tms, "clocks": per(ms), "gluon_clocks": per(tms), "bound": 2 * tile_bytes / 128,
+                     "triton36": triton36, "plan": f"{st.plan.memory.instr} st {st.plan.memory.cost.bank_conflicts} / "
+                                                    f"{ld.plan.memory.instr} ld {ld.plan.memory.cost.bank_conflicts} conflicts"})
+        if not ok:
+            failures.append(f"{name}: wrong output")
+    cols = 4096
+    for name, lay, dtype in STREAM:
+        L = load_layout(lay)[0]
+        ld = conversion_files(dict(GLOBAL), lay, dtype=dtype, arch=arch, name=f"{name}_ld", emit="header")
+        st = conversion_files(lay, dict(GLOBAL), dtype=dtype, arch=arch, name=f"{name}_st", emit="header")
+        for c in (st, ld):
+            for fname, text in c.files.items():
+                with open(os.path.join(d, fname), "w") as f:
+                    f.write(text)
+        fn = cupy.RawModule(path=build(d, name, stream_kernel(name, RAW[dtype]), arch)).get_function(name)
+        elem = ld.plan.elem_bytes
+        rows_n = (64 << 20) // (cols * elem)
+        inp = torch.randint(-2 ** 15, 2 ** 15, (rows_n * cols,), device="cuda", dtype=getattr(torch, TORCH[dtype]))
+        out = torch.empty_like(inp)
+        cin, cout = cupy.asarray(inp), cupy.asarray(out)
+        grid = (rows_n // 64) * (cols // 64)
+        launch = lambda: fn((grid,), (ld.plan.threads,), (cin, cout, cols))  # noqa: E731
+        launch()
+        torch.cuda.synchronize()
+        ok = bool(torch.equal(out, inp))
+        ms = B.time_launches(launch, B._torch_events)
+        tl_launch = lambda: stream[(grid,)](inp, out, cols, gl_dist(ttgl, L), 64, 64, num_warps=ld.plan.num_warps)  # noqa
+        out.zero_()
+        tl_launch()
+        torch.cuda.synchronize()
+        tok = bool(torch.equal(out, inp))
+        tms = B.time_launches(tl_launch, B._torch_events)
+        cms = B.time_launches(lambda: out.copy_(inp), B._torch_events)
+        tbs = lambda t: 2 * inp.numel() * elem / (t * 1e-3) / 1e12  # noqa: E731
+        rows.append({"kind": "global", "name": name, "dtype": dtype, "ok": ok, "gluon_ok": tok, "ms": ms,
+                     "gluon_ms": tms, "tbs": tbs(ms), "gluon_tbs": tbs(tms), "copy_tbs": tbs(cms),
+                     "plan": f"{ld.plan.memory.vector_bytes} B loads, {st.plan.memory.vector_bytes} B stores"})
+        if not ok:
+            failures.append(f"{name}: wrong output")
+    dev = torch.cuda.get_device_name()
+    lines = [f"Memory endpoints on {dev} (clock {clock:.0f} MHz under load; {a.iters} round trips per CTA)"
+             if clock else f"Memory endpoints on {dev}", "",
+             "| registers -> given shared layout -> registers | dtype | plan | llgen clk | Gluon clk | llgen / Gluon "
+             "| bound clk | Triton 3.6 (issue) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    f1 = lambda x: "—" if x is None else f"{x:.0f}"  # noqa: E731
+    for r in rows:
+        if r["kind"] == "shared":
+            ratio = f"{r['ms'] / r['gluon_ms']:.2f}" if r["gluon_ms"] else "—"
+            lines.append(f"| {r['name']} | {r['dtype']} | {r['plan']} | {f1(r['clocks'])} | {f1(r['gluon_clocks'])} "
+                         f"| {ratio} | {r['bound']:.0f} | {r['triton36']} |")
+    lines += ["", "| global tile streaming (load + store) | dtype | plan | llgen TB/s | Gluon TB/s | llgen / Gluon time "
+              "| device copy TB/s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if r["kind"] == "global":
+            lines.append(f"| {r['name']} | {r['dtype']} | {r['plan']} | {r['tbs']:.2f} | {r['gluon_tbs']:.2f} "
+                         f"| {r['ms'] / r['gluon_ms']:.2f} | {r['copy_tbs']:.2f} |")
+    table = "\n".join(lines) + "\n"
+    with open(os.path.join(a.out, "memory.json"), "w") as f:
+        json.dump({"device": dev, "clock_mhz": clock, "rows": rows, "failures": failures}, f, indent=1)
+    with open(os.path.join(a.out, "memory_table.md"), "w") as f:
+        f.write(table)
+    for x in failures:
+        print("FAILED", x)
+    print(table)
+    return 1 if any(not r["ok"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
