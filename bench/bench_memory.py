@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from ll_codegen import bench as B  # noqa: E402
-from ll_codegen.api import conversion_files, load_layout  # noqa: E402
+from ll_codegen.api import load_layout, plan_conversion  # noqa: E402
 from ll_codegen.corpus import COL, MMA, ROW, blocked, dot  # noqa: E402
 
 SW8 = {"kind": "swizzled_shared", "vec": 8, "per_phase": 1, "max_phase": 8, "order": [1, 0], "shape": [64, 64]}
@@ -108,11 +108,9 @@ def gluon():
         x = ttgl.load(in_ptr + base + rm * N + rn)
         smem = ttgl.allocate_shared_memory(in_ptr.dtype.element_ty, [M, N], SMEM)
         acc = ttgl.zeros([M, N], in_ptr.dtype.element_ty, DST)
-        for i in range(iters):
+        for i in range(iters):          # Triton's membar pass puts the two barriers llgen's kernel writes
             smem.store(x)
-            ttgl.barrier()
             acc = acc ^ smem.load(DST)
-            ttgl.barrier()
         dm = ttgl.arange(0, M, layout=ttgl.SliceLayout(1, DST))[:, None]
         dn = ttgl.arange(0, N, layout=ttgl.SliceLayout(0, DST))[None, :]
         ttgl.store(out_ptr + base + dm * N + dn, acc)
@@ -136,6 +134,14 @@ def gl_dist(ttgl, L):
                                         block_bases=[], shape=list(L.out_dim_sizes.values()))
 
 
+def header(d: str, src, dst, dtype: str, arch: str, name: str):
+    """Plan src -> dst, write ``d/<name>.cuh``; the plan."""
+    plan = plan_conversion(src, dst, dtype=dtype, arch=arch)
+    with open(os.path.join(d, f"{name}.cuh"), "w") as f:
+        f.write(plan.render("header", name=name))
+    return plan
+
+
 def build(d: str, name: str, text: str, arch: str) -> str:
     src = os.path.join(d, name + ".cu")
     with open(src, "w") as f:
@@ -150,8 +156,21 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     ap.add_argument("--iters", type=int, default=64)
+    ap.add_argument("--compile-only", metavar="ARCH", default=None, help="plan and nvcc every kernel; run nothing")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
+    if a.compile_only:
+        d = tempfile.mkdtemp(prefix="llgen_mem_")
+        for name, src, mem, dst, dtype, _ in SHARED:
+            header(d, src, dict(mem), dtype, a.compile_only, f"{name}_st")
+            header(d, dict(mem), dst, dtype, a.compile_only, f"{name}_ld")
+            build(d, name, shared_kernel(name, RAW[dtype]), a.compile_only)
+        for name, lay, dtype in STREAM:
+            header(d, dict(GLOBAL), lay, dtype, a.compile_only, f"{name}_ld")
+            header(d, lay, dict(GLOBAL), dtype, a.compile_only, f"{name}_st")
+            build(d, name, stream_kernel(name, RAW[dtype]), a.compile_only)
+        print(f"compiled {len(SHARED) + len(STREAM)} kernels in {d}")
+        return 0
     import cupy
     import torch
     ttgl, shared_rt, stream = gluon()
@@ -162,27 +181,23 @@ def main(argv=None) -> int:
     rows, failures = [], []
     ctas = 48 * sms
     for name, src, mem, dst, dtype, triton36 in SHARED:
-        st = conversion_files(src, dict(mem), dtype=dtype, arch=arch, name=f"{name}_st", emit="header")
-        ld = conversion_files(dict(mem), dst, dtype=dtype, arch=arch, name=f"{name}_ld", emit="header")
-        for c in (st, ld):
-            for fname, text in c.files.items():
-                with open(os.path.join(d, fname), "w") as f:
-                    f.write(text)
+        st = header(d, src, dict(mem), dtype, arch, f"{name}_st")
+        ld = header(d, dict(mem), dst, dtype, arch, f"{name}_ld")
         fn = cupy.RawModule(path=build(d, name, shared_kernel(name, RAW[dtype]), arch)).get_function(name)
-        tile_bytes = st.plan.memory.bytes
-        n = tile_bytes // st.plan.elem_bytes
+        tile_bytes = st.memory.bytes
+        n = tile_bytes // st.elem_bytes
         inp = torch.randint(-2 ** 15, 2 ** 15, (ctas * n,), device="cuda", dtype=getattr(torch, TORCH[dtype]))
         out = torch.empty_like(inp)
         cin, cout = cupy.asarray(inp), cupy.asarray(out)
-        launch = lambda k=a.iters: fn((ctas,), (st.plan.threads,), (cin, cout, k), shared_mem=tile_bytes)  # noqa
+        launch = lambda k=a.iters: fn((ctas,), (st.threads,), (cin, cout, k), shared_mem=tile_bytes)  # noqa
         launch(1)
         torch.cuda.synchronize()
         ok = bool(torch.equal(out, inp))
         ms = B.time_launches(launch, B._torch_events)
         s_lay, d_lay = load_layout(src)[0], load_layout(dst)[0]
-        smem_l = ttgl.SharedLinearLayout(offset_bases=st.plan.memory.layout["offset"])
+        smem_l = ttgl.SharedLinearLayout(offset_bases=st.memory.layout["offset"])
         tl_launch = lambda k=a.iters: shared_rt[(ctas,)](inp, out, k, gl_dist(ttgl, s_lay), gl_dist(ttgl, d_lay),  # noqa
-                                                          smem_l, 64, 64, num_warps=st.plan.num_warps)
+                                                          smem_l, 64, 64, num_warps=st.num_warps)
         try:
             out.zero_()
             tl_launch(1)
@@ -191,36 +206,32 @@ def main(argv=None) -> int:
             tms = B.time_launches(tl_launch, B._torch_events)
         except Exception as e:  # noqa: BLE001
             tok, tms = False, None
-            failures.append(f"gluon {name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-        per = lambda t: None if t is None or clock is None else t * 1e-3 * clock * sms / (ctas * a.iters)  # noqa
+            failures.append(f"gluon {name}: {type(e).__name__}: {' | '.join(str(e).splitlines()[:12])}")
+        per = lambda t: None if t is None else t * 1e-3 * clock * 1e6 * sms / (ctas * a.iters)  # noqa: E731
         rows.append({"kind": "shared", "name": name, "dtype": dtype, "ok": ok, "gluon_ok": tok, "ms": ms,
                      "gluon_ms": tms, "clocks": per(ms), "gluon_clocks": per(tms), "bound": 2 * tile_bytes / 128,
-                     "triton36": triton36, "plan": f"{st.plan.memory.instr} st {st.plan.memory.cost.bank_conflicts} / "
-                                                    f"{ld.plan.memory.instr} ld {ld.plan.memory.cost.bank_conflicts} conflicts"})
+                     "triton36": triton36, "plan": f"{st.memory.instr} st {st.memory.cost.bank_conflicts} / "
+                                                    f"{ld.memory.instr} ld {ld.memory.cost.bank_conflicts} conflicts"})
         if not ok:
             failures.append(f"{name}: wrong output")
     cols = 4096
     for name, lay, dtype in STREAM:
         L = load_layout(lay)[0]
-        ld = conversion_files(dict(GLOBAL), lay, dtype=dtype, arch=arch, name=f"{name}_ld", emit="header")
-        st = conversion_files(lay, dict(GLOBAL), dtype=dtype, arch=arch, name=f"{name}_st", emit="header")
-        for c in (st, ld):
-            for fname, text in c.files.items():
-                with open(os.path.join(d, fname), "w") as f:
-                    f.write(text)
+        ld = header(d, dict(GLOBAL), lay, dtype, arch, f"{name}_ld")
+        st = header(d, lay, dict(GLOBAL), dtype, arch, f"{name}_st")
         fn = cupy.RawModule(path=build(d, name, stream_kernel(name, RAW[dtype]), arch)).get_function(name)
-        elem = ld.plan.elem_bytes
+        elem = ld.elem_bytes
         rows_n = (64 << 20) // (cols * elem)
         inp = torch.randint(-2 ** 15, 2 ** 15, (rows_n * cols,), device="cuda", dtype=getattr(torch, TORCH[dtype]))
         out = torch.empty_like(inp)
         cin, cout = cupy.asarray(inp), cupy.asarray(out)
         grid = (rows_n // 64) * (cols // 64)
-        launch = lambda: fn((grid,), (ld.plan.threads,), (cin, cout, cols))  # noqa: E731
+        launch = lambda: fn((grid,), (ld.threads,), (cin, cout, cols))  # noqa: E731
         launch()
         torch.cuda.synchronize()
         ok = bool(torch.equal(out, inp))
         ms = B.time_launches(launch, B._torch_events)
-        tl_launch = lambda: stream[(grid,)](inp, out, cols, gl_dist(ttgl, L), 64, 64, num_warps=ld.plan.num_warps)  # noqa
+        tl_launch = lambda: stream[(grid,)](inp, out, cols, gl_dist(ttgl, L), 64, 64, num_warps=ld.num_warps)  # noqa
         out.zero_()
         tl_launch()
         torch.cuda.synchronize()
@@ -230,7 +241,7 @@ def main(argv=None) -> int:
         tbs = lambda t: 2 * inp.numel() * elem / (t * 1e-3) / 1e12  # noqa: E731
         rows.append({"kind": "global", "name": name, "dtype": dtype, "ok": ok, "gluon_ok": tok, "ms": ms,
                      "gluon_ms": tms, "tbs": tbs(ms), "gluon_tbs": tbs(tms), "copy_tbs": tbs(cms),
-                     "plan": f"{ld.plan.memory.vector_bytes} B loads, {st.plan.memory.vector_bytes} B stores"})
+                     "plan": f"{ld.memory.vector_bytes} B loads, {st.memory.vector_bytes} B stores"})
         if not ok:
             failures.append(f"{name}: wrong output")
     dev = torch.cuda.get_device_name()
