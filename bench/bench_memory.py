@@ -11,7 +11,7 @@ layouts (Gluon gets our exact bases: ``DistributedLinearLayout`` and ``SharedLin
   ``smem.load``.  Reported: SM clocks per store + load per CTA tile (clock measured under load:
   ``llgen.bench.measure_clock_mhz``), and the bound -- 2 x tile bytes at 128 B per clock;
 * global streaming: every CTA loads one tile in a distributed layout and stores it to another buffer
-  (64 MiB each way); llgen: the generated global ``load()``/``store()``; Gluon: ``ttgl.load`` /
+  (256 MiB each way); llgen: the generated global ``load()``/``store()``; Gluon: ``ttgl.load`` /
   ``ttgl.store`` with the same layout.  Reported: TB/s (read + written bytes) and a device copy.
 
 Every kernel's output is checked (a wrong one fails the bench, exit 1).  Times are medians
@@ -54,28 +54,38 @@ TORCH = {"f16": "int16", "f32": "int32"}
 
 
 def shared_kernel(name: str, raw: str) -> str:
+    """The round-trip kernel on packed 32-bit words (``store_words``/``load_words``, the fast path
+    for 8/16-bit data; for 32-bit data the words are the elements)."""
+    words = raw != "uint32_t"
+    st_w = f"{name}_st::kWords" if words else f"{name}_st::kRegs"
+    ld_w = f"{name}_ld::kWords" if words else f"{name}_ld::kRegs"
+    store = f"{name}_st::store_words(xw, smem)" if words else f"{name}_st::store(xw, smem)"
+    load = f"{name}_ld::load_words(smem, y)" if words else f"{name}_ld::load(smem, y)"
     return f"""#include "{name}_st.cuh"
 #include "{name}_ld.cuh"
 extern "C" __global__ void __launch_bounds__({name}_st::kThreads) {name}(const {raw}* in, {raw}* out, int iters) {{
     extern __shared__ __align__(128) unsigned char smem[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long long tile = (long long)blockIdx.x * {name}_st::kTileBytes / sizeof({raw});
-    {raw} x[{name}_st::kRegs], acc[{name}_ld::kRegs];
+    {raw} x[{name}_st::kRegs], out_regs[{name}_ld::kRegs];
 #pragma unroll
     for (int r = 0; r < {name}_st::kRegs; ++r) x[r] = in[tile + {name}_st::src_index(r, lane, warp)];
+    uint32_t xw[{st_w}], acc[{ld_w}];
+    memcpy(xw, x, sizeof xw);
 #pragma unroll
-    for (int r = 0; r < {name}_ld::kRegs; ++r) acc[r] = 0;
+    for (int r = 0; r < {ld_w}; ++r) acc[r] = 0;
     for (int i = 0; i < iters; ++i) {{
-        {name}_st::store(x, smem);
+        {store};
         __syncthreads();
-        {raw} y[{name}_ld::kRegs];
-        {name}_ld::load(smem, y);
+        uint32_t y[{ld_w}];
+        {load};
 #pragma unroll
-        for (int r = 0; r < {name}_ld::kRegs; ++r) acc[r] ^= y[r];
+        for (int r = 0; r < {ld_w}; ++r) acc[r] ^= y[r];
         __syncthreads();
     }}
+    memcpy(out_regs, acc, sizeof acc);
 #pragma unroll
-    for (int r = 0; r < {name}_ld::kRegs; ++r) out[tile + {name}_ld::dst_index(r, lane, warp)] = acc[r];
+    for (int r = 0; r < {name}_ld::kRegs; ++r) out[tile + {name}_ld::dst_index(r, lane, warp)] = out_regs[r];
 }}
 """
 
@@ -208,8 +218,13 @@ def main(argv=None) -> int:
             tok, tms = False, None
             failures.append(f"gluon {name}: {type(e).__name__}: {' | '.join(str(e).splitlines()[:12])}")
         per = lambda t: None if t is None else t * 1e-3 * clock * 1e6 * sms / (ctas * a.iters)  # noqa: E731
+        # the plans' wavefronts per CTA tile: one per clock is the shared-memory bound of this pair
+        # (above 2 x tile / 128 B when a layout reads an element twice, e.g. an operand both warps share)
+        waves = (st.memory.cost.total_wavefronts * sum(1 for w in range(st.num_warps) if not w & st.memory.warp_skip)
+                 + ld.memory.cost.total_wavefronts * ld.num_warps)
         rows.append({"kind": "shared", "name": name, "dtype": dtype, "ok": ok, "gluon_ok": tok, "ms": ms,
                      "gluon_ms": tms, "clocks": per(ms), "gluon_clocks": per(tms), "bound": 2 * tile_bytes / 128,
+                     "plan_wavefronts": waves,
                      "triton36": triton36, "plan": f"{st.memory.instr} st {st.memory.cost.bank_conflicts} / "
                                                     f"{ld.memory.instr} ld {ld.memory.cost.bank_conflicts} conflicts"})
         if not ok:
@@ -221,7 +236,7 @@ def main(argv=None) -> int:
         st = header(d, lay, dict(GLOBAL), dtype, arch, f"{name}_st")
         fn = cupy.RawModule(path=build(d, name, stream_kernel(name, RAW[dtype]), arch)).get_function(name)
         elem = ld.elem_bytes
-        rows_n = (64 << 20) // (cols * elem)
+        rows_n = (256 << 20) // (cols * elem)           # 256 MiB each way: launch overheads vanish
         inp = torch.randint(-2 ** 15, 2 ** 15, (rows_n * cols,), device="cuda", dtype=getattr(torch, TORCH[dtype]))
         out = torch.empty_like(inp)
         cin, cout = cupy.asarray(inp), cupy.asarray(out)
@@ -248,13 +263,14 @@ def main(argv=None) -> int:
     lines = [f"Memory endpoints on {dev} (clock {clock:.0f} MHz under load; {a.iters} round trips per CTA)"
              if clock else f"Memory endpoints on {dev}", "",
              "| registers -> given shared layout -> registers | dtype | plan | llgen clk | Gluon clk | llgen / Gluon "
-             "| bound clk | Triton 3.6 (issue) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| plan wavefronts | 2 x tile / 128 B | Triton 3.6 (issue) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     f1 = lambda x: "—" if x is None else f"{x:.0f}"  # noqa: E731
     for r in rows:
         if r["kind"] == "shared":
             ratio = f"{r['ms'] / r['gluon_ms']:.2f}" if r["gluon_ms"] else "—"
             lines.append(f"| {r['name']} | {r['dtype']} | {r['plan']} | {f1(r['clocks'])} | {f1(r['gluon_clocks'])} "
-                         f"| {ratio} | {r['bound']:.0f} | {r['triton36']} |")
+                         f"| {ratio} | {r['plan_wavefronts']} | {r['bound']:.0f} | {r['triton36']} |")
     lines += ["", "| global tile streaming (load + store) | dtype | plan | llgen TB/s | Gluon TB/s | llgen / Gluon time "
               "| device copy TB/s |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
