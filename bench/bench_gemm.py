@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "gpu_tests"))

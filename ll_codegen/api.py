@@ -29,7 +29,8 @@ from .render import write_atomic
 from .spec import Spec, SpecError, load_spec, spec_from_dict
 
 __all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "check_name", "default_name",
-           "layout_text", "back_plan", "write_atomic", "C_KEYWORDS", "DEFAULT_SMEM_BUDGET", "Conversion"]
+           "layout_text", "back_plan", "write_atomic", "C_KEYWORDS", "RESERVED_NAMES", "DEFAULT_SMEM_BUDGET",
+           "Conversion"]
 
 DEFAULT_SMEM_BUDGET = 48 * 1024
 EMIT_KINDS = ("header", "harness", "bench")
@@ -47,6 +48,18 @@ _Static_assert _Thread_local
 """.split())
 
 _C_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+#: Names a generated namespace must not take: CUDA/HIP built-ins, types and macros the generated code
+#: and its harness use unqualified, and the names the generated code declares inside the namespace.
+RESERVED_NAMES = frozenset("""
+threadIdx blockIdx blockDim gridDim warpSize NULL nullptr_t size_t ptrdiff_t printf memcpy memset malloc free
+assert min max abs uint8_t uint16_t uint32_t uint64_t int8_t int16_t int32_t int64_t uintptr_t intptr_t
+uint2 uint4 float2 float4 half __half __nv_bfloat16 std cuda hip llgen_host dim3 cudaStream_t hipStream_t
+convert convert_words store store_words store_masked load load_words load_masked copy copy_masked commit wait
+src_index dst_index tile_index detail kSrcRegs kDstRegs kRegs kSmemBytes kTileBytes kTileAlign kThreads
+kWarpSize kElemBytes kRank kShape kOrder kAlignment kSrcWords kDstWords kWords lane warp tid smem tile strides
+extent fill
+""".split())
 
 
 # ------------------------------------------------------------------ layouts
@@ -198,6 +211,11 @@ def check_name(name: str) -> str:
         raise ValueError(f"--name {name!r} is not a C identifier (letters, digits and _, not starting with a digit)")
     if name in C_KEYWORDS:
         raise ValueError(f"--name {name!r} is a C/C++ keyword")
+    if name.startswith("__") or re.match(r"_[A-Z]", name):
+        raise ValueError(f"--name {name!r} is reserved for the compiler (names starting with __ or _ and a capital)")
+    if name in RESERVED_NAMES:
+        raise ValueError(f"--name {name!r} is a CUDA/HIP built-in, a standard type or macro, or a name the "
+                         f"generated code uses; pick another")
     return name
 
 
@@ -213,9 +231,9 @@ def default_name(src: Any, dst: Any) -> str:
         name = f"{_stem_ident(src)}_to_{_stem_ident(dst)}"
     else:
         name = "cvt"
-    if name[0].isdigit():
+    if name[0].isdigit() or name.startswith("__") or re.match(r"_[A-Z]", name):
         name = "cvt_" + name
-    return name + "_" if name in C_KEYWORDS else name
+    return name + "_" if name in C_KEYWORDS or name in RESERVED_NAMES else name
 
 
 def parse_emit(values: Iterable[str] | str | None) -> tuple[str, ...]:

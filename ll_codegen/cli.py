@@ -108,10 +108,29 @@ def command_with_errors(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class LLGenGroup(click.Group):
-    """A click group whose subcommands all run under ``handle_errors``."""
+    """A click group whose subcommands all run under ``handle_errors``, and
+    whose usage errors (an unknown option or command, a bad option value, a
+    missing argument) are one ``llgen: error:`` line and exit 2 as well,
+    instead of click's usage block."""
 
     def invoke(self, ctx: click.Context) -> Any:
         return handle_errors(lambda: super(LLGenGroup, self).invoke(ctx))
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.exceptions.Abort:
+            click.echo(f"{PROG}: aborted", err=True)
+            sys.exit(1)
+        except getattr(click.exceptions, "NoArgsIsHelpError", ()) as e:     # plain `llgen`: the help
+            click.echo(e.format_message())
+            sys.exit(0)
+        except click.ClickException as e:
+            hint = f" ({PROG} --help)" if isinstance(e, click.UsageError) else ""
+            click.echo(f"{PROG}: error: {_first_line(e.format_message())}{hint}", err=True)
+            sys.exit(2)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 # ----------------------------------------------------------------- commands

@@ -1082,7 +1082,7 @@ def _memory_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
     fn = _Fn(m.direction, ", ".join(params + [TID]), doc=doc, raw_in=raw_in, raw_out=raw_out)
     if per:
         fn.word_params = ", ".join(wparams + [TID])
-        fn.word_call = ([f"uint32_t s[kWords];", "memcpy(s, src, sizeof s);", f"store_words({args});"] if store
+        fn.word_call = (["uint32_t s[kWords];", "memcpy(s, src, sizeof s);", f"store_words({args});"] if store
                         else ["uint32_t d[kWords];", f"load_words({args});", "memcpy(dst, d, sizeof d);"])
         fn.doc.append(f"// {m.direction}_words: the same on packed 32-bit words (word i: elements {per}i .. "
                       f"{per}i+{per - 1}, lowest first).")

@@ -197,6 +197,11 @@ BAD_CASES = {
     "name_not_identifier": (["--name", "my-cvt"], ROW, COL, ["not a C identifier"]),
     "name_starts_with_digit": (["--name", "1cvt"], ROW, COL, ["not a C identifier"]),
     "name_keyword": (["--name", "namespace"], ROW, COL, ["keyword"]),
+    "name_builtin": (["--name", "threadIdx"], ROW, COL, ["built-in"]),
+    "name_type": (["--name", "uint32_t"], ROW, COL, ["standard type"]),
+    "name_generated": (["--name", "convert"], ROW, COL, ["generated code uses"]),
+    "name_reserved": (["--name", "__device__"], ROW, COL, ["reserved for the compiler"]),
+    "name_reserved_capital": (["--name", "_Foo"], ROW, COL, ["reserved for the compiler"]),
     "shapes_differ": ([], "examples/slice_64.yaml", MMA22, ["shapes differ"]),
     "shape_override_bad": (["--shape", "48,64"], ROW, COL, ["--shape", "power of two"]),
     "warp_counts_differ": ([], "@8warps", MMA22, ["warp counts differ"]),
@@ -408,3 +413,24 @@ def test_generated_mma_acc_to_blocked_contract(manifest_build):
     assert set(e.conv.files) == {"mma_acc_to_blocked.cuh", "mma_acc_to_blocked_harness.cu",
                                  "mma_acc_to_blocked_bench.cu"}
     assert "README.md" in files and "`mma_acc_to_blocked`" in files["README.md"]
+
+
+@pytest.mark.parametrize("args,frag", [
+    (["plan", "--bogus"], "No such option '--bogus'"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["show"], "Missing argument 'SPEC'"),
+    (["show", "examples"], "is a directory"),
+    (["plan", "--smem-budget", "x", "--src", ROW, "--dst", COL], "'x' is not a valid integer"),
+    (["convert", "--src", ROW, "--dst", COL, "-o", "README.md"], "is a file"),
+])
+def test_usage_errors_are_one_line(args, frag):
+    """click's own usage errors follow the same rule as ours: one line, exit 2 (issue 13 item 5)."""
+    r = subprocess.run([sys.executable, "-m", "ll_codegen", *args], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == "" and r.stderr.count("\n") == 1 and r.stderr.startswith("llgen: error: "), r.stderr
+    assert frag in r.stderr and "Traceback" not in r.stderr
+
+
+def test_no_arguments_prints_the_help():
+    r = subprocess.run([sys.executable, "-m", "ll_codegen"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.startswith("Usage: llgen") and "convert" in r.stdout

@@ -20,13 +20,11 @@ from __future__ import annotations
 import json
 import random
 
-import numpy as np
 import pytest
 
 from ll_codegen.api import plan_conversion
 from ll_codegen.emulator import check_memory_plan, measure_memory
 from ll_codegen.plan import harness_cut, harness_strides
-from ll_codegen.spec import load_spec
 from toolchain import random_memory_plans
 
 SEED = 1212
