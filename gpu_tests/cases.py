@@ -312,7 +312,8 @@ MEMORY_NAMED = (
     ("dot_b_from_swizzled", corpus.dot(MMA22, 1, 2, [64, 64]), "examples/swizzled_shared_64x64.yaml", ("f16",)),
     ("dot_a_from_nvmma128", corpus.dot(MMA22, 0, 2, [64, 64]), "examples/nvmma_shared_64x64.yaml", ("f16",)),
     ("mma_acc_to_swizzled_v4", MMA22, "examples/specs/swizzled_v4_64x64.yaml", ("f32",)),
-    ("mma_acc_to_global", MMA22, "examples/global_64x64.yaml", ("f32", "f16")),
+    ("mma_acc_to_global", MMA22, "examples/global_64x64.yaml", ("f32", "f16")),      # f16: via a conversion
+    ("dot_a_from_global", corpus.dot(MMA22, 0, 2, [64, 64]), "examples/global_64x64.yaml", ("f16", "u8")),
     ("blocked_global", ROW, "examples/global_64x64.yaml", ("f16", "u8", "f32", "f64")),
     ("col_blocked_global", COL, "examples/global_64x64.yaml", ("f16", "f32")),
     ("blocked_to_cute", corpus.blocked([1, 8], [8, 4], [4, 1], [1, 0], [128, 64]), "examples/cute_128x64.yaml",
@@ -345,7 +346,7 @@ def memory_cases(n_random: int = 200, n_copies: int = 48, seed: int = 20261123) 
     def emit(label, dist, tile, space, dtype, kinds, alignment=16):
         for direction in ("store", "load"):
             seen = set()
-            for instr in ("auto", "vector", "matrix", "matrix.trans"):
+            for instr in ("auto", "vector", "matrix", "matrix.trans", "via"):
                 try:
                     plan = plan_memory(dist, tile, direction, space, dtype, target, alignment=alignment, instr=instr)
                 except ValueError:

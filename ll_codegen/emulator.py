@@ -652,8 +652,20 @@ def emulate_memory(plan: ConversionPlan, tensor: np.ndarray, extent=None, fill: 
 
 def check_memory_plan(plan: ConversionPlan, rng: np.random.Generator | int | None = 0, extent=None,
                       strides=None) -> None:
-    """Random raw bits through ``emulate_memory`` and ``memory_reference``; AssertionError on any difference."""
+    """Random raw bits through ``emulate_memory`` and ``memory_reference``; AssertionError on any difference.
+    A ``via`` plan is its conversion (``check_plan``) and its access over the layout converted to/from."""
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    if plan.via is not None:
+        from dataclasses import replace
+        v = plan.via
+        lay = lambda b: LinearLayout(b["in_dims"], b["out_dims"], require_surjective=False)  # noqa: E731
+        check_plan(v, lay(v.src_bases), lay(v.dst_bases), rng)
+        if plan.memory.direction == "store":
+            part = replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst)
+        else:
+            part = replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=())
+        check_memory_plan(part, rng, extent, strides)
+        return
     dt = UINT[plan.elem_bytes]
     tensor = rng.integers(0, np.iinfo(dt).max, size=tuple(plan.shape), dtype=dt, endpoint=True)
     fill = int(rng.integers(0, np.iinfo(dt).max, dtype=dt, endpoint=True))
@@ -667,10 +679,16 @@ def check_memory_plan(plan: ConversionPlan, rng: np.random.Generator | int | Non
 
 
 def measure_memory(plan: ConversionPlan, target: Target | None = None, strides=None):
-    """Brute-force cost of a memory plan from the addresses it executes:
+    """Brute-force cost of a memory plan's access (for a ``via`` plan, the access after or before its
+    conversion) from the addresses it executes:
     shared -> ``MeasuredCost`` (bank model above); global -> ``GlobalCost``
     (distinct 32-byte sectors per warp instruction)."""
     m = plan.memory
+    if plan.via is not None:
+        from dataclasses import replace
+        v = plan.via
+        plan = (replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst) if m.direction == "store" else
+                replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=()))
     target = target or get_target(plan.target, plan.arch)
     warps = np.arange(plan.num_warps)
     if m.direction == "store":

@@ -292,3 +292,24 @@ def copy_threads(shared_tile: LinearLayout, order: Sequence[int], alignment: int
                                    dict(zip(names, sizes)), require_surjective=True)
         out.append((label, L))
     return out
+
+
+def coalesced_threads(dist: LinearLayout, order: Sequence[int], alignment: int, elem_bytes: int,
+                      target: Target) -> LinearLayout:
+    """The distributed layout that reads or writes a global tile best, with
+    ``dist``'s lanes and warps: registers take the widest vector along
+    ``order[0]`` (16 bytes and the alignment at most), lanes then warps the
+    next tensor bits in the tile's order, registers the rest -- every warp
+    instruction touches consecutive bytes.  ``via`` plans convert to it."""
+    sizes = list(dist.out_dim_sizes.values())
+    shifts = [sum(s.bit_length() - 1 for s in sizes[:i]) for i in range(len(sizes))]
+    glob = [1 << (shifts[d] + i) for d in order for i in range(sizes[d].bit_length() - 1)]
+    cap = min(target.max_vector_bytes, alignment)
+    k = min(max(0, (cap // elem_bytes).bit_length() - 1), len(glob))
+    nl, nw = dist.in_dim_size("lane").bit_length() - 1, dist.in_dim_size("warp").bit_length() - 1
+    rest = glob[k:]
+    lane, warp = rest[:nl], rest[nl:nl + nw]
+    lane += [0] * (nl - len(lane))
+    warp += [0] * (nw - len(warp))
+    return LinearLayout.from_flat({"register": glob[:k] + rest[nl + nw:], "lane": lane, "warp": warp, "block": []},
+                                  dict(dist.out_dim_sizes), require_surjective=True)

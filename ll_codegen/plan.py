@@ -242,7 +242,10 @@ class ConversionPlan:
     For ``memory`` plans one side is the memory layout: ``store`` plans have
     ``n_dst = 0`` (``dst_bases`` is the memory tile), ``load`` plans
     ``n_src = 0`` (``src_bases`` is the memory tile); ``copy`` plans (global
-    tile -> shared tile) have no registers on either side."""
+    tile -> shared tile) have no registers on either side.  A memory plan
+    with ``via`` converts first (store: registers -> ``via``'s destination
+    layout, whose registers ``memory`` then stores) or last (load: ``memory``
+    loads registers of ``via``'s source layout, ``via`` converts them)."""
     strategy: str                     # noop | register | shuffle | smem | store | load | copy
     dtype: str
     elem_bytes: int
@@ -261,6 +264,7 @@ class ConversionPlan:
     smem: SmemPlan | None = None
     memory: MemoryPlan | None = None
     copy: CopyPlan | None = None
+    via: "ConversionPlan | None" = None   # store: convert, then ``memory`` (of via's dst); load: the reverse
     candidates: tuple[Candidate, ...] = ()
 
     @property
@@ -273,6 +277,8 @@ class ConversionPlan:
         or a shared tile for a memory plan."""
         if self.copy is not None:
             return self.copy.store.bytes
+        if self.via is not None:
+            return self.via.smem_bytes
         if self.memory is not None:
             return self.memory.bytes if self.memory.space == "shared" else 0
         return self.smem.bytes if self.smem else 0

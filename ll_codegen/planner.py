@@ -34,7 +34,7 @@ from dataclasses import replace
 
 from . import f2
 from .layout import LinearLayout, divide_left
-from .memory import copy_threads, global_order, global_plan, shared_plans
+from .memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans
 from .plan import Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name
 from .shuffle import NotShuffleable, plan_shuffle
 from .swizzle import plan_smem
@@ -44,6 +44,9 @@ DTYPE_BYTES = {"i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "f16": 2, "
                "i32": 4, "u32": 4, "f32": 4, "i64": 8, "f64": 8}
 STRATEGIES = ("noop", "register", "shuffle", "smem")
 WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.25, 4.0, 1.25
+#: a 32-byte global sector through L2, in SM clocks: an H100's L2 moves about 5.5 TB/s, 21 B per clock
+#: per SM at 1.98 GHz over 132 SMs, so a sector is about 1.5 clocks (derived, not yet calibrated)
+SECTOR = 1.5
 
 
 def _dims_ok(src: LinearLayout, dst: LinearLayout, target: Target) -> None:
@@ -225,12 +228,31 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
 MEMORY_STRATEGIES = ("store", "load")
 
 
+def _via_candidate(base: ConversionPlan, dist: LinearLayout, order: list[int], alignment: int, dtype: str,
+                   target: Target, direction: str, strides, max_vector_bytes) -> ConversionPlan | None:
+    """Convert to the coalesced layout, then access (store), or access, then
+    convert (load) -- what Triton does in epilogues; None when ``dist`` is
+    that layout already."""
+    mid = coalesced_threads(dist, order, alignment, DTYPE_BYTES[dtype], target)
+    if 0 in mid.flat_bases("register"):
+        return None                       # (a tile smaller than the threads: nothing to coalesce)
+    pair = (dist, mid) if direction == "store" else (mid, dist)
+    cv = plan_conversion(*pair, dtype=dtype, target=target)
+    if cv.strategy == "noop":
+        return None
+    m = global_plan(mid, order, alignment, DTYPE_BYTES[dtype], target, direction, strides, max_vector_bytes)
+    return replace(base, memory=m, via=cv, dst_copies=())
+
+
 def _memory_score(plan: ConversionPlan) -> tuple[float, str]:
+    if plan.via is not None:
+        (cs, cd), (ms, md) = _score(plan.via), _memory_score(replace(plan, via=None))
+        return cs + ms, f"via {plan.via.strategy} ({cd}), then {md}"
     m = plan.memory
     side = "st" if m.direction == "store" else "ld"
     if m.space == "global":
         c = m.cost
-        return (WAVEFRONT * c.total_sectors / 4 + ALU * c.instructions,
+        return (SECTOR * c.total_sectors + ALU * c.instructions,
                 f"{m.direction} {m.vector_bytes} B x{c.instructions}: {c.sectors} sectors/instr "
                 f"({c.min_sectors} at best)")
     c = m.cost
@@ -256,8 +278,8 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
         raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})")
     if direction not in MEMORY_STRATEGIES:
         raise ValueError(f"unknown memory direction {direction!r} (known: store, load)")
-    if instr not in ("auto", "vector", "matrix", "matrix.trans"):
-        raise ValueError(f"unknown instruction {instr!r} (known: auto, vector, matrix, matrix.trans)")
+    if instr not in ("auto", "vector", "matrix", "matrix.trans", "via"):
+        raise ValueError(f"unknown instruction {instr!r} (known: auto, vector, matrix, matrix.trans, via)")
     if not {"register", "lane"} <= set(dist.in_dims):
         raise ValueError("the register side is not a distributed layout (needs register/lane dims)")
     if "offset" not in tile.in_dims:
@@ -277,7 +299,7 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
         plans = [global_plan(dist, global_order(tile), alignment, w, target, direction, strides, max_vector_bytes)]
     else:
         raise ValueError(f"unknown memory space {space!r} (known: shared, global)")
-    if instr != "auto":
+    if instr not in ("auto", "via"):
         plans = [m for m in plans if m.instr == instr]
         if not plans:
             raise ValueError(f"{instr} accesses do not fit this pair (the layouts do not divide by the "
@@ -293,8 +315,15 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
         src_bases=bases if store else tile_bases, dst_bases=tile_bases if store else bases,
         shape=tuple(dist.out_dim_sizes.values()), dst_copies=() if store else _canonical_copies(dist))
     candidates = [replace(base, memory=m) for m in plans]
+    if space == "global" and instr in ("auto", "via"):
+        v = _via_candidate(base, dist, global_order(tile), alignment, dtype, target, direction, strides,
+                           max_vector_bytes)
+        if v is not None:
+            candidates = ([] if instr == "via" else candidates) + [v]
+        elif instr == "via":
+            raise ValueError("a via plan needs a register layout other than the coalesced one")
     scored = [(_score(p), p) for p in candidates]
-    reports = tuple(sorted((Candidate(p.memory.instr, sc, detail) for (sc, detail), p in scored),
+    reports = tuple(sorted((Candidate("via" if p.via else p.memory.instr, sc, detail) for (sc, detail), p in scored),
                            key=lambda c: c.score))
     best = min(scored, key=lambda t: t[0][0])[1]
     return replace(best, candidates=reports)
@@ -307,7 +336,7 @@ def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str =
     by ``num_warps`` warps: for each thread mapping of
     ``memory.copy_threads`` the global load and the shared store with the
     same vector (halved until both sides group the registers alike), scored
-    as sectors / 4 + wavefronts (both per warp) + ALU x instructions; the
+    as SECTOR x sectors + wavefronts (both per warp) + ALU x instructions; the
     cheapest wins.  ``cp.async`` on CUDA (sm_80+) when the vector is 4, 8 or
     16 bytes, else through registers."""
     if isinstance(target, str):
@@ -334,7 +363,7 @@ def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str =
         vb = load.vec * w
         copy = CopyPlan(threads={"in_dims": threads.bases, "out_dims": threads.out_dim_sizes}, load=load, store=store,
                         async_copy=target.is_cuda and vb in (4, 8, 16))
-        score = (WAVEFRONT * load.cost.total_sectors / 4 + WAVEFRONT * store.cost.total_wavefronts
+        score = (SECTOR * load.cost.total_sectors + WAVEFRONT * store.cost.total_wavefronts
                  + ALU * (load.cost.instructions + (0 if copy.async_copy else store.cost.instructions)))
         detail = (f"threads in {label} order: {'cp.async' if copy.async_copy else 'ld + st'} {vb} B "
                   f"x{load.cost.instructions}: {load.cost.sectors} sectors/instr ({load.cost.min_sectors} at best), "

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 import jinja2
@@ -370,6 +370,7 @@ class _Conv:
     uses_smem_ptr: bool = False
     uses_global_ptr: bool = False
     copy_groups: bool | None = None        # copy plans: commit()/wait<N>() (True: cp.async groups)
+    nested: list["_Conv"] = field(default_factory=list)   # via plans: namespaces via and coalesced
 
 
 def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]:
@@ -390,6 +391,8 @@ def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]
                 (f"constexpr int kSmemBytes = {p.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
     else:
         rows = [(f"constexpr int kRegs      = {max(p.n_src, p.n_dst)};", f"elements per thread {m.direction}() moves")]
+        if p.via is not None:
+            rows.append((f"constexpr int kSmemBytes = {p.smem_bytes};", f"scratch of the conversion step (via)"))
         if m.space == "shared":
             rows += [(f"constexpr int kTileBytes = {m.bytes};", "bytes of the shared tile"),
                      (f"constexpr int kTileAlign = {m.alignment};", "byte alignment the tile's address needs")]
@@ -1103,6 +1106,52 @@ def _memory_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
     return fns
 
 
+def direct_part(plan: ConversionPlan) -> ConversionPlan:
+    """The memory access of a ``via`` plan as a plan of its own, over the
+    layout ``via`` converts to (store) or from (load)."""
+    v = plan.via
+    if plan.memory.direction == "store":
+        return replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
+    return replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=(), candidates=())
+
+
+def _via_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
+    """store()/load() of a ``via`` plan: the conversion (namespace ``via``)
+    and the access in the coalesced layout (namespace ``coalesced``), both
+    nested in this one, chained by two small wrappers."""
+    m = plan.memory
+    conv.nested = [_conversion(plan.via, "via"), _conversion(direct_part(plan), "coalesced")]
+    store = m.direction == "store"
+    strides = "const long long (&strides)[kRank]"
+    smem_doc = ("// smem: kSmemBytes bytes of scratch for the conversion; its barriers are via::convert's "
+                "(every thread of the block calls).")
+    how = (f"// {m.direction}(): converts to the coalesced layout first (via::convert, {plan.via.strategy}), then "
+           f"stores {m.vector_bytes}-byte vectors" if store else
+           f"// {m.direction}(): loads {m.vector_bytes}-byte vectors in the coalesced layout, then converts "
+           f"(via::convert, {plan.via.strategy})")
+    if store:
+        fns = [_Fn("store", f"const T (&src)[kRegs], T* tile, {strides}, void* smem, {TID}",
+                   doc=[how + " (the planner found it cheaper than storing from these registers).", smem_doc],
+                   moves=["T mid[via::kDstRegs];", "via::convert(src, mid, smem, tid);",
+                          "coalesced::store(mid, tile, strides, tid);"]),
+               _Fn("store_masked", f"const T (&src)[kRegs], T* tile, {strides}, const int (&extent)[kRank], "
+                                   f"void* smem, {TID}",
+                   doc=["// store_masked(): the same for a tile cut by the tensor's edge (see coalesced::store_masked)."],
+                   moves=["T mid[via::kDstRegs];", "via::convert(src, mid, smem, tid);",
+                          "coalesced::store_masked(mid, tile, strides, extent, tid);"])]
+    else:
+        fns = [_Fn("load", f"const T* tile, {strides}, T (&dst)[kRegs], void* smem, {TID}",
+                   doc=[how + " (the planner found it cheaper than loading into these registers).", smem_doc],
+                   moves=["T mid[via::kSrcRegs];", "coalesced::load(tile, strides, mid, tid);",
+                          "via::convert(mid, dst, smem, tid);"]),
+               _Fn("load_masked", f"const T* tile, {strides}, const int (&extent)[kRank], T (&dst)[kRegs], T fill, "
+                                  f"void* smem, {TID}",
+                   doc=["// load_masked(): the same for a tile cut by the tensor's edge (see coalesced::load_masked)."],
+                   moves=["T mid[via::kSrcRegs];", "coalesced::load_masked(tile, strides, extent, mid, fill, tid);",
+                          "via::convert(mid, dst, smem, tid);"])]
+    return fns
+
+
 def _copy_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
     """copy() and copy_masked(): global tile -> shared tile."""
     c = plan.copy
@@ -1165,7 +1214,7 @@ def _conversion(plan: ConversionPlan, name: str) -> _Conv:
         conv.index_functions = INDEX_COMMENT + [index_function("src_index", layout_of(plan.src_bases)),
                                                 index_function("dst_index", layout_of(plan.dst_bases))]
         return conv
-    conv.functions = _memory_functions(plan, conv)
+    conv.functions = _memory_functions(plan, conv) if plan.via is None else _via_functions(plan, conv)
     dist, tile = (plan.src_bases, plan.dst_bases) if m.direction == "store" else (plan.dst_bases, plan.src_bases)
     conv.index_functions = INDEX_COMMENT + [index_function("src_index" if m.direction == "store" else "dst_index",
                                                            layout_of(dist))]
@@ -1244,7 +1293,8 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
         mode = "copy" if plan.copy is not None else "convert" if m is None else f"{m.direction}_{m.space}"
         ctx.update(mode=mode, variants=harness_variants(plan),
                    smem_bytes=plan.smem_bytes, scratch_bytes=plan.scratch_bytes, strides=[], extent=[], fill="0",
-                   shape=list(plan.shape), plan_strides=list(m.strides) if m is not None else [])
+                   shape=list(plan.shape), plan_strides=list(m.strides) if m is not None else [],
+                   via_arg=", smem" if plan.via is not None else "")
         if m is not None and m.space == "global":
             ctx.update(strides=list(harness_strides(plan.shape, m.layout["order"], m.alignment, plan.elem_bytes)),
                        extent=list(harness_cut(plan.shape)), fill=_hex(harness_fill(plan.elem_bytes)))

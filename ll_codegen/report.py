@@ -79,6 +79,12 @@ def memory_lines(p: ConversionPlan) -> list[str]:
                f"({c.min_sectors} at best), {c.total_sectors} sectors/warp"]
     if m.warp_skip or m.lane_skip:
         out.append(f"  stores skipped by warps & {m.warp_skip:#x}, lanes & {m.lane_skip:#x} (broadcast copies)")
+    if p.via is not None:
+        v = p.via
+        when = "before the stores" if m.direction == "store" else "after the loads"
+        out.append(f"  via: {when}, a conversion to the coalesced layout "
+                   f"{v.dst_bases['in_dims'] if m.direction == 'store' else v.src_bases['in_dims']}:")
+        out += ["    " + line for line in summary(v).splitlines()]
     return out
 
 

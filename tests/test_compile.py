@@ -288,6 +288,13 @@ def _memory_count_check(plan: ConversionPlan, code: str, tool: str) -> list[str]
     where the fill is the same instructions."""
     exp = expected(plan)
     side = "st" if plan.memory.direction == "store" else "ld"
+    if plan.via is not None:                 # the conversion as any conversion, then the global accesses
+        bad = count_check(plan.via, code, tool)[0]
+        if tool == "cuda":
+            got = ptx_counts(code)
+            bad += [f"{k}.global: code has {widths(got['g' + k])}, plan says {widths(exp.get('g' + k, []))}"
+                    for k in ("st", "ld") if got["g" + k] != exp.get("g" + k, [])]
+        return bad
     if tool == "hip":
         got = isa_counts(code)
         bad = [f"ds_{op}2: the backend paired {got[k + '2']} planned accesses"

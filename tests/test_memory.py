@@ -116,6 +116,8 @@ NAMED = [
      None),
     ("examples/global_64x64.yaml", "examples/specs/blocked_row_64x64.yaml", "f16", "sm_80", "load", "vector", 16,
      None),
+    ("examples/specs/mma_v2_2x2_64x64.yaml", "examples/global_64x64.yaml", "f16", "sm_80", "store", "vector", 16,
+     None),                                                     # via a conversion (namespace via)
 ]
 
 
@@ -131,6 +133,28 @@ def test_named_memory_pairs(src, dst, dtype, arch, strategy, instr, vbytes, conf
         assert m.cost.sectors == m.cost.min_sectors, p.summary()      # every byte of each sector used
         assert measure_memory(p) == m.cost
     check_memory_plan(p, rng=3)
+
+
+def test_via_when_the_registers_are_poor_for_global_memory():
+    """An f16 accumulator stored to (or an mma operand loaded from) a row-major tile: the planner
+    compares the direct access with convert-then-access and says which it took; the f32
+    accumulator, whose 8-byte stores fill every sector, stays direct."""
+    h = plan_conversion("examples/mma_v2_64x64.yaml", "examples/global_64x64.yaml", dtype="f16")
+    assert h.via is not None and h.memory.vector_bytes == 16 and h.memory.cost.sectors == h.memory.cost.min_sectors
+    assert [c.strategy for c in h.candidates] == ["via", "vector"] and "via:" in h.summary()
+    direct = plan_conversion("examples/mma_v2_64x64.yaml", "examples/global_64x64.yaml", dtype="f16", instr="vector")
+    assert direct.via is None and direct.memory.cost.sectors > direct.memory.cost.min_sectors
+    f = plan_conversion("examples/mma_v2_64x64.yaml", "examples/global_64x64.yaml", dtype="f32")
+    assert f.via is None and [c.strategy for c in f.candidates] == ["vector", "via"]
+    ld = plan_conversion("examples/global_64x64.yaml", "examples/dot_a_64x64.yaml", dtype="f16")
+    assert ld.via is not None and ld.via.strategy in ("smem", "shuffle")
+    for p in (h, ld):
+        check_memory_plan(p, rng=4)
+        check_memory_plan(p, rng=5, extent=harness_cut(p.shape),
+                          strides=harness_strides(p.shape, p.memory.layout["order"], 16, p.elem_bytes))
+        assert measure_memory(p) == p.memory.cost
+        header = p.render("header", name="v")
+        assert "namespace via {" in header and "namespace coalesced {" in header and "void* smem" in header
 
 
 def test_cute_descriptor_tile():

@@ -79,6 +79,8 @@ def expected(plan: ConversionPlan) -> dict[str, object]:
     m = plan.memory
     if m is not None:
         side = "st" if m.direction == "store" else "ld"
+        if plan.via is not None:                   # the conversion's instructions, then the access
+            exp = expected(plan.via)
         if m.space == "global":
             exp["g" + side] = sorted(len(a.regs) * plan.elem_bytes for a in m.accesses)
         elif m.instr.startswith("matrix"):
