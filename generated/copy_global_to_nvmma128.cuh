@@ -115,7 +115,7 @@ __device__ __forceinline__ void copy(const T* tile, const long long (&strides)[k
     const unsigned c1 = (lane & 0x7) << 3;                                                                                             // this thread's coordinate along dim 1
     const char* const thread_ptr = reinterpret_cast<const char*>(tile) + (static_cast<long long>(c0) * strides[0] + c1) * kElemBytes;  // this thread's first element
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                   // shared-window address
-    const unsigned st_base = (lane << 4) ^ ((lane & 0x18) << 1) ^ (warp << 9) ^ ((warp & 0x1) << 6);                                   // this thread's byte offset in the tile
+    const unsigned st_base = (lane << 4) ^ ((lane & 0x18) << 1) ^ (warp << 9) ^ ((warp & 0x1) << 6);                                   // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
 
     // 4 copies of 16 B (cp.async)
@@ -138,7 +138,7 @@ __device__ __forceinline__ void copy_masked(const T* tile, const long long (&str
     const unsigned c1 = (lane & 0x7) << 3;                                                                                             // this thread's coordinate along dim 1
     const char* const thread_ptr = reinterpret_cast<const char*>(tile) + (static_cast<long long>(c0) * strides[0] + c1) * kElemBytes;  // this thread's first element
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                   // shared-window address
-    const unsigned st_base = (lane << 4) ^ ((lane & 0x18) << 1) ^ (warp << 9) ^ ((warp & 0x1) << 6);                                   // this thread's byte offset in the tile
+    const unsigned st_base = (lane << 4) ^ ((lane & 0x18) << 1) ^ (warp << 9) ^ ((warp & 0x1) << 6);                                   // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
 
     // 4 masked copies of 16 B (cp.async)

@@ -95,7 +95,7 @@ __device__ __forceinline__ void load_words(const void* smem, uint32_t (&d)[kWord
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                           // shared-window address
-    const unsigned ld_base = ((lane & 0xf) << 6) ^ ((lane & 0x6) << 3) ^ (lane & 0x10) ^ ((warp & 0x2) << 9);  // this thread's byte offset in the tile
+    const unsigned ld_base = ((lane & 0xf) << 6) ^ ((lane & 0x6) << 3) ^ (lane & 0x10) ^ ((warp & 0x2) << 9);  // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
     // 8 load(s) of m8n8.x4 matrices

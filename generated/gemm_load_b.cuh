@@ -95,7 +95,7 @@ __device__ __forceinline__ void load_words(const void* smem, uint32_t (&d)[kWord
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));   // shared-window address
-    const unsigned ld_base = (lane << 8) ^ ((lane & 0x7) << 4) ^ ((warp & 0x1) << 4);  // this thread's byte offset in the tile
+    const unsigned ld_base = (lane << 8) ^ ((lane & 0x7) << 4) ^ ((warp & 0x1) << 4);  // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
     // 8 load(s) of m8n8.x4.trans matrices

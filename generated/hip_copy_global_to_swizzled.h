@@ -106,7 +106,7 @@ __device__ __forceinline__ void copy(const T* tile, const long long (&strides)[k
     const unsigned c1 = (lane & 0x7) << 3;                                                                                             // this thread's coordinate along dim 1
     const char* const thread_ptr = reinterpret_cast<const char*>(tile) + (static_cast<long long>(c0) * strides[0] + c1) * kElemBytes;  // this thread's first element
     char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));
-    const unsigned st_base = (lane << 4) ^ ((lane & 0x38) << 1) ^ (warp << 10);                                                        // this thread's byte offset in the tile
+    const unsigned st_base = (lane << 4) ^ ((lane & 0x38) << 1) ^ (warp << 10);                                                        // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
 
     // 2 copies of 16 B (through registers)
@@ -127,7 +127,7 @@ __device__ __forceinline__ void copy_masked(const T* tile, const long long (&str
     const unsigned c1 = (lane & 0x7) << 3;                                                                                             // this thread's coordinate along dim 1
     const char* const thread_ptr = reinterpret_cast<const char*>(tile) + (static_cast<long long>(c0) * strides[0] + c1) * kElemBytes;  // this thread's first element
     char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));
-    const unsigned st_base = (lane << 4) ^ ((lane & 0x38) << 1) ^ (warp << 10);                                                        // this thread's byte offset in the tile
+    const unsigned st_base = (lane << 4) ^ ((lane & 0x38) << 1) ^ (warp << 10);                                                        // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
 
     // 2 masked copies of 16 B (through registers)

@@ -94,7 +94,7 @@ __device__ __forceinline__ void load_words(const void* smem, uint32_t (&d)[kWord
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));
-    const unsigned ld_base = (lane << 3) ^ (lane & 0x30) ^ (warp << 9) ^ ((warp & 0x1) << 6);  // this thread's byte offset in the tile
+    const unsigned ld_base = (lane << 3) ^ (lane & 0x30) ^ (warp << 9) ^ ((warp & 0x1) << 6);  // byte offset this thread loads at
     char* const ld_ptr = smem_bytes + ld_base;
 
     // 4 load(s) of 8 B

@@ -97,7 +97,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
+    char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));
     const unsigned st_base = ((lane & 0x10) << 8) ^ ((lane & 0x20) << 4) ^ ((lane & 0xf) << 3) ^ ((lane >> 1) & 0x8) ^ ((warp & 1) * 0x2010) ^ (((warp >> 1) & 1) * 0x800);  // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
     const unsigned ld_base = ((lane & 0xc) << 10) ^ ((lane & 0x3) << 5) ^ ((lane & 0x30) << 3) ^ ((lane & 0xc) << 1) ^ (warp << 9);                                          // byte offset this thread loads at

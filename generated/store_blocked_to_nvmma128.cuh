@@ -93,7 +93,7 @@ __device__ __forceinline__ void store_words(const uint32_t (&s)[kWords], void* s
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                  // shared-window address
-    const unsigned st_base = (lane << 4) ^ ((lane & 0x18) << 1) ^ (warp << 9) ^ ((warp & 0x1) << 6);  // this thread's byte offset in the tile
+    const unsigned st_base = (lane << 4) ^ ((lane & 0x18) << 1) ^ (warp << 9) ^ ((warp & 0x1) << 6);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
 
     // 4 store(s) of 16 B

@@ -96,7 +96,7 @@ __device__ __forceinline__ void store(const T (&src)[kRegs], void* smem, unsigne
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                          // shared-window address
-    const unsigned st_base = ((lane & 0x1c) << 6) ^ ((lane & 0x3) << 3) ^ ((lane & 0x1c) << 2) ^ ((warp & 0x2) << 11) ^ ((warp & 0x1) << 5);  // this thread's byte offset in the tile
+    const unsigned st_base = ((lane & 0x1c) << 6) ^ ((lane & 0x3) << 3) ^ ((lane & 0x1c) << 2) ^ ((warp & 0x2) << 11) ^ ((warp & 0x1) << 5);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
 
     // 16 store(s) of 8 B

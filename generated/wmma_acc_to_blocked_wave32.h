@@ -91,7 +91,7 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
                                               unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    char* const smem_bytes = static_cast<char*>(smem);
+    char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));
     const unsigned st_base = ((lane & 0xf) << 3) ^ ((lane >> 2) & 0x4) ^ ((warp & 1) * 0x408) ^ (((warp >> 1) & 1) * 0x200);  // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
     const unsigned ld_base = ((lane & 0x8) << 7) ^ ((lane & 0x7) << 4) ^ (lane & 0x8) ^ ((lane >> 2) & 0x4) ^ (warp << 7);    // byte offset this thread loads at

@@ -16,7 +16,6 @@ leaves no partial output.  Everything here is deterministic.
 """
 from __future__ import annotations
 
-import keyword
 import os
 import re
 import shlex
@@ -102,9 +101,6 @@ def _memory_plan(dist: LinearLayout, tile: LinearLayout, tile_spec: Spec | None,
     if strategy not in ("auto", direction):
         raise ValueError(f"strategy {strategy} does not apply: {'the destination' if direction == 'store' else 'the source'}"
                          f" is a memory layout, so the strategy is {direction}")
-    if swizzle != "optimal":
-        raise ValueError("--swizzle chooses the scratch layout of register conversions; "
-                         "a memory layout given as --src/--dst is used as it is")
     space = _space(tile, tile_spec)
     _check_element_width(tile_spec, dtype)
     alignment = tile_spec.layout.alignment if space == "global" and tile_spec is not None else 16
@@ -157,15 +153,15 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     s, s_spec = load_layout(src, shape, "source", memory_ok=True)
     d, d_spec = load_layout(dst, shape, "destination", memory_ok=True)
     s_space, d_space = _space(s, s_spec), _space(d, d_spec)
+    if swizzle != "optimal" and (s_space, d_space) != ("registers", "registers"):
+        raise ValueError("--swizzle chooses the scratch layout of register conversions; "
+                         "a memory layout given as --src/--dst is used as it is")
     if s_space != "registers" and d_space != "registers":
         if (s_space, d_space) != ("global", "shared"):
             raise ValueError(f"both layouts are memory layouts ({s_space} -> {d_space}); copies go from a global "
                              f"tile to a shared tile")
         if strategy not in ("auto", "copy"):
             raise ValueError(f"strategy {strategy} does not apply: a global tile into a shared tile is a copy")
-        if swizzle != "optimal":
-            raise ValueError("--swizzle chooses the scratch layout of register conversions; "
-                             "a memory layout given as --src/--dst is used as it is")
         _check_element_width(d_spec, dtype)
         return planner.plan_copy(s, d, dtype=dtype, target=target, arch=arch,
                                  alignment=s_spec.layout.alignment if s_spec is not None else 16,

@@ -113,7 +113,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .layout import LinearLayout
-from .plan import AccessCost, ConversionPlan, GlobalCost, LaneSelect, SmemAccess, XorForm
+from .plan import AccessCost, ConversionPlan, GlobalCost, LaneSelect, SmemAccess, XorForm, access_plan
 from .target import Target, get_target
 
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -656,15 +656,10 @@ def check_memory_plan(plan: ConversionPlan, rng: np.random.Generator | int | Non
     A ``via`` plan is its conversion (``check_plan``) and its access over the layout converted to/from."""
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     if plan.via is not None:
-        from dataclasses import replace
         v = plan.via
         lay = lambda b: LinearLayout(b["in_dims"], b["out_dims"], require_surjective=False)  # noqa: E731
         check_plan(v, lay(v.src_bases), lay(v.dst_bases), rng)
-        if plan.memory.direction == "store":
-            part = replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst)
-        else:
-            part = replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=())
-        check_memory_plan(part, rng, extent, strides)
+        check_memory_plan(access_plan(plan), rng, extent, strides)
         return
     dt = UINT[plan.elem_bytes]
     tensor = rng.integers(0, np.iinfo(dt).max, size=tuple(plan.shape), dtype=dt, endpoint=True)
@@ -684,11 +679,7 @@ def measure_memory(plan: ConversionPlan, target: Target | None = None, strides=N
     shared -> ``MeasuredCost`` (bank model above); global -> ``GlobalCost``
     (distinct 32-byte sectors per warp instruction)."""
     m = plan.memory
-    if plan.via is not None:
-        from dataclasses import replace
-        v = plan.via
-        plan = (replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst) if m.direction == "store" else
-                replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=()))
+    plan = access_plan(plan)
     target = target or get_target(plan.target, plan.arch)
     warps = np.arange(plan.num_warps)
     if m.direction == "store":

@@ -39,6 +39,7 @@ dense tile), counted over the plan's own addresses.
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from . import f2
@@ -48,6 +49,11 @@ from .swizzle import _matrix_side, predict_wavefronts
 from .target import Target
 
 SECTOR = 32
+
+
+def _vector_log2(cap_bytes: int, elem_bytes: int) -> int:
+    """log2 of the elements in the widest vector of at most ``cap_bytes``."""
+    return max(0, (cap_bytes // elem_bytes).bit_length() - 1)
 
 
 def _canonical_registers(reg: Sequence[int]) -> list[int]:
@@ -95,8 +101,7 @@ def shared_plans(dist: LinearLayout, tile: LinearLayout, elem_bytes: int, target
     reg, thr, wrp = (dist.flat_bases(k) for k in ("register", "lane", "warp"))
     R, T, W = [off(v) for v in reg], [off(v) for v in thr], [off(v) for v in wrp]
     cap = min(max_vector_bytes or target.max_vector_bytes, target.max_vector_bytes)
-    limit = max(0, (cap // elem_bytes).bit_length() - 1)
-    k = _low_bits_width([1 << i for i in range(d)], R, T + W, lambda n: (1 << n) - 1, limit)
+    k = _low_bits_width([1 << i for i in range(d)], R, T + W, lambda n: (1 << n) - 1, _vector_log2(cap, elem_bytes))
     canon = _canonical_registers(reg)
     warp_skip = _skip_mask(wrp) if direction == "store" else 0
     layout = {"offset": [list(b) for b in tile.bases["offset"]]}
@@ -119,8 +124,8 @@ def shared_plans(dist: LinearLayout, tile: LinearLayout, elem_bytes: int, target
         return plans
     for trans in (False, True):
         side = _matrix_side(reg, thr, elem_bytes, trans)
-        if side is None or 0 in side.providers or any(m == 0 for m in side.providers):
-            continue
+        if side is None or 0 in side.providers[:3]:
+            continue                          # broadcast rows (.x1/.x2 pad the matrix selectors with zeros)
         if [off(v) for v in side.tile] != [1 << i for i in range(len(side.tile))]:
             continue                          # the 16-byte row is not contiguous in this tile
         row_elems = (1 << len(side.tile)) - 1
@@ -198,9 +203,8 @@ def global_plan(dist: LinearLayout, order: Sequence[int], alignment: int, elem_b
     shift = sum(s.bit_length() - 1 for s in sizes[:f])
     reg, thr, wrp = (dist.flat_bases(k) for k in ("register", "lane", "warp"))
     cap = min(max_vector_bytes or target.max_vector_bytes, target.max_vector_bytes, alignment)
-    limit = max(0, (cap // elem_bytes).bit_length() - 1)
     units = [1 << (shift + i) for i in range(sizes[f].bit_length() - 1)]
-    k = _low_bits_width(units, reg, thr + wrp, lambda n: ((1 << n) - 1) << shift, limit)
+    k = _low_bits_width(units, reg, thr + wrp, lambda n: ((1 << n) - 1) << shift, _vector_log2(cap, elem_bytes))
     low = ((1 << k) - 1) << shift
     groups: dict[int, dict[int, int]] = {}
     for r in _canonical_registers(reg):
@@ -214,17 +218,10 @@ def global_plan(dist: LinearLayout, order: Sequence[int], alignment: int, elem_b
     warp_skip = _skip_mask(wrp) if direction == "store" else 0
     lane_skip = _skip_mask(thr) if direction == "store" else 0
     plan = MemoryPlan(space="global", direction=direction, instr="vector", vec=vec, vector_bytes=vec * elem_bytes,
-                      layout={"order": list(order), "alignment": alignment}, bytes=elem_bytes * _prod(shape), alignment=alignment, accesses=accesses,
+                      layout={"order": list(order), "alignment": alignment}, bytes=elem_bytes * math.prod(shape), alignment=alignment, accesses=accesses,
                       cost=GlobalCost(0, 0, 0, 0), coord_base=coord_base, strides=strides,
                       warp_skip=warp_skip, lane_skip=lane_skip)
     return _with_sector_cost(plan, dist.in_dim_size("lane"), dist.in_dim_size("warp"), elem_bytes)
-
-
-def _prod(xs: Sequence[int]) -> int:
-    p = 1
-    for x in xs:
-        p *= x
-    return p
 
 
 def _with_sector_cost(plan: MemoryPlan, warp_size: int, num_warps: int, elem_bytes: int) -> MemoryPlan:
@@ -254,6 +251,25 @@ def _with_sector_cost(plan: MemoryPlan, warp_size: int, num_warps: int, elem_byt
 
 
 # -------------------------------------------------------------------- copies
+def _global_bits(sizes: Sequence[int], order: Sequence[int]) -> list[int]:
+    """Unit tensor vectors in a global tile's address order (``order[0]`` fastest)."""
+    shifts = [sum(x.bit_length() - 1 for x in sizes[:i]) for i in range(len(sizes))]
+    return [1 << (shifts[d] + i) for d in order for i in range(sizes[d].bit_length() - 1)]
+
+
+def _threads(vec: list[int], seq: list[int], lanes_log2: int, warps_log2: int,
+             shape: dict[str, int]) -> LinearLayout:
+    """Registers take ``vec``; lanes, then warps, then the remaining
+    registers take the other vectors of ``seq`` in order.  A tile smaller
+    than the threads leaves lanes/warps broadcast (zero)."""
+    rest = [v for v in seq if v not in vec]
+    lane = rest[:lanes_log2] + [0] * max(0, lanes_log2 - len(rest))
+    warp = rest[lanes_log2:lanes_log2 + warps_log2]
+    warp += [0] * (warps_log2 - len(warp))
+    return LinearLayout.from_flat({"register": vec + rest[lanes_log2 + warps_log2:], "lane": lane, "warp": warp,
+                                   "block": []}, shape, require_surjective=True)
+
+
 def copy_threads(shared_tile: LinearLayout, order: Sequence[int], alignment: int, elem_bytes: int, target: Target,
                  num_warps: int, max_vector_bytes: int | None = None) -> list[tuple[str, LinearLayout]]:
     """Candidate thread mappings for a global -> shared copy: distributed
@@ -267,31 +283,15 @@ def copy_threads(shared_tile: LinearLayout, order: Sequence[int], alignment: int
     a warp reads consecutive bytes, coalesced) or the shared tile's offsets
     (``shared``: a warp writes consecutive bytes, conflict-free).  The
     planner keeps the cheaper."""
-    sizes = list(shared_tile.out_dim_sizes.values())
-    names = list(shared_tile.out_dim_sizes)
     S = shared_tile.flat_bases("offset")
-    d = len(S)
-    shifts = [sum(s.bit_length() - 1 for s in sizes[:i]) for i in range(len(sizes))]
-    glob = [1 << (shifts[dd] + i) for dd in order for i in range(sizes[dd].bit_length() - 1)]
+    glob = _global_bits(list(shared_tile.out_dim_sizes.values()), order)
     cap = min(max_vector_bytes or target.max_vector_bytes, target.max_vector_bytes, alignment)
-    limit = max(0, (cap // elem_bytes).bit_length() - 1)
     k = 0
-    while k < min(limit, d) and S[k] == glob[k]:
+    while k < min(_vector_log2(cap, elem_bytes), len(S)) and S[k] == glob[k]:
         k += 1
-    vec = glob[:k]
-    lanes_n, warps_n = target.warp_size.bit_length() - 1, num_warps.bit_length() - 1
-    out = []
-    for label, seq in (("global", glob), ("shared", S)):
-        rest = [v for v in seq if v not in vec]
-        lane = rest[:lanes_n]
-        warp = rest[lanes_n:lanes_n + warps_n]
-        reg = vec + rest[lanes_n + warps_n:]
-        lane += [0] * (lanes_n - len(lane))          # a tile smaller than the threads: broadcast lanes/warps
-        warp += [0] * (warps_n - len(warp))
-        L = LinearLayout.from_flat({"register": reg, "lane": lane, "warp": warp, "block": []},
-                                   dict(zip(names, sizes)), require_surjective=True)
-        out.append((label, L))
-    return out
+    nl, nw = target.warp_size.bit_length() - 1, num_warps.bit_length() - 1
+    shape = dict(shared_tile.out_dim_sizes)
+    return [(label, _threads(glob[:k], seq, nl, nw, shape)) for label, seq in (("global", glob), ("shared", S))]
 
 
 def coalesced_threads(dist: LinearLayout, order: Sequence[int], alignment: int, elem_bytes: int,
@@ -301,15 +301,7 @@ def coalesced_threads(dist: LinearLayout, order: Sequence[int], alignment: int, 
     ``order[0]`` (16 bytes and the alignment at most), lanes then warps the
     next tensor bits in the tile's order, registers the rest -- every warp
     instruction touches consecutive bytes.  ``via`` plans convert to it."""
-    sizes = list(dist.out_dim_sizes.values())
-    shifts = [sum(s.bit_length() - 1 for s in sizes[:i]) for i in range(len(sizes))]
-    glob = [1 << (shifts[d] + i) for d in order for i in range(sizes[d].bit_length() - 1)]
-    cap = min(target.max_vector_bytes, alignment)
-    k = min(max(0, (cap // elem_bytes).bit_length() - 1), len(glob))
-    nl, nw = dist.in_dim_size("lane").bit_length() - 1, dist.in_dim_size("warp").bit_length() - 1
-    rest = glob[k:]
-    lane, warp = rest[:nl], rest[nl:nl + nw]
-    lane += [0] * (nl - len(lane))
-    warp += [0] * (nw - len(warp))
-    return LinearLayout.from_flat({"register": glob[:k] + rest[nl + nw:], "lane": lane, "warp": warp, "block": []},
-                                  dict(dist.out_dim_sizes), require_surjective=True)
+    glob = _global_bits(list(dist.out_dim_sizes.values()), order)
+    k = min(_vector_log2(min(target.max_vector_bytes, alignment), elem_bytes), len(glob))
+    return _threads(glob[:k], glob, dist.in_dim_size("lane").bit_length() - 1,
+                    dist.in_dim_size("warp").bit_length() - 1, dict(dist.out_dim_sizes))

@@ -393,3 +393,15 @@ def instruction_name(target: str, access: str, direction: str, nbytes: int, spac
         op = "global_store" if direction == "store" else "global_load"
         return f"{op}_{'dword' if bits == 32 else f'dwordx{bits // 32}' if bits > 32 else ('byte' if bits == 8 else 'short')}"
     return f"ds_write_b{bits}" if direction == "store" else f"ds_read_{'u' if bits < 32 else 'b'}{bits}"
+
+
+def access_plan(plan: "ConversionPlan") -> "ConversionPlan":
+    """The memory access of a ``via`` plan as a plan of its own, over the
+    layout ``via`` converts to (store) or from (load); ``plan`` itself otherwise."""
+    from dataclasses import replace
+    v = plan.via
+    if v is None:
+        return plan
+    if plan.memory.direction == "store":
+        return replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
+    return replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=(), candidates=())

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import jinja2
 
 from .layout import LinearLayout
-from .plan import (ConversionPlan, LaneSelect, XorForm, harness_cut, harness_fill, harness_strides,
+from .plan import (ConversionPlan, LaneSelect, XorForm, access_plan, harness_cut, harness_fill, harness_strides,
                    harness_variants, instruction_name)
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
@@ -392,7 +392,7 @@ def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]
     else:
         rows = [(f"constexpr int kRegs      = {max(p.n_src, p.n_dst)};", f"elements per thread {m.direction}() moves")]
         if p.via is not None:
-            rows.append((f"constexpr int kSmemBytes = {p.smem_bytes};", f"scratch of the conversion step (via)"))
+            rows.append((f"constexpr int kSmemBytes = {p.smem_bytes};", "scratch of the conversion step (via)"))
         if m.space == "shared":
             rows += [(f"constexpr int kTileBytes = {m.bytes};", "bytes of the shared tile"),
                      (f"constexpr int kTileAlign = {m.alignment};", "byte alignment the tile's address needs")]
@@ -534,7 +534,6 @@ class _Builder:
 
     def shuffle(self) -> None:
         s = self.p.shuffle
-        w = self.p.elem_bytes
         rows: list[tuple[str, str]] = []
         src_lane = None
         if s.src_lane is not None:
@@ -590,7 +589,6 @@ class _Builder:
 
     def smem(self) -> None:
         m = self.p.smem
-        w = self.p.elem_bytes
         st_sup, ld_sup = m.store_base.support, m.load_base.support
         guard = None
         if m.store_warp_skip:
@@ -611,20 +609,7 @@ class _Builder:
                            f"{len(loads)} load(s) of {self.width(m.load_instr, m.load_vec)}",
                 "stores": stores, "guard": guard, "loads": loads, "unpack": unpack})
         self.fn.steps = steps
-        rows = []
-        if "smem_bytes" in self.needs or "st_ptr" in self.needs or "ld_ptr" in self.needs:
-            rows.append(("char* const smem_bytes = static_cast<char*>(smem);", ""))
-        if "smem_u32" in self.needs:
-            rows.append(("const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));",
-                         "shared-window address"))
-        for side, base, what in (("st", m.store_base, "store"), ("ld", m.load_base, "load")):
-            rows.append((f"const unsigned {side}_base = {self.form(base)};",
-                         f"byte offset this thread {what}s at"))
-            if f"{side}_ptr" in self.needs:
-                rows.append((f"char* const {side}_ptr = smem_bytes + {side}_base;", ""))
-            if f"{side}_addr" in self.needs:
-                rows.append((f"const unsigned {side}_addr = smem_u32 + {side}_base;", ""))
-        self.finish_prologue(rows)
+        self.finish_prologue(self.smem_rows(("st", m.store_base), ("ld", m.load_base)))
 
     def memory_shared(self) -> None:
         """Stores into / loads from the given shared tile: the accesses of
@@ -648,7 +633,7 @@ class _Builder:
             lines += unpack
         self.fn.steps = [{"comment": f"{len(m.accesses)} {m.direction}(s) of {self.width(m.instr, m.vec)}",
                           "lines": lines}]
-        rows = self.smem_rows(side, m.base)
+        rows = self.smem_rows((side, m.base))
         self.finish_prologue(rows)
 
     def global_addressing(self, m, writable: bool) -> tuple[list[tuple[str, str]], list[dict]]:
@@ -766,7 +751,7 @@ class _Builder:
         self.conv.uses_global_ptr = True
         if not self.cuda:
             self.conv.uses_smem_ptr = True
-        rows += self.smem_rows("st", st.base)
+        rows += self.smem_rows(("st", st.base))
         self.finish_prologue(rows)
 
     def copy_through_register(self, ga, sa, at, masked: bool, k: int, n: int, f: int, sup: int) -> list[str]:
@@ -814,19 +799,23 @@ class _Builder:
         out += ["    " + x for x in zero] + ["}"]
         return out
 
-    def smem_rows(self, side: str, base) -> list[tuple[str, str]]:
-        """Prologue rows for shared addresses of one side (``st``/``ld``) with thread base ``base``."""
+    def smem_rows(self, *sides: tuple[str, XorForm]) -> list[tuple[str, str]]:
+        """Prologue rows for shared addresses: the tile pointer, its 32-bit
+        window address, and per side (``st``/``ld``, thread base form) the
+        thread's byte offset and what the accesses use of it."""
         rows = []
-        if "smem_bytes" in self.needs or f"{side}_ptr" in self.needs:
+        if "smem_bytes" in self.needs or any(f"{side}_ptr" in self.needs for side, _ in sides):
             rows.append(("char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));", ""))
         if "smem_u32" in self.needs:
             rows.append(("const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));",
                          "shared-window address"))
-        rows.append((f"const unsigned {side}_base = {self.form(base)};", "this thread's byte offset in the tile"))
-        if f"{side}_ptr" in self.needs:
-            rows.append((f"char* const {side}_ptr = smem_bytes + {side}_base;", ""))
-        if f"{side}_addr" in self.needs:
-            rows.append((f"const unsigned {side}_addr = smem_u32 + {side}_base;", ""))
+        for side, base in sides:
+            rows.append((f"const unsigned {side}_base = {self.form(base)};",
+                         f"byte offset this thread {'store' if side == 'st' else 'load'}s at"))
+            if f"{side}_ptr" in self.needs:
+                rows.append((f"char* const {side}_ptr = smem_bytes + {side}_base;", ""))
+            if f"{side}_addr" in self.needs:
+                rows.append((f"const unsigned {side}_addr = smem_u32 + {side}_base;", ""))
         return rows
 
     def global_access(self, a, ptr: str, name: str) -> list[str]:
@@ -1106,21 +1095,12 @@ def _memory_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
     return fns
 
 
-def direct_part(plan: ConversionPlan) -> ConversionPlan:
-    """The memory access of a ``via`` plan as a plan of its own, over the
-    layout ``via`` converts to (store) or from (load)."""
-    v = plan.via
-    if plan.memory.direction == "store":
-        return replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
-    return replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=(), candidates=())
-
-
 def _via_functions(plan: ConversionPlan, conv: _Conv) -> list[_Fn]:
     """store()/load() of a ``via`` plan: the conversion (namespace ``via``)
     and the access in the coalesced layout (namespace ``coalesced``), both
     nested in this one, chained by two small wrappers."""
     m = plan.memory
-    conv.nested = [_conversion(plan.via, "via"), _conversion(direct_part(plan), "coalesced")]
+    conv.nested = [_conversion(plan.via, "via"), _conversion(access_plan(plan), "coalesced")]
     store = m.direction == "store"
     strides = "const long long (&strides)[kRank]"
     smem_doc = ("// smem: kSmemBytes bytes of scratch for the conversion; its barriers are via::convert's "
