@@ -8,8 +8,9 @@ layouts (Gluon gets our exact bases: ``DistributedLinearLayout`` and ``SharedLin
 * shared round trips: every CTA keeps its tile in registers (source layout), then ``iters`` times
   stores it into the given shared layout, barrier, loads it in the destination layout, xors it into an
   accumulator, barrier; llgen: the generated ``store()``/``load()``; Gluon: ``smem.store`` /
-  ``smem.load``.  Reported: SM clocks per store + load per CTA tile (clock measured under load:
-  ``llgen.bench.measure_clock_mhz``), and the bound -- 2 x tile bytes at 128 B per clock;
+  ``smem.load``.  Reported: SM clocks per store + load per CTA tile, the slope between ``iters`` and
+  ``5 x iters`` round trips so that the kernels' one-time tile load and store cancel (clock measured
+  under load: ``llgen.bench.measure_clock_mhz``), and the bound -- 2 x tile bytes at 128 B per clock;
 * global streaming: every CTA loads one tile in a distributed layout and stores it to another buffer
   (256 MiB each way); llgen: the generated global ``load()``/``store()``; Gluon: ``ttgl.load`` /
   ``ttgl.store`` with the same layout.  Reported: TB/s (read + written bytes) and a device copy.
@@ -162,6 +163,15 @@ def build(d: str, name: str, text: str, arch: str) -> str:
     return out
 
 
+def slope(launch, iters: int) -> float:
+    """Milliseconds per round trip: the median time of ``5 * iters`` round trips minus that of
+    ``iters``, over ``4 * iters`` -- the tile's one-time global load and store (the kernel's prologue
+    and epilogue, written differently on the two sides) cancel out."""
+    t1 = B.time_launches(lambda: launch(iters), B._torch_events)
+    t5 = B.time_launches(lambda: launch(5 * iters), B._torch_events)
+    return (t5 - t1) / (4 * iters)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
@@ -203,7 +213,7 @@ def main(argv=None) -> int:
         launch(1)
         torch.cuda.synchronize()
         ok = bool(torch.equal(out, inp))
-        ms = B.time_launches(launch, B._torch_events)
+        ms = slope(launch, a.iters)
         s_lay, d_lay = load_layout(src)[0], load_layout(dst)[0]
         smem_l = ttgl.SharedLinearLayout(offset_bases=st.memory.layout["offset"])
         tl_launch = lambda k=a.iters: shared_rt[(ctas,)](inp, out, k, gl_dist(ttgl, s_lay), gl_dist(ttgl, d_lay),  # noqa
@@ -213,11 +223,11 @@ def main(argv=None) -> int:
             tl_launch(1)
             torch.cuda.synchronize()
             tok = bool(torch.equal(out, inp))
-            tms = B.time_launches(tl_launch, B._torch_events)
+            tms = slope(tl_launch, a.iters)
         except Exception as e:  # noqa: BLE001
             tok, tms = False, None
             failures.append(f"gluon {name}: {type(e).__name__}: {' | '.join(str(e).splitlines()[:12])}")
-        per = lambda t: None if t is None else t * 1e-3 * clock * 1e6 * sms / (ctas * a.iters)  # noqa: E731
+        per = lambda t: None if t is None else t * 1e-3 * clock * 1e6 * sms / ctas  # noqa: E731
         # the plans' wavefronts per CTA tile: one per clock is the shared-memory bound of this pair
         # (above 2 x tile / 128 B when a layout reads an element twice, e.g. an operand both warps share)
         waves = (st.memory.cost.total_wavefronts * sum(1 for w in range(st.num_warps) if not w & st.memory.warp_skip)
