@@ -33,10 +33,10 @@
 //   strategy: smem  (f32, 4 B/elem, cuda sm_90, 4 warps x 32 lanes, 4 -> 4 registers)
 //   smem: 256 bytes, 1 round(s), swizzle optimal, store vector x2 elements, load vector x2 elements, vector width 8 B
 //     widest access tile: 8 bytes
-//     offset bases (swizzled memory layout, offset -> tensor element): [[32], [1], [2], [8], [16], [4]]
+//     offset bases (swizzled memory layout, offset -> tensor element): [[32], [1], [2], [4], [16], [8]]
 //     store: 2 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
-//     load: 2 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
-//   candidate*smem     score    17.00  store st.shared x2, load ld.shared x2: 8 wavefronts (0+0 conflicts/instr), 2 barriers
+//     load: 2 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 2 wavefronts/warp
+//   candidate*smem     score    15.00  store st.shared x2, load ld.shared x2: 6 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give
@@ -99,10 +99,10 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));            // shared-window address
-    const unsigned st_base = (lane & 0x18) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 4);         // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));     // shared-window address
+    const unsigned st_base = (lane & 0x18) ^ ((warp & 0x2) << 6) ^ ((warp & 0x1) << 5);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 0x10) << 3) ^ ((lane & 0xc) << 1) ^ ((warp & 0x2) << 5);  // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x1c) << 1) ^ ((warp & 0x2) << 5);                 // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
     // 2 store(s) of 8 B, 2 load(s) of 8 B
@@ -111,7 +111,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     detail::st_shared_v2_b32<64>(st_addr, s[1], s[3]);
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
-    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<32>(ld_addr, v1_0, v1_1);
+    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<128>(ld_addr, v1_0, v1_1);
     d[0] = v0_0;
     d[2] = v0_1;
     d[1] = v1_0;

@@ -82,7 +82,10 @@ inactive), access size ``v`` bytes (16 for ldmatrix/stmatrix rows, whose
 active lanes are the ``8x`` row providers):
 
 * lanes are served in phases of ``P = wavefront_bytes // max(v, bank_bytes)``
-  consecutive lanes (one phase if ``P >= warp size``);
+  consecutive lanes (one phase if ``P >= warp size``); an 8/16-byte vector
+  LOAD on NVIDIA whose every quad of lanes reads at most two distinct
+  addresses is served in phases of ``2P`` lanes (``Target.load_quad_merge``,
+  measured: ``gpu_tests/ncu_phases.py``);
 * in a phase, the touched words are ``a // bank_bytes + k`` for
   ``k < max(1, v // bank_bytes)`` over the active lanes, deduplicated
   (sub-word accesses touch the one word that holds them; equal words are a
@@ -92,9 +95,9 @@ active lanes are the ``8x`` row providers):
 * ``wavefronts`` = sum over phases;
 * ``minimal`` = sum over phases with an active lane of
   ``max(1, ceil(distinct bytes touched in the phase / wavefront_bytes))``
-  -- on every target of ``target.py`` a phase touches at most
-  ``wavefront_bytes`` distinct bytes, so this is the number of phases that
-  contain an active lane;
+  -- a phase of ``P`` lanes touches at most ``wavefront_bytes`` distinct
+  bytes, so this is the number of phases that contain an active lane (a
+  double phase may touch twice that: 2 with a conflict-free layout);
 * ``bank_conflicts`` = ``wavefronts - minimal``.
 
 ``measure_smem(plan)`` replays every instruction of every (storing) warp and
@@ -413,9 +416,12 @@ def check_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout,
 
 
 # ------------------------------------------------------------- bank counting
-def _phases(addresses: np.ndarray, access_bytes: int, target: Target):
+def _phases(addresses: np.ndarray, access_bytes: int, target: Target, load: bool = False):
     a = np.asarray(addresses, dtype=np.int64).ravel()
     P = max(1, target.wavefront_bytes // max(access_bytes, target.bank_bytes))
+    if target.merges_quads(access_bytes, load) and all(
+            np.unique(q[q >= 0]).size <= 2 for q in a[:a.size - a.size % 4].reshape(-1, 4)):
+        P = min(2 * P, a.size)            # every quad reads at most two places: double phases
     nw = max(1, access_bytes // target.bank_bytes)
     for s in range(0, a.size, P):
         ph = a[s:s + P]
@@ -428,14 +434,14 @@ def _phases(addresses: np.ndarray, access_bytes: int, target: Target):
         yield wave, max(1, -(-nbytes // target.wavefront_bytes))
 
 
-def count_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target) -> int:
+def count_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target, load: bool = False) -> int:
     """Wavefronts of one warp-wide access (addresses per lane, -1 inactive); module docstring."""
-    return sum(w for w, _ in _phases(addresses, access_bytes, target))
+    return sum(w for w, _ in _phases(addresses, access_bytes, target, load))
 
 
-def min_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target) -> int:
+def min_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target, load: bool = False) -> int:
     """The minimum any layout could reach for this access's active lanes; module docstring."""
-    return sum(m for _, m in _phases(addresses, access_bytes, target))
+    return sum(m for _, m in _phases(addresses, access_bytes, target, load))
 
 
 @dataclass(frozen=True)
@@ -462,9 +468,10 @@ def _measure(plan: ConversionPlan, target: Target, which: str) -> MeasuredCost:
         n += len(accs)
         for ai, acc in enumerate(accs):
             _, _, _, lane_addr, access = _instr(plan, acc, base, instr, warps)
+            load = which == "load" and instr == "vector"
             for wi, w in enumerate(warps):
-                wav = count_wavefronts(lane_addr[wi], access, target)
-                mn = min_wavefronts(lane_addr[wi], access, target)
+                wav = count_wavefronts(lane_addr[wi], access, target, load)
+                mn = min_wavefronts(lane_addr[wi], access, target, load)
                 seen.add((wav, wav - mn))
                 per.append((ri, ai, int(w), wav))
                 totals[int(w)] += wav
@@ -688,9 +695,10 @@ def measure_memory(plan: ConversionPlan, target: Target | None = None, strides=N
         seen, per, totals = set(), [], {int(w): 0 for w in warps}
         for ai, acc in enumerate(m.accesses):
             _, _, _, lane_addr, access = _instr(plan, acc, m.base, m.instr, warps)
+            load = m.direction == "load" and m.instr == "vector"
             for wi, w in enumerate(warps):
-                wav = count_wavefronts(lane_addr[wi], access, target)
-                mn = min_wavefronts(lane_addr[wi], access, target)
+                wav = count_wavefronts(lane_addr[wi], access, target, load)
+                mn = min_wavefronts(lane_addr[wi], access, target, load)
                 seen.add((wav, wav - mn))
                 per.append((0, ai, int(w), wav))
                 totals[int(w)] += wav

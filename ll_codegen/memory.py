@@ -117,7 +117,7 @@ def shared_plans(dist: LinearLayout, tile: LinearLayout, elem_bytes: int, target
     accesses = tuple(sorted((SmemAccess(tuple(g[j] for j in range(vec)), (hi << k) * elem_bytes)
                             for hi, g in groups.items()), key=lambda a: min(a.regs)))
     base = XorForm(tuple(t * elem_bytes for t in T), tuple(x * elem_bytes for x in W))
-    waves, conflicts = predict_wavefronts(list(base.lane), elem_bytes * vec, target)
+    waves, conflicts = predict_wavefronts(list(base.lane), elem_bytes * vec, target, load=direction == "load")
     plans = [MemoryPlan(instr="vector", vec=vec, vector_bytes=elem_bytes * vec, accesses=accesses, base=base,
                         cost=AccessCost(waves, conflicts, len(accesses), waves * len(accesses)), **common)]
     if not (target.has_ldmatrix if direction == "load" else target.has_stmatrix) or cap < 16:

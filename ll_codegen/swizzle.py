@@ -59,18 +59,22 @@ def phase_lanes_log2(access_bytes: int, target: Target) -> int:
 
 
 def predict_wavefronts(lane_offsets: list[int], access_bytes: int, target: Target,
-                       active_lanes: int | None = None) -> tuple[int, int]:
+                       active_lanes: int | None = None, load: bool = False) -> tuple[int, int]:
     """(wavefronts, bank conflicts) of one warp-wide access whose byte address
     is ``base ^ XOR of lane_offsets[k] over the lane's bits`` (Lemma 9.4);
     lanes ``>= active_lanes`` do not access (ldmatrix .x1/.x2 row providers).
 
-    Phases are fixed runs of consecutive lanes, broadcast lanes included:
-    on an H100, stores and most loads whose low lane bits broadcast are
-    served so (gpu_tests/RESULTS.md; two random 8/16-byte load plans
-    measured half the predicted wavefronts, as if broadcast lanes did not
-    count towards a phase -- not modelled, listed there)."""
+    Phases are fixed runs of consecutive lanes, broadcast lanes included --
+    except an NVIDIA 8/16-byte load (``load=True``) whose lane bits 0 and 1
+    address at most two places (rank <= 1): its phases span twice the lanes
+    (``Target.load_quad_merge``).  Example, 16-byte loads, lane offsets
+    ``[0, 16, 32, 64, 128]``: phases of lane bits 0..2, 4 wavefronts; with
+    ``[16, 0, 32, 64, 128]`` (lane bit 1 a broadcast) on an H100, phases of
+    lane bits 0..3, 2 wavefronts."""
     p = phase_lanes_log2(access_bytes, target)
     granule = max(access_bytes, target.bank_bytes)
+    if target.merges_quads(access_bytes, load) and f2.rank([c // granule for c in lane_offsets[:2]]) <= 1:
+        p = min(p + 1, target.warp_size.bit_length() - 1)
     words = [c // granule for c in lane_offsets[:p]]
     groups = target.wavefront_bytes // granule       # bank groups in a row
     per_phase = 1 << (f2.rank(words) - f2.rank([w % groups for w in words]))
@@ -85,20 +89,26 @@ class _Side:
     ``tile``: tensor vectors at element offsets 1, 2, 4, ... inside one access
     (paper §5.3: the layout must divide on the left by this tile);
     ``phase``: vectors spanning the accesses one wavefront serves (they must
-    land in distinct bank groups); ``providers``: for matrix instructions the
-    vectors that lane bits 0..4 of a row-providing lane select."""
+    land in distinct bank groups); ``merged``: for a load that NVIDIA serves in
+    double phases (``Target.load_quad_merge``) the vectors of such a phase,
+    else empty; ``providers``: for matrix instructions the vectors that lane
+    bits 0..4 of a row-providing lane select."""
     instr: str
     tile: tuple[int, ...]
     phase: tuple[int, ...]
     regs_per_access: tuple[int, ...]      # register-index offsets of one access, in packing order
     providers: tuple[int, ...] = ()
+    merged: tuple[int, ...] = ()
 
 
-def _vector_side(reg: list[int], thr: list[int], V: list[int], elem_bytes: int, target: Target) -> _Side:
+def _vector_side(reg: list[int], thr: list[int], V: list[int], elem_bytes: int, target: Target,
+                 load: bool = False) -> _Side:
     solver = f2.Solver(reg)
     p = phase_lanes_log2(elem_bytes << len(V), target)
+    merges = target.merges_quads(elem_bytes << len(V), load) and f2.rank(thr[:2]) <= 1 and p < len(thr)
     return _Side("vector", tuple(V), tuple(v for v in thr[:p] if v),
-                 tuple(solver.solve(f2.apply(V, j)) for j in range(1 << len(V))))
+                 tuple(solver.solve(f2.apply(V, j)) for j in range(1 << len(V))),
+                 merged=tuple(v for v in thr[:p + 1] if v) if merges else ())
 
 
 def _matrix_side(reg: list[int], thr: list[int], elem_bytes: int, trans: bool) -> _Side | None:
@@ -187,7 +197,7 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         S = [v for v in row_major if v not in Rd]
         return [_build(src, dst, elem_bytes, target, "none", S, Rd,
                        _vector_side(a_reg, a_thr, Va, elem_bytes, target),
-                       _vector_side(b_reg, b_thr, Vb, elem_bytes, target))]
+                       _vector_side(b_reg, b_thr, Vb, elem_bytes, target, load=True))]
     if swizzle != "optimal":
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
     if n_round_bits > len(common):
@@ -195,14 +205,15 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
                          f"{budget} bytes in rounds (only {len(common)} splittable register bits)")
     Rd = common[len(common) - n_round_bits:]          # rounds: the highest common registers
     V = common[:min(max_vec.bit_length() - 1, len(common) - n_round_bits)]
-    pairs = [(_vector_side(a_reg, a_thr, V, elem_bytes, target), _vector_side(b_reg, b_thr, V, elem_bytes, target))]
+    pairs = [(_vector_side(a_reg, a_thr, V, elem_bytes, target),
+              _vector_side(b_reg, b_thr, V, elem_bytes, target, load=True))]
     if matrix and target.has_ldmatrix and max_vec * elem_bytes >= 16:
         for trans in (False, True):
             st = _matrix_side(a_reg, a_thr, elem_bytes, trans) if target.has_stmatrix else None
             ld = _matrix_side(b_reg, b_thr, elem_bytes, trans)
             if st:
                 vb = prefix_in(list(st.tile), b_reg)
-                pairs.append((st, _vector_side(b_reg, b_thr, vb, elem_bytes, target)))
+                pairs.append((st, _vector_side(b_reg, b_thr, vb, elem_bytes, target, load=True)))
             if ld:
                 va = prefix_in(list(ld.tile), a_reg)
                 pairs.append((_vector_side(a_reg, a_thr, va, elem_bytes, target), ld))
@@ -218,8 +229,13 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         if any(v in used for v in Rd) or f2.rank(low + Rd) < len(low) + len(Rd):
             continue
         row_bits = (target.wavefront_bytes // elem_bytes).bit_length() - 1
-        S = _swizzle(low, [list(st.phase), list(ld.phase)], Rd, d, row_bits)
-        plans.append(_build(src, dst, elem_bytes, target, "optimal", S, Rd, st, ld))
+        # a load served in double phases may also avoid conflicts across its merged phase; keep
+        # that swizzle only where it is strictly cheaper (Lemma 9.5 may not allow both phases)
+        built = [_build(src, dst, elem_bytes, target, "optimal",
+                        _swizzle(low, [list(st.phase), list(ph)], Rd, d, row_bits), Rd, st, ld)
+                 for ph in [ld.phase] + ([ld.merged] if ld.merged else [])]
+        plans.append(min(built, key=lambda p: (p.store.total_wavefronts + p.load.total_wavefronts,
+                                               p.store.bank_conflicts + p.load.bank_conflicts)))
     return plans
 
 
@@ -236,7 +252,7 @@ def _build(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target
         c = solver.solve(x)
         return (c & ((1 << n_off) - 1)) * elem_bytes, c >> n_off
 
-    def side(L: LinearLayout, how: _Side) -> tuple[XorForm, list[list[SmemAccess]], AccessCost]:
+    def side(L: LinearLayout, how: _Side, load: bool) -> tuple[XorForm, list[list[SmemAccess]], AccessCost]:
         reg, thr, wrp = (L.flat_bases(k) for k in ("register", "lane", "warp"))
         lane_vecs = list(how.providers) if how.instr != "vector" else thr
         base = XorForm(tuple(offset(v)[0] for v in lane_vecs), tuple(offset(v)[0] for v in wrp))
@@ -252,14 +268,14 @@ def _build(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target
             per_round[rnd].append(SmemAccess(tuple(r | j for j in how.regs_per_access), off))
         n = sum(len(x) for x in per_round)
         if how.instr == "vector":
-            w, c = predict_wavefronts(list(base.lane), elem_bytes * len(how.regs_per_access), target)
+            w, c = predict_wavefronts(list(base.lane), elem_bytes * len(how.regs_per_access), target, load=load)
         else:
             x = len(how.regs_per_access) * elem_bytes // 4
             w, c = predict_wavefronts(list(base.lane), 16, target, active_lanes=8 * x)
         return base, per_round, AccessCost(wavefronts=w, bank_conflicts=c, instructions=n, total_wavefronts=w * n)
 
-    store_base, stores, store_cost = side(src, st)
-    load_base, loads, load_cost = side(dst, ld)
+    store_base, stores, store_cost = side(src, st, False)
+    load_base, loads, load_cost = side(dst, ld, True)
     as_bases = LinearLayout.from_flat({"offset": S, "round": Rd}, src.out_dim_sizes).bases
     st_vec, ld_vec = len(st.regs_per_access), len(ld.regs_per_access)
     return SmemPlan(

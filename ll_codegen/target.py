@@ -16,7 +16,12 @@ class Target:
     measured (``llgen plan`` prints it for HIP).
 
     NVIDIA (sm_80..sm_90): 32 banks x 4 B, 128 B per wavefront; measured with
-    Nsight Compute on an H100 (``gpu_tests/RESULTS.md``).
+    Nsight Compute on an H100 (``gpu_tests/RESULTS.md``).  ``load_quad_merge``:
+    an 8- or 16-byte ``ld.shared`` whose every quad of lanes (4k..4k+3) reads
+    at most two distinct addresses -- lane bit 0 or 1 a broadcast -- is served
+    in phases of twice as many lanes (16 at 16 B, 32 at 8 B).  Stores never
+    merge, nor do loads whose broadcast lane bits are higher (measured on an
+    H100 with one-instruction probes, ``gpu_tests/NCU_NOTES.md``).
 
     AMD LDS, from AMD's documents, NOT measured on AMD hardware:
     * CDNA2/CDNA3 (gfx90a, gfx940/gfx942, wave64): 32 banks x 4 B (bank = address
@@ -42,11 +47,16 @@ class Target:
     max_vector_bytes: int = 16
     has_ldmatrix: bool = False      # ldmatrix[.trans]: sm_75 and newer
     has_stmatrix: bool = False      # stmatrix[.trans]: sm_90
+    load_quad_merge: bool = False   # see above (NVIDIA)
     bank_model: str = "32 banks x 4 B, 128 B wavefronts (measured with Nsight Compute on an H100)"
 
     @property
     def is_cuda(self) -> bool:
         return self.name == "cuda"
+
+    def merges_quads(self, access_bytes: int, load: bool) -> bool:
+        """Whether such an access may be served in double phases (``load_quad_merge``)."""
+        return load and self.load_quad_merge and access_bytes in (8, 16)
 
 
 CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
@@ -62,7 +72,7 @@ def get_target(name: str = "cuda", arch: str | None = None) -> Target:
         arch = arch or "sm_90"
         if arch not in CUDA_ARCHS:
             raise ValueError(f"unknown CUDA arch {arch!r} (known: {', '.join(CUDA_ARCHS)})")
-        return Target("cuda", arch, 32, has_ldmatrix=True, has_stmatrix=arch == "sm_90")
+        return Target("cuda", arch, 32, has_ldmatrix=True, has_stmatrix=arch == "sm_90", load_quad_merge=True)
     if name == "hip":
         arch = arch or "gfx90a"
         if arch in HIP_WAVE64:

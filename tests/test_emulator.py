@@ -1,6 +1,9 @@
 """The plan emulator and the bank counter, checked WITHOUT the planner:
 hand-built plans on small hand-made layouts, the shuffle intrinsics' edge
 cases, and classic shared-memory access patterns counted by hand."""
+import json
+import os
+
 import numpy as np
 import pytest
 
@@ -9,6 +12,7 @@ from ll_codegen.emulator import (SmemError, check_plan, count_wavefronts, emulat
 from ll_codegen.layout import LinearLayout
 from ll_codegen.plan import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan,
                              ShuffleRound, SmemAccess, SmemPlan, SmemRound, XorForm)
+from ll_codegen.swizzle import predict_wavefronts
 from ll_codegen.target import get_target
 
 CUDA, HIP64, HIP32 = get_target("cuda"), get_target("hip", "gfx90a"), get_target("hip", "gfx1030")
@@ -288,6 +292,30 @@ def test_ldmatrix_x1_semantics():
 def _wf(addrs, v, t=CUDA):
     a = np.asarray(addrs)
     return count_wavefronts(a, v, t), min_wavefronts(a, v, t)
+
+
+H100_PHASES = json.load(open(os.path.join(os.path.dirname(__file__), "data", "h100_shared_phases.json")))["probes"]
+
+
+@pytest.mark.parametrize("probe", H100_PHASES, ids=lambda p: f"{p['bytes']}B_{p['op']}_{p['case']}")
+def test_bank_model_equals_h100_measurements(probe):
+    """One-instruction probes measured with ncu on an H100 (gpu_tests/ncu_phases.py): the brute-force
+    counter on the addresses and Lemma 9.4 on the lane bases both give the measured wavefronts and
+    conflicts -- broadcast lane bits 0/1 of 8/16-byte loads halve the phases, of stores never."""
+    a, load = np.array(probe["offsets"]), probe["op"] == "ld"
+    w = count_wavefronts(a, probe["bytes"], CUDA, load)
+    measured = (probe["wavefronts"], probe["bank_conflicts"])
+    assert (w, w - min_wavefronts(a, probe["bytes"], CUDA, load)) == measured
+    lanes = [int(a[1 << k] ^ a[0]) for k in range(5)]
+    assert predict_wavefronts(lanes, probe["bytes"], CUDA, load=load) == measured
+
+
+def test_quad_merge_is_nvidia_loads_only():
+    bc1 = [16, 0, 32, 64, 128]                   # 16-byte accesses, lane bit 1 a broadcast
+    assert predict_wavefronts(bc1, 16, CUDA, load=True) == (2, 0)
+    assert predict_wavefronts(bc1, 16, CUDA, load=False) == (4, 0)
+    assert predict_wavefronts([16 * 64, 0, 16 * 128, 0, 0], 16, HIP64, load=True) == predict_wavefronts(
+        [16 * 64, 0, 16 * 128, 0, 0], 16, HIP64, load=False)
 
 
 def test_bank_counter_classic_patterns():
