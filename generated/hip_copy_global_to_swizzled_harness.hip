@@ -72,3 +72,17 @@ hip_copy_global_to_swizzled_harness_masked(const uint16_t* __restrict__ in, uint
         out[tile_index(o)] = v;
     }
 }
+
+// Probe for Nsight Compute and the instruction-count checks: only the planned accesses touch
+// shared memory and read global memory (the copy; nothing is read back), at the strides the plan predicts its
+// sectors for.
+extern "C" __global__ void __launch_bounds__(hip_copy_global_to_swizzled::kThreads)
+hip_copy_global_to_swizzled_probe(uint16_t* __restrict__ sink, uint16_t* __restrict__ scratch) {
+    using namespace hip_copy_global_to_swizzled;
+    extern __shared__ __align__(16) unsigned char smem[];
+    (void)sink, (void)scratch, (void)smem;
+    const long long strides[kRank] = {64, 1};
+    copy(scratch, strides, smem);
+    commit();
+    wait<0>();
+}

@@ -406,14 +406,14 @@ def memory_cases(n_random: int = 200, n_copies: int = 48, seed: int = 20261123) 
 
 
 def memory_showcase(cases: list[Case] | None = None) -> list[Case]:
-    """Memory plans for Nsight Compute: every named one, and random ones of
-    each kind, direction and element size (deterministic)."""
+    """Memory plans for Nsight Compute: every named one (copies included), and
+    random ones of each kind, direction and element size (deterministic)."""
     cases = memory_cases() if cases is None else cases
-    out = [c for c in cases if not c.pair.startswith("random") and c.plan.copy is None]
+    out = [c for c in cases if not c.pair.startswith("random")]
     seen = set()
     for c in cases:
-        if c.pair.startswith("random") and c.plan.copy is None:
-            key = (c.kinds, c.plan.elem_bytes)
+        if c.pair.startswith("random"):
+            key = (c.kinds, c.plan.elem_bytes, c.plan.copy is None)
             if key not in seen:
                 seen.add(key)
                 out.append(c)

@@ -3,8 +3,8 @@
     python3 gpu_tests/ncu_memory.py [--out DIR]
 
 For ``cases.memory_showcase()`` (every named store/load of ``cases.MEMORY_NAMED``
--- vector, ldmatrix/stmatrix[.trans] -- and a random plan per memory kind,
-direction and element size) the harness files are compiled (NVRTC), then ONE
+-- vector, ldmatrix/stmatrix[.trans] --, every named copy, and a random plan per
+memory kind, direction and element size, copies included) the harness files are compiled (NVRTC), then ONE
 process (this script with ``--drive``) launches each plan's ``<name>_probe``
 kernel once under ``ncu``.  The probe's only accesses to the measured space
 are the planned ones: a store takes its registers from the thread index, a
@@ -56,12 +56,23 @@ MATRIX = {"st": ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_stsm.sum",
                  "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum")}
 GLOBAL = {side: (f"l1tex__t_sectors_pipe_lsu_mem_global_op_{side}.sum",
                  f"l1tex__t_requests_pipe_lsu_mem_global_op_{side}.sum") for side in ("st", "ld")}
+# cp.async (LDGSTS): global sectors and requests, shared wavefronts and bank conflicts
+LDGSTS = ("sm__sass_l1tex_t_sectors_pipe_lsu_mem_global_op_ldgsts.sum",
+          "sm__sass_l1tex_t_requests_pipe_lsu_mem_global_op_ldgsts.sum",
+          "sm__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_ldgsts.sum",
+          "sm__sass_l1tex_data_bank_conflicts_pipe_lsu_mem_shared_op_ldgsts.sum")
 
 
 def predict(plan) -> dict:
-    """Per-CTA totals the plan predicts for its probe."""
+    """Per-CTA totals the plan predicts for its probe (a copy: its load's sectors and requests, its
+    store's bank conflicts -- and wavefronts where it goes through registers; the wavefronts ncu
+    counts for a cp.async are reported, not predicted)."""
     import numpy as np
-    from ll_codegen.emulator import _global_addresses
+    from ll_codegen.emulator import _global_addresses, copy_halves
+    if plan.copy is not None:
+        load, store = (predict(h) for h in copy_halves(plan))
+        out = dict(load, conflicts=store["conflicts"])
+        return out if plan.copy.async_copy else dict(out, wavefronts=store["wavefronts"])
     m = plan.memory
     warps = [w for w in range(plan.num_warps) if not w & m.warp_skip]
     if m.space == "shared":
@@ -111,6 +122,12 @@ def drive(manifest: str) -> int:
 def measured(meas: dict | None, plan) -> dict:
     if meas is None:
         return {}
+    if plan.copy is not None:
+        from ll_codegen.emulator import copy_halves
+        load, store = copy_halves(plan)
+        if plan.copy.async_copy:
+            return dict(zip(("sectors", "requests", "cp.async wavefronts", "conflicts"), (meas.get(k) for k in LDGSTS)))
+        return dict(measured(meas, load), **measured(meas, store))
     m = plan.memory
     side = "st" if m.direction == "store" else "ld"
     if m.space == "global":
@@ -142,7 +159,7 @@ def main(argv=None) -> int:
     ncu = ncu_bin()
     optional, _ = available_metrics(ncu)
     metrics = [k for v in (SHARED, GLOBAL) for pair in v.values() for k in pair]
-    metrics += [k for pair in MATRIX.values() for k in pair if k in optional]
+    metrics += [k for pair in MATRIX.values() for k in pair if k in optional] + list(LDGSTS)
     log = os.path.join(work, "ncu.csv")
     cmd = [ncu, "--metrics", ",".join(metrics), "--csv", "--page", "raw", "--clock-control", "none",
            "--kernel-name", "regex:_probe$", "--log-file", log, sys.executable, os.path.abspath(__file__),
@@ -157,15 +174,16 @@ def main(argv=None) -> int:
     near = lambda x, q: x is not None and abs(x - q) <= max(NOISE_ABS, NOISE * q)  # noqa: E731
     for c in sel:
         p = c.plan
-        m = p.memory
         pred, got = predict(p), measured(meas.get(f"{c.name}_probe"), p)
+        m = p.memory or p.copy.store
         exact = bool(got) and all(got.get(k) == v for k, v in pred.items())
         ok = exact or (bool(got) and all(near(got.get(k), v) for k, v in pred.items()))
         verdict = "yes" if exact else "yes within counter noise" if ok else "no" if got else \
             f"not measured ({errors.get(c.name) or 'no ncu row'})"
         if not ok:
             failures.append(f"{c.name} ({c.pair}): {verdict}: predicted {pred}, measured {got}")
-        rows.append({"name": c.name, "pair": c.pair, "space": m.space, "direction": m.direction, "instr": m.instr,
+        rows.append({"name": c.name, "pair": c.pair, "space": "global -> shared" if p.copy else m.space,
+                     "direction": "copy" if p.copy else m.direction, "instr": m.instr,
                      "vector_bytes": m.vector_bytes, "pred": pred, "meas": got, "ok": ok})
         fmt = lambda d: ", ".join(f"{k} {_fmt(v)}" for k, v in d.items())  # noqa: E731
         lines.append(f"| {c.name} | {c.pair} | {m.space} | {m.instr} | {m.vector_bytes} | {p.num_warps} "

@@ -522,7 +522,8 @@ def _generated_counts(generated_build) -> tuple[list[str], list[str], int]:
         assert len(asm) == 1, (key, os.listdir(keep))
         with open(os.path.join(keep, asm[0])) as f:
             code = f.read()
-        kernel = f"{name}_probe" if plans[name].memory is not None else f"{name}_harness"   # see counted_kernel
+        kernel = f"{name}_probe" if plans[name].memory is not None or plans[name].copy is not None \
+            else f"{name}_harness"   # see counted_kernel
         if plans[name].memory is not None or plans[name].copy is not None:
             code = (split_ptx(code) if tool == "cuda" else split_isa(code)).get(kernel, "")
         h, s = count_check(plans[name], code, tool)

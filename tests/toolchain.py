@@ -245,13 +245,12 @@ def owner(symbol: str, names: Iterable[str]) -> str | None:
 
 def counted_kernel(symbol: str, name: str, plan: ConversionPlan) -> bool:
     """Whether ``symbol`` (owned by conversion ``name``) holds the code the
-    plan's counts describe: a conversion's harness, or a memory plan's probe
-    (its harnesses move the tile themselves; the probe issues only the
+    plan's counts describe: a conversion's harness, or a memory or copy plan's
+    probe (its harnesses move the tile themselves; the probe issues only the
     planned accesses)."""
-    if plan.memory is not None:
+    if plan.memory is not None or plan.copy is not None:
         return symbol == f"{name}_probe"
-    return not symbol.endswith(("_harness_masked", "_probe"))     # a copy: its harness moves the tile
-                                                                    # with plain C++ (not counted)
+    return not symbol.endswith(("_harness_masked", "_probe"))
 
 
 # ------------------------------------------------------------------ seeded samples
