@@ -297,11 +297,13 @@ def _wf(addrs, v, t=CUDA):
 H100_PHASES = json.load(open(os.path.join(os.path.dirname(__file__), "data", "h100_shared_phases.json")))["probes"]
 
 
-@pytest.mark.parametrize("probe", H100_PHASES, ids=lambda p: f"{p['bytes']}B_{p['op']}_{p['case']}")
+@pytest.mark.parametrize("probe", [p for p in H100_PHASES if not (p["op"] == "cp" and p["bytes"] == 16)],
+                         ids=lambda p: f"{p['bytes']}B_{p['op']}_{p['case']}")
 def test_bank_model_equals_h100_measurements(probe):
     """One-instruction probes measured with ncu on an H100 (gpu_tests/ncu_phases.py): the brute-force
     counter on the addresses and Lemma 9.4 on the lane bases both give the measured wavefronts and
-    conflicts -- broadcast lane bits 0/1 of 8/16-byte loads halve the phases, of stores never."""
+    conflicts -- broadcast lane bits 0/1 of 8/16-byte loads halve the phases, of stores never; 4/8-byte
+    cp.async count as stores (16-byte ones are recorded, not modelled: see that script)."""
     a, load = np.array(probe["offsets"]), probe["op"] == "ld"
     w = count_wavefronts(a, probe["bytes"], CUDA, load)
     measured = (probe["wavefronts"], probe["bank_conflicts"])
