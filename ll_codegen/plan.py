@@ -390,9 +390,18 @@ def instruction_name(target: str, access: str, direction: str, nbytes: int, spac
         return f"{name}.{space}" if access == "vector" else name
     bits = 8 * nbytes
     if space == "global":
+        if bits < 32:       # loads zero-extend: global_load_ubyte/ushort; stores: global_store_byte/short
+            return (("global_store_" if direction == "store" else "global_load_u")
+                    + ("byte" if bits == 8 else "short"))
         op = "global_store" if direction == "store" else "global_load"
-        return f"{op}_{'dword' if bits == 32 else f'dwordx{bits // 32}' if bits > 32 else ('byte' if bits == 8 else 'short')}"
+        return f"{op}_dword" + (f"x{bits // 32}" if bits > 32 else "")
     return f"ds_write_b{bits}" if direction == "store" else f"ds_read_{'u' if bits < 32 else 'b'}{bits}"
+
+
+def shuffle_name(target: str) -> str:
+    """The instruction one warp shuffle (``__shfl``/``__shfl_xor`` of 32 bits)
+    compiles to: ``shfl.sync`` (PTX) or ``ds_bpermute_b32`` (AMDGPU)."""
+    return "ds_bpermute_b32" if target == "hip" else "shfl.sync"
 
 
 def access_plan(plan: "ConversionPlan") -> "ConversionPlan":

@@ -35,7 +35,8 @@ from dataclasses import replace
 from . import f2
 from .layout import LinearLayout, divide_left
 from .memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans
-from .plan import Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name
+from .plan import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
+                   shuffle_name)
 from .shuffle import NotShuffleable, plan_shuffle
 from .swizzle import plan_smem
 from .target import Target, get_target
@@ -141,7 +142,8 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
         selects = len(s.rounds) * s.words * ((s.send_select.size - 1) + (s.recv_select.size - 1))
         packs = len(s.rounds) * (s.vec - 1) * 2 if s.vec > 1 else 0
         score = SHUFFLE * shfl + ALU * (selects + packs)
-        return score, f"{shfl} shuffles, {selects} selects, {packs} pack ops"
+        what = "shuffles" if plan.target != "hip" else shuffle_name(plan.target)     # HIP: the AMD instruction
+        return score, f"{shfl} {what}, {selects} selects, {packs} pack ops"
     m = plan.smem
     waves = m.store.total_wavefronts + m.load.total_wavefronts
     instrs = m.store.instructions + m.load.instructions
@@ -252,8 +254,10 @@ def _memory_score(plan: ConversionPlan) -> tuple[float, str]:
     side = "st" if m.direction == "store" else "ld"
     if m.space == "global":
         c = m.cost
+        what = (f"{m.direction} {m.vector_bytes} B" if plan.target != "hip"     # HIP: the AMD instruction
+                else instruction_name(plan.target, "vector", m.direction, m.vector_bytes, "global"))
         return (SECTOR * c.total_sectors + ALU * c.instructions,
-                f"{m.direction} {m.vector_bytes} B x{c.instructions}: {c.sectors} sectors/instr "
+                f"{what} x{c.instructions}: {c.sectors} sectors/instr "
                 f"({c.min_sectors} at best)")
     c = m.cost
     weight = STMATRIX if m.instr != "vector" and side == "st" else 1.0
@@ -365,7 +369,10 @@ def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str =
                         async_copy=target.is_cuda and vb in (4, 8, 16))
         score = (SECTOR * load.cost.total_sectors + WAVEFRONT * store.cost.total_wavefronts
                  + ALU * (load.cost.instructions + (0 if copy.async_copy else store.cost.instructions)))
-        detail = (f"threads in {label} order: {'cp.async' if copy.async_copy else 'ld + st'} {vb} B "
+        how = f"{'cp.async' if copy.async_copy else 'ld + st'} {vb} B" if target.is_cuda else \
+            (f"{instruction_name('hip', 'vector', 'load', vb, 'global')} + "      # HIP: the AMD instructions
+             f"{instruction_name('hip', 'vector', 'store', vb)}")
+        detail = (f"threads in {label} order: {how} "
                   f"x{load.cost.instructions}: {load.cost.sectors} sectors/instr ({load.cost.min_sectors} at best), "
                   f"{store.cost.wavefronts} wavefronts/instr ({store.cost.bank_conflicts} conflicts)")
         candidates.append((score, detail, copy))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .layout import LinearLayout
-from .plan import ConversionPlan, instruction_name
+from .plan import ConversionPlan, instruction_name, shuffle_name
 from .target import get_target
 
 
@@ -23,7 +23,7 @@ def summary(plan: ConversionPlan) -> str:
         sizes = dict(zip([f"dim{i}" for i in range(len(p.shape))], p.shape))
         lane = "lane ^ c" if s.src_lane is None else f"L(lane) ^ c with L = {list(s.src_lane)}"
         lines.append(f"shuffle: {len(s.rounds)} rounds x {s.words} word(s), {s.vec} element(s) per word, "
-                     f"source lane {lane}")
+                     f"source lane {lane}" + (f", {shuffle_name(p.target)} per word" if p.target == "hip" else ""))
         lines.append(f"  lane-dependent registers: send {s.send_select.size} way(s), "
                      f"receive {s.recv_select.size} way(s)")
         for i, r in enumerate(s.rounds):
@@ -41,6 +41,9 @@ def summary(plan: ConversionPlan) -> str:
         if m.layout.get("round"):
             lines.append(f"  round bases: {m.layout['round']}")
         for kind, c in (("store", m.store), ("load", m.load)):
+            if p.target == "hip":       # the AMD instruction of each side
+                vec = m.store_vec if kind == "store" else m.load_vec
+                kind += f" ({instruction_name(p.target, 'vector', kind, vec * p.elem_bytes)})"
             lines.append(f"  {kind}: {c.instructions} instr/warp, {c.wavefronts} wavefronts/instr, "
                          f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp")
         if p.target == "hip":
@@ -73,8 +76,10 @@ def memory_lines(p: ConversionPlan) -> list[str]:
             out.append(f"  bank model: {get_target(p.target, p.arch).bank_model}")
     else:
         c = m.cost
+        hip = (f" ({instruction_name(p.target, 'vector', m.direction, m.vector_bytes, 'global')})"
+               if p.target == "hip" else "")
         out = [f"memory: global tile, order {m.layout['order']}, {m.alignment}-byte aligned, {m.direction} with "
-               f"{m.vector_bytes}-byte vectors",
+               f"{m.vector_bytes}-byte vectors{hip}",
                f"  at strides {list(m.strides)}: {c.instructions} instr/warp (requests), {c.sectors} sectors/instr "
                f"({c.min_sectors} at best), {c.total_sectors} sectors/warp"]
     if m.warp_skip or m.lane_skip:
@@ -93,6 +98,9 @@ def copy_lines(p: ConversionPlan) -> list[str]:
     c = p.copy
     ld, st = c.load.cost, c.store.cost
     how = "cp.async" if c.async_copy else "a global load and a shared store through a register"
+    if p.target == "hip":
+        how = (f"{instruction_name(p.target, 'vector', 'load', c.load.vector_bytes, 'global')} and "
+               f"{instruction_name(p.target, 'vector', 'store', c.store.vector_bytes)} through a register")
     return [f"copy: global tile (order {c.load.layout['order']}, {c.load.alignment}-byte aligned) -> shared tile of "
             f"{c.store.bytes} bytes, {c.load.vector_bytes} B per thread per copy, by {how}",
             f"  thread mapping (register, lane, warp -> tensor): {c.threads['in_dims']}",

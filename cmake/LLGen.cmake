@@ -1,0 +1,114 @@
+# LLGen.cmake -- generate ll_codegen layout-conversion headers at build time.
+#
+#   list(APPEND CMAKE_MODULE_PATH "<ll_codegen checkout>/cmake")
+#   include(LLGen)
+#
+#   add_executable(my_kernel my_kernel.cu)
+#   llgen_convert(my_kernel
+#                 SRC specs/blocked.yaml DST specs/mma.yaml DTYPE f16
+#                 [NAME blocked_to_mma]          # default: <src stem>_to_<dst stem>, as llgen names it
+#                 [ARCH sm_90]                   # sm_80/86/89/90 (CUDA) or gfx90a/gfx940/gfx942/gfx1030/gfx1100 (HIP)
+#                 [STRATEGY auto]                # --strategy
+#                 [OPTIONS --swizzle none ...]   # any further `llgen convert` options, passed as they are
+#                 [OUTPUT_VARIABLE var])         # set to the header's path
+#
+# At build time this runs
+#   llgen convert --src SRC --dst DST --dtype DTYPE [--target cuda|hip --arch ARCH] [--strategy S] OPTIONS
+#                 --emit header --name NAME -o ${CMAKE_CURRENT_BINARY_DIR}/llgen
+# (from ${CMAKE_CURRENT_SOURCE_DIR}, where relative SRC/DST are read), writing NAME.cuh (CUDA) or NAME.h
+# (HIP, an ARCH starting with gfx) whenever a spec file changes; the header is made before <target>
+# compiles, and ${CMAKE_CURRENT_BINARY_DIR}/llgen is a PRIVATE include directory of <target>, so its
+# sources `#include "NAME.cuh"`.  Call it after add_executable/add_library.
+#
+# The command: LLGEN_EXECUTABLE (a cache variable: the path of `llgen`, or a command list such as
+# "/usr/bin/python3;/path/to/ll_codegen/cli.py"); found on PATH when not set, else
+# `${Python3_EXECUTABLE} -m ll_codegen` (the Python with ll_codegen installed).
+#
+# Needs CMake 3.17 or newer.
+include_guard(GLOBAL)
+
+find_program(LLGEN_EXECUTABLE llgen DOC "llgen command (a path, or a list: interpreter;script)")
+
+function(_llgen_command out)
+  if(LLGEN_EXECUTABLE)
+    set(${out} ${LLGEN_EXECUTABLE} PARENT_SCOPE)
+    return()
+  endif()
+  if(NOT Python3_EXECUTABLE)
+    find_package(Python3 COMPONENTS Interpreter)
+  endif()
+  if(NOT Python3_EXECUTABLE)
+    message(FATAL_ERROR "llgen_convert: no `llgen` on PATH and no Python 3; pip install ll_codegen, "
+                        "or set LLGEN_EXECUTABLE (or Python3_EXECUTABLE)")
+  endif()
+  set(${out} ${Python3_EXECUTABLE} -m ll_codegen PARENT_SCOPE)
+endfunction()
+
+# <stem>_to_<stem> made a C identifier, as llgen's default --name (ll_codegen.api.default_name)
+function(_llgen_stem path out)
+  get_filename_component(stem "${path}" NAME_WLE)
+  string(REGEX REPLACE "[^A-Za-z0-9_]" "_" stem "${stem}")
+  if(stem STREQUAL "")
+    set(stem layout)
+  endif()
+  set(${out} "${stem}" PARENT_SCOPE)
+endfunction()
+
+function(llgen_convert target)
+  cmake_parse_arguments(PARSE_ARGV 1 LL "" "SRC;DST;DTYPE;NAME;ARCH;STRATEGY;OUTPUT_VARIABLE" "OPTIONS")
+  if(LL_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "llgen_convert(${target}): unknown arguments: ${LL_UNPARSED_ARGUMENTS}")
+  endif()
+  foreach(req SRC DST DTYPE)
+    if(NOT LL_${req})
+      message(FATAL_ERROR "llgen_convert(${target}): ${req} is required")
+    endif()
+  endforeach()
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "llgen_convert(${target}): no such target (call it after add_executable/add_library)")
+  endif()
+
+  if(NOT LL_NAME)
+    _llgen_stem("${LL_SRC}" s)
+    _llgen_stem("${LL_DST}" d)
+    set(LL_NAME "${s}_to_${d}")
+    if(LL_NAME MATCHES "^([0-9]|__|_[A-Z])")
+      set(LL_NAME "cvt_${LL_NAME}")
+    endif()
+  endif()
+
+  set(args convert --src "${LL_SRC}" --dst "${LL_DST}" --dtype "${LL_DTYPE}")
+  set(ext cuh)
+  if(LL_ARCH)
+    if(LL_ARCH MATCHES "^gfx")
+      list(APPEND args --target hip)
+      set(ext h)
+    else()
+      list(APPEND args --target cuda)
+    endif()
+    list(APPEND args --arch "${LL_ARCH}")
+  endif()
+  if(LL_STRATEGY)
+    list(APPEND args --strategy "${LL_STRATEGY}")
+  endif()
+  set(dir "${CMAKE_CURRENT_BINARY_DIR}/llgen")
+  set(header "${dir}/${LL_NAME}.${ext}")
+  list(APPEND args ${LL_OPTIONS} --emit header --name "${LL_NAME}" -o "${dir}")
+
+  get_filename_component(src_abs "${LL_SRC}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  get_filename_component(dst_abs "${LL_DST}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  _llgen_command(cmd)
+  add_custom_command(
+    OUTPUT "${header}"
+    COMMAND ${cmd} ${args}
+    DEPENDS "${src_abs}" "${dst_abs}"
+    WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
+    COMMENT "llgen: ${LL_NAME}.${ext} (${LL_SRC} -> ${LL_DST}, ${LL_DTYPE})"
+    VERBATIM)
+  add_custom_target(llgen_${target}_${LL_NAME} DEPENDS "${header}")
+  add_dependencies(${target} llgen_${target}_${LL_NAME})
+  target_include_directories(${target} PRIVATE "${dir}")
+  if(LL_OUTPUT_VARIABLE)
+    set(${LL_OUTPUT_VARIABLE} "${header}" PARENT_SCOPE)
+  endif()
+endfunction()
