@@ -7,9 +7,12 @@ OSError, YAML and Jinja2 errors, ``CLIError``) becomes ONE line on stderr,
 ``llgen: error: <message>``, and exit status 2 -- never a traceback.  Any
 other exception is a bug: one line ``llgen: internal error: ...`` and exit
 status 1 (set ``LLGEN_DEBUG=1`` to get the traceback instead).  Files are
-written with ``write_atomic`` (temp file + ``os.replace``), after everything
-they depend on has been computed, so a failing command leaves no
-half-written output.
+written with ``files.write_all`` after everything they depend on has been
+computed: every target is checked first (``files.check_targets``), then all
+files are written or none, so a failing command leaves no output at all.
+Paths in messages are the user's, quoted when they hold control characters.
+Enumerated options are ``click.Choice``s, so shell completion
+(``_LLGEN_COMPLETE=bash_source llgen``) offers their values.
 """
 from __future__ import annotations
 

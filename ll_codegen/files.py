@@ -68,7 +68,7 @@ def check_output_dir(directory: str | os.PathLike, option: str = "-o") -> None:
     """An output folder: not empty, and no existing part of it a non-folder."""
     d = os.fspath(directory)
     if d == "":
-        raise ValueError(f"{option} '': an empty path (use {option} . for the current folder)")
+        raise ValueError(f"{option} '': an empty path (use . for the current folder)")
     q = quote_path(d)
     if os.path.exists(d) and not os.path.isdir(d):
         raise _err(errno.ENOTDIR, f"not a folder ({option} names the folder to write into)", d)
