@@ -340,16 +340,13 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
 
 
 # ------------------------------------------------------------------ writing
-def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, writer=write_atomic) -> list[str]:
-    """Write already-rendered files into ``directory`` (created if missing)."""
+def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, option: str = "-o") -> list[str]:
+    """Write already-rendered files into ``directory`` (created if missing):
+    every target checked first, then all written or none (``files.write_all``)."""
+    from .files import check_output_dir, write_all
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
-    paths = []
-    for fname, text in files.items():
-        path = os.path.join(directory, fname)
-        writer(path, text)
-        paths.append(path)
-    return paths
+    check_output_dir(directory, option)
+    return write_all({os.path.join(directory, fname): text for fname, text in files.items()}, make_dirs=True)
 
 
 # ------------------------------------------------- ConversionPlan methods
@@ -376,7 +373,7 @@ def plan_write(plan: ConversionPlan, directory: str | os.PathLike, name: str = "
         back = back_plan(plan, s, d)
     names = file_names(plan.target, name)
     files = {names[k]: plan_render(plan, k, name, command, src_layout_text, dst_layout_text, back) for k in kinds}
-    return write_rendered(files, directory)
+    return write_rendered(files, directory, option="directory")
 
 
 # ------------------------------------------------------------------- verify

@@ -7,9 +7,12 @@ OSError, YAML and Jinja2 errors, ``CLIError``) becomes ONE line on stderr,
 ``llgen: error: <message>``, and exit status 2 -- never a traceback.  Any
 other exception is a bug: one line ``llgen: internal error: ...`` and exit
 status 1 (set ``LLGEN_DEBUG=1`` to get the traceback instead).  Files are
-written with ``write_atomic`` (temp file + ``os.replace``), after everything
-they depend on has been computed, so a failing command leaves no
-half-written output.
+written with ``files.write_all`` after everything they depend on has been
+computed: every target is checked first (``files.check_targets``), then all
+files are written or none, so a failing command leaves no output at all.
+Paths in messages are the user's, quoted when they hold control characters.
+Enumerated options are ``click.Choice``s, so shell completion
+(``_LLGEN_COMPLETE=bash_source llgen``) offers their values.
 """
 from __future__ import annotations
 
@@ -22,8 +25,8 @@ import click
 import yaml
 
 from ll_codegen import __version__
+from ll_codegen.files import check_output_dir, check_targets, quote_path, write_all, write_atomic
 from ll_codegen.layouts import LayoutError
-from ll_codegen.render import write_atomic
 from ll_codegen.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
 from ll_codegen.spec import SpecError, load_spec
 
@@ -33,7 +36,7 @@ except ImportError:  # pragma: no cover
     _TemplateError = ValueError  # type: ignore[misc,assignment]
 
 __all__ = ["main", "LLGenGroup", "CLIError", "USER_ERRORS", "handle_errors", "command_with_errors",
-           "write_atomic", "error_line"]
+           "write_atomic", "error_line", "CommaChoice"]
 
 PROG = "llgen"
 
@@ -57,11 +60,13 @@ def _first_line(text: str) -> str:
 def error_line(e: BaseException) -> str:
     """The one-line message for an exception (without the ``llgen: error:``)."""
     if isinstance(e, OSError) and e.strerror:
-        where = e.filename if e.filename is not None else ""
+        where = quote_path(e.filename) if e.filename is not None else ""
         return f"{where}: {e.strerror}" if where else e.strerror
+    if isinstance(e, SpecError) and e.source:
+        return ": ".join([quote_path(e.source)] + ([e.field] if e.field else []) + [e.message])
     if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
         m = e.problem_mark
-        return f"{m.name}: line {m.line + 1}, column {m.column + 1}: {e.problem or e.context or 'malformed YAML'}"
+        return f"{quote_path(m.name)}: line {m.line + 1}, column {m.column + 1}: {e.problem or e.context or 'malformed YAML'}"
     msg = _first_line(str(e))
     if isinstance(e, KeyError) and msg.startswith(("'", '"')):
         msg = msg[1:-1] if len(msg) > 1 and msg[-1] == msg[0] else msg
@@ -133,12 +138,58 @@ class LLGenGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+# ------------------------------------------------------- enumerated options
+from ll_codegen.planner import DTYPE_BYTES  # noqa: E402
+from ll_codegen.target import CUDA_ARCHS, HIP_WAVE32, HIP_WAVE64  # noqa: E402
+
+DTYPES = tuple(DTYPE_BYTES)
+TARGETS = ("cuda", "hip")
+ARCHS = CUDA_ARCHS + HIP_WAVE64 + HIP_WAVE32
+STRATEGY_CHOICES = ("auto", "noop", "register", "shuffle", "smem", "store", "load", "copy")
+SWIZZLES = ("optimal", "none")
+EMIT_CHOICES = ("header", "harness", "bench", "all")
+
+
+class CommaChoice(click.ParamType):
+    """A comma list of choices (``--dtype f16,f32``, ``--emit header,bench``):
+    each item is checked, and shell completion offers the choices after the
+    last comma.  The value stays the string given."""
+
+    name = "choice-list"
+
+    def __init__(self, choices: tuple[str, ...]):
+        self.choices = tuple(choices)
+
+    def get_metavar(self, param: click.Parameter, *args: Any) -> str:
+        return "[" + "|".join(self.choices) + "][,...]"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
+        for item in (x.strip() for x in str(value).split(",")):
+            if item and item not in self.choices:
+                self.fail(f"{item!r} is not one of {', '.join(map(repr, self.choices))}", param, ctx)
+        return value
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+        head, _, last = incomplete.rpartition(",")
+        prefix = head + "," if head else ""
+        return [CompletionItem(prefix + c) for c in self.choices if c.startswith(last)]
+
+
+def _spec_option(flag: str, help: str, required: bool = True) -> Callable[..., Any]:
+    return click.option(flag, flag.lstrip("-"), required=required, metavar=("A.yaml" if flag == "--src" else "B.yaml"),
+                        type=click.Path(dir_okay=False), help=help)
+
+
 # ----------------------------------------------------------------- commands
 @click.group(cls=LLGenGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name=PROG, message="%(prog)s %(version)s")
 def main() -> None:
     """Linear-layout conversions for CUDA/HIP: inspect layouts, plan and
-    generate conversions."""
+    generate conversions.
+
+    Shell completion (bash): eval "$(_LLGEN_COMPLETE=bash_source llgen)"
+    (zsh_source, fish_source for zsh and fish)."""
 
 
 @main.command()
@@ -150,69 +201,82 @@ def main() -> None:
               help="Also draw the tensor grid as an SVG picture to FILE.")
 def show(spec: str, shape: Optional[str], as_json: bool, svg_path: Optional[str]) -> None:
     """Print the linear layout of SPEC (a YAML spec file)."""
+    if svg_path is not None:
+        check_targets([svg_path], "--svg")           # before any work: a bad target is reported first
     s = load_spec(spec, shape_override=shape)
     L = s.linear
     if as_json:
         text = json_text(layout_json(L))
     else:
         text = render_text(L, s.kind, s.shape, layout_params(s.layout), source=s.source)
-    if svg_path:
+    if svg_path is not None:
         title = f"{s.kind} {'x'.join(map(str, s.shape))}  ({os.path.basename(s.source)})"
         svg = render_svg(L, title, element_bits=element_bits_of(s.layout))
-        write_atomic(svg_path, svg)
+        write_all({svg_path: svg}, "--svg")
     click.echo(text, nl=not text.endswith("\n"))
 
 
 
 # ------------------------------------------------- plan / convert / verify
-def _conversion_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Options shared by ``plan``, ``convert`` and ``verify`` (validated by the
-    planner, so a bad value is one ``llgen: error:`` line, exit 2)."""
-    opts = [
-        click.option("--src", "src", default=None, metavar="A.yaml", type=click.Path(dir_okay=False),
-                     help="Source layout spec (distributed; or a shared/global memory layout: a load)."),
-        click.option("--dst", "dst", default=None, metavar="B.yaml", type=click.Path(dir_okay=False),
-                     help="Destination layout spec (distributed; or a shared/global memory layout: a store)."),
-        click.option("--target", default="cuda", show_default=True, metavar="cuda|hip", help="Target."),
-        click.option("--arch", default=None, metavar="ARCH",
-                     help="sm_80/sm_86/sm_89/sm_90 (cuda, default sm_90); gfx90a/gfx940/gfx942 (wave64), "
-                          "gfx1030/gfx1100 (wave32) (hip, default gfx90a)."),
-        click.option("--strategy", default="auto", show_default=True,
-                     metavar="auto|noop|register|shuffle|smem|store|load|copy",
-                     help="Force a strategy (an illegal one is an error)."),
-        click.option("--swizzle", default="optimal", show_default=True, metavar="optimal|none",
-                     help="Shared-memory swizzle."),
-        click.option("--smem-budget", "smem_budget", default=48 * 1024, show_default=True, type=int,
-                     metavar="BYTES", help="Most shared memory per conversion (more rounds if needed)."),
-        click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape')."),
-        click.option("--stride", "strides", default=None, metavar="N,N",
-                     help="Global tile strides in elements, one per dim, for the predicted sectors "
-                          "(default: the dense tile)."),
-        click.option("--warps", "warps", default=None, type=int, metavar="N",
-                     help="Warps of a copy (global -> shared tile; default 4)."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
+def _conversion_options(required: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Options shared by ``plan``, ``convert`` and ``verify`` (the enumerated
+    ones are ``click.Choice``s: checked by click and offered by shell
+    completion; the rest validated by the planner -- a bad value is one
+    ``llgen: error:`` line, exit 2).  ``verify`` takes --corpus instead of
+    --src/--dst, so there they are not required."""
+    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        opts = [
+            _spec_option("--src", "Source layout spec (distributed; or a shared/global memory layout: a load).",
+                         required),
+            _spec_option("--dst", "Destination layout spec (distributed; or a shared/global memory layout: a store).",
+                         required),
+            click.option("--target", default="cuda", show_default=True, type=click.Choice(TARGETS), help="Target."),
+            click.option("--arch", default=None, type=click.Choice(ARCHS),
+                         help="Architecture of --target: sm_* for cuda (default sm_90), gfx* for hip (default "
+                              "gfx90a; gfx1030/gfx1100 are wave32)."),
+            click.option("--strategy", default="auto", show_default=True, type=click.Choice(STRATEGY_CHOICES),
+                         help="Force a strategy (an illegal one is an error)."),
+            click.option("--swizzle", default="optimal", show_default=True, type=click.Choice(SWIZZLES),
+                         help="Shared-memory swizzle."),
+            click.option("--smem-budget", "smem_budget", default=48 * 1024, show_default=True, type=int,
+                         metavar="BYTES", help="Most shared memory per conversion (more rounds if needed)."),
+            click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape')."),
+            click.option("--stride", "strides", default=None, metavar="N,N",
+                         help="Global tile strides in elements, one per dim, for the predicted sectors "
+                              "(default: the dense tile)."),
+            click.option("--warps", "warps", default=None, type=int, metavar="N",
+                         help="Warps of a copy (global -> shared tile; default 4)."),
+        ]
+        for o in reversed(opts):
+            f = o(f)
+        return f
+    return deco
 
 
 def _need(src: Optional[str], dst: Optional[str]) -> None:
-    missing = [o for o, v in (("--src", src), ("--dst", dst)) if not v]
+    for o, v in (("--src", src), ("--dst", dst)):
+        if v == "":
+            raise CLIError(f"{o} '': an empty path (a spec file)")
+    missing = [o for o, v in (("--src", src), ("--dst", dst)) if v is None]
     if missing:
         raise CLIError(f"missing option {' and '.join(missing)} (a spec file each)")
 
 
+_DTYPE_HELP = "Element type (only its width matters)."
+
+
 @main.command()
-@_conversion_options
-@click.option("--dtype", default="f16", show_default=True, metavar="DTYPE",
-              help="Element type: i8 u8 f8e4m3 f8e5m2 i16 f16 bf16 i32 u32 f32 i64 f64.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON (ConversionPlan.to_json()).")
-def plan(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
+@_conversion_options()
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the plan as JSON (the text ConversionPlan.to_json() returns).")
+def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
          smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
          as_json: bool) -> None:
     """Plan the conversion from --src to --dst and print it: strategy,
     register permutation, shuffle rounds, shared memory and swizzle, predicted
-    wavefronts and bank conflicts, and every candidate with its score."""
+    wavefronts and bank conflicts, and every candidate with its score,
+    cheapest first."""
     from ll_codegen.api import plan_conversion
     _need(src, dst)
     p = plan_conversion(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
@@ -222,36 +286,34 @@ def plan(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str
 
 
 @main.command()
-@_conversion_options
-@click.option("--dtype", default="f16", show_default=True, metavar="DTYPE",
-              help="Element type: i8 u8 f8e4m3 f8e5m2 i16 f16 bf16 i32 u32 f32 i64 f64.")
+@_conversion_options()
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
 @click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
               type=click.Path(file_okay=False), help="Folder to write into (created if missing).")
 @click.option("--name", default=None, metavar="NAME",
               help="C identifier for the namespace and file names (default: <src stem>_to_<dst stem>).")
-@click.option("--emit", "emit", multiple=True, metavar="KINDS",
+@click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
               help="header, harness, bench or all; repeatable or a comma list (default header,harness).")
-def convert(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
+def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
             smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
             output: str, name: Optional[str], emit: tuple[str, ...]) -> None:
     """Generate the conversion from --src to --dst: a header with the
     device function (and a test harness, a round-trip bench); prints each
-    written path.  Same inputs give byte-identical files."""
-    from ll_codegen.api import conversion_files
+    written path.  Same inputs give byte-identical files.  Every target is
+    checked before anything is written, and all files are written or none."""
+    from ll_codegen.api import conversion_files, write_rendered
     _need(src, dst)
+    check_output_dir(output, "-o")
     conv = conversion_files(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
                             smem_budget=smem_budget, shape=shape, name=name, emit=emit or None, strides=strides,
                             warps=warps)
-    os.makedirs(output, exist_ok=True)
-    for fname, text in conv.files.items():
-        path = os.path.join(output, fname)
-        write_atomic(path, text)
+    for path in write_rendered(conv.files, output, "-o"):
         click.echo(path)
 
 
 @main.command()
-@_conversion_options
-@click.option("--dtype", "dtypes", multiple=True, metavar="DTYPE",
+@_conversion_options(required=False)
+@click.option("--dtype", "dtypes", multiple=True, type=CommaChoice(DTYPES),
               help="Element type(s): repeatable or a comma list (default f16).")
 @click.option("--corpus", default=None, metavar="FILE", type=click.Path(dir_okay=False),
               help="YAML list of conversions to verify instead of --src/--dst.")
@@ -294,17 +356,15 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
 
 
 @main.command()
-@click.option("--src", "src", default=None, metavar="A.yaml", type=click.Path(dir_okay=False),
-              help="Source layout spec (a distributed layout).")
-@click.option("--dst", "dst", default=None, metavar="B.yaml", type=click.Path(dir_okay=False),
-              help="Destination layout spec (a distributed layout).")
-@click.option("--dtype", default="f16", show_default=True, metavar="DTYPE", help="Element type.")
+@_spec_option("--src", "Source layout spec (a distributed layout).")
+@_spec_option("--dst", "Destination layout spec (a distributed layout).")
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
 @click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape').")
 @click.option("--iters", default=64, show_default=True, type=int, help="Round trips src->dst->src per CTA.")
 @click.option("--ctas", default=0, type=int, help="CTAs per launch (default 48 per SM).")
 @click.option("--triton/--no-triton", default=True, show_default=True,
               help="Also time Triton's convert_layout (Gluon) with the same layouts.")
-def bench(src: Optional[str], dst: Optional[str], dtype: str, shape: Optional[str], iters: int, ctas: int,
+def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas: int,
           triton: bool) -> None:
     """Time the CUDA conversion --src -> --dst on the GPU (round-trip bench
     kernel, CUDA events, median of repeats) against llgen's naive shared-memory
@@ -322,6 +382,27 @@ def bench(src: Optional[str], dst: Optional[str], dtype: str, shape: Optional[st
     row = B.bench_pair(a, b, dtype, iters=iters, ctas=ctas or None, triton=triton,
                        name=f"{os.path.splitext(os.path.basename(src))[0]}_to_{os.path.splitext(os.path.basename(dst))[0]}")
     click.echo(B.format_table([row]))
+
+
+@main.command()
+@click.argument("directory", required=False, default=None, metavar="[DIR]", type=click.Path(file_okay=False))
+@click.option("-o", "--output", "output", default=None, metavar="OUTDIR", type=click.Path(file_okay=False),
+              help="Write (or with --check compare) here instead of DIR (CI regenerates into a temporary folder).")
+@click.option("--manifest", default=None, metavar="FILE", type=click.Path(dir_okay=False),
+              help="The manifest (default: DIR/manifest.yaml).")
+@click.option("--check", is_flag=True, help="Write nothing; exit status 1 if the folder is not up to date.")
+def regenerate(directory: Optional[str], output: Optional[str], manifest: Optional[str], check: bool) -> None:
+    """Regenerate a checkout's generated/ folder from its manifest.yaml.
+
+    DIR is the checkout's generated/ folder (default: ./generated, else the
+    checkout llgen runs from); the manifest's spec paths are relative to the
+    folder above it (the checkout's root), so it works from any directory and
+    from an installed llgen.  python -m ll_codegen.regenerate is the same
+    command."""
+    from ll_codegen import regenerate as R
+    code = R.run(directory, output=output, manifest=manifest, check=check, echo=click.echo)
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,34 +1,40 @@
-"""Regenerate the curated conversions of ``generated/`` with one command::
+"""Regenerate the curated conversions of a checkout's ``generated/`` folder::
 
-    python -m ll_codegen.regenerate [OUTDIR] [--manifest FILE] [--check]
+    llgen regenerate [DIR] [-o OUTDIR] [--manifest FILE] [--check]
+    python -m ll_codegen.regenerate ...          # the same command, same arguments
 
-``generated/manifest.yaml`` lists each conversion as the argument list of
-``llgen convert`` (``args``; spec paths relative to the repository root), the
-strategy the planner must choose (``expect``) and a ``note``.  Each entry is
-parsed by ``llgen convert``'s own option parser and emitted with
-``--emit all`` (header, harness, and a bench for register conversions) into OUTDIR (default: the manifest's
-folder, ``generated/``), together with ``README.md`` (a table of every
-conversion with its strategy and predicted bank conflicts).  Everything is
-rendered in memory first and then written atomically; the output depends only
-on the manifest, the spec files and the templates, so CI regenerates into a
-temporary folder and diffs it against ``generated/``.  With ``--check`` nothing
-is written: the exit status is 1 if OUTDIR differs from what would be written.
+``DIR`` is the checkout's ``generated/`` folder (default: ``./generated`` when
+the current folder has one, else the checkout this package was imported
+from); it holds ``manifest.yaml``, which lists each conversion as the argument
+list of ``llgen convert`` (``args``; spec paths relative to the folder above
+``DIR``, the checkout's root), the strategy the planner must choose
+(``expect``) and a ``note``.  Each entry is parsed by ``llgen convert``'s own
+option parser and emitted with ``--emit all`` (header, harness, and a bench
+for register conversions) into ``DIR`` (or ``-o OUTDIR``), together with
+``README.md`` (a table of every conversion with its strategy and predicted
+bank conflicts).  Everything is rendered in memory first and then written
+all or none; the output depends only on the manifest, the spec files and the
+templates, so CI regenerates into a temporary folder and diffs it against
+``generated/``.  With ``--check`` nothing is written: the exit status is 1 if
+the folder differs from what would be written.  Paths are taken from the
+arguments, never from where the package is installed, so it works from any
+directory and from an installed ``llgen``.
 
 Stale generated sources (``*.cuh``, ``*.cu``, ``*.h``, ``*.hip`` no entry
-produces) are removed when OUTDIR is the manifest's folder.
+produces) are removed when the output folder is the manifest's folder.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .api import Conversion, conversion_files, write_atomic
+from .api import Conversion, conversion_files
 from .spec import SpecError, parse_yaml
 
+#: The checkout this package was imported from (in an installed copy: site-packages, with no generated/).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MANIFEST = os.path.join(ROOT, "generated", "manifest.yaml")
 SOURCE_EXTS = (".cuh", ".cu", ".h", ".hip")
@@ -69,8 +75,12 @@ def load_manifest(path: str) -> list[Entry]:
     return out
 
 
-def build(entries: list[Entry], manifest: str) -> dict[str, str]:
-    """Plan and render every entry; returns file name -> text (README.md included)."""
+def build(entries: list[Entry], manifest: str, root: str | None = None) -> dict[str, str]:
+    """Plan and render every entry; returns file name -> text (README.md
+    included).  ``manifest`` names the manifest in messages; spec paths are
+    opened relative to ``root`` (default: ``ROOT``, the checkout this package
+    was imported from; ``run`` passes the folder above the manifest's)."""
+    root = ROOT if root is None else root
     import click
     cmd = _convert_command()
     files: dict[str, str] = {}
@@ -86,7 +96,7 @@ def build(entries: list[Entry], manifest: str) -> dict[str, str]:
         if not p.get("src") or not p.get("dst"):
             raise ValueError(f"{where}: args: --src and --dst are required")
         try:
-            e.conv = conversion_files(emit=("all",), root=ROOT, **p)
+            e.conv = conversion_files(emit=("all",), root=root, **p)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
         e.params = p
@@ -127,7 +137,7 @@ def readme(entries: list[Entry]) -> str:
         "Do not edit: this folder, this README included, is produced by one command from the repository root,",
         "",
         "```sh",
-        "python -m ll_codegen.regenerate          # or: python -m ll_codegen.regenerate OUTDIR",
+        "llgen regenerate            # or: python -m ll_codegen.regenerate; llgen regenerate --check",
         "```",
         "",
         "driven by `generated/manifest.yaml` (each entry's `llgen convert` arguments). CI regenerates into a",
@@ -163,47 +173,73 @@ def _stale(outdir: str, keep: set[str]) -> list[str]:
                   if f.endswith(SOURCE_EXTS) and f not in keep and os.path.isfile(os.path.join(outdir, f)))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ll_codegen.regenerate", description=__doc__.split("\n\n")[0])
-    ap.add_argument("outdir", nargs="?", default=None, help="output folder (default: the manifest's folder)")
-    ap.add_argument("--manifest", default=MANIFEST, help=f"manifest (default: {os.path.relpath(MANIFEST)})")
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUTDIR is not up to date")
-    a = ap.parse_args(argv)
-    manifest = a.manifest
-    outdir = a.outdir or os.path.dirname(os.path.abspath(manifest))
-    try:
-        files = build(load_manifest(manifest), os.path.relpath(manifest))
-    except (ValueError, OSError) as err:
-        print(f"regenerate: error: {err}", file=sys.stderr)
-        return 2
+def locate(directory: str | None, manifest: str | None) -> str:
+    """The manifest to use: ``--manifest``, ``DIR/manifest.yaml``,
+    ``./generated/manifest.yaml``, or the importing checkout's."""
+    if manifest is not None and directory is not None:
+        raise ValueError("give DIR or --manifest, not both")
+    if manifest is not None:
+        if manifest == "":
+            raise ValueError("--manifest '': an empty path")
+        return manifest
+    if directory is not None:
+        if directory == "":
+            raise ValueError("DIR '': an empty path (the checkout's generated/ folder)")
+        return os.path.join(directory, "manifest.yaml")
+    here = os.path.join("generated", "manifest.yaml")
+    if os.path.isfile(here):
+        return here
+    if os.path.isfile(MANIFEST):
+        return MANIFEST
+    raise ValueError("no generated/manifest.yaml in the current folder: give the checkout's generated/ folder "
+                     "(llgen regenerate PATH/generated)")
+
+
+def run(directory: str | None = None, output: str | None = None, manifest: str | None = None,
+        check: bool = False, echo=print) -> int:
+    """``llgen regenerate``: 0 when written or up to date, 1 when ``check``
+    finds the folder out of date; raises ValueError/OSError (one line) for bad
+    input, with nothing written."""
+    from .files import check_output_dir, quote_path, write_all
+    manifest = locate(directory, manifest)
+    if not os.path.isfile(manifest):
+        raise OSError(2, "no manifest here (DIR is a checkout's generated/ folder)", manifest)
+    outdir = output if output is not None else (os.path.dirname(manifest) or ".")
+    check_output_dir(outdir, "-o" if output is not None else "DIR")
+    entries = load_manifest(manifest)
+    files = build(entries, manifest, root=os.path.dirname(os.path.dirname(os.path.abspath(manifest))))
     own_folder = os.path.abspath(outdir) == os.path.dirname(os.path.abspath(manifest))
-    if a.check:
+    if check:
         bad = []
         for fname, text in files.items():
             path = os.path.join(outdir, fname)
             try:
                 with open(path, encoding="utf-8", newline="") as fh:
                     same = fh.read() == text
-            except OSError:
+            except (OSError, UnicodeError):
                 same = False
             if not same:
                 bad.append(fname)
         if os.path.isdir(outdir):
             bad += _stale(outdir, set(files))
         for f in bad:
-            print(f"out of date: {os.path.join(outdir, f)}")
+            echo(f"out of date: {quote_path(os.path.join(outdir, f))}")
         return 1 if bad else 0
-    os.makedirs(outdir, exist_ok=True)
-    for fname, text in files.items():
-        write_atomic(os.path.join(outdir, fname), text)
+    write_all({os.path.join(outdir, fname): text for fname, text in files.items()},
+              "-o" if output is not None else "DIR", make_dirs=True)
     removed = _stale(outdir, set(files)) if own_folder else []
     for f in removed:
         os.unlink(os.path.join(outdir, f))
-    n = len(files) - 1
-    print(f"regenerate: wrote {n} sources for {n // 3} conversions and README.md to {outdir}"
-          + (f"; removed {len(removed)} stale file(s)" if removed else ""))
+    echo(f"wrote {len(files) - 1} sources for {len(entries)} conversions and README.md to {quote_path(outdir)}"
+         + (f"; removed {len(removed)} stale file(s)" if removed else ""))
     return 0
 
 
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ll_codegen.regenerate ARGS``: exactly ``llgen regenerate ARGS``."""
+    from .cli import main as llgen
+    llgen(["regenerate", *(sys.argv[1:] if argv is None else argv)], prog_name="llgen")
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -21,12 +21,12 @@ The harness and the bench include the header by its relative name.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 import jinja2
 
+from .files import write_all, write_atomic  # noqa: F401 - write_atomic is re-exported
 from .layout import LinearLayout
 from .plan import (ConversionPlan, LaneSelect, XorForm, access_plan, harness_cut, harness_fill, harness_strides,
                    harness_variants, instruction_name)
@@ -1295,39 +1295,11 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     return _env().get_template("bench.cu.j2").render(**ctx)
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same folder and
-    ``os.replace``: readers see the old file or the whole new one, never a
-    part; on any error the temp file is removed and ``path`` is untouched."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": "\n"})) as fh:
-            fh.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def write_files(plan: ConversionPlan, directory: str, name: str, emit: Sequence[str] = ("header", "harness"),
                 command: str = "", src_layout_text: str | None = None, dst_layout_text: str | None = None,
                 back_plan: ConversionPlan | None = None) -> list[str]:
     """Render ``emit`` kinds into ``directory`` (all rendered before any is
-    written, each written atomically); returns the written paths."""
+    written; all written or none, ``files.write_all``); returns the written paths."""
     names = file_names(plan.target, name)
     texts = {names[k]: render(plan, k, name, command, src_layout_text, dst_layout_text, back_plan) for k in emit}
-    os.makedirs(directory, exist_ok=True)
-    out = []
-    for fname, text in texts.items():
-        out.append(os.path.join(directory, fname))
-        write_atomic(out[-1], text)
-    return out
+    return write_all({os.path.join(directory, fname): text for fname, text in texts.items()}, make_dirs=True)

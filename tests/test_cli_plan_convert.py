@@ -1,6 +1,6 @@
 """``llgen plan``, ``llgen convert``, ``llgen verify`` (its input checks), the
 Python API (``ll_codegen.plan_conversion``, ``ConversionPlan.render/write``)
-and ``python -m ll_codegen.regenerate`` (reproduces ``generated/`` byte for
+and ``llgen regenerate`` / ``python -m ll_codegen.regenerate`` (reproduces ``generated/`` byte for
 byte: the CI diff check).  CPU only and fast."""
 from __future__ import annotations
 
@@ -226,14 +226,15 @@ BAD_CASES = {
     "stride_contiguous": (["--stride", "72,2"], ROW, "examples/global_64x64.yaml", ["1 for the contiguous dim"]),
     "stride_unaligned": (["--stride", "68,1", "--dtype", "f16"], ROW, "examples/global_64x64.yaml",
                          ["not multiples of the alignment"]),
-    "unknown_dtype": (["--dtype", "f17"], ROW, COL, ["unknown dtype 'f17'"]),
+    "unknown_dtype": (["--dtype", "f17"], ROW, COL, ["--dtype", "'f17' is not one of", "'f16'"]),
     "illegal_register": (["--strategy", "register"], ROW, COL, ["strategy register is illegal"]),
     "illegal_noop": (["--strategy", "noop"], ROW, COL, ["strategy noop is illegal"]),
     "illegal_shuffle": (["--strategy", "shuffle"], ROW, MMA22, ["illegal"]),
-    "unknown_strategy": (["--strategy", "fast"], ROW, COL, ["unknown strategy"]),
-    "unknown_target": (["--target", "metal"], ROW, COL, ["unknown target"]),
-    "unknown_arch": (["--arch", "sm_70"], ROW, COL, ["unknown CUDA arch"]),
-    "unknown_swizzle": (["--swizzle", "xor"], ROW, COL, ["unknown swizzle"]),
+    "unknown_strategy": (["--strategy", "fast"], ROW, COL, ["--strategy", "'fast' is not one of", "'smem'"]),
+    "unknown_target": (["--target", "metal"], ROW, COL, ["--target", "'metal' is not one of 'cuda', 'hip'"]),
+    "unknown_arch": (["--arch", "sm_70"], ROW, COL, ["--arch", "'sm_70' is not one of", "'sm_90'"]),
+    "arch_of_other_target": (["--arch", "gfx90a"], ROW, COL, ["unknown CUDA arch 'gfx90a'"]),
+    "unknown_swizzle": (["--swizzle", "xor"], ROW, COL, ["--swizzle", "'xor' is not one of 'optimal', 'none'"]),
     "bad_budget": (["--smem-budget", "0"], ROW, COL, ["budget"]),
     "missing_spec": ([], "examples/nope.yaml", COL, ["examples/nope.yaml", "cannot read"]),
     "bad_spec": ([], "examples/bad/bad_parent.yaml", COL, ["parent.warps_per_cta"]),
@@ -308,7 +309,7 @@ def test_verify_corpus_example_is_valid():
 
 def test_verify_usage_errors():
     _one_error_line(_run(["verify", "--corpus", "examples/verify/corpus.yaml", "--src", ROW]), "not both")
-    _one_error_line(_run(["verify", "--src", ROW, "--dst", COL, "--dtype", "f16,q3"]), "unknown dtype 'q3'")
+    _one_error_line(_run(["verify", "--src", ROW, "--dst", COL, "--dtype", "f16,q3"]), "--dtype", "'q3' is not one of")
 
 
 def test_verify_without_gpu_says_why():
@@ -368,7 +369,7 @@ def manifest_build():
 
 def test_regenerate_reproduces_generated_byte_for_byte(tmp_path):
     out = tmp_path / "regen"
-    p = subprocess.run([sys.executable, "-m", "ll_codegen.regenerate", str(out)], cwd=ROOT,
+    p = subprocess.run([sys.executable, "-m", "ll_codegen.regenerate", "-o", str(out)], cwd=ROOT,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     gen = os.path.join(ROOT, "generated")

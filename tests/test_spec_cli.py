@@ -267,7 +267,7 @@ def test_bad_spec_cli(name, mode, tmp_path):
     (["show", "{ex}", "--shape", "64,48"], "--shape: size 48"),
     (["show", "{ex}", "--shape", "64"], "--shape: [64] has rank 1"),
     (["show", "{ex}", "--shape", "sixty"], "--shape:"),
-    (["show", "{ex}", "--svg", "no/such/dir/x.svg"], "No such file or directory"),
+    (["show", "{ex}", "--svg", "no/such/dir/x.svg"], "no/such/dir/x.svg: the folder no/such/dir does not exist"),
     (["show", "{ex}", "--shape", "256,256", "--svg", "{tmp}/big.svg"], "--svg draws grids up to"),
 ])
 def test_cli_errors(args, fragment, tmp_path):
