@@ -73,6 +73,18 @@ CORPUS = [
      "thread-local permutation"),
     ("slice_blocked_to_slice_mma_f32", sliced(ROW, 1, [64]), sliced(MMA, 1, [64]), "f32", True, "slice"),
     ("slice_dim0_row_to_col_f16", sliced(ROW, 0, [64]), sliced(COL, 0, [64]), "f16", False, "slice"),
+    # pairs a new user tried (issue 14): 2 warps, f64, i8, dot operand B, a slice of mma, lanes along dim 0
+    ("T_row_col_64_f16_2w", blocked([1, 8], [4, 8], [2, 1], [1, 0], [64, 64]),
+     blocked([8, 1], [8, 4], [1, 2], [0, 1], [64, 64]), "f16", False, "2 warps"),
+    ("mma2_to_blocked_64_f64", MMA, blocked([1, 2], [4, 8], [4, 1], [1, 0], [64, 64]), "f64", False, ""),
+    ("T_row_col_128x64_i8", blocked([1, 16], [8, 4], [4, 1], [1, 0], [128, 64]),
+     blocked([16, 1], [4, 8], [1, 4], [0, 1], [128, 64]), "i8", False, ""),
+    ("blocked_to_dotB_64_f16", ROW, dot(MMA, 1, 2, [64, 64]), "f16", False, "dot operand B"),
+    ("slice_mma_to_slice_row_f32", sliced(MMA, 0, [64]), sliced(ROW, 0, [64]), "f32", False, "slice of mma"),
+    ("lanes_dim0_to_row_128x64_f32", blocked([1, 4], [32, 1], [1, 4], [0, 1], [128, 64]),
+     blocked([1, 4], [4, 8], [4, 1], [1, 0], [128, 64]), "f32", False, "lanes along dim 0"),
+    ("T_row_col_128x64_f16_8w", blocked([1, 8], [4, 8], [8, 1], [1, 0], [128, 64]),
+     blocked([8, 1], [8, 4], [1, 8], [0, 1], [128, 64]), "f16", False, "8 warps"),
 ]
 
 
@@ -184,8 +196,10 @@ def main(argv=None) -> int:
               f"{'' if v.get('ok') else ' WRONG'}{'' if t.get('ok', True) else ' TRITON-WRONG'}")
     print(f"geomean ours/Triton {B.geomean(ot):.3f} over {len(ot)} pairs")
     wrong = [r["name"] for r in rows if not all(v.get("ok") for v in r["variants"].values())]
+    wrong += [f"{r['name']} ({tag})" for r in rows for tag in ("triton", "triton_legacy")
+              if r.get(tag, {}).get("ok") is False]
     if wrong:
-        print(f"WRONG kernels (ours): {', '.join(wrong)}")
+        print(f"WRONG kernels: {', '.join(wrong)}")
     return 1 if wrong else 0
 
 

@@ -1,0 +1,99 @@
+"""The bench kernels (``templates/bench.cu.j2``) run on the host SIMT runtime: for a conversion of
+each strategy and element width, ``<name>_bench`` (convert, xor key ^ k, convert back) and
+``<name>_base`` (the same loop without the conversions) write exactly ``bench.expected_output`` --
+for an odd number of round trips that output depends on where every element went, so a forward
+conversion that misplaces elements fails even when the back conversion undoes it."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from ll_codegen import host
+from ll_codegen.api import back_plan, plan_conversion
+from ll_codegen.bench import expected_output
+from ll_codegen.corpus import COL, MMA, ROW
+from ll_codegen.render import RAW_TYPES, write_files
+from ll_codegen.spec import spec_from_dict
+
+pytestmark = pytest.mark.compile
+
+if host.compiler() is None:
+    if os.environ.get("LLGEN_REQUIRE_TOOLCHAINS") == "1":
+        pytest.fail("LLGEN_REQUIRE_TOOLCHAINS=1 but no clang++ for the host SIMT runtime", pytrace=False)
+    pytest.skip("no clang++ for the host SIMT runtime (apt-get install clang)", allow_module_level=True)
+
+SHUFFLE_SRC = {"kind": "blocked", "size_per_thread": [1, 2], "threads_per_warp": [4, 8], "warps_per_cta": [1, 1],
+               "order": [1, 0], "shape": [16, 16]}
+SHUFFLE_DST = dict(SHUFFLE_SRC, threads_per_warp=[8, 4])
+# (name, src, dst, dtype, target, arch): smem words path (8/16-bit), smem elements, shuffles, wave64
+PAIRS = [("row_col_f16", ROW, COL, "f16", "cuda", "sm_90"),
+         ("mma_row_i8", MMA, ROW, "i8", "cuda", "sm_90"),
+         ("row_col_f32", ROW, COL, "f32", "cuda", "sm_80"),
+         ("shuffle_f64", SHUFFLE_SRC, SHUFFLE_DST, "f64", "cuda", "sm_90"),
+         ("shuffle_f16_wave64", dict(SHUFFLE_SRC, threads_per_warp=[8, 8]), dict(SHUFFLE_SRC, threads_per_warp=[8, 8],
+                                                                                 order=[0, 1]), "f16", "hip", "gfx90a")]
+ITERS = (3, 4)
+
+
+def _driver(name: str, plan, bench_file: str) -> str:
+    raw = RAW_TYPES[plan.elem_bytes]
+    n = int(np.prod(plan.shape))
+    calls = "\n".join(f"    run(\"{k}\", {it}, [&] {{ {name}_{k}(in.data(), out.data(), {it}); }});"
+                      for k in ("bench", "base") for it in ITERS)
+    return f'''#include "{bench_file}"
+#include <cstdio>
+#include <functional>
+#include <vector>
+__attribute__((aligned(16))) unsigned char smem[{max(16, 2 * plan.smem_bytes + 16)}];
+int main(int argc, char** argv) {{
+    std::vector<{raw}> in({n}), out({n});
+    FILE* f = std::fopen(argv[1], "rb");
+    if (!f || std::fread(in.data(), sizeof({raw}), in.size(), f) != in.size()) return 3;
+    FILE* o = std::fopen(argv[2], "wb");
+    auto run = [&](const char* kind, int iters, std::function<void()> k) {{
+        auto errors = llgen_host::launch({plan.threads}, {plan.warp_size}, smem, sizeof smem, k);
+        for (auto& e : errors) std::printf("ERR %s %d %s\\n", kind, iters, e.c_str());
+        std::fwrite(out.data(), sizeof({raw}), out.size(), o);
+    }};
+{calls}
+    std::fclose(o);
+    return 0;
+}}
+'''
+
+
+@pytest.mark.parametrize("name,src,dst,dtype,target,arch", PAIRS, ids=[p[0] for p in PAIRS])
+def test_bench_kernels_write_the_expected_output(tmp_path, name, src, dst, dtype, target, arch):
+    s, d = spec_from_dict(dict(src)).linear, spec_from_dict(dict(dst)).linear
+    plan = plan_conversion(s, d, dtype, target, arch)
+    paths = write_files(plan, str(tmp_path), name, emit=("header", "bench"), back_plan=back_plan(plan, s, d))
+    drv = tmp_path / "driver.cpp"
+    drv.write_text(_driver(name, plan, os.path.basename(paths[-1])))
+    exe = tmp_path / "driver"
+    r = subprocess.run([host.compiler(), *host.FLAGS, "-I", host.SIMT_DIR, "-I", str(tmp_path), "-include",
+                        "simt_host.h", str(drv), "-o", str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    dt = np.dtype(f"u{plan.elem_bytes}")
+    inp = np.random.default_rng(7).integers(0, np.iinfo(dt).max, size=int(np.prod(plan.shape)), dtype=dt,
+                                            endpoint=True)
+    (tmp_path / "in.bin").write_bytes(inp.tobytes())
+    r = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and "ERR" not in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    outs = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=dt).reshape(2 * len(ITERS), -1)
+    for got, (kind, iters) in zip(outs, [(k, it) for k in ("bench", "base") for it in ITERS]):
+        want = expected_output(inp, inp.size, iters)
+        assert np.array_equal(got, want), f"{kind} after {iters} round trips: {int((got != want).sum())} differ"
+
+
+def test_expected_output_sees_placement():
+    """An odd round-trip count applies key(e) once: two elements swapped by a wrong forward
+    conversion (and swapped back) carry each other's key."""
+    inp = np.arange(64, dtype=np.uint16)
+    want = expected_output(inp, 64, 3)
+    swapped = inp.copy()
+    k = expected_output(np.zeros(64, dtype=np.uint16), 64, 3)    # the change applied to each element
+    swapped ^= k[[1, 0] + list(range(2, 64))]
+    assert not np.array_equal(swapped, want)
+    assert np.array_equal(expected_output(inp, 64, 4), inp ^ np.uint16(0 ^ 1 ^ 2 ^ 3))
