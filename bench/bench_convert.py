@@ -194,7 +194,9 @@ def main(argv=None) -> int:
               f"{fmt(r.get('ours_over_bound')):>5} {fmt(r.get('triton_over_bound')):>5} "
               f"{fmt(r.get('naive_over_ours')):>5} {r.get('auto_is_fastest', '-')}"
               f"{'' if v.get('ok') else ' WRONG'}{'' if t.get('ok', True) else ' TRITON-WRONG'}")
-    print(f"geomean ours/Triton {B.geomean(ot):.3f} over {len(ot)} pairs")
+    loop = [r["loop_ours_over_triton"] for r in rows if r.get("loop_ours_over_triton")]
+    print(f"geomean ours/Triton {B.geomean(ot):.3f} over {len(ot)} pairs (conversions: loop minus base); "
+          f"whole loops {B.geomean(loop):.3f}")
     wrong = [r["name"] for r in rows if not all(v.get("ok") for v in r["variants"].values())]
     wrong += [f"{r['name']} ({tag})" for r in rows for tag in ("triton", "triton_legacy")
               if r.get(tag, {}).get("ok") is False]
