@@ -34,6 +34,8 @@ from ll_codegen.corpus import linear as linear_spec  # noqa: E402
 
 ROW128 = blocked([1, 8], [4, 8], [4, 1], [1, 0], [128, 128])
 ROW128_8W = blocked([1, 8], [4, 8], [8, 1], [1, 0], [128, 128])
+WARP_T_SRC = blocked([1, 8], [8, 4], [8, 1], [1, 0], [64, 32])
+WARP_T_DST = blocked([8, 1], [1, 32], [8, 1], [1, 0], [64, 32])
 REGS_ONLY = linear_spec(register=[[16, 0], [0, 32], [0, 1], [32, 0], [0, 2]],
                         lane=[[0, 4], [0, 8], [0, 16], [1, 0], [2, 0]], warp=[[4, 0], [8, 0]], shape=[64, 64])
 
@@ -85,6 +87,8 @@ CORPUS = [
      blocked([1, 4], [4, 8], [4, 1], [1, 0], [128, 64]), "f32", False, "lanes along dim 0"),
     ("T_row_col_128x64_f16_8w", blocked([1, 8], [4, 8], [8, 1], [1, 0], [128, 64]),
      blocked([8, 1], [8, 4], [1, 8], [0, 1], [128, 64]), "f16", False, "8 warps"),
+    # warp-local transposes (issue 14): each warp's 8x32 block, registers along columns -> along rows
+    *[(f"warp_T_64x32_{dt}_8w", WARP_T_SRC, WARP_T_DST, dt, False, "warp-local transpose") for dt in ("i8", "f16", "f32")],
 ]
 
 

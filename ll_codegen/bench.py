@@ -51,7 +51,8 @@ import numpy as np
 
 from .layout import LinearLayout
 from .plan import ConversionPlan
-from .planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, STMATRIX, WAVEFRONT, _normalise, classify, plan_conversion
+from .planner import (ALU, BARRIER, DTYPE_BYTES, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, _normalise, classify,
+                      plan_conversion)
 from .render import write_files
 from .swizzle import plan_smem
 from .target import get_target
@@ -129,6 +130,7 @@ def plan_features(plan: ConversionPlan) -> dict:
         f.update(waves=m.store.total_wavefronts + m.load.total_wavefronts,
                  stmatrix_waves=m.store.total_wavefronts if m.store_instr != "vector" else 0,
                  instrs=m.store.instructions + m.load.instructions, barriers=2 * len(m.rounds),
+                 warp_barrier=m.barrier == "warp",
                  store=f"{m.store_instr}/{m.store_vec}", load=f"{m.load_instr}/{m.load_vec}",
                  conflicts=[m.store.bank_conflicts, m.load.bank_conflicts], swizzle=m.swizzle,
                  smem_bytes=m.bytes, rounds=len(m.rounds))
@@ -142,12 +144,14 @@ def plan_features(plan: ConversionPlan) -> dict:
     return f
 
 
-def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None) -> float:
+def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None, warp_barrier=None) -> float:
     """planner._score from features, with optional replacement weights."""
     wavefront = WAVEFRONT if wavefront is None else wavefront
     shuffle = SHUFFLE if shuffle is None else shuffle
     alu = ALU if alu is None else alu
     barrier = BARRIER if barrier is None else barrier
+    if f.get("warp_barrier"):
+        barrier = WARP_BARRIER if warp_barrier is None else warp_barrier
     if f["strategy"] in ("noop", "register"):
         return 0.0
     if f["strategy"] == "shuffle":

@@ -60,7 +60,9 @@ Shared-memory semantics
 A byte array of ``plan.smem.bytes`` bytes, initialised with a poison pattern
 (0xA5).  Per round: barrier; every thread of every warp with
 ``warp & store_warp_skip == 0`` executes every store of the round; barrier;
-every thread of every warp executes every load.  Vector access: byte address
+every thread of every warp executes every load.  With ``barrier == "warp"``
+the barriers order only each warp's own accesses, so a load of a byte that
+another warp stored -- or a byte two warps store -- is ``SmemError``.  Vector access: byte address
 ``store_base(lane, warp) ^ offset``, ``regs`` packed lowest address first;
 the address must be aligned to the access size (``len(regs) * elem_bytes``, a
 power of two <= 16 -- the hardware rule; ``vector_bytes`` is the widest
@@ -325,6 +327,7 @@ def _emulate_smem(plan: ConversionPlan, src: np.ndarray, dst: np.ndarray, writte
     m = plan.smem
     mem = np.full(m.bytes, POISON, dtype=np.uint8)
     valid = np.zeros(m.bytes, dtype=bool)
+    writer = np.full(m.bytes, -1, dtype=np.int64)       # the storing warp (barrier "warp" only)
     sb = _as_bytes(src)
     dbytes = _as_bytes(dst).copy()
     st_warps, all_warps = _store_warps(plan), np.arange(plan.num_warps)
@@ -335,6 +338,12 @@ def _emulate_smem(plan: ConversionPlan, src: np.ndarray, dst: np.ndarray, writte
             addr, reg, byte, _, _ = _instr(plan, acc, m.store_base, m.store_instr, st_warps)
             L = addr.shape[1]
             val = sb[st_warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]]
+            if m.barrier == "warp":
+                who = np.broadcast_to(st_warps[:, None, None], addr.shape).ravel()
+                other = (writer[addr.ravel()] >= 0) & (writer[addr.ravel()] != who)
+                if np.any(other):
+                    raise SmemError(f"round {ri}: warp barrier, but two warps store byte {addr.ravel()[np.argmax(other)]}")
+                writer[addr.ravel()] = who
             addrs.append(addr.ravel())
             vals.append(val.ravel())
         if addrs:
@@ -355,6 +364,10 @@ def _emulate_smem(plan: ConversionPlan, src: np.ndarray, dst: np.ndarray, writte
                 bad = np.argwhere(~valid[addr])[0]
                 raise SmemError(f"round {ri}: warp {bad[0]} lane {bad[1]} loads byte {addr[tuple(bad)]} "
                                 f"that no store wrote (poison)")
+            if m.barrier == "warp" and np.any(writer[addr] != all_warps[:, None, None]):
+                bad = np.argwhere(writer[addr] != all_warps[:, None, None])[0]
+                raise SmemError(f"round {ri}: warp barrier, but warp {all_warps[bad[0]]} loads byte "
+                                f"{addr[tuple(bad)]} that warp {writer[addr][tuple(bad)]} stored")
             L = addr.shape[1]
             dbytes[all_warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]] = mem[addr]
             written[:, np.arange(L)[:, None], reg] = True

@@ -16,14 +16,15 @@ three-term model specialised to conversions): every shared-memory wavefront
 costs ``WAVEFRONT`` = 1 (128 B/clk/SM; a ``stmatrix`` wavefront ``STMATRIX``),
 every shuffle ``SHUFFLE`` = 1 (one warp instruction per clock per SM), every
 select, pack or shared-memory instruction ``ALU``, and a barrier ``BARRIER``
-slots.  The cheapest legal candidate wins (first on ties: vector before
+slots (``WARP_BARRIER`` for the warp-scope barrier of a warp-local plan).  The cheapest legal candidate wins (first on ties: vector before
 matrix); all candidates are reported with their scores.
 
-Calibration (``bench/RESULTS.md``, H100, 2026-11-23): every candidate of 23
-benchmark pairs was timed (``bench/bench_convert.py``) and the weights
-grid-searched (``bench/calibrate.py``).  With the generated code of today
-(8/16-bit data moved as packed 32-bit words) ``ALU = 0.25`` picks the fastest
-strategy on 23/23 pairs and the fastest candidate (within 3%) on 21/23;
+Calibration (``bench/RESULTS.md``, H100): every candidate of the benchmark
+pairs was timed (``bench/bench_convert.py``) and the weights grid-searched
+(``bench/calibrate.py``).  With the generated code of today (8/16-bit data
+moved as packed 32-bit words) ``ALU = 0.25`` picks the fastest strategy on
+27/29 pairs and the fastest candidate (within 3%) on 24/29 (fair benchmark,
+2026-11-25);
 ``STMATRIX = 1.25`` breaks ties between a stmatrix store + vector load and a
 vector store + ldmatrix load of equal wavefronts towards the latter, which
 measured 3-12% faster on three pairs (and 6% slower on one).
@@ -45,6 +46,7 @@ DTYPE_BYTES = {"i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "f16": 2, "
                "i32": 4, "u32": 4, "f32": 4, "i64": 8, "f64": 8}
 STRATEGIES = ("noop", "register", "shuffle", "smem")
 WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.25, 4.0, 1.25
+WARP_BARRIER = 4.0      # __syncwarp(): waits for no other warp; priced as a block barrier until measured
 #: a 32-byte global sector through L2, in SM clocks: an H100's L2 moves about 5.5 TB/s, 21 B per clock
 #: per SM at 1.98 GHz over 132 SMs, so a sector is about 1.5 clocks (derived, not yet calibrated)
 SECTOR = 1.5
@@ -150,11 +152,12 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
     barriers = 2 * len(m.rounds)
     st_weight = STMATRIX if m.store_instr != "vector" else 1.0
     score = (WAVEFRONT * (st_weight * m.store.total_wavefronts + m.load.total_wavefronts)
-             + ALU * instrs + BARRIER * barriers)
+             + ALU * instrs + (WARP_BARRIER if m.barrier == "warp" else BARRIER) * barriers)
     st, ld = (_instr_name(plan, m.store_instr, "st", m.store_vec), _instr_name(plan, m.load_instr, "ld", m.load_vec))
     return score, (f"store {st} x{m.store.instructions}, "
                    f"load {ld} x{m.load.instructions}: {waves} wavefronts "
-                   f"({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), {barriers} barriers")
+                   f"({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), {barriers} "
+                          f"{'warp ' if m.barrier == 'warp' else ''}barriers")
 
 
 def _instr_name(plan: ConversionPlan, instr: str, side: str, vec: int) -> str:

@@ -239,6 +239,29 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
     return plans
 
 
+def warp_local(src: LinearLayout, dst: LinearLayout) -> bool:
+    """Whether every element lives in exactly one warp, the same one in ``src`` and ``dst``.
+
+    With V = span(register and lane bases of src), the in-warp subspace, that is:
+    dst's register and lane bases span the same V; the warp bases are independent
+    modulo V (no warp holds a copy of another's data); and the k-th warp bases of
+    src and dst agree modulo V.  Then an element's warp is its coordinate along the
+    warp bases in both layouts, so in a one-round shared-memory plan (each element
+    stored once, by its own warp) warp w loads only bytes warp w stored, and a
+    warp-scope barrier orders the exchange (Triton's conversions check the same
+    before they use a warp barrier).
+
+    Example: blocked 64x64 with 4 warps along dim 0, regs 1x8 -> 1x4 (both with
+    warps [[16, 0], [32, 0]]) is warp-local; a row -> column transpose is not."""
+    V = [v for k in ("register", "lane") for v in src.flat_bases(k) if v]
+    Vd = [v for k in ("register", "lane") for v in dst.flat_bases(k) if v]
+    ws, wd = src.flat_bases("warp"), dst.flat_bases("warp")
+    r = f2.rank(V)
+    return (len(ws) == len(wd) and f2.rank(Vd) == r == f2.rank(V + Vd)
+            and f2.rank(V + ws) == r + len(ws)
+            and all(f2.in_span(a ^ b, V) for a, b in zip(ws, wd)))
+
+
 def _build(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target, swizzle: str,
            S: list[int], Rd: list[int], st: _Side, ld: _Side) -> SmemPlan:
     """Offsets, accesses and predicted costs for memory layout S (+ round bits Rd)."""
@@ -285,4 +308,5 @@ def _build(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target
         store_base=store_base, load_base=load_base,
         store_warp_skip=sum(1 << k for k, v in enumerate(src.flat_bases("warp")) if v == 0),
         rounds=tuple(SmemRound(tuple(s), tuple(l)) for s, l in zip(stores, loads)),
-        store=store_cost, load=load_cost, store_instr=st.instr, load_instr=ld.instr)
+        store=store_cost, load=load_cost, store_instr=st.instr, load_instr=ld.instr,
+        barrier="warp" if not Rd and warp_local(src, dst) else "block")

@@ -99,7 +99,7 @@ def expected(plan: ConversionPlan) -> dict[str, object]:
         for kind, accs, instr in (("st", st, m.store_instr), ("ld", ld, m.load_instr)):
             exp[kind] = len(accs) if instr.startswith("matrix") else sorted(len(a.regs) * plan.elem_bytes
                                                                              for a in accs)
-        exp["bar"] = 2 * len(m.rounds)
+        exp["bar" if m.barrier == "block" else "warpbar"] = 2 * len(m.rounds)
     return exp
 
 
@@ -131,7 +131,8 @@ PTX_BYTES = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "u32": 4, "b64": 8,
 
 def ptx_counts(ptx: str) -> dict[str, object]:
     got: dict[str, object] = {"shfl": len(re.findall(r"\bshfl\.sync\.", ptx)),
-                              "bar": len(re.findall(r"\bbar\.sync\b", ptx))}
+                              "bar": len(re.findall(r"\bbar\.sync\b", ptx)),
+                              "warpbar": len(re.findall(r"\bbar\.warp\.sync\b", ptx))}
     # generated code types its accesses .b8/.b16/.b32 (inline PTX); what the compiler
     # emits for plain C++ (the harness's own accesses) is .u8/.u16/.u32/.f32/...
     for kind, op in (("st", "st"), ("ld", "ld")):
@@ -150,7 +151,7 @@ def ptx_mismatches(plan: ConversionPlan, ptx: str) -> list[str]:
     exp, got = expected(plan), ptx_counts(ptx)
     m = plan.smem
     bad = []
-    for k in ("shfl", "bar"):
+    for k in ("shfl", "bar", "warpbar"):
         if got[k] != exp.get(k, 0):
             bad.append(f"{k}: PTX has {got[k]}, plan says {exp.get(k, 0)}")
     for kind, instr in (("st", m and m.store_instr), ("ld", m and m.load_instr)):

@@ -1,0 +1,93 @@
+"""Barrier scope of shared-memory plans (issue 14 item 1): a plan whose data
+stays inside warps synchronises with ``__syncwarp()`` (HIP: a wavefront
+barrier) instead of ``__syncthreads()``.
+
+The claim "every warp reads back only bytes it stored" is checked three ways:
+the layout condition (``swizzle.warp_local``) on known pairs, the numpy
+emulator (which, for a warp-barrier plan, rejects any load of a byte another
+warp stored) on every sampled plan, and the host SIMT runtime's race detector
+on rendered code -- including a plan mutated to a warp barrier where it is not
+enough, which both must reject.
+"""
+import dataclasses
+import random
+
+import pytest
+
+from ll_codegen import host
+from ll_codegen.api import plan_conversion
+from ll_codegen.corpus import blocked
+from ll_codegen.emulator import SmemError, check_plan
+from ll_codegen.gpu import layout_of
+from ll_codegen.render import render
+from ll_codegen.swizzle import warp_local
+from toolchain import random_plans
+
+ROW = blocked([1, 8], [4, 8], [4, 1], [1, 0], [64, 64])
+ROW4 = blocked([1, 4], [4, 8], [4, 1], [1, 0], [64, 64])
+COL = blocked([8, 1], [8, 4], [1, 4], [0, 1], [64, 64])
+# the warp-local transpose of issue 14: each warp holds an 8x32 block, registers along
+# columns before and along rows after (no common register bits), 8 warps
+WARP_T_SRC = blocked([1, 8], [8, 4], [8, 1], [1, 0], [64, 32])
+WARP_T_DST = blocked([8, 1], [1, 32], [8, 1], [1, 0], [64, 32])
+
+
+def layouts(plan):
+    return layout_of(plan.src_bases), layout_of(plan.dst_bases)
+
+
+@pytest.mark.parametrize("src, dst, local", [(ROW, ROW4, True), (WARP_T_SRC, WARP_T_DST, True),
+                                             (ROW, COL, False), (ROW4, COL, False)])
+def test_warp_local_condition(src, dst, local):
+    plan = plan_conversion(src, dst, "f16", strategy="smem")
+    assert warp_local(*layouts(plan)) is local
+    assert plan.smem.barrier == ("warp" if local else "block")
+
+
+@pytest.mark.parametrize("dtype", ["i8", "f16", "f32"])
+def test_warp_local_transpose_header_uses_warp_barriers(dtype):
+    plan = plan_conversion(WARP_T_SRC, WARP_T_DST, dtype, strategy="smem")
+    check_plan(plan, *layouts(plan))
+    for target in ("cuda", "hip"):
+        p = plan_conversion(WARP_T_SRC, WARP_T_DST, dtype, target=target, strategy="smem",
+                            arch=None if target == "cuda" else "gfx1030")
+        src = render(p, "header", "t")
+        sync = "__syncwarp();" if target == "cuda" else "detail::warp_sync();"
+        assert src.count(sync) == 2 * len(p.smem.rounds) and "__syncthreads();" not in src
+        assert "no block barrier" in src
+
+
+def test_emulator_rejects_a_warp_barrier_where_data_crosses_warps():
+    plan = plan_conversion(ROW, COL, "f32", strategy="smem")
+    check_plan(plan, *layouts(plan))
+    wrong = dataclasses.replace(plan, smem=dataclasses.replace(plan.smem, barrier="warp"))
+    with pytest.raises(SmemError, match="warp barrier"):
+        check_plan(wrong, *layouts(plan))
+
+
+def test_sampled_warp_barrier_plans_pass_the_emulator():
+    """Random specs: every smem plan whose planner chose a warp barrier keeps each warp's bytes
+    to itself (the emulator checks ownership), for warp 32 and 64."""
+    rng = random.Random(14)
+    seen = 0
+    for target, arch, lanes in (("cuda", "sm_90", 32), ("hip", "gfx90a", 64)):
+        for *_, plan in random_plans(rng, target, arch, lanes, 150, ("i8", "f16", "f32"), ("smem",), ("optimal",)):
+            if plan.smem is not None and plan.smem.barrier == "warp":
+                check_plan(plan, *layouts(plan))
+                seen += 1
+    assert seen >= 5, seen
+
+
+@pytest.mark.compile
+def test_host_runtime_runs_warp_barrier_plans_and_catches_a_wrong_one():
+    if host.compiler() is None:
+        pytest.skip("no clang++ for the host SIMT runtime")
+    good = [(f"wb_{t}_{d}", plan_conversion(WARP_T_SRC, WARP_T_DST, d, target=t, strategy="smem",
+                                             arch=None if t == "cuda" else "gfx1030"))
+            for t in ("cuda", "hip") for d in ("i8", "f16", "f32")]
+    good.append(("wb_row", plan_conversion(ROW, ROW4, "f16", strategy="smem")))
+    plan = plan_conversion(ROW, COL, "f32", strategy="smem")
+    wrong = ("wb_wrong", dataclasses.replace(plan, smem=dataclasses.replace(plan.smem, barrier="warp")))
+    results = host.verify_host(good + [wrong], seed=14)
+    assert all(r.ok for r in results[:-1]), [r.message for r in results if not r.ok]
+    assert not results[-1].ok and "race:" in results[-1].message, results[-1].message
