@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 import click
 import yaml
 
-from ll_codegen import __version__
+from ll_codegen import __version__, limits
 from ll_codegen.files import check_output_dir, check_targets, quote_path, write_all, write_atomic
 from ll_codegen.layouts import LayoutError
 from ll_codegen.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
@@ -317,8 +317,9 @@ def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str,
               help="Element type(s): repeatable or a comma list (default f16).")
 @click.option("--corpus", default=None, metavar="FILE", type=click.Path(dir_okay=False),
               help="YAML list of conversions to verify instead of --src/--dst.")
-@click.option("--runs", default=2, show_default=True, type=int, help="Random tensors per conversion.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
+@click.option("--runs", default=2, show_default=True, type=click.IntRange(1, limits.MAX_RUNS),
+              help="Random tensors per conversion.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, limits.MAX_SEED), help="Random seed.")
 @click.option("--host", is_flag=True, help="Run CUDA harnesses on the host SIMT runtime instead of a GPU.")
 def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
            smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int],
@@ -360,8 +361,9 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
 @_spec_option("--dst", "Destination layout spec (a distributed layout).")
 @click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
 @click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape').")
-@click.option("--iters", default=64, show_default=True, type=int, help="Round trips src->dst->src per CTA.")
-@click.option("--ctas", default=0, type=int, help="CTAs per launch (default 48 per SM).")
+@click.option("--iters", default=64, show_default=True, type=click.IntRange(1, limits.MAX_ITERS),
+              help="Round trips src->dst->src per CTA.")
+@click.option("--ctas", default=0, type=click.IntRange(0, limits.MAX_CTAS), help="CTAs per launch (default 48 per SM).")
 @click.option("--triton/--no-triton", default=True, show_default=True,
               help="Also time Triton's convert_layout (Gluon) with the same layouts.")
 def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas: int,

@@ -18,6 +18,8 @@ spec in ``examples/`` and ``ll_codegen/corpus.py`` is a 128x256 tile of
   16 wavefronts of 64), ``MAX_CTAS_PER_CGA`` CTAs per cluster,
   ``MAX_BASES`` bases per input dim of an explicit layout, ``MAX_INT`` for
   any integer of a spec, ``MAX_DESCRIPTOR_CHARS`` for a CuTe descriptor;
+* options: ``--smem-budget`` up to ``MAX_SMEM_BUDGET``, ``--iters``,
+  ``--ctas``, ``--runs``, ``--seed``, ``--stride`` as below;
 * messages: a user value echoed into an error is cut to ``MAX_ECHO`` chars.
 """
 from __future__ import annotations
@@ -51,6 +53,16 @@ MAX_BASES = 32
 MAX_INT = MAX_TILE_ELEMENTS
 #: Longest CuTe descriptor string.
 MAX_DESCRIPTOR_CHARS = 4096
+#: Largest shared-memory budget (bytes); a GPU has at most 228 KiB per CTA.
+MAX_SMEM_BUDGET = 1 << 30
+#: Most round trips (bench --iters), CTAs per launch (--ctas), random runs
+#: (verify --runs); seeds are 32-bit.
+MAX_ITERS = 1 << 20
+MAX_CTAS = 1 << 20
+MAX_RUNS = 1000
+MAX_SEED = (1 << 32) - 1
+#: Largest global stride (elements) of --stride.
+MAX_STRIDE = 1 << 31
 #: Most characters of a user value echoed into an error message.
 MAX_ECHO = 60
 
@@ -74,3 +86,19 @@ def short(value: Any, limit: int = MAX_ECHO) -> str:
 def cut(text: str, limit: int = 400) -> str:
     """``text`` cut to ``limit`` characters: the last guard of an error line."""
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def layout_problem(layout: Any) -> "tuple[str, str] | None":
+    """``(input dim, message)`` when a built ``LinearLayout`` exceeds the
+    per-thread, per-CTA or per-cluster limits, else None.  Cheap: it reads
+    the bases' counts, never the layout's tables."""
+    ins = layout.in_dims
+    size = {d: layout.in_dim_size(d) for d in ("register", "lane", "warp", "block") if d in ins}
+    if size.get("register", 1) > MAX_REGISTERS:
+        return "register", f"{size['register']} registers per thread; at most {MAX_REGISTERS}"
+    threads = size.get("lane", 1) * size.get("warp", 1)
+    if threads > MAX_THREADS_PER_CTA:
+        return "warp", f"{threads} threads per CTA; at most {MAX_THREADS_PER_CTA}"
+    if size.get("block", 1) > MAX_CTAS_PER_CGA:
+        return "block", f"{size['block']} CTAs per cluster; at most {MAX_CTAS_PER_CGA}"
+    return None

@@ -115,7 +115,7 @@ def parse_shape(text: Any) -> tuple[int, ...]:
         if not isinstance(v, int) or isinstance(v, bool):
             raise ValueError(f"expected integer sizes, got {_type_name(v)}")
         if v < 1 or v & (v - 1):
-            raise ValueError(f"size {short(v)} is not a power of two (1, 2, 4, ...)")
+            raise ValueError(f"size {short(v)} is not a power of two")
     n = 1
     for v in items:
         n *= v
@@ -268,12 +268,21 @@ def build_layout(d: Any, source: str = "<dict>", path: str = "", top: bool = Tru
 
 def _linear(layout: Any, shape: tuple[int, ...], source: str, shape_field: str) -> LinearLayout:
     try:
-        return layout.to_linear(shape)
+        L = layout.to_linear(shape)
     except LayoutError as e:
         fld = shape_field if e.field == "shape" else e.field
         raise SpecError(source, fld, e.message) from None
     except Exception as e:  # noqa: BLE001
         raise SpecError(source, shape_field, f"cannot lay out shape {list(shape)}: {_one_line(e)}") from None
+    problem = limits.layout_problem(L)
+    if problem is not None:
+        dim, message = problem
+        if layout.kind in ("linear", "shared_linear"):
+            fld = dim
+        else:   # registers grow with the shape; threads and CTAs come from the (parent's) fields
+            fld = {"register": shape_field, "warp": "warps_per_cta", "block": "cga_layout"}[dim]
+        raise SpecError(source, fld, f"{message} (shape {list(shape)})")
+    return L
 
 
 def spec_from_dict(d: Any, source: str = "<dict>", shape_override: Any = None) -> Spec:
