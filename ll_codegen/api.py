@@ -222,7 +222,7 @@ def _layouts_of(plan: ConversionPlan) -> tuple[LinearLayout, LinearLayout]:
 def check_name(name: str) -> str:
     """``name`` if it is a usable C/C++ identifier, else ValueError."""
     if not isinstance(name, str) or not _C_IDENT.match(name):
-        raise ValueError(f"--name {name!r} is not a C identifier (letters, digits and _, not starting with a digit)")
+        raise ValueError(f"--name {limits.short(name)} is not a C identifier (letters, digits and _, not starting with a digit)")
     if name in C_KEYWORDS:
         raise ValueError(f"--name {name!r} is a C/C++ keyword")
     if name.startswith("__") or re.match(r"_[A-Z]", name):

@@ -77,10 +77,10 @@ def _fail(e: BaseException, internal: bool = False) -> "None":
     if internal:
         if os.environ.get("LLGEN_DEBUG"):
             raise e
-        click.echo(f"{PROG}: internal error: {type(e).__name__}: {error_line(e)} "
+        click.echo(f"{PROG}: internal error: {type(e).__name__}: {limits.cut(error_line(e))} "
                    f"(set LLGEN_DEBUG=1 for the traceback)", err=True)
         raise click.exceptions.Exit(1)
-    click.echo(f"{PROG}: error: {error_line(e)}", err=True)
+    click.echo(f"{PROG}: error: {limits.cut(error_line(e))}", err=True)
     raise click.exceptions.Exit(2)
 
 
@@ -133,7 +133,7 @@ class LLGenGroup(click.Group):
             sys.exit(0)
         except click.ClickException as e:
             hint = f" ({PROG} --help)" if isinstance(e, click.UsageError) else ""
-            click.echo(f"{PROG}: error: {_first_line(e.format_message())}{hint}", err=True)
+            click.echo(f"{PROG}: error: {limits.cut(_first_line(e.format_message()))}{hint}", err=True)
             sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
 

@@ -83,9 +83,18 @@ def short(value: Any, limit: int = MAX_ECHO) -> str:
     return r if len(r) <= limit else r[:limit - 3] + "..."
 
 
-def cut(text: str, limit: int = 400) -> str:
-    """``text`` cut to ``limit`` characters: the last guard of an error line."""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+#: Longest error line (without ``llgen: error:``); longer ones lose their middle.
+MAX_ERROR_LINE = 600
+
+
+def cut(text: str, limit: int = MAX_ERROR_LINE) -> str:
+    """``text`` cut to ``limit`` characters by dropping its middle (an error
+    line's start says where, its end often says why): the last guard of an
+    error line, e.g. for a 2000-character path or option value."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 5) * 2 // 3
+    return text[:head] + " ... " + text[len(text) - (limit - 5 - head):]
 
 
 def layout_problem(layout: Any) -> "tuple[str, str] | None":
