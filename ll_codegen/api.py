@@ -22,10 +22,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from . import limits
 from .layout import LinearLayout
 from .plan import ConversionPlan
 from .render import write_atomic
-from . import limits
 from .spec import Spec, SpecError, load_spec, spec_from_dict
 
 __all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "check_name", "default_name",
@@ -161,7 +161,7 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     (SpecError for a bad spec) with one clear line."""
     from . import planner
     if swizzle not in ("optimal", "none"):
-        raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
+        raise ValueError(f"unknown swizzle {limits.short(swizzle)} (known: optimal, none)")
     if isinstance(smem_budget, bool) or not isinstance(smem_budget, int) \
             or not 1 <= smem_budget <= limits.MAX_SMEM_BUDGET:
         raise ValueError(f"shared-memory budget (--smem-budget) must be a number of bytes from 1 to "
@@ -224,11 +224,11 @@ def check_name(name: str) -> str:
     if not isinstance(name, str) or not _C_IDENT.match(name):
         raise ValueError(f"--name {limits.short(name)} is not a C identifier (letters, digits and _, not starting with a digit)")
     if name in C_KEYWORDS:
-        raise ValueError(f"--name {name!r} is a C/C++ keyword")
+        raise ValueError(f"--name {limits.short(name)} is a C/C++ keyword")
     if name.startswith("__") or re.match(r"_[A-Z]", name):
-        raise ValueError(f"--name {name!r} is reserved for the compiler (names starting with __ or _ and a capital)")
+        raise ValueError(f"--name {limits.short(name)} is reserved for the compiler (names starting with __ or _ and a capital)")
     if name in RESERVED_NAMES:
-        raise ValueError(f"--name {name!r} is a CUDA/HIP built-in, a standard type or macro, or a name the "
+        raise ValueError(f"--name {limits.short(name)} is a CUDA/HIP built-in, a standard type or macro, or a name the "
                          f"generated code uses; pick another")
     return name
 
@@ -266,7 +266,7 @@ def parse_emit(values: Iterable[str] | str | None) -> tuple[str, ...]:
             elif k in EMIT_KINDS:
                 kinds.add(k)
             else:
-                raise ValueError(f"--emit: unknown kind {k!r} (known: header, harness, bench, all)")
+                raise ValueError(f"--emit: unknown kind {limits.short(k)} (known: header, harness, bench, all)")
     if not kinds:
         return ("header", "harness")
     return tuple(k for k in EMIT_KINDS if k in kinds)

@@ -166,7 +166,7 @@ class CommaChoice(click.ParamType):
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
         for item in (x.strip() for x in str(value).split(",")):
             if item and item not in self.choices:
-                self.fail(f"{item!r} is not one of {', '.join(map(repr, self.choices))}", param, ctx)
+                self.fail(f"{limits.short(item)} is not one of {', '.join(map(repr, self.choices))}", param, ctx)
         return value
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:

@@ -411,6 +411,9 @@ def parse_yaml(text: str, source: str) -> Any:
         raise SpecError(source, where, f"malformed YAML: {what}") from None
     except yaml.YAMLError as e:
         raise SpecError(source, "YAML", f"malformed YAML: {_one_line(e)}") from None
+    except ValueError as e:     # a scalar the constructor cannot read: 5000 digits, a 13th month
+        what = "a number with too many digits" if "digits" in str(e) else _one_line(e)
+        raise SpecError(source, "YAML", f"malformed YAML: cannot read a value: {what}") from None
     finally:
         loader.dispose()
 

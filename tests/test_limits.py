@@ -122,6 +122,13 @@ def test_too_many_values(tmp_path):
            f"more than {limits.MAX_YAML_NODES} values")
 
 
+def test_number_with_too_many_digits(tmp_path):
+    _fails(["show", _spec(tmp_path, BLOCKED_TEXT.replace("[4, 1]", "[" + "9" * 5000 + ", 1]"))],
+           "s.yaml: YAML: malformed YAML: cannot read a value: a number with too many digits")
+    _fails(["show", _spec(tmp_path, BLOCKED_TEXT.replace("[4, 1]", "[" + "9" * 4000 + ", 1]"))],
+           "warps_per_cta[0]: an integer of 13288 bits is out of range")
+
+
 def test_long_value_is_cut(tmp_path):
     line = _fails(["show", _spec(tmp_path, BLOCKED_TEXT.replace("kind: blocked", "kind: " + "x" * 100_000))],
                   "unknown kind")
