@@ -24,6 +24,13 @@ module checks the spec's structure (mapping, kind, known and required
 fields, nesting, shape) and re-labels ``LayoutError`` with the file and the
 field path.  Nothing else escapes: any other exception raised while building
 a layout is reported against the layout it came from.
+
+Hostile input is refused before any work (``limits.py`` names the caps): a
+file is opened non-blocking and must be a regular file of at most 1 MiB;
+the YAML loader refuses anchors/aliases, deep nesting and huge value counts;
+every field is type-checked against its dataclass annotation (an int is an
+int: not ``2.0``, ``true`` or ``"2"``) and range-checked before the layout
+class sees it; shapes, registers, threads and CTAs are capped.
 """
 from __future__ import annotations
 

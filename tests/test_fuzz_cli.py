@@ -2,33 +2,35 @@
 
 Every generated case must end with exit status 2, exactly one output line
 starting with ``llgen: error:``, no traceback, nothing on stdout, nothing
-written in the output folder, in under ``CASE_S`` seconds.  A few valid
+written in the output folder, in under ``CASE_S`` seconds, and the process's
+peak memory may not grow by more than ``GROWTH_MIB`` over the whole run
+(the billion-laughs file took 8 GB).  A few valid
 inputs (``test_valid_inputs_succeed``) must exit 0, so the harness can fail.
 
 Hypothesis runs derandomized (a fixed seed, no example database), so every
 run draws the same cases; llgen runs in-process through click's CliRunner.
-Cases per class (``CASES``; 1,610 in all), measured at about 40 s on a
-2-core machine:
+Cases per class (``CASES``; 2,500 in all), measured at 25 s on a shared
+2-core machine (limit: 60 s):
 
 ========================  =====  ==========================================
 class                     cases  what
 ========================  =====  ==========================================
-malformed_yaml            200    YAML-ish text and random bytes
-wrong_types               200    a field of a valid spec of every kind
+malformed_yaml            300    YAML-ish text and random bytes
+wrong_types               300    a field of a valid spec of every kind
                                  replaced by a float, bool, string, null,
                                  list or mapping
-huge_numbers              150    an integer field out of range (> 2^20 or
+huge_numbers              250    an integer field out of range (> 2^20 or
                                  negative)
-non_power_of_two_shapes   150    spec shape or --shape with a size that is
+non_power_of_two_shapes   250    spec shape or --shape with a size that is
                                  not a power of two
-mismatched                100    valid blocked pairs that differ in shape,
+mismatched                150    valid blocked pairs that differ in shape,
                                  warps or lanes
-unknown_kinds             100    kind names that are not kinds
-aliases                   100    anchors and aliases anywhere in a valid spec
-deep_nesting              100    65 to 5000 levels of [, {, - or mappings
-bad_names                 150    --name values that are not usable names
-bad_cute                  200    broken CuTe descriptors
-bad_cli_ints              160    --smem-budget, --iters, --ctas, --runs,
+unknown_kinds             150    kind names that are not kinds
+aliases                   200    anchors and aliases anywhere in a valid spec
+deep_nesting              150    65 to 5000 levels of [, {, - or mappings
+bad_names                 200    --name values that are not usable names
+bad_cute                  300    broken CuTe descriptors
+bad_cli_ints              250    --smem-budget, --iters, --ctas, --runs,
                                  --seed, --warps, --shape, --stride
 ========================  =====  ==========================================
 """
@@ -59,10 +61,11 @@ MMA = os.path.join(EX, "mma_v2_64x64.yaml")
 GLOBAL = os.path.join(EX, "global_64x64.yaml")
 NVMMA_SHARED = os.path.join(EX, "nvmma_shared_64x64.yaml")
 CASE_S = 5.0          # per case; real cases take milliseconds
+GROWTH_MIB = 512      # peak RSS growth allowed over the module
 
-CASES = {"malformed_yaml": 200, "wrong_types": 200, "huge_numbers": 150, "non_power_of_two_shapes": 150,
-         "mismatched": 100, "unknown_kinds": 100, "aliases": 100, "deep_nesting": 100, "bad_names": 150,
-         "bad_cute": 200, "bad_cli_ints": 160}
+CASES = {"malformed_yaml": 300, "wrong_types": 300, "huge_numbers": 250, "non_power_of_two_shapes": 250,
+         "mismatched": 150, "unknown_kinds": 150, "aliases": 200, "deep_nesting": 150, "bad_names": 200,
+         "bad_cute": 300, "bad_cli_ints": 250}
 
 
 def _settings(cls: str):
@@ -78,6 +81,17 @@ def _runner() -> CliRunner:
 
 
 RUNNER = _runner()
+
+
+def _peak_mib() -> float:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return 0.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # KiB on Linux
+
+
+PEAK_AT_START = _peak_mib()
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +120,7 @@ def _assert_error(args: list[str], out: str | None = None, *fragments: str) -> s
     for f in fragments:
         assert f in lines[0], (f, lines[0])
     assert elapsed < CASE_S, (args, elapsed)
+    assert _peak_mib() - PEAK_AT_START < GROWTH_MIB, (args, _peak_mib(), PEAK_AT_START)
     return lines[0]
 
 
