@@ -22,6 +22,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from . import limits
 from .layout import LinearLayout
 from .plan import ConversionPlan
 from .render import write_atomic
@@ -68,6 +69,9 @@ def load_layout(layout: Any, shape: Any = None, what: str = "layout",
     spec path.  ``shape`` overrides the spec's shape (not for LinearLayouts).
     Unless ``memory_ok``, a memory layout is refused with one line naming it."""
     if isinstance(layout, LinearLayout):
+        problem = limits.layout_problem(layout)
+        if problem is not None:
+            raise ValueError(f"{what}: {problem[1]}")
         return layout, None
     if isinstance(layout, Spec):
         spec = layout
@@ -123,14 +127,24 @@ def _check_element_width(tile_spec: Spec | None, dtype: str) -> None:
 
 def parse_strides(text: Any) -> tuple[int, ...]:
     """``"72,1"`` or a list -> positive int strides (elements); ValueError otherwise."""
-    items = text.replace("[", "").replace("]", "").split(",") if isinstance(text, str) else list(text)
-    try:
-        out = tuple(int(str(x).strip()) for x in items)
-    except ValueError:
-        raise ValueError(f"--stride {text!r}: expected positive integers such as 72,1") from None
-    if not out or any(x < 1 for x in out):
-        raise ValueError(f"--stride {text!r}: expected positive integers such as 72,1")
-    return out
+    bad = ValueError(f"--stride {limits.short(text)}: expected positive integers up to {limits.MAX_STRIDE} "
+                     f"such as 72,1, one per dim")
+    if isinstance(text, str):
+        items: list[Any] = text.replace("[", "").replace("]", "").split(",")
+    elif isinstance(text, (list, tuple)):
+        items = list(text)
+    else:
+        raise bad
+    if not items or len(items) > limits.MAX_RANK:
+        raise bad
+    out = []
+    for x in items:
+        if isinstance(x, str) and re.fullmatch(r"\s*\d{1,12}\s*", x):
+            x = int(x)
+        if not isinstance(x, int) or isinstance(x, bool) or not 1 <= x <= limits.MAX_STRIDE:
+            raise bad
+        out.append(x)
+    return tuple(out)
 
 
 def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
@@ -147,9 +161,13 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     (SpecError for a bad spec) with one clear line."""
     from . import planner
     if swizzle not in ("optimal", "none"):
-        raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
-    if isinstance(smem_budget, bool) or not isinstance(smem_budget, int) or smem_budget <= 0:
-        raise ValueError(f"shared-memory budget must be a positive number of bytes, got {smem_budget!r}")
+        raise ValueError(f"unknown swizzle {limits.short(swizzle)} (known: optimal, none)")
+    if isinstance(smem_budget, bool) or not isinstance(smem_budget, int) \
+            or not 1 <= smem_budget <= limits.MAX_SMEM_BUDGET:
+        raise ValueError(f"shared-memory budget (--smem-budget) must be a number of bytes from 1 to "
+                         f"{limits.MAX_SMEM_BUDGET}, got {limits.short(smem_budget)}")
+    if warps is not None and (isinstance(warps, bool) or not isinstance(warps, int)):
+        raise ValueError(f"--warps: expected an integer, got {limits.short(warps)}")
     s, s_spec = load_layout(src, shape, "source", memory_ok=True)
     d, d_spec = load_layout(dst, shape, "destination", memory_ok=True)
     s_space, d_space = _space(s, s_spec), _space(d, d_spec)
@@ -204,13 +222,13 @@ def _layouts_of(plan: ConversionPlan) -> tuple[LinearLayout, LinearLayout]:
 def check_name(name: str) -> str:
     """``name`` if it is a usable C/C++ identifier, else ValueError."""
     if not isinstance(name, str) or not _C_IDENT.match(name):
-        raise ValueError(f"--name {name!r} is not a C identifier (letters, digits and _, not starting with a digit)")
+        raise ValueError(f"--name {limits.short(name)} is not a C identifier (letters, digits and _, not starting with a digit)")
     if name in C_KEYWORDS:
-        raise ValueError(f"--name {name!r} is a C/C++ keyword")
+        raise ValueError(f"--name {limits.short(name)} is a C/C++ keyword")
     if name.startswith("__") or re.match(r"_[A-Z]", name):
-        raise ValueError(f"--name {name!r} is reserved for the compiler (names starting with __ or _ and a capital)")
+        raise ValueError(f"--name {limits.short(name)} is reserved for the compiler (names starting with __ or _ and a capital)")
     if name in RESERVED_NAMES:
-        raise ValueError(f"--name {name!r} is a CUDA/HIP built-in, a standard type or macro, or a name the "
+        raise ValueError(f"--name {limits.short(name)} is a CUDA/HIP built-in, a standard type or macro, or a name the "
                          f"generated code uses; pick another")
     return name
 
@@ -248,7 +266,7 @@ def parse_emit(values: Iterable[str] | str | None) -> tuple[str, ...]:
             elif k in EMIT_KINDS:
                 kinds.add(k)
             else:
-                raise ValueError(f"--emit: unknown kind {k!r} (known: header, harness, bench, all)")
+                raise ValueError(f"--emit: unknown kind {limits.short(k)} (known: header, harness, bench, all)")
     if not kinds:
         return ("header", "harness")
     return tuple(k for k in EMIT_KINDS if k in kinds)
@@ -403,16 +421,9 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
     smem_budget}``; ``src``/``dst`` are spec paths relative to the corpus
     file or inline spec mappings.  Every problem raises SpecError
     ``"<file>: entry <n>[.<field>]: <what>"``; the layouts are loaded here."""
-    from .spec import parse_yaml
+    from .spec import parse_yaml, read_spec_text
     source = os.fspath(path)
-    try:
-        with open(source, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise SpecError(source, None, f"cannot read the corpus: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise SpecError(source, None, f"not a UTF-8 text file ({e.reason} at byte {e.start})") from None
-    data = parse_yaml(text, source)
+    data = parse_yaml(read_spec_text(source, "corpus"), source)
     if isinstance(data, Mapping) and set(data) == {"conversions"}:
         data = data["conversions"]
     if not isinstance(data, list) or not data:
@@ -427,7 +438,7 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
             raise SpecError(source, where, f"expected a mapping with src, dst and dtypes, got {type(e).__name__}")
         unknown = [k for k in e if k not in _CORPUS_FIELDS]
         if unknown:
-            raise SpecError(source, f"{where}.{unknown[0]}", f"unknown field; allowed: {', '.join(_CORPUS_FIELDS)}")
+            raise SpecError(source, f"{where}.{limits.cut(str(unknown[0]), limits.MAX_ECHO)}", f"unknown field; allowed: {', '.join(_CORPUS_FIELDS)}")
         if "dtype" in e and "dtypes" in e:
             raise SpecError(source, f"{where}.dtype", "give dtype or dtypes, not both")
 
@@ -462,7 +473,7 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
         from .planner import DTYPE_BYTES
         for d in dts:
             if d not in DTYPE_BYTES:
-                raise SpecError(source, f"{where}.{field}", f"unknown dtype {d!r} (known: {', '.join(DTYPE_BYTES)})")
+                raise SpecError(source, f"{where}.{field}", f"unknown dtype {limits.short(d)} (known: {', '.join(DTYPE_BYTES)})")
         name = text_field("name", None)
         if name is not None:
             try:
@@ -471,7 +482,7 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
                 raise SpecError(source, f"{where}.name", str(err).replace("--name ", "")) from None
         budget = e.get("smem_budget", DEFAULT_SMEM_BUDGET)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            raise SpecError(source, f"{where}.smem_budget", f"expected a positive number of bytes, got {budget!r}")
+            raise SpecError(source, f"{where}.smem_budget", f"expected a positive number of bytes, got {limits.short(budget)}")
         pair = name or f"{specs[0][1]} -> {specs[1][1]}"
         if pair in seen:
             pair = f"{pair} #{i}"

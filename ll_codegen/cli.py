@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional
 import click
 import yaml
 
-from ll_codegen import __version__
+from ll_codegen import __version__, limits
 from ll_codegen.files import check_output_dir, check_targets, quote_path, write_all, write_atomic
 from ll_codegen.layouts import LayoutError
 from ll_codegen.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
@@ -77,10 +77,10 @@ def _fail(e: BaseException, internal: bool = False) -> "None":
     if internal:
         if os.environ.get("LLGEN_DEBUG"):
             raise e
-        click.echo(f"{PROG}: internal error: {type(e).__name__}: {error_line(e)} "
+        click.echo(f"{PROG}: internal error: {type(e).__name__}: {limits.cut(error_line(e))} "
                    f"(set LLGEN_DEBUG=1 for the traceback)", err=True)
         raise click.exceptions.Exit(1)
-    click.echo(f"{PROG}: error: {error_line(e)}", err=True)
+    click.echo(f"{PROG}: error: {limits.cut(error_line(e))}", err=True)
     raise click.exceptions.Exit(2)
 
 
@@ -133,7 +133,7 @@ class LLGenGroup(click.Group):
             sys.exit(0)
         except click.ClickException as e:
             hint = f" ({PROG} --help)" if isinstance(e, click.UsageError) else ""
-            click.echo(f"{PROG}: error: {_first_line(e.format_message())}{hint}", err=True)
+            click.echo(f"{PROG}: error: {limits.cut(_first_line(e.format_message()))}{hint}", err=True)
             sys.exit(2)
         sys.exit(code if isinstance(code, int) else 0)
 
@@ -166,7 +166,7 @@ class CommaChoice(click.ParamType):
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
         for item in (x.strip() for x in str(value).split(",")):
             if item and item not in self.choices:
-                self.fail(f"{item!r} is not one of {', '.join(map(repr, self.choices))}", param, ctx)
+                self.fail(f"{limits.short(item)} is not one of {', '.join(map(repr, self.choices))}", param, ctx)
         return value
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
@@ -317,8 +317,9 @@ def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str,
               help="Element type(s): repeatable or a comma list (default f16).")
 @click.option("--corpus", default=None, metavar="FILE", type=click.Path(dir_okay=False),
               help="YAML list of conversions to verify instead of --src/--dst.")
-@click.option("--runs", default=2, show_default=True, type=int, help="Random tensors per conversion.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Random seed.")
+@click.option("--runs", default=2, show_default=True, type=click.IntRange(1, limits.MAX_RUNS),
+              help="Random tensors per conversion.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, limits.MAX_SEED), help="Random seed.")
 @click.option("--host", is_flag=True, help="Run CUDA harnesses on the host SIMT runtime instead of a GPU.")
 def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
            smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int],
@@ -360,8 +361,9 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
 @_spec_option("--dst", "Destination layout spec (a distributed layout).")
 @click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
 @click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape').")
-@click.option("--iters", default=64, show_default=True, type=int, help="Round trips src->dst->src per CTA.")
-@click.option("--ctas", default=0, type=int, help="CTAs per launch (default 48 per SM).")
+@click.option("--iters", default=64, show_default=True, type=click.IntRange(1, limits.MAX_ITERS),
+              help="Round trips src->dst->src per CTA.")
+@click.option("--ctas", default=0, type=click.IntRange(0, limits.MAX_CTAS), help="CTAs per launch (default 48 per SM).")
 @click.option("--triton/--no-triton", default=True, show_default=True,
               help="Also time Triton's convert_layout (Gluon) with the same layouts.")
 def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas: int,

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from . import limits
 from .layout import LinearLayout
 
 Tree = Union[int, tuple]
@@ -141,6 +142,8 @@ class _Parser:
             j += 1
         if j == self.i:
             raise _err(f"expected an integer {self._where()}")
+        if j - self.i > 9 or int(self.s[self.i:j]) > limits.MAX_INT:   # before int() of a huge number
+            raise _err(f"integer at position {self.i} is out of range (0 to {limits.MAX_INT})")
         v, self.i = int(self.s[self.i:j]), j
         return v
 
@@ -154,14 +157,16 @@ class _Parser:
         v, self.i = self.s[self.i:j], j
         return v
 
-    def tuple_(self) -> Tree:
+    def tuple_(self, depth: int = 0) -> Tree:
         if not self.peek("("):
             return self.integer()
+        if depth >= limits.MAX_RANK:          # recursive descent: bound it before Python's stack does
+            raise _err(f"modes nested more than {limits.MAX_RANK} deep {self._where()}")
         self.expect("(")
-        items = [self.tuple_()]
+        items = [self.tuple_(depth + 1)]
         while self.peek(","):
             self.expect(",")
-            items.append(self.tuple_())
+            items.append(self.tuple_(depth + 1))
         self.expect(")")
         return tuple(items)
 
@@ -190,6 +195,8 @@ def parse(text: str) -> CuteDescriptor:
             p.expect(",")
             s = p.integer()
             p.expect(">")
+            if max(b, m, s) > 32:          # address bits: a tile has at most 2^20 elements of 8 bytes
+                raise _err(f"swizzle<{b},{m},{s}>: B, M and S must be at most 32")
             if b and s < b:
                 raise _err(f"swizzle<{b},{m},{s}>: the shift S must be at least B (CuTe requires |S| >= B)")
             swizzle = (b, m, s) if b else None
@@ -206,6 +213,8 @@ def parse(text: str) -> CuteDescriptor:
         raise _err(f"unexpected text after '>' {p._where()}")
     modes = (shape,) if isinstance(shape, int) else shape
     strides = (stride,) if isinstance(stride, int) else stride
+    if len(modes) > limits.MAX_RANK:
+        raise _err(f"{len(modes)} modes; at most {limits.MAX_RANK} (dims)")
     return CuteDescriptor(text, modes, strides, swizzle, elem)
 
 
@@ -215,7 +224,7 @@ def _elem(p: _Parser) -> str:
     at = p.i
     name = p.ident()
     if name not in ELEMENT_BITS:
-        raise _err(f"unknown element type {name!r} at position {at} (known: {', '.join(sorted(ELEMENT_BITS))})")
+        raise _err(f"unknown element type {limits.short(name)} at position {at} (known: {', '.join(sorted(ELEMENT_BITS))})")
     return name
 
 

@@ -45,7 +45,9 @@ import math
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Mapping, Optional, Sequence
 
+from . import limits
 from .layout import LinearLayout, identity_nd
+from .limits import short
 
 
 class LayoutError(ValueError):
@@ -68,14 +70,28 @@ def _is_pow2(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 1 and x & (x - 1) == 0
 
 
+def _int(field: str, value: Any, choices: Optional[Sequence[int]] = None) -> int:
+    """One integer field: an int (not a bool or float: ``2.0 in (1, 2)`` is
+    true in Python), one of ``choices`` if given."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise LayoutError(field, f"expected an integer, got {short(value)}")
+    if choices is not None and value not in choices:
+        raise LayoutError(field, f"{short(value)} is not one of {', '.join(map(str, choices))}")
+    return value
+
+
 def _ints(field: str, value: Any, rank: Optional[int] = None, pow2: bool = True) -> tuple[int, ...]:
-    """Normalise a list of ints to a tuple; check length and powers of two."""
+    """Normalise a list of ints to a tuple; check length, range and powers of two."""
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise LayoutError(field, f"expected a list of integers, got {value!r}")
+        raise LayoutError(field, f"expected a list of integers, got {short(value)}")
+    if len(value) > limits.MAX_RANK:
+        raise LayoutError(field, f"{len(value)} entries; at most {limits.MAX_RANK} (dims)")
     out = tuple(value)
     for v in out:
         if not isinstance(v, int) or isinstance(v, bool):
-            raise LayoutError(field, f"expected integers, got {v!r}")
+            raise LayoutError(field, f"expected integers, got {short(v)}")
+        if not 0 <= v <= limits.MAX_INT:
+            raise LayoutError(field, f"{short(v)} is out of range (0 to {limits.MAX_INT})")
         if pow2 and not _is_pow2(v):
             raise LayoutError(field, f"{v} is not a power of two")
     if rank is not None and len(out) != rank:
@@ -95,7 +111,9 @@ def _bases(field: str, value: Any, rank: Optional[int]) -> tuple[tuple[int, ...]
     if value is None:
         return ()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise LayoutError(field, f"expected a list of bases, got {value!r}")
+        raise LayoutError(field, f"expected a list of bases, got {short(value)}")
+    if len(value) > limits.MAX_BASES:
+        raise LayoutError(field, f"{len(value)} bases; at most {limits.MAX_BASES}")
     out = []
     for b in value:
         b = _ints(field, b, rank, pow2=False)
@@ -111,14 +129,25 @@ def _set(obj: Any, name: str, value: Any) -> None:
 
 def _check_shape(shape: Any, rank: int) -> tuple[int, ...]:
     if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
-        raise LayoutError("shape", f"expected a list of sizes, got {shape!r}")
+        raise LayoutError("shape", f"expected a list of sizes, got {short(shape)}")
     shape = tuple(shape)
     if len(shape) != rank:
-        raise LayoutError("shape", f"{list(shape)} has rank {len(shape)}, the layout has rank {rank}")
+        raise LayoutError("shape", f"{short(list(shape))} has rank {len(shape)}, the layout has rank {rank}")
     for s in shape:
         if not _is_pow2(s):
-            raise LayoutError("shape", f"size {s!r} is not a power of two")
+            raise LayoutError("shape", f"size {short(s)} is not a power of two")
+    if math.prod(shape) > limits.MAX_TILE_ELEMENTS:
+        raise LayoutError("shape", f"{list(shape)} is {math.prod(shape)} elements; at most "
+                                   f"{limits.MAX_TILE_ELEMENTS} per tile")
     return shape
+
+
+def _check_warps(field: str, warps: Sequence[int], warp_size: int) -> None:
+    """At most ``MAX_THREADS_PER_CTA`` threads: 32 warps of 32, 16 of 64."""
+    most = limits.MAX_THREADS_PER_CTA // warp_size
+    if math.prod(warps) > most:
+        raise LayoutError(field, f"{list(warps)} is {math.prod(warps)} warps; at most {most} warps of {warp_size} "
+                                 f"threads ({limits.MAX_THREADS_PER_CTA} threads per CTA)")
 
 
 def _dims(rank: int) -> list[str]:
@@ -238,6 +267,12 @@ class _CGA:
         if self.cta_order is not None:
             _set(self, "cta_order", _order("cta_order", self.cta_order, rank))
         ctas = self.ctas_per_cga or (1,) * rank
+        if math.prod(ctas) > limits.MAX_CTAS_PER_CGA:
+            raise LayoutError("ctas_per_cga", f"{list(ctas)} is {math.prod(ctas)} CTAs; at most "
+                                              f"{limits.MAX_CTAS_PER_CGA} per cluster")
+        if self.cga_layout is not None and 1 << len(self.cga_layout) > limits.MAX_CTAS_PER_CGA:
+            raise LayoutError("cga_layout", f"{len(self.cga_layout)} bases are {1 << len(self.cga_layout)} CTAs; "
+                                            f"at most {limits.MAX_CTAS_PER_CGA} per cluster")
         for d, s in enumerate(self.cta_split_num or ()):
             if ctas[d] % s:
                 raise LayoutError("cta_split_num", f"{s} does not divide ctas_per_cga[{d}] = {ctas[d]}")
@@ -329,7 +364,11 @@ class BlockedLayout(_CGA, Layout):
         if WARP_SIZES is not None and math.prod(tpw) not in WARP_SIZES:
             raise LayoutError("threads_per_warp", f"product {math.prod(tpw)} is not a warp size {list(WARP_SIZES)}")
         _set(self, "threads_per_warp", tpw)
+        if math.prod(spt) > limits.MAX_REGISTERS:
+            raise LayoutError("size_per_thread", f"{list(spt)} is {math.prod(spt)} registers per thread; at most "
+                                                 f"{limits.MAX_REGISTERS}")
         _set(self, "warps_per_cta", _ints("warps_per_cta", self.warps_per_cta, rank))
+        _check_warps("warps_per_cta", self.warps_per_cta, math.prod(tpw))
         _set(self, "order", _order("order", self.order, rank))
         self._check_cga(rank)
 
@@ -360,9 +399,11 @@ class SliceLayout(Layout):
 
     def __post_init__(self):
         if not isinstance(self.parent, Layout) or self.parent.is_memory:
-            raise LayoutError("parent", f"expected a distributed layout, got {self.parent!r}")
+            raise LayoutError("parent", f"expected a distributed layout, "
+                                        f"got {getattr(self.parent, 'kind', None) or short(self.parent)}")
         if not isinstance(self.dim, int) or isinstance(self.dim, bool) or not 0 <= self.dim < self.parent.rank:
-            raise LayoutError("dim", f"{self.dim!r} is not a dim of the rank-{self.parent.rank} parent")
+            raise LayoutError("dim", f"{short(self.dim)} is not a dim of the rank-{self.parent.rank} parent "
+                                     f"(0 to {self.parent.rank - 1})")
         if self.parent.rank < 2:
             raise LayoutError("parent", "slicing needs a parent of rank >= 2")
 
@@ -422,12 +463,14 @@ class NVMMADistributedLayout(_CGA, Layout):
         if isinstance(v, int) and not isinstance(v, bool):
             v = (v, 0)
         v = _ints("version", v, 2, pow2=False)
-        if v[0] not in (2, 3):
-            raise LayoutError("version", f"{list(v)}: supported versions are [2, 0] (mma.sync) and [3, 0] (wgmma)")
+        if v[0] not in (2, 3) or v[1] > 15:
+            raise LayoutError("version", f"{list(v)}: supported versions are [2, 0] (mma.sync) and [3, 0] (wgmma) "
+                                         f"(minor 0 to 15)")
         _set(self, "version", v)
         warps = _ints("warps_per_cta", self.warps_per_cta)
         rank = len(warps)
         _set(self, "warps_per_cta", warps)
+        _check_warps("warps_per_cta", warps, 32)
         instr = _ints("instr_shape", self.instr_shape)
         _set(self, "instr_shape", instr)
         if v[0] == 2:
@@ -498,14 +541,14 @@ class AMDMFMALayout(_CGA, Layout):
     cta_order: Optional[Sequence[int]] = None
 
     def __post_init__(self):
-        if self.version not in (1, 2, 3, 4) or isinstance(self.version, bool):
-            raise LayoutError("version", f"{self.version!r} is not in 1..4 (gfx908, gfx90a, gfx942, gfx950)")
+        if not isinstance(self.version, int) or self.version not in (1, 2, 3, 4) or isinstance(self.version, bool):
+            raise LayoutError("version", f"{short(self.version)} is not in 1..4 (gfx908, gfx90a, gfx942, gfx950)")
         instr = _ints("instr_shape", self.instr_shape)
         if len(instr) not in (2, 3) or tuple(instr[:2]) not in _MFMA_SHAPES:
             raise LayoutError("instr_shape", f"{list(instr)}: (M, N) must be one of {[list(s) for s in _MFMA_SHAPES]}")
         _set(self, "instr_shape", instr)
         if not isinstance(self.transposed, bool):
-            raise LayoutError("transposed", f"expected true/false, got {self.transposed!r}")
+            raise LayoutError("transposed", f"expected true/false, got {short(self.transposed)}")
         if tuple(instr[:2]) == (64, 4) and not self.transposed:
             raise LayoutError("transposed", "a 64x4 mfma layout must be transposed")
         warps = _ints("warps_per_cta", self.warps_per_cta)
@@ -513,12 +556,13 @@ class AMDMFMALayout(_CGA, Layout):
         if rank not in (2, 3):
             raise LayoutError("warps_per_cta", f"mfma needs rank 2 or 3, got {rank}")
         _set(self, "warps_per_cta", warps)
-        ebw = 32 if self.element_bitwidth is None else self.element_bitwidth
-        if ebw not in (32, 64):
-            raise LayoutError("element_bitwidth", f"{ebw!r} is not 32 or 64")
+        _check_warps("warps_per_cta", warps, 64)
+        ebw = 32 if self.element_bitwidth is None else _int("element_bitwidth", self.element_bitwidth, (32, 64))
         _set(self, "element_bitwidth", ebw)
         tpw = (1,) * rank if self.tiles_per_warp is None else self.tiles_per_warp
         _set(self, "tiles_per_warp", _ints("tiles_per_warp", tpw, rank))
+        if math.prod(self.tiles_per_warp) > limits.MAX_REGISTERS:
+            raise LayoutError("tiles_per_warp", f"{list(self.tiles_per_warp)}: at most {limits.MAX_REGISTERS} tiles")
         self._check_cga(rank)
 
     @property
@@ -572,14 +616,15 @@ class AMDWMMALayout(_CGA, Layout):
     cta_order: Optional[Sequence[int]] = None
 
     def __post_init__(self):
-        if self.version not in (1, 2, 3) or isinstance(self.version, bool):
-            raise LayoutError("version", f"{self.version!r} is not 1, 2 or 3 (RDNA3, RDNA4, gfx1250)")
+        if not isinstance(self.version, int) or self.version not in (1, 2, 3) or isinstance(self.version, bool):
+            raise LayoutError("version", f"{short(self.version)} is not 1, 2 or 3 (RDNA3, RDNA4, gfx1250)")
         if not isinstance(self.transposed, bool):
-            raise LayoutError("transposed", f"expected true/false, got {self.transposed!r}")
+            raise LayoutError("transposed", f"expected true/false, got {short(self.transposed)}")
         warps = _ints("warps_per_cta", self.warps_per_cta)
         if len(warps) not in (2, 3):
             raise LayoutError("warps_per_cta", f"wmma needs rank 2 or 3, got {len(warps)}")
         _set(self, "warps_per_cta", warps)
+        _check_warps("warps_per_cta", warps, 32)
         if self.instr_shape is None and self.version == 3:
             raise LayoutError("instr_shape", "wmma v3 needs instr_shape [16, 16, K] with K 32, 64 or 128")
         instr = _ints("instr_shape", (16, 16, 16) if self.instr_shape is None else self.instr_shape, 3)
@@ -633,19 +678,23 @@ class DotOperandLayout(Layout):
     k_width: int = 0
 
     def __post_init__(self):
-        if self.operand_index not in (0, 1) or isinstance(self.operand_index, bool):
-            raise LayoutError("operand_index", f"{self.operand_index!r} is not 0 (A) or 1 (B)")
+        if not isinstance(self.operand_index, int) or isinstance(self.operand_index, bool) \
+                or self.operand_index not in (0, 1):
+            raise LayoutError("operand_index", f"{short(self.operand_index)} is not 0 (A) or 1 (B)")
+        if not isinstance(self.k_width, int) or isinstance(self.k_width, bool):
+            raise LayoutError("k_width", f"expected an integer, got {short(self.k_width)}")
         p = self.parent
         if not isinstance(p, (BlockedLayout, NVMMADistributedLayout, AMDMFMALayout, AMDWMMALayout)):
-            raise LayoutError("parent", f"expected a blocked, nvidia_mma, amd_mfma or amd_wmma layout, got {p!r}")
+            raise LayoutError("parent", f"expected a blocked, nvidia_mma, amd_mfma or amd_wmma layout, "
+                                        f"got {getattr(p, 'kind', None) or short(p)}")
         if isinstance(p, BlockedLayout):
             if self.k_width != 0:
                 raise LayoutError("k_width", "must be 0 for a blocked (FMA) parent")
             if p.rank < 2:
                 raise LayoutError("parent", "a dot operand needs rank >= 2")
             return
-        if not _is_pow2(self.k_width):
-            raise LayoutError("k_width", f"{self.k_width!r} is not a positive power of two")
+        if not _is_pow2(self.k_width) or self.k_width > 64:
+            raise LayoutError("k_width", f"{short(self.k_width)} is not a power of two from 1 to 64")
         if isinstance(p, AMDWMMALayout) and p.version < 3 and self.k_width not in ((8, 16) if p.version == 1 else (4, 8, 16)):
             raise LayoutError("k_width", f"{self.k_width}: a wmma v{p.version} operand needs k_width "
                                          f"{'8 or 16' if p.version == 1 else '4, 8 or 16'}")
@@ -737,6 +786,16 @@ class DistributedLinearLayout(Layout):
             raise LayoutError("register", "no bases given; cannot tell the rank")
         if rank == 0:
             raise LayoutError("register", "bases must have at least one entry per basis")
+        # checked from the spec's numbers: 28 (zero) register bases are 2^28 registers
+        for name, most in (("register", limits.MAX_REGISTERS), ("block", limits.MAX_CTAS_PER_CGA)):
+            n = len(getattr(self, name))
+            if 1 << n > most:
+                raise LayoutError(name, f"{n} bases are {1 << n} {'registers per thread' if name == 'register' else 'CTAs'}; "
+                                        f"at most {most} ({most.bit_length() - 1} bases)")
+        threads = 1 << (len(self.lane) + len(self.warp))
+        if threads > limits.MAX_THREADS_PER_CTA:
+            raise LayoutError("warp", f"{len(self.lane)} lane and {len(self.warp)} warp bases are {threads} threads; "
+                                      f"at most {limits.MAX_THREADS_PER_CTA} per CTA")
 
     @property
     def rank(self) -> int:
@@ -815,8 +874,9 @@ class SwizzledSharedLayout(_CGA, Layout):
 
     def __post_init__(self):
         for name in ("vec", "per_phase", "max_phase"):
-            if not _is_pow2(getattr(self, name)):
-                raise LayoutError(name, f"{getattr(self, name)!r} is not a positive power of two")
+            v = getattr(self, name)
+            if not _is_pow2(v) or v > limits.MAX_INT:
+                raise LayoutError(name, f"{short(v)} is not a power of two from 1 to {limits.MAX_INT}")
         order = _ints("order", self.order, pow2=False)
         if not order:
             raise LayoutError("order", "needs at least one dim")
@@ -874,15 +934,13 @@ class NVMMASharedLayout(_CGA, Layout):
     cta_order: Optional[Sequence[int]] = None
 
     def __post_init__(self):
-        if self.swizzle_byte_width not in (0, 32, 64, 128) or isinstance(self.swizzle_byte_width, bool):
-            raise LayoutError("swizzle_byte_width", f"{self.swizzle_byte_width!r} is not 0, 32, 64 or 128")
-        if self.element_bitwidth not in (8, 16, 32, 64) or isinstance(self.element_bitwidth, bool):
-            raise LayoutError("element_bitwidth", f"{self.element_bitwidth!r} is not 8, 16, 32 or 64")
-        if not isinstance(self.rank, int) or isinstance(self.rank, bool) or self.rank < 1:
-            raise LayoutError("rank", f"{self.rank!r} is not a positive integer")
+        _int("swizzle_byte_width", self.swizzle_byte_width, (0, 32, 64, 128))
+        _int("element_bitwidth", self.element_bitwidth, (8, 16, 32, 64))
+        if not isinstance(self.rank, int) or isinstance(self.rank, bool) or not 1 <= self.rank <= limits.MAX_RANK:
+            raise LayoutError("rank", f"{short(self.rank)} is not an integer from 1 to {limits.MAX_RANK}")
         for name in ("transposed", "fp4_padded"):
             if not isinstance(getattr(self, name), bool):
-                raise LayoutError(name, f"expected true/false, got {getattr(self, name)!r}")
+                raise LayoutError(name, f"expected true/false, got {short(getattr(self, name))}")
         if self.fp4_padded and self.element_bitwidth != 8:
             raise LayoutError("fp4_padded", "needs element_bitwidth 8 (packed fp4 pairs)")
         if self.fp4_padded and self.swizzle_byte_width != 128:
@@ -965,9 +1023,11 @@ class CuteLayout(Layout):
     def __post_init__(self):
         from .cute import parse
         if not isinstance(self.descriptor, str):
-            raise LayoutError("descriptor", f"expected a string, got {self.descriptor!r}")
-        if self.element_bitwidth is not None and not _is_pow2(self.element_bitwidth):
-            raise LayoutError("element_bitwidth", f"{self.element_bitwidth!r} is not a power of two")
+            raise LayoutError("descriptor", f"expected a string, got {short(self.descriptor)}")
+        if len(self.descriptor) > limits.MAX_DESCRIPTOR_CHARS:
+            raise LayoutError("descriptor", f"{len(self.descriptor)} characters; at most {limits.MAX_DESCRIPTOR_CHARS}")
+        if self.element_bitwidth is not None and (not _is_pow2(self.element_bitwidth) or self.element_bitwidth > 64):
+            raise LayoutError("element_bitwidth", f"{short(self.element_bitwidth)} is not a power of two from 1 to 64")
         parsed = parse(self.descriptor)
         _set(self, "_rank", len(parsed.modes))
         _set(self, "_tile", parsed.to_linear(self.element_bitwidth))   # validates bijectivity
@@ -1016,10 +1076,10 @@ class GlobalLayout(Layout):
 
     def __post_init__(self):
         if isinstance(self.order, (str, bytes)) or not isinstance(self.order, Sequence) or not self.order:
-            raise LayoutError("order", f"expected a non-empty list of dims such as [1, 0], got {self.order!r}")
+            raise LayoutError("order", f"expected a non-empty list of dims such as [1, 0], got {short(self.order)}")
         _set(self, "order", _order("order", self.order, len(self.order)))
         if not _is_pow2(self.alignment) or self.alignment > 16:
-            raise LayoutError("alignment", f"{self.alignment!r} is not a power of two from 1 to 16 (bytes)")
+            raise LayoutError("alignment", f"{short(self.alignment)} is not a power of two from 1 to 16 (bytes)")
 
     @property
     def rank(self) -> int:
@@ -1047,10 +1107,10 @@ def from_dict(spec: Mapping[str, Any]) -> Layout:
     (nested ``parent`` mappings are built recursively; a ``shape`` key is
     ignored).  Unknown kinds or fields raise ``LayoutError``."""
     if not isinstance(spec, Mapping):
-        raise LayoutError("kind", f"expected a mapping, got {spec!r}")
+        raise LayoutError("kind", f"expected a mapping, got {short(spec)}")
     kind = spec.get("kind")
     if kind not in LAYOUT_KINDS:
-        raise LayoutError("kind", f"{kind!r} is not one of {sorted(LAYOUT_KINDS)}")
+        raise LayoutError("kind", f"{short(kind)} is not one of {sorted(LAYOUT_KINDS)}")
     cls = LAYOUT_KINDS[kind]
     names = {f.name for f in fields(cls)}
     args = {}
@@ -1058,7 +1118,7 @@ def from_dict(spec: Mapping[str, Any]) -> Layout:
         if k in ("kind", "shape"):
             continue
         if k not in names:
-            raise LayoutError(k, f"unknown field for kind {kind!r} (fields: {sorted(names)})")
+            raise LayoutError(limits.cut(str(k), limits.MAX_ECHO), f"unknown field for kind {kind!r} (fields: {sorted(names)})")
         args[k] = from_dict(v) if k == "parent" and isinstance(v, Mapping) else v
     missing = [f.name for f in fields(cls) if f.name not in args and f.default is MISSING]
     if missing:

@@ -35,6 +35,7 @@ from dataclasses import replace
 
 from . import f2
 from .layout import LinearLayout, divide_left
+from .limits import short
 from .memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans
 from .plan import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
                    shuffle_name)
@@ -176,9 +177,9 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     if isinstance(target, str):
         target = get_target(target, arch)
     if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})")
+        raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BYTES)})")
     if strategy not in STRATEGIES + ("auto",):
-        raise ValueError(f"unknown strategy {strategy!r} (known: auto, {', '.join(STRATEGIES)})")
+        raise ValueError(f"unknown strategy {short(strategy)} (known: auto, {', '.join(STRATEGIES)})")
     _dims_ok(src, dst, target)
     src, dst = _normalise(src), _normalise(dst)
     w = DTYPE_BYTES[dtype]
@@ -282,11 +283,11 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
     if isinstance(target, str):
         target = get_target(target, arch)
     if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})")
+        raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BYTES)})")
     if direction not in MEMORY_STRATEGIES:
-        raise ValueError(f"unknown memory direction {direction!r} (known: store, load)")
+        raise ValueError(f"unknown memory direction {short(direction)} (known: store, load)")
     if instr not in ("auto", "vector", "matrix", "matrix.trans", "via"):
-        raise ValueError(f"unknown instruction {instr!r} (known: auto, vector, matrix, matrix.trans, via)")
+        raise ValueError(f"unknown instruction {short(instr)} (known: auto, vector, matrix, matrix.trans, via)")
     if not {"register", "lane"} <= set(dist.in_dims):
         raise ValueError("the register side is not a distributed layout (needs register/lane dims)")
     if "offset" not in tile.in_dims:
@@ -305,7 +306,7 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
     elif space == "global":
         plans = [global_plan(dist, global_order(tile), alignment, w, target, direction, strides, max_vector_bytes)]
     else:
-        raise ValueError(f"unknown memory space {space!r} (known: shared, global)")
+        raise ValueError(f"unknown memory space {short(space)} (known: shared, global)")
     if instr not in ("auto", "via"):
         plans = [m for m in plans if m.instr == instr]
         if not plans:
@@ -349,7 +350,7 @@ def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str =
     if isinstance(target, str):
         target = get_target(target, arch)
     if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})")
+        raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BYTES)})")
     if global_tile.out_dim_sizes != shared_tile.out_dim_sizes:
         raise ValueError(f"shapes differ: global {global_tile.out_dim_sizes} vs shared {shared_tile.out_dim_sizes}")
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:

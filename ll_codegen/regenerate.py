@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .api import Conversion, conversion_files
-from .spec import SpecError, parse_yaml
+from .limits import short
+from .spec import SpecError, parse_yaml, read_spec_text
 
 #: The checkout this package was imported from (in an installed copy: site-packages, with no generated/).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,8 +58,7 @@ def _convert_command():
 
 
 def load_manifest(path: str) -> list[Entry]:
-    with open(path, encoding="utf-8") as fh:
-        data = parse_yaml(fh.read(), path)
+    data = parse_yaml(read_spec_text(path, "manifest"), path)     # the same limits as a spec file
     if not isinstance(data, list) or not data:
         raise SpecError(path, "top level", "expected a non-empty list of {args, expect, note} entries")
     out = []
@@ -70,7 +70,7 @@ def load_manifest(path: str) -> list[Entry]:
             raise SpecError(path, f"entry {i}.{sorted(unknown)[0]}", "unknown field (allowed: args, expect, note)")
         expect = e.get("expect")
         if expect is not None and expect not in STRATEGIES:
-            raise SpecError(path, f"entry {i}.expect", f"{expect!r} is not one of {', '.join(STRATEGIES)}")
+            raise SpecError(path, f"entry {i}.expect", f"{short(expect)} is not one of {', '.join(STRATEGIES)}")
         out.append(Entry(e["args"], expect, str(e.get("note", "")).strip()))
     return out
 

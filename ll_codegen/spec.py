@@ -24,21 +24,32 @@ module checks the spec's structure (mapping, kind, known and required
 fields, nesting, shape) and re-labels ``LayoutError`` with the file and the
 field path.  Nothing else escapes: any other exception raised while building
 a layout is reported against the layout it came from.
+
+Hostile input is refused before any work (``limits.py`` names the caps): a
+file is opened non-blocking and must be a regular file of at most 1 MiB;
+the YAML loader refuses anchors/aliases, deep nesting and huge value counts;
+every field is type-checked against its dataclass annotation (an int is an
+int: not ``2.0``, ``true`` or ``"2"``) and range-checked before the layout
+class sees it; shapes, registers, threads and CTAs are capped.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 import re
+import stat
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 import yaml
 
+from . import limits
 from .layout import LinearLayout
 from .layouts import LAYOUT_KINDS, LayoutError
+from .limits import short
 
-__all__ = ["Spec", "SpecError", "load_spec", "spec_from_dict", "build_layout", "parse_shape"]
+__all__ = ["Spec", "SpecError", "load_spec", "spec_from_dict", "build_layout", "parse_shape", "parse_yaml",
+           "read_spec_text"]
 
 
 class SpecError(ValueError):
@@ -48,7 +59,7 @@ class SpecError(ValueError):
     def __init__(self, source: str, field: Optional[str], message: str):
         self.source = source
         self.field = field
-        self.message = _one_line(message)
+        self.message = limits.cut(_one_line(message))
         parts = [p for p in (source, field) if p]
         super().__init__(": ".join(parts + [self.message]))
 
@@ -90,24 +101,34 @@ def parse_shape(text: Any) -> tuple[int, ...]:
     if isinstance(text, str):
         body = text.strip().strip("[]()").strip()
         if not body:
-            raise ValueError(f"expected sizes such as 64,64, got {text!r}")
+            raise ValueError(f"expected sizes such as 64,64, got {short(text)}")
+        toks = _SHAPE_SPLIT.split(body)
+        if len(toks) > limits.MAX_RANK:
+            raise ValueError(f"{len(toks)} sizes; at most {limits.MAX_RANK} dims")
         items: list[Any] = []
-        for tok in _SHAPE_SPLIT.split(body):
-            try:
-                items.append(int(tok))
-            except ValueError:
-                raise ValueError(f"{tok!r} in {text!r} is not an integer (expected sizes such as 64,64)") from None
+        for tok in toks:
+            if not re.fullmatch(r"[+-]?\d{1,20}", tok):   # int() of 5000 digits alone is slow
+                raise ValueError(f"{short(tok)} is not an integer (expected sizes such as 64,64)")
+            items.append(int(tok))
     elif isinstance(text, Sequence) and not isinstance(text, (bytes, bytearray)):
         items = list(text)
     else:
-        raise ValueError(f"expected a list of sizes such as [64, 64], got {text!r}")
+        raise ValueError(f"expected a list of sizes such as [64, 64], got {_type_name(text)}")
     if not items:
         raise ValueError("expected at least one size")
+    if len(items) > limits.MAX_RANK:
+        raise ValueError(f"{len(items)} sizes; at most {limits.MAX_RANK} dims")
     for v in items:
         if not isinstance(v, int) or isinstance(v, bool):
-            raise ValueError(f"expected integer sizes, got {v!r}")
+            raise ValueError(f"expected integer sizes, got {_type_name(v)}")
         if v < 1 or v & (v - 1):
-            raise ValueError(f"size {v} is not a power of two")
+            raise ValueError(f"size {short(v)} is not a power of two")
+    n = 1
+    for v in items:
+        n *= v
+    if n > limits.MAX_TILE_ELEMENTS:
+        raise ValueError(f"{'x'.join(map(short, items))} is {short(n)} elements; at most "
+                         f"{limits.MAX_TILE_ELEMENTS} (2^{limits.MAX_TILE_ELEMENTS.bit_length() - 1}) per tile")
     return tuple(items)
 
 
@@ -132,18 +153,70 @@ def _type_name(v: Any) -> str:
     if isinstance(v, Mapping):
         return "a mapping"
     if isinstance(v, (list, tuple)):
-        r = repr(list(v))
-        return f"the list {r}" if len(r) <= 40 else f"a list of {len(v)} items"
-    r = repr(v)
-    return r if len(r) <= 60 else r[:57] + "..."
+        r = short(list(v), 40)
+        return f"the list {r}" if not r.endswith(("...", "items")) else f"a list of {len(v)} items"
+    return short(v)
 
 
 def _did_you_mean(word: Any, choices: Sequence[str]) -> str:
     import difflib
-    if not isinstance(word, str):
+    if not isinstance(word, str) or len(word) > 100:    # difflib is quadratic
         return ""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_EXPECTED = {"int": "an integer", "bool": "true or false", "str": "a string",
+             "Sequence[int]": "a list of integers such as [4, 1]",
+             "Sequence[Sequence[int]]": "a list of bases such as [[0, 1], [1, 0]]"}
+
+
+def _check_int(v: Any, source: str, fld: str) -> None:
+    """An integer (not a bool, float or string) in ``0..MAX_INT``."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise SpecError(source, fld, f"expected an integer, got {_type_name(v)}")
+    if not 0 <= v <= limits.MAX_INT:
+        raise SpecError(source, fld, f"{short(v)} is out of range (0 to {limits.MAX_INT})")
+
+
+def _check_list(v: Any, most: int, what: str, source: str, fld: str) -> list[Any]:
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise SpecError(source, fld, f"expected {what}, got {_type_name(v)}")
+    if len(v) > most:
+        raise SpecError(source, fld, f"{len(v)} entries; at most {most}")
+    return list(v)
+
+
+def _check_type(v: Any, annotation: str, kind: str, source: str, fld: str) -> None:
+    """Check a field value against its dataclass annotation before the layout
+    class sees it: ints are ints (YAML ``true`` and ``2.0`` are not), in
+    range, and lists are short -- so no later message or loop meets a
+    hostile value.  The class then checks what the value means."""
+    optional = annotation.startswith("Optional[")
+    base = annotation[len("Optional["):-1] if optional else annotation
+    if v is None:
+        if optional or base == "Sequence[Sequence[int]]":     # bases may be left empty
+            return
+        raise SpecError(source, fld, f"expected {_EXPECTED.get(base, 'a value')}, got nothing (null)")
+    if base == "int":
+        _check_int(v, source, fld)
+    elif base == "bool":
+        if not isinstance(v, bool):
+            raise SpecError(source, fld, f"expected true or false, got {_type_name(v)}")
+    elif base == "str":
+        if not isinstance(v, str):
+            raise SpecError(source, fld, f"expected a string, got {_type_name(v)}")
+        if len(v) > limits.MAX_DESCRIPTOR_CHARS:
+            raise SpecError(source, fld, f"{len(v)} characters; at most {limits.MAX_DESCRIPTOR_CHARS}")
+    elif base == "Sequence[int]":
+        if kind == "nvidia_mma" and fld.endswith("version") and isinstance(v, int) and not isinstance(v, bool):
+            v = [v]                                           # version: 2 means [2, 0]
+        for i, x in enumerate(_check_list(v, limits.MAX_RANK, _EXPECTED[base], source, fld)):
+            _check_int(x, source, f"{fld}[{i}]")
+    elif base == "Sequence[Sequence[int]]":
+        for i, b in enumerate(_check_list(v, limits.MAX_BASES, _EXPECTED[base], source, fld)):
+            for j, x in enumerate(_check_list(b, limits.MAX_RANK, "a basis such as [0, 1]", source, f"{fld}[{i}]")):
+                _check_int(x, source, f"{fld}[{i}][{j}]")
 
 
 def build_layout(d: Any, source: str = "<dict>", path: str = "", top: bool = True) -> Any:
@@ -156,12 +229,12 @@ def build_layout(d: Any, source: str = "<dict>", path: str = "", top: bool = Tru
         raise SpecError(source, where, f"expected a mapping with a 'kind' and its fields, got {_type_name(d)}")
     for k in d:
         if not isinstance(k, str):
-            raise SpecError(source, where, f"field names must be strings, got {k!r}")
+            raise SpecError(source, where, f"field names must be strings, got {short(k)}")
     if "kind" not in d:
         raise SpecError(source, path + "kind", f"missing; known kinds: {_known_kinds()}")
     kind = d["kind"]
     if not isinstance(kind, str) or kind not in LAYOUT_KINDS:
-        raise SpecError(source, path + "kind", f"unknown kind {kind!r}{_did_you_mean(kind, list(LAYOUT_KINDS))}; known kinds: {_known_kinds()}")
+        raise SpecError(source, path + "kind", f"unknown kind {short(kind)}{_did_you_mean(kind, list(LAYOUT_KINDS))}; known kinds: {_known_kinds()}")
     cls = LAYOUT_KINDS[kind]
     flds = _fields(cls)
     names = [f.name for f in flds]
@@ -171,19 +244,24 @@ def build_layout(d: Any, source: str = "<dict>", path: str = "", top: bool = Tru
             raise SpecError(source, path + k, "give shape at the top level only "
                                               "(a nested layout takes the outer layout's shape)")
         if k not in allowed:
-            raise SpecError(source, path + k, f"unknown field for kind {kind!r}{_did_you_mean(k, allowed)}; allowed fields: {', '.join(allowed)}")
+            raise SpecError(source, path + limits.cut(k, limits.MAX_ECHO), f"unknown field for kind {kind!r}{_did_you_mean(k, allowed)}; allowed fields: {', '.join(allowed)}")
     missing = [f.name for f in flds if _required(f) and f.name not in d]
     if missing:
         raise SpecError(source, path + missing[0], f"missing; kind {kind!r} requires "
                                                    f"{', '.join(f.name for f in flds if _required(f))}")
+    types = {f.name: str(f.type) for f in flds}
     args: dict[str, Any] = {}
     for k, v in d.items():
         if k in ("kind", "shape"):
             continue
         if k == "parent":
+            if path.count("parent.") >= limits.MAX_RANK:      # a dict from Python can nest without end
+                raise SpecError(source, path + k, f"parents nested more than {limits.MAX_RANK} deep")
             v = build_layout(v, source, path + "parent.", top=False)
         elif isinstance(v, Mapping):
             raise SpecError(source, path + k, f"expected a value, got a mapping")
+        else:
+            _check_type(v, types[k], kind, source, path + k)
         args[k] = v
     try:
         return cls(**args)
@@ -197,12 +275,21 @@ def build_layout(d: Any, source: str = "<dict>", path: str = "", top: bool = Tru
 
 def _linear(layout: Any, shape: tuple[int, ...], source: str, shape_field: str) -> LinearLayout:
     try:
-        return layout.to_linear(shape)
+        L = layout.to_linear(shape)
     except LayoutError as e:
         fld = shape_field if e.field == "shape" else e.field
         raise SpecError(source, fld, e.message) from None
     except Exception as e:  # noqa: BLE001
         raise SpecError(source, shape_field, f"cannot lay out shape {list(shape)}: {_one_line(e)}") from None
+    problem = limits.layout_problem(L)
+    if problem is not None:
+        dim, message = problem
+        if layout.kind in ("linear", "shared_linear"):
+            fld = dim
+        else:   # registers grow with the shape; threads and CTAs come from the (parent's) fields
+            fld = {"register": shape_field, "warp": "warps_per_cta", "block": "cga_layout"}[dim]
+        raise SpecError(source, fld, f"{message} (shape {list(shape)})")
+    return L
 
 
 def spec_from_dict(d: Any, source: str = "<dict>", shape_override: Any = None) -> Spec:
@@ -234,8 +321,62 @@ def spec_from_dict(d: Any, source: str = "<dict>", shape_override: Any = None) -
 
 
 # --------------------------------------------------------------------- YAML
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML keeps the last one)."""
+try:  # libyaml's parser: 1 MiB of hostile text in milliseconds, where pure Python takes seconds
+    from yaml.cyaml import CParser as _Parser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml.parser import Parser as _Parser  # type: ignore[assignment]
+    from yaml.reader import Reader as _Reader
+    from yaml.scanner import Scanner as _Scanner
+
+    class _Parser(_Reader, _Scanner, _Parser):  # type: ignore[no-redef]
+        def __init__(self, stream: str):
+            _Reader.__init__(self, stream)
+            _Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+
+
+class _Loader(_Parser, yaml.composer.Composer, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """A safe loader for hostile input: PyYAML's composer and safe
+    constructor on libyaml's parser, refusing anchors and aliases (alias
+    expansion is the "billion laughs"), nesting deeper than
+    ``limits.MAX_YAML_DEPTH`` (the composer recurses: 500 ``[`` overflow the
+    Python stack) and more than ``limits.MAX_YAML_NODES`` values, and
+    rejecting duplicate keys (PyYAML keeps the last one)."""
+
+    def __init__(self, stream: str):
+        _Parser.__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self._depth = 0
+        self._nodes = 0
+
+    # the Python composer, not CParser's C one, so that compose_node can check
+    compose_document = yaml.composer.Composer.compose_document
+    compose_scalar_node = yaml.composer.Composer.compose_scalar_node
+    compose_sequence_node = yaml.composer.Composer.compose_sequence_node
+    compose_mapping_node = yaml.composer.Composer.compose_mapping_node
+    get_single_node = yaml.composer.Composer.get_single_node
+    check_node = yaml.composer.Composer.check_node
+    get_node = yaml.composer.Composer.get_node
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(None, None, "YAML anchors and aliases (&name, *name) are not "
+                                              "allowed in a spec; write the value out", event.start_mark)
+        self._nodes += 1
+        if self._nodes > limits.MAX_YAML_NODES:
+            raise yaml.composer.ComposerError(None, None, f"more than {limits.MAX_YAML_NODES} values",
+                                              event.start_mark)
+        if self._depth >= limits.MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested more than {limits.MAX_YAML_DEPTH} levels deep",
+                                              event.start_mark)
+        self._depth += 1
+        try:
+            return yaml.composer.Composer.compose_node(self, parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False):
@@ -249,7 +390,7 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
             dup = False
         if dup:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1})", key_node.start_mark)
+                None, None, f"duplicate key {short(key)} (first at line {seen[key].line + 1})", key_node.start_mark)
         try:
             seen[key] = key_node.start_mark
         except TypeError:
@@ -262,8 +403,9 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 
 def parse_yaml(text: str, source: str) -> Any:
     """Parse YAML text; errors become SpecError naming the line and column."""
+    loader = _Loader(text)
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        return loader.get_single_data()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "YAML"
@@ -276,20 +418,51 @@ def parse_yaml(text: str, source: str) -> Any:
         raise SpecError(source, where, f"malformed YAML: {what}") from None
     except yaml.YAMLError as e:
         raise SpecError(source, "YAML", f"malformed YAML: {_one_line(e)}") from None
+    except ValueError as e:     # a scalar the constructor cannot read: 5000 digits, a 13th month
+        what = "a number with too many digits" if "digits" in str(e) else _one_line(e)
+        raise SpecError(source, "YAML", f"malformed YAML: cannot read a value: {what}") from None
+    finally:
+        loader.dispose()
+
+
+def read_spec_text(path: str | os.PathLike, what: str = "spec") -> str:
+    """The text of a spec (or corpus) file, refusing before reading anything
+    large: the file is opened non-blocking (a FIFO must not hang), must be a
+    regular file (not ``/dev/zero``, a folder, a device) of at most
+    ``limits.MAX_SPEC_BYTES`` bytes, and UTF-8.  Raises SpecError."""
+    source = os.fspath(path)
+    try:
+        fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise SpecError(source, None, f"cannot read the {what}: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a file")
+            raise SpecError(source, None, f"cannot read the {what}: {kind}, not a regular file")
+        if st.st_size > limits.MAX_SPEC_BYTES:
+            raise SpecError(source, None, f"the {what} is {st.st_size} bytes; at most {limits.MAX_SPEC_BYTES} "
+                                          f"(1 MiB)")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limits.MAX_SPEC_BYTES + 1)            # the file may grow after fstat
+    except OSError as e:
+        raise SpecError(source, None, f"cannot read the {what}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limits.MAX_SPEC_BYTES:
+        raise SpecError(source, None, f"the {what} is over {limits.MAX_SPEC_BYTES} bytes (1 MiB)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(source, None, f"not a UTF-8 text file ({e.reason} at byte {e.start})") from None
 
 
 def load_spec(path: str | os.PathLike, shape_override: Any = None) -> Spec:
-    """Load one spec file.  Every problem (unreadable file, malformed YAML,
-    bad layout, bad shape) raises SpecError."""
+    """Load one spec file.  Every problem (unreadable, not a regular file,
+    too large, malformed YAML, bad layout, bad shape) raises SpecError."""
     source = os.fspath(path)
-    try:
-        with open(source, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise SpecError(source, None, f"cannot read the spec: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise SpecError(source, None, f"not a UTF-8 text file ({e.reason} at byte {e.start})") from None
-    d = parse_yaml(text, source)
+    d = parse_yaml(read_spec_text(source), source)
     if d is None:
         raise SpecError(source, "top level", "the file is empty; expected a mapping with 'kind', its fields and 'shape'")
     return spec_from_dict(d, source, shape_override)

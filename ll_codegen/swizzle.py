@@ -173,8 +173,15 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
     max_vec = max(1, min(max_vector_bytes or target.max_vector_bytes, target.max_vector_bytes) // elem_bytes)
     common = [v for v in _extend([], a_reg) if f2.in_span(v, b_reg)]
     n_round_bits = 0
-    while (elem_bytes << (d - n_round_bits)) > budget:
+    while n_round_bits < d and (elem_bytes << (d - n_round_bits)) > budget:
         n_round_bits += 1
+
+    def too_small(splittable: int) -> ValueError:
+        # rounds split the tile by register bits both layouts share: at most 2^splittable of them
+        k = min(splittable, d)
+        return ValueError(f"shared-memory budget of {budget} bytes (--smem-budget) is too small: this conversion "
+                          f"needs at least {elem_bytes << (d - k)} bytes (its {elem_bytes << d}-byte tile in "
+                          f"{1 << k} round(s), the most its registers allow)")
 
     def prefix_in(vectors: list[int], reg: list[int]) -> list[int]:
         out = []
@@ -190,9 +197,8 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         row_major = _row_major_bits(src)
         Va, Vb = prefix_in(row_major, a_reg), prefix_in(row_major, b_reg)
         spare = [v for v in common if v not in Va + Vb and v & (v - 1) == 0]
-        if n_round_bits > len(spare):
-            raise ValueError(f"tile of {elem_bytes << d} bytes does not fit the shared-memory budget of "
-                             f"{budget} bytes in rounds (only {len(spare)} splittable register bits)")
+        if n_round_bits > len(spare) or (elem_bytes << (d - n_round_bits)) > budget:
+            raise too_small(len(spare))
         Rd = spare[len(spare) - n_round_bits:]
         S = [v for v in row_major if v not in Rd]
         return [_build(src, dst, elem_bytes, target, "none", S, Rd,
@@ -200,9 +206,8 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
                        _vector_side(b_reg, b_thr, Vb, elem_bytes, target, load=True))]
     if swizzle != "optimal":
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
-    if n_round_bits > len(common):
-        raise ValueError(f"tile of {elem_bytes << d} bytes does not fit the shared-memory budget of "
-                         f"{budget} bytes in rounds (only {len(common)} splittable register bits)")
+    if n_round_bits > len(common) or (elem_bytes << (d - n_round_bits)) > budget:
+        raise too_small(len(common))
     Rd = common[len(common) - n_round_bits:]          # rounds: the highest common registers
     V = common[:min(max_vec.bit_length() - 1, len(common) - n_round_bits)]
     pairs = [(_vector_side(a_reg, a_thr, V, elem_bytes, target),

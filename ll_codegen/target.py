@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .limits import short
+
 
 @dataclass(frozen=True)
 class Target:
@@ -71,7 +73,7 @@ def get_target(name: str = "cuda", arch: str | None = None) -> Target:
     if name == "cuda":
         arch = arch or "sm_90"
         if arch not in CUDA_ARCHS:
-            raise ValueError(f"unknown CUDA arch {arch!r} (known: {', '.join(CUDA_ARCHS)})")
+            raise ValueError(f"unknown CUDA arch {short(arch)} (known: {', '.join(CUDA_ARCHS)})")
         return Target("cuda", arch, 32, has_ldmatrix=True, has_stmatrix=arch == "sm_90", load_quad_merge=True)
     if name == "hip":
         arch = arch or "gfx90a"
@@ -79,5 +81,5 @@ def get_target(name: str = "cuda", arch: str | None = None) -> Target:
             return Target("hip", arch, 64, bank_model=LDS_MODEL)
         if arch in HIP_WAVE32:
             return Target("hip", arch, 32, bank_model=LDS_MODEL)
-        raise ValueError(f"unknown HIP arch {arch!r} (known: {', '.join(HIP_WAVE64 + HIP_WAVE32)})")
-    raise ValueError(f"unknown target {name!r} (known: cuda, hip)")
+        raise ValueError(f"unknown HIP arch {short(arch)} (known: {', '.join(HIP_WAVE64 + HIP_WAVE32)})")
+    raise ValueError(f"unknown target {short(name)} (known: cuda, hip)")

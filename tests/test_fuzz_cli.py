@@ -1,0 +1,488 @@
+"""Issue 13: fuzz the command line with hostile input, one test per class.
+
+Every generated case must end with exit status 2, exactly one output line
+starting with ``llgen: error:``, no traceback, nothing on stdout, nothing
+written in the output folder, in under ``CASE_S`` seconds, and the process's
+peak memory may not grow by more than ``GROWTH_MIB`` over the whole run
+(the billion-laughs file took 8 GB).  A few valid
+inputs (``test_valid_inputs_succeed``) must exit 0, so the harness can fail.
+
+Hypothesis runs derandomized (a fixed seed, no example database), so every
+run draws the same cases; llgen runs in-process through click's CliRunner.
+Cases per class (``CASES``; 2,500 in all), measured at 25 s on a shared
+2-core machine (limit: 60 s):
+
+========================  =====  ==========================================
+class                     cases  what
+========================  =====  ==========================================
+malformed_yaml            300    YAML-ish text and random bytes
+wrong_types               300    a field of a valid spec of every kind
+                                 replaced by a float, bool, string, null,
+                                 list or mapping
+huge_numbers              250    an integer field out of range (> 2^20 or
+                                 negative)
+non_power_of_two_shapes   250    spec shape or --shape with a size that is
+                                 not a power of two
+mismatched                150    valid blocked pairs that differ in shape,
+                                 warps or lanes
+unknown_kinds             150    kind names that are not kinds
+aliases                   200    anchors and aliases anywhere in a valid spec
+deep_nesting              150    65 to 5000 levels of [, {, - or mappings
+bad_names                 200    --name values that are not usable names
+bad_cute                  300    broken CuTe descriptors
+bad_cli_ints              250    --smem-budget, --iters, --ctas, --runs,
+                                 --seed, --warps, --shape, --stride
+========================  =====  ==========================================
+"""
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import sys
+import time
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from ll_codegen import api, cli  # noqa: E402
+from ll_codegen.layouts import LAYOUT_KINDS  # noqa: E402
+from ll_codegen.spec import SpecError, spec_from_dict  # noqa: E402
+
+EX = os.path.join(ROOT, "examples")
+BLOCKED = os.path.join(EX, "blocked_64x64.yaml")
+MMA = os.path.join(EX, "mma_v2_64x64.yaml")
+GLOBAL = os.path.join(EX, "global_64x64.yaml")
+NVMMA_SHARED = os.path.join(EX, "nvmma_shared_64x64.yaml")
+CASE_S = 5.0          # per case; real cases take milliseconds
+GROWTH_MIB = 512      # peak RSS growth allowed over the module
+
+CASES = {"malformed_yaml": 300, "wrong_types": 300, "huge_numbers": 250, "non_power_of_two_shapes": 250,
+         "mismatched": 150, "unknown_kinds": 150, "aliases": 200, "deep_nesting": 150, "bad_names": 200,
+         "bad_cute": 300, "bad_cli_ints": 250}
+
+
+def _settings(cls: str):
+    return settings(max_examples=CASES[cls], derandomize=True, database=None, deadline=None,
+                    suppress_health_check=list(HealthCheck))
+
+
+def _runner() -> CliRunner:
+    try:  # click < 8.2 mixes stderr into stdout unless told not to
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()
+
+
+RUNNER = _runner()
+
+
+def _peak_mib() -> float:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return 0.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024     # KiB on Linux
+
+
+PEAK_AT_START = _peak_mib()
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("fuzz")
+
+
+def _out(work) -> str:
+    out = os.path.join(work, "out")
+    shutil.rmtree(out, ignore_errors=True)
+    return out
+
+
+def _assert_error(args: list[str], out: str | None = None, *fragments: str) -> str:
+    """llgen ``args`` fails as the issue asks; returns the error line."""
+    t = time.perf_counter()
+    r = RUNNER.invoke(cli.main, args)
+    elapsed = time.perf_counter() - t
+    lines = (r.stdout + r.stderr).splitlines()
+    assert r.exit_code == 2, (args, r.exit_code, r.stdout[-500:], r.stderr[-500:], r.exception)
+    assert len(lines) == 1 and lines[0].startswith("llgen: error: "), (args, lines[:5])
+    assert "Traceback" not in lines[0] and len(lines[0]) < 1000, lines[0][:200]
+    assert r.stdout == "", r.stdout[:200]
+    if out is not None:
+        assert not os.path.exists(out), (args, os.listdir(out))
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    assert elapsed < CASE_S, (args, elapsed)
+    assert _peak_mib() - PEAK_AT_START < GROWTH_MIB, (args, _peak_mib(), PEAK_AT_START)
+    return lines[0]
+
+
+def _write(work, text: str | bytes, name: str = "spec.yaml") -> str:
+    p = os.path.join(work, name)
+    with open(p, "wb") as fh:
+        fh.write(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
+    return p
+
+
+COMMANDS = st.sampled_from(["show", "plan", "convert"])
+
+
+def _spec_args(cmd: str, spec: str, out: str) -> list[str]:
+    """``cmd`` on ``spec`` (as --src, with a valid --dst) writing into ``out``."""
+    if cmd == "show":
+        return ["show", spec]
+    if cmd == "plan":
+        return ["plan", "--src", spec, "--dst", BLOCKED]
+    return ["convert", "--src", spec, "--dst", BLOCKED, "-o", out, "--emit", "all"]
+
+
+# ------------------------------------------------------------- valid specs
+VALID: dict[str, dict] = {
+    "blocked": {"kind": "blocked", "size_per_thread": [1, 4], "threads_per_warp": [4, 8],
+                "warps_per_cta": [4, 1], "order": [1, 0], "shape": [64, 64]},
+    "slice": {"kind": "slice", "dim": 1, "parent": {"kind": "blocked", "size_per_thread": [1, 4],
+              "threads_per_warp": [4, 8], "warps_per_cta": [4, 1], "order": [1, 0]}, "shape": [64]},
+    "mma": {"kind": "nvidia_mma", "version": [2, 0], "warps_per_cta": [2, 2], "instr_shape": [16, 8],
+            "shape": [64, 64]},
+    "wgmma": {"kind": "nvidia_mma", "version": [3, 0], "warps_per_cta": [4, 1], "instr_shape": [16, 64, 16],
+              "shape": [128, 128]},
+    "dot": {"kind": "dot_operand", "operand_index": 0, "k_width": 2, "parent": {
+        "kind": "nvidia_mma", "version": [2, 0], "warps_per_cta": [4, 1], "instr_shape": [16, 8]},
+        "shape": [64, 64]},
+    "mfma": {"kind": "amd_mfma", "version": 3, "instr_shape": [32, 32, 8], "transposed": True,
+             "warps_per_cta": [2, 2], "element_bitwidth": 32, "tiles_per_warp": [1, 1], "shape": [64, 64]},
+    "wmma": {"kind": "amd_wmma", "version": 2, "transposed": False, "warps_per_cta": [2, 2],
+             "instr_shape": [16, 16, 16], "shape": [32, 32]},
+    "swizzled_shared": {"kind": "swizzled_shared", "vec": 8, "per_phase": 1, "max_phase": 8, "order": [1, 0],
+                        "shape": [64, 64]},
+    "nvmma_shared": {"kind": "nvmma_shared", "swizzle_byte_width": 128, "element_bitwidth": 16, "rank": 2,
+                     "transposed": False, "fp4_padded": False, "shape": [64, 64]},
+    "shared_linear": {"kind": "shared_linear", "offset": [[0, 1], [0, 2], [0, 4], [0, 8], [1, 4], [2, 8],
+                                                         [4, 0], [8, 0]], "block": [], "shape": [16, 16]},
+    "linear": {"kind": "linear", "register": [[0, 1], [1, 0]], "lane": [[0, 2], [0, 4], [0, 8], [2, 0], [4, 0]],
+               "warp": [[8, 0]], "block": [], "shape": [16, 16]},
+    "cute": {"kind": "cute", "descriptor": "<(64,64),(64,1),swizzle<3,4,3>,elem=f16>", "element_bitwidth": 16,
+             "shape": [64, 64]},
+    "global": {"kind": "global", "order": [1, 0], "alignment": 16, "shape": [64, 64]},
+}
+
+
+def _leaves(d, path=()):
+    """(path, value) of every scalar and list field (nested parents included;
+    not ``kind``, whose wrong values have their own class)."""
+    for k, v in d.items():
+        if k == "kind":
+            continue
+        if isinstance(v, dict):
+            yield from _leaves(v, path + (k,))
+        else:
+            yield path + (k,), v
+            if isinstance(v, list):
+                for i, x in enumerate(v):
+                    if isinstance(x, list):
+                        for j, y in enumerate(x):
+                            yield path + (k, i, j), y
+                    else:
+                        yield path + (k, i), x
+
+
+LEAVES = [(kind, path, v) for kind, spec in VALID.items() for path, v in _leaves(spec)]
+
+
+def _replace(spec: dict, path: tuple, value) -> dict:
+    out = copy.deepcopy(spec)
+    node = out
+    for p in path[:-1]:
+        node = node[p]
+    node[path[-1]] = value
+    return out
+
+
+def _dump(d) -> str:
+    return yaml.safe_dump(d, default_flow_style=None, sort_keys=False)
+
+
+# --------------------------------------------------------------- the classes
+YAML_CHARS = "[]{}:,-?&*!|>'\"#%@` \n\t\\abkz019.=<>"
+
+
+@_settings("malformed_yaml")
+@given(text=st.one_of(st.text(alphabet=YAML_CHARS, max_size=120),
+                      st.binary(max_size=120),
+                      st.text(max_size=60).map(lambda t: "kind: blocked\n" + t)),
+       cmd=COMMANDS)
+def test_malformed_yaml(work, text, cmd):
+    out = _out(work)
+    _assert_error(_spec_args(cmd, _write(work, text), out), out)
+
+
+BAD_TYPES = st.one_of(st.floats(allow_nan=True), st.booleans(), st.text(max_size=30), st.none(),
+                      st.just([]), st.lists(st.text(max_size=3), min_size=1, max_size=3),
+                      st.dictionaries(st.text(max_size=3), st.integers(), min_size=1, max_size=2),
+                      st.lists(st.floats(min_value=1, max_value=8), min_size=1, max_size=3))
+
+
+def _wrong_for(value, bad) -> bool:
+    """Whether ``bad`` is a wrong value where ``value`` is right."""
+    if isinstance(value, bool):
+        return not isinstance(bad, bool)
+    if isinstance(value, int):
+        return not (isinstance(bad, int) and not isinstance(bad, bool))
+    if isinstance(value, str):
+        return not isinstance(bad, str)
+    if isinstance(value, list):
+        return not (isinstance(bad, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in bad))
+    return True
+
+
+@_settings("wrong_types")
+@given(leaf=st.sampled_from(LEAVES), bad=BAD_TYPES, cmd=COMMANDS)
+def test_wrong_types(work, leaf, bad, cmd):
+    kind, path, value = leaf
+    assume(_wrong_for(value, bad))
+    spec = _replace(VALID[kind], path, bad)
+    if bad is None or bad == []:     # null / [] are fine for optional fields and empty bases
+        try:
+            spec_from_dict(spec)
+            assume(False)
+        except SpecError:
+            pass
+    out = _out(work)
+    name = next(p for p in reversed(path) if isinstance(p, str))
+    _assert_error(_spec_args(cmd, _write(work, _dump(spec)), out), out, name)
+
+
+@_settings("huge_numbers")
+@given(leaf=st.sampled_from([lf for lf in LEAVES if isinstance(lf[2], int) and not isinstance(lf[2], bool)]),
+       n=st.one_of(st.integers(min_value=(1 << 20) + 1, max_value=1 << 300),
+                   st.integers(min_value=-(1 << 70), max_value=-1)),
+       cmd=COMMANDS)
+def test_huge_numbers(work, leaf, n, cmd):
+    kind, path, _ = leaf
+    out = _out(work)
+    _assert_error(_spec_args(cmd, _write(work, _dump(_replace(VALID[kind], path, n))), out), out)
+
+
+def _bad_sizes():
+    size = st.one_of(st.integers(min_value=-(1 << 40), max_value=1 << 40), st.integers(min_value=0, max_value=300))
+    return st.lists(size, min_size=1, max_size=4).filter(lambda s: any(v < 1 or v & (v - 1) for v in s))
+
+
+@_settings("non_power_of_two_shapes")
+@given(kind=st.sampled_from(sorted(VALID)), sizes=_bad_sizes(), via_option=st.booleans(), cmd=COMMANDS)
+def test_non_power_of_two_shapes(work, kind, sizes, via_option, cmd):
+    out = _out(work)
+    if via_option:
+        args = _spec_args(cmd, _write(work, _dump(VALID[kind])), out) + ["--shape", ",".join(map(str, sizes))]
+    else:
+        args = _spec_args(cmd, _write(work, _dump(dict(VALID[kind], shape=sizes))), out)
+    _assert_error(args, out, "shape")
+
+
+def _blocked():
+    """A valid rank-2 blocked spec: (spec, warps)."""
+    def make(spt0, spt1, lanes0, warps_log, w0, order, s0, s1, wave64):
+        warp_size = 64 if wave64 else 32
+        l0 = 1 << min(lanes0, warp_size.bit_length() - 1)
+        w = 1 << warps_log
+        wa = 1 << min(w0, warps_log)
+        return {"kind": "blocked", "size_per_thread": [1 << spt0, 1 << spt1],
+                "threads_per_warp": [l0, warp_size // l0], "warps_per_cta": [wa, w // wa],
+                "order": order, "shape": [1 << s0, 1 << s1]}
+    return st.builds(make, st.integers(0, 2), st.integers(0, 2), st.integers(0, 6), st.integers(0, 3),
+                     st.integers(0, 3), st.sampled_from([[1, 0], [0, 1]]), st.integers(4, 7), st.integers(4, 7),
+                     st.booleans())
+
+
+def _mismatch(a: dict, b: dict) -> bool:
+    import math
+    return (a["shape"] != b["shape"] or math.prod(a["warps_per_cta"]) != math.prod(b["warps_per_cta"])
+            or math.prod(a["threads_per_warp"]) != math.prod(b["threads_per_warp"]))
+
+
+@_settings("mismatched")
+@given(a=_blocked(), b=_blocked(), convert=st.booleans())
+def test_mismatched(work, a, b, convert):
+    assume(_mismatch(a, b))
+    out = _out(work)
+    src, dst = _write(work, _dump(a), "a.yaml"), _write(work, _dump(b), "b.yaml")
+    args = (["convert", "-o", out] if convert else ["plan"]) + ["--src", src, "--dst", dst]
+    if a["threads_per_warp"][0] * a["threads_per_warp"][1] == 64:
+        args += ["--target", "hip"]
+    _assert_error(args, out, "differ")
+
+
+@_settings("unknown_kinds")
+@given(kind=st.one_of(st.text(max_size=40), st.sampled_from(sorted(LAYOUT_KINDS)).map(str.upper),
+                      st.sampled_from(sorted(LAYOUT_KINDS)).map(lambda k: k.replace("_", "-")),
+                      st.integers(), st.floats(), st.booleans(), st.none()),
+       cmd=COMMANDS)
+def test_unknown_kinds(work, kind, cmd):
+    assume(kind not in LAYOUT_KINDS)
+    out = _out(work)
+    _assert_error(_spec_args(cmd, _write(work, _dump(dict(VALID["blocked"], kind=kind))), out), out, "kind")
+
+
+@_settings("aliases")
+@given(kind=st.sampled_from(sorted(VALID)), data=st.data(), anchor=st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+       cmd=COMMANDS)
+def test_aliases(work, kind, data, anchor, cmd):
+    text = _dump(VALID[kind])
+    keys = [m.end() for m in re.finditer(r"^\s*[a-z_]+:", text, re.M)]
+    at = data.draw(st.sampled_from(keys))
+    how = data.draw(st.sampled_from(["anchor", "alias", "merge"]))
+    if how == "anchor":                 # an anchor alone is refused too
+        text = text[:at] + f" &{anchor}" + text[at:]
+    elif how == "alias":                # anchor the first value, use it again further down
+        text = text[:keys[0]] + f" &{anchor}" + text[keys[0]:] + f"extra: *{anchor}\n"
+    else:
+        text = f"base: &{anchor} {{kind: blocked}}\n<<: *{anchor}\n" + text
+    out = _out(work)
+    _assert_error(_spec_args(cmd, _write(work, text), out), out, "anchors and aliases")
+
+
+@_settings("deep_nesting")
+@given(depth=st.integers(65, 5000), style=st.sampled_from(["[", "{a: ", "- ", "map", "parent"]), closed=st.booleans(),
+       cmd=COMMANDS)
+def test_deep_nesting(work, depth, style, closed, cmd):
+    if style == "[":
+        text = "[" * depth + ("]" * depth if closed else "")
+    elif style == "{a: ":
+        text = "{a: " * depth + ("1" + "}" * depth if closed else "")
+    elif style == "- ":
+        text = "- " * depth + "1\n"
+    elif style == "map":
+        text = "".join(" " * i + "a:\n" for i in range(min(depth, 400))) + " " * min(depth, 400) + "b: 1\n"
+    else:                               # slice of slice of ... (YAML depth grows by one per parent)
+        text = "".join("  " * i + "kind: slice\n" + "  " * i + "dim: 0\n" + "  " * i + "parent:\n"
+                       for i in range(min(depth, 200)))
+    out = _out(work)
+    _assert_error(_spec_args(cmd, _write(work, text), out), out, "nested more than")
+
+
+def _usable_name(name: str) -> bool:
+    try:
+        api.check_name(name)
+    except ValueError:
+        return False
+    return len(name) < 240          # + "_harness.cu": longer is refused by the file system
+
+
+@_settings("bad_names")
+@given(name=st.one_of(st.sampled_from(sorted(api.RESERVED_NAMES | set(api.C_KEYWORDS))),
+                      st.text(max_size=30), st.from_regex(r"__[a-z]{1,10}|_[A-Z][a-z]{0,5}|[0-9][a-z]{0,5}",
+                                                            fullmatch=True),
+                      st.integers(250, 2000).map(lambda n: "n" * n)))
+def test_bad_names(work, name):
+    assume(not _usable_name(name) and "\x00" not in name)
+    out = _out(work)
+    _assert_error(["convert", "--src", BLOCKED, "--dst", MMA, "-o", out, "--name", name], out)
+
+
+DESCRIPTORS = ["<(64,64),(64,1)>", "<(64,64),(1,64)>", "<(64,64),(64,1),swizzle<3,4,3>,elem=f16>",
+               "<((8,8),64),((8,512),1)>", "<(64,64),(64,1),elem=f16>"]
+CUTE_CHARS = "<>(),0123456789 swizleme=f16x"
+
+
+def _mutate(draw_text, ops):
+    text = draw_text
+    for op, i, c in ops:
+        i %= len(text) + 1
+        if op == "delete" and text:
+            text = text[:i] + text[i + 1:]
+        elif op == "insert":
+            text = text[:i] + c + text[i:]
+        elif op == "truncate":
+            text = text[:i]
+        elif op == "number":
+            text = re.sub(r"\d+", str(c), text, count=1 + i % 3)
+    return text
+
+
+@_settings("bad_cute")
+@given(desc=st.one_of(
+    st.builds(_mutate, st.sampled_from(DESCRIPTORS),
+              st.lists(st.tuples(st.sampled_from(["delete", "insert", "truncate", "number"]), st.integers(0, 60),
+                                 st.one_of(st.sampled_from(CUTE_CHARS), st.integers(0, 1 << 40))
+                                 .map(str)), min_size=1, max_size=4)),
+    st.text(alphabet=CUTE_CHARS, max_size=60),
+    st.integers(1, 200).map(lambda n: "<" + "(" * n + "64" + ")" * n + ",1>")),
+    cmd=COMMANDS)
+def test_bad_cute(work, desc, cmd):
+    spec = dict(VALID["cute"], descriptor=desc)
+    try:
+        spec_from_dict(spec)
+        assume(False)                   # a mutation that is still a valid 64x64 descriptor
+    except SpecError:
+        pass
+    out = _out(work)
+    _assert_error(_spec_args(cmd, _write(work, _dump(spec)), out), out, "descriptor")
+
+
+def _bad_int(lo: int, hi: int):
+    return st.one_of(st.integers(max_value=lo - 1, min_value=lo - (1 << 70)).map(str),
+                     st.integers(min_value=hi + 1, max_value=hi + (1 << 70)).map(str),
+                     st.floats(allow_nan=True).map(repr), st.sampled_from(["", "x", "1e3", "0x10", "4.0", "9" * 5000]))
+
+
+CLI_INTS = {
+    # option: (command line before it, bad values)
+    "--smem-budget": (["plan", "--src", BLOCKED, "--dst", MMA], st.one_of(_bad_int(1, 1 << 30),
+                                                                        st.integers(1, 1023).map(str))),
+    "--iters": (["bench", "--src", BLOCKED, "--dst", MMA], _bad_int(1, 1 << 20)),
+    "--ctas": (["bench", "--src", BLOCKED, "--dst", MMA], _bad_int(0, 1 << 20)),
+    "--runs": (["verify", "--src", BLOCKED, "--dst", MMA], _bad_int(1, 1000)),
+    "--seed": (["verify", "--src", BLOCKED, "--dst", MMA], _bad_int(0, (1 << 32) - 1)),
+    "--warps": (["plan", "--src", GLOBAL, "--dst", NVMMA_SHARED],
+                st.one_of(_bad_int(1, 32), st.sampled_from(["3", "5", "6", "7", "12", "24"]))),
+    "--shape": (["convert", "--src", BLOCKED, "--dst", MMA],
+                st.one_of(st.text(alphabet="0123456789,x.- ", max_size=20), _bad_int(1, 1 << 20),
+                          st.just("65536,65536"), st.just("1024,1024,1024"))),
+    "--stride": (["plan", "--src", GLOBAL, "--dst", NVMMA_SHARED],
+                 st.one_of(_bad_int(1, 1 << 31), st.tuples(st.integers(-5, 0), st.integers(-5, 70))
+                           .map(lambda t: f"{t[0]},{t[1]}"))),
+}
+
+
+@_settings("bad_cli_ints")
+@given(option=st.sampled_from(sorted(CLI_INTS)), data=st.data())
+def test_bad_cli_ints(work, option, data):
+    head, values = CLI_INTS[option]
+    value = data.draw(values)
+    if option == "--shape":
+        try:
+            from ll_codegen.spec import parse_shape
+            assume(parse_shape(value) != (64, 64))       # 64,64 is the specs' own shape
+        except ValueError:
+            pass
+    out = _out(work)
+    args = head + ([option, value] if not value.startswith("-") else [f"{option}={value}"])
+    if head[0] == "convert":
+        args += ["-o", out]
+    _assert_error(args, out)
+
+
+# ------------------------------------------------------------- valid input
+def test_valid_inputs_succeed(work):
+    """The harness can fail: valid inputs of every class exit 0."""
+    for kind, spec in VALID.items():
+        r = RUNNER.invoke(cli.main, ["show", _write(work, _dump(spec))])
+        assert r.exit_code == 0, (kind, r.stderr)
+    out = _out(work)
+    r = RUNNER.invoke(cli.main, ["convert", "--src", BLOCKED, "--dst", MMA, "-o", out, "--name", "cvt_ok",
+                                 "--smem-budget", "1024"])
+    assert r.exit_code == 0, r.stderr
+    assert sorted(os.listdir(out)) == ["cvt_ok.cuh", "cvt_ok_harness.cu"]
+    for option, value in (("--iters", "1"), ("--warps", "8")):
+        head = CLI_INTS[option][0]
+        if head[0] == "plan":
+            assert RUNNER.invoke(cli.main, head + [option, value]).exit_code == 0
+    r = RUNNER.invoke(cli.main, ["plan", "--src", GLOBAL, "--dst", NVMMA_SHARED, "--stride", "128,1"])
+    assert r.exit_code == 0, r.stderr
