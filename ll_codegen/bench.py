@@ -150,14 +150,15 @@ def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None, warp_ba
     shuffle = SHUFFLE if shuffle is None else shuffle
     alu = ALU if alu is None else alu
     barrier = BARRIER if barrier is None else barrier
-    if f.get("warp_barrier"):
-        barrier = WARP_BARRIER if warp_barrier is None else warp_barrier
+    warp_barrier = WARP_BARRIER if warp_barrier is None else warp_barrier
     if f["strategy"] in ("noop", "register"):
         return 0.0
     if f["strategy"] == "shuffle":
         return shuffle * f["shfl"] + alu * (f["selects"] + f["packs"])
     stmatrix_extra = (STMATRIX - 1) * f.get("stmatrix_waves", 0)
-    return wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * f["barriers"]
+    half = f["barriers"] // 2 if f.get("warp_barrier") else 0       # the stores -> loads barriers, warp-scope
+    return wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * (f["barriers"] - half) \
+        + warp_barrier * half
 
 
 def describe(plan: ConversionPlan) -> str:

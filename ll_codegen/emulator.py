@@ -61,7 +61,7 @@ A byte array of ``plan.smem.bytes`` bytes, initialised with a poison pattern
 (0xA5).  Per round: barrier; every thread of every warp with
 ``warp & store_warp_skip == 0`` executes every store of the round; barrier;
 every thread of every warp executes every load.  With ``barrier == "warp"``
-the barriers order only each warp's own accesses, so a load of a byte that
+the stores -> loads barrier orders only each warp's own accesses, so a load of a byte that
 another warp stored -- or a byte two warps store -- is ``SmemError``.  Vector access: byte address
 ``store_base(lane, warp) ^ offset``, ``regs`` packed lowest address first;
 the address must be aligned to the access size (``len(regs) * elem_bytes``, a

@@ -133,9 +133,9 @@ class SmemPlan:
     the contiguous bytes of the widest access tile.  A warp
     stores only if ``warp & store_warp_skip == 0`` (warps that hold broadcast
     copies do not store twice).  A barrier precedes each round's stores and
-    separates them from its loads: ``__syncthreads()``, or with ``barrier ==
-    "warp"`` a warp-scope barrier (``__syncwarp()``), which suffices because
-    every warp loads only bytes it stored itself (``swizzle.warp_local``)."""
+    separates them from its loads: ``__syncthreads()``; with ``barrier ==
+    "warp"`` the second one is warp-scope (``__syncwarp()``), which suffices
+    because every warp loads only bytes it stored itself (``swizzle.warp_local``)."""
     layout: dict[str, Any]
     swizzle: str                      # "optimal" | "none"
     store_vec: int

@@ -16,7 +16,8 @@ three-term model specialised to conversions): every shared-memory wavefront
 costs ``WAVEFRONT`` = 1 (128 B/clk/SM; a ``stmatrix`` wavefront ``STMATRIX``),
 every shuffle ``SHUFFLE`` = 1 (one warp instruction per clock per SM), every
 select, pack or shared-memory instruction ``ALU``, and a barrier ``BARRIER``
-slots (``WARP_BARRIER`` for the warp-scope barrier of a warp-local plan).  The cheapest legal candidate wins (first on ties: vector before
+slots (``WARP_BARRIER`` for the warp-scope stores->loads barrier of a
+warp-local plan).  The cheapest legal candidate wins (first on ties: vector before
 matrix); all candidates are reported with their scores.
 
 Calibration (``bench/RESULTS.md``, H100): every candidate of the benchmark
@@ -153,12 +154,12 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
     barriers = 2 * len(m.rounds)
     st_weight = STMATRIX if m.store_instr != "vector" else 1.0
     score = (WAVEFRONT * (st_weight * m.store.total_wavefronts + m.load.total_wavefronts)
-             + ALU * instrs + (WARP_BARRIER if m.barrier == "warp" else BARRIER) * barriers)
+             + ALU * instrs + BARRIER * barriers - (BARRIER - WARP_BARRIER) * len(m.rounds) * (m.barrier == "warp"))
     st, ld = (_instr_name(plan, m.store_instr, "st", m.store_vec), _instr_name(plan, m.load_instr, "ld", m.load_vec))
     return score, (f"store {st} x{m.store.instructions}, "
                    f"load {ld} x{m.load.instructions}: {waves} wavefronts "
-                   f"({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), {barriers} "
-                          f"{'warp ' if m.barrier == 'warp' else ''}barriers")
+                   f"({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), {barriers} barriers"
+                          f"{' (half warp-scope)' if m.barrier == 'warp' else ''}")
 
 
 def _instr_name(plan: ConversionPlan, instr: str, side: str, vec: int) -> str:

@@ -597,9 +597,9 @@ class _Builder:
             guard = f"(warp & {_hex(m.store_warp_skip)}) == 0"
         steps = []
         nround = len(m.rounds)
-        sync = "__syncthreads()"
+        visible = "__syncthreads()"     # stores -> loads; the barrier before the stores stays block-wide
         if m.barrier == "warp":
-            sync = "__syncwarp()" if self.cuda else "detail::warp_sync()"
+            visible = "__syncwarp()" if self.cuda else "detail::warp_sync()"
             self.conv.warp_sync = not self.cuda
         for i, rnd in enumerate(m.rounds):
             stores = [self.store(a, m.store_instr, m.store_vec, st_sup, k) for k, a in enumerate(rnd.stores)]
@@ -612,7 +612,7 @@ class _Builder:
             steps.append({
                 "comment": f"{tag}{len(stores)} store(s) of {self.width(m.store_instr, m.store_vec)}, "
                            f"{len(loads)} load(s) of {self.width(m.load_instr, m.load_vec)}",
-                "stores": stores, "guard": guard, "loads": loads, "unpack": unpack, "sync": sync})
+                "stores": stores, "guard": guard, "loads": loads, "unpack": unpack, "visible": visible})
         self.fn.steps = steps
         self.finish_prologue(self.smem_rows(("st", m.store_base), ("ld", m.load_base)))
 
@@ -993,12 +993,12 @@ def _barrier_contract(plan: ConversionPlan) -> str:
     n = len(plan.smem.rounds)
     if plan.smem.barrier == "warp":
         sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
-        return (f"Barriers: {2 * n} {sync}, no block barrier: every warp reads back only bytes it wrote itself "
-                f"(the conversion stays inside warps). One before the stores, so this warp's earlier use "
-                f"of smem is done; one between stores and loads. Whole warps must make the call, tid in "
-                f"[0, kThreads). Other warps are not waited for: if smem was last used by anything other "
-                f"than this same convert() (which writes the same bytes from the same warps), "
-                f"__syncthreads() before the call; and before reusing smem for anything else after it.")
+        return (f"Barriers: {n} __syncthreads() and {n} {sync} ({n} round(s)): a block barrier before each "
+                f"round's stores, so the scratch may still be in use by the caller or an earlier convert() "
+                f"when this one starts; a warp barrier between stores and loads, enough because every warp "
+                f"reads back only bytes it wrote itself. Every thread of the block must make the call, with "
+                f"tid in [0, kThreads). When it returns, other threads may still be reading smem: "
+                f"__syncthreads() before writing smem again (another convert() does that itself).")
     return (f"Barriers: {2 * n} __syncthreads() ({n} round(s): one before each round's stores, so the "
             f"scratch may still be in use by the caller or an earlier convert() when this one starts; one "
             f"between stores and loads). Every thread of the block must make the call (block-wide barriers), "

@@ -253,8 +253,8 @@ def warp_local(src: LinearLayout, dst: LinearLayout) -> bool:
     src and dst agree modulo V.  Then an element's warp is its coordinate along the
     warp bases in both layouts, so in a one-round shared-memory plan (each element
     stored once, by its own warp) warp w loads only bytes warp w stored, and a
-    warp-scope barrier orders the exchange (Triton's conversions check the same
-    before they use a warp barrier).
+    warp-scope barrier between the stores and the loads is enough (Triton's
+    conversions check the same before they use a warp barrier).
 
     Example: blocked 64x64 with 4 warps along dim 0, regs 1x8 -> 1x4 (both with
     warps [[16, 0], [32, 0]]) is warp-local; a row -> column transpose is not."""

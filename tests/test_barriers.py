@@ -1,6 +1,9 @@
-"""Barrier scope of shared-memory plans (issue 14 item 1): a plan whose data
-stays inside warps synchronises with ``__syncwarp()`` (HIP: a wavefront
-barrier) instead of ``__syncthreads()``.
+"""Barrier scope of shared-memory plans (issue 14 item 1): in a plan whose data
+stays inside warps, the barrier between the stores and the loads is
+``__syncwarp()`` (HIP: a wavefront barrier) instead of ``__syncthreads()``.
+The barrier before the stores stays block-wide: the scratch may still be read
+by other warps in an earlier conversion that laid it out differently (a round
+trip src -> dst -> src does; the bench kernel on the host runtime checks it).
 
 The claim "every warp reads back only bytes it stored" is checked three ways:
 the layout condition (``swizzle.warp_local``) on known pairs, the numpy
@@ -53,8 +56,9 @@ def test_warp_local_transpose_header_uses_warp_barriers(dtype):
                             arch=None if target == "cuda" else "gfx1030")
         src = render(p, "header", "t")
         sync = "__syncwarp();" if target == "cuda" else "detail::warp_sync();"
-        assert src.count(sync) == 2 * len(p.smem.rounds) and "__syncthreads();" not in src
-        assert "no block barrier" in src
+        n = len(p.smem.rounds)
+        assert src.count(sync) == n and src.count("__syncthreads();") == n
+        assert "a warp barrier between stores and loads" in src
 
 
 def test_emulator_rejects_a_warp_barrier_where_data_crosses_warps():

@@ -33,6 +33,12 @@ PAIRS = [("row_col_f16", ROW, COL, "f16", "cuda", "sm_90"),
          ("shuffle_f64", SHUFFLE_SRC, SHUFFLE_DST, "f64", "cuda", "sm_90"),
          ("shuffle_f16_wave64", dict(SHUFFLE_SRC, threads_per_warp=[8, 8]), dict(SHUFFLE_SRC, threads_per_warp=[8, 8],
                                                                                  order=[0, 1]), "f16", "hip", "gfx90a")]
+WARP_T_SRC = {"kind": "blocked", "size_per_thread": [1, 8], "threads_per_warp": [8, 4], "warps_per_cta": [8, 1],
+              "order": [1, 0], "shape": [64, 32]}
+WARP_T_DST = dict(WARP_T_SRC, size_per_thread=[8, 1], threads_per_warp=[1, 32])
+# warp-local smem plans (warp barriers) whose forward and back conversions use different bytes
+PAIRS += [("warp_t_f32", WARP_T_SRC, WARP_T_DST, "f32", "cuda", "sm_90"),
+          ("warp_t_f16", WARP_T_SRC, WARP_T_DST, "f16", "cuda", "sm_90")]
 ITERS = (3, 4)
 
 
