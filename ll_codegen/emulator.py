@@ -872,7 +872,7 @@ def gather_tensors(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarr
     mask = rng.random(plan.idx_shape)
     idx = np.where(mask < 0.15, special[rng.integers(0, len(special), plan.idx_shape)], idx)
     idx = np.where((mask > 0.15) & (mask < 0.3), idx.reshape(-1)[0], idx)        # a repeated value
-    return src, idx
+    return src, (idx - lo) % (1 << bits) + lo                  # what the index type holds (i8: 200 -> -56)
 
 
 def check_gather(plan, rng: np.random.Generator | int | None = 0, runs: int = 2) -> None:

@@ -262,9 +262,10 @@ def gather_expected(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
 
 
 def verify_gather_host(items: Sequence[tuple[str, object]], seed: int = 0, runs: int = 1,
-                       keep: str | None = None) -> list[RunResult]:
+                       keep: str | None = None, defines: Sequence[str] = ()) -> list[RunResult]:
     """Render, compile and run gather harnesses on the host SIMT runtime,
-    ``runs`` times each on fresh random data; one result per item."""
+    ``runs`` times each on fresh random data; one result per item.
+    ``defines``: extra macros (``LLGEN_GATHER_CHECK``)."""
     from .gather_render import gather_files
     directory = keep or tempfile.mkdtemp(prefix="llgen_gather_")
     try:
@@ -279,7 +280,8 @@ def verify_gather_host(items: Sequence[tuple[str, object]], seed: int = 0, runs:
         with open(src, "w", encoding="utf-8") as fh:
             fh.write(gather_driver_source(items))
         exe = os.path.join(directory, "gdriver")
-        proc = subprocess.run([cxx, *FLAGS, "-I", SIMT_DIR, "-I", directory, "-include", "simt_host.h", src, "-o", exe],
+        proc = subprocess.run([cxx, *FLAGS, *[f"-D{d}" for d in defines], "-I", SIMT_DIR, "-I", directory,
+                               "-include", "simt_host.h", src, "-o", exe],
                               capture_output=True, text=True, cwd=directory)
         if proc.returncode:
             log = (proc.stdout + proc.stderr)[-3000:]

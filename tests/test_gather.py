@@ -232,3 +232,99 @@ def test_tensors_include_extreme_and_repeated_indices():
     _, idx = gather_tensors(p, np.random.default_rng(0))
     assert idx.min() == -128 and idx.max() == 127 and (idx >= 64).any() and (idx < 0).any()
     assert np.bincount(idx.ravel() + 128).max() > 100
+
+
+# ------------------------------------------------------------------ rendered code
+def _host_items():
+    """Named cases (both strategies where legal) and a seeded random sample, all targets."""
+    items = [x for x in named_plans(("shuffle", "smem")) if "f64" not in x[0] or "lanes" in x[0]]
+    items += random_plans()[::8]
+    return items
+
+
+@pytest.mark.compile
+def test_rendered_harnesses_bit_exact_on_host():
+    from ll_codegen import host
+    if host.compiler() is None:
+        pytest.skip("no clang++ for the host SIMT runtime")
+    items = _host_items()
+    results = host.verify_gather_host(items, seed=SEED, runs=2)
+    bad = [r.message for r in results if not r.ok]
+    assert not bad, f"{len(bad)} of {len(items)} failed; first: {bad[0]}"
+    kinds = collections.Counter((p.target, p.warp_size, p.strategy) for _, p in items)
+    assert all(kinds[(t, w, s)] for t, w in (("cuda", 32), ("hip", 64), ("hip", 32)) for s in ("shuffle", "smem")), kinds
+
+
+@pytest.mark.compile
+def test_host_run_catches_wrong_code_and_traps_under_check():
+    """A corrupted plan renders code the host run rejects; LLGEN_GATHER_CHECK traps on out-of-range indices."""
+    from dataclasses import replace
+    from ll_codegen import host
+    if host.compiler() is None:
+        pytest.skip("no clang++ for the host SIMT runtime")
+    L = spec_from_dict(GATHER_NAMED[0].src).linear
+    good = plan_gather(L, L, 1, "f32", strategy="shuffle")
+    bad = replace(good, shuffle=replace(good.shuffle, v_lane=tuple(x ^ 1 for x in good.shuffle.v_lane)))
+    smem = plan_gather(L, L, 1, "f32", strategy="smem")
+    bad_smem = replace(smem, smem=replace(smem.smem, load_offsets=smem.smem.load_offsets[::-1]))
+    res = host.verify_gather_host([("good", good), ("bad", bad), ("bad_smem", bad_smem)], seed=3)
+    assert [r.ok for r in res] == [True, False, False], [r.message[:200] for r in res]
+    trapped = host.verify_gather_host([("chk", smem)], seed=3, defines=["LLGEN_GATHER_CHECK"])
+    assert not trapped[0].ok and "exited" in trapped[0].message
+
+
+def _compile_items():
+    return [x for x in named_plans(("shuffle", "smem"))][::2] + random_plans()[1::16]
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("tool", ["cuda", "hip"])
+def test_headers_compile(tmp_path, tool):
+    """Every header + harness compiles without warnings: nvcc sm_80 and sm_90 (also with
+    LLGEN_GATHER_CHECK), hipcc gfx90a (wave64) and gfx1030 (wave32)."""
+    from toolchain import HIP_ENV, failures, need, run_all
+    from ll_codegen.gather_render import gather_files
+    exe = need("nvcc" if tool == "cuda" else "hipcc")
+    items = [(n, p) for n, p in _compile_items() if p.target == tool]
+    assert len(items) >= 8
+    tus = collections.defaultdict(list)
+    for name, p in items:
+        for fname, text in gather_files(p, name).items():
+            (tmp_path / fname).write_text(text)
+        tus[p.arch if tool == "hip" else "all"].append(fname)
+    jobs = []
+    for key, files in tus.items():
+        tu = tmp_path / f"tu_{key}.{'cu' if tool == 'cuda' else 'hip'}"
+        tu.write_text("".join(f'#include "{f}"\n' for f in files))
+        if tool == "cuda":
+            for arch in ("sm_80", "sm_90"):
+                jobs.append((arch, [exe, "-std=c++17", f"-arch={arch}", "-c", str(tu), "-o", str(tu) + arch + ".o"]))
+            jobs.append(("check", [exe, "-std=c++17", "-arch=sm_90", "-DLLGEN_GATHER_CHECK", "-c", str(tu),
+                                   "-o", str(tu) + ".chk.o"]))
+        else:
+            arch = {"gfx1030": "gfx1030"}.get(key, "gfx90a")
+            jobs.append((key, [exe, f"--offload-arch={arch}", "--genco", str(tu), "-o", str(tu) + ".co"]))
+    bad = failures(run_all(jobs, str(tmp_path), HIP_ENV if tool == "hip" else None))
+    assert not bad, bad[0][:3000]
+
+
+@pytest.mark.compile
+def test_ptx_shuffle_count_matches_the_plan(tmp_path):
+    """The PTX of a shuffle gather has exactly the planned shfl.sync count; an smem gather none."""
+    from toolchain import need, run
+    from ll_codegen.gather_render import gather_files
+    nvcc = need("nvcc")
+    L = spec_from_dict(GATHER_NAMED[0].src).linear
+    lanes = spec_from_dict(GATHER_NAMED[3].src).linear
+    for name, p in (("a", plan_gather(L, L, 1, "f32", strategy="shuffle")),
+                    ("b", plan_gather(L, L, 1, "f16", strategy="shuffle")),
+                    ("c", plan_gather(lanes, lanes, 1, "f64", strategy="shuffle")),
+                    ("d", plan_gather(L, L, 1, "f32", strategy="smem"))):
+        for fname, text in gather_files(p, name).items():
+            (tmp_path / fname).write_text(text)
+        rc, out = run([nvcc, "-std=c++17", "-arch=sm_90", "-ptx", f"{name}_harness.cu", "-o", f"{name}.ptx"],
+                      str(tmp_path))
+        assert rc == 0, out
+        ptx = (tmp_path / f"{name}.ptx").read_text()
+        want = p.shuffle.shuffles if p.shuffle else 0
+        assert ptx.count("shfl.sync.idx") == want, (name, ptx.count("shfl.sync.idx"), want)
