@@ -118,32 +118,26 @@ def test_emulator_catches_a_wrong_plan():
 
 # ------------------------------------------------------------------ planner facts
 def _brute_warp_local(p) -> bool:
-    """Every needed source element of every thread is held in its own warp (any value of the index)."""
+    """Every needed source element of every thread is held in its own warp (any value of the index):
+    enumerate the elements, no linear algebra."""
     from ll_codegen.gpu import layout_of
     src, idx = layout_of(p.src_bases), layout_of(p.idx_bases)
-    s_shape, i_shape = p.src_shape, p.idx_shape
-    held = src.apply_all().reshape(p.num_warps, -1) if False else None   # noqa: F841 - see below
-    s_reg = src.flat_bases("register") + src.flat_bases("lane")
-    warps = src.flat_bases("warp")
+    held = src.apply_flat().reshape(p.num_warps, -1)               # elements of each warp (flat bit vectors)
+    need = idx.apply_flat().reshape(p.num_warps, -1)               # index elements of each warp's threads
+    i_bits = [n.bit_length() - 1 for n in p.idx_shape]
+    s_bits = [n.bit_length() - 1 for n in p.src_shape]
     for w in range(p.num_warps):
-        wv = f2.apply(warps, w)
-        mine = {x ^ wv for x in f2.span(s_reg)}
-        for r in range(p.n_idx):
-            for lane in range(p.warp_size):
-                c = f2.apply(idx.flat_bases("register"), r) ^ f2.apply(idx.flat_bases("lane"), lane) ^ \
-                    f2.apply(idx.flat_bases("warp"), w)
-                coords, shift = [], 0
-                for n in i_shape:
-                    coords.append(c >> shift & (n - 1))
-                    shift += n.bit_length() - 1
-                for v in range(p.axis_size):
-                    coords[p.axis] = v
-                    t, shift = 0, 0
-                    for x, n in zip(coords, s_shape):
-                        t |= x << shift
-                        shift += n.bit_length() - 1
-                    if t not in mine:
-                        return False
+        coords, shift = [], 0
+        for b in i_bits:
+            coords.append((need[w] >> shift) & ((1 << b) - 1))
+            shift += b
+        for v in range(p.axis_size):
+            t, shift = np.zeros_like(need[w]), 0
+            for d, b in enumerate(s_bits):
+                t |= (v if d == p.axis else coords[d]) << shift
+                shift += b
+            if not np.isin(t, held[w]).all():
+                return False
     return True
 
 
@@ -237,8 +231,8 @@ def test_tensors_include_extreme_and_repeated_indices():
 # ------------------------------------------------------------------ rendered code
 def _host_items():
     """Named cases (both strategies where legal) and a seeded random sample, all targets."""
-    items = [x for x in named_plans(("shuffle", "smem")) if "f64" not in x[0] or "lanes" in x[0]]
-    items += random_plans()[::8]
+    items = [x for x in named_plans(("shuffle", "smem")) if x[0].split("_")[-2] in ("f32", "f16", "f64")][::2]
+    items += random_plans()[::14]
     return items
 
 
@@ -274,19 +268,19 @@ def test_host_run_catches_wrong_code_and_traps_under_check():
 
 
 def _compile_items():
-    return [x for x in named_plans(("shuffle", "smem"))][::2] + random_plans()[1::16]
+    return [x for x in named_plans(("shuffle", "smem"))][::4] + random_plans()[1::24]
 
 
 @pytest.mark.compile
 @pytest.mark.parametrize("tool", ["cuda", "hip"])
 def test_headers_compile(tmp_path, tool):
-    """Every header + harness compiles without warnings: nvcc sm_80 and sm_90 (also with
-    LLGEN_GATHER_CHECK), hipcc gfx90a (wave64) and gfx1030 (wave32)."""
+    """Every header + harness compiles without warnings: nvcc sm_90, and sm_80 with
+    LLGEN_GATHER_CHECK; hipcc gfx90a (wave64) and gfx1030 (wave32)."""
     from toolchain import HIP_ENV, failures, need, run_all
     from ll_codegen.gather_render import gather_files
     exe = need("nvcc" if tool == "cuda" else "hipcc")
     items = [(n, p) for n, p in _compile_items() if p.target == tool]
-    assert len(items) >= 8
+    assert len(items) >= 5
     tus = collections.defaultdict(list)
     for name, p in items:
         for fname, text in gather_files(p, name).items():
@@ -297,10 +291,9 @@ def test_headers_compile(tmp_path, tool):
         tu = tmp_path / f"tu_{key}.{'cu' if tool == 'cuda' else 'hip'}"
         tu.write_text("".join(f'#include "{f}"\n' for f in files))
         if tool == "cuda":
-            for arch in ("sm_80", "sm_90"):
-                jobs.append((arch, [exe, "-std=c++17", f"-arch={arch}", "-c", str(tu), "-o", str(tu) + arch + ".o"]))
-            jobs.append(("check", [exe, "-std=c++17", "-arch=sm_90", "-DLLGEN_GATHER_CHECK", "-c", str(tu),
-                                   "-o", str(tu) + ".chk.o"]))
+            jobs.append(("sm_90", [exe, "-std=c++17", "-arch=sm_90", "-c", str(tu), "-o", str(tu) + ".o"]))
+            jobs.append(("sm_80 check", [exe, "-std=c++17", "-arch=sm_80", "-DLLGEN_GATHER_CHECK", "-c", str(tu),
+                                         "-o", str(tu) + ".chk.o"]))
         else:
             arch = {"gfx1030": "gfx1030"}.get(key, "gfx90a")
             jobs.append((key, [exe, f"--offload-arch={arch}", "--genco", str(tu), "-o", str(tu) + ".co"]))
