@@ -321,3 +321,70 @@ def test_ptx_shuffle_count_matches_the_plan(tmp_path):
         ptx = (tmp_path / f"{name}.ptx").read_text()
         want = p.shuffle.shuffles if p.shuffle else 0
         assert ptx.count("shfl.sync.idx") == want, (name, ptx.count("shfl.sync.idx"), want)
+
+
+# ------------------------------------------------------------------ CLI
+def _cli(*args, cwd=None):
+    import subprocess
+    import sys
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run([sys.executable, os.path.join(root, "cli.py"), "gather", *args], capture_output=True,
+                          text=True, cwd=cwd, env=dict(os.environ, PYTHONPATH=root))
+
+
+def _spec(path, d):
+    import yaml
+    path.write_text(yaml.safe_dump(d))
+    return str(path)
+
+
+def test_cli_writes_files_and_prints_plans(tmp_path):
+    c = GATHER_NAMED[0]
+    src = _spec(tmp_path / "src.yaml", c.src)
+    r = _cli("--src", src, "--index", src, "--axis", "1", "--dtype", "i32", "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    paths = r.stdout.split()
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["src_gather1.cuh", "src_gather1_harness.cu"]
+    text = (tmp_path / "out" / "src_gather1.cuh").read_text()
+    assert "gather(const T (&src)[kSrcRegs], const I (&idx)[kIdxRegs], T (&out)[kIdxRegs]" in text
+    assert "llgen gather --src" in text and "LLGEN_GATHER_CHECK" in text
+    r2 = _cli("--src", src, "--index", src, "--axis", "1", "--dtype", "i32", "-o", str(tmp_path / "out2"))
+    assert (tmp_path / "out2" / "src_gather1.cuh").read_text() == text            # byte-identical
+    j = json.loads(_cli("--src", src, "--index", src, "--axis", "1", "--dtype", "i32", "--plan", "--json").stdout)
+    assert j["strategy"] == "smem" and j["shuffle"] is None and j["smem"]["bytes"] == 64 * 64 * 4
+    j = json.loads(_cli("--src", src, "--index", src, "--axis", "1", "--strategy", "shuffle", "--plan",
+                        "--json").stdout)
+    assert j["strategy"] == "shuffle" and j["smem"] is None and len(j["shuffle"]["outs"]) == 32
+    t = _cli("--src", src, "--index", src, "--axis", "1", "--plan").stdout
+    assert t.startswith("gather along axis 1: smem") and "shuffle" in t
+    h = _cli("--src", _spec(tmp_path / "w64.yaml", GATHER_NAMED[-2].src), "--index", str(tmp_path / "w64.yaml"),
+             "--axis", "1", "--target", "hip", "--name", "g64", "-o", str(tmp_path / "hip"))
+    assert h.returncode == 0 and h.stdout.split()[0].endswith("g64.h"), h.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--axis", "2"], "axis 2 is out of range for rank 2"),
+    (["--axis", "-1"], "axis -1 is out of range"),
+    (["--axis", "0", "--strategy", "shuffle"], "not warp-local"),
+    ([], "missing option --axis"),
+    (["--axis", "0", "--json"], "--json needs --plan"),
+    (["--axis", "0", "--name", "gather"], "--name 'gather'"),
+    (["--axis", "0", "--target", "hip"], "has warp size 64"),
+    (["--axis", "0", "--index-dtype", "i64"], "'i64' is not one of"),
+    (["--axis", "0", "--index", "other.yaml"], "shapes differ off the axis"),
+    (["--axis", "1", "--index", "warps.yaml"], "warp counts differ"),
+    (["--axis", "0", "--index", "missing.yaml"], "missing.yaml"),
+    (["--axis", "0", "--emit", "bench", "--target", "hip", "--arch", "gfx1030"], "CUDA only"),
+])
+def test_cli_errors_are_one_line_and_write_nothing(tmp_path, args, message):
+    from ll_codegen.corpus import blocked
+    src = _spec(tmp_path / "src.yaml", GATHER_NAMED[0].src)
+    _spec(tmp_path / "other.yaml", blocked([1, 4], [8, 4], [4, 1], [1, 0], [64, 32]))
+    _spec(tmp_path / "warps.yaml", blocked([1, 4], [8, 4], [2, 1], [1, 0], [64, 64]))
+    if "--index" not in args:
+        args = ["--index", src] + args
+    r = _cli("--src", src, *args, "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("llgen: error:") and message in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists() and r.stdout == ""
