@@ -388,3 +388,59 @@ def test_cli_errors_are_one_line_and_write_nothing(tmp_path, args, message):
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("llgen: error:") and message in r.stderr, r.stderr
     assert not (tmp_path / "out").exists() and r.stdout == ""
+
+
+@pytest.mark.compile
+def test_bench_kernel_writes_the_expected_output(tmp_path):
+    """The bench kernel (one CTA here) writes gather_gpu.bench_expected after 1 and 4 iterations, for a
+    shuffle and an smem plan; so the GPU bench's output check checks the right thing."""
+    import subprocess
+    from ll_codegen import host
+    from ll_codegen.gather_gpu import bench_expected, bench_inputs
+    from ll_codegen.gather_render import gather_files
+    from ll_codegen.render import RAW_TYPES
+    if host.compiler() is None:
+        pytest.skip("no clang++ for the host SIMT runtime")
+    L = spec_from_dict(GATHER_NAMED[0].src).linear
+    lanes = spec_from_dict(GATHER_NAMED[3].src).linear
+    for name, p in (("bs", plan_gather(L, L, 1, "f16", strategy="smem")),
+                    ("bh", plan_gather(lanes, lanes, 1, "f32", strategy="shuffle"))):
+        for f, t in gather_files(p, name, ("header", "bench")).items():
+            (tmp_path / f).write_text(t)
+        src, idx = bench_inputs(p, 1, seed=3)
+        raw, ns, ni = RAW_TYPES[p.elem_bytes], src.size, idx.size
+        drv = tmp_path / f"{name}.cpp"
+        drv.write_text(f'''#include "{name}_bench.cu"
+#include <cstdio>
+#include <vector>
+__attribute__((aligned(16))) unsigned char smem[{max(16, p.smem_bytes)}];
+int main(int argc, char** argv) {{
+    std::vector<{raw}> in({ns}), out({ni});
+    std::vector<int32_t> index({ni});
+    FILE* f = std::fopen(argv[1], "rb");
+    if (!f || std::fread(in.data(), sizeof({raw}), {ns}, f) != {ns} || std::fread(index.data(), 4, {ni}, f) != {ni})
+        return 3;
+    FILE* o = std::fopen(argv[2], "wb");
+    for (int iters : {{1, 4}}) {{
+        auto errors = llgen_host::launch({p.threads}, {p.warp_size}, smem, {p.smem_bytes},
+                                         [&] {{ {name}_bench(in.data(), index.data(), out.data(), iters); }});
+        for (auto& e : errors) std::printf("ERR %s\\n", e.c_str());
+        std::fwrite(out.data(), sizeof({raw}), {ni}, o);
+    }}
+    std::fclose(o);
+    return 0;
+}}
+''')
+        exe = tmp_path / name
+        r = subprocess.run([host.compiler(), *host.FLAGS, "-I", host.SIMT_DIR, "-I", str(tmp_path), "-include",
+                            "simt_host.h", str(drv), "-o", str(exe)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+        (tmp_path / "in.bin").write_bytes(src.tobytes() + idx.astype(np.int32).tobytes())
+        r = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0 and "ERR" not in r.stdout, r.stdout[-2000:]
+        outs = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=src.dtype).reshape(2, *p.idx_shape)
+        for got, iters in zip(outs, (1, 4)):
+            want = bench_expected(p, src, idx, iters)[0]
+            assert np.array_equal(got, want), (name, iters, int((got != want).sum()))
+        assert not np.array_equal(bench_expected(p, src, idx, 1), bench_expected(p, src, idx, 4))
