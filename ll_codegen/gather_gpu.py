@@ -147,8 +147,7 @@ def gluon_gather_kernel():
         return _GLUON
     from triton.experimental import gluon
     from triton.experimental.gluon import language as ttgl
-    gather = getattr(ttgl, "gather", None)
-    if gather is None:
+    if not hasattr(ttgl, "gather"):
         raise RuntimeError("this Triton's Gluon has no gather (triton.experimental.gluon.language.gather)")
 
     @gluon.jit
@@ -165,7 +164,7 @@ def gluon_gather_kernel():
         o = idx.to(x.dtype)
         for k in range(iters):
             if GATHER:
-                o = gather(x, idx, AXIS)
+                o = ttgl.gather(x, idx, AXIS)
             else:
                 o = idx.to(x.dtype)
             idx = idx ^ (o & 1).to(idx.dtype)
@@ -181,7 +180,7 @@ def gluon_gather_kernel():
         o = idx.to(x.dtype)
         for k in range(iters):
             if GATHER:
-                o = gather(x, idx, 0)
+                o = ttgl.gather(x, idx, 0)
             else:
                 o = idx.to(x.dtype)
             idx = idx ^ (o & 1).to(idx.dtype)
