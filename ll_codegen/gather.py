@@ -241,8 +241,9 @@ def _check(src: LinearLayout, idx: LinearLayout, axis: int, target: Target) -> N
             raise ValueError(f"shapes differ off the axis: source {s} vs index {i} (dim {d}; only dim {axis} may differ)")
     if src.in_dim_size("warp") != idx.in_dim_size("warp"):
         raise ValueError(f"warp counts differ: source {src.in_dim_size('warp')} vs index {idx.in_dim_size('warp')}")
-    if not src.is_surjective():
-        raise ValueError("the source layout does not cover its tensor")
+    for name, L in (("source", src), ("index", idx)):
+        if not L.is_surjective():
+            raise ValueError(f"the {name} layout does not cover its tensor (some elements are held by no thread)")
 
 
 class _Space:

@@ -213,6 +213,17 @@ def test_reference_is_take_along_axis():
     assert got[0, :, 0].tolist() == [100 + (x % 32) for x in idx]
 
 
+def test_layouts_must_cover_their_tensors():
+    from ll_codegen.layout import LinearLayout
+    full = LinearLayout.from_flat({"register": [], "lane": [1, 2, 4, 8, 16], "warp": [], "block": []}, {"dim0": 32})
+    holey = LinearLayout.from_flat({"register": [], "lane": [1, 2, 4, 8, 0], "warp": [], "block": []}, {"dim0": 32},
+                                   require_surjective=False)
+    with pytest.raises(ValueError, match="the index layout does not cover"):
+        plan_gather(full, holey, 0, "f32")
+    with pytest.raises(ValueError, match="the source layout does not cover"):
+        plan_gather(holey, full, 0, "f32")
+
+
 def test_plan_json_has_the_contract_keys():
     p = named_plans()[0][1]
     d = json.loads(p.to_json())
