@@ -381,6 +381,7 @@ def test_cli_writes_files_and_prints_plans(tmp_path):
     ([], "missing option --axis"),
     (["--axis", "0", "--json"], "--json needs --plan"),
     (["--axis", "0", "--name", "gather"], "--name 'gather'"),
+    (["--axis", "0", "--name", "index"], "--name 'index'"),
     (["--axis", "0", "--target", "hip"], "has warp size 64"),
     (["--axis", "0", "--index-dtype", "i64"], "'i64' is not one of"),
     (["--axis", "0", "--index", "other.yaml"], "shapes differ off the axis"),
