@@ -163,6 +163,13 @@ def main(argv=None) -> int:
     ok_auto = [r for r in rows.values() if r.get("auto_over_best") is not None]
     print(f"auto within 5% of the better of ours on {sum(r['auto_over_best'] <= 1.05 for r in ok_auto)}/{len(ok_auto)}; "
           f"faster than Triton on {sum((r.get('auto_over_triton') or 9) < 1 for r in rows.values())}/{len(rows)}")
+    for lanes in (4, 8, 16, 32):                  # the crossover: fewest registers along the axis where smem wins
+        sweep = [(regs, rows.get(f"sweep_r{regs}_l{lanes}_f32", {})) for regs in (1, 2, 4, 8)]
+        won = [regs for regs, r in sweep if r.get("smem", {}).get("clk") is not None
+               and r.get("shuffle", {}).get("clk") is not None and r["smem"]["clk"] < r["shuffle"]["clk"]]
+        picked = [regs for regs, r in sweep if r.get("auto") == "smem"]
+        print(f"crossover, axis over {lanes} lanes: smem faster from {min(won) if won else '-'} register(s) on; "
+              f"auto picks smem from {min(picked) if picked else '-'}")
     if wrong:
         print(f"WRONG kernels: {', '.join(wrong)}")
     return 1 if wrong else 0
