@@ -418,3 +418,47 @@ def memory_showcase(cases: list[Case] | None = None) -> list[Case]:
                 seen.add(key)
                 out.append(c)
     return out
+
+
+# ------------------------------------------------------------------ gather (issue 15)
+@dataclass
+class GatherGpuCase:
+    name: str
+    pair: str
+    plan: object             # ll_codegen.gather.GatherPlan
+    tags: tuple[str, ...] = ()
+
+
+def gather_cases(n_random: int = 90, seed: int = 20261125) -> list[GatherGpuCase]:
+    """Gather harnesses for the GPU: every CUDA case of ``corpus.GATHER_NAMED`` with each of
+    its dtypes, forced shuffle (where warp-local) and smem, plus seeded random pairs (1-D and
+    2-D, warp-local and not, 1-8 warps, every element width and index type)."""
+    from ll_codegen.corpus import GATHER_NAMED, random_gather_pair
+    from ll_codegen.gather import plan_gather
+    from ll_codegen.spec import spec_from_dict
+    out: list[GatherGpuCase] = []
+    for c in GATHER_NAMED:
+        if c.target != "cuda":
+            continue
+        s, i = spec_from_dict(c.src).linear, spec_from_dict(c.idx).linear
+        kinds = (kind_label(c.src), kind_label(c.idx))
+        for dt in c.dtypes:
+            for st in ("shuffle", "smem"):
+                try:
+                    p = plan_gather(s, i, c.axis, dt, c.index_dtype, "cuda", strategy=st)
+                except ValueError:
+                    continue
+                out.append(GatherGpuCase(_ident(f"g{len(out):03d}_{c.name}_{dt}_{st}"), c.name, p,
+                                         kinds + (f"rank{len(p.src_shape)}", f"axis{c.axis}", st)))
+    rng = random.Random(seed)
+    dts, its = ("i8", "f16", "f32", "f64", "bf16", "u32"), ("i32", "u32", "i16", "u16", "i8", "u8")
+    for k in range(n_random):
+        src, idx, axis = random_gather_pair(rng, 32, local=k % 2 == 0)
+        for st in ("shuffle", "smem"):
+            try:
+                p = plan_gather(src, idx, axis, dts[k % len(dts)], its[k % len(its)], "cuda", strategy=st)
+            except ValueError:
+                continue
+            out.append(GatherGpuCase(_ident(f"g{len(out):03d}_random{k}_{st}"), f"random{k}", p,
+                                     ("linear", f"rank{len(p.src_shape)}", f"axis{axis}", st)))
+    return out

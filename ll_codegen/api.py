@@ -59,6 +59,7 @@ convert convert_words store store_words store_masked load load_words load_masked
 src_index dst_index tile_index detail kSrcRegs kDstRegs kRegs kSmemBytes kTileBytes kTileAlign kThreads
 kWarpSize kElemBytes kRank kShape kOrder kAlignment kSrcWords kDstWords kWords lane warp tid smem tile strides
 extent fill
+gather index index_bits idx_index kIdxRegs kIndexBytes kAxis kAxisSize kSrcShape kIdxShape V8 V16
 """.split())
 
 
@@ -355,6 +356,69 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     names = file_names(plan.target, out_name)
     files = {names[k]: render(plan, k, out_name, command, s_text, d_text, back) for k in kinds}
     return Conversion(plan, out_name, command, files)
+
+
+# ------------------------------------------------------------------ gather
+@dataclass
+class Gather:
+    """Everything ``llgen gather`` computed: plan, name, header command, files."""
+    plan: Any
+    name: str
+    command: str
+    files: dict[str, str]
+
+
+def plan_gather(src: Any, index: Any, axis: int, dtype: str = "f16", index_dtype: str = "i32",
+                target: str = "cuda", arch: str | None = None, strategy: str = "auto"):
+    """Plan ``out = gather(src, index, axis)`` (``gather.plan_gather``); each
+    layout may be a LinearLayout, a Spec, a spec mapping or a spec path."""
+    from . import gather as G
+    s, _ = load_layout(src, None, "source")
+    i, _ = load_layout(index, None, "index")
+    return G.plan_gather(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
+                         strategy=strategy)
+
+
+def gather_command(src: str, index: str, axis: int, dtype: str, index_dtype: str, target: str, arch: str | None,
+                   strategy: str, name: str | None) -> str:
+    """The normalised ``llgen gather`` command recorded in a header (no -o, no --emit)."""
+    q = shlex.quote
+    parts = ["llgen", "gather", "--src", q(os.fspath(src)), "--index", q(os.fspath(index)), "--axis", str(axis),
+             "--dtype", dtype, "--index-dtype", index_dtype, "--target", target]
+    if arch:
+        parts += ["--arch", arch]
+    if strategy != "auto":
+        parts += ["--strategy", strategy]
+    if name is not None:
+        parts += ["--name", name]
+    return " ".join(parts)
+
+
+def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtype: str = "i32",
+                 target: str = "cuda", arch: str | None = None, strategy: str = "auto", name: str | None = None,
+                 emit: Sequence[str] | str | None = None, root: str | None = None) -> Gather:
+    """Plan and render (in memory) the files ``llgen gather`` writes; spec
+    paths are recorded as given and opened relative to ``root`` when given."""
+    from . import gather as G
+    from .gather_render import gather_files as render_files
+    kinds = parse_emit(emit)
+    if name is not None:
+        check_name(name)
+    out_name = name if name is not None else f"{_stem_ident(src)}_gather{axis}"
+    if out_name[0].isdigit():
+        out_name = "gather_" + out_name
+    s, s_spec = load_layout(os.path.join(root, src) if root else src, None, "source")
+    i, i_spec = load_layout(os.path.join(root, index) if root else index, None, "index")
+    plan = G.plan_gather(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
+                         strategy=strategy)
+    if "bench" in kinds and plan.target != "cuda":
+        if not any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ())):
+            raise ValueError("--emit bench: the gather bench is CUDA only")
+        kinds = tuple(k for k in kinds if k != "bench")
+    command = gather_command(src, index, axis, dtype, index_dtype, plan.target, plan.arch, strategy, name)
+    files = render_files(plan, out_name, kinds, command, layout_text(s, s_spec, os.fspath(src)),
+                         layout_text(i, i_spec, os.fspath(index)))
+    return Gather(plan, out_name, command, files)
 
 
 # ------------------------------------------------------------------ writing

@@ -386,6 +386,63 @@ def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas
     click.echo(B.format_table([row]))
 
 
+GATHER_STRATEGIES = ("auto", "shuffle", "smem")
+INDEX_DTYPES = ("i32", "u32", "i16", "u16", "i8", "u8")
+
+
+@main.command()
+@click.option("--src", "src", default=None, metavar="SRC.yaml", type=click.Path(dir_okay=False),
+              help="Source layout spec (distributed).")
+@click.option("--index", "index", default=None, metavar="IDX.yaml", type=click.Path(dir_okay=False),
+              help="Index layout spec (distributed; the output has this layout and shape).")
+@click.option("--axis", default=None, type=int, metavar="N", help="The gather axis (a tensor dim).")
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
+@click.option("--index-dtype", "index_dtype", default="i32", show_default=True, type=click.Choice(INDEX_DTYPES),
+              help="Index element type.")
+@click.option("--target", default="cuda", show_default=True, type=click.Choice(TARGETS), help="Target.")
+@click.option("--arch", default=None, type=click.Choice(ARCHS),
+              help="Architecture of --target: sm_* for cuda (default sm_90), gfx* for hip (default gfx90a).")
+@click.option("--strategy", default="auto", show_default=True, type=click.Choice(GATHER_STRATEGIES),
+              help="Force a strategy (shuffle needs a warp-local gather; an illegal one is an error).")
+@click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="Folder to write into (created if missing).")
+@click.option("--name", default=None, metavar="NAME",
+              help="C identifier for the namespace and file names (default: <src stem>_gather<axis>).")
+@click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
+              help="header, harness, bench (CUDA) or all; repeatable or a comma list (default header,harness).")
+@click.option("--plan", "show_plan", is_flag=True, help="Print the plan instead of writing files.")
+@click.option("--json", "as_json", is_flag=True, help="With --plan: the plan as JSON (GatherPlan.to_json()).")
+def gather(src: Optional[str], index: Optional[str], axis: Optional[int], dtype: str, index_dtype: str, target: str,
+           arch: Optional[str], strategy: str, output: str, name: Optional[str], emit: tuple[str, ...],
+           show_plan: bool, as_json: bool) -> None:
+    """Generate out = gather(src, index, axis) (Triton's gather, paper
+    §5.5): out[i] = src[i with i[axis] replaced by index[i] mod n].  Warp
+    shuffles when every needed element is in the thread's own warp and that
+    is cheaper, else through shared memory.  Writes a header with the device
+    function gather(src, idx, out, smem) and a test harness (prints each
+    path), or with --plan prints the plan.  All files are written or none."""
+    from ll_codegen.api import gather_files as files_of
+    for o, v in (("--src", src), ("--index", index)):
+        if v == "":
+            raise CLIError(f"{o} '': an empty path (a spec file)")
+    missing = [o for o, v in (("--src", src), ("--index", index), ("--axis", axis)) if v is None]
+    if missing:
+        raise CLIError(f"missing option {' and '.join(missing)}")
+    if as_json and not show_plan:
+        raise CLIError("--json needs --plan (the files are the output otherwise)")
+    if not show_plan:
+        check_output_dir(output, "-o")
+    g = files_of(src, index, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch, strategy=strategy,
+                 name=name, emit=emit or None)
+    if show_plan:
+        text = g.plan.to_json() if as_json else g.plan.summary()
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    from ll_codegen.api import write_rendered
+    for path in write_rendered(g.files, output, "-o"):
+        click.echo(path)
+
+
 @main.command()
 @click.argument("directory", required=False, default=None, metavar="[DIR]", type=click.Path(file_okay=False))
 @click.option("-o", "--output", "output", default=None, metavar="OUTDIR", type=click.Path(file_okay=False),

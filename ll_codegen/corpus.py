@@ -187,3 +187,88 @@ def random_memory_tile(rng: random.Random, shape: dict[str, int], elem_bytes: in
             continue
         return d, spec.linear
     raise ValueError(f"no valid {kind} tile for shape {dims} in 100 draws")
+
+
+# ------------------------------------------------------------------ gather pairs
+@dataclass(frozen=True)
+class GatherCase:
+    """A gather (``gather.py``): source and index specs, axis, dtypes."""
+    name: str
+    src: dict
+    idx: dict
+    axis: int
+    dtypes: tuple[str, ...] = ("f32",)
+    index_dtype: str = "i32"
+    target: str = "cuda"
+
+
+_ISSUE = blocked([1, 4], [8, 4], [4, 1], [1, 0], [64, 64])
+GATHER_NAMED: tuple[GatherCase, ...] = (
+    GatherCase("issue_64x64_axis1", _ISSUE, _ISSUE, 1, ("f32", "f16", "i8", "f64")),   # warp-local, 16 candidates
+    GatherCase("issue_64x64_axis0", _ISSUE, _ISSUE, 0, ("f32", "f16")),                # across warps
+    GatherCase("lanes_4x32_axis1", blocked([1, 1], [1, 32], [4, 1], [1, 0], [4, 32]),
+               blocked([1, 1], [1, 32], [4, 1], [1, 0], [4, 32]), 1, ("f32", "f16", "f64")),
+    GatherCase("lanes2_16x64_axis1", blocked([1, 2], [1, 32], [4, 1], [1, 0], [16, 64]),
+               blocked([1, 2], [1, 32], [4, 1], [1, 0], [16, 64]), 1, ("f32", "bf16", "u8")),
+    GatherCase("one_d_128", blocked([1], [32], [4], [0], [128]), blocked([1], [32], [4], [0], [128]), 0,
+               ("f32", "f16")),
+    GatherCase("one_d_32_bcast_warps", blocked([1], [32], [4], [0], [32]), blocked([1], [32], [4], [0], [32]), 0,
+               ("f32", "i16"), "u8"),
+    GatherCase("one_d_64_regs", blocked([2], [32], [1], [0], [64]), blocked([2], [32], [1], [0], [64]), 0,
+               ("f32", "f16"), "i16"),
+    GatherCase("mma_64x64_axis1", mma_v2([4, 1], [64, 64]), mma_v2([4, 1], [64, 64]), 1, ("f32", "f16")),
+    GatherCase("mma_64x64_axis0", mma_v2([4, 1], [64, 64]), mma_v2([4, 1], [64, 64]), 0, ("f32", "f16")),
+    GatherCase("mma_src_blocked_idx_axis1", mma_v2([4, 1], [64, 32]),
+               blocked([1, 4], [8, 4], [4, 1], [1, 0], [64, 16]), 1, ("f32",)),
+    GatherCase("wider_index_axis1", blocked([1, 4], [8, 4], [4, 1], [1, 0], [32, 16]),
+               blocked([1, 8], [8, 4], [4, 1], [1, 0], [32, 64]), 1, ("f32", "f16"), "u32"),
+    GatherCase("triton_crazy_2d",
+               linear([[0, 2], [2, 0]], [[0, 8], [8, 0], [1, 0], [4, 0], [16, 0]], [[0, 1], [0, 4]], [32, 16]),
+               linear([[2, 0], [0, 2]], [[0, 8], [16, 0], [1, 0], [8, 0], [4, 0]], [[0, 1], [0, 4]], [32, 16]),
+               0, ("f32", "f16")),
+    GatherCase("bcast_warp_2d", blocked([2, 1], [32, 1], [1, 4], [1, 0], [64, 2]),
+               blocked([2, 1], [32, 1], [1, 4], [1, 0], [64, 2]), 0, ("f32",), "i8"),
+    GatherCase("wave64_64x64_axis1", blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]),
+               blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]), 1, ("f32", "f16"), "i32", "hip"),
+    GatherCase("wave64_mfma_axis0", mfma([2, 2], [32, 32], [64, 64]), mfma([2, 2], [32, 32], [64, 64]), 0,
+               ("f32",), "i32", "hip"),
+)
+
+
+def random_gather_pair(rng: random.Random, lanes: int = 32, local: bool | None = None,
+                       max_bits: int = 4) -> tuple[LinearLayout, LinearLayout, int]:
+    """A random (src, index, axis) over a random 1-D or 2-D shape, 1-8 warps;
+    the index's size along the axis may differ.  ``local``: keep the axis off
+    the source's warps and give the index the source's warp bases (warp-local)."""
+    warps = 1 << rng.randint(0, 3)
+    nl, nw = lanes.bit_length() - 1, warps.bit_length() - 1
+    total = nl + nw + rng.randint(0, max_bits)
+    rank = rng.choice((1, 2, 2))
+    d0 = total if rank == 1 else rng.randint(0, total)
+    sizes = [d0] if rank == 1 else [d0, total - d0]
+    axis = rng.randrange(rank)
+    if local is None:
+        local = rng.random() < 0.5
+    if local and sizes[axis] == 0:
+        sizes[axis], sizes[1 - axis] = sizes[1 - axis], sizes[axis]
+    s_shape = {f"dim{d}": 1 << b for d, b in enumerate(sizes)}
+    i_bits = list(sizes)
+    i_bits[axis] = max(0, sizes[axis] + rng.choice((-1, 0, 0, 1)))
+    i_shape = {f"dim{d}": 1 << b for d, b in enumerate(i_bits)}
+    off = sum(sizes[:axis])                        # the axis bits' position in the source's vectors
+    axis_mask = ((1 << sizes[axis]) - 1) << off
+    if local:
+        pool = [1 << i for i in range(total) if not axis_mask >> i & 1]
+        rng.shuffle(pool)
+        warp = [pool.pop() if pool and rng.random() > 0.15 else 0 for _ in range(nw)]
+        src = random_layout(rng, s_shape, lanes, warps, warp_bits=warp)
+
+        def to_index(v: int) -> int:                 # a non-axis source vector in the index's bit positions
+            lo = v & ((1 << off) - 1)
+            hi = v >> (off + sizes[axis])
+            return lo | hi << (off + i_bits[axis])
+        idx = random_layout(rng, i_shape, lanes, warps, warp_bits=[to_index(v) for v in warp])
+    else:
+        src = random_layout(rng, s_shape, lanes, warps)
+        idx = random_layout(rng, i_shape, lanes, warps)
+    return src, idx, axis

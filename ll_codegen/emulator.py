@@ -774,3 +774,132 @@ def check_copy_plan(plan: ConversionPlan, rng: np.random.Generator | int | None 
     for k, (a, b) in enumerate(zip(c.load.accesses, c.store.accesses)):
         if a.regs != b.regs:
             raise AssertionError(f"copy plan: access {k} loads registers {a.regs} but stores {b.regs}")
+
+
+# ------------------------------------------------------------------ gather
+# Gather plans (``gather.py``) executed from their data alone: shuffles with the
+# target's real ``shfl`` semantics, shared memory as a poisoned byte array
+# with race, uninitialised-read, alignment and bounds checks.
+def gather_reference(src: LinearLayout, idx: LinearLayout, axis: int, src_tensor: np.ndarray,
+                     idx_tensor: np.ndarray) -> np.ndarray:
+    """Every thread's output registers ``(num_warps, warp_size, n_idx)`` by
+    numpy: ``out = take_along_axis(src, index mod n, axis)`` read through the
+    index layout (indices are any integers; mod is Python's, -1 -> n - 1)."""
+    n = src_tensor.shape[axis]
+    out = np.take_along_axis(src_tensor, np.mod(idx_tensor.astype(np.int64), n), axis=axis)
+    return _regs_of(idx, out)
+
+
+def emulate_gather(plan, src_regs: np.ndarray, idx_regs: np.ndarray) -> np.ndarray:
+    """Output registers a ``GatherPlan`` produces from source registers (raw
+    bits) and index registers (integers, any sign)."""
+    W, L = plan.num_warps, plan.warp_size
+    lanes = np.arange(L)[None, :]
+    warps = np.arange(W)[:, None]
+    v_all = idx_regs.astype(np.int64) & (plan.axis_size - 1)      # two's complement mask: Python's mod
+    w = plan.elem_bytes
+    out = np.zeros((W, L, plan.n_idx), dtype=UINT[w])
+
+    def terms(coefs, v):
+        t = np.zeros(v.shape, dtype=np.int64)
+        for j, c in enumerate(coefs):
+            t ^= ((v >> j) & 1) * c
+        return t
+
+    if plan.shuffle is not None:
+        s = plan.shuffle
+        src64 = src_regs.astype(np.uint64)
+        for r, o in enumerate(s.outs):
+            v = v_all[:, :, r]
+            R = o.reg ^ _xor_form(s.reg, lanes, warps) ^ terms(s.v_reg, v)
+            Ls = o.lane ^ _xor_form(s.lane, lanes, warps) ^ terms(s.v_lane, v)
+            c = np.zeros_like(R)
+            for j, p in enumerate(s.select_bits):
+                c |= ((R ^ o.cands[0]) >> p & 1) << j
+            cands = np.array(o.cands, dtype=np.int64)
+            if (cands[c] != R).any():
+                raise AssertionError(f"output register {r}: the selected candidate is not the needed register")
+            per = s.per
+            nk = -(-len(cands) // per)
+            word_of, slot = c // per, c % per
+            srcl = shfl_source(plan.target, L, np.arange(L)[None, :], Ls, xor=False)      # (W, L)
+            got = np.zeros((W, L), dtype=np.uint64)
+            padded = np.resize(cands, nk * per).reshape(nk, per)                         # (nk, per)
+            live = (np.arange(nk * per) < len(cands)).reshape(nk, per)
+            for h in range(s.words):                     # 8-byte elements: lo word, then hi word
+                elems = (src64[:, :, padded] >> np.uint64(32 * h)) & np.uint64(0xFFFFFFFF)   # (W, L, nk, per)
+                elems = np.where(live, elems, np.uint64(0))
+                shifts = np.uint64(8 * w) * np.arange(per, dtype=np.uint64) if w < 4 else np.zeros(1, np.uint64)
+                payload = np.bitwise_or.reduce(elems << shifts, axis=3)                  # (W, L, nk): the words sent
+                recv = payload[np.arange(W)[:, None], srcl]                              # (W, L, nk): from lane Ls
+                word = np.take_along_axis(recv, word_of[..., None], axis=2)[..., 0]
+                part = (word >> (np.uint64(8 * w) * slot.astype(np.uint64))) if w < 4 else word
+                part &= np.uint64((1 << min(32, 8 * w)) - 1)
+                got |= part << np.uint64(32 * h)
+            out[:, :, r] = got.astype(UINT[w])
+        return out
+    m = plan.smem
+    mem = np.full(m.bytes, POISON, dtype=np.uint8)
+    sb = _as_bytes(src_regs)                                     # (W, L, n_src, w)
+    ws = np.array([x for x in range(W) if not x & m.warp_skip])[:, None]
+    ls = np.array([x for x in range(L) if not x & m.lane_skip])[None, :]
+    addrs, vals = [], []
+    for acc in m.stores:
+        nb = len(acc.regs) * w
+        a = _xor_form(m.store_base, ls, ws) ^ acc.offset          # (W', L')
+        if (a % nb).any() or (a < 0).any() or (a + nb > m.bytes).any():
+            raise SmemError(f"a store of {nb} bytes is misaligned or out of bounds")
+        addrs.append((a[..., None] + np.arange(nb)).reshape(-1))
+        vals.append(sb[ws, ls][:, :, list(acc.regs)].reshape(-1))
+    addr, val = np.concatenate(addrs), np.concatenate(vals)
+    order = np.lexsort((val, addr))
+    addr, val = addr[order], val[order]
+    same = addr[1:] == addr[:-1]
+    if (same & (val[1:] != val[:-1])).any():
+        raise SmemError("race: two threads write different values to one byte")
+    mem[addr] = val
+    if len(np.unique(addr)) != m.bytes:
+        raise SmemError(f"{m.bytes - len(np.unique(addr))} tile bytes never written")
+    for r in range(plan.n_idx):
+        v = v_all[:, :, r]
+        a = _xor_form(m.load_base, lanes, warps) ^ m.load_offsets[r] ^ terms(m.v_offset, v)
+        if (a % w).any() or (a < 0).any() or (a + w > m.bytes).any():
+            raise SmemError("load misaligned or out of bounds")
+        b = mem[a[..., None] + np.arange(w)]
+        out[:, :, r] = _from_bytes(b, w)
+    return out
+
+
+def gather_tensors(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Random source bits (full range) and indices: uniform in range, plus
+    repeated values, 0, n - 1 and out-of-range ones (negative, n, the index
+    type's extremes) -- all taken mod n."""
+    w, n = plan.elem_bytes, plan.axis_size
+    src = rng.integers(0, 1 << (8 * w), size=plan.src_shape, dtype=np.uint64).astype(UINT[w])
+    signed = plan.index_dtype.startswith("i")
+    bits = 8 * plan.index_bytes
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    idx = rng.integers(0, n, size=plan.idx_shape).astype(np.int64)
+    special = np.array([0, n - 1, n, lo, hi, -1 if signed else hi, 2 * n + 1, n // 2])
+    special = np.clip(special, lo, hi)
+    mask = rng.random(plan.idx_shape)
+    idx = np.where(mask < 0.15, special[rng.integers(0, len(special), plan.idx_shape)], idx)
+    idx = np.where((mask > 0.15) & (mask < 0.3), idx.reshape(-1)[0], idx)        # a repeated value
+    return src, (idx - lo) % (1 << bits) + lo                  # what the index type holds (i8: 200 -> -56)
+
+
+def check_gather(plan, rng: np.random.Generator | int | None = 0, runs: int = 2) -> None:
+    """Emulate on random data (``gather_tensors``) and compare every thread's
+    output registers with ``gather_reference``; raises AssertionError."""
+    rng = np.random.default_rng(rng)
+    src_l = LinearLayout(plan.src_bases["in_dims"], plan.src_bases["out_dims"], require_surjective=False)
+    idx_l = LinearLayout(plan.idx_bases["in_dims"], plan.idx_bases["out_dims"], require_surjective=False)
+    for _ in range(runs):
+        src_t, idx_t = gather_tensors(plan, rng)
+        want = gather_reference(src_l, idx_l, plan.axis, src_t, idx_t)
+        got = emulate_gather(plan, _regs_of(src_l, src_t), _regs_of(idx_l, idx_t))
+        bad = np.argwhere(got != want)
+        if len(bad):
+            wi, li, r = bad[0]
+            raise AssertionError(f"{plan.strategy} gather: {len(bad)} wrong registers; first warp {wi} lane {li} "
+                                 f"register {r}: got {got[wi, li, r]:#x}, want {want[wi, li, r]:#x}")

@@ -199,3 +199,134 @@ def verify_host(items: Sequence[tuple[str, ConversionPlan]], runs: int = 1, seed
     finally:
         if keep is None:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ gather harnesses
+def gather_driver_source(cases: Sequence[tuple[str, object]]) -> str:
+    """C++ driver for gather harnesses (``gather_render``): ``driver IN OUT``;
+    IN holds per case the source tensor, the index tensor, the poisoned output
+    tensor and registers; OUT gets the output tensor and registers."""
+    from .gather_render import INDEX_C_TYPES
+    lines = [f'#include "{file_names(p.target, name)["harness"]}"' for name, p in cases]
+    smem = max([p.smem_bytes for _, p in cases] + [16])
+    lines += [f"__attribute__((aligned(16))) unsigned char smem[{smem}];", "",
+              "struct Case { int threads, warp, smem; size_t src_bytes, idx_bytes, out_bytes, regs_bytes; "
+              "void (*run)(const void*, const void*, void*, void*); };", ""]
+    runs = []
+    for k, (name, p) in enumerate(cases):
+        raw, it = RAW_TYPES[p.elem_bytes], INDEX_C_TYPES[p.index_dtype]
+        lines.append(f"static void run_{k}(const void* a, const void* b, void* c, void* d) {{ {name}_harness("
+                     f"static_cast<const {raw}*>(a), static_cast<const {it}*>(b), static_cast<{raw}*>(c), "
+                     f"static_cast<{raw}*>(d)); }}")
+        ns, ni = int(np.prod(p.src_shape)), int(np.prod(p.idx_shape))
+        runs.append(f"    {{{p.threads}, {p.warp_size}, {p.smem_bytes}, {ns * p.elem_bytes}, {ni * p.index_bytes}, "
+                    f"{ni * p.elem_bytes}, {p.threads * p.n_idx * p.elem_bytes}, run_{k}}},")
+    lines += ["static const Case kCases[] = {"] + runs + ["};", "", """int main(int argc, char** argv) {
+    if (argc != 3) return 2;
+    FILE* in = std::fopen(argv[1], "rb");
+    FILE* out = std::fopen(argv[2], "wb");
+    if (!in || !out) return 2;
+    int i = 0;
+    for (const Case& c : kCases) {
+        std::vector<unsigned char> a(c.src_bytes), x(c.idx_bytes), b(c.out_bytes), r(c.regs_bytes);
+        if (std::fread(a.data(), 1, a.size(), in) != a.size() || std::fread(x.data(), 1, x.size(), in) != x.size() ||
+            std::fread(b.data(), 1, b.size(), in) != b.size() || std::fread(r.data(), 1, r.size(), in) != r.size())
+            return 3;
+        for (size_t k = 0; k < sizeof smem; ++k) smem[k] = static_cast<unsigned char>(0xa5 ^ k);
+        auto errors = llgen_host::launch(c.threads, c.warp, smem, size_t(c.smem),
+                                         [&] { c.run(a.data(), x.data(), b.data(), r.data()); });
+        for (auto& e : errors) std::printf("ERR %d %s\\n", i, e.c_str());
+        std::fwrite(b.data(), 1, b.size(), out);
+        std::fwrite(r.data(), 1, r.size(), out);
+        ++i;
+    }
+    std::fclose(out);
+    return 0;
+}
+"""]
+    return "\n".join(lines)
+
+
+INDEX_NP = {"i32": np.int32, "u32": np.uint32, "i16": np.int16, "u16": np.uint16, "i8": np.int8, "u8": np.uint8}
+
+
+def gather_expected(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(source tensor, index tensor, output tensor, output registers per thread) for one
+    random run (``emulator.gather_tensors``), all row-major and raw, the references by numpy."""
+    from .emulator import gather_reference, gather_tensors
+    from .gpu import layout_of
+    src_t, idx_t = gather_tensors(plan, rng)
+    want_t = np.take_along_axis(src_t, np.mod(idx_t, plan.axis_size), axis=plan.axis)
+    regs = gather_reference(layout_of(plan.src_bases), layout_of(plan.idx_bases), plan.axis, src_t, idx_t)
+    return src_t, idx_t.astype(INDEX_NP[plan.index_dtype]), want_t, regs.reshape(plan.threads, plan.n_idx)
+
+
+def verify_gather_host(items: Sequence[tuple[str, object]], seed: int = 0, runs: int = 1,
+                       keep: str | None = None, defines: Sequence[str] = ()) -> list[RunResult]:
+    """Render, compile and run gather harnesses on the host SIMT runtime,
+    ``runs`` times each on fresh random data; one result per item.
+    ``defines``: extra macros (``LLGEN_GATHER_CHECK``)."""
+    from .gather_render import gather_files
+    directory = keep or tempfile.mkdtemp(prefix="llgen_gather_")
+    try:
+        for name, p in items:
+            for fname, text in gather_files(p, name).items():
+                with open(os.path.join(directory, fname), "w", encoding="utf-8") as fh:
+                    fh.write(text)
+        cxx = compiler()
+        if cxx is None:
+            return [RunResult(False, f"{name}: no clang++ found") for name, _ in items]
+        src = os.path.join(directory, "gdriver.cpp")
+        with open(src, "w", encoding="utf-8") as fh:
+            fh.write(gather_driver_source(items))
+        exe = os.path.join(directory, "gdriver")
+        proc = subprocess.run([cxx, *FLAGS, *[f"-D{d}" for d in defines], "-I", SIMT_DIR, "-I", directory,
+                               "-include", "simt_host.h", src, "-o", exe],
+                              capture_output=True, text=True, cwd=directory)
+        if proc.returncode:
+            log = (proc.stdout + proc.stderr)[-3000:]
+            return [RunResult(False, f"{name}: host compile failed: {log}") for name, _ in items]
+        rng = np.random.default_rng(seed)
+        results: list[RunResult] = [RunResult(True, f"{name}: ok (bit-exact, host SIMT)") for name, _ in items]
+        for _ in range(runs):
+            data, wants = [], []
+            for name, p in items:
+                src_t, idx_t, want_t, regs = gather_expected(p, rng)
+                data += [src_t.tobytes(), idx_t.tobytes(), (~want_t).tobytes(), (~regs).tobytes()]
+                wants.append((want_t, regs))
+            fin, fout = exe + ".in", exe + ".out"
+            with open(fin, "wb") as fh:
+                fh.write(b"".join(data))
+            run = subprocess.run([exe, fin, fout], capture_output=True, text=True, timeout=600)
+            if run.returncode:
+                return [RunResult(False, f"{name}: host driver exited with {run.returncode}: {run.stderr[-300:]}")
+                        for name, _ in items]
+            errors: dict[int, list[str]] = {}
+            for line in run.stdout.splitlines():
+                if line.startswith("ERR "):
+                    _, i, msg = line.split(" ", 2)
+                    errors.setdefault(int(i), []).append(msg)
+            with open(fout, "rb") as fh:
+                blob = fh.read()
+            pos = 0
+            for i, ((name, p), (want_t, regs)) in enumerate(zip(items, wants)):
+                raw = RAW[p.elem_bytes]
+                out = np.frombuffer(blob[pos:pos + want_t.nbytes], dtype=raw).reshape(want_t.shape)
+                pos += want_t.nbytes
+                got = np.frombuffer(blob[pos:pos + regs.nbytes], dtype=raw).reshape(regs.shape)
+                pos += regs.nbytes
+                if not results[i].ok:
+                    continue
+                if i in errors:
+                    results[i] = RunResult(False, f"{name}: host SIMT runtime: " + "; ".join(errors[i][:3]))
+                elif not (out == want_t).all():
+                    results[i] = RunResult(False, f"{name}: output tensor differs at {int((out != want_t).sum())} "
+                                                  f"element(s), first {np.argwhere(out != want_t)[0].tolist()}")
+                elif not (got == regs).all():
+                    t, r = np.argwhere(got != regs)[0]
+                    results[i] = RunResult(False, f"{name}: thread {t} register {r}: got {got[t, r]:#x}, "
+                                                  f"want {regs[t, r]:#x}")
+        return results
+    finally:
+        if keep is None:
+            shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,179 @@
+"""Benchmark generated gathers (issue 15): ours shuffle vs ours smem vs Triton's Gluon ``gather`` (GPU).
+
+    python bench/bench_gather.py --out DIR [--cases REGEX] [--iters 64] [--ctas N] [--no-triton]
+
+One device call: measures the SM clock, plans every case (``corpus.GATHER_NAMED``
+CUDA cases, plus a sweep where the gather axis is held by 1..8 registers and
+4..32 lanes, i.e. 1..8 shuffle candidates per element) with strategy shuffle
+(where warp-local), smem and auto, renders the bench kernels
+(``templates/gather_bench.cu.j2``: each CTA gathers its tile ``iters`` times,
+``idx ^= out & 1`` between gathers), compiles them with nvcc in parallel, checks
+every kernel's output (``gather_gpu.bench_expected``; Gluon's too), times each
+kernel and its base loop (the loop without the gather) and reports *clocks per
+gather per SM*: ``(time - base time) * clock / (ctas * iters / SMs)``.  Indices
+are in range (Triton's gather needs that).  Writes ``results.json`` and
+``table.md`` into DIR; exit status 1 if any kernel (ours or Triton's) is wrong.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from ll_codegen import bench as B  # noqa: E402
+from ll_codegen import gather_gpu as G  # noqa: E402
+from ll_codegen.corpus import GATHER_NAMED, blocked  # noqa: E402
+from ll_codegen.gather import plan_gather  # noqa: E402
+from ll_codegen.gather_render import gather_files  # noqa: E402
+from ll_codegen.spec import spec_from_dict  # noqa: E402
+
+
+def cases() -> list[tuple[str, dict, dict, int, str]]:
+    """(name, src spec, index spec, axis, dtype): the named CUDA cases, then the sweep."""
+    out = []
+    for c in GATHER_NAMED:
+        if c.target == "cuda":
+            out += [(f"{c.name}_{dt}", c.src, c.idx, c.axis, dt) for dt in c.dtypes if dt in ("f32", "f16")]
+    for regs in (1, 2, 4, 8):                     # axis: `regs` registers x `lanes` lanes; 4 warps off the axis
+        for lanes in (4, 8, 16, 32):
+            shape = [4 * 32 // lanes * 2, regs * lanes]
+            spec = blocked([1, regs], [32 // lanes, lanes], [4, 1], [1, 0], shape)
+            out.append((f"sweep_r{regs}_l{lanes}_f32", spec, spec, 1, "f32"))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench_gather_out"))
+    ap.add_argument("--cases", default=".*", help="regex over case names")
+    ap.add_argument("--iters", type=int, default=64)
+    ap.add_argument("--ctas", type=int, default=0, help="CTAs per launch (default 16 per SM)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--no-triton", action="store_true")
+    args = ap.parse_args(argv)
+    import cupy
+    t0 = time.time()
+    os.makedirs(args.out, exist_ok=True)
+    work = "/tmp/llgen_bench_gather"
+    os.makedirs(work, exist_ok=True)
+    dev = cupy.cuda.Device()
+    sms = dev.attributes["MultiProcessorCount"]
+    ctas = args.ctas or 16 * sms
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    clock = B.measure_clock_mhz(sms)
+    mhz = clock["clock_mhz"]
+    print(f"device {props['name'].decode()} SMs {sms}; clock {clock}", flush=True)
+    pat = re.compile(args.cases)
+    jobs = []                                     # (case, label, plan, kernel name, source, cubin)
+    for name, s, i, axis, dt in cases():
+        if not pat.search(name):
+            continue
+        S, I = spec_from_dict(s).linear, spec_from_dict(i).linear
+        auto = plan_gather(S, I, axis, dt, "i32", "cuda")
+        for label in ("shuffle", "smem"):
+            try:
+                p = plan_gather(S, I, axis, dt, "i32", "cuda", strategy=label)
+            except ValueError:
+                continue
+            kname = re.sub(r"\W", "_", f"{name}_{label}")
+            for f, text in gather_files(p, kname, ("header", "bench")).items():
+                with open(os.path.join(work, f), "w") as fh:
+                    fh.write(text)
+            jobs.append({"case": name, "label": label, "plan": p, "kernel": kname, "auto": auto.strategy,
+                         "source": os.path.join(work, f"{kname}_bench.cu"), "scores":
+                         {c.strategy: c.score for c in auto.candidates}})
+
+    def build(j):
+        out = j["source"][:-3] + ".cubin"
+        r = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-O3", "-std=c++17", "-o", out, j["source"]],
+                           capture_output=True, text=True)
+        j["cubin"] = out if r.returncode == 0 else None
+        j["error"] = None if r.returncode == 0 else r.stderr[-1500:]
+    with ThreadPoolExecutor(os.cpu_count() or 4) as ex:
+        list(ex.map(build, jobs))
+    print(f"{len(jobs)} kernels compiled ({time.time() - t0:.0f} s)", flush=True)
+    per_sm = lambda ms, iters=args.iters: ms * 1e6 / (ctas * iters / sms) * mhz / 1e3  # noqa: E731
+    rows: dict[str, dict] = {}
+    wrong = []
+    for j in jobs:
+        p = j["plan"]
+        row = rows.setdefault(j["case"], {"case": j["case"], "auto": j["auto"], "scores": j["scores"],
+                                          "dtype": p.dtype, "shape": list(p.src_shape), "axis": p.axis})
+        src, idx = G.bench_inputs(p, ctas)
+        if j["cubin"] is None:
+            row[j["label"]] = {"error": j["error"]}
+            wrong.append(f"{j['case']} {j['label']} (compile)")
+            continue
+        try:
+            res = G.time_ours(j["cubin"], j["kernel"], p, src, idx, args.iters, repeats=args.repeats)
+            res["clk"] = per_sm(res["ms"])
+            row[j["label"]] = res
+            if not res["ok"]:
+                wrong.append(f"{j['case']} {j['label']}")
+        except Exception as e:  # noqa: BLE001
+            row[j["label"]] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            wrong.append(f"{j['case']} {j['label']} ({type(e).__name__})")
+        if not args.no_triton and "triton" not in row:
+            try:
+                res = G.time_gluon(p, src, idx, args.iters, repeats=args.repeats)
+                res["clk"] = per_sm(res["ms"])
+                row["triton"] = res
+                if not res["ok"]:
+                    wrong.append(f"{j['case']} triton")
+            except Exception as e:  # noqa: BLE001
+                row["triton"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        print(f"{j['case']:<34} {j['label']:<8} {row[j['label']].get('clk', float('nan')):8.1f} clk "
+              f"ok {row[j['label']].get('ok')}  triton {row.get('triton', {}).get('clk', float('nan')):8.1f} "
+              f"{row.get('triton', {}).get('error', '')[:60]} ({time.time() - t0:.0f} s)", flush=True)
+    lines = ["| case | auto | shuffle clk | smem clk | auto clk | Triton clk | auto / best ours | auto / Triton |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    f = lambda x, fmt="{:.0f}": "-" if x is None else fmt.format(x)  # noqa: E731
+    for r in rows.values():
+        ours = {k: r[k]["clk"] for k in ("shuffle", "smem") if "clk" in r.get(k, {})}
+        a = ours.get(r["auto"])
+        best = min(ours.values()) if ours else None
+        t = r.get("triton", {}).get("clk")
+        r["auto_over_best"] = a / best if a and best and best > 0 else None
+        r["auto_over_triton"] = a / t if a and t and t > 0 else None
+        lines.append(f"| {r['case']} | {r['auto']} | {f(ours.get('shuffle'))} | {f(ours.get('smem'))} | {f(a)} | "
+                     f"{f(t)} | {f(r['auto_over_best'], '{:.2f}')} | {f(r['auto_over_triton'], '{:.2f}')} |")
+    table = "\n".join(lines)
+    meta = {"device": props["name"].decode(), "sms": sms, "clock": clock, "iters": args.iters, "ctas": ctas,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": "python bench/bench_gather.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    try:
+        import triton
+        meta["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001
+        pass
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump({"meta": meta, "rows": list(rows.values())}, fh, indent=1, default=str)
+    with open(os.path.join(args.out, "table.md"), "w") as fh:
+        fh.write(table + "\n")
+    print(f"\n{meta['device']}, clock {mhz:.0f} MHz, iters {args.iters}, ctas {ctas}; {time.time() - t0:.0f} s")
+    print(table)
+    ok_auto = [r for r in rows.values() if r.get("auto_over_best") is not None]
+    print(f"auto within 5% of the better of ours on {sum(r['auto_over_best'] <= 1.05 for r in ok_auto)}/{len(ok_auto)}; "
+          f"faster than Triton on {sum((r.get('auto_over_triton') or 9) < 1 for r in rows.values())}/{len(rows)}")
+    for lanes in (4, 8, 16, 32):                  # the crossover: fewest registers along the axis where smem wins
+        sweep = [(regs, rows.get(f"sweep_r{regs}_l{lanes}_f32", {})) for regs in (1, 2, 4, 8)]
+        won = [regs for regs, r in sweep if r.get("smem", {}).get("clk") is not None
+               and r.get("shuffle", {}).get("clk") is not None and r["smem"]["clk"] < r["shuffle"]["clk"]]
+        picked = [regs for regs, r in sweep if r.get("auto") == "smem"]
+        print(f"crossover, axis over {lanes} lanes: smem faster from {min(won) if won else '-'} register(s) on; "
+              f"auto picks smem from {min(picked) if picked else '-'}")
+    if wrong:
+        print(f"WRONG kernels: {', '.join(wrong)}")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
