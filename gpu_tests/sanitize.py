@@ -47,9 +47,11 @@ def subset():
     # memory plans: every named store/load and one random plan per (kind, direction, element size); global
     # tiles run their masked harness too (an extent that cuts every dim)
     mem = cases.memory_cases()
-    sel += cases.memory_showcase(mem)
-    # copies (cp.async, and its zero-filling masked form): the named ones
-    sel += [c for c in mem if c.plan.copy is not None and not c.pair.startswith("random")]
+    # copies (cp.async, and its zero-filling masked form): the named ones (the showcase has some of them)
+    for c in cases.memory_showcase(mem) + [c for c in mem if c.plan.copy is not None and not c.pair.startswith("random")]:
+        if c.name not in names:
+            sel.append(c)
+            names.add(c.name)
     return sel
 
 

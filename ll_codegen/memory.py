@@ -64,7 +64,7 @@ def _canonical_registers(reg: Sequence[int]) -> list[int]:
     return [r for r in range(1 << len(reg)) if not r & free]
 
 
-def _skip_mask(vectors: Sequence[int]) -> int:
+def skip_mask(vectors: Sequence[int]) -> int:
     """Bits of an index whose basis vectors are zero (broadcast copies)."""
     return sum(1 << k for k, v in enumerate(vectors) if v == 0)
 
@@ -103,7 +103,7 @@ def shared_plans(dist: LinearLayout, tile: LinearLayout, elem_bytes: int, target
     cap = min(max_vector_bytes or target.max_vector_bytes, target.max_vector_bytes)
     k = _low_bits_width([1 << i for i in range(d)], R, T + W, lambda n: (1 << n) - 1, _vector_log2(cap, elem_bytes))
     canon = _canonical_registers(reg)
-    warp_skip = _skip_mask(wrp) if direction == "store" else 0
+    warp_skip = skip_mask(wrp) if direction == "store" else 0
     layout = {"offset": [list(b) for b in tile.bases["offset"]]}
     common = dict(space="shared", direction=direction, layout=layout, bytes=elem_bytes << d,
                   alignment=16, warp_skip=warp_skip)
@@ -215,8 +215,8 @@ def global_plan(dist: LinearLayout, order: Sequence[int], alignment: int, elem_b
                             for key, g in groups.items()), key=lambda a: min(a.regs)))
     coord_base = tuple(XorForm(tuple(_coords(v, sizes)[dd] for v in thr), tuple(_coords(v, sizes)[dd] for v in wrp))
                        for dd in range(len(sizes)))
-    warp_skip = _skip_mask(wrp) if direction == "store" else 0
-    lane_skip = _skip_mask(thr) if direction == "store" else 0
+    warp_skip = skip_mask(wrp) if direction == "store" else 0
+    lane_skip = skip_mask(thr) if direction == "store" else 0
     plan = MemoryPlan(space="global", direction=direction, instr="vector", vec=vec, vector_bytes=vec * elem_bytes,
                       layout={"order": list(order), "alignment": alignment}, bytes=elem_bytes * math.prod(shape), alignment=alignment, accesses=accesses,
                       cost=GlobalCost(0, 0, 0, 0), coord_base=coord_base, strides=strides,

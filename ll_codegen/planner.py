@@ -37,7 +37,7 @@ from dataclasses import replace
 from . import f2
 from .layout import LinearLayout, divide_left
 from .limits import short
-from .memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans
+from .memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
 from .plan import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
                    shuffle_name)
 from .shuffle import NotShuffleable, plan_shuffle
@@ -368,7 +368,10 @@ def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str =
             if load.vec == store.vec and all(a.regs in pairs for a in load.accesses):
                 break
             cap //= 2                       # the two sides group registers differently: a narrower vector
-        store = replace(store, accesses=tuple(pairs[a.regs] for a in load.accesses), warp_skip=0)
+        # threads on broadcast lanes/warps of a tile smaller than the block would copy the same bytes
+        # again (a write-after-write race to racecheck, and extra wavefronts): they skip
+        store = replace(store, accesses=tuple(pairs[a.regs] for a in load.accesses),
+                        warp_skip=skip_mask(threads.flat_bases("warp")), lane_skip=skip_mask(threads.flat_bases("lane")))
         vb = load.vec * w
         copy = CopyPlan(threads={"in_dims": threads.bases, "out_dims": threads.out_dim_sizes}, load=load, store=store,
                         async_copy=target.is_cuda and vb in (4, 8, 16))

@@ -707,20 +707,26 @@ class _Builder:
             lines.append("}")
         if masked and not store:
             lines = [f"d[{r}] = fill_bits;" for r in range(p.n_dst) if r not in dict(p.dst_copies)] + lines
-        if store and (m.warp_skip or m.lane_skip):
-            conds = []
-            if m.lane_skip:
-                conds.append(f"(lane & {_hex(m.lane_skip)}) == 0")
-                self.needs.add("lane")
-            if m.warp_skip:
-                conds.append(f"(warp & {_hex(m.warp_skip)}) == 0")
-                self.needs.add("warp")
-            lines = ([f"if ({' && '.join(conds)}) {{  // threads holding broadcast copies skip"]
-                     + ["    " + x for x in lines] + ["}"])
+        if store:
+            lines = self.skip_broadcast(lines, m)
         what = "masked " if masked else ""
         self.fn.steps = [{"comment": f"{len(m.accesses)} {what}{m.direction}(s) of {v * w} B", "lines": lines}]
         self.conv.uses_global_ptr = True
         self.finish_prologue(rows)
+
+    def skip_broadcast(self, lines: list[str], m) -> list[str]:
+        """``lines`` under the guard that lets threads holding broadcast copies (``m.lane_skip``,
+        ``m.warp_skip``) skip their stores."""
+        conds = []
+        if m.lane_skip:
+            conds.append(f"(lane & {_hex(m.lane_skip)}) == 0")
+            self.needs.add("lane")
+        if m.warp_skip:
+            conds.append(f"(warp & {_hex(m.warp_skip)}) == 0")
+            self.needs.add("warp")
+        if not conds:
+            return lines
+        return [f"if ({' && '.join(conds)}) {{  // threads holding broadcast copies skip"] + ["    " + x for x in lines] + ["}"]
 
     def memory_copy(self, masked: bool) -> None:
         """Global tile -> shared tile: per access pair one cp.async (zero-filling
@@ -751,6 +757,7 @@ class _Builder:
                 continue
             # through a register: one global load, one shared store of the same bytes
             lines += self.copy_through_register(ga, sa, at, masked, k, n, f, sup)
+        lines = self.skip_broadcast(lines, st)
         self.fn.steps = [{"comment": f"{len(ld.accesses)} {'masked ' if masked else ''}copies of {n} B "
                                      f"({'cp.async' if c.async_copy else 'through registers'})", "lines": lines}]
         self.conv.uses_global_ptr = True
