@@ -16,7 +16,7 @@ PY="${PYTHON:-python3}"
 t0=$(date +%s)
 failed=()
 echo "== 1/3 bit-exact suite"
-LLGEN_GPU_REPORT="$OUT/pytest_cases.json" timeout "${PYTEST_TIMEOUT:-240}" \
+LLGEN_GPU_REPORT="$OUT/pytest_cases.json" timeout "${PYTEST_TIMEOUT:-420}" \
     "$PY" -m pytest gpu_tests -q -p no:cacheprovider --tb=line > "$OUT/pytest.log" 2>&1 || failed+=("pytest")
 tail -40 "$OUT/pytest.log"
 echo "== 2/3 Nsight Compute bank conflicts ($(( $(date +%s) - t0 )) s)"
