@@ -42,6 +42,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [1, 0], [2, 0], [4, 0], [8, 0], [16, 0], [32, 0], [1, 8], [2, 16], [4, 32]]
 //     store: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     load: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
+//     barriers: 2 block
 //   candidate*smem     score    42.00  store st.shared x4, load ldmatrix x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem     score    44.00  store st.shared x8, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem     score    49.00  store stmatrix.trans x4, load ld.shared x16: 32 wavefronts (0+0 conflicts/instr), 2 barriers

@@ -42,6 +42,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[1, 0], [2, 0], [8, 0], [16, 0], [32, 0], [0, 1], [0, 2], [4, 0], [0, 4], [32, 8], [0, 17], [0, 34]]
 //     store: 32 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     load: 2 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 8 wavefronts/warp
+//     barriers: 2 block
 //   candidate*smem     score    56.50  store st.shared x32, load ldmatrix x2: 40 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem     score    88.00  store st.shared x32, load ld.shared x32: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once

@@ -42,6 +42,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [1, 0], [2, 0], [4, 0], [8, 0], [16, 0], [32, 0]]
 //     store: 4 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 8 wavefronts/warp
 //     load: 32 instr/warp, 8 wavefronts/instr, 7 bank conflicts/instr, 256 wavefronts/warp
+//     barriers: 2 block
 //   candidate*smem     score   281.00  store st.shared x4, load ld.shared x32: 264 wavefronts (0+7 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>

@@ -42,6 +42,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[16, 0], [0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [2, 0], [4, 0], [8, 0], [32, 0], [0, 17], [0, 34]]
 //     store (ds_write_b64): 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     load (ds_read_b64): 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
+//     barriers: 2 block
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
 //   candidate*smem     score    76.00  store ds_write_b64 x8, load ds_read_b64 x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once

@@ -42,6 +42,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[0, 1], [8, 0], [1, 0], [0, 2], [0, 4], [2, 0], [4, 0], [16, 0], [32, 0], [0, 32], [0, 10], [1, 16]]
 //     store: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     load: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
+//     barriers: 2 block
 //   candidate*smem     score    76.00  store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem     score   146.00  store st.shared x32, load ldmatrix x8: 128 wavefronts (1+4 conflicts/instr), 2 barriers
 #pragma once

@@ -43,6 +43,7 @@
 //     round bases: [[8, 0], [32, 0]]
 //     store: 16 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     load: 16 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
+//     barriers: 8 block
 //   candidate*smem     score   104.00  store st.shared x16, load ld.shared x16: 64 wavefronts (0+0 conflicts/instr), 8 barriers
 //   candidate smem     score   170.00  store st.shared x32, load ldmatrix x8: 128 wavefronts (1+4 conflicts/instr), 8 barriers
 #pragma once

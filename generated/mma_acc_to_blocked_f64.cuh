@@ -42,6 +42,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[0, 1], [1, 0], [0, 2], [0, 4], [2, 0], [4, 0], [8, 0], [16, 0], [32, 0], [0, 32], [0, 10], [1, 16]]
 //     store: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //     load: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
+//     barriers: 2 block
 //   candidate*smem     score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>

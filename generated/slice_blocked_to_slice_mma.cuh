@@ -36,6 +36,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[32], [1], [2], [4], [16], [8]]
 //     store: 2 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
 //     load: 2 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 2 wavefronts/warp
+//     barriers: 2 block
 //   candidate*smem     score    15.00  store st.shared x2, load ld.shared x2: 6 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>

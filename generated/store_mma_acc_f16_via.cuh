@@ -45,6 +45,7 @@
 //         offset bases (swizzled memory layout, offset -> tensor element): [[0, 1], [32, 0], [1, 0], [2, 0], [0, 2], [0, 4], [4, 0], [8, 0], [16, 0], [0, 10], [0, 20], [2, 32]]
 //         store: 8 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //         load: 8 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
+//         barriers: 2 block
 //       candidate*smem     score    44.00  store st.shared x8, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 //       candidate smem     score    45.00  store st.shared x16, load ldmatrix.trans x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 //       candidate smem     score   109.00  store st.shared x16, load ldmatrix x4: 96 wavefronts (3+4 conflicts/instr), 2 barriers

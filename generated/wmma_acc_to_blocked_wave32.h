@@ -38,6 +38,7 @@
 //     offset bases (swizzled memory layout, offset -> tensor element): [[8, 0], [1, 0], [0, 1], [0, 2], [0, 4], [0, 8], [2, 0], [4, 0], [16, 0], [0, 17]]
 //     store (ds_write_b32): 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
 //     load (ds_read_b32): 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
+//     barriers: 2 block
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
 //   candidate*smem     score    18.00  store ds_write_b32 x4, load ds_read_b32 x4: 8 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once

@@ -151,14 +151,16 @@ def parse_strides(text: Any) -> tuple[int, ...]:
 def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                     shape: Any = None, max_vector_bytes: int | None = None, strides: Any = None,
-                    instr: str = "auto", warps: int | None = None) -> ConversionPlan:
+                    instr: str = "auto", warps: int | None = None, scratch_buffers: int = 1) -> ConversionPlan:
     """Plan ``src -> dst``; each layout may be a LinearLayout, a Spec, a spec
     mapping or a spec path (``shape`` overrides both specs' shapes).  When
     one side is a memory layout (shared or global) the plan is a ``store``
     (registers -> memory) or ``load`` (memory -> registers), and a global
     tile into a shared tile a ``copy`` by ``warps`` warps (default 4);
     ``strides`` (elements) are the global strides its cost is predicted for,
-    ``instr`` forces vector or matrix (ldmatrix/stmatrix) accesses.  Raises ValueError
+    ``instr`` forces vector or matrix (ldmatrix/stmatrix) accesses;
+    ``scratch_buffers=2``: a conversion through shared memory issues no barrier before
+    its stores, for callers that alternate two scratch buffers.  Raises ValueError
     (SpecError for a bad spec) with one clear line."""
     from . import planner
     if swizzle not in ("optimal", "none"):
@@ -172,6 +174,9 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     s, s_spec = load_layout(src, shape, "source", memory_ok=True)
     d, d_spec = load_layout(dst, shape, "destination", memory_ok=True)
     s_space, d_space = _space(s, s_spec), _space(d, d_spec)
+    if scratch_buffers != 1 and (s_space, d_space) != ("registers", "registers"):
+        raise ValueError("--scratch-buffers applies to conversions between register layouts; "
+                         "a memory layout is given as --src/--dst")
     if swizzle != "optimal" and (s_space, d_space) != ("registers", "registers"):
         raise ValueError("--swizzle chooses the scratch layout of register conversions; "
                          "a memory layout given as --src/--dst is used as it is")
@@ -197,15 +202,18 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     if strides is not None:
         raise ValueError("--stride applies to global tiles; neither layout is one")
     return planner.plan_conversion(s, d, dtype=dtype, target=target, arch=arch, strategy=strategy,
-                                   swizzle=swizzle, smem_budget=smem_budget, max_vector_bytes=max_vector_bytes)
+                                   swizzle=swizzle, smem_budget=smem_budget, max_vector_bytes=max_vector_bytes,
+                                   scratch_buffers=scratch_buffers)
 
 
 def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strategy: str = "auto",
-              swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET) -> ConversionPlan:
+              swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
+              scratch_buffers: int = 1) -> ConversionPlan:
     """The reverse (dst -> src) plan for the bench: the same options; a forced
     strategy that is illegal in reverse falls back to ``auto``."""
     from . import planner
-    kw = dict(dtype=plan.dtype, target=plan.target, arch=plan.arch, swizzle=swizzle, smem_budget=smem_budget)
+    kw = dict(dtype=plan.dtype, target=plan.target, arch=plan.arch, swizzle=swizzle, smem_budget=smem_budget,
+              scratch_buffers=scratch_buffers)
     try:
         return planner.plan_conversion(dst, src, strategy=strategy, **kw)
     except ValueError:
@@ -287,7 +295,7 @@ def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | No
 
 def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None, strategy: str, swizzle: str,
                    smem_budget: int, shape: Any, name: str | None, strides: Any = None,
-                   warps: int | None = None) -> str:
+                   warps: int | None = None, scratch_buffers: int = 1) -> str:
     """The normalised ``llgen convert`` command recorded in a header (no -o, no --emit)."""
     q = shlex.quote
     parts = ["llgen", "convert", "--src", q(os.fspath(src)), "--dst", q(os.fspath(dst)),
@@ -300,6 +308,8 @@ def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None
         parts += ["--swizzle", swizzle]
     if smem_budget != DEFAULT_SMEM_BUDGET:
         parts += ["--smem-budget", str(smem_budget)]
+    if scratch_buffers != 1:
+        parts += ["--scratch-buffers", str(scratch_buffers)]
     if shape is not None:
         parts += ["--shape", q(",".join(map(str, shape)) if isinstance(shape, (list, tuple)) else str(shape))]
     if warps is not None:
@@ -325,7 +335,8 @@ class Conversion:
 def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
                      strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                      shape: Any = None, name: str | None = None, emit: Sequence[str] | str | None = None,
-                     root: str | None = None, strides: Any = None, warps: int | None = None) -> Conversion:
+                     root: str | None = None, strides: Any = None, warps: int | None = None,
+                     scratch_buffers: int = 1) -> Conversion:
     """Plan and render (in memory) the files ``llgen convert`` writes.
 
     ``src``/``dst`` are spec paths as the user gave them (recorded in the
@@ -340,7 +351,8 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     s, s_spec = load_layout(open_src, shape, "source", memory_ok=True)
     d, d_spec = load_layout(open_dst, shape, "destination", memory_ok=True)
     plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
-                           swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps)
+                           swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps,
+                           scratch_buffers=scratch_buffers)
     if (plan.memory is not None or plan.copy is not None) and "bench" in kinds:
         said_all = any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ()))
         if not said_all:
@@ -349,8 +361,8 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
                              "--emit bench: the bench times register conversions; this pair is a copy")
         kinds = tuple(k for k in kinds if k != "bench")          # `all`: every kind that applies
     command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name,
-                             strides, warps)
-    back = back_plan(plan, s, d, strategy, swizzle, smem_budget) if "bench" in kinds else None
+                             strides, warps, scratch_buffers)
+    back = back_plan(plan, s, d, strategy, swizzle, smem_budget, scratch_buffers) if "bench" in kinds else None
     s_text = layout_text(s, s_spec, os.fspath(src))
     d_text = layout_text(d, d_spec, os.fspath(dst))
     names = file_names(plan.target, out_name)

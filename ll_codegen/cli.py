@@ -160,7 +160,8 @@ class CommaChoice(click.ParamType):
     def __init__(self, choices: tuple[str, ...]):
         self.choices = tuple(choices)
 
-    def get_metavar(self, param: click.Parameter, *args: Any) -> str:
+    def get_metavar(self, param: click.Parameter, *args: Any, **kwargs: Any) -> str:
+        # click >= 8.2 also passes ctx (by keyword); older versions only param
         return "[" + "|".join(self.choices) + "][,...]"
 
     def convert(self, value: Any, param: Optional[click.Parameter], ctx: Optional[click.Context]) -> Any:
@@ -263,6 +264,11 @@ def _need(src: Optional[str], dst: Optional[str]) -> None:
 
 
 _DTYPE_HELP = "Element type (only its width matters)."
+_SCRATCH_BUFFERS = click.option(
+    "--scratch-buffers", "scratch_buffers", default="1", show_default=True, type=click.Choice(["1", "2"]),
+    callback=lambda ctx, param, v: int(v),
+    help="2: no barrier before a shared-memory conversion's stores; the caller alternates two scratch "
+         "buffers of kSmemBytes between consecutive conversions (see the header's Barriers line).")
 
 
 @main.command()
@@ -270,9 +276,10 @@ _DTYPE_HELP = "Element type (only its width matters)."
 @click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
 @click.option("--json", "as_json", is_flag=True,
               help="Print the plan as JSON (the text ConversionPlan.to_json() returns).")
+@_SCRATCH_BUFFERS
 def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
          smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
-         as_json: bool) -> None:
+         as_json: bool, scratch_buffers: int) -> None:
     """Plan the conversion from --src to --dst and print it: strategy,
     register permutation, shuffle rounds, shared memory and swizzle, predicted
     wavefronts and bank conflicts, and every candidate with its score,
@@ -280,7 +287,8 @@ def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, sw
     from ll_codegen.api import plan_conversion
     _need(src, dst)
     p = plan_conversion(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
-                        smem_budget=smem_budget, shape=shape, strides=strides, warps=warps)
+                        smem_budget=smem_budget, shape=shape, strides=strides, warps=warps,
+                        scratch_buffers=scratch_buffers)
     text = p.to_json() if as_json else p.summary()
     click.echo(text, nl=not text.endswith("\n"))
 
@@ -294,9 +302,10 @@ def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, sw
               help="C identifier for the namespace and file names (default: <src stem>_to_<dst stem>).")
 @click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
               help="header, harness, bench or all; repeatable or a comma list (default header,harness).")
+@_SCRATCH_BUFFERS
 def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
             smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
-            output: str, name: Optional[str], emit: tuple[str, ...]) -> None:
+            output: str, name: Optional[str], emit: tuple[str, ...], scratch_buffers: int) -> None:
     """Generate the conversion from --src to --dst: a header with the
     device function (and a test harness, a round-trip bench); prints each
     written path.  Same inputs give byte-identical files.  Every target is
@@ -306,7 +315,7 @@ def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str,
     check_output_dir(output, "-o")
     conv = conversion_files(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
                             smem_budget=smem_budget, shape=shape, name=name, emit=emit or None, strides=strides,
-                            warps=warps)
+                            warps=warps, scratch_buffers=scratch_buffers)
     for path in write_rendered(conv.files, output, "-o"):
         click.echo(path)
 

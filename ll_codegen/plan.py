@@ -135,7 +135,11 @@ class SmemPlan:
     copies do not store twice).  A barrier precedes each round's stores and
     separates them from its loads: ``__syncthreads()``; with ``barrier ==
     "warp"`` the second one is warp-scope (``__syncwarp()``), which suffices
-    because every warp loads only bytes it stored itself (``swizzle.warp_local``)."""
+    because every warp loads only bytes it stored itself (``swizzle.warp_local``).
+    With ``buffers == 2`` round 0 has no barrier before its stores: the caller
+    alternates two scratch buffers between consecutive conversions, and the
+    (block-wide) barrier between the stores and loads of the call in between
+    already ordered every earlier read of this buffer."""
     layout: dict[str, Any]
     swizzle: str                      # "optimal" | "none"
     store_vec: int
@@ -151,6 +155,7 @@ class SmemPlan:
     store_instr: str = "vector"
     load_instr: str = "vector"
     barrier: str = "block"            # "block" | "warp"
+    buffers: int = 1                  # 2: the caller alternates two scratch buffers (no barrier before round 0)
 
 
 @dataclass(frozen=True)

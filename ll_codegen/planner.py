@@ -151,7 +151,7 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
     m = plan.smem
     waves = m.store.total_wavefronts + m.load.total_wavefronts
     instrs = m.store.instructions + m.load.instructions
-    barriers = 2 * len(m.rounds)
+    barriers = 2 * len(m.rounds) - (m.buffers == 2)
     st_weight = STMATRIX if m.store_instr != "vector" else 1.0
     score = (WAVEFRONT * (st_weight * m.store.total_wavefronts + m.load.total_wavefronts)
              + ALU * instrs + BARRIER * barriers - (BARRIER - WARP_BARRIER) * len(m.rounds) * (m.barrier == "warp"))
@@ -170,8 +170,11 @@ def _instr_name(plan: ConversionPlan, instr: str, side: str, vec: int) -> str:
 def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                     target: Target | str = "cuda", arch: str | None = None,
                     strategy: str = "auto", swizzle: str = "optimal",
-                    smem_budget: int = 48 * 1024, max_vector_bytes: int | None = None) -> ConversionPlan:
+                    smem_budget: int = 48 * 1024, max_vector_bytes: int | None = None,
+                    scratch_buffers: int = 1) -> ConversionPlan:
     """Plan ``src -> dst`` for one element type and target; see the module docstring.
+    ``scratch_buffers=2``: a shared-memory plan leaves out the barrier before
+    its first stores (``SmemPlan.buffers``); the caller alternates two buffers.
 
     Raises ValueError with one clear sentence for any bad input or an illegal
     forced strategy."""
@@ -181,6 +184,8 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
         raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BYTES)})")
     if strategy not in STRATEGIES + ("auto",):
         raise ValueError(f"unknown strategy {short(strategy)} (known: auto, {', '.join(STRATEGIES)})")
+    if scratch_buffers not in (1, 2) or isinstance(scratch_buffers, bool):
+        raise ValueError(f"--scratch-buffers must be 1 or 2, got {short(scratch_buffers)}")
     _dims_ok(src, dst, target)
     src, dst = _normalise(src), _normalise(dst)
     w = DTYPE_BYTES[dtype]
@@ -228,6 +233,10 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     best = min(scored, key=lambda t: t[0][0])[1]      # first of equal scores: vector before matrix
     if level == "noop" and best.register is not None and best.register.dst_from_src == tuple(range(best.n_dst)):
         best = replace(best, strategy="noop")
+    if best.smem is not None and scratch_buffers == 2:
+        # the stores -> loads barrier is then what orders the previous call's reads of the other
+        # buffer before the next call's stores into it: it must be block-wide
+        best = replace(best, smem=replace(best.smem, buffers=2, barrier="block"))
     return replace(best, candidates=reports)
 
 

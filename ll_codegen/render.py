@@ -390,6 +390,8 @@ def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]
         rows = [(f"constexpr int kSrcRegs   = {p.n_src};", "elements per thread before convert()"),
                 (f"constexpr int kDstRegs   = {p.n_dst};", "elements per thread after convert()"),
                 (f"constexpr int kSmemBytes = {p.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
+        if p.smem is not None and p.smem.buffers == 2:
+            rows.append(("constexpr int kScratchBuffers = 2;", "alternate two kSmemBytes buffers between calls"))
     else:
         rows = [(f"constexpr int kRegs      = {max(p.n_src, p.n_dst)};", f"elements per thread {m.direction}() moves")]
         if p.via is not None:
@@ -612,7 +614,8 @@ class _Builder:
             steps.append({
                 "comment": f"{tag}{len(stores)} store(s) of {self.width(m.store_instr, m.store_vec)}, "
                            f"{len(loads)} load(s) of {self.width(m.load_instr, m.load_vec)}",
-                "stores": stores, "guard": guard, "loads": loads, "unpack": unpack, "visible": visible})
+                "stores": stores, "guard": guard, "loads": loads, "unpack": unpack, "visible": visible,
+                "free": i > 0 or m.buffers == 1})
         self.fn.steps = steps
         self.finish_prologue(self.smem_rows(("st", m.store_base), ("ld", m.load_base)))
 
@@ -998,6 +1001,13 @@ def _barrier_contract(plan: ConversionPlan) -> str:
     if plan.smem is None:
         return "Barriers: none; smem is not touched and no data leaves the thread."
     n = len(plan.smem.rounds)
+    if plan.smem.buffers == 2:
+        return (f"Barriers: {2 * n - 1} __syncthreads() ({n} round(s)), none before the first stores: "
+                f"kScratchBuffers = 2 -- consecutive conversions must use different scratch buffers (allocate "
+                f"two of kSmemBytes and alternate), so that the block barrier between this call's stores and "
+                f"loads has ordered every read of the buffer by the call before the previous one. Before the "
+                f"first call, and before reusing a buffer for anything else, __syncthreads(). Every thread of "
+                f"the block must make the call, with tid in [0, kThreads).")
     if plan.smem.barrier == "warp":
         sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
         return (f"Barriers: {n} __syncthreads() and {n} {sync} ({n} round(s)): a block barrier before each "
@@ -1305,7 +1315,9 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
             (plan.n_dst, plan.n_src, plan.elem_bytes, plan.threads, plan.target):
         raise ValueError("back_plan is not the reverse of plan (registers, element size, threads or target differ)")
     ctx["back"] = _conversion(back_plan, f"{name}_back")
-    ctx["smem_bytes"] = max(plan.smem_bytes, back_plan.smem_bytes)
+    buffer, ctx["smem_bytes"] = bench_smem(plan, back_plan)
+    ctx["buffer_bytes"] = buffer
+    ctx["back_offset"] = f" + {buffer}" if ctx["smem_bytes"] > buffer else ""
     ctx["src_idx"], ctx["src_at"] = _io(src, plan, "src_idx", decls)
     # 8/16-bit elements: the loop keeps packed words and calls convert_words;
     # the per-iteration change x ^= k then xors k into every element of a word
@@ -1313,6 +1325,15 @@ def render(plan: ConversionPlan, kind: str, name: str, command: str = "",
     ctx["xor_splat"] = {1: "(static_cast<uint32_t>(k) & 0xffu) * 0x01010101u",
                         2: "(static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u"}.get(plan.elem_bytes, "")
     return _env().get_template("bench.cu.j2").render(**ctx)
+
+
+def bench_smem(plan: ConversionPlan, back_plan: ConversionPlan) -> tuple[int, int]:
+    """(bytes of one scratch buffer, dynamic shared memory of the bench launch): two buffers, the
+    forward conversion in the first and the reverse one in the second, when either plan
+    alternates scratch buffers (``SmemPlan.buffers == 2``)."""
+    buffer = max(plan.smem_bytes, back_plan.smem_bytes)
+    two = any(p.smem is not None and p.smem.buffers == 2 for p in (plan, back_plan))
+    return buffer, 2 * buffer if two else buffer
 
 
 def write_files(plan: ConversionPlan, directory: str, name: str, emit: Sequence[str] = ("header", "harness"),

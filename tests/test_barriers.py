@@ -19,7 +19,7 @@ import pytest
 
 from ll_codegen import host
 from ll_codegen.api import plan_conversion
-from ll_codegen.corpus import blocked
+from ll_codegen.corpus import MMA, blocked
 from ll_codegen.emulator import SmemError, check_plan
 from ll_codegen.gpu import layout_of
 from ll_codegen.render import render
@@ -95,3 +95,22 @@ def test_host_runtime_runs_warp_barrier_plans_and_catches_a_wrong_one():
     results = host.verify_host(good + [wrong], seed=14)
     assert all(r.ok for r in results[:-1]), [r.message for r in results if not r.ok]
     assert not results[-1].ok and "race:" in results[-1].message, results[-1].message
+
+
+@pytest.mark.parametrize("src, dst, rounds_budget", [(ROW, COL, 48 * 1024), (MMA, ROW, 4096), (WARP_T_SRC, WARP_T_DST, 48 * 1024)])
+def test_two_scratch_buffers_drop_the_barrier_before_the_first_stores(src, dst, rounds_budget):
+    one = plan_conversion(src, dst, "f32", strategy="smem", smem_budget=rounds_budget)
+    two = plan_conversion(src, dst, "f32", strategy="smem", smem_budget=rounds_budget, scratch_buffers=2)
+    n = len(two.smem.rounds)
+    assert two.smem.buffers == 2 and two.smem.barrier == "block" and n == len(one.smem.rounds)
+    check_plan(two, *layouts(two))
+    text = render(two, "header", "t")
+    # rounds after the first still wait for the previous round's loads: 2n - 1 block barriers
+    assert text.count("__syncthreads();") == 2 * n - 1 and "__syncwarp" not in text
+    assert "kScratchBuffers = 2" in text and "alternate" in two.summary()
+    assert "__syncthreads();" in render(one, "header", "t")
+
+
+def test_scratch_buffers_is_for_register_conversions():
+    with pytest.raises(ValueError, match="scratch-buffers"):
+        plan_conversion(ROW, COL, "f16", scratch_buffers=3)

@@ -4,6 +4,7 @@ each strategy and element width, ``<name>_bench`` (convert, xor key ^ k, convert
 for an odd number of round trips that output depends on where every element went, so a forward
 conversion that misplaces elements fails even when the back conversion undoes it."""
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -69,11 +70,19 @@ int main(int argc, char** argv) {{
 '''
 
 
-@pytest.mark.parametrize("name,src,dst,dtype,target,arch", PAIRS, ids=[p[0] for p in PAIRS])
-def test_bench_kernels_write_the_expected_output(tmp_path, name, src, dst, dtype, target, arch):
+def _run_bench(tmp_path, name: str, src, dst, dtype: str, target: str, arch: str, buffers: int = 1,
+               edit=None) -> tuple[str, list[str]]:
+    """Render (header + bench), build and run the bench kernels on the host runtime: (stdout, the
+    mismatches against ``expected_output``).  ``edit`` may rewrite the bench source first."""
     s, d = spec_from_dict(dict(src)).linear, spec_from_dict(dict(dst)).linear
-    plan = plan_conversion(s, d, dtype, target, arch)
-    paths = write_files(plan, str(tmp_path), name, emit=("header", "bench"), back_plan=back_plan(plan, s, d))
+    plan = plan_conversion(s, d, dtype, target, arch, scratch_buffers=buffers)
+    paths = write_files(plan, str(tmp_path), name, emit=("header", "bench"),
+                        back_plan=back_plan(plan, s, d, scratch_buffers=buffers))
+    if edit is not None:
+        with open(paths[-1]) as f:
+            text = f.read()
+        with open(paths[-1], "w") as f:
+            f.write(edit(text))
     drv = tmp_path / "driver.cpp"
     drv.write_text(_driver(name, plan, os.path.basename(paths[-1])))
     exe = tmp_path / "driver"
@@ -86,11 +95,44 @@ def test_bench_kernels_write_the_expected_output(tmp_path, name, src, dst, dtype
     (tmp_path / "in.bin").write_bytes(inp.tobytes())
     r = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True,
                        text=True, timeout=300)
-    assert r.returncode == 0 and "ERR" not in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    assert r.returncode == 0, r.stderr[-2000:]
     outs = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=dt).reshape(2 * len(ITERS), -1)
+    bad = []
     for got, (kind, iters) in zip(outs, [(k, it) for k in ("bench", "base") for it in ITERS]):
         want = expected_output(inp, inp.size, iters)
-        assert np.array_equal(got, want), f"{kind} after {iters} round trips: {int((got != want).sum())} differ"
+        if not np.array_equal(got, want):
+            bad.append(f"{kind} after {iters} round trips: {int((got != want).sum())} differ")
+    return r.stdout, bad
+
+
+@pytest.mark.parametrize("name,src,dst,dtype,target,arch", PAIRS, ids=[p[0] for p in PAIRS])
+def test_bench_kernels_write_the_expected_output(tmp_path, name, src, dst, dtype, target, arch):
+    out, bad = _run_bench(tmp_path, name, src, dst, dtype, target, arch)
+    assert "ERR" not in out and not bad, out[-3000:] + "; ".join(bad)
+
+
+DOUBLE = [p for p in PAIRS if p[0] in ("row_col_f16", "row_col_f32", "mma_row_i8", "warp_t_f32")]
+
+
+@pytest.mark.parametrize("name,src,dst,dtype,target,arch", DOUBLE, ids=[p[0] for p in DOUBLE])
+def test_double_buffered_bench_kernels(tmp_path, name, src, dst, dtype, target, arch):
+    """--scratch-buffers 2: no barrier before the stores; the bench alternates two buffers (forward
+    in the first, reverse in the second) and the host runtime's race checker finds no hazard."""
+    out, bad = _run_bench(tmp_path, name, src, dst, dtype, target, arch, buffers=2)
+    assert "ERR" not in out and not bad, out[-3000:] + "; ".join(bad)
+
+
+def test_double_buffered_plans_race_on_one_buffer(tmp_path):
+    """The same kernel with both conversions on one buffer: the missing barrier is a race (warp_t:
+    forward and reverse lay the scratch out differently; where they mirror each other, as in
+    row_col, each thread stores exactly the bytes it loaded and one buffer would not race)."""
+    def one_buffer(text: str) -> str:
+        edited = re.sub(r"smem \+ \d+\)", "smem)", text)
+        assert edited != text
+        return edited
+    name, src, dst, dtype, target, arch = DOUBLE[-1]     # forward and reverse lay the scratch out differently
+    out, _ = _run_bench(tmp_path, name, src, dst, dtype, target, arch, buffers=2, edit=one_buffer)
+    assert "race:" in out, out[-2000:]
 
 
 def test_expected_output_sees_placement():

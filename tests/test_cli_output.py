@@ -74,6 +74,13 @@ def test_emit_choice_and_choices_listed_in_help():
         assert frag in out, frag
 
 
+@pytest.mark.parametrize("command", ["plan", "convert", "verify", "bench", "show", "gather", "regenerate"])
+def test_every_command_prints_its_help(command):
+    """--help renders every option's metavar (CommaChoice's get_metavar gets ctx from click >= 8.2)."""
+    r = _run([command, "--help"])
+    assert r.exit_code == 0 and "Usage:" in r.stdout and not r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("command", ["plan", "convert", "bench"])
 def test_missing_src_or_dst_is_one_line(command):
     _one_error_line(_run([command, "--dst", COL]), "Missing option '--src'")
