@@ -410,6 +410,8 @@ def parse_yaml(text: str, source: str) -> Any:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "YAML"
         what = e.problem or "malformed YAML"
+        if "maximum nesting depth" in what:   # libyaml >= 0.2.5 stops at depth 1000, before the composer looks
+            raise SpecError(source, where, f"nested more than {limits.MAX_YAML_DEPTH} levels deep") from None
         if e.context:
             cm = e.context_mark
             started = (f" started at line {cm.line + 1}, column {cm.column + 1}"
