@@ -398,6 +398,12 @@ def plan_gather_smem(src: LinearLayout, idx: LinearLayout, axis: int, elem_bytes
 
 
 # ------------------------------------------------------------------ choice
+# A gather's shuffles (runtime source lanes, selects on the index) measured about 1.5x a conversion's
+# against its own smem path (H100 sweep and the issue's cases, bench/RESULTS.md): with 1.5 `auto` picks
+# the faster of ours on all 20 timed cases; with 1.0 it kept shuffles on the 4-register cases (2-5% slower).
+GATHER_SHUFFLE = 1.5 * SHUFFLE
+
+
 def score(plan: GatherPlan) -> tuple[float, str]:
     """Predicted cost in the planner's units (SM issue slots per warp)."""
     if plan.shuffle is not None:
@@ -407,7 +413,7 @@ def score(plan: GatherPlan) -> tuple[float, str]:
         selects = (words - 1) * s.words + (1 if s.per > 1 and n > 1 else 0)
         packs = words * (min(n, s.per) - 1)
         alu = plan.n_idx * (selects + packs + 4)          # 4: index mask, lane and register terms
-        return SHUFFLE * s.shuffles + ALU * alu, f"{s.shuffles} shuffles ({n} candidates/element), {alu} ALU ops"
+        return GATHER_SHUFFLE * s.shuffles + ALU * alu, f"{s.shuffles} shuffles ({n} candidates/element), {alu} ALU ops"
     m = plan.smem
     loads = plan.n_idx * m.load_wavefronts
     instrs = len(m.stores) + plan.n_idx * 4               # a load and its address terms
