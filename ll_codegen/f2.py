@@ -117,8 +117,10 @@ def solve(cols: Sequence[int], b: int) -> int | None:
     return Solver(cols).solve(b)
 
 
-def independent_subset(vectors: Sequence[int]) -> list[int]:
-    """Indices of the vectors that raise the rank when taken in order."""
+def _reduced_rows(vectors: Sequence[int]) -> tuple[dict[int, int], list[int]]:
+    """Reduced echelon form of span(vectors), ``{pivot bit: row}`` with each
+    pivot bit set in exactly one row, and the indices of the vectors that
+    raised the rank when taken in order."""
     rows: dict[int, int] = {}
     keep = []
     for j, v in enumerate(vectors):
@@ -132,7 +134,21 @@ def independent_subset(vectors: Sequence[int]) -> list[int]:
                     rows[q] ^= v
             rows[p] = v
             keep.append(j)
-    return keep
+    return rows, keep
+
+
+def independent_subset(vectors: Sequence[int]) -> list[int]:
+    """Indices of the vectors that raise the rank when taken in order."""
+    return _reduced_rows(vectors)[1]
+
+
+def echelon_basis(vectors: Sequence[int]) -> tuple[list[int], list[int]]:
+    """(basis in reduced echelon form, ascending pivot bits) of span(vectors):
+    each pivot bit is set in exactly one basis vector, so coordinate j of x in
+    the span is bit ``pivots[j]`` of x."""
+    rows = _reduced_rows(vectors)[0]
+    pivots = sorted(rows)
+    return [rows[p] for p in pivots], pivots
 
 
 def complete_basis(vectors: Sequence[int], n: int, candidates: Sequence[int] | None = None) -> list[int]:

@@ -268,25 +268,6 @@ class _Space:
 
 
 # ------------------------------------------------------------------ shuffle
-def _echelon_basis(vectors: list[int]) -> tuple[list[int], list[int]]:
-    """(basis in reduced echelon form, ascending pivot bits) of span(vectors):
-    each pivot bit is set in exactly one basis vector, so the coordinate j of
-    x in the span is bit ``pivots[j]`` of x."""
-    rows: dict[int, int] = {}
-    for v in vectors:
-        for p, r in rows.items():
-            if v >> p & 1:
-                v ^= r
-        if v:
-            p = v.bit_length() - 1
-            for q in list(rows):
-                if rows[q] >> p & 1:
-                    rows[q] ^= v
-            rows[p] = v
-    pivots = sorted(rows)
-    return [rows[p] for p in pivots], pivots
-
-
 def plan_gather_shuffle(src: LinearLayout, idx: LinearLayout, axis: int, elem_bytes: int) -> GatherShufflePlan:
     """The warp-local lowering; raises NotWarpLocal when data crosses warps."""
     sp = _Space(src, idx, axis)
@@ -305,7 +286,7 @@ def plan_gather_shuffle(src: LinearLayout, idx: LinearLayout, axis: int, elem_by
     warp = [solve(sp.nonaxis(u) ^ s_warp[k], f"index warp basis {k} (vs the source's)")
             for k, u in enumerate(idx.flat_bases("warp"))]
     reg = [solve(sp.nonaxis(u), "an index register basis") for u in idx.flat_bases("register")]
-    Q, pivots = _echelon_basis([a for a, _ in lane + warp + v])
+    Q, pivots = f2.echelon_basis([a for a, _ in lane + warp + v])
     outs = []
     for r in range(1 << len(reg)):
         rr = f2.apply([a for a, _ in reg], r)
