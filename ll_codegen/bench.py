@@ -136,9 +136,7 @@ def plan_features(plan: ConversionPlan) -> dict:
                  smem_bytes=m.bytes, rounds=len(m.rounds))
     elif plan.shuffle is not None:
         s = plan.shuffle
-        f.update(shfl=len(s.rounds) * s.words,
-                 selects=len(s.rounds) * s.words * ((s.send_select.size - 1) + (s.recv_select.size - 1)),
-                 packs=len(s.rounds) * (s.vec - 1) * 2 if s.vec > 1 else 0)
+        f.update(shfl=s.shuffles, selects=s.selects, packs=s.packs)
     elif plan.register is not None:
         f["moves"] = plan.n_dst
     return f

@@ -94,6 +94,22 @@ class ShufflePlan:
     rounds: tuple[ShuffleRound, ...]
     sets: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
+    @property
+    def shuffles(self) -> int:
+        """Warp shuffles per thread: a round whose source lane is the lane itself
+        (``lane ^ 0``) moves its payload in registers."""
+        return self.words * sum(1 for r in self.rounds if self.src_lane is not None or r.lane_xor)
+
+    @property
+    def selects(self) -> int:
+        """Lane-dependent selects per thread, send and receive side (the cost model's count)."""
+        return len(self.rounds) * self.words * ((self.send_select.size - 1) + (self.recv_select.size - 1))
+
+    @property
+    def packs(self) -> int:
+        """Pack and unpack operations per thread when ``vec`` elements share a payload."""
+        return len(self.rounds) * (self.vec - 1) * 2 if self.vec > 1 else 0
+
 
 @dataclass(frozen=True)
 class SmemAccess:

@@ -142,9 +142,7 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
         return 0.0, f"{plan.n_dst} register moves"
     if plan.shuffle is not None:
         s = plan.shuffle
-        shfl = len(s.rounds) * s.words
-        selects = len(s.rounds) * s.words * ((s.send_select.size - 1) + (s.recv_select.size - 1))
-        packs = len(s.rounds) * (s.vec - 1) * 2 if s.vec > 1 else 0
+        shfl, selects, packs = s.shuffles, s.selects, s.packs
         score = SHUFFLE * shfl + ALU * (selects + packs)
         what = "shuffles" if plan.target != "hip" else shuffle_name(plan.target)     # HIP: the AMD instruction
         return score, f"{shfl} {what}, {selects} selects, {packs} pack ops"

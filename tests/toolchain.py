@@ -90,8 +90,7 @@ def expected(plan: ConversionPlan) -> dict[str, object]:
         return exp
     if plan.shuffle is not None:
         s = plan.shuffle
-        live = sum(1 for r in s.rounds if s.src_lane is not None or r.lane_xor)
-        exp["shfl"] = live * s.words
+        exp["shfl"] = s.shuffles
     if plan.smem is not None:
         m = plan.smem
         st = [a for r in m.rounds for a in r.stores]
