@@ -1332,8 +1332,10 @@ def bench_smem(plan: ConversionPlan, back_plan: ConversionPlan) -> tuple[int, in
     forward conversion in the first and the reverse one in the second, when either plan
     alternates scratch buffers (``SmemPlan.buffers == 2``)."""
     buffer = max(plan.smem_bytes, back_plan.smem_bytes)
-    two = any(p.smem is not None and p.smem.buffers == 2 for p in (plan, back_plan))
-    return buffer, 2 * buffer if two else buffer
+    if not any(p.smem is not None and p.smem.buffers == 2 for p in (plan, back_plan)):
+        return buffer, buffer
+    buffer = -(-buffer // 16) * 16            # the second buffer 16-byte aligned, as the first
+    return buffer, 2 * buffer
 
 
 def write_files(plan: ConversionPlan, directory: str, name: str, emit: Sequence[str] = ("header", "harness"),
