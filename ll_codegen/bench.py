@@ -51,7 +51,7 @@ import numpy as np
 
 from .layout import LinearLayout
 from .plan import ConversionPlan
-from .planner import (ALU, BARRIER, DTYPE_BYTES, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, _normalise, classify,
+from .planner import (ALU, BARRIER, DTYPE_BYTES, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, normalise, classify,
                       plan_conversion)
 from .render import bench_smem, write_files
 from .swizzle import plan_smem
@@ -96,7 +96,7 @@ def bounds(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> dict:
     thread must receive from other lanes (max over lanes), one warp
     instruction per clock per SM, summed over warps.  ``bound`` is the
     smaller legal one; 0 when no data crosses lanes."""
-    src, dst = _normalise(src), _normalise(dst)
+    src, dst = normalise(src), normalise(dst)
     level = classify(src, dst)
     tile = 1
     for s in _sizes(src):
@@ -229,7 +229,7 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
             out.append(p)
             continue
         try:
-            smem = plan_smem(_normalise(src), _normalise(dst), DTYPE_BYTES[dtype], tgt, "optimal")
+            smem = plan_smem(normalise(src), normalise(dst), DTYPE_BYTES[dtype], tgt, "optimal")
         except ValueError:
             smem = [p.smem]
         out += [replace(p, smem=m, candidates=()) for m in smem]
@@ -495,7 +495,7 @@ def gluon_kernels():
 def gluon_linear(L: LinearLayout):
     """Our layout as ``ttgl.DistributedLinearLayout`` with exactly our bases."""
     ttgl = gluon_kernels()["ttgl"]
-    b = _normalise(L).bases
+    b = normalise(L).bases
     return ttgl.DistributedLinearLayout(reg_bases=b["register"], lane_bases=b["lane"], warp_bases=b["warp"],
                                         block_bases=b.get("block", []), shape=_sizes(L))
 

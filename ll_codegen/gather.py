@@ -62,7 +62,7 @@ import numpy as np
 from . import f2
 from .layout import LinearLayout
 from .plan import AccessCost, Candidate, SmemAccess, XorForm
-from .planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, WAVEFRONT
+from .planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, WAVEFRONT, check_distributed, normalise
 from .target import Target, get_target
 
 INDEX_DTYPES = {"i32": 4, "u32": 4, "i16": 2, "u16": 2, "i8": 1, "u8": 1}
@@ -218,19 +218,9 @@ def _join(coords: list[int], shape: tuple[int, ...]) -> int:
     return v
 
 
-def _normalise(L: LinearLayout) -> LinearLayout:
-    return L.with_in_dims({d: L.in_dim_size(d) for d in ("register", "lane", "warp", "block")})
-
-
 def _check(src: LinearLayout, idx: LinearLayout, axis: int, target: Target) -> None:
     for name, L in (("source", src), ("index", idx)):
-        if not {"register", "lane"} <= set(L.in_dims) or "offset" in L.in_dims:
-            raise ValueError(f"the {name} layout is not a distributed layout (needs register/lane dims)")
-        if L.in_dim_size("lane") != target.warp_size:
-            raise ValueError(f"the {name} layout has {L.in_dim_size('lane')} lanes but target {target.name} "
-                             f"{target.arch} has warp size {target.warp_size}")
-        if L.in_dim_size("block") != 1:
-            raise ValueError("gathers across CTAs (block size > 1) are not supported")
+        check_distributed(name, L, target, "gathers")
     s, i = list(src.out_dim_sizes.values()), list(idx.out_dim_sizes.values())
     if len(s) != len(i):
         raise ValueError(f"ranks differ: source {s} vs index {i}")
@@ -417,7 +407,7 @@ def plan_gather(src: LinearLayout, idx: LinearLayout, axis: int, dtype: str = "f
     if strategy not in GATHER_STRATEGIES + ("auto",):
         raise ValueError(f"unknown gather strategy {strategy!r} (known: auto, {', '.join(GATHER_STRATEGIES)})")
     _check(src, idx, axis, target)
-    src, idx = _normalise(src), _normalise(idx)
+    src, idx = normalise(src), normalise(idx)
     w = DTYPE_BYTES[dtype]
     s_shape, i_shape = tuple(src.out_dim_sizes.values()), tuple(idx.out_dim_sizes.values())
     base = GatherPlan(strategy="", dtype=dtype, index_dtype=index_dtype, elem_bytes=w,

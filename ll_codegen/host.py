@@ -109,22 +109,45 @@ def write_sources(directory: str, cases: Sequence[tuple[str, ConversionPlan]]) -
 
 
 def build(directory: str, cases: Sequence[tuple[str, ConversionPlan]], exe: str = "driver",
-          sources: str | None = None) -> tuple[str | None, str]:
-    """Compile the driver of ``cases`` into ``directory``; the harnesses and
-    headers are in ``sources`` (default: ``directory``).  (path or None, log)."""
+          sources: str | None = None, driver: str | None = None,
+          defines: Sequence[str] = ()) -> tuple[str | None, str]:
+    """Compile the driver of ``cases`` (``driver``: its source text, default
+    ``driver_source(cases)``) into ``directory``; the harnesses and headers are
+    in ``sources`` (default: ``directory``); ``defines``: extra macros.
+    (path or None, log)."""
     cxx = compiler()
     if cxx is None:
         return None, "no clang++ found (install clang, or Debian's hipcc which brings it)"
     src = os.path.join(directory, exe + ".cpp")
     with open(src, "w", encoding="utf-8") as fh:
-        fh.write(driver_source(cases))
+        fh.write(driver if driver is not None else driver_source(cases))
     path = os.path.join(directory, exe)
-    proc = subprocess.run([cxx, *FLAGS, "-I", SIMT_DIR, "-I", sources or directory, "-include", "simt_host.h",
-                           src, "-o", path],
+    proc = subprocess.run([cxx, *FLAGS, *[f"-D{d}" for d in defines], "-I", SIMT_DIR, "-I", sources or directory,
+                           "-include", "simt_host.h", src, "-o", path],
                           capture_output=True, text=True, cwd=directory)
     if proc.returncode:
         return None, (proc.stdout + proc.stderr)[-3000:]
     return path, ""
+
+
+def run_driver(path: str, inputs: Sequence[bytes]) -> tuple[int, str, dict[int, list[str]], bytes]:
+    """Run a built driver ``path IN OUT`` on the concatenated ``inputs``:
+    (exit status, stderr, the runtime's ``ERR <case> <message>`` lines per case,
+    the bytes it wrote to OUT)."""
+    fin, fout = path + ".in", path + ".out"
+    with open(fin, "wb") as fh:
+        fh.write(b"".join(inputs))
+    proc = subprocess.run([path, fin, fout], capture_output=True, text=True, timeout=600)
+    errors: dict[int, list[str]] = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("ERR "):
+            _, i, msg = line.split(" ", 2)
+            errors.setdefault(int(i), []).append(msg)
+    data = b""
+    if proc.returncode == 0:
+        with open(fout, "rb") as fh:
+            data = fh.read()
+    return proc.returncode, proc.stderr, errors, data
 
 
 def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, ConversionPlan]],
@@ -136,20 +159,9 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, ConversionPla
             flat, out_want, want = random_data(p, rng, v)
             inputs += [flat.tobytes(), (~out_want).tobytes(), np.ascontiguousarray(~want).tobytes()]  # poisoned outputs
             wants.append((name + v, p, out_want, want))
-    fin, fout = os.path.join(directory, exe + ".in"), os.path.join(directory, exe + ".out")
-    with open(fin, "wb") as fh:
-        fh.write(b"".join(inputs))
-    proc = subprocess.run([os.path.join(directory, exe), fin, fout], capture_output=True, text=True, timeout=600)
-    errors: dict[int, list[str]] = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("ERR "):
-            _, i, msg = line.split(" ", 2)
-            errors.setdefault(int(i), []).append(msg)
-    if proc.returncode:
-        return [RunResult(False, f"{name}: host driver exited with {proc.returncode}: {proc.stderr[-500:]}")
-                for name, _ in cases]
-    with open(fout, "rb") as fh:
-        data = fh.read()
+    code, stderr, errors, data = run_driver(os.path.join(directory, exe), inputs)
+    if code:
+        return [RunResult(False, f"{name}: host driver exited with {code}: {stderr[-500:]}") for name, _ in cases]
     per_run, pos = [], 0
     for i, (name, p, flat, want) in enumerate(wants):
         raw = RAW[p.elem_bytes]
@@ -273,18 +285,8 @@ def verify_gather_host(items: Sequence[tuple[str, object]], seed: int = 0, runs:
             for fname, text in gather_files(p, name).items():
                 with open(os.path.join(directory, fname), "w", encoding="utf-8") as fh:
                     fh.write(text)
-        cxx = compiler()
-        if cxx is None:
-            return [RunResult(False, f"{name}: no clang++ found") for name, _ in items]
-        src = os.path.join(directory, "gdriver.cpp")
-        with open(src, "w", encoding="utf-8") as fh:
-            fh.write(gather_driver_source(items))
-        exe = os.path.join(directory, "gdriver")
-        proc = subprocess.run([cxx, *FLAGS, *[f"-D{d}" for d in defines], "-I", SIMT_DIR, "-I", directory,
-                               "-include", "simt_host.h", src, "-o", exe],
-                              capture_output=True, text=True, cwd=directory)
-        if proc.returncode:
-            log = (proc.stdout + proc.stderr)[-3000:]
+        exe, log = build(directory, [], "gdriver", driver=gather_driver_source(items), defines=defines)
+        if exe is None:
             return [RunResult(False, f"{name}: host compile failed: {log}") for name, _ in items]
         rng = np.random.default_rng(seed)
         results: list[RunResult] = [RunResult(True, f"{name}: ok (bit-exact, host SIMT)") for name, _ in items]
@@ -294,20 +296,10 @@ def verify_gather_host(items: Sequence[tuple[str, object]], seed: int = 0, runs:
                 src_t, idx_t, want_t, regs = gather_expected(p, rng)
                 data += [src_t.tobytes(), idx_t.tobytes(), (~want_t).tobytes(), (~regs).tobytes()]
                 wants.append((want_t, regs))
-            fin, fout = exe + ".in", exe + ".out"
-            with open(fin, "wb") as fh:
-                fh.write(b"".join(data))
-            run = subprocess.run([exe, fin, fout], capture_output=True, text=True, timeout=600)
-            if run.returncode:
-                return [RunResult(False, f"{name}: host driver exited with {run.returncode}: {run.stderr[-300:]}")
+            code, stderr, errors, blob = run_driver(exe, data)
+            if code:
+                return [RunResult(False, f"{name}: host driver exited with {code}: {stderr[-300:]}")
                         for name, _ in items]
-            errors: dict[int, list[str]] = {}
-            for line in run.stdout.splitlines():
-                if line.startswith("ERR "):
-                    _, i, msg = line.split(" ", 2)
-                    errors.setdefault(int(i), []).append(msg)
-            with open(fout, "rb") as fh:
-                blob = fh.read()
             pos = 0
             for i, ((name, p), (want_t, regs)) in enumerate(zip(items, wants)):
                 raw = RAW[p.elem_bytes]

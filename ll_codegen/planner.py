@@ -54,23 +54,27 @@ WARP_BARRIER = 4.0      # __syncwarp(): waits for no other warp; priced as a blo
 SECTOR = 1.5
 
 
+def check_distributed(name: str, L: LinearLayout, target: Target, what: str = "conversions") -> None:
+    """ValueError unless ``L`` is a distributed layout of ``target``'s warp size within one CTA."""
+    if not {"register", "lane"} <= set(L.in_dims) or "offset" in L.in_dims:
+        raise ValueError(f"the {name} layout is not a distributed layout (needs register/lane dims)")
+    if L.in_dim_size("lane") != target.warp_size:
+        raise ValueError(f"the {name} layout has {L.in_dim_size('lane')} lanes but target {target.name} "
+                         f"{target.arch} has warp size {target.warp_size}")
+    if L.in_dim_size("block") != 1:
+        raise ValueError(f"{what} across CTAs (block size > 1) are not supported")
+
+
 def _dims_ok(src: LinearLayout, dst: LinearLayout, target: Target) -> None:
     for name, L in (("source", src), ("destination", dst)):
-        if not {"register", "lane"} <= set(L.in_dims) or "offset" in L.in_dims:
-            raise ValueError(f"the {name} layout is not a distributed layout (needs register/lane dims)")
+        check_distributed(name, L, target)
     if src.out_dim_sizes != dst.out_dim_sizes:
         raise ValueError(f"shapes differ: source {src.out_dim_sizes} vs destination {dst.out_dim_sizes}")
-    for d in ("lane", "warp", "block"):
-        if src.in_dim_size(d) != dst.in_dim_size(d):
-            raise ValueError(f"{d} counts differ: source {src.in_dim_size(d)} vs destination {dst.in_dim_size(d)}")
-    if src.in_dim_size("lane") != target.warp_size:
-        raise ValueError(f"layouts have {src.in_dim_size('lane')} lanes but target {target.name} "
-                         f"{target.arch} has warp size {target.warp_size}")
-    if src.in_dim_size("block") != 1:
-        raise ValueError("conversions across CTAs (block size > 1) are not supported")
+    if src.in_dim_size("warp") != dst.in_dim_size("warp"):
+        raise ValueError(f"warp counts differ: source {src.in_dim_size('warp')} vs destination {dst.in_dim_size('warp')}")
 
 
-def _normalise(L: LinearLayout) -> LinearLayout:
+def normalise(L: LinearLayout) -> LinearLayout:
     return L.with_in_dims({d: L.in_dim_size(d) for d in ("register", "lane", "warp", "block")})
 
 
@@ -185,7 +189,7 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     if scratch_buffers not in (1, 2) or isinstance(scratch_buffers, bool):
         raise ValueError(f"--scratch-buffers must be 1 or 2, got {short(scratch_buffers)}")
     _dims_ok(src, dst, target)
-    src, dst = _normalise(src), _normalise(dst)
+    src, dst = normalise(src), normalise(dst)
     w = DTYPE_BYTES[dtype]
     level = classify(src, dst)
     base = ConversionPlan(
@@ -307,7 +311,7 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
                          f"{target.arch} has warp size {target.warp_size}")
     if dist.in_dim_size("block") != 1:
         raise ValueError("layouts across CTAs (block size > 1) are not supported")
-    dist = _normalise(dist)
+    dist = normalise(dist)
     w = DTYPE_BYTES[dtype]
     if space == "shared":
         plans = shared_plans(dist, tile, w, target, direction, max_vector_bytes)
