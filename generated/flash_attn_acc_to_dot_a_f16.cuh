@@ -40,9 +40,9 @@
 //   registers: dst[i] = src[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31][i]]
 //   candidate*register score     0.00  32 register moves
 //   candidate shuffle  score     8.00  0 shuffles, 0 selects, 32 pack ops
-//   candidate smem     score    42.00  store st.shared x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (half warp-scope)
-//   candidate smem     score    45.00  store st.shared x16, load ldmatrix x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (half warp-scope)
-//   candidate smem     score    65.00  store st.shared x32, load ldmatrix.trans x4: 48 wavefronts (0+0 conflicts/instr), 2 barriers (half warp-scope)
+//   candidate smem     score    42.00  store st.shared x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate smem     score    45.00  store st.shared x16, load ldmatrix x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate smem     score    65.00  store st.shared x32, load ldmatrix.trans x4: 48 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -129,8 +129,8 @@ def plan_features(plan: ConversionPlan) -> dict:
         m = plan.smem
         f.update(waves=m.store.total_wavefronts + m.load.total_wavefronts,
                  stmatrix_waves=m.store.total_wavefronts if m.store_instr != "vector" else 0,
-                 instrs=m.store.instructions + m.load.instructions, barriers=2 * len(m.rounds),
-                 warp_barrier=m.barrier == "warp",
+                 instrs=m.store.instructions + m.load.instructions, barriers=m.block_barriers,
+                 warp_barriers=m.warp_barriers,
                  store=f"{m.store_instr}/{m.store_vec}", load=f"{m.load_instr}/{m.load_vec}",
                  conflicts=[m.store.bank_conflicts, m.load.bank_conflicts], swizzle=m.swizzle,
                  smem_bytes=m.bytes, rounds=len(m.rounds))
@@ -154,9 +154,8 @@ def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None, warp_ba
     if f["strategy"] == "shuffle":
         return shuffle * f["shfl"] + alu * (f["selects"] + f["packs"])
     stmatrix_extra = (STMATRIX - 1) * f.get("stmatrix_waves", 0)
-    half = f["barriers"] // 2 if f.get("warp_barrier") else 0       # the stores -> loads barriers, warp-scope
-    return wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * (f["barriers"] - half) \
-        + warp_barrier * half
+    return (wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * f["barriers"]
+            + warp_barrier * f.get("warp_barriers", 0))
 
 
 def describe(plan: ConversionPlan) -> str:

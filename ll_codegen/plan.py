@@ -173,6 +173,17 @@ class SmemPlan:
     barrier: str = "block"            # "block" | "warp"
     buffers: int = 1                  # 2: the caller alternates two scratch buffers (no barrier before round 0)
 
+    @property
+    def warp_barriers(self) -> int:
+        """Warp-scope barriers per call: each round's stores -> loads one, in a warp-local plan."""
+        return len(self.rounds) if self.barrier == "warp" else 0
+
+    @property
+    def block_barriers(self) -> int:
+        """``__syncthreads()`` per call: two per round, less the warp-scope ones and, with two
+        scratch buffers, the one before the first stores."""
+        return 2 * len(self.rounds) - self.warp_barriers - (self.buffers == 2)
+
 
 @dataclass(frozen=True)
 class GlobalAccess:

@@ -153,15 +153,15 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
     m = plan.smem
     waves = m.store.total_wavefronts + m.load.total_wavefronts
     instrs = m.store.instructions + m.load.instructions
-    barriers = 2 * len(m.rounds) - (m.buffers == 2)
+    barriers = m.block_barriers + m.warp_barriers
     st_weight = STMATRIX if m.store_instr != "vector" else 1.0
     score = (WAVEFRONT * (st_weight * m.store.total_wavefronts + m.load.total_wavefronts)
-             + ALU * instrs + BARRIER * barriers - (BARRIER - WARP_BARRIER) * len(m.rounds) * (m.barrier == "warp"))
+             + ALU * instrs + BARRIER * m.block_barriers + WARP_BARRIER * m.warp_barriers)
     st, ld = (_instr_name(plan, m.store_instr, "st", m.store_vec), _instr_name(plan, m.load_instr, "ld", m.load_vec))
     return score, (f"store {st} x{m.store.instructions}, "
                    f"load {ld} x{m.load.instructions}: {waves} wavefronts "
                    f"({m.store.bank_conflicts}+{m.load.bank_conflicts} conflicts/instr), {barriers} barriers"
-                          f"{' (half warp-scope)' if m.barrier == 'warp' else ''}")
+                          f"{f' ({m.warp_barriers} warp-scope)' if m.warp_barriers else ''}")
 
 
 def _instr_name(plan: ConversionPlan, instr: str, side: str, vec: int) -> str:

@@ -1002,7 +1002,7 @@ def _barrier_contract(plan: ConversionPlan) -> str:
         return "Barriers: none; smem is not touched and no data leaves the thread."
     n = len(plan.smem.rounds)
     if plan.smem.buffers == 2:
-        return (f"Barriers: {2 * n - 1} __syncthreads() ({n} round(s)), none before the first stores: "
+        return (f"Barriers: {plan.smem.block_barriers} __syncthreads() ({n} round(s)), none before the first stores: "
                 f"kScratchBuffers = 2 -- consecutive conversions must use different scratch buffers (allocate "
                 f"two of kSmemBytes and alternate), so that the block barrier between this call's stores and "
                 f"loads has ordered every read of the buffer by the call before the previous one. Before the "
@@ -1010,7 +1010,8 @@ def _barrier_contract(plan: ConversionPlan) -> str:
                 f"the block must make the call, with tid in [0, kThreads).")
     if plan.smem.barrier == "warp":
         sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
-        return (f"Barriers: {n} __syncthreads() and {n} {sync} ({n} round(s)): a block barrier before each "
+        return (f"Barriers: {plan.smem.block_barriers} __syncthreads() and {plan.smem.warp_barriers} {sync} "
+                f"({n} round(s)): a block barrier before each "
                 f"round's stores, so the scratch may still be in use by the caller or an earlier convert() "
                 f"when this one starts; a warp barrier between stores and loads, enough because every warp "
                 f"reads back only bytes it wrote itself. Every thread of the block must make the call, with "

@@ -46,10 +46,8 @@ def summary(plan: ConversionPlan) -> str:
                 kind += f" ({instruction_name(p.target, 'vector', kind, vec * p.elem_bytes)})"
             lines.append(f"  {kind}: {c.instructions} instr/warp, {c.wavefronts} wavefronts/instr, "
                          f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp")
-        n = len(m.rounds)
-        block = 2 * n - (m.buffers == 2) - (n if m.barrier == "warp" else 0)
-        lines.append(f"  barriers: {block} block" + (f" + {n} warp (each warp reads back only its own bytes)"
-                                                     if m.barrier == "warp" else "")
+        lines.append(f"  barriers: {m.block_barriers} block"
+                     + (f" + {m.warp_barriers} warp (each warp reads back only its own bytes)" if m.warp_barriers else "")
                      + ("; none before the first stores: the caller alternates 2 scratch buffers"
                         if m.buffers == 2 else ""))
         if p.target == "hip":

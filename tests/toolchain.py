@@ -98,8 +98,7 @@ def expected(plan: ConversionPlan) -> dict[str, object]:
         for kind, accs, instr in (("st", st, m.store_instr), ("ld", ld, m.load_instr)):
             exp[kind] = len(accs) if instr.startswith("matrix") else sorted(len(a.regs) * plan.elem_bytes
                                                                              for a in accs)
-        exp["bar"] = (2 if m.barrier == "block" else 1) * len(m.rounds) - (m.buffers == 2)
-        exp["warpbar"] = len(m.rounds) if m.barrier == "warp" else 0
+        exp["bar"], exp["warpbar"] = m.block_barriers, m.warp_barriers
     return exp
 
 
