@@ -62,7 +62,7 @@ import numpy as np
 from . import f2
 from .layout import LinearLayout
 from .plan import AccessCost, Candidate, SmemAccess, XorForm
-from .planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, WAVEFRONT, check_distributed, normalise
+from .planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, WAVEFRONT, check_distributed, check_threads, normalise
 from .target import Target, get_target
 
 INDEX_DTYPES = {"i32": 4, "u32": 4, "i16": 2, "u16": 2, "i8": 1, "u8": 1}
@@ -220,7 +220,8 @@ def _join(coords: list[int], shape: tuple[int, ...]) -> int:
 
 def _check(src: LinearLayout, idx: LinearLayout, axis: int, target: Target) -> None:
     for name, L in (("source", src), ("index", idx)):
-        check_distributed(name, L, target, "gathers")
+        check_distributed(name, L)
+        check_threads(name, L, target, "gathers")
     s, i = list(src.out_dim_sizes.values()), list(idx.out_dim_sizes.values())
     if len(s) != len(i):
         raise ValueError(f"ranks differ: source {s} vs index {i}")

@@ -54,10 +54,14 @@ WARP_BARRIER = 4.0      # __syncwarp(): waits for no other warp; priced as a blo
 SECTOR = 1.5
 
 
-def check_distributed(name: str, L: LinearLayout, target: Target, what: str = "conversions") -> None:
-    """ValueError unless ``L`` is a distributed layout of ``target``'s warp size within one CTA."""
+def check_distributed(name: str, L: LinearLayout) -> None:
+    """ValueError unless ``L`` is a distributed layout (register and lane dims, no offset)."""
     if not {"register", "lane"} <= set(L.in_dims) or "offset" in L.in_dims:
         raise ValueError(f"the {name} layout is not a distributed layout (needs register/lane dims)")
+
+
+def check_threads(name: str, L: LinearLayout, target: Target, what: str = "conversions") -> None:
+    """ValueError unless ``L``'s warps have ``target``'s size and it stays within one CTA."""
     if L.in_dim_size("lane") != target.warp_size:
         raise ValueError(f"the {name} layout has {L.in_dim_size('lane')} lanes but target {target.name} "
                          f"{target.arch} has warp size {target.warp_size}")
@@ -67,11 +71,13 @@ def check_distributed(name: str, L: LinearLayout, target: Target, what: str = "c
 
 def _dims_ok(src: LinearLayout, dst: LinearLayout, target: Target) -> None:
     for name, L in (("source", src), ("destination", dst)):
-        check_distributed(name, L, target)
+        check_distributed(name, L)
     if src.out_dim_sizes != dst.out_dim_sizes:
         raise ValueError(f"shapes differ: source {src.out_dim_sizes} vs destination {dst.out_dim_sizes}")
-    if src.in_dim_size("warp") != dst.in_dim_size("warp"):
-        raise ValueError(f"warp counts differ: source {src.in_dim_size('warp')} vs destination {dst.in_dim_size('warp')}")
+    for d in ("lane", "warp", "block"):
+        if src.in_dim_size(d) != dst.in_dim_size(d):
+            raise ValueError(f"{d} counts differ: source {src.in_dim_size(d)} vs destination {dst.in_dim_size(d)}")
+    check_threads("source", src, target)
 
 
 def normalise(L: LinearLayout) -> LinearLayout:
