@@ -126,6 +126,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-sass", action="store_true")
     ap.add_argument("--no-triton", action="store_true")
     ap.add_argument("--no-legacy", action="store_true")
+    ap.add_argument("--arch", default="sm_90", help="plan for this CUDA arch; other than sm_90: compute_XX PTX, "
+                    "JIT-compiled by the driver (e.g. sm_80's ldmatrix-without-stmatrix plans on an H100)")
     args = ap.parse_args(argv)
     import cupy
     t0 = time.time()
@@ -144,11 +146,11 @@ def main(argv=None) -> int:
     for name, s, d, dt, legacy, note in CORPUS:
         if not pat.search(name):
             continue
-        jobs.append(B.prepare(name, s, d, dt, work, candidates=not args.no_candidates,
+        jobs.append(B.prepare(name, s, d, dt, work, candidates=not args.no_candidates, arch=args.arch,
                               legacy_specs=(s, d) if legacy and not args.no_legacy else None, note=note))
     print(f"planned {len(jobs)} pairs, {sum(1 for j in jobs for v in j.variants if v.source)} kernels "
           f"({time.time() - t0:.0f} s)", flush=True)
-    B.compile_jobs(jobs)
+    B.compile_jobs(jobs, arch=args.arch)
     print(f"compiled ({time.time() - t0:.0f} s)", flush=True)
     rows = []
     for j in jobs:
@@ -164,7 +166,7 @@ def main(argv=None) -> int:
     meta = {"device": props["name"].decode(), "sms": sms, "clock_before": clock, "clock_after": clock_after,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "python bench/bench_convert.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "iters": args.iters, "ctas": ctas, "python": platform.python_version()}
+            "iters": args.iters, "ctas": ctas, "python": platform.python_version(), "arch": args.arch}
     try:
         import torch
         import triton

@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     import cupy
     t0 = time.time()
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(os.path.join(args.out, "sass"), exist_ok=True)
     work = "/tmp/llgen_bench_gather"
     os.makedirs(work, exist_ok=True)
     dev = cupy.cuda.Device()
@@ -115,6 +115,11 @@ def main(argv=None) -> int:
         try:
             res = G.time_ours(j["cubin"], j["kernel"], p, src, idx, args.iters, repeats=args.repeats)
             res["clk"] = per_sm(res["ms"])
+            res["loop_clk"] = per_sm(res["ms_loop"])
+            text = B.sass_text(j["cubin"])
+            res["sass"] = B.sass_counts(text)["loop"]
+            with open(os.path.join(args.out, "sass", f"{j['kernel']}.sass"), "w") as fh:
+                fh.write(text)
             row[j["label"]] = res
             if not res["ok"]:
                 wrong.append(f"{j['case']} {j['label']}")
@@ -123,8 +128,14 @@ def main(argv=None) -> int:
             wrong.append(f"{j['case']} {j['label']} ({type(e).__name__})")
         if not args.no_triton and "triton" not in row:
             try:
-                res = G.time_gluon(p, src, idx, args.iters, repeats=args.repeats)
+                res = G.time_gluon(p, src, idx, args.iters, repeats=args.repeats,
+                                   cubin=os.path.join(work, f"{j['case']}_triton.cubin"))
                 res["clk"] = per_sm(res["ms"])
+                res["loop_clk"] = per_sm(res["ms_loop"])
+                text = B.sass_text(res["cubin"])
+                res["sass"] = B.sass_counts(text)["loop"]
+                with open(os.path.join(args.out, "sass", f"{j['case']}_triton.sass"), "w") as fh:
+                    fh.write(text)
                 row["triton"] = res
                 if not res["ok"]:
                     wrong.append(f"{j['case']} triton")
@@ -133,18 +144,28 @@ def main(argv=None) -> int:
         print(f"{j['case']:<34} {j['label']:<8} {row[j['label']].get('clk', float('nan')):8.1f} clk "
               f"ok {row[j['label']].get('ok')}  triton {row.get('triton', {}).get('clk', float('nan')):8.1f} "
               f"{row.get('triton', {}).get('error', '')[:60]} ({time.time() - t0:.0f} s)", flush=True)
-    lines = ["| case | auto | shuffle clk | smem clk | auto clk | Triton clk | auto / best ours | auto / Triton |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    # clk: loop minus base; loop: the whole loop (gathers + the index update), the same work on both
+    # sides; SHFL/LDS+STS: SASS instructions in the loop body (ptxas may unroll: compare the ratios)
+    lines = ["| case | auto | shuffle clk | smem clk | auto clk | Triton clk | auto / best ours | auto / Triton | "
+             "loop auto / Triton | SHFL auto / Triton | LDS+STS auto / Triton |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     f = lambda x, fmt="{:.0f}": "-" if x is None else fmt.format(x)  # noqa: E731
     for r in rows.values():
         ours = {k: r[k]["clk"] for k in ("shuffle", "smem") if "clk" in r.get(k, {})}
         a = ours.get(r["auto"])
         best = min(ours.values()) if ours else None
-        t = r.get("triton", {}).get("clk")
+        tri = r.get("triton", {})
+        t = tri.get("clk")
         r["auto_over_best"] = a / best if a and best and best > 0 else None
         r["auto_over_triton"] = a / t if a and t and t > 0 else None
+        la, lt = r.get(r["auto"], {}).get("loop_clk"), tri.get("loop_clk")
+        r["loop_auto_over_triton"] = la / lt if la and lt else None
+        sa, stri = r.get(r["auto"], {}).get("sass", {}), tri.get("sass", {})
+        shfl = f"{sa.get('SHFL', '-')} / {stri.get('SHFL', '-')}"
+        lds = f"{sa.get('LDS', 0) + sa.get('STS', 0) if sa else '-'} / {stri.get('LDS', 0) + stri.get('STS', 0) if stri else '-'}"
         lines.append(f"| {r['case']} | {r['auto']} | {f(ours.get('shuffle'))} | {f(ours.get('smem'))} | {f(a)} | "
-                     f"{f(t)} | {f(r['auto_over_best'], '{:.2f}')} | {f(r['auto_over_triton'], '{:.2f}')} |")
+                     f"{f(t)} | {f(r['auto_over_best'], '{:.2f}')} | {f(r['auto_over_triton'], '{:.2f}')} | "
+                     f"{f(r['loop_auto_over_triton'], '{:.2f}')} | {shfl} | {lds} |")
     table = "\n".join(lines)
     meta = {"device": props["name"].decode(), "sms": sms, "clock": clock, "iters": args.iters, "ctas": ctas,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -162,7 +183,8 @@ def main(argv=None) -> int:
     print(table)
     ok_auto = [r for r in rows.values() if r.get("auto_over_best") is not None]
     print(f"auto within 5% of the better of ours on {sum(r['auto_over_best'] <= 1.05 for r in ok_auto)}/{len(ok_auto)}; "
-          f"faster than Triton on {sum((r.get('auto_over_triton') or 9) < 1 for r in rows.values())}/{len(rows)}")
+          f"faster than Triton on {sum((r.get('auto_over_triton') or 9) < 1 for r in rows.values())}/{len(rows)} "
+          f"(whole loops: {sum((r.get('loop_auto_over_triton') or 9) < 1 for r in rows.values())}/{len(rows)})")
     for lanes in (4, 8, 16, 32):                  # the crossover: fewest registers along the axis where smem wins
         sweep = [(regs, rows.get(f"sweep_r{regs}_l{lanes}_f32", {})) for regs in (1, 2, 4, 8)]
         won = [regs for regs, r in sweep if r.get("smem", {}).get("clk") is not None

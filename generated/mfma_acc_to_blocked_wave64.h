@@ -37,14 +37,16 @@
 //
 // Plan:
 //   strategy: smem  (f32, 4 B/elem, hip gfx90a, 4 warps x 64 lanes, 16 -> 16 registers)
-//   smem: 16384 bytes, 1 round(s), swizzle optimal, store vector x2 elements, load vector x2 elements, vector width 8 B
-//     widest access tile: 8 bytes
-//     offset bases (swizzled memory layout, offset -> tensor element): [[16, 0], [0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [2, 0], [4, 0], [8, 0], [32, 0], [0, 17], [0, 34]]
+//   smem: 16384 bytes, 1 round(s), swizzle optimal, store vector x2 elements, load vector x4 elements, vector width 16 B
+//     widest access tile: 16 bytes
+//     offset bases (swizzled memory layout, offset -> tensor element): [[16, 0], [0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [2, 0], [4, 0], [8, 0], [32, 0], [0, 32], [0, 18]]
 //     store (ds_write_b64): 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
-//     load (ds_read_b64): 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
+//     load (ds_read_b128): 4 instr/warp, 8 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     barriers: 2 block
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
-//   candidate*smem     score    76.00  store ds_write_b64 x8, load ds_read_b64 x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    75.00  store ds_write_b64 x8, load ds_read_b128 x4: 64 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    76.00  store ds_write_b64 x8, load ds_read_b64 x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score   139.00  store ds_write_b128 x4, load ds_read_b64 x8: 128 wavefronts (8+4 conflicts/instr), 2 barriers
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>
@@ -68,6 +70,7 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 namespace detail {
 
 typedef uint32_t u32x2 __attribute__((ext_vector_type(2)));
+typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
 #if defined(LLGEN_HOST_SIMT)  // LDS accesses through the host SIMT runtime (race checks)
 template <typename V> __device__ __forceinline__ void st(char* p, V v) { llgen_host::st_lds(p, &v, sizeof v); }
 template <typename V> __device__ __forceinline__ V ld(const char* p) { V v; llgen_host::ld_lds(p, &v, sizeof v); return v; }
@@ -99,12 +102,12 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));
-    const unsigned st_base = ((lane & 0x10) << 8) ^ ((lane & 0x20) << 4) ^ ((lane & 0xf) << 3) ^ ((lane >> 1) & 0x8) ^ ((warp & 1) * 0x2010) ^ (((warp >> 1) & 1) * 0x800);  // byte offset this thread stores at
+    const unsigned st_base = ((lane & 0x10) << 9) ^ ((lane & 0x20) << 4) ^ ((lane & 0xf) << 3) ^ (lane & 0x10) ^ ((warp & 0x1) << 12) ^ ((warp & 0x2) << 10);  // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
-    const unsigned ld_base = ((lane & 0xc) << 10) ^ ((lane & 0x3) << 5) ^ ((lane & 0x30) << 3) ^ ((lane & 0xc) << 1) ^ (warp << 9);                                          // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x4) << 11) ^ ((lane & 0x8) << 9) ^ ((lane & 0x3) << 5) ^ ((lane & 0x30) << 3) ^ ((lane & 0x4) << 2) ^ (warp << 9);      // byte offset this thread loads at
     char* const ld_ptr = smem_bytes + ld_base;
 
-    // 8 store(s) of 8 B, 8 load(s) of 8 B
+    // 8 store(s) of 8 B, 4 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
     detail::st(st_ptr, detail::u32x2{s[0], s[8]});
     detail::st(st_ptr + 0x80, detail::u32x2{s[1], s[9]});
@@ -115,30 +118,26 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     detail::st(st_ptr + 0x500, detail::u32x2{s[6], s[14]});
     detail::st(st_ptr + 0x580, detail::u32x2{s[7], s[15]});
     __syncthreads();  // stores visible
-    const detail::u32x2 v0 = detail::ld<detail::u32x2>(ld_ptr);
-    const detail::u32x2 v1 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x8));
-    const detail::u32x2 v2 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x10));
-    const detail::u32x2 v3 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x18));
-    const detail::u32x2 v4 = detail::ld<detail::u32x2>(ld_ptr + 0x800);
-    const detail::u32x2 v5 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x808));
-    const detail::u32x2 v6 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x810));
-    const detail::u32x2 v7 = detail::ld<detail::u32x2>(smem_bytes + (ld_base ^ 0x818));
+    const detail::u32x4 v0 = detail::ld<detail::u32x4>(ld_ptr);
+    const detail::u32x4 v1 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x10));
+    const detail::u32x4 v2 = detail::ld<detail::u32x4>(ld_ptr + 0x800);
+    const detail::u32x4 v3 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x810));
     d[0] = v0.x;
     d[4] = v0.y;
-    d[1] = v1.x;
-    d[5] = v1.y;
-    d[2] = v2.x;
-    d[6] = v2.y;
-    d[3] = v3.x;
-    d[7] = v3.y;
-    d[8] = v4.x;
-    d[12] = v4.y;
-    d[9] = v5.x;
-    d[13] = v5.y;
-    d[10] = v6.x;
-    d[14] = v6.y;
-    d[11] = v7.x;
-    d[15] = v7.y;
+    d[1] = v0.z;
+    d[5] = v0.w;
+    d[2] = v1.x;
+    d[6] = v1.y;
+    d[3] = v1.z;
+    d[7] = v1.w;
+    d[8] = v2.x;
+    d[12] = v2.y;
+    d[9] = v2.z;
+    d[13] = v2.w;
+    d[10] = v3.x;
+    d[14] = v3.y;
+    d[11] = v3.z;
+    d[15] = v3.w;
     memcpy(dst, d, sizeof d);
 }
 

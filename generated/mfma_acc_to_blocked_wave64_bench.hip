@@ -30,6 +30,7 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 namespace detail {
 
 typedef uint32_t u32x2 __attribute__((ext_vector_type(2)));
+typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
 #if defined(LLGEN_HOST_SIMT)  // LDS accesses through the host SIMT runtime (race checks)
 template <typename V> __device__ __forceinline__ void st(char* p, V v) { llgen_host::st_lds(p, &v, sizeof v); }
 template <typename V> __device__ __forceinline__ V ld(const char* p) { V v; llgen_host::ld_lds(p, &v, sizeof v); return v; }
@@ -61,21 +62,17 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));
-    const unsigned st_base = ((lane & 0xc) << 10) ^ ((lane & 0x3) << 5) ^ ((lane & 0x30) << 3) ^ ((lane & 0xc) << 1) ^ (warp << 9);                                          // byte offset this thread stores at
+    const unsigned st_base = ((lane & 0x4) << 11) ^ ((lane & 0x8) << 9) ^ ((lane & 0x3) << 5) ^ ((lane & 0x30) << 3) ^ ((lane & 0x4) << 2) ^ (warp << 9);      // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
-    const unsigned ld_base = ((lane & 0x10) << 8) ^ ((lane & 0x20) << 4) ^ ((lane & 0xf) << 3) ^ ((lane >> 1) & 0x8) ^ ((warp & 1) * 0x2010) ^ (((warp >> 1) & 1) * 0x800);  // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x10) << 9) ^ ((lane & 0x20) << 4) ^ ((lane & 0xf) << 3) ^ (lane & 0x10) ^ ((warp & 0x1) << 12) ^ ((warp & 0x2) << 10);  // byte offset this thread loads at
     char* const ld_ptr = smem_bytes + ld_base;
 
-    // 8 store(s) of 8 B, 8 load(s) of 8 B
+    // 4 store(s) of 16 B, 8 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, detail::u32x2{s[0], s[4]});
-    detail::st(smem_bytes + (st_base ^ 0x8), detail::u32x2{s[1], s[5]});
-    detail::st(smem_bytes + (st_base ^ 0x10), detail::u32x2{s[2], s[6]});
-    detail::st(smem_bytes + (st_base ^ 0x18), detail::u32x2{s[3], s[7]});
-    detail::st(st_ptr + 0x800, detail::u32x2{s[8], s[12]});
-    detail::st(smem_bytes + (st_base ^ 0x808), detail::u32x2{s[9], s[13]});
-    detail::st(smem_bytes + (st_base ^ 0x810), detail::u32x2{s[10], s[14]});
-    detail::st(smem_bytes + (st_base ^ 0x818), detail::u32x2{s[11], s[15]});
+    detail::st(st_ptr, detail::u32x4{s[0], s[4], s[1], s[5]});
+    detail::st(smem_bytes + (st_base ^ 0x10), detail::u32x4{s[2], s[6], s[3], s[7]});
+    detail::st(st_ptr + 0x800, detail::u32x4{s[8], s[12], s[9], s[13]});
+    detail::st(smem_bytes + (st_base ^ 0x810), detail::u32x4{s[10], s[14], s[11], s[15]});
     __syncthreads();  // stores visible
     const detail::u32x2 v0 = detail::ld<detail::u32x2>(ld_ptr);
     const detail::u32x2 v1 = detail::ld<detail::u32x2>(ld_ptr + 0x80);

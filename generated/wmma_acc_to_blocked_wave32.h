@@ -33,14 +33,17 @@
 //
 // Plan:
 //   strategy: smem  (f16, 2 B/elem, hip gfx1030, 4 warps x 32 lanes, 8 -> 8 registers)
-//   smem: 2048 bytes, 1 round(s), swizzle optimal, store vector x2 elements, load vector x2 elements, vector width 4 B
-//     widest access tile: 4 bytes
-//     offset bases (swizzled memory layout, offset -> tensor element): [[8, 0], [1, 0], [0, 1], [0, 2], [0, 4], [0, 8], [2, 0], [4, 0], [16, 0], [0, 17]]
+//   smem: 2048 bytes, 1 round(s), swizzle optimal, store vector x2 elements, load vector x4 elements, vector width 8 B
+//     widest access tile: 8 bytes
+//     offset bases (swizzled memory layout, offset -> tensor element): [[8, 0], [0, 1], [1, 0], [0, 2], [0, 4], [0, 8], [2, 0], [4, 0], [16, 0], [1, 16]]
 //     store (ds_write_b32): 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
-//     load (ds_read_b32): 4 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
+//     load (ds_read_b64): 2 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
 //     barriers: 2 block
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
-//   candidate*smem     score    18.00  store ds_write_b32 x4, load ds_read_b32 x4: 8 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    17.50  store ds_write_b32 x4, load ds_read_b64 x2: 8 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    18.00  store ds_write_b32 x4, load ds_read_b32 x4: 8 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    25.25  store ds_write_b32 x4, load ds_read_b128 x1: 16 wavefronts (1+4 conflicts/instr), 2 barriers
+//   candidate smem     score    41.25  store ds_write_b128 x1, load ds_read_b32 x4: 32 wavefronts (12+3 conflicts/instr), 2 barriers
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>
@@ -65,6 +68,7 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 
 namespace detail {
 
+typedef uint32_t u32x2 __attribute__((ext_vector_type(2)));
 #if defined(LLGEN_HOST_SIMT)  // LDS accesses through the host SIMT runtime (race checks)
 template <typename V> __device__ __forceinline__ void st(char* p, V v) { llgen_host::st_lds(p, &v, sizeof v); }
 template <typename V> __device__ __forceinline__ V ld(const char* p) { V v; llgen_host::ld_lds(p, &v, sizeof v); return v; }
@@ -93,26 +97,24 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));
-    const unsigned st_base = ((lane & 0xf) << 3) ^ ((lane >> 2) & 0x4) ^ ((warp & 1) * 0x408) ^ (((warp >> 1) & 1) * 0x200);  // byte offset this thread stores at
+    const unsigned st_base = ((lane & 0xe) << 3) ^ ((lane & 0x1) << 2) ^ ((lane >> 1) & 0x8) ^ ((warp & 1) * 0x408) ^ (((warp >> 1) & 1) * 0x200);  // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
-    const unsigned ld_base = ((lane & 0x8) << 7) ^ ((lane & 0x7) << 4) ^ (lane & 0x8) ^ ((lane >> 2) & 0x4) ^ (warp << 7);    // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x8) << 7) ^ ((lane & 0x7) << 4) ^ (lane & 0x8) ^ ((lane >> 1) & 0x8) ^ (warp << 7);                          // byte offset this thread loads at
     char* const ld_ptr = smem_bytes + ld_base;
 
-    // 4 store(s) of 4 B, 4 load(s) of 4 B
+    // 4 store(s) of 4 B, 2 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
     detail::st(st_ptr, __byte_perm(s[0], s[2], 0x5410));
     detail::st(st_ptr + 0x80, __byte_perm(s[0], s[2], 0x7632));
     detail::st(st_ptr + 0x100, __byte_perm(s[1], s[3], 0x5410));
     detail::st(st_ptr + 0x180, __byte_perm(s[1], s[3], 0x7632));
     __syncthreads();  // stores visible
-    const uint32_t v0 = detail::ld<uint32_t>(ld_ptr);
-    const uint32_t v1 = detail::ld<uint32_t>(smem_bytes + (ld_base ^ 0x8));
-    const uint32_t v2 = detail::ld<uint32_t>(ld_ptr + 0x200);
-    const uint32_t v3 = detail::ld<uint32_t>(smem_bytes + (ld_base ^ 0x208));
-    d[0] = __byte_perm(v0, v1, 0x5410);
-    d[1] = __byte_perm(v0, v1, 0x7632);
-    d[2] = __byte_perm(v2, v3, 0x5410);
-    d[3] = __byte_perm(v2, v3, 0x7632);
+    const detail::u32x2 v0 = detail::ld<detail::u32x2>(ld_ptr);
+    const detail::u32x2 v1 = detail::ld<detail::u32x2>(ld_ptr + 0x200);
+    d[0] = __byte_perm(v0.x, v0.y, 0x5410);
+    d[1] = __byte_perm(v0.x, v0.y, 0x7632);
+    d[2] = __byte_perm(v1.x, v1.y, 0x5410);
+    d[3] = __byte_perm(v1.x, v1.y, 0x7632);
 }
 
 template <typename T>

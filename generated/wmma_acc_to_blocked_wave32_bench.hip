@@ -31,6 +31,7 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 
 namespace detail {
 
+typedef uint32_t u32x2 __attribute__((ext_vector_type(2)));
 #if defined(LLGEN_HOST_SIMT)  // LDS accesses through the host SIMT runtime (race checks)
 template <typename V> __device__ __forceinline__ void st(char* p, V v) { llgen_host::st_lds(p, &v, sizeof v); }
 template <typename V> __device__ __forceinline__ V ld(const char* p) { V v; llgen_host::ld_lds(p, &v, sizeof v); return v; }
@@ -59,17 +60,15 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     char* const smem_bytes = static_cast<char*>(const_cast<void*>(smem));
-    const unsigned st_base = ((lane & 0x8) << 7) ^ ((lane & 0x7) << 4) ^ (lane & 0x8) ^ ((lane >> 2) & 0x4) ^ (warp << 7);    // byte offset this thread stores at
+    const unsigned st_base = ((lane & 0x8) << 7) ^ ((lane & 0x7) << 4) ^ (lane & 0x8) ^ ((lane >> 1) & 0x8) ^ (warp << 7);                          // byte offset this thread stores at
     char* const st_ptr = smem_bytes + st_base;
-    const unsigned ld_base = ((lane & 0xf) << 3) ^ ((lane >> 2) & 0x4) ^ ((warp & 1) * 0x408) ^ (((warp >> 1) & 1) * 0x200);  // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0xe) << 3) ^ ((lane & 0x1) << 2) ^ ((lane >> 1) & 0x8) ^ ((warp & 1) * 0x408) ^ (((warp >> 1) & 1) * 0x200);  // byte offset this thread loads at
     char* const ld_ptr = smem_bytes + ld_base;
 
-    // 4 store(s) of 4 B, 4 load(s) of 4 B
+    // 2 store(s) of 8 B, 4 load(s) of 4 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st(st_ptr, __byte_perm(s[0], s[1], 0x5410));
-    detail::st(smem_bytes + (st_base ^ 0x8), __byte_perm(s[0], s[1], 0x7632));
-    detail::st(st_ptr + 0x200, __byte_perm(s[2], s[3], 0x5410));
-    detail::st(smem_bytes + (st_base ^ 0x208), __byte_perm(s[2], s[3], 0x7632));
+    detail::st(st_ptr, detail::u32x2{__byte_perm(s[0], s[1], 0x5410), __byte_perm(s[0], s[1], 0x7632)});
+    detail::st(st_ptr + 0x200, detail::u32x2{__byte_perm(s[2], s[3], 0x5410), __byte_perm(s[2], s[3], 0x7632)});
     __syncthreads();  // stores visible
     const uint32_t v0 = detail::ld<uint32_t>(ld_ptr);
     const uint32_t v1 = detail::ld<uint32_t>(ld_ptr + 0x80);

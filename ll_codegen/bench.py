@@ -277,12 +277,16 @@ def prepare(name: str, src: Any, dst: Any, dtype: str, directory: str, *, naive:
 
 def compile_jobs(jobs: Sequence[Job], arch: str = "sm_90", workers: int | None = None,
                  nvcc: str = "nvcc", log: Callable[[str], None] = print) -> None:
-    """``nvcc -cubin`` every variant source, in parallel."""
+    """``nvcc -cubin`` every variant source, in parallel; for an ``arch`` other than the
+    device's (``jit_arch``, e.g. sm_80 on an H100) PTX for ``compute_XX`` instead, which the
+    driver JIT-compiles when the module is loaded (``Variant.cubin`` then names the .ptx)."""
     todo = [v for j in jobs for v in j.variants if v.source and not v.cubin]
+    ptx = arch != "sm_90"
 
     def one(v: Variant) -> None:
-        out = v.source.rsplit(".", 1)[0] + ".cubin"
-        cmd = [nvcc, "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-o", out, v.source]
+        out = v.source.rsplit(".", 1)[0] + (".ptx" if ptx else ".cubin")
+        cmd = [nvcc, "-ptx" if ptx else "-cubin", f"-arch={arch.replace('sm_', 'compute_') if ptx else arch}",
+               "-O3", "-std=c++17", "-o", out, v.source]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             v.error = "nvcc: " + (r.stderr.strip().splitlines() or ["failed"])[0][:300]

@@ -193,9 +193,10 @@ def gluon_gather_kernel():
 TORCH_INT = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
-def time_gluon(plan, src, idx, iters: int, check_iters: int = 3, **tk) -> dict:
+def time_gluon(plan, src, idx, iters: int, check_iters: int = 3, cubin: str | None = None, **tk) -> dict:
     """Gluon's gather with exactly our bases (``DistributedLinearLayout``), checked and timed
-    like ``time_ours`` (torch tensors, signed raw types of the same width)."""
+    like ``time_ours`` (torch tensors, signed raw types of the same width); ``cubin``: where
+    to write the gather loop's cubin (``res["cubin"]``)."""
     import torch
     from .bench import _torch_events, gluon_linear, time_launches
     from .gpu import layout_of
@@ -226,6 +227,10 @@ def time_gluon(plan, src, idx, iters: int, check_iters: int = 3, **tk) -> dict:
                 res["ok"] = res["ok"] and bool((got == want).all())
             res["regs"] = getattr(compiled, "n_regs", None)
             res["smem"] = getattr(getattr(compiled, "metadata", None), "shared", None)
+            if cubin:
+                with open(cubin, "wb") as fh:
+                    fh.write(compiled.asm["cubin"])
+                res["cubin"] = cubin
         ms = time_launches(launch, _torch_events, **tk)
         res["ms_loop" if do else "ms_base"] = ms
     res["ms"] = res["ms_loop"] - res["ms_base"]

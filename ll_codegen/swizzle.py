@@ -4,7 +4,9 @@ App. 9.2) and the bank-conflict prediction of Lemma 9.4.
 The memory layout is ``S = [S_vec | S_bank | S_idx]``: offset bits (in
 elements, low to high) -> tensor bit vectors.
 
-* ``S_vec = V``: a basis of A_reg ∩ B_reg, up to 16 bytes per access.
+* ``S_vec = V``: a basis of A_reg ∩ B_reg, up to 16 bytes per access -- or,
+  per-side widths, ``V`` widened by one side's registers (``_widened``): that
+  side accesses the wider tile, the other the prefix of it its registers hold.
 * ``b = log2(128 / (2^v w))`` bank bits fill one 128-byte row.
 * ``S_idx`` (ℓ = d - v - b vectors) must avoid the lanes that one wavefront
   serves: with ``A_bank``/``B_bank`` the lane vectors of one phase
@@ -141,6 +143,33 @@ def _matrix_side(reg: list[int], thr: list[int], elem_bytes: int, trans: bool) -
                  tuple(rows + matrices + [0] * (2 - len(matrices))))
 
 
+def _widened(V: list[int], reg: list[int], other_lanes: list[int], Rd: list[int], max_vec: int,
+             elem_bytes: int, target: Target) -> list[list[int]]:
+    """Access tiles ``V + more`` for one side alone (per-side widths, issue 14),
+    ``more`` from that side's registers outside ``V`` and the round bits:
+
+    * its registers in order, as wide as it goes (up to 16 bytes);
+    * its registers up to one bank word, then only those that are *lanes* of the
+      other side (Triton's getVbasis): the other side's lanes then read or write
+      different parts of the same word or 16-byte chunk, which costs no extra
+      wavefront, so its narrow accesses stay conflict-free.
+
+    Example: an i8 row -> column transpose with one common register (rows r and
+    r + 64): V = [row 64]; the source widens to [row 64, col 1, col 2, col 4]
+    (16-byte stores; cols 1, 2, 4 are destination lanes) and the destination
+    loads the 2-byte prefix -- 48 wavefronts a warp instead of 80 for
+    st1B + ldmatrix."""
+    if len(V) >= max_vec.bit_length() - 1:
+        return []
+    free = [v for v in _extend(V + Rd, reg) if v]
+    cap = max_vec.bit_length() - 1 - len(V)
+    word = max(0, (target.bank_bytes // elem_bytes).bit_length() - 1 - len(V))
+    lanes = set(other_lanes)
+    out = [V + free[:cap],
+           V + free[:word] + [v for v in free[word:] if v in lanes][:cap - min(word, len(free))]]
+    return [t for i, t in enumerate(out) if len(t) > len(V) and t not in out[:i]]
+
+
 def _swizzle(low: list[int], phases: list[list[int]], fixed: list[int], d: int, row_bits: int) -> list[int]:
     """Memory layout ``low + bank + idx`` (paper App. 9.2) with idx avoiding
     span(low ∪ phase) for every phase when Lemma 9.5 allows it."""
@@ -212,6 +241,14 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
     V = common[:min(max_vec.bit_length() - 1, len(common) - n_round_bits)]
     pairs = [(_vector_side(a_reg, a_thr, V, elem_bytes, target),
               _vector_side(b_reg, b_thr, V, elem_bytes, target, load=True))]
+    # per-side widths: one side's access widened beyond V by its own registers, the other
+    # side accessing the V prefix of the same words (see _widened)
+    for tile in _widened(V, a_reg, b_thr, Rd, max_vec, elem_bytes, target):
+        pairs.append((_vector_side(a_reg, a_thr, tile, elem_bytes, target),
+                      _vector_side(b_reg, b_thr, prefix_in(tile, b_reg), elem_bytes, target, load=True)))
+    for tile in _widened(V, b_reg, a_thr, Rd, max_vec, elem_bytes, target):
+        pairs.append((_vector_side(a_reg, a_thr, prefix_in(tile, a_reg), elem_bytes, target),
+                      _vector_side(b_reg, b_thr, tile, elem_bytes, target, load=True)))
     if matrix and target.has_ldmatrix and max_vec * elem_bytes >= 16:
         for trans in (False, True):
             st = _matrix_side(a_reg, a_thr, elem_bytes, trans) if target.has_stmatrix else None
@@ -228,7 +265,7 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
                 if st and ld and st.tile == ld.tile and target.has_stmatrix:
                     pairs.append((st, ld))
     plans = []
-    for st, ld in pairs:
+    for st, ld in dict.fromkeys(pairs):           # (widened tiles may repeat a pairing)
         low = list(st.tile if len(st.tile) >= len(ld.tile) else ld.tile)
         used = set(low) | set(st.providers) | set(ld.providers)
         if any(v in used for v in Rd) or f2.rank(low + Rd) < len(low) + len(Rd):
@@ -241,7 +278,11 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
                  for ph in [ld.phase] + ([ld.merged] if ld.merged else [])]
         plans.append(min(built, key=lambda p: (p.store.total_wavefronts + p.load.total_wavefronts,
                                                p.store.bank_conflicts + p.load.bank_conflicts)))
-    return plans
+    # one plan per instructions and costs (different tiles can give the same); the first stays
+    unique: dict[tuple, SmemPlan] = {}
+    for p in plans:
+        unique.setdefault((p.store_instr, p.load_instr, p.store_vec, p.load_vec, p.store, p.load), p)
+    return list(unique.values())
 
 
 def warp_local(src: LinearLayout, dst: LinearLayout) -> bool:
