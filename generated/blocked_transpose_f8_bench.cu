@@ -30,21 +30,21 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 
 namespace detail {
 template <int kImm>
-__device__ __forceinline__ void ld_shared_b8(unsigned addr, uint32_t& r0) {
+__device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0};
-    llgen_host::ld_shared(addr + kImm, 1, regs);
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::ld_shared(addr + kImm, 16, regs);
 #else
-    asm volatile("ld.shared.b8 %0, [%1+%2];" : "=r"(r0) : "r"(addr), "n"(kImm) : "memory");
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
 #endif
 }
 template <int kImm>
-__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+__device__ __forceinline__ void st_shared_b8(unsigned addr, uint32_t r0) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
-    llgen_host::st_shared(addr + kImm, 16, regs);
+    uint32_t* regs[] = {&r0};
+    llgen_host::st_shared(addr + kImm, 1, regs);
 #else
-    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+    asm volatile("st.shared.b8 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
 #endif
 }
 
@@ -60,57 +60,57 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
                                               unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                                              // shared-window address
-    const unsigned st_base = (lane << 4) ^ (warp << 9) ^ ((warp & 0x2) << 3);                                                                                                                                     // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                            // shared-window address
+    const unsigned st_base = ((lane & 0x1) << 4) ^ ((lane & 0x4) << 3) ^ ((lane & 0x2) << 2) ^ (lane >> 3) ^ ((warp & 1) * 0x4) ^ (((warp >> 1) & 1) * 0x410);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 1) * 0x410) ^ (((lane >> 1) & 1) * 0x8) ^ (((lane >> 2) & 1) * 0x820) ^ (((lane >> 3) & 1) * 0x1) ^ (((lane >> 4) & 1) * 0x2) ^ ((warp & 0x2) << 3) ^ ((warp & 0x1) << 2);  // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x3) << 10) ^ (lane << 4) ^ ((warp & 0x1) << 9) ^ ((warp & 0x2) << 3);                                                    // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 2 store(s) of 16 B, 32 load(s) of 1 B
+    // 32 store(s) of 1 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_v4_b32<0>(st_addr, s[0], s[1], s[2], s[3]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x820), s[4], s[5], s[6], s[7]);
+    detail::st_shared_b8<0>(st_addr, static_cast<uint32_t>(s[0]));
+    detail::st_shared_b8<128>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211)));
+    detail::st_shared_b8<256>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212)));
+    detail::st_shared_b8<384>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213)));
+    detail::st_shared_b8<512>(st_addr, static_cast<uint32_t>(s[1]));
+    detail::st_shared_b8<640>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211)));
+    detail::st_shared_b8<768>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212)));
+    detail::st_shared_b8<896>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x820), static_cast<uint32_t>(s[2]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x8a0), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x920), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x9a0), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xa20), static_cast<uint32_t>(s[3]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xaa0), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xb20), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xba0), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213)));
+    detail::st_shared_b8<64>(st_addr, static_cast<uint32_t>(s[4]));
+    detail::st_shared_b8<192>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211)));
+    detail::st_shared_b8<320>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212)));
+    detail::st_shared_b8<448>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213)));
+    detail::st_shared_b8<576>(st_addr, static_cast<uint32_t>(s[5]));
+    detail::st_shared_b8<704>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211)));
+    detail::st_shared_b8<832>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212)));
+    detail::st_shared_b8<960>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x860), static_cast<uint32_t>(s[6]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x8e0), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x960), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x9e0), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xa60), static_cast<uint32_t>(s[7]));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xae0), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xb60), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212)));
+    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xbe0), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213)));
     __syncthreads();  // stores visible
-    uint32_t v0; detail::ld_shared_b8<0>(ld_addr, v0);
-    uint32_t v1; detail::ld_shared_b8<128>(ld_addr, v1);
-    uint32_t v2; detail::ld_shared_b8<256>(ld_addr, v2);
-    uint32_t v3; detail::ld_shared_b8<384>(ld_addr, v3);
-    uint32_t v4; detail::ld_shared_b8<512>(ld_addr, v4);
-    uint32_t v5; detail::ld_shared_b8<640>(ld_addr, v5);
-    uint32_t v6; detail::ld_shared_b8<768>(ld_addr, v6);
-    uint32_t v7; detail::ld_shared_b8<896>(ld_addr, v7);
-    uint32_t v8; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x20), v8);
-    uint32_t v9; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xa0), v9);
-    uint32_t v10; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x120), v10);
-    uint32_t v11; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x1a0), v11);
-    uint32_t v12; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x220), v12);
-    uint32_t v13; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x2a0), v13);
-    uint32_t v14; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x320), v14);
-    uint32_t v15; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x3a0), v15);
-    uint32_t v16; detail::ld_shared_b8<64>(ld_addr, v16);
-    uint32_t v17; detail::ld_shared_b8<192>(ld_addr, v17);
-    uint32_t v18; detail::ld_shared_b8<320>(ld_addr, v18);
-    uint32_t v19; detail::ld_shared_b8<448>(ld_addr, v19);
-    uint32_t v20; detail::ld_shared_b8<576>(ld_addr, v20);
-    uint32_t v21; detail::ld_shared_b8<704>(ld_addr, v21);
-    uint32_t v22; detail::ld_shared_b8<832>(ld_addr, v22);
-    uint32_t v23; detail::ld_shared_b8<960>(ld_addr, v23);
-    uint32_t v24; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x60), v24);
-    uint32_t v25; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0xe0), v25);
-    uint32_t v26; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x160), v26);
-    uint32_t v27; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x1e0), v27);
-    uint32_t v28; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x260), v28);
-    uint32_t v29; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x2e0), v29);
-    uint32_t v30; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x360), v30);
-    uint32_t v31; detail::ld_shared_b8<0>(smem_u32 + (ld_base ^ 0x3e0), v31);
-    d[0] = __byte_perm(__byte_perm(v0, v1, 0x3240), __byte_perm(v2, v3, 0x4010), 0x7610);
-    d[1] = __byte_perm(__byte_perm(v4, v5, 0x3240), __byte_perm(v6, v7, 0x4010), 0x7610);
-    d[2] = __byte_perm(__byte_perm(v8, v9, 0x3240), __byte_perm(v10, v11, 0x4010), 0x7610);
-    d[3] = __byte_perm(__byte_perm(v12, v13, 0x3240), __byte_perm(v14, v15, 0x4010), 0x7610);
-    d[4] = __byte_perm(__byte_perm(v16, v17, 0x3240), __byte_perm(v18, v19, 0x4010), 0x7610);
-    d[5] = __byte_perm(__byte_perm(v20, v21, 0x3240), __byte_perm(v22, v23, 0x4010), 0x7610);
-    d[6] = __byte_perm(__byte_perm(v24, v25, 0x3240), __byte_perm(v26, v27, 0x4010), 0x7610);
-    d[7] = __byte_perm(__byte_perm(v28, v29, 0x3240), __byte_perm(v30, v31, 0x4010), 0x7610);
+    uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x20), v1_0, v1_1, v1_2, v1_3);
+    d[0] = v0_0;
+    d[1] = v0_1;
+    d[2] = v0_2;
+    d[3] = v0_3;
+    d[4] = v1_0;
+    d[5] = v1_1;
+    d[6] = v1_2;
+    d[7] = v1_3;
 }
 
 template <typename T>

@@ -28,21 +28,21 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 
 namespace detail {
 template <int kImm>
-__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
+__device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1};
-    llgen_host::ld_shared(addr + kImm, 8, regs);
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::ld_shared(addr + kImm, 16, regs);
 #else
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
 #endif
 }
 template <int kImm>
-__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
-    llgen_host::st_shared(addr + kImm, 16, regs);
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::st_shared(addr + kImm, 8, regs);
 #else
-    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
 #endif
 }
 
@@ -61,83 +61,83 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                       // shared-window address
-    const unsigned st_base = ((lane & 0x6) << 9) ^ ((lane & 0x9) << 6) ^ ((lane & 0x6) << 3) ^ (lane & 0x10) ^ ((warp & 0x2) << 6) ^ ((warp & 0x1) << 5);  // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                  // shared-window address
+    const unsigned st_base = ((lane & 1) * 0x40) ^ (((lane >> 1) & 1) * 0x420) ^ (((lane >> 2) & 1) * 0x8) ^ (((lane >> 3) & 1) * 0x810) ^ (((lane >> 4) & 1) * 0x10) ^ (warp << 7);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 0x2) << 5) ^ ((lane & 0x11) << 3) ^ ((lane & 0xc) << 2) ^ ((warp & 1) * 0x410) ^ (((warp >> 1) & 1) * 0x100);        // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x3) << 5) ^ ((lane & 0x18) << 4) ^ ((lane & 0x4) << 2) ^ ((warp & 1) * 0x420) ^ (((warp >> 1) & 1) * 0x200);                                   // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // Round 0/4: 2 store(s) of 16 B, 4 load(s) of 8 B
+    // Round 0/4: 4 store(s) of 8 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_v4_b32<0>(st_addr, s[0], s[1], s[2], s[3]);
-    detail::st_shared_v4_b32<256>(st_addr, s[8], s[9], s[10], s[11]);
+    detail::st_shared_v2_b32<0>(st_addr, s[0], s[1]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x20), s[2], s[3]);
+    detail::st_shared_v2_b32<512>(st_addr, s[8], s[9]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x220), s[10], s[11]);
     __syncthreads();  // stores visible
-    uint32_t v0_0_0, v0_0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0_0, v0_0_1);
-    uint32_t v0_1_0, v0_1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x820), v0_1_0, v0_1_1);
-    uint32_t v0_2_0, v0_2_1; detail::ld_shared_v2_b32<512>(ld_addr, v0_2_0, v0_2_1);
-    uint32_t v0_3_0, v0_3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xa20), v0_3_0, v0_3_1);
+    uint32_t v0_0_0, v0_0_1, v0_0_2, v0_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0_0, v0_0_1, v0_0_2, v0_0_3);
+    uint32_t v0_1_0, v0_1_1, v0_1_2, v0_1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x810), v0_1_0, v0_1_1, v0_1_2, v0_1_3);
     d[0] = v0_0_0;
     d[1] = v0_0_1;
-    d[4] = v0_1_0;
-    d[5] = v0_1_1;
-    d[8] = v0_2_0;
-    d[9] = v0_2_1;
-    d[12] = v0_3_0;
-    d[13] = v0_3_1;
+    d[4] = v0_0_2;
+    d[5] = v0_0_3;
+    d[8] = v0_1_0;
+    d[9] = v0_1_1;
+    d[12] = v0_1_2;
+    d[13] = v0_1_3;
 
-    // Round 1/4: 2 store(s) of 16 B, 4 load(s) of 8 B
+    // Round 1/4: 4 store(s) of 8 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_v4_b32<0>(st_addr, s[4], s[5], s[6], s[7]);
-    detail::st_shared_v4_b32<256>(st_addr, s[12], s[13], s[14], s[15]);
+    detail::st_shared_v2_b32<0>(st_addr, s[4], s[5]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x20), s[6], s[7]);
+    detail::st_shared_v2_b32<512>(st_addr, s[12], s[13]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x220), s[14], s[15]);
     __syncthreads();  // stores visible
-    uint32_t v1_0_0, v1_0_1; detail::ld_shared_v2_b32<0>(ld_addr, v1_0_0, v1_0_1);
-    uint32_t v1_1_0, v1_1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x820), v1_1_0, v1_1_1);
-    uint32_t v1_2_0, v1_2_1; detail::ld_shared_v2_b32<512>(ld_addr, v1_2_0, v1_2_1);
-    uint32_t v1_3_0, v1_3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xa20), v1_3_0, v1_3_1);
+    uint32_t v1_0_0, v1_0_1, v1_0_2, v1_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v1_0_0, v1_0_1, v1_0_2, v1_0_3);
+    uint32_t v1_1_0, v1_1_1, v1_1_2, v1_1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x810), v1_1_0, v1_1_1, v1_1_2, v1_1_3);
     d[2] = v1_0_0;
     d[3] = v1_0_1;
-    d[6] = v1_1_0;
-    d[7] = v1_1_1;
-    d[10] = v1_2_0;
-    d[11] = v1_2_1;
-    d[14] = v1_3_0;
-    d[15] = v1_3_1;
+    d[6] = v1_0_2;
+    d[7] = v1_0_3;
+    d[10] = v1_1_0;
+    d[11] = v1_1_1;
+    d[14] = v1_1_2;
+    d[15] = v1_1_3;
 
-    // Round 2/4: 2 store(s) of 16 B, 4 load(s) of 8 B
+    // Round 2/4: 4 store(s) of 8 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_v4_b32<0>(st_addr, s[16], s[17], s[18], s[19]);
-    detail::st_shared_v4_b32<256>(st_addr, s[24], s[25], s[26], s[27]);
+    detail::st_shared_v2_b32<0>(st_addr, s[16], s[17]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x20), s[18], s[19]);
+    detail::st_shared_v2_b32<512>(st_addr, s[24], s[25]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x220), s[26], s[27]);
     __syncthreads();  // stores visible
-    uint32_t v2_0_0, v2_0_1; detail::ld_shared_v2_b32<0>(ld_addr, v2_0_0, v2_0_1);
-    uint32_t v2_1_0, v2_1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x820), v2_1_0, v2_1_1);
-    uint32_t v2_2_0, v2_2_1; detail::ld_shared_v2_b32<512>(ld_addr, v2_2_0, v2_2_1);
-    uint32_t v2_3_0, v2_3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xa20), v2_3_0, v2_3_1);
+    uint32_t v2_0_0, v2_0_1, v2_0_2, v2_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v2_0_0, v2_0_1, v2_0_2, v2_0_3);
+    uint32_t v2_1_0, v2_1_1, v2_1_2, v2_1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x810), v2_1_0, v2_1_1, v2_1_2, v2_1_3);
     d[16] = v2_0_0;
     d[17] = v2_0_1;
-    d[20] = v2_1_0;
-    d[21] = v2_1_1;
-    d[24] = v2_2_0;
-    d[25] = v2_2_1;
-    d[28] = v2_3_0;
-    d[29] = v2_3_1;
+    d[20] = v2_0_2;
+    d[21] = v2_0_3;
+    d[24] = v2_1_0;
+    d[25] = v2_1_1;
+    d[28] = v2_1_2;
+    d[29] = v2_1_3;
 
-    // Round 3/4: 2 store(s) of 16 B, 4 load(s) of 8 B
+    // Round 3/4: 4 store(s) of 8 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_v4_b32<0>(st_addr, s[20], s[21], s[22], s[23]);
-    detail::st_shared_v4_b32<256>(st_addr, s[28], s[29], s[30], s[31]);
+    detail::st_shared_v2_b32<0>(st_addr, s[20], s[21]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x20), s[22], s[23]);
+    detail::st_shared_v2_b32<512>(st_addr, s[28], s[29]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x220), s[30], s[31]);
     __syncthreads();  // stores visible
-    uint32_t v3_0_0, v3_0_1; detail::ld_shared_v2_b32<0>(ld_addr, v3_0_0, v3_0_1);
-    uint32_t v3_1_0, v3_1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x820), v3_1_0, v3_1_1);
-    uint32_t v3_2_0, v3_2_1; detail::ld_shared_v2_b32<512>(ld_addr, v3_2_0, v3_2_1);
-    uint32_t v3_3_0, v3_3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xa20), v3_3_0, v3_3_1);
+    uint32_t v3_0_0, v3_0_1, v3_0_2, v3_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v3_0_0, v3_0_1, v3_0_2, v3_0_3);
+    uint32_t v3_1_0, v3_1_1, v3_1_2, v3_1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x810), v3_1_0, v3_1_1, v3_1_2, v3_1_3);
     d[18] = v3_0_0;
     d[19] = v3_0_1;
-    d[22] = v3_1_0;
-    d[23] = v3_1_1;
-    d[26] = v3_2_0;
-    d[27] = v3_2_1;
-    d[30] = v3_3_0;
-    d[31] = v3_3_1;
+    d[22] = v3_0_2;
+    d[23] = v3_0_3;
+    d[26] = v3_1_0;
+    d[27] = v3_1_1;
+    d[30] = v3_1_2;
+    d[31] = v3_1_3;
     memcpy(dst, d, sizeof d);
 }
 

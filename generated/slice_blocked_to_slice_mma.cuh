@@ -31,14 +31,14 @@
 //
 // Plan:
 //   strategy: smem  (f32, 4 B/elem, cuda sm_90, 4 warps x 32 lanes, 4 -> 4 registers)
-//   smem: 256 bytes, 1 round(s), swizzle optimal, store vector x4 elements, load vector x2 elements, vector width 16 B
+//   smem: 256 bytes, 1 round(s), swizzle optimal, store vector x2 elements, load vector x4 elements, vector width 16 B
 //     widest access tile: 16 bytes
-//     offset bases (swizzled memory layout, offset -> tensor element): [[32], [16], [1], [2], [4], [8]]
-//     store: 1 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
-//     load: 2 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 2 wavefronts/warp
+//     offset bases (swizzled memory layout, offset -> tensor element): [[32], [8], [1], [2], [16], [4]]
+//     store: 2 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
+//     load: 1 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 2 wavefronts/warp
 //     barriers: 2 block
-//   candidate*smem     score    14.75  store st.shared x1, load ld.shared x2: 6 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score    14.75  store st.shared x2, load ld.shared x1: 6 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    14.75  store st.shared x2, load ld.shared x1: 6 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    14.75  store st.shared x1, load ld.shared x2: 6 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem     score    15.00  store st.shared x2, load ld.shared x2: 6 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
@@ -69,21 +69,21 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 
 namespace detail {
 template <int kImm>
-__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
+__device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1};
-    llgen_host::ld_shared(addr + kImm, 8, regs);
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::ld_shared(addr + kImm, 16, regs);
 #else
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
 #endif
 }
 template <int kImm>
-__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
-    llgen_host::st_shared(addr + kImm, 16, regs);
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::st_shared(addr + kImm, 8, regs);
 #else
-    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
 #endif
 }
 
@@ -102,22 +102,22 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     memcpy(s, src, sizeof s);
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));  // shared-window address
-    const unsigned st_base = ((lane & 0x18) << 1) ^ (warp << 6);                      // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));            // shared-window address
+    const unsigned st_base = ((lane & 0x18) << 1) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 2);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 0x1c) << 2) ^ ((warp & 0x2) << 2);              // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x10) << 3) ^ ((lane & 0xc) << 2) ^ ((warp & 0x2) << 5);  // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 1 store(s) of 16 B, 2 load(s) of 8 B
+    // 2 store(s) of 8 B, 1 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_v4_b32<0>(st_addr, s[0], s[2], s[1], s[3]);
+    detail::st_shared_v2_b32<0>(st_addr, s[0], s[2]);
+    detail::st_shared_v2_b32<64>(st_addr, s[1], s[3]);
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
-    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<128>(ld_addr, v1_0, v1_1);
+    uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
     d[0] = v0_0;
     d[2] = v0_1;
-    d[1] = v1_0;
-    d[3] = v1_1;
+    d[1] = v0_2;
+    d[3] = v0_3;
     memcpy(dst, d, sizeof d);
 }
 

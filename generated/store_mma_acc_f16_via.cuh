@@ -41,18 +41,18 @@
 //     at strides [64, 1]: 4 instr/warp (requests), 16 sectors/instr (16 at best), 64 sectors/warp
 //     via: before the stores, a conversion to the coalesced layout {'register': [[0, 1], [0, 2], [0, 4], [16, 0], [32, 0]], 'lane': [[0, 8], [0, 16], [0, 32], [1, 0], [2, 0]], 'warp': [[4, 0], [8, 0]], 'block': []}:
 //       strategy: smem  (f16, 2 B/elem, cuda sm_80, 4 warps x 32 lanes, 32 -> 32 registers)
-//       smem: 8192 bytes, 1 round(s), swizzle optimal, store vector x8 elements, load vector x4 elements, vector width 16 B
-//         offset bases (swizzled memory layout, offset -> tensor element): [[0, 1], [32, 0], [0, 16], [1, 0], [0, 2], [0, 4], [2, 0], [4, 0], [8, 0], [16, 0], [0, 10], [0, 36]]
-//         store: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
-//         load: 8 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
+//       smem: 8192 bytes, 1 round(s), swizzle optimal, store vector x4 elements, load vector x8 elements, vector width 16 B
+//         offset bases (swizzled memory layout, offset -> tensor element): [[0, 1], [32, 0], [0, 2], [1, 0], [2, 0], [0, 4], [4, 0], [8, 0], [16, 0], [0, 12], [1, 16], [2, 32]]
+//         store: 8 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
+//         load: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //         barriers: 2 block
-//       candidate*smem     score    43.00  store st.shared x4, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//       candidate smem     score    43.00  store st.shared x8, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//       candidate*smem     score    43.00  store st.shared x8, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//       candidate smem     score    43.00  store st.shared x4, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 //       candidate smem     score    44.00  store st.shared x8, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 //       candidate smem     score    45.00  store st.shared x16, load ldmatrix.trans x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 //       candidate smem     score    75.00  store st.shared x4, load ld.shared x8: 64 wavefronts (4+2 conflicts/instr), 2 barriers
 //       candidate smem     score   109.00  store st.shared x16, load ldmatrix x4: 96 wavefronts (3+4 conflicts/instr), 2 barriers
-//   candidate*via      score   140.00  via smem (store st.shared x4, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x4: 16 sectors/instr (16 at best)
+//   candidate*via      score   140.00  via smem (store st.shared x8, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x4: 16 sectors/instr (16 at best)
 //   candidate vector   score   196.00  store 4 B x16: 8 sectors/instr (4 at best)
 #pragma once
 #include <cuda_runtime.h>
@@ -102,21 +102,21 @@ __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { retur
 
 namespace detail {
 template <int kImm>
-__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
+__device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1};
-    llgen_host::ld_shared(addr + kImm, 8, regs);
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::ld_shared(addr + kImm, 16, regs);
 #else
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
 #endif
 }
 template <int kImm>
-__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
-    llgen_host::st_shared(addr + kImm, 16, regs);
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::st_shared(addr + kImm, 8, regs);
 #else
-    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
 #endif
 }
 
@@ -132,43 +132,43 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
                                               unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                   // shared-window address
-    const unsigned st_base = ((lane & 0x3) << 5) ^ ((lane & 0x18) << 4) ^ ((lane & 0x4) << 2) ^ ((warp & 1) * 0x820) ^ (((warp >> 1) & 1) * 0x400);                                    // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                 // shared-window address
+    const unsigned st_base = ((lane & 0x2) << 5) ^ ((lane & 0x11) << 3) ^ ((lane & 0xc) << 2) ^ ((warp & 1) * 0x440) ^ (((warp >> 1) & 1) * 0x200);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 1) * 0x820) ^ (((lane >> 1) & 1) * 0x8) ^ (((lane >> 2) & 1) * 0x1040) ^ (((lane >> 3) & 1) * 0x10) ^ (((lane >> 4) & 1) * 0x80) ^ (warp << 8);  // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x7) << 10) ^ ((lane & 0x1) << 6) ^ ((lane & 0x6) << 3) ^ ((lane & 0x18) << 1) ^ (warp << 7);                  // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 4 store(s) of 16 B, 8 load(s) of 8 B
+    // 8 store(s) of 8 B, 4 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_v4_b32<0>(st_addr, s[0], s[8], s[2], s[10]);
-    detail::st_shared_v4_b32<512>(st_addr, s[1], s[9], s[3], s[11]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x1040), s[4], s[12], s[6], s[14]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x1240), s[5], s[13], s[7], s[15]);
+    detail::st_shared_v2_b32<0>(st_addr, s[0], s[8]);
+    detail::st_shared_v2_b32<256>(st_addr, s[1], s[9]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x810), s[2], s[10]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x910), s[3], s[11]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1020), s[4], s[12]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1120), s[5], s[13]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1830), s[6], s[14]);
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1930), s[7], s[15]);
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
-    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x20), v1_0, v1_1);
-    uint32_t v2_0, v2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x40), v2_0, v2_1);
-    uint32_t v3_0, v3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x60), v3_0, v3_1);
-    uint32_t v4_0, v4_1; detail::ld_shared_v2_b32<1024>(ld_addr, v4_0, v4_1);
-    uint32_t v5_0, v5_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x420), v5_0, v5_1);
-    uint32_t v6_0, v6_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x440), v6_0, v6_1);
-    uint32_t v7_0, v7_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x460), v7_0, v7_1);
+    uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x40), v1_0, v1_1, v1_2, v1_3);
+    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<512>(ld_addr, v2_0, v2_1, v2_2, v2_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x240), v3_0, v3_1, v3_2, v3_3);
     d[0] = v0_0;
+    d[1] = v0_2;
     d[8] = v0_1;
-    d[1] = v1_0;
-    d[9] = v1_1;
-    d[2] = v2_0;
-    d[10] = v2_1;
-    d[3] = v3_0;
-    d[11] = v3_1;
-    d[4] = v4_0;
-    d[12] = v4_1;
-    d[5] = v5_0;
-    d[13] = v5_1;
-    d[6] = v6_0;
-    d[14] = v6_1;
-    d[7] = v7_0;
-    d[15] = v7_1;
+    d[9] = v0_3;
+    d[2] = v1_0;
+    d[3] = v1_2;
+    d[10] = v1_1;
+    d[11] = v1_3;
+    d[4] = v2_0;
+    d[5] = v2_2;
+    d[12] = v2_1;
+    d[13] = v2_3;
+    d[6] = v3_0;
+    d[7] = v3_2;
+    d[14] = v3_1;
+    d[15] = v3_3;
 }
 
 template <typename T>
