@@ -274,18 +274,20 @@ def gather_expected(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
 
 
 def verify_gather_host(items: Sequence[tuple[str, object]], seed: int = 0, runs: int = 1,
-                       keep: str | None = None, defines: Sequence[str] = ()) -> list[RunResult]:
+                       keep: str | None = None, defines: Sequence[str] = (),
+                       sources: str | None = None) -> list[RunResult]:
     """Render, compile and run gather harnesses on the host SIMT runtime,
     ``runs`` times each on fresh random data; one result per item.
-    ``defines``: extra macros (``LLGEN_GATHER_CHECK``)."""
+    ``defines``: extra macros (``LLGEN_GATHER_CHECK``); ``sources``: a folder
+    with the harnesses as they are (e.g. ``generated/``) instead of rendering."""
     from .gather_render import gather_files
     directory = keep or tempfile.mkdtemp(prefix="llgen_gather_")
     try:
-        for name, p in items:
+        for name, p in items if sources is None else ():
             for fname, text in gather_files(p, name).items():
                 with open(os.path.join(directory, fname), "w", encoding="utf-8") as fh:
                     fh.write(text)
-        exe, log = build(directory, [], "gdriver", driver=gather_driver_source(items), defines=defines)
+        exe, log = build(directory, [], "gdriver", sources, driver=gather_driver_source(items), defines=defines)
         if exe is None:
             return [RunResult(False, f"{name}: host compile failed: {log}") for name, _ in items]
         rng = np.random.default_rng(seed)

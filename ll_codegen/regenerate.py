@@ -7,8 +7,9 @@
 the current folder has one, else the checkout this package was imported
 from); it holds ``manifest.yaml``, which lists each conversion as the argument
 list of ``llgen convert`` (``args``; spec paths relative to the folder above
-``DIR``, the checkout's root), the strategy the planner must choose
-(``expect``) and a ``note``.  Each entry is parsed by ``llgen convert``'s own
+``DIR``, the checkout's root) -- or of ``llgen gather`` with ``command:
+gather`` --, the strategy the planner must choose (``expect``) and a
+``note``.  Each entry is parsed by ``llgen convert``'s own
 option parser and emitted with ``--emit all`` (header, harness, and a bench
 for register conversions) into ``DIR`` (or ``-o OUTDIR``), together with
 ``README.md`` (a table of every conversion with its strategy and predicted
@@ -31,8 +32,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .api import Conversion, conversion_files
+from .api import conversion_files, gather_files
 from .limits import short
+from .plan import ConversionPlan
 from .spec import SpecError, parse_yaml, read_spec_text
 
 #: The checkout this package was imported from (in an installed copy: site-packages, with no generated/).
@@ -42,19 +44,23 @@ SOURCE_EXTS = (".cuh", ".cu", ".h", ".hip")
 STRATEGIES = ("noop", "register", "shuffle", "smem", "store", "load", "copy")
 
 
+COMMANDS = ("convert", "gather")
+
+
 @dataclass
 class Entry:
     args: str
     expect: str | None
     note: str
-    conv: Conversion | None = None
+    command: str = "convert"
+    conv: Any = None            # api.Conversion or api.Gather: .plan, .name, .command, .files
     params: dict[str, Any] | None = None
 
 
-def _convert_command():
-    """``llgen convert``'s click command (its option parser is the manifest's grammar)."""
-    from .cli import convert
-    return convert
+def _click_command(name: str):
+    """``llgen convert``'s or ``llgen gather``'s click command (its option parser is the manifest's grammar)."""
+    from . import cli
+    return getattr(cli, name)
 
 
 def load_manifest(path: str) -> list[Entry]:
@@ -65,13 +71,16 @@ def load_manifest(path: str) -> list[Entry]:
     for i, e in enumerate(data, 1):
         if not isinstance(e, dict) or not isinstance(e.get("args"), str):
             raise SpecError(path, f"entry {i}", "expected a mapping with 'args' (a string of llgen convert arguments)")
-        unknown = set(e) - {"args", "expect", "note"}
+        unknown = set(e) - {"args", "expect", "note", "command"}
         if unknown:
-            raise SpecError(path, f"entry {i}.{sorted(unknown)[0]}", "unknown field (allowed: args, expect, note)")
-        expect = e.get("expect")
+            raise SpecError(path, f"entry {i}.{sorted(unknown)[0]}",
+                            "unknown field (allowed: args, expect, note, command)")
+        expect, command = e.get("expect"), e.get("command", "convert")
+        if command not in COMMANDS:
+            raise SpecError(path, f"entry {i}.command", f"{short(command)} is not one of {', '.join(COMMANDS)}")
         if expect is not None and expect not in STRATEGIES:
             raise SpecError(path, f"entry {i}.expect", f"{short(expect)} is not one of {', '.join(STRATEGIES)}")
-        out.append(Entry(e["args"], expect, str(e.get("note", "")).strip()))
+        out.append(Entry(e["args"], expect, str(e.get("note", "")).strip(), command))
     return out
 
 
@@ -82,21 +91,23 @@ def build(entries: list[Entry], manifest: str, root: str | None = None) -> dict[
     was imported from; ``run`` passes the folder above the manifest's)."""
     root = ROOT if root is None else root
     import click
-    cmd = _convert_command()
     files: dict[str, str] = {}
     for i, e in enumerate(entries, 1):
         where = f"{manifest}: entry {i}"
         try:
-            ctx = cmd.make_context("convert", shlex.split(e.args))
+            ctx = _click_command(e.command).make_context(e.command, shlex.split(e.args))
         except click.exceptions.ClickException as err:
             raise ValueError(f"{where}: args: {err.format_message()}") from None
         p = dict(ctx.params)
         if p.pop("output") != "." or p.pop("emit"):
             raise ValueError(f"{where}: args: leave out -o and --emit (regenerate writes every kind to OUTDIR)")
-        if not p.get("src") or not p.get("dst"):
-            raise ValueError(f"{where}: args: --src and --dst are required")
+        needed = ("src", "dst") if e.command == "convert" else ("src", "index", "axis")
+        if any(p.get(k) in (None, "") for k in needed):
+            raise ValueError(f"{where}: args: {' and '.join('--' + k for k in needed)} are required")
+        if e.command == "gather" and (p.pop("show_plan") or p.pop("as_json")):
+            raise ValueError(f"{where}: args: leave out --plan and --json")
         try:
-            e.conv = conversion_files(emit=("all",), root=root, **p)
+            e.conv = (conversion_files if e.command == "convert" else gather_files)(emit=("all",), root=root, **p)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
         e.params = p
@@ -112,12 +123,16 @@ def build(entries: list[Entry], manifest: str, root: str | None = None) -> dict[
 
 def _conflicts(plan) -> str:
     m = plan.smem
-    if m is None:
+    if m is None or not isinstance(plan, ConversionPlan):
         return "—"
     return f"{m.store.bank_conflicts} / {m.load.bank_conflicts}"
 
 
 def _instrs(plan) -> str:
+    if not isinstance(plan, ConversionPlan):          # a gather
+        if plan.shuffle is not None:
+            return f"{plan.shuffle.shuffles} shuffles, {len(plan.shuffle.outs[0].cands)} candidates/element"
+        return f"{plan.smem_bytes} B, {plan.n_idx} loads"
     if plan.smem is not None:
         m = plan.smem
         return f"{m.bytes} B, {len(m.rounds)} round(s), st {m.store_instr} / ld {m.load_instr}"
@@ -133,14 +148,14 @@ def readme(entries: list[Entry]) -> str:
     lines = [
         "# generated/",
         "",
-        "Curated conversions and memory accesses emitted by `llgen convert --emit all` (header, test harness, and a round-trip bench for register conversions).",
+        "Curated conversions, memory accesses and gathers emitted by `llgen convert --emit all` / `llgen gather --emit all` (header, test harness, and a bench for register conversions and CUDA gathers).",
         "Do not edit: this folder, this README included, is produced by one command from the repository root,",
         "",
         "```sh",
         "llgen regenerate            # or: python -m ll_codegen.regenerate; llgen regenerate --check",
         "```",
         "",
-        "driven by `generated/manifest.yaml` (each entry's `llgen convert` arguments). CI regenerates into a",
+        "driven by `generated/manifest.yaml` (each entry's `llgen convert` or `llgen gather` arguments). CI regenerates into a",
         "temporary folder and diffs it against this one, so a change to the planner, the templates or a spec",
         "shows up here. Each header's opening comment records the exact `llgen convert` command, both layouts",
         "and the full plan with every scored candidate.",
@@ -153,10 +168,11 @@ def readme(entries: list[Entry]) -> str:
     ]
     for e in entries:
         c, p = e.conv, e.params
-        pair = f"`{os.path.basename(p['src'])}` -> `{os.path.basename(p['dst'])}`"
+        pair = (f"`{os.path.basename(p['src'])}` -> `{os.path.basename(p['dst'])}`" if e.command == "convert" else
+                f"gather `{os.path.basename(p['src'])}` by `{os.path.basename(p['index'])}`, axis {p['axis']}")
         lines.append(f"| `{c.name}` | {pair} | {c.plan.dtype} | {c.plan.target} {c.plan.arch} | "
                      f"{c.plan.strategy} | {_instrs(c.plan)} | {_conflicts(c.plan)} |")
-    lines += ["", "## Conversions", ""]
+    lines += ["", "## Conversions and gathers", ""]
     for e in entries:
         c = e.conv
         lines.append(f"### `{c.name}` — {c.plan.strategy}")
@@ -230,7 +246,7 @@ def run(directory: str | None = None, output: str | None = None, manifest: str |
     removed = _stale(outdir, set(files)) if own_folder else []
     for f in removed:
         os.unlink(os.path.join(outdir, f))
-    echo(f"wrote {len(files) - 1} sources for {len(entries)} conversions and README.md to {quote_path(outdir)}"
+    echo(f"wrote {len(files) - 1} sources for {len(entries)} entries and README.md to {quote_path(outdir)}"
          + (f"; removed {len(removed)} stale file(s)" if removed else ""))
     return 0
 

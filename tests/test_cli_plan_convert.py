@@ -382,8 +382,12 @@ def test_regenerate_reproduces_generated_byte_for_byte(tmp_path):
 
 def test_generated_coverage(manifest_build):
     entries, files = manifest_build
+    gathers = {e.conv.name: e.conv.plan for e in entries if e.command == "gather"}
+    assert {(p.strategy, p.target) for p in gathers.values()} >= {("shuffle", "cuda"), ("smem", "cuda"),
+                                                                  ("smem", "hip")}
+    entries = [e for e in entries if e.command == "convert"]
     plans = {e.conv.name: e.conv.plan for e in entries}
-    assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans)
+    assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans) + len(gathers)
     assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "store", "load", "copy"}
     assert {(p.memory.space, p.strategy) for p in plans.values() if p.memory is not None} == {
         (sp, d) for sp in ("shared", "global") for d in ("store", "load")}
