@@ -203,6 +203,17 @@ def pair_cases(n_random: int = 230, n_local: int = 40, seed: int = 20250105) -> 
         s, d = local_pair(rng, same_threads=i % 2 == 1)
         dt = DTYPE_OF[sizes[i % 4]]
         emit("random", f"local{i}", s, d, dt, ("linear", "linear"))
+    # --scratch-per-warp for every warp-local shared-memory case (appended: earlier names stay put)
+    from ll_codegen.gpu import layout_of
+    done = set()
+    for c in [c for c in cases if c.plan.smem is not None and c.plan.smem.barrier == "warp"]:
+        if c.pair in done:
+            continue
+        done.add(c.pair)
+        p = plan_conversion(layout_of(c.plan.src_bases), layout_of(c.plan.dst_bases), c.plan.dtype, "cuda",
+                            "sm_90", strategy="smem", scratch_per_warp=True)
+        if p.smem.per_warp:            # (not when the default budget splits the tile into rounds)
+            cases.append(Case(_ident(f"g{len(cases)}_perwarp"), p, c.source, c.pair, "perwarp", c.kinds))
     return cases
 
 
@@ -295,7 +306,7 @@ def sanitizer_subset(cases: list[Case] | None = None) -> list[Case]:
     for c in cases:
         p = c.plan
         key = c.tag if p.smem is None else (p.smem.store_instr, p.smem.load_instr, p.smem.swizzle,
-                                             len(p.smem.rounds) > 1, p.elem_bytes)
+                                             len(p.smem.rounds) > 1, p.elem_bytes, p.smem.per_warp)
         if key in seen:
             continue
         seen.add(key)

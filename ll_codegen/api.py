@@ -151,7 +151,8 @@ def parse_strides(text: Any) -> tuple[int, ...]:
 def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                     shape: Any = None, max_vector_bytes: int | None = None, strides: Any = None,
-                    instr: str = "auto", warps: int | None = None, scratch_buffers: int = 1) -> ConversionPlan:
+                    instr: str = "auto", warps: int | None = None, scratch_buffers: int = 1,
+                    scratch_per_warp: bool = False) -> ConversionPlan:
     """Plan ``src -> dst``; each layout may be a LinearLayout, a Spec, a spec
     mapping or a spec path (``shape`` overrides both specs' shapes).  When
     one side is a memory layout (shared or global) the plan is a ``store``
@@ -160,7 +161,8 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     ``strides`` (elements) are the global strides its cost is predicted for,
     ``instr`` forces vector or matrix (ldmatrix/stmatrix) accesses;
     ``scratch_buffers=2``: a conversion through shared memory issues no barrier before
-    its stores, for callers that alternate two scratch buffers.  Raises ValueError
+    its stores, for callers that alternate two scratch buffers; ``scratch_per_warp``:
+    a warp-local one keeps each warp in its own slice with warp-scope barriers only.  Raises ValueError
     (SpecError for a bad spec) with one clear line."""
     from . import planner
     if swizzle not in ("optimal", "none"):
@@ -174,9 +176,9 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     s, s_spec = load_layout(src, shape, "source", memory_ok=True)
     d, d_spec = load_layout(dst, shape, "destination", memory_ok=True)
     s_space, d_space = _space(s, s_spec), _space(d, d_spec)
-    if scratch_buffers != 1 and (s_space, d_space) != ("registers", "registers"):
-        raise ValueError("--scratch-buffers applies to conversions between register layouts; "
-                         "a memory layout is given as --src/--dst")
+    if (scratch_buffers != 1 or scratch_per_warp) and (s_space, d_space) != ("registers", "registers"):
+        raise ValueError(f"--scratch-{'buffers' if scratch_buffers != 1 else 'per-warp'} applies to conversions "
+                         f"between register layouts; a memory layout is given as --src/--dst")
     if swizzle != "optimal" and (s_space, d_space) != ("registers", "registers"):
         raise ValueError("--swizzle chooses the scratch layout of register conversions; "
                          "a memory layout given as --src/--dst is used as it is")
@@ -203,17 +205,17 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
         raise ValueError("--stride applies to global tiles; neither layout is one")
     return planner.plan_conversion(s, d, dtype=dtype, target=target, arch=arch, strategy=strategy,
                                    swizzle=swizzle, smem_budget=smem_budget, max_vector_bytes=max_vector_bytes,
-                                   scratch_buffers=scratch_buffers)
+                                   scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
 
 
 def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strategy: str = "auto",
               swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
-              scratch_buffers: int = 1) -> ConversionPlan:
+              scratch_buffers: int = 1, scratch_per_warp: bool = False) -> ConversionPlan:
     """The reverse (dst -> src) plan for the bench: the same options; a forced
     strategy that is illegal in reverse falls back to ``auto``."""
     from . import planner
     kw = dict(dtype=plan.dtype, target=plan.target, arch=plan.arch, swizzle=swizzle, smem_budget=smem_budget,
-              scratch_buffers=scratch_buffers)
+              scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
     try:
         return planner.plan_conversion(dst, src, strategy=strategy, **kw)
     except ValueError:
@@ -295,7 +297,7 @@ def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | No
 
 def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None, strategy: str, swizzle: str,
                    smem_budget: int, shape: Any, name: str | None, strides: Any = None,
-                   warps: int | None = None, scratch_buffers: int = 1) -> str:
+                   warps: int | None = None, scratch_buffers: int = 1, scratch_per_warp: bool = False) -> str:
     """The normalised ``llgen convert`` command recorded in a header (no -o, no --emit)."""
     q = shlex.quote
     parts = ["llgen", "convert", "--src", q(os.fspath(src)), "--dst", q(os.fspath(dst)),
@@ -310,6 +312,8 @@ def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None
         parts += ["--smem-budget", str(smem_budget)]
     if scratch_buffers != 1:
         parts += ["--scratch-buffers", str(scratch_buffers)]
+    if scratch_per_warp:
+        parts.append("--scratch-per-warp")
     if shape is not None:
         parts += ["--shape", q(",".join(map(str, shape)) if isinstance(shape, (list, tuple)) else str(shape))]
     if warps is not None:
@@ -336,7 +340,7 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
                      strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                      shape: Any = None, name: str | None = None, emit: Sequence[str] | str | None = None,
                      root: str | None = None, strides: Any = None, warps: int | None = None,
-                     scratch_buffers: int = 1) -> Conversion:
+                     scratch_buffers: int = 1, scratch_per_warp: bool = False) -> Conversion:
     """Plan and render (in memory) the files ``llgen convert`` writes.
 
     ``src``/``dst`` are spec paths as the user gave them (recorded in the
@@ -352,7 +356,7 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     d, d_spec = load_layout(open_dst, shape, "destination", memory_ok=True)
     plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
                            swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps,
-                           scratch_buffers=scratch_buffers)
+                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
     if (plan.memory is not None or plan.copy is not None) and "bench" in kinds:
         said_all = any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ()))
         if not said_all:
@@ -361,8 +365,9 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
                              "--emit bench: the bench times register conversions; this pair is a copy")
         kinds = tuple(k for k in kinds if k != "bench")          # `all`: every kind that applies
     command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name,
-                             strides, warps, scratch_buffers)
-    back = back_plan(plan, s, d, strategy, swizzle, smem_budget, scratch_buffers) if "bench" in kinds else None
+                             strides, warps, scratch_buffers, scratch_per_warp)
+    back = (back_plan(plan, s, d, strategy, swizzle, smem_budget, scratch_buffers, scratch_per_warp)
+            if "bench" in kinds else None)
     s_text = layout_text(s, s_spec, os.fspath(src))
     d_text = layout_text(d, d_spec, os.fspath(dst))
     names = file_names(plan.target, out_name)

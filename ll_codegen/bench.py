@@ -252,6 +252,11 @@ def prepare(name: str, src: Any, dst: Any, dtype: str, directory: str, *, naive:
         job.variants.append(Variant("buf2", plan_conversion(src, dst, dtype, target, arch, scratch_buffers=2),
                                     plan_conversion(dst, src, dtype, target, arch, scratch_buffers=2),
                                     _ident(f"{name}_buf2")))
+    if any(p.smem is not None and p.smem.barrier == "warp" for p in (auto, back)):
+        # warp-local: each warp in its own slice of the scratch, warp barriers only (--scratch-per-warp)
+        job.variants.append(Variant("perwarp", plan_conversion(src, dst, dtype, target, arch, scratch_per_warp=True),
+                                    plan_conversion(dst, src, dtype, target, arch, scratch_per_warp=True),
+                                    _ident(f"{name}_perwarp")))
     if naive:
         try:
             nf = plan_conversion(src, dst, dtype, target, arch, strategy="smem", swizzle="none", max_vector_bytes=w)

@@ -269,6 +269,11 @@ _SCRATCH_BUFFERS = click.option(
     callback=lambda ctx, param, v: int(v),
     help="2: no barrier before a shared-memory conversion's stores; the caller alternates two scratch "
          "buffers of kSmemBytes between consecutive conversions (see the header's Barriers line).")
+_SCRATCH_PER_WARP = click.option(
+    "--scratch-per-warp", "scratch_per_warp", is_flag=True,
+    help="A warp-local shared-memory conversion keeps each warp in its own kSmemBytes/kWarps slice and "
+         "issues only warp barriers; the caller guarantees no other warp used that slice since the last "
+         "__syncthreads() (see the header's Barriers line).")
 
 
 @main.command()
@@ -277,9 +282,10 @@ _SCRATCH_BUFFERS = click.option(
 @click.option("--json", "as_json", is_flag=True,
               help="Print the plan as JSON (the text ConversionPlan.to_json() returns).")
 @_SCRATCH_BUFFERS
+@_SCRATCH_PER_WARP
 def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
          smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
-         as_json: bool, scratch_buffers: int) -> None:
+         as_json: bool, scratch_buffers: int, scratch_per_warp: bool) -> None:
     """Plan the conversion from --src to --dst and print it: strategy,
     register permutation, shuffle rounds, shared memory and swizzle, predicted
     wavefronts and bank conflicts, and every candidate with its score,
@@ -288,7 +294,7 @@ def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, sw
     _need(src, dst)
     p = plan_conversion(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
                         smem_budget=smem_budget, shape=shape, strides=strides, warps=warps,
-                        scratch_buffers=scratch_buffers)
+                        scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
     text = p.to_json() if as_json else p.summary()
     click.echo(text, nl=not text.endswith("\n"))
 
@@ -303,9 +309,11 @@ def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, sw
 @click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
               help="header, harness, bench or all; repeatable or a comma list (default header,harness).")
 @_SCRATCH_BUFFERS
+@_SCRATCH_PER_WARP
 def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
             smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
-            output: str, name: Optional[str], emit: tuple[str, ...], scratch_buffers: int) -> None:
+            output: str, name: Optional[str], emit: tuple[str, ...], scratch_buffers: int,
+            scratch_per_warp: bool) -> None:
     """Generate the conversion from --src to --dst: a header with the
     device function (and a test harness, a round-trip bench); prints each
     written path.  Same inputs give byte-identical files.  Every target is
@@ -315,7 +323,7 @@ def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str,
     check_output_dir(output, "-o")
     conv = conversion_files(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
                             smem_budget=smem_budget, shape=shape, name=name, emit=emit or None, strides=strides,
-                            warps=warps, scratch_buffers=scratch_buffers)
+                            warps=warps, scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
     for path in write_rendered(conv.files, output, "-o"):
         click.echo(path)
 

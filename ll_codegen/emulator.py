@@ -331,11 +331,21 @@ def _emulate_smem(plan: ConversionPlan, src: np.ndarray, dst: np.ndarray, writte
     sb = _as_bytes(src)
     dbytes = _as_bytes(dst).copy()
     st_warps, all_warps = _store_warps(plan), np.arange(plan.num_warps)
+    slice_bytes = m.bytes // plan.num_warps
+
+    def own_slice(addr: np.ndarray, warps: np.ndarray, what: str, ri: int) -> None:
+        """Per-warp scratch (``SmemPlan.per_warp``): warp w touches only its slice."""
+        bad = addr // slice_bytes != warps[:, None, None]
+        if m.per_warp and np.any(bad):
+            w, lane = np.argwhere(bad)[0][:2]
+            raise SmemError(f"round {ri}: per-warp scratch, but warp {warps[w]} lane {lane} {what} byte "
+                            f"{addr[tuple(np.argwhere(bad)[0])]} outside its slice of {slice_bytes}")
     for ri, rnd in enumerate(m.rounds):
         # barrier; stores
         addrs, vals = [], []
         for acc in rnd.stores:
             addr, reg, byte, _, _ = _instr(plan, acc, m.store_base, m.store_instr, st_warps)
+            own_slice(addr, st_warps, "stores", ri)
             L = addr.shape[1]
             val = sb[st_warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]]
             if m.barrier == "warp":
@@ -360,6 +370,7 @@ def _emulate_smem(plan: ConversionPlan, src: np.ndarray, dst: np.ndarray, writte
         # barrier; loads
         for acc in rnd.loads:
             addr, reg, byte, _, _ = _instr(plan, acc, m.load_base, m.load_instr, all_warps)
+            own_slice(addr, all_warps, "loads", ri)
             if not np.all(valid[addr]):
                 bad = np.argwhere(~valid[addr])[0]
                 raise SmemError(f"round {ri}: warp {bad[0]} lane {bad[1]} loads byte {addr[tuple(bad)]} "

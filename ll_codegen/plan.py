@@ -155,7 +155,12 @@ class SmemPlan:
     With ``buffers == 2`` round 0 has no barrier before its stores: the caller
     alternates two scratch buffers between consecutive conversions, and the
     (block-wide) barrier between the stores and loads of the call in between
-    already ordered every earlier read of this buffer."""
+    already ordered every earlier read of this buffer.  With ``per_warp``
+    (a warp-local plan, ``--scratch-per-warp``) warp w touches only bytes
+    ``[w * bytes / warps, (w + 1) * bytes / warps)`` -- the warp bits are the
+    top offset bits -- and the barrier before the stores is warp-scope too: the
+    caller guarantees that those bytes were last used by warp w (or that a
+    block barrier came since)."""
     layout: dict[str, Any]
     swizzle: str                      # "optimal" | "none"
     store_vec: int
@@ -172,11 +177,13 @@ class SmemPlan:
     load_instr: str = "vector"
     barrier: str = "block"            # "block" | "warp"
     buffers: int = 1                  # 2: the caller alternates two scratch buffers (no barrier before round 0)
+    per_warp: bool = False            # each warp in its own slice of the scratch: both barriers warp-scope
 
     @property
     def warp_barriers(self) -> int:
-        """Warp-scope barriers per call: each round's stores -> loads one, in a warp-local plan."""
-        return len(self.rounds) if self.barrier == "warp" else 0
+        """Warp-scope barriers per call: each round's stores -> loads one, in a warp-local plan, and the
+        one before the stores with per-warp slices."""
+        return len(self.rounds) * (2 if self.per_warp else 1) if self.barrier == "warp" else 0
 
     @property
     def block_barriers(self) -> int:

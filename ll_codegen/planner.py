@@ -186,10 +186,12 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                     target: Target | str = "cuda", arch: str | None = None,
                     strategy: str = "auto", swizzle: str = "optimal",
                     smem_budget: int = 48 * 1024, max_vector_bytes: int | None = None,
-                    scratch_buffers: int = 1) -> ConversionPlan:
+                    scratch_buffers: int = 1, scratch_per_warp: bool = False) -> ConversionPlan:
     """Plan ``src -> dst`` for one element type and target; see the module docstring.
     ``scratch_buffers=2``: a shared-memory plan leaves out the barrier before
     its first stores (``SmemPlan.buffers``); the caller alternates two buffers.
+    ``scratch_per_warp``: a warp-local shared-memory plan keeps each warp in its
+    own slice of the scratch and issues warp-scope barriers only (``SmemPlan.per_warp``).
 
     Raises ValueError with one clear sentence for any bad input or an illegal
     forced strategy."""
@@ -201,6 +203,9 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
         raise ValueError(f"unknown strategy {short(strategy)} (known: auto, {', '.join(STRATEGIES)})")
     if scratch_buffers not in (1, 2) or isinstance(scratch_buffers, bool):
         raise ValueError(f"--scratch-buffers must be 1 or 2, got {short(scratch_buffers)}")
+    if scratch_per_warp and scratch_buffers == 2:
+        raise ValueError("--scratch-per-warp and --scratch-buffers 2 do not combine (two buffers need the "
+                         "block barrier between stores and loads)")
     _dims_ok(src, dst, target)
     src, dst = normalise(src), normalise(dst)
     w = DTYPE_BYTES[dtype]
@@ -235,7 +240,8 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                                       dst_copies=_canonical_copies(dst)))
         else:
             try:
-                smem_plans: list[SmemPlan] = plan_smem(src, dst, w, target, swizzle, smem_budget, max_vector_bytes)
+                smem_plans: list[SmemPlan] = plan_smem(src, dst, w, target, swizzle, smem_budget, max_vector_bytes,
+                                                       per_warp=scratch_per_warp)
             except ValueError:
                 if strategy == "smem" or not candidates:
                     raise

@@ -392,6 +392,9 @@ def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]
                 (f"constexpr int kSmemBytes = {p.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
         if p.smem is not None and p.smem.buffers == 2:
             rows.append(("constexpr int kScratchBuffers = 2;", "alternate two kSmemBytes buffers between calls"))
+        if p.smem is not None and p.smem.per_warp:
+            rows.append((f"constexpr int kWarpSliceBytes = {p.smem.bytes // p.num_warps};",
+                         "warp w uses scratch bytes [w * kWarpSliceBytes, (w + 1) * kWarpSliceBytes)"))
     else:
         rows = [(f"constexpr int kRegs      = {max(p.n_src, p.n_dst)};", f"elements per thread {m.direction}() moves")]
         if p.via is not None:
@@ -603,6 +606,7 @@ class _Builder:
         if m.barrier == "warp":
             visible = "__syncwarp()" if self.cuda else "detail::warp_sync()"
             self.conv.warp_sync = not self.cuda
+        free = visible if m.per_warp else "__syncthreads()"      # per-warp slices: the warp's own bytes
         for i, rnd in enumerate(m.rounds):
             stores = [self.store(a, m.store_instr, m.store_vec, st_sup, k) for k, a in enumerate(rnd.stores)]
             loads, unpack = [], []
@@ -615,7 +619,7 @@ class _Builder:
                 "comment": f"{tag}{len(stores)} store(s) of {self.width(m.store_instr, m.store_vec)}, "
                            f"{len(loads)} load(s) of {self.width(m.load_instr, m.load_vec)}",
                 "stores": stores, "guard": guard, "loads": loads, "unpack": unpack, "visible": visible,
-                "free": i > 0 or m.buffers == 1})
+                "free": free if i > 0 or m.buffers == 1 else None})
         self.fn.steps = steps
         self.finish_prologue(self.smem_rows(("st", m.store_base), ("ld", m.load_base)))
 
@@ -1008,6 +1012,15 @@ def _barrier_contract(plan: ConversionPlan) -> str:
                 f"loads has ordered every read of the buffer by the call before the previous one. Before the "
                 f"first call, and before reusing a buffer for anything else, __syncthreads(). Every thread of "
                 f"the block must make the call, with tid in [0, kThreads).")
+    if plan.smem.per_warp:
+        sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
+        return (f"Barriers: {plan.smem.warp_barriers} {sync}, no block barrier ({n} round(s)); the scratch is "
+                f"split per warp (--scratch-per-warp): warp w stores and loads only bytes [w * kWarpSliceBytes, "
+                f"(w + 1) * kWarpSliceBytes). The caller guarantees that no other warp has touched this "
+                f"warp's slice since the last __syncthreads() (consecutive --scratch-per-warp conversions of "
+                f"the same kSmemBytes on one scratch need nothing between them); before using the scratch for "
+                f"anything else, __syncthreads(). Every thread of the block must make the call, with tid in "
+                f"[0, kThreads).")
     if plan.smem.barrier == "warp":
         sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
         return (f"Barriers: {plan.smem.block_barriers} __syncthreads() and {plan.smem.warp_barriers} {sync} "

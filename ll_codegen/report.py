@@ -47,7 +47,9 @@ def summary(plan: ConversionPlan) -> str:
             lines.append(f"  {kind}: {c.instructions} instr/warp, {c.wavefronts} wavefronts/instr, "
                          f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp")
         lines.append(f"  barriers: {m.block_barriers} block"
-                     + (f" + {m.warp_barriers} warp (each warp reads back only its own bytes)" if m.warp_barriers else "")
+                     + (f" + {m.warp_barriers} warp (each warp reads back only its own bytes"
+                        + (f"; per-warp scratch slices of {m.bytes // p.num_warps} bytes)" if m.per_warp else ")")
+                        if m.warp_barriers else "")
                      + ("; none before the first stores: the caller alternates 2 scratch buffers"
                         if m.buffers == 2 else ""))
         if p.target == "hip":

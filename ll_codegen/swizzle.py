@@ -190,12 +190,17 @@ def _swizzle(low: list[int], phases: list[list[int]], fixed: list[int], d: int, 
 
 def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target,
               swizzle: str = "optimal", budget: int = 48 * 1024,
-              max_vector_bytes: int | None = None, matrix: bool = True) -> list[SmemPlan]:
+              max_vector_bytes: int | None = None, matrix: bool = True, per_warp: bool = False) -> list[SmemPlan]:
     """Candidate plans for ``src -> dst`` through shared memory (always legal
     within a CTA), one per legal pairing of store and load instructions:
     vector ld/st.shared, and with ``swizzle="optimal"`` ldmatrix (sm_75+) /
     stmatrix (sm_90) [.trans] where the target has them and the layouts divide by their tiles
-    (paper §5.3).  Each candidate has its own optimal swizzle."""
+    (paper §5.3).  Each candidate has its own optimal swizzle.
+
+    ``per_warp``: for a warp-local pair in one round, the warp bases become the
+    top offset bits (each warp its own contiguous slice; the swizzle works
+    within the slice, where every phase's lanes are) and both barriers are
+    warp-scope (``SmemPlan.per_warp``); other pairs are planned as without it."""
     d = src.total_out_size_log2
     a_reg, a_thr, a_wrp = (src.flat_bases(k) for k in ("register", "lane", "warp"))
     b_reg, b_thr, b_wrp = (dst.flat_bases(k) for k in ("register", "lane", "warp"))
@@ -238,6 +243,7 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
     if n_round_bits > len(common) or (elem_bytes << (d - n_round_bits)) > budget:
         raise too_small(len(common))
     Rd = common[len(common) - n_round_bits:]          # rounds: the highest common registers
+    top = [v for v in a_wrp if v] if per_warp and not Rd and warp_local(src, dst) else []
     V = common[:min(max_vec.bit_length() - 1, len(common) - n_round_bits)]
     pairs = [(_vector_side(a_reg, a_thr, V, elem_bytes, target),
               _vector_side(b_reg, b_thr, V, elem_bytes, target, load=True))]
@@ -274,7 +280,8 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         # a load served in double phases may also avoid conflicts across its merged phase; keep
         # that swizzle only where it is strictly cheaper (Lemma 9.5 may not allow both phases)
         built = [_build(src, dst, elem_bytes, target, "optimal",
-                        _swizzle(low, [list(st.phase), list(ph)], Rd, d, row_bits), Rd, st, ld)
+                        _swizzle(low, [list(st.phase), list(ph)], Rd + top, d, row_bits) + top, Rd, st, ld,
+                        per_warp=bool(top))
                  for ph in [ld.phase] + ([ld.merged] if ld.merged else [])]
         plans.append(min(built, key=lambda p: (p.store.total_wavefronts + p.load.total_wavefronts,
                                                p.store.bank_conflicts + p.load.bank_conflicts)))
@@ -309,7 +316,7 @@ def warp_local(src: LinearLayout, dst: LinearLayout) -> bool:
 
 
 def _build(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target, swizzle: str,
-           S: list[int], Rd: list[int], st: _Side, ld: _Side) -> SmemPlan:
+           S: list[int], Rd: list[int], st: _Side, ld: _Side, per_warp: bool = False) -> SmemPlan:
     """Offsets, accesses and predicted costs for memory layout S (+ round bits Rd)."""
     d = src.total_out_size_log2
     assert f2.rank(S + Rd) == d == len(S) + len(Rd)
@@ -355,4 +362,4 @@ def _build(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target
         store_warp_skip=sum(1 << k for k, v in enumerate(src.flat_bases("warp")) if v == 0),
         rounds=tuple(SmemRound(tuple(s), tuple(l)) for s, l in zip(stores, loads)),
         store=store_cost, load=load_cost, store_instr=st.instr, load_instr=ld.instr,
-        barrier="warp" if not Rd and warp_local(src, dst) else "block")
+        barrier="warp" if not Rd and warp_local(src, dst) else "block", per_warp=per_warp)

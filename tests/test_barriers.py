@@ -114,3 +114,38 @@ def test_two_scratch_buffers_drop_the_barrier_before_the_first_stores(src, dst, 
 def test_scratch_buffers_is_for_register_conversions():
     with pytest.raises(ValueError, match="scratch-buffers"):
         plan_conversion(ROW, COL, "f16", scratch_buffers=3)
+
+
+@pytest.mark.parametrize("dtype", ["i8", "f16", "f32"])
+def test_scratch_per_warp_puts_each_warp_in_its_slice(dtype):
+    """--scratch-per-warp on a warp-local pair: the warp bases are the top offset bits (warp w's
+    bytes are [w * kWarpSliceBytes, (w + 1) * kWarpSliceBytes)), both barriers are warp-scope, the
+    swizzle is as conflict-free as without, and the emulator accepts it -- while forcing per_warp on
+    the reverse plan of the default swizzle (warps not on top) is rejected by its slice check."""
+    plain = plan_conversion(WARP_T_SRC, WARP_T_DST, dtype)
+    p = plan_conversion(WARP_T_SRC, WARP_T_DST, dtype, scratch_per_warp=True)
+    m = p.smem
+    warps = layout_of(p.src_bases).bases["warp"]
+    assert m.per_warp and (m.block_barriers, m.warp_barriers) == (0, 2)
+    assert m.layout["offset"][-len(warps):] == warps
+    assert m.store.total_wavefronts + m.load.total_wavefronts == \
+        plain.smem.store.total_wavefronts + plain.smem.load.total_wavefronts
+    check_plan(p, *layouts(p))
+    text = render(p, "header", "t")
+    assert text.count("__syncwarp();") == 2 and "__syncthreads();" not in text
+    assert f"kWarpSliceBytes = {m.bytes // 8};" in text and "--scratch-per-warp" in text
+    back = plan_conversion(WARP_T_DST, WARP_T_SRC, dtype)
+    if back.smem.layout["offset"][-len(warps):] != layout_of(back.src_bases).bases["warp"]:
+        forced = dataclasses.replace(back, smem=dataclasses.replace(back.smem, per_warp=True))
+        with pytest.raises(AssertionError, match="outside its slice"):
+            check_plan(forced, *layouts(forced))
+
+
+def test_scratch_per_warp_leaves_other_plans_alone_and_excludes_two_buffers():
+    p = plan_conversion(ROW, COL, "f16", scratch_per_warp=True)        # data crosses warps
+    assert not p.smem.per_warp and p.smem.block_barriers == 2
+    with pytest.raises(ValueError, match="do not combine"):
+        plan_conversion(WARP_T_SRC, WARP_T_DST, "f16", scratch_per_warp=True, scratch_buffers=2)
+    with pytest.raises(ValueError, match="scratch-per-warp"):
+        plan_conversion("examples/swizzled_shared_64x64.yaml", "examples/blocked_64x64.yaml",
+                        scratch_per_warp=True)

@@ -91,6 +91,9 @@ def _plans(src, dst, w, target, arch):
                     raise
                 continue
             out.append((f"{strategy}/{swz}", plan))
+    # per-warp scratch slices (a no-op unless the pair is warp-local): the emulator checks the slices
+    out.append(("smem/per-warp", plan_conversion(src, dst, dtype, target, arch, strategy="smem",
+                                                  scratch_per_warp=True)))
     return out
 
 
