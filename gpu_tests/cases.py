@@ -252,7 +252,7 @@ def generated_cases() -> list[Case]:
     out = []
     for e in entries:
         c = e.conv
-        if c.plan.target != "cuda":
+        if c.plan.target != "cuda" or e.command != "convert":      # gathers: gather_cases()
             continue
         files = {k: v for k, v in c.files.items() if k in (f"{c.name}.cuh", f"{c.name}_harness.cu")}
         out.append(Case(c.name, c.plan, "generated", c.name, "manifest", files=files))
@@ -472,4 +472,13 @@ def gather_cases(n_random: int = 90, seed: int = 20261125) -> list[GatherGpuCase
                 continue
             out.append(GatherGpuCase(_ident(f"g{len(out):03d}_random{k}_{st}"), f"random{k}", p,
                                      ("linear", f"rank{len(p.src_shape)}", f"axis{axis}", st)))
+    # the CUDA gathers of generated/manifest.yaml (their files there are these plans rendered)
+    from ll_codegen import regenerate
+    path = generated_manifest()
+    entries = [e for e in regenerate.load_manifest(path) if e.command == "gather"] if path else []
+    if entries:
+        regenerate.build(entries, os.path.relpath(path, REPO))
+    for e in entries:
+        if e.conv.plan.target == "cuda":
+            out.append(GatherGpuCase(e.conv.name, e.conv.name, e.conv.plan, ("generated", e.conv.plan.strategy)))
     return out
