@@ -1004,37 +1004,33 @@ def _barrier_contract(plan: ConversionPlan) -> str:
                 "the call must be made by whole warps (all lanes active).")
     if plan.smem is None:
         return "Barriers: none; smem is not touched and no data leaves the thread."
-    n = len(plan.smem.rounds)
-    if plan.smem.buffers == 2:
-        return (f"Barriers: {plan.smem.block_barriers} __syncthreads() ({n} round(s)), none before the first stores: "
+    m, n = plan.smem, len(plan.smem.rounds)
+    every = "Every thread of the block must make the call, with tid in [0, kThreads)."
+    still = ("When it returns, other threads may still be reading smem: __syncthreads() before writing smem "
+             "again (another convert() does that itself).")
+    sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
+    if m.buffers == 2:
+        return (f"Barriers: {m.block_barriers} __syncthreads() ({n} round(s)), none before the first stores: "
                 f"kScratchBuffers = 2 -- consecutive conversions must use different scratch buffers (allocate "
                 f"two of kSmemBytes and alternate), so that the block barrier between this call's stores and "
                 f"loads has ordered every read of the buffer by the call before the previous one. Before the "
-                f"first call, and before reusing a buffer for anything else, __syncthreads(). Every thread of "
-                f"the block must make the call, with tid in [0, kThreads).")
-    if plan.smem.per_warp:
-        sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
-        return (f"Barriers: {plan.smem.warp_barriers} {sync}, no block barrier ({n} round(s)); the scratch is "
+                f"first call, and before reusing a buffer for anything else, __syncthreads(). {every}")
+    if m.per_warp:
+        return (f"Barriers: {m.warp_barriers} {sync}, no block barrier ({n} round(s)); the scratch is "
                 f"split per warp (--scratch-per-warp): warp w stores and loads only bytes [w * kWarpSliceBytes, "
                 f"(w + 1) * kWarpSliceBytes). The caller guarantees that no other warp has touched this "
                 f"warp's slice since the last __syncthreads() (consecutive --scratch-per-warp conversions of "
                 f"the same kSmemBytes on one scratch need nothing between them); before using the scratch for "
-                f"anything else, __syncthreads(). Every thread of the block must make the call, with tid in "
-                f"[0, kThreads).")
-    if plan.smem.barrier == "warp":
-        sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
-        return (f"Barriers: {plan.smem.block_barriers} __syncthreads() and {plan.smem.warp_barriers} {sync} "
-                f"({n} round(s)): a block barrier before each "
-                f"round's stores, so the scratch may still be in use by the caller or an earlier convert() "
-                f"when this one starts; a warp barrier between stores and loads, enough because every warp "
-                f"reads back only bytes it wrote itself. Every thread of the block must make the call, with "
-                f"tid in [0, kThreads). When it returns, other threads may still be reading smem: "
-                f"__syncthreads() before writing smem again (another convert() does that itself).")
+                f"anything else, __syncthreads(). {every}")
+    if m.barrier == "warp":
+        return (f"Barriers: {m.block_barriers} __syncthreads() and {m.warp_barriers} {sync} ({n} round(s)): a "
+                f"block barrier before each round's stores, so the scratch may still be in use by the caller or "
+                f"an earlier convert() when this one starts; a warp barrier between stores and loads, enough "
+                f"because every warp reads back only bytes it wrote itself. {every} {still}")
     return (f"Barriers: {2 * n} __syncthreads() ({n} round(s): one before each round's stores, so the "
             f"scratch may still be in use by the caller or an earlier convert() when this one starts; one "
             f"between stores and loads). Every thread of the block must make the call (block-wide barriers), "
-            f"with tid in [0, kThreads). When it returns, other threads may still be reading smem: "
-            f"__syncthreads() before writing smem again (another convert() does that itself).")
+            f"with tid in [0, kThreads). {still}")
 
 
 TID = "unsigned tid = threadIdx.x"
