@@ -154,3 +154,18 @@ def test_per_side_widths_for_an_8bit_transpose():
     assert (m.store.bank_conflicts, m.load.bank_conflicts) == (0, 0)
     assert min(c.score for c in plan.candidates if "ldmatrix" in c.detail) > plan.candidates[0].score
     check_plan(plan, src, dst, np.random.default_rng(0))
+
+
+def test_sass_table_of_the_recorded_run():
+    """bench/sass_table.py re-derives the benchmarked plans from bench/results_h100.json and compares them
+    with the SASS counts recorded there (32 of 34 pairs equal up to ptxas's unroll on the H100 run); a
+    planner change that renames a plan the run used shows up here."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run([sys.executable, "bench/sass_table.py", "bench/results_h100.json"], capture_output=True,
+                       text=True, cwd=root)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "not among today's candidates" not in p.stdout
+    assert p.stdout.strip().endswith("32 of 34 pairs: SASS loop = the plans' counts times the unroll factor")
