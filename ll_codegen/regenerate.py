@@ -9,9 +9,9 @@ from); it holds ``manifest.yaml``, which lists each conversion as the argument
 list of ``llgen convert`` (``args``; spec paths relative to the folder above
 ``DIR``, the checkout's root) -- or of ``llgen gather`` with ``command:
 gather`` --, the strategy the planner must choose (``expect``) and a
-``note``.  Each entry is parsed by ``llgen convert``'s own
+``note``.  Each entry is parsed by its command's own
 option parser and emitted with ``--emit all`` (header, harness, and a bench
-for register conversions) into ``DIR`` (or ``-o OUTDIR``), together with
+for register conversions and CUDA gathers) into ``DIR`` (or ``-o OUTDIR``), together with
 ``README.md`` (a table of every conversion with its strategy and predicted
 bank conflicts).  Everything is rendered in memory first and then written
 all or none; the output depends only on the manifest, the spec files and the
