@@ -101,6 +101,14 @@ def main(argv=None) -> int:
         list(ex.map(build, jobs))
     print(f"{len(jobs)} kernels compiled ({time.time() - t0:.0f} s)", flush=True)
     per_sm = lambda ms, iters=args.iters: ms * 1e6 / (ctas * iters / sms) * mhz / 1e3  # noqa: E731
+
+    def timed(res: dict, cubin: str, name: str) -> dict:
+        """``res`` with clocks per gather per SM (difference and whole loop) and the loop's SASS counts;
+        the SASS goes to OUT/sass/NAME.sass."""
+        text = B.sass_text(cubin)
+        with open(os.path.join(args.out, "sass", f"{name}.sass"), "w") as fh:
+            fh.write(text)
+        return dict(res, clk=per_sm(res["ms"]), loop_clk=per_sm(res["ms_loop"]), sass=B.sass_counts(text)["loop"])
     rows: dict[str, dict] = {}
     wrong = []
     for j in jobs:
@@ -114,13 +122,7 @@ def main(argv=None) -> int:
             continue
         try:
             res = G.time_ours(j["cubin"], j["kernel"], p, src, idx, args.iters, repeats=args.repeats)
-            res["clk"] = per_sm(res["ms"])
-            res["loop_clk"] = per_sm(res["ms_loop"])
-            text = B.sass_text(j["cubin"])
-            res["sass"] = B.sass_counts(text)["loop"]
-            with open(os.path.join(args.out, "sass", f"{j['kernel']}.sass"), "w") as fh:
-                fh.write(text)
-            row[j["label"]] = res
+            row[j["label"]] = timed(res, j["cubin"], j["kernel"])
             if not res["ok"]:
                 wrong.append(f"{j['case']} {j['label']}")
         except Exception as e:  # noqa: BLE001
@@ -130,13 +132,7 @@ def main(argv=None) -> int:
             try:
                 res = G.time_gluon(p, src, idx, args.iters, repeats=args.repeats,
                                    cubin=os.path.join(work, f"{j['case']}_triton.cubin"))
-                res["clk"] = per_sm(res["ms"])
-                res["loop_clk"] = per_sm(res["ms_loop"])
-                text = B.sass_text(res["cubin"])
-                res["sass"] = B.sass_counts(text)["loop"]
-                with open(os.path.join(args.out, "sass", f"{j['case']}_triton.sass"), "w") as fh:
-                    fh.write(text)
-                row["triton"] = res
+                row["triton"] = timed(res, res["cubin"], f"{j['case']}_triton")
                 if not res["ok"]:
                     wrong.append(f"{j['case']} triton")
             except Exception as e:  # noqa: BLE001

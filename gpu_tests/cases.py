@@ -20,6 +20,7 @@ Variants whose plan equals an earlier one of the same pair are dropped.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -240,17 +241,25 @@ def generated_manifest() -> str | None:
     return p if os.path.exists(p) else None
 
 
-def generated_cases() -> list[Case]:
-    """The CUDA conversions of ``generated/manifest.yaml``, planned by
-    ``ll_codegen.regenerate`` (the same code that wrote the folder).  ``files``
-    holds the header and harness text that ``generated/`` must contain; the
-    GPU test compiles the files in ``generated/`` themselves."""
+@functools.lru_cache(maxsize=None)
+def _manifest_entries() -> tuple:
+    """The entries of ``generated/manifest.yaml`` planned and rendered by
+    ``ll_codegen.regenerate`` (the same code that wrote the folder), once."""
     from ll_codegen import regenerate
     path = generated_manifest()
+    if path is None:
+        return ()
     entries = regenerate.load_manifest(path)
     regenerate.build(entries, os.path.relpath(path, REPO))
+    return tuple(entries)
+
+
+def generated_cases() -> list[Case]:
+    """The CUDA conversions of ``generated/manifest.yaml``.  ``files`` holds the
+    header and harness text that ``generated/`` must contain; the GPU test
+    compiles the files in ``generated/`` themselves."""
     out = []
-    for e in entries:
+    for e in _manifest_entries():
         c = e.conv
         if c.plan.target != "cuda" or e.command != "convert":      # gathers: gather_cases()
             continue
@@ -473,12 +482,7 @@ def gather_cases(n_random: int = 90, seed: int = 20261125) -> list[GatherGpuCase
             out.append(GatherGpuCase(_ident(f"g{len(out):03d}_random{k}_{st}"), f"random{k}", p,
                                      ("linear", f"rank{len(p.src_shape)}", f"axis{axis}", st)))
     # the CUDA gathers of generated/manifest.yaml (their files there are these plans rendered)
-    from ll_codegen import regenerate
-    path = generated_manifest()
-    entries = [e for e in regenerate.load_manifest(path) if e.command == "gather"] if path else []
-    if entries:
-        regenerate.build(entries, os.path.relpath(path, REPO))
-    for e in entries:
-        if e.conv.plan.target == "cuda":
+    for e in _manifest_entries():
+        if e.command == "gather" and e.conv.plan.target == "cuda":
             out.append(GatherGpuCase(e.conv.name, e.conv.name, e.conv.plan, ("generated", e.conv.plan.strategy)))
     return out

@@ -244,24 +244,22 @@ def prepare(name: str, src: Any, dst: Any, dtype: str, directory: str, *, naive:
     job = Job(name, src, dst, dtype, w, src.in_dim_size("warp"), tuple(_sizes(src)), legacy_specs=legacy_specs,
               note=note)
     job.bound = bounds(src, dst, w)
-    auto = plan_conversion(src, dst, dtype, target, arch)
-    back = plan_conversion(dst, src, dtype, target, arch)
-    job.variants.append(Variant("auto", auto, back, _ident(f"{name}_auto")))
+
+    def round_trip(label: str, **kw) -> Variant:
+        """The forward and the reverse plan with the same options."""
+        return Variant(label, plan_conversion(src, dst, dtype, target, arch, **kw),
+                       plan_conversion(dst, src, dtype, target, arch, **kw), _ident(f"{name}_{label}"))
+    job.variants.append(round_trip("auto"))
+    auto, back = job.variants[0].fwd, job.variants[0].back
     if auto.smem is not None or back.smem is not None:
         # the same plans with two alternating scratch buffers: no barrier before the stores
-        job.variants.append(Variant("buf2", plan_conversion(src, dst, dtype, target, arch, scratch_buffers=2),
-                                    plan_conversion(dst, src, dtype, target, arch, scratch_buffers=2),
-                                    _ident(f"{name}_buf2")))
+        job.variants.append(round_trip("buf2", scratch_buffers=2))
     if any(p.smem is not None and p.smem.barrier == "warp" for p in (auto, back)):
         # warp-local: each warp in its own slice of the scratch, warp barriers only (--scratch-per-warp)
-        job.variants.append(Variant("perwarp", plan_conversion(src, dst, dtype, target, arch, scratch_per_warp=True),
-                                    plan_conversion(dst, src, dtype, target, arch, scratch_per_warp=True),
-                                    _ident(f"{name}_perwarp")))
+        job.variants.append(round_trip("perwarp", scratch_per_warp=True))
     if naive:
         try:
-            nf = plan_conversion(src, dst, dtype, target, arch, strategy="smem", swizzle="none", max_vector_bytes=w)
-            nb = plan_conversion(dst, src, dtype, target, arch, strategy="smem", swizzle="none", max_vector_bytes=w)
-            job.variants.append(Variant("naive", nf, nb, _ident(f"{name}_naive")))
+            job.variants.append(round_trip("naive", strategy="smem", swizzle="none", max_vector_bytes=w))
         except ValueError as e:
             job.variants.append(Variant("naive", auto, back, "", error=f"no naive plan: {e}"))
     if candidates:
@@ -282,9 +280,9 @@ def prepare(name: str, src: Any, dst: Any, dtype: str, directory: str, *, naive:
 
 def compile_jobs(jobs: Sequence[Job], arch: str = "sm_90", workers: int | None = None,
                  nvcc: str = "nvcc", log: Callable[[str], None] = print) -> None:
-    """``nvcc -cubin`` every variant source, in parallel; for an ``arch`` other than the
-    device's (``jit_arch``, e.g. sm_80 on an H100) PTX for ``compute_XX`` instead, which the
-    driver JIT-compiles when the module is loaded (``Variant.cubin`` then names the .ptx)."""
+    """``nvcc -cubin`` every variant source, in parallel; for an ``arch`` other than sm_90
+    (e.g. sm_80 plans timed on an H100) PTX for ``compute_XX`` instead, which the driver
+    JIT-compiles when the module is loaded (``Variant.cubin`` then names the .ptx)."""
     todo = [v for j in jobs for v in j.variants if v.source and not v.cubin]
     ptx = arch != "sm_90"
 

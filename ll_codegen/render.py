@@ -606,7 +606,9 @@ class _Builder:
         if m.barrier == "warp":
             visible = "__syncwarp()" if self.cuda else "detail::warp_sync()"
             self.conv.warp_sync = not self.cuda
-        free = visible if m.per_warp else "__syncthreads()"      # per-warp slices: the warp's own bytes
+        # the barrier before each round's stores (none before round 0 with two scratch buffers)
+        free = (f"{visible};  // scratch free (previous use done by this warp: its own slice)" if m.per_warp
+                else "__syncthreads();  // scratch free (previous use done)")
         for i, rnd in enumerate(m.rounds):
             stores = [self.store(a, m.store_instr, m.store_vec, st_sup, k) for k, a in enumerate(rnd.stores)]
             loads, unpack = [], []

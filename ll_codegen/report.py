@@ -46,12 +46,13 @@ def summary(plan: ConversionPlan) -> str:
                 kind += f" ({instruction_name(p.target, 'vector', kind, vec * p.elem_bytes)})"
             lines.append(f"  {kind}: {c.instructions} instr/warp, {c.wavefronts} wavefronts/instr, "
                          f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp")
-        lines.append(f"  barriers: {m.block_barriers} block"
-                     + (f" + {m.warp_barriers} warp (each warp reads back only its own bytes"
-                        + (f"; per-warp scratch slices of {m.bytes // p.num_warps} bytes)" if m.per_warp else ")")
-                        if m.warp_barriers else "")
-                     + ("; none before the first stores: the caller alternates 2 scratch buffers"
-                        if m.buffers == 2 else ""))
+        barriers = f"  barriers: {m.block_barriers} block"
+        if m.warp_barriers:
+            slices = f"; per-warp scratch slices of {m.bytes // p.num_warps} bytes" if m.per_warp else ""
+            barriers += f" + {m.warp_barriers} warp (each warp reads back only its own bytes{slices})"
+        if m.buffers == 2:
+            barriers += "; none before the first stores: the caller alternates 2 scratch buffers"
+        lines.append(barriers)
         if p.target == "hip":
             lines.append(f"  bank model: {get_target(p.target, p.arch).bank_model}")
     if p.memory is not None:
