@@ -303,6 +303,7 @@ def smem_showcase(cases: list[Case] | None = None, limit: int = 64) -> list[Case
     take(lambda c: c.variant in ("vec2", "vec4"), 3)
     take(lambda c: len(m(c).rounds) > 1 and m(c).store_instr != "vector", 2)
     take(lambda c: c.plan.smem_bytes > 48 * 1024, 2)
+    take(lambda c: m(c).per_warp, 3)                   # --scratch-per-warp: the warps on the top offset bits
     return out
 
 
