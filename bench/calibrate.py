@@ -1,12 +1,12 @@
 """Fit the planner's cost-model weights to measured candidate timings (CPU).
 
-    python bench/calibrate.py RESULTS.json [--tol 0.03]
+    python bench/calibrate.py RESULTS.json [MORE.json ...] [--tol 0.03]
 
 ``bench_convert.py`` times, for every pair, each candidate plan the planner
 scores for ``auto`` (forward candidate + the auto reverse plan, so the
 reverse part is common to a pair's candidates).  This script grid-searches
-``WAVEFRONT`` (fixed at 1: the unit), ``SHUFFLE``, ``ALU``, ``BARRIER`` and
-``WARP_BARRIER`` and reports, for the current and the best weights, on how
+``WAVEFRONT`` (fixed at 1: the unit), ``SHUFFLE``, ``ALU``, ``BARRIER``,
+``WARP_BARRIER`` and ``SELECT`` and reports, for the current and the best weights, on how
 many pairs the cheapest-scored candidate (ties: the first, as
 ``plan_conversion``) is within ``--tol`` of the fastest measured one, both per
 candidate and per strategy (register / shuffle / smem).  Held out: the weights
@@ -56,14 +56,15 @@ def evaluate(pairs, w, tol):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results")
+    ap.add_argument("results", nargs="+", help="results.json files; a later file's row replaces an earlier "
+                                                 "one of the same pair")
     ap.add_argument("--tol", type=float, default=0.03)
     args = ap.parse_args(argv)
-    rows = json.load(open(args.results))["rows"]
+    rows = list({r["name"]: r for path in args.results for r in json.load(open(path))["rows"]}.values())
     pairs = pairs_of(rows)
-    cur = (planner.WAVEFRONT, planner.SHUFFLE, planner.ALU, planner.BARRIER, planner.WARP_BARRIER)
-    grid = list(itertools.product([1.0], [0.5, 1.0, 1.5, 2.0, 3.0, 4.0], [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0],
-                                  [0.0, 2.0, 4.0, 8.0, 16.0, 32.0], [0.0, 0.5, 1.0, 2.0, 4.0]))
+    cur = (planner.WAVEFRONT, planner.SHUFFLE, planner.ALU, planner.BARRIER, planner.WARP_BARRIER, planner.SELECT)
+    grid = list(itertools.product([1.0], [0.5, 1.0, 1.5, 2.0, 3.0], [0.0, 0.25, 0.5, 0.75, 1.0, 1.5],
+                                  [0.0, 2.0, 4.0, 8.0, 16.0], [0.0, 1.0, 2.0, 4.0], [0.25, 0.5, 0.75, 1.0]))
 
     def fit(subset):
         results = []
@@ -78,7 +79,7 @@ def main(argv=None) -> int:
     print(f"{len(pairs)} pairs with >= 2 timed candidates; tolerance {args.tol:.0%}")
     for label, w in (("current", cur), ("best", results[0][1])):
         h, s, m = evaluate(pairs, w, args.tol)
-        print(f"{label} WAVEFRONT, SHUFFLE, ALU, BARRIER, WARP_BARRIER = {w}: fastest candidate on {h}/{len(pairs)}, "
+        print(f"{label} WAVEFRONT, SHUFFLE, ALU, BARRIER, WARP_BARRIER, SELECT = {w}: fastest candidate on {h}/{len(pairs)}, "
               f"fastest strategy on {s}/{len(pairs)}")
         for name, plan, ratio, best in m:
             print(f"   miss {name}: picks {plan} at {ratio:.2f}x the fastest ({best})")

@@ -38,7 +38,7 @@
 // Plan:
 //   strategy: shuffle  (f32, 4 B/elem, cuda sm_90, 4 warps x 32 lanes, 32 -> 32 registers)
 //   shuffle: 32 rounds x 1 word(s), 1 element(s) per word, source lane L(lane) ^ c with L = [4, 1, 2, 8, 16]
-//     lane-dependent registers: send 2 way(s), receive 2 way(s)
+//     lane-dependent registers: send 2 ways by select trees, receive 2 ways by select trees; 64 selects
 //     round 0: send src[[0], [4]], source lane ^ 0x0, receive dst[[0], [4]]
 //     round 1: send src[[1], [5]], source lane ^ 0x0, receive dst[[1], [5]]
 //     round 2: send src[[2], [6]], source lane ^ 0x0, receive dst[[2], [6]]
@@ -77,7 +77,7 @@
 //     F = [(0, 4)]
 //     G = [(0, 36)]
 //     R = [(0, 1), (0, 2), (0, 32), (16, 0), (32, 0)]
-//   candidate*shuffle  score    48.00  32 shuffles, 64 selects, 0 pack ops
+//   candidate*shuffle  score    64.00  32 shuffles, 64 selects, 0 pack ops
 //   candidate smem     score    76.00  store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 //   candidate smem     score    78.00  store st.shared x16, load ldmatrix x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 //   candidate smem     score    90.00  store stmatrix x8, load ld.shared x32: 64 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)

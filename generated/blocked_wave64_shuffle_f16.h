@@ -38,7 +38,7 @@
 // Plan:
 //   strategy: shuffle  (f16, 2 B/elem, hip gfx90a, 4 warps x 64 lanes, 16 -> 16 registers)
 //   shuffle: 8 rounds x 1 word(s), 2 element(s) per word, source lane L(lane) ^ c with L = [16, 1, 2, 4, 8, 32], ds_bpermute_b32 per word
-//     lane-dependent registers: send 2 way(s), receive 2 way(s)
+//     lane-dependent registers: send 2 ways by select trees, receive 2 ways by select trees; 16 selects
 //     round 0: send src[[0, 1], [2, 3]], source lane ^ 0x0, receive dst[[0, 1], [2, 3]]
 //     round 1: send src[[2, 3], [0, 1]], source lane ^ 0x10, receive dst[[2, 3], [0, 1]]
 //     round 2: send src[[4, 5], [6, 7]], source lane ^ 0x0, receive dst[[4, 5], [6, 7]]
@@ -53,7 +53,7 @@
 //     F = [(0, 2)]
 //     G = [(1, 2)]
 //     R = [(1, 0), (16, 0), (32, 0)]
-//   candidate*shuffle  score    16.00  8 ds_bpermute_b32, 16 selects, 16 pack ops
+//   candidate*shuffle  score    20.00  8 ds_bpermute_b32, 16 selects, 16 pack ops
 //   candidate smem     score    41.00  store ds_write_b128 x2, load ds_read_b128 x2: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 #pragma once
 #include <hip/hip_runtime.h>

@@ -51,9 +51,10 @@ import numpy as np
 
 from .layout import LinearLayout
 from .plan import ConversionPlan
-from .planner import (ALU, BARRIER, DTYPE_BYTES, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, normalise, classify,
+from .planner import (ALU, BARRIER, DTYPE_BYTES, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, normalise, classify,
                       plan_conversion)
 from .render import bench_smem, write_files
+from .shuffle import plan_shuffle
 from .swizzle import plan_smem
 from .target import get_target
 
@@ -142,17 +143,18 @@ def plan_features(plan: ConversionPlan) -> dict:
     return f
 
 
-def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None, warp_barrier=None) -> float:
+def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None, warp_barrier=None, select=None) -> float:
     """planner._score from features, with optional replacement weights."""
     wavefront = WAVEFRONT if wavefront is None else wavefront
     shuffle = SHUFFLE if shuffle is None else shuffle
     alu = ALU if alu is None else alu
     barrier = BARRIER if barrier is None else barrier
     warp_barrier = WARP_BARRIER if warp_barrier is None else warp_barrier
+    select = SELECT if select is None else select
     if f["strategy"] in ("noop", "register"):
         return 0.0
     if f["strategy"] == "shuffle":
-        return shuffle * f["shfl"] + alu * (f["selects"] + f["packs"])
+        return shuffle * f["shfl"] + select * f["selects"] + alu * f["packs"]
     stmatrix_extra = (STMATRIX - 1) * f.get("stmatrix_waves", 0)
     return (wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * f["barriers"]
             + warp_barrier * f.get("warp_barriers", 0))
@@ -226,6 +228,10 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
             continue
         if strategy != "smem":
             out.append(p)
+            if strategy == "shuffle" and p.shuffle.send_swaps + p.shuffle.recv_swaps:
+                # the select-tree form of the same rounds too
+                out.append(replace(p, shuffle=plan_shuffle(normalise(src), normalise(dst), DTYPE_BYTES[dtype]),
+                                   candidates=()))
             continue
         try:
             smem = plan_smem(normalise(src), normalise(dst), DTYPE_BYTES[dtype], tgt, "optimal")

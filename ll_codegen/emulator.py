@@ -25,10 +25,12 @@ the unsigned integer type of the element width (uint8/16/32/64).
 Shuffle semantics (what ``emulate`` implements; ``width`` is always the warp
 size in generated code, but the helpers take any power-of-two width)
 -------------------------------------------------------------------------
-The payload of a round is ``send[send_select(lane)]`` packed little-endian
+The payload of a round is ``sent(round)[send_select(lane)]`` packed little-endian
 into ``words`` 32-bit words, lowest register first (8-byte elements: lo word
 then hi word); unused high bits are zero.  Every word is shuffled with the
-same source-lane argument, then unpacked into ``recv[recv_select(lane)]``.
+same source-lane argument, then unpacked into ``received(round)[recv_select(lane)]``
+(``ShufflePlan.sent``/``received`` list the registers of either form: select
+trees or swap stages, whose network the host SIMT runtime executes as rendered).
 The intrinsic is ``shfl_xor(lane_xor)`` when ``src_lane is None``, else
 ``shfl(XorForm(src_lane)(lane) ^ lane_xor)``.
 
@@ -233,8 +235,9 @@ def _emulate_shuffle(plan: ConversionPlan, src: np.ndarray, dst: np.ndarray, wri
     sb = _as_bytes(src)                                          # (W, L, n_src, w)
     send_c, recv_c = _lane_select(s.send_select, lanes), _lane_select(s.recv_select, lanes)
     for rnd in s.rounds:
-        send = np.array(rnd.send, dtype=np.int64).reshape(len(rnd.send), -1)
-        recv = np.array(rnd.recv, dtype=np.int64).reshape(len(rnd.recv), -1)
+        sent, received = s.sent(rnd), s.received(rnd)
+        send = np.array(sent, dtype=np.int64).reshape(len(sent), -1)
+        recv = np.array(received, dtype=np.int64).reshape(len(received), -1)
         if send.shape[1] != s.vec or recv.shape[1] != s.vec:
             raise AssertionError(f"round {rnd} does not move {s.vec} registers per lane")
         regs = send[send_c]                                      # (L, vec)

@@ -97,7 +97,7 @@ def plan_step(plan: ConversionPlan, lane: int, reg: int) -> str:
     if plan.shuffle is not None:
         s = plan.shuffle
         for i, rnd in enumerate(s.rounds):
-            if reg in rnd.recv[s.recv_select(lane)]:
+            if reg in s.received(rnd)[s.recv_select(lane)]:
                 return f"shuffle round {i} (lane_xor {rnd.lane_xor:#x})"
     if plan.smem is not None:
         m = plan.smem

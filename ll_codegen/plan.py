@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,22 @@ class ShuffleRound:
     recv: tuple[tuple[int, ...], ...]
 
 
+def swap_stages(final: Sequence[tuple[int, ...]], xors: Sequence[int]) -> list[list[tuple[int, ...]]]:
+    """The register tuples each swap stage writes so that ``final`` holds after the last.
+
+    Stage k replaces tuple t by its partner ``t ^ xors[k]`` (every register
+    xored) in the lanes whose select bit k is set; it must write its
+    successors' needs, and reads those and their partners.  Example:
+    ``swap_stages([(0,), (1,)], [1, 2])`` -> ``[[(0,), (1,), (2,), (3,)], [(0,), (1,)]]``
+    (the first stage also writes (2,) and (3,), which the second reads)."""
+    need = list(dict.fromkeys(final))
+    out = []
+    for x in reversed(xors):
+        out.append(need)
+        need = list(dict.fromkeys(need + [tuple(r ^ x for r in t) for t in need]))
+    return out[::-1]
+
+
 @dataclass(frozen=True)
 class ShufflePlan:
     """Warp-shuffle conversion (paper 000 §5.4).
@@ -85,7 +101,17 @@ class ShufflePlan:
     (2 for 8-byte elements).  ``src_lane`` is None when the source lane is
     ``lane ^ lane_xor`` (an xor shuffle), else the images of the lane bits
     (``XorForm`` over the lane).  ``sets`` records the paper's I, E, F, G, V, R as tensor bit
-    vectors for the reader."""
+    vectors for the reader.
+
+    Lane-dependent registers take one of two forms per side.  Select trees
+    (``send_swaps`` empty): each round lists a register tuple per value of
+    ``send_select`` and picks one (``send_select.size - 1`` selects per word
+    and round).  Swap stages (Triton's "swap" method, a butterfly): the round
+    lists one tuple, and before the rounds a lane whose select bit j is set
+    exchanges registers ``r <-> r ^ send_swaps[j]``, stage by stage -- one
+    select per word a stage writes (``swap_stages``), so a c-way choice costs
+    log2(c) stages instead of c - 1 selects per round.  ``recv_swaps`` is the
+    same after the rounds, on the destination registers."""
     vec: int
     words: int
     send_select: LaneSelect
@@ -93,6 +119,8 @@ class ShufflePlan:
     src_lane: tuple[int, ...] | None
     rounds: tuple[ShuffleRound, ...]
     sets: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    send_swaps: tuple[int, ...] = ()
+    recv_swaps: tuple[int, ...] = ()
 
     @property
     def shuffles(self) -> int:
@@ -103,12 +131,39 @@ class ShufflePlan:
     @property
     def selects(self) -> int:
         """Lane-dependent selects per thread, send and receive side (the cost model's count)."""
-        return len(self.rounds) * self.words * ((self.send_select.size - 1) + (self.recv_select.size - 1))
+        def side(sel: LaneSelect, swaps: tuple[int, ...], tuples: list[tuple[int, ...]]) -> int:
+            if swaps:
+                return sum(len(stage) for stage in swap_stages(tuples, swaps))
+            return len(self.rounds) * (sel.size - 1)
+        return self.words * (side(self.send_select, self.send_swaps, [r.send[0] for r in self.rounds])
+                             + side(self.recv_select, self.recv_swaps, [r.recv[0] for r in self.rounds]))
 
     @property
     def packs(self) -> int:
         """Pack and unpack operations per thread when ``vec`` elements share a payload."""
         return len(self.rounds) * (self.vec - 1) * 2 if self.vec > 1 else 0
+
+    def sent(self, rnd: ShuffleRound) -> tuple[tuple[int, ...], ...]:
+        """The round's source registers for each value of ``send_select`` (either form)."""
+        return _choices(rnd.send, self.send_select, self.send_swaps)
+
+    def received(self, rnd: ShuffleRound) -> tuple[tuple[int, ...], ...]:
+        """The round's destination registers for each value of ``recv_select`` (either form)."""
+        return _choices(rnd.recv, self.recv_select, self.recv_swaps)
+
+
+def _choices(listed: tuple[tuple[int, ...], ...], sel: LaneSelect,
+             swaps: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    if not swaps:
+        return listed
+    out = []
+    for c in range(sel.size):
+        x = 0
+        for j, s in enumerate(swaps):
+            if c >> j & 1:
+                x ^= s
+        out.append(tuple(r ^ x for r in listed[0]))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

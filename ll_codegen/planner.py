@@ -15,7 +15,9 @@ Cost model for ``auto`` (units: SM issue slots per warp; seed 001's
 three-term model specialised to conversions): every shared-memory wavefront
 costs ``WAVEFRONT`` = 1 (128 B/clk/SM; a ``stmatrix`` wavefront ``STMATRIX``),
 every shuffle ``SHUFFLE`` = 1 (one warp instruction per clock per SM), every
-select, pack or shared-memory instruction ``ALU``, and a barrier ``BARRIER``
+lane-dependent select of a shuffle plan ``SELECT`` = 0.5 (Hopper's integer pipe
+issues two warp instructions per clock per SM), every
+pack or shared-memory instruction ``ALU``, and a barrier ``BARRIER``
 slots (``WARP_BARRIER`` for the warp-scope stores->loads barrier of a
 warp-local plan).  The cheapest legal candidate wins (on ties: fewer shared-memory
 loads, then the first: vector before matrix); all candidates are reported with their scores.
@@ -26,6 +28,10 @@ pairs was timed (``bench/bench_convert.py``) and the weights grid-searched
 moved as packed 32-bit words) ``ALU = 0.25`` picks the fastest strategy on
 27/29 pairs and the fastest candidate (within 3%) on 24/29 (fair benchmark,
 2026-11-25);
+``SELECT = 0.5`` (with the swap-stage shuffles of issue 14, 2026-11-25: the
+warp-local transposes' 48 selects a warp made the shuffle plans SEL-bound, 196
+clocks against 113 for shared memory) picks the fastest candidate on 26/33 pairs
+and the fastest strategy on 32/33; ALU = 0.25 prices them as the packs and lost 2;
 ``STMATRIX = 1.25`` breaks ties between a stmatrix store + vector load and a
 vector store + ldmatrix load of equal wavefronts towards the latter, which
 measured 3-12% faster on three pairs (and 6% slower on one).
@@ -48,6 +54,7 @@ DTYPE_BYTES = {"i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "f16": 2, "
                "i32": 4, "u32": 4, "f32": 4, "i64": 8, "f64": 8}
 STRATEGIES = ("noop", "register", "shuffle", "smem")
 WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.25, 4.0, 1.25
+SELECT = 0.5            # a lane-dependent select of a shuffle plan (SEL: Hopper's INT pipe, 2 warp instructions/clk/SM)
 WARP_BARRIER = 4.0      # __syncwarp(): waits for no other warp; priced as a block barrier until measured
 #: a 32-byte global sector through L2, in SM clocks: an H100's L2 moves about 5.5 TB/s, 21 B per clock
 #: per SM at 1.98 GHz over 132 SMs, so a sector is about 1.5 clocks (derived, not yet calibrated)
@@ -153,9 +160,10 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
     if plan.shuffle is not None:
         s = plan.shuffle
         shfl, selects, packs = s.shuffles, s.selects, s.packs
-        score = SHUFFLE * shfl + ALU * (selects + packs)
+        score = SHUFFLE * shfl + SELECT * selects + ALU * packs
         what = "shuffles" if plan.target != "hip" else shuffle_name(plan.target)     # HIP: the AMD instruction
-        return score, f"{shfl} {what}, {selects} selects, {packs} pack ops"
+        form = " (swap stages)" if s.send_swaps or s.recv_swaps else ""
+        return score, f"{shfl} {what}, {selects} selects{form}, {packs} pack ops"
     m = plan.smem
     waves = m.store.total_wavefronts + m.load.total_wavefronts
     instrs = m.store.instructions + m.load.instructions
@@ -236,8 +244,10 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                 if strategy == "shuffle":
                     raise
                 continue
-            candidates.append(replace(base, strategy="shuffle", shuffle=sp,
-                                      dst_copies=_canonical_copies(dst)))
+            candidates.append(replace(base, strategy="shuffle", shuffle=sp, dst_copies=_canonical_copies(dst)))
+            swapped = plan_shuffle(src, dst, w, swaps=True)      # the same rounds with swap stages
+            if swapped.selects < sp.selects:
+                candidates.append(replace(candidates[-1], shuffle=swapped))
         else:
             try:
                 smem_plans: list[SmemPlan] = plan_smem(src, dst, w, target, swizzle, smem_budget, max_vector_bytes,

@@ -29,7 +29,7 @@ import jinja2
 from .files import write_all, write_atomic  # noqa: F401 - write_atomic is re-exported
 from .layout import LinearLayout
 from .plan import (ConversionPlan, LaneSelect, XorForm, access_plan, harness_cut, harness_fill, harness_strides,
-                   harness_variants, instruction_name)
+                   harness_variants, instruction_name, swap_stages)
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 # installed: <package>/templates; editable install or checkout: <repo>/templates
@@ -551,12 +551,26 @@ class _Builder:
         recv_bits = self.select_bits(s.recv_select)
         suffix = ["_lo", "_hi"] if s.words == 2 else [""]
         pack, shfl, recv_words = [], [], []
+        if s.send_swaps:       # the payload words of every tuple, then the swap stages
+            finals = [rnd.send[0] for rnd in s.rounds]
+            stages = swap_stages(finals, s.send_swaps)
+            first = list(dict.fromkeys(stages[0] + [tuple(r ^ s.send_swaps[0] for r in t) for t in stages[0]]))
+            words = {}
+            for j, t in enumerate(first):
+                words[t] = [f"w{j}{x}" for x in suffix]
+                pack += [f"const uint32_t {n} = {e};" for n, e in zip(words[t], self.src_words(t))]
+            pack += self.swap_lines("w", words, stages, s.send_swaps, send_bits, suffix)
+            payloads = [words[t] for t in finals]
         for i, rnd in enumerate(s.rounds):
-            cands = [self.src_words(regs) for regs in rnd.send]
             out_names = [f"out{i}{x}" for x in suffix]
             in_names = [f"in{i}{x}" for x in suffix]
+            if s.send_swaps:
+                out_names = payloads[i]
+            else:
+                cands = [self.src_words(regs) for regs in rnd.send]
+                pack += [f"const uint32_t {o} = {select_tree([c[k] for c in cands], send_bits)};"
+                         for k, o in enumerate(out_names)]
             for k, (o, n) in enumerate(zip(out_names, in_names)):
-                pack.append(f"const uint32_t {o} = {select_tree([c[k] for c in cands], send_bits)};")
                 if src_lane is None and rnd.lane_xor == 0:
                     in_names[k] = o                              # the lane keeps its own payload
                     continue
@@ -568,30 +582,62 @@ class _Builder:
                     call = f"__shfl_sync({FULL_MASK}, {o}, {lane_e})" if self.cuda else f"__shfl({o}, {lane_e})"
                 shfl.append(f"const uint32_t {n} = {call};")
             recv_words.append(in_names)
-        # receive side: destination register (word) <- (round, slot) for each recv-select value
-        written: dict[int, dict[int, str]] = {}
-        for c in range(s.recv_select.size):
-            self.dst_src, self.words_done = {}, set()
-            for i, rnd in enumerate(s.rounds):
-                for r, e in self.receive(recv_words[i], rnd.recv[c]):
-                    written.setdefault(r, {})[c] = e
         unpack = []
-        for r in sorted(written):
-            by_c = written[r]
-            if len(by_c) != s.recv_select.size:
-                raise ValueError(f"shuffle plan: dst[{r}] is received for only some lanes")
-            unpack.append(f"d[{r}] = {select_tree([by_c[c] for c in range(s.recv_select.size)], recv_bits)};")
+        if s.recv_swaps:      # swap stages on the received words, then one unpack for every lane
+            words = {rnd.recv[0]: recv_words[i] for i, rnd in enumerate(s.rounds)}
+            stages = swap_stages(list(words), s.recv_swaps)
+            unpack += self.swap_lines("v", words, stages, s.recv_swaps, recv_bits, suffix)
+            self.dst_src, self.words_done = {}, set()
+            for t, names in words.items():
+                unpack += [f"d[{r}] = {e};" for r, e in self.receive(names, t)]
+        else:
+            # destination register (word) <- (round, slot) for each recv-select value
+            written: dict[int, dict[int, str]] = {}
+            for c in range(s.recv_select.size):
+                self.dst_src, self.words_done = {}, set()
+                for i, rnd in enumerate(s.rounds):
+                    for r, e in self.receive(recv_words[i], rnd.recv[c]):
+                        written.setdefault(r, {})[c] = e
+            for r in sorted(written):
+                by_c = written[r]
+                if len(by_c) != s.recv_select.size:
+                    raise ValueError(f"shuffle plan: dst[{r}] is received for only some lanes")
+                unpack.append(f"d[{r}] = {select_tree([by_c[c] for c in range(s.recv_select.size)], recv_bits)};")
         self.finish_prologue(rows)
         n_shfl = len(shfl)
         how = "lane ^ c" if s.src_lane is None else "src_lane ^ c"
+
+        def lane_dependent(side: str, sel: LaneSelect, swaps: tuple[int, ...]) -> str:
+            if sel.size == 1:
+                return ""
+            return (f", {sel.size}-way lane-dependent {side} by {len(swaps)} swap stage(s)" if swaps
+                    else f", {sel.size}-way lane-dependent {side}")
         self.fn.steps = [
             {"comment": f"Pack: {len(s.rounds)} round(s) x {s.words} word(s), {s.vec} element(s) per payload"
-                        + (f", {s.send_select.size}-way lane-dependent send" if s.send_select.size > 1 else ""),
-             "lines": pack},
+                        + lane_dependent("send", s.send_select, s.send_swaps), "lines": pack},
             {"comment": f"Exchange: {n_shfl} shuffle(s) issued back to back, source lane {how}", "lines": shfl},
-            {"comment": "Unpack" + (f" ({s.recv_select.size}-way lane-dependent receive)"
-                                    if s.recv_select.size > 1 else ""), "lines": unpack},
+            {"comment": "Unpack" + lane_dependent("receive", s.recv_select, s.recv_swaps).replace(", ", " (", 1)
+                        + (")" if s.recv_select.size > 1 else ""), "lines": unpack},
         ]
+
+    @staticmethod
+    def swap_lines(prefix: str, words: dict[tuple[int, ...], list[str]], stages: list[list[tuple[int, ...]]],
+                   swaps: Sequence[int], bits: Sequence[str], suffix: Sequence[str]) -> list[str]:
+        """Swap stage k: ``t = bit_k ? t ^ swaps[k] : t`` for the register tuples it writes
+        (``plan.swap_stages``); updates ``words`` (tuple -> word names) to the last stage's."""
+        lines = []
+        for k, (x, outs) in enumerate(zip(swaps, stages)):
+            new = {}
+            for j, t in enumerate(outs):
+                partner = tuple(r ^ x for r in t)
+                if t not in words or partner not in words:
+                    raise ValueError(f"shuffle plan: swap stage {k} needs registers {t} and {partner}")
+                new[t] = [f"{prefix}{k + 1}_{j}{sfx}" for sfx in suffix]
+                lines += [f"const uint32_t {n} = {bits[k]} ? {b} : {a};"
+                          for n, a, b in zip(new[t], words[t], words[partner])]
+            words.clear()
+            words.update(new)
+        return lines
 
     def smem(self) -> None:
         m = self.p.smem

@@ -23,6 +23,15 @@ is what the generated code evaluates: ``src_lane = L(lane) ^ c_i`` (an xor
 shuffle when L is the identity), ``sent = s_i ^ Ms(lane)``,
 ``received = b_i ^ Mr(lane)``.  Ms, Mr ≠ 0 (lane-dependent registers, i.e.
 selects) exactly when G is not empty.
+
+5. Selects, two forms (``ShufflePlan``).  Select trees pick the round's
+   register among the 2^rank(Ms) candidates (2^rank - 1 selects a word and
+   round).  Swap stages (Triton's "swap" factorisation of a permutation of
+   register and lane bits into transpositions) xor the whole register file by
+   Ms(lane) before the rounds, one basis vector of Ms's image at a time:
+   ``r <-> r ^ x`` where the lane's select bit is set, one select a word --
+   rank(Ms) x words instead of rounds x (2^rank - 1); Mr likewise after the
+   rounds.  The planner scores both.
 """
 from __future__ import annotations
 
@@ -100,8 +109,10 @@ def _lane_select(lin: list[int]) -> tuple[LaneSelect, list[int]]:
     return LaneSelect(tuple(masks)), basis
 
 
-def plan_shuffle(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> ShufflePlan:
-    """Plan a conversion by warp shuffles; raises NotShuffleable if data crosses warps."""
+def plan_shuffle(src: LinearLayout, dst: LinearLayout, elem_bytes: int, swaps: bool = False) -> ShufflePlan:
+    """Plan a conversion by warp shuffles; raises NotShuffleable if data crosses warps.
+    ``swaps``: lane-dependent registers as swap stages rather than select trees
+    (``ShufflePlan``; the same rounds, other selects)."""
     a_reg, a_thr, a_wrp = (src.flat_bases(d) for d in ("register", "lane", "warp"))
     b_reg, b_thr, b_wrp = (dst.flat_bases(d) for d in ("register", "lane", "warp"))
     if a_wrp != b_wrp or len(a_thr) != len(b_thr):
@@ -172,8 +183,14 @@ def plan_shuffle(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> Shuff
     recv_sel, recv_basis = _lane_select(recv_lin)
     vec = f2.apply_array(V, np.arange(1 << len(V), dtype=np.int64))
     a_vec, b_vec = _coords(a_reg_solver, vec).tolist(), b_reg_of(vec).tolist()
-    send_regs = [[f2.apply(send_basis, c) ^ a for a in a_vec] for c in range(send_sel.size)]
-    recv_regs = [[f2.apply(recv_basis, c) ^ b for b in b_vec] for c in range(recv_sel.size)]
+    if swaps and send_sel.size > 1:                 # one tuple a round; stages xor the registers
+        send_regs, send_swaps = [a_vec], tuple(send_basis)
+    else:
+        send_regs, send_swaps = [[f2.apply(send_basis, c) ^ a for a in a_vec] for c in range(send_sel.size)], ()
+    if swaps and recv_sel.size > 1:
+        recv_regs, recv_swaps = [b_vec], tuple(recv_basis)
+    else:
+        recv_regs, recv_swaps = [[f2.apply(recv_basis, c) ^ b for b in b_vec] for c in range(recv_sel.size)], ()
     rounds = [ShuffleRound(send=tuple(tuple(send_base[i] ^ r for r in regs) for regs in send_regs),
                            lane_xor=lane_xor[i],
                            recv=tuple(tuple(recv_base[i] ^ r for r in regs) for regs in recv_regs))
@@ -182,4 +199,4 @@ def plan_shuffle(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> Shuff
     return ShufflePlan(vec=1 << len(V), words=words, send_select=send_sel, recv_select=recv_sel,
                        src_lane=None if identity else tuple(lane_lin), rounds=tuple(rounds),
                        sets={"V": tuple(V), "I": tuple(I), "E": tuple(E), "F": tuple(F),
-                             "G": tuple(G), "R": tuple(R)})
+                             "G": tuple(G), "R": tuple(R)}, send_swaps=send_swaps, recv_swaps=recv_swaps)

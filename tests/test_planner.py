@@ -156,6 +156,34 @@ def test_per_side_widths_for_an_8bit_transpose():
     check_plan(plan, src, dst, np.random.default_rng(0))
 
 
+def test_swap_stages_for_a_warp_local_transpose():
+    """Issue 14 item 3: a warp's 8x32 block, 8 registers along columns -> along rows, has no
+    common register column: 8 rounds whose sent and received registers are 8-way lane-dependent.
+    As select trees that is 7 + 7 selects a round (112); as swap stages (Triton's "swap"
+    factorisation, r <-> r ^ x for each select bit) 3 stages of 8 words on each side (48).
+    The planner scores both and keeps the cheaper; the emulator executes both."""
+    import numpy as np
+    from dataclasses import replace
+    from ll_codegen.corpus import blocked
+    from ll_codegen.emulator import check_plan
+    from ll_codegen.plan import swap_stages
+    from ll_codegen.planner import normalise
+    from ll_codegen.shuffle import plan_shuffle
+    assert swap_stages([(0,), (1,)], [1, 2]) == [[(0,), (1,), (2,), (3,)], [(0,), (1,)]]
+    src = spec_from_dict(blocked([1, 8], [8, 4], [8, 1], [1, 0], [64, 32])).linear
+    dst = spec_from_dict(blocked([8, 1], [1, 32], [8, 1], [1, 0], [64, 32])).linear
+    plan = plan_conversion(src, dst, "f32", "cuda", "sm_90")
+    s = plan.shuffle
+    assert plan.strategy == "shuffle" and len(s.rounds) == 8 and s.shuffles == 8
+    assert (len(s.send_swaps), len(s.recv_swaps), s.selects) == (3, 3, 48)
+    trees = plan_shuffle(normalise(src), normalise(dst), 4)
+    assert (trees.send_select.size, trees.recv_select.size, trees.selects) == (8, 8, 112)
+    assert [c.detail for c in plan.candidates if c.strategy == "shuffle"] == [
+        "8 shuffles, 48 selects (swap stages), 0 pack ops", "8 shuffles, 112 selects, 0 pack ops"]
+    for p in (plan, replace(plan, shuffle=trees)):
+        check_plan(p, src, dst, np.random.default_rng(0))
+
+
 def test_sass_table_of_the_recorded_run():
     """bench/sass_table.py re-derives the benchmarked plans from bench/results_h100.json and compares them
     with the SASS counts recorded there (32 of 34 pairs equal up to ptxas's unroll on the H100 run); a
