@@ -39,7 +39,7 @@
 //   strategy: register  (bf16, 2 B/elem, cuda sm_90, 4 warps x 32 lanes, 32 -> 32 registers)
 //   registers: dst[i] = src[[0, 8, 4, 12, 1, 9, 5, 13, 16, 24, 20, 28, 17, 25, 21, 29, 2, 10, 6, 14, 3, 11, 7, 15, 18, 26, 22, 30, 19, 27, 23, 31][i]]
 //   candidate*register score     0.00  32 register moves
-//   candidate shuffle  score     8.00  0 shuffles, 0 selects, 32 pack ops
+//   candidate shuffle  score     4.00  0 shuffles, 0 selects, 16 pack ops
 //   candidate smem     score    42.00  store st.shared x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 //   candidate smem     score    45.00  store st.shared x16, load ldmatrix x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 //   candidate smem     score    46.00  store stmatrix.trans x4, load ldmatrix.trans x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)

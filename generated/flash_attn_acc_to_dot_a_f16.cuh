@@ -39,7 +39,7 @@
 //   strategy: noop  (f16, 2 B/elem, cuda sm_80, 4 warps x 32 lanes, 32 -> 32 registers)
 //   registers: dst[i] = src[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31][i]]
 //   candidate*register score     0.00  32 register moves
-//   candidate shuffle  score     8.00  0 shuffles, 0 selects, 32 pack ops
+//   candidate shuffle  score     0.00  0 shuffles, 0 selects, 0 pack ops
 //   candidate smem     score    42.00  store st.shared x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 //   candidate smem     score    45.00  store st.shared x16, load ldmatrix x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 //   candidate smem     score    65.00  store st.shared x32, load ldmatrix.trans x4: 48 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)

@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .layout import LinearLayout
-from .plan import ConversionPlan
+from .plan import ConversionPlan, word_view
 from .planner import (ALU, BARRIER, DTYPE_BYTES, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, normalise, classify,
                       plan_conversion)
 from .render import bench_smem, write_files
@@ -137,7 +137,7 @@ def plan_features(plan: ConversionPlan) -> dict:
                  smem_bytes=m.bytes, rounds=len(m.rounds))
     elif plan.shuffle is not None:
         s = plan.shuffle
-        f.update(shfl=s.shuffles, selects=s.selects, packs=s.packs)
+        f.update(shfl=s.shuffles, selects=s.selects, packs=s.pack_ops(word_view(plan), plan.dst_copies))
     elif plan.register is not None:
         f["moves"] = plan.n_dst
     return f

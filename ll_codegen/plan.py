@@ -77,6 +77,29 @@ class ShuffleRound:
     recv: tuple[tuple[int, ...], ...]
 
 
+def compose_ops(sources: Sequence[tuple[Any, int] | None]) -> int:
+    """``__byte_perm`` instructions that build a word whose element k is element
+    ``sources[k] = (word, index)`` of another word (None: don't care), as
+    ``render.compose_word`` emits them: 0 when nothing moves, 1 for up to two
+    words, else one for each half and one to join them."""
+    used = [x for x in sources if x is not None]
+    if all(x is None or x == (used[0][0], k) for k, x in enumerate(sources)):
+        return 0
+    if len({w for w, _ in used}) <= 2:
+        return 1
+    half = len(sources) // 2
+    rest = len(sources) - half
+    return (compose_ops(list(sources[:half]) + [None] * rest) + compose_ops([None] * half + list(sources[half:]))
+            + 1)
+
+
+def word_view(plan: "ConversionPlan") -> int:
+    """Elements per 32-bit word when the generated code moves 8/16-bit data
+    as packed words (both register counts divide), else 0."""
+    per = 4 // plan.elem_bytes if plan.elem_bytes < 4 else 0
+    return per if per and plan.n_src % per == 0 and plan.n_dst % per == 0 else 0
+
+
 def swap_stages(final: Sequence[tuple[int, ...]], xors: Sequence[int]) -> list[list[tuple[int, ...]]]:
     """The register tuples each swap stage writes so that ``final`` holds after the last.
 
@@ -138,10 +161,25 @@ class ShufflePlan:
         return self.words * (side(self.send_select, self.send_swaps, [r.send[0] for r in self.rounds])
                              + side(self.recv_select, self.recv_swaps, [r.recv[0] for r in self.rounds]))
 
-    @property
-    def packs(self) -> int:
-        """Pack and unpack operations per thread when ``vec`` elements share a payload."""
-        return len(self.rounds) * (self.vec - 1) * 2 if self.vec > 1 else 0
+    def pack_ops(self, per: int, copies: Sequence[tuple[int, int]] = ()) -> int:
+        """Byte permutes per thread, as rendered: payloads built from source words and
+        destination words from payloads (``compose_ops``; a payload that is a whole source
+        word in order is free; compiled once each).  ``per``: elements a 32-bit register
+        (``word_view``); 0 when each element is its own register: vec - 1 to pack and to
+        unpack each round.  ``copies``: the plan's ``dst_copies``, which the word view
+        composes into the destination words."""
+        if not per:
+            return len(self.rounds) * (self.vec - 1) * 2 if self.vec > 1 else 0
+        sent = {t for rnd in self.rounds for t in self.sent(rnd)}     # either form composes each once
+        ops = sum(compose_ops([(r // per, r % per) for r in t[i:i + per]])
+                  for t in sent for i in range(0, len(t), per))
+        words = set()                     # destination words as composed for some lanes
+        for c in range(1 if self.recv_swaps else self.recv_select.size):
+            src_of = {r: ((i, k // per), k % per)
+                      for i, rnd in enumerate(self.rounds) for k, r in enumerate(self.received(rnd)[c])}
+            src_of.update((a, src_of[b]) for a, b in copies if b in src_of)
+            words |= {tuple(src_of.get(r) for r in range(j * per, (j + 1) * per)) for j in {r // per for r in src_of}}
+        return ops + sum(compose_ops(w) for w in words)
 
     def sent(self, rnd: ShuffleRound) -> tuple[tuple[int, ...], ...]:
         """The round's source registers for each value of ``send_select`` (either form)."""

@@ -45,7 +45,7 @@ from .layout import LinearLayout, divide_left
 from .limits import short
 from .memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
 from .plan import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
-                   shuffle_name)
+                   shuffle_name, word_view)
 from .shuffle import NotShuffleable, plan_shuffle
 from .swizzle import plan_smem
 from .target import Target, get_target
@@ -159,7 +159,7 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
         return 0.0, f"{plan.n_dst} register moves"
     if plan.shuffle is not None:
         s = plan.shuffle
-        shfl, selects, packs = s.shuffles, s.selects, s.packs
+        shfl, selects, packs = s.shuffles, s.selects, s.pack_ops(word_view(plan), plan.dst_copies)
         score = SHUFFLE * shfl + SELECT * selects + ALU * packs
         what = "shuffles" if plan.target != "hip" else shuffle_name(plan.target)     # HIP: the AMD instruction
         form = " (swap stages)" if s.send_swaps or s.recv_swaps else ""

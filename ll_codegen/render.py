@@ -29,7 +29,7 @@ import jinja2
 from .files import write_all, write_atomic  # noqa: F401 - write_atomic is re-exported
 from .layout import LinearLayout
 from .plan import (ConversionPlan, LaneSelect, XorForm, access_plan, harness_cut, harness_fill, harness_strides,
-                   harness_variants, instruction_name, swap_stages)
+                   harness_variants, instruction_name, swap_stages, word_view)
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 # installed: <package>/templates; editable install or checkout: <repo>/templates
@@ -171,7 +171,8 @@ def compose_word(sources: Sequence[tuple[str, int] | None], elem_bytes: int) -> 
     """A 32-bit word whose element k is element ``sources[k] = (word, index)``
     of another word (None: don't care), with as few ``__byte_perm`` as it takes:
     the word itself when nothing moves, one permute for up to two words, three
-    when four bytes come from four words (8-bit elements)."""
+    when four bytes come from four words (8-bit elements); ``plan.compose_ops``
+    counts them for the cost model."""
     used = [x for x in sources if x is not None]
     if all(x is None or x == (used[0][0], k) for k, x in enumerate(sources)):
         return used[0][0]
@@ -419,13 +420,6 @@ def _constants(plan: ConversionPlan, words: tuple[int, int] | None) -> list[str]
     elif words:
         rows += [(f"constexpr int kWords     = {max(words)};", f"packed 32-bit words for {m.direction}_words()")]
     return aligned(rows)
-
-
-def word_view(plan: ConversionPlan) -> int:
-    """Elements per 32-bit word when the generated code moves 8/16-bit data
-    as packed words (both register counts divide), else 0."""
-    per = 4 // plan.elem_bytes if plan.elem_bytes < 4 else 0
-    return per if per and plan.n_src % per == 0 and plan.n_dst % per == 0 else 0
 
 
 class _Builder:

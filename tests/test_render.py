@@ -237,3 +237,46 @@ def test_hip_isa_counts(hip_build):
     for name, (arch, plan) in meta.items():
         with open(os.path.join(d, f"{name}_harness-hip-amdgcn-amd-amdhsa-{arch}.s")) as f:
             check_isa(plan, f.read(), name)
+
+
+def _distinct_byte_perms(code: str) -> int:
+    """Distinct ``__byte_perm(...)`` expressions (nested ones counted too): what the compiler keeps."""
+    found, i = set(), code.find("__byte_perm(")
+    while i >= 0:
+        depth, j = 0, i + len("__byte_perm")
+        while True:
+            depth += {"(": 1, ")": -1}.get(code[j], 0)
+            if depth == 0:
+                break
+            j += 1
+        found.add(code[i:j + 1])
+        i = code.find("__byte_perm(", i + 1)
+    return len(found)
+
+
+def test_shuffle_pack_ops_count_the_rendered_permutes():
+    """The cost model's pack count (``ShufflePlan.pack_ops``) is the number of distinct byte permutes
+    the word view renders, for both forms of lane-dependent registers (select trees, swap stages)."""
+    from dataclasses import replace
+    from ll_codegen.corpus import random_pair
+    from ll_codegen.plan import word_view
+    from ll_codegen.render import _conversion, _convert_function
+    from ll_codegen.shuffle import plan_shuffle
+    rng, checked, nonzero = random.Random(7), 0, 0
+    for _ in range(60):
+        src, dst = random_pair(rng, lanes=32, same_warps=True)
+        for dtype in ("i8", "f16"):
+            try:
+                p = planner.plan_conversion(src, dst, dtype, "cuda", "sm_90", strategy="shuffle")
+            except ValueError:
+                break
+            for swaps in (False, True):
+                q = replace(p, shuffle=plan_shuffle(planner.normalise(src), planner.normalise(dst), p.elem_bytes,
+                                                    swaps=swaps))
+                if not word_view(q):
+                    continue
+                fn = _convert_function(q, _conversion(q, "k"))
+                got = _distinct_byte_perms("\n".join(line for step in fn.steps for line in step["lines"]))
+                assert got == q.shuffle.pack_ops(word_view(q), q.dst_copies), (dtype, swaps, src.bases, dst.bases)
+                checked, nonzero = checked + 1, nonzero + (got > 0)
+    assert checked >= 150 and nonzero >= 50, (checked, nonzero)
