@@ -623,9 +623,11 @@ def sass_counts(text: str) -> dict:
 
     def fam(c: dict) -> dict:
         f = {"total": sum(c.values()), "LDS": 0, "STS": 0, "LDSM": 0, "STSM": 0, "SHFL": 0, "BAR": 0, "ALU": 0,
-             "NOP": 0}
+             "NOP": 0, "SEL": 0, "PRMT": 0}
         for op, n in c.items():
             head = op.split(".")[0]
+            if head in ("SEL", "PRMT"):         # selects and byte permutes of shuffle plans, also in ALU
+                f[head] += n
             if head in ("LDS", "STS", "LDSM", "STSM", "SHFL", "BAR", "NOP"):
                 f[head] += n
             elif head in ALU_OPS:
