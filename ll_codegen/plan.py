@@ -112,8 +112,13 @@ def swap_stages(final: Sequence[tuple[int, ...]], xors: Sequence[int]) -> list[l
     out = []
     for x in reversed(xors):
         out.append(need)
-        need = list(dict.fromkeys(need + [tuple(r ^ x for r in t) for t in need]))
+        need = with_partners(need, x)
     return out[::-1]
+
+
+def with_partners(tuples: Sequence[tuple[int, ...]], x: int) -> list[tuple[int, ...]]:
+    """``tuples`` and, after them, each one's partner ``t ^ x`` (what a swap stage reads)."""
+    return list(dict.fromkeys(list(tuples) + [tuple(r ^ x for r in t) for t in tuples]))
 
 
 @dataclass(frozen=True)

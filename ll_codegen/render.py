@@ -29,7 +29,7 @@ import jinja2
 from .files import write_all, write_atomic  # noqa: F401 - write_atomic is re-exported
 from .layout import LinearLayout
 from .plan import (ConversionPlan, LaneSelect, XorForm, access_plan, harness_cut, harness_fill, harness_strides,
-                   harness_variants, instruction_name, swap_stages, word_view)
+                   harness_variants, instruction_name, swap_stages, with_partners, word_view)
 
 _PKG = os.path.dirname(os.path.abspath(__file__))
 # installed: <package>/templates; editable install or checkout: <repo>/templates
@@ -548,12 +548,12 @@ class _Builder:
         if s.send_swaps:       # the payload words of every tuple, then the swap stages
             finals = [rnd.send[0] for rnd in s.rounds]
             stages = swap_stages(finals, s.send_swaps)
-            first = list(dict.fromkeys(stages[0] + [tuple(r ^ s.send_swaps[0] for r in t) for t in stages[0]]))
             words = {}
-            for j, t in enumerate(first):
+            for j, t in enumerate(with_partners(stages[0], s.send_swaps[0])):
                 words[t] = [f"w{j}{x}" for x in suffix]
                 pack += [f"const uint32_t {n} = {e};" for n, e in zip(words[t], self.src_words(t))]
-            pack += self.swap_lines("w", words, stages, s.send_swaps, send_bits, suffix)
+            lines, words = self.swap_lines("w", words, stages, s.send_swaps, send_bits, suffix)
+            pack += lines
             payloads = [words[t] for t in finals]
         for i, rnd in enumerate(s.rounds):
             out_names = [f"out{i}{x}" for x in suffix]
@@ -579,8 +579,9 @@ class _Builder:
         unpack = []
         if s.recv_swaps:      # swap stages on the received words, then one unpack for every lane
             words = {rnd.recv[0]: recv_words[i] for i, rnd in enumerate(s.rounds)}
-            stages = swap_stages(list(words), s.recv_swaps)
-            unpack += self.swap_lines("v", words, stages, s.recv_swaps, recv_bits, suffix)
+            lines, words = self.swap_lines("v", words, swap_stages(list(words), s.recv_swaps), s.recv_swaps,
+                                           recv_bits, suffix)
+            unpack += lines
             self.dst_src, self.words_done = {}, set()
             for t, names in words.items():
                 unpack += [f"d[{r}] = {e};" for r, e in self.receive(names, t)]
@@ -602,23 +603,23 @@ class _Builder:
         how = "lane ^ c" if s.src_lane is None else "src_lane ^ c"
 
         def lane_dependent(side: str, sel: LaneSelect, swaps: tuple[int, ...]) -> str:
-            if sel.size == 1:
-                return ""
-            return (f", {sel.size}-way lane-dependent {side} by {len(swaps)} swap stage(s)" if swaps
-                    else f", {sel.size}-way lane-dependent {side}")
+            return f"{sel.size}-way lane-dependent {side}" + (f" by {len(swaps)} swap stage(s)" if swaps else "")
+        send_how = f", {lane_dependent('send', s.send_select, s.send_swaps)}" if s.send_select.size > 1 else ""
+        recv_how = f" ({lane_dependent('receive', s.recv_select, s.recv_swaps)})" if s.recv_select.size > 1 else ""
         self.fn.steps = [
             {"comment": f"Pack: {len(s.rounds)} round(s) x {s.words} word(s), {s.vec} element(s) per payload"
-                        + lane_dependent("send", s.send_select, s.send_swaps), "lines": pack},
+                        + send_how, "lines": pack},
             {"comment": f"Exchange: {n_shfl} shuffle(s) issued back to back, source lane {how}", "lines": shfl},
-            {"comment": "Unpack" + lane_dependent("receive", s.recv_select, s.recv_swaps).replace(", ", " (", 1)
-                        + (")" if s.recv_select.size > 1 else ""), "lines": unpack},
+            {"comment": "Unpack" + recv_how, "lines": unpack},
         ]
 
     @staticmethod
     def swap_lines(prefix: str, words: dict[tuple[int, ...], list[str]], stages: list[list[tuple[int, ...]]],
-                   swaps: Sequence[int], bits: Sequence[str], suffix: Sequence[str]) -> list[str]:
+                   swaps: Sequence[int], bits: Sequence[str], suffix: Sequence[str]
+                   ) -> tuple[list[str], dict[tuple[int, ...], list[str]]]:
         """Swap stage k: ``t = bit_k ? t ^ swaps[k] : t`` for the register tuples it writes
-        (``plan.swap_stages``); updates ``words`` (tuple -> word names) to the last stage's."""
+        (``plan.swap_stages``), from ``words`` (tuple -> word names); the lines and the last
+        stage's words."""
         lines = []
         for k, (x, outs) in enumerate(zip(swaps, stages)):
             new = {}
@@ -629,9 +630,8 @@ class _Builder:
                 new[t] = [f"{prefix}{k + 1}_{j}{sfx}" for sfx in suffix]
                 lines += [f"const uint32_t {n} = {bits[k]} ? {b} : {a};"
                           for n, a, b in zip(new[t], words[t], words[partner])]
-            words.clear()
-            words.update(new)
-        return lines
+            words = new
+        return lines, words
 
     def smem(self) -> None:
         m = self.p.smem
