@@ -28,10 +28,11 @@ pairs was timed (``bench/bench_convert.py``) and the weights grid-searched
 moved as packed 32-bit words) ``ALU = 0.25`` picks the fastest strategy on
 27/29 pairs and the fastest candidate (within 3%) on 24/29 (fair benchmark,
 2026-11-25);
-``SELECT = 0.5`` (with the swap-stage shuffles of issue 14, 2026-11-25: the
-warp-local transposes' 48 selects a warp made the shuffle plans SEL-bound, 196
-clocks against 113 for shared memory) picks the fastest candidate on 26/33 pairs
-and the fastest strategy on 32/33; ALU = 0.25 prices them as the packs and lost 2;
+``SELECT = 0.5`` (2026-11-25, with the swap-stage shuffles: the warp-local
+transposes' 48 selects a warp made a round trip of two shuffle plans SEL-bound,
+196 clocks against 133 through shared memory, where ALU = 0.25 had picked the
+shuffles); with the pack ops counted as rendered the weights pick the fastest
+candidate on 25/33 pairs and the fastest strategy on 30/33 of that run;
 ``STMATRIX = 1.25`` breaks ties between a stmatrix store + vector load and a
 vector store + ldmatrix load of equal wavefronts towards the latter, which
 measured 3-12% faster on three pairs (and 6% slower on one).
