@@ -8,7 +8,7 @@ shared-memory instructions (STS/LDS: ld/st.shared, STSM/LDSM: stmatrix/ldmatrix)
 barriers (BAR; ``__syncwarp()`` is no BAR), against the SASS loop body of that kernel (``results.json`` keeps
 ``bench.sass_counts`` of every kernel).  ptxas may unroll the loop k times: a row matches when every SASS
 count is k times the plan's, one integer k for the row.  Prints a markdown table and the number of rows that
-match.
+match; then, for runs that recorded SEL, the selects of every shuffle variant against its SASS (issue 14 item 3).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from ll_codegen.api import plan_conversion  # noqa: E402
 from ll_codegen.bench import alternatives, as_linear, describe  # noqa: E402
 
 KINDS = ("STS", "LDS", "STSM", "LDSM", "SHFL", "BAR")
@@ -77,7 +78,41 @@ def main(argv: list[str] | None = None) -> int:
         matched += k is not None
         print(f"| {r['name']} | {fmt(want)} | {fmt(got)} | {f'x{k}' if k else 'differs'} |")
     print(f"\n{matched} of {total} pairs: SASS loop = the plans' counts times the unroll factor")
+    selects_table(rows, specs)
     return 0
+
+
+def selects_table(rows: list[dict], specs: dict) -> None:
+    """Every timed variant whose forward plan is a shuffle: the selects of its forward and reverse plans
+    (``ShufflePlan.selects``) against the loop body's SEL, at the unroll factor of its shuffles (runs that
+    recorded SEL: ``bench.sass_counts`` since session 22)."""
+    lines, matched, total = [], 0, 0
+    for r in rows:
+        if r["name"] not in specs or not any("SEL" in v.get("sass", {}).get("loop", {}) for v in r["variants"].values()):
+            continue
+        s, d, dt = specs[r["name"]]
+        src, dst = as_linear(s), as_linear(d)
+        cands = alternatives(src, dst, dt)
+        back = next((p for p in alternatives(dst, src, dt) if describe(p) == r["back_plan"]), None)
+        for label, v in r["variants"].items():
+            fwd = plan_conversion(src, dst, dt) if label == "auto" else \
+                cands[int(label[4:])] if label.startswith("cand") else None
+            if fwd is None or fwd.shuffle is None or back is None or "sass" not in v:
+                continue
+            sh = fwd.shuffle
+            want = sh.selects + (back.shuffle.selects if back.shuffle is not None else 0)
+            shfl = sh.shuffles + (back.shuffle.shuffles if back.shuffle is not None else 0)
+            got, got_shfl = v["sass"]["loop"]["SEL"], v["sass"]["loop"]["SHFL"]
+            k = got_shfl // shfl if shfl and got_shfl % shfl == 0 else 0
+            ok = k > 0 and got == k * want
+            matched, total = matched + ok, total + 1
+            form = "swap stages" if sh.send_swaps or sh.recv_swaps else "select trees"
+            lines.append(f"| {r['name']} | {label} | {form} | {want} | {got} / x{k} | {'yes' if ok else 'no'} |")
+    if total:
+        print("\n| pair | variant | forward selects | plan selects (forward + reverse) | SASS SEL / unroll | equal |\n"
+              "| --- | --- | --- | ---: | ---: | --- |")
+        print("\n".join(lines))
+        print(f"\n{matched} of {total} shuffle variants: SASS SEL = the plans' selects times the unroll factor")
 
 
 if __name__ == "__main__":

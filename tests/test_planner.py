@@ -199,4 +199,21 @@ def test_sass_table_of_the_recorded_run():
                        text=True, cwd=root)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "not among today's candidates" not in p.stdout
-    assert p.stdout.strip().endswith("32 of 34 pairs: SASS loop = the plans' counts times the unroll factor")
+    assert "32 of 34 pairs: SASS loop = the plans' counts times the unroll factor" in p.stdout
+
+
+def test_sass_selects_of_the_recorded_shuffle_run():
+    """Issue 14 item 3: the selects of the shuffle plans against the SASS of bench/results_shuffle_h100.json
+    (the warp-local pairs with every candidate, SEL recorded): swap stages compile to exactly their selects;
+    select trees only when a lane chooses between two registers (ptxas folds wider trees)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.run([sys.executable, "bench/sass_table.py", "bench/results_shuffle_h100.json"],
+                       capture_output=True, text=True, cwd=root)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = [line.split(" | ") for line in p.stdout.splitlines() if "swap stages |" in line or "select trees |" in line]
+    swaps = [r for r in rows if r[2] == "swap stages"]
+    assert len(swaps) == 3 and all(r[-1].startswith("yes") for r in swaps), swaps
+    assert "5 of 9 shuffle variants: SASS SEL = the plans' selects times the unroll factor" in p.stdout
