@@ -51,8 +51,8 @@ import numpy as np
 
 from .layout import LinearLayout
 from .plan import ConversionPlan, word_view
-from .planner import (ALU, BARRIER, DTYPE_BYTES, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, normalise, classify,
-                      plan_conversion)
+from .planner import (ALU, BARRIER, DTYPE_BYTES, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, normalise,
+                      classify, plan_conversion)
 from .render import bench_smem, write_files
 from .shuffle import plan_shuffle
 from .swizzle import plan_smem
