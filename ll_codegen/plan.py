@@ -21,6 +21,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
+from . import f2
+
 
 @dataclass(frozen=True)
 class XorForm:
@@ -108,11 +110,17 @@ def swap_stages(final: Sequence[tuple[int, ...]], xors: Sequence[int]) -> list[l
     successors' needs, and reads those and their partners.  Example:
     ``swap_stages([(0,), (1,)], [1, 2])`` -> ``[[(0,), (1,), (2,), (3,)], [(0,), (1,)]]``
     (the first stage also writes (2,) and (3,), which the second reads)."""
+    offsets = tuple(r ^ final[0][0] for r in final[0])      # every tuple is a translate t[0] ^ offsets
+    return [[tuple(k ^ o for o in offsets) for k in stage] for stage in _stage_keys([t[0] for t in final], xors)]
+
+
+def _stage_keys(final: Sequence[int], xors: Sequence[int]) -> list[list[int]]:
+    """``swap_stages`` on the tuples' first registers (what identifies a translate)."""
     need = list(dict.fromkeys(final))
     out = []
     for x in reversed(xors):
         out.append(need)
-        need = with_partners(need, x)
+        need = list(dict.fromkeys(need + [k ^ x for k in need]))
     return out[::-1]
 
 
@@ -159,12 +167,12 @@ class ShufflePlan:
     @property
     def selects(self) -> int:
         """Lane-dependent selects per thread, send and receive side (the cost model's count)."""
-        def side(sel: LaneSelect, swaps: tuple[int, ...], tuples: list[tuple[int, ...]]) -> int:
+        def side(sel: LaneSelect, swaps: tuple[int, ...], firsts: list[int]) -> int:
             if swaps:
-                return sum(len(stage) for stage in swap_stages(tuples, swaps))
+                return sum(len(stage) for stage in _stage_keys(firsts, swaps))
             return len(self.rounds) * (sel.size - 1)
-        return self.words * (side(self.send_select, self.send_swaps, [r.send[0] for r in self.rounds])
-                             + side(self.recv_select, self.recv_swaps, [r.recv[0] for r in self.rounds]))
+        return self.words * (side(self.send_select, self.send_swaps, [r.send[0][0] for r in self.rounds])
+                             + side(self.recv_select, self.recv_swaps, [r.recv[0][0] for r in self.rounds]))
 
     def pack_ops(self, per: int, copies: Sequence[tuple[int, int]] = ()) -> int:
         """Byte permutes per thread, as rendered: payloads built from source words and
@@ -199,14 +207,7 @@ def _choices(listed: tuple[tuple[int, ...], ...], sel: LaneSelect,
              swaps: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     if not swaps:
         return listed
-    out = []
-    for c in range(sel.size):
-        x = 0
-        for j, s in enumerate(swaps):
-            if c >> j & 1:
-                x ^= s
-        out.append(tuple(r ^ x for r in listed[0]))
-    return tuple(out)
+    return tuple(tuple(r ^ f2.apply(swaps, c) for r in listed[0]) for c in range(sel.size))
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from .limits import short
 from .memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
 from .plan import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
                    shuffle_name, word_view)
-from .shuffle import NotShuffleable, plan_shuffle
+from .shuffle import NotShuffleable, plan_shuffle, swap_form
 from .swizzle import plan_smem
 from .target import Target, get_target
 
@@ -246,7 +246,7 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                     raise
                 continue
             candidates.append(replace(base, strategy="shuffle", shuffle=sp, dst_copies=_canonical_copies(dst)))
-            swapped = plan_shuffle(src, dst, w, swaps=True)      # the same rounds with swap stages
+            swapped = swap_form(sp)                                # the same rounds with swap stages
             if swapped.selects < sp.selects:
                 candidates.append(replace(candidates[-1], shuffle=swapped))
         else:

@@ -35,6 +35,8 @@ selects) exactly when G is not empty.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from . import f2
@@ -109,10 +111,10 @@ def _lane_select(lin: list[int]) -> tuple[LaneSelect, list[int]]:
     return LaneSelect(tuple(masks)), basis
 
 
-def plan_shuffle(src: LinearLayout, dst: LinearLayout, elem_bytes: int, swaps: bool = False) -> ShufflePlan:
-    """Plan a conversion by warp shuffles; raises NotShuffleable if data crosses warps.
-    ``swaps``: lane-dependent registers as swap stages rather than select trees
-    (``ShufflePlan``; the same rounds, other selects)."""
+def plan_shuffle(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> ShufflePlan:
+    """Plan a conversion by warp shuffles (lane-dependent registers as select
+    trees; ``swap_form`` gives the swap stages); raises NotShuffleable if data
+    crosses warps."""
     a_reg, a_thr, a_wrp = (src.flat_bases(d) for d in ("register", "lane", "warp"))
     b_reg, b_thr, b_wrp = (dst.flat_bases(d) for d in ("register", "lane", "warp"))
     if a_wrp != b_wrp or len(a_thr) != len(b_thr):
@@ -183,14 +185,8 @@ def plan_shuffle(src: LinearLayout, dst: LinearLayout, elem_bytes: int, swaps: b
     recv_sel, recv_basis = _lane_select(recv_lin)
     vec = f2.apply_array(V, np.arange(1 << len(V), dtype=np.int64))
     a_vec, b_vec = _coords(a_reg_solver, vec).tolist(), b_reg_of(vec).tolist()
-    if swaps and send_sel.size > 1:                 # one tuple a round; stages xor the registers
-        send_regs, send_swaps = [a_vec], tuple(send_basis)
-    else:
-        send_regs, send_swaps = [[f2.apply(send_basis, c) ^ a for a in a_vec] for c in range(send_sel.size)], ()
-    if swaps and recv_sel.size > 1:
-        recv_regs, recv_swaps = [b_vec], tuple(recv_basis)
-    else:
-        recv_regs, recv_swaps = [[f2.apply(recv_basis, c) ^ b for b in b_vec] for c in range(recv_sel.size)], ()
+    send_regs = [[f2.apply(send_basis, c) ^ a for a in a_vec] for c in range(send_sel.size)]
+    recv_regs = [[f2.apply(recv_basis, c) ^ b for b in b_vec] for c in range(recv_sel.size)]
     rounds = [ShuffleRound(send=tuple(tuple(send_base[i] ^ r for r in regs) for regs in send_regs),
                            lane_xor=lane_xor[i],
                            recv=tuple(tuple(recv_base[i] ^ r for r in regs) for regs in recv_regs))
@@ -199,4 +195,18 @@ def plan_shuffle(src: LinearLayout, dst: LinearLayout, elem_bytes: int, swaps: b
     return ShufflePlan(vec=1 << len(V), words=words, send_select=send_sel, recv_select=recv_sel,
                        src_lane=None if identity else tuple(lane_lin), rounds=tuple(rounds),
                        sets={"V": tuple(V), "I": tuple(I), "E": tuple(E), "F": tuple(F),
-                             "G": tuple(G), "R": tuple(R)}, send_swaps=send_swaps, recv_swaps=recv_swaps)
+                             "G": tuple(G), "R": tuple(R)})
+
+
+def swap_form(plan: ShufflePlan) -> ShufflePlan:
+    """The same rounds with lane-dependent registers as swap stages (step 5):
+    a side whose round lists c-indexed tuples ``base ^ X(c)`` keeps the c = 0
+    tuple, and its stage j xors by ``X(2^j)`` (the tuples at c = 2^j and 0 differ by it)."""
+    def side(listed: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+        return tuple(listed[1 << j][0] ^ listed[0][0] for j in range(len(listed).bit_length() - 1))
+    first = plan.rounds[0]
+    send_swaps = side(first.send) if plan.send_select.size > 1 else ()
+    recv_swaps = side(first.recv) if plan.recv_select.size > 1 else ()
+    rounds = tuple(ShuffleRound(send=r.send[:1] if send_swaps else r.send, lane_xor=r.lane_xor,
+                                recv=r.recv[:1] if recv_swaps else r.recv) for r in plan.rounds)
+    return replace(plan, rounds=rounds, send_swaps=send_swaps, recv_swaps=recv_swaps)

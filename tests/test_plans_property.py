@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from ll_codegen.emulator import check_plan, measure_smem
 from ll_codegen.layout import LinearLayout
 from ll_codegen.planner import DTYPE_BYTES, normalise, plan_conversion
-from ll_codegen.shuffle import NotShuffleable, plan_shuffle
+from ll_codegen.shuffle import NotShuffleable, plan_shuffle, swap_form
 from ll_codegen.target import get_target
 
 def SETTINGS(n):
@@ -95,8 +95,9 @@ def _plans(src, dst, w, target, arch):
     shuffles = [p for _, p in out if p.shuffle is not None]
     if shuffles:
         norm = [normalise(L) for L in (src, dst)]
-        out += [(f"shuffle/swaps={swaps}", replace(shuffles[0], shuffle=plan_shuffle(*norm, w, swaps=swaps)))
-                for swaps in (False, True)]
+        trees = plan_shuffle(*norm, w)
+        out += [(f"shuffle/{form}", replace(shuffles[0], shuffle=sp))
+                for form, sp in (("select-trees", trees), ("swap-stages", swap_form(trees)))]
     # per-warp scratch slices (a no-op unless the pair is warp-local): the emulator checks the slices
     out.append(("smem/per-warp", plan_conversion(src, dst, dtype, target, arch, strategy="smem",
                                                   scratch_per_warp=True)))

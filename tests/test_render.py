@@ -261,7 +261,7 @@ def test_shuffle_pack_ops_count_the_rendered_permutes():
     from ll_codegen.corpus import random_pair
     from ll_codegen.plan import word_view
     from ll_codegen.render import _conversion, _convert_function
-    from ll_codegen.shuffle import plan_shuffle
+    from ll_codegen.shuffle import plan_shuffle, swap_form
     rng, checked, nonzero = random.Random(7), 0, 0
     for _ in range(60):
         src, dst = random_pair(rng, lanes=32, same_warps=True)
@@ -270,9 +270,9 @@ def test_shuffle_pack_ops_count_the_rendered_permutes():
                 p = planner.plan_conversion(src, dst, dtype, "cuda", "sm_90", strategy="shuffle")
             except ValueError:
                 break
-            for swaps in (False, True):
-                q = replace(p, shuffle=plan_shuffle(planner.normalise(src), planner.normalise(dst), p.elem_bytes,
-                                                    swaps=swaps))
+            trees = plan_shuffle(planner.normalise(src), planner.normalise(dst), p.elem_bytes)
+            for swaps, sp in ((False, trees), (True, swap_form(trees))):
+                q = replace(p, shuffle=sp)
                 if not word_view(q):
                     continue
                 fn = _convert_function(q, _conversion(q, "k"))
