@@ -31,7 +31,7 @@ selects) exactly when G is not empty.
    Ms(lane) before the rounds, one basis vector of Ms's image at a time:
    ``r <-> r ^ x`` where the lane's select bit is set, one select a word --
    rank(Ms) x words instead of rounds x (2^rank - 1); Mr likewise after the
-   rounds.  The planner scores both.
+   rounds (``swap_form`` of the select-tree plan).  The planner scores both.
 """
 from __future__ import annotations
 
