@@ -29,10 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ll_codegen import bench as B  # noqa: E402
-from ll_codegen import gather_gpu as G  # noqa: E402
+from ll_codegen.verify import gather_gpu as G  # noqa: E402
 from ll_codegen.corpus import GATHER_NAMED, blocked  # noqa: E402
-from ll_codegen.gather import plan_gather  # noqa: E402
-from ll_codegen.gather_render import gather_files  # noqa: E402
+from ll_codegen.plan.gather import plan_gather  # noqa: E402
+from ll_codegen.emit.gather import gather_files  # noqa: E402
 from ll_codegen.spec import spec_from_dict  # noqa: E402
 
 

@@ -21,7 +21,7 @@ for p in (ROOT, HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from ll_codegen import gpu  # noqa: E402
+from ll_codegen.verify import gpu  # noqa: E402
 
 
 def prepare(items, directory: str) -> tuple[str, dict[str, str]]:

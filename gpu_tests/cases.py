@@ -27,11 +27,12 @@ import random
 import re
 from dataclasses import dataclass, field, replace
 
-from ll_codegen import corpus, layouts
-from ll_codegen.layout import LinearLayout
-from ll_codegen.planner import DTYPE_BYTES, plan_conversion
-from ll_codegen.plan import ConversionPlan
-from ll_codegen.target import get_target
+from ll_codegen import corpus
+from ll_codegen.layouts import legacy as layouts
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.planner import DTYPE_BYTES, plan_conversion
+from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.core.target import get_target
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPE_OF = {1: "u8", 2: "f16", 4: "f32", 8: "f64"}
@@ -131,7 +132,7 @@ KIND_PAIRS: list[tuple[str, dict, dict, tuple[str, ...]]] = [
 
 # --------------------------------------------------------------------- variants
 def _variants(src: LinearLayout, dst: LinearLayout, dtype: str) -> list[tuple[str, ConversionPlan]]:
-    from ll_codegen import swizzle as sw
+    from ll_codegen.plan import swizzle as sw
     out: list[tuple[str, ConversionPlan]] = []
 
     def add(label, **kw):
@@ -205,7 +206,7 @@ def pair_cases(n_random: int = 230, n_local: int = 40, seed: int = 20250105) -> 
         dt = DTYPE_OF[sizes[i % 4]]
         emit("random", f"local{i}", s, d, dt, ("linear", "linear"))
     # --scratch-per-warp for every warp-local shared-memory case (appended: earlier names stay put)
-    from ll_codegen.gpu import layout_of
+    from ll_codegen.verify.gpu import layout_of
     done = set()
     for c in [c for c in cases if c.plan.smem is not None and c.plan.smem.barrier == "warp"]:
         if c.pair in done:
@@ -359,7 +360,7 @@ def memory_cases(n_random: int = 200, n_copies: int = 48, seed: int = 20261123) 
     global -> shared copies, and ``n_random`` seeded random distributed
     layouts against random tiles of every memory kind
     (``corpus.random_memory_tile``), 1/2/4/8-byte elements."""
-    from ll_codegen.planner import plan_memory
+    from ll_codegen.plan.planner import plan_memory
     from ll_codegen.spec import load_spec
     target = get_target("cuda", "sm_90")
     out: list[Case] = []
@@ -383,7 +384,7 @@ def memory_cases(n_random: int = 200, n_copies: int = 48, seed: int = 20261123) 
         for dt in dtypes:
             emit(label, _lin(dist), spec.linear, spec.layout.space, dt, (kind_label(dist), spec.kind),
                  getattr(spec.layout, "alignment", 16))
-    from ll_codegen.planner import plan_copy
+    from ll_codegen.plan.planner import plan_copy
     for label, gpath, spath, dtypes in COPY_NAMED:
         g, sh = load_spec(os.path.join(REPO, gpath)) if isinstance(gpath, str) else None, \
             load_spec(os.path.join(REPO, spath))
@@ -446,7 +447,7 @@ def memory_showcase(cases: list[Case] | None = None) -> list[Case]:
 class GatherGpuCase:
     name: str
     pair: str
-    plan: object             # ll_codegen.gather.GatherPlan
+    plan: object             # ll_codegen.plan.gather.GatherPlan
     tags: tuple[str, ...] = ()
 
 
@@ -455,7 +456,7 @@ def gather_cases(n_random: int = 90, seed: int = 20261125) -> list[GatherGpuCase
     its dtypes, forced shuffle (where warp-local) and smem, plus seeded random pairs (1-D and
     2-D, warp-local and not, 1-8 warps, every element width and index type)."""
     from ll_codegen.corpus import GATHER_NAMED, random_gather_pair
-    from ll_codegen.gather import plan_gather
+    from ll_codegen.plan.gather import plan_gather
     from ll_codegen.spec import spec_from_dict
     out: list[GatherGpuCase] = []
     for c in GATHER_NAMED:

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from ll_codegen import gpu
+from ll_codegen.verify import gpu
 
 REASON = gpu.available()
 if REASON is not None:

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from ll_codegen import gpu
+from ll_codegen.verify import gpu
 
 REASON = gpu.available()
 if REASON is not None:
@@ -33,7 +33,7 @@ RUNS = int(os.environ.get("LLGEN_GPU_RUNS", "2"))
 
 @pytest.fixture(scope="session")
 def results():
-    from ll_codegen.gather_gpu import verify_gather_gpu
+    from ll_codegen.verify.gather_gpu import verify_gather_gpu
     t0 = time.time()
     res = verify_gather_gpu([(c.name, c.plan) for c in CASES], runs=RUNS, seed=11)
     print(f"\n[gpu_tests] {len(CASES)} gather harnesses in {time.time() - t0:.1f} s")

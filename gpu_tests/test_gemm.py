@@ -12,7 +12,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from ll_codegen import gpu
+from ll_codegen.verify import gpu
 
 REASON = gpu.available()
 if REASON is not None:

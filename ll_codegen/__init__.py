@@ -5,10 +5,10 @@ spec mappings or spec paths and returns a ``ConversionPlan`` with
 ``summary()``, ``to_json()``, ``render(kind, name)`` and ``write(dir, name, emit)``."""
 __version__ = "0.2.0"
 
-from .layout import LinearLayout, divide_left, divide_right, identity_nd
-from .spec import SpecError, load_spec, spec_from_dict
-from .plan import ConversionPlan
-from .api import plan_conversion
+from ll_codegen.core.layout import LinearLayout, divide_left, divide_right, identity_nd
+from ll_codegen.spec import SpecError, load_spec, spec_from_dict
+from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.api import plan_conversion
 
 __all__ = ["LinearLayout", "divide_left", "divide_right", "identity_nd", "SpecError", "load_spec",
            "spec_from_dict", "ConversionPlan", "plan_conversion"]

@@ -1,4 +1,4 @@
 """``python -m ll_codegen ...``: the ``llgen`` command line."""
-from .cli import main
+from ll_codegen.cli import main
 
 main(prog_name="llgen")

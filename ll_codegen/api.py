@@ -22,11 +22,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from . import limits
-from .layout import LinearLayout
-from .plan import ConversionPlan
-from .render import write_atomic
-from .spec import Spec, SpecError, load_spec, spec_from_dict
+from ll_codegen.core import limits
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.emit.render import write_atomic
+from ll_codegen.spec import Spec, SpecError, load_spec, spec_from_dict
 
 __all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "check_name", "default_name",
            "layout_text", "back_plan", "write_atomic", "C_KEYWORDS", "RESERVED_NAMES", "DEFAULT_SMEM_BUDGET",
@@ -102,7 +102,7 @@ def _memory_plan(dist: LinearLayout, tile: LinearLayout, tile_spec: Spec | None,
                  target: str, arch: str | None, strategy: str, swizzle: str, strides: Any,
                  max_vector_bytes: int | None, instr: str) -> ConversionPlan:
     """A store (registers -> memory) or load (memory -> registers) plan."""
-    from . import planner
+    from ll_codegen.plan import planner
     if strategy not in ("auto", direction):
         raise ValueError(f"strategy {strategy} does not apply: {'the destination' if direction == 'store' else 'the source'}"
                          f" is a memory layout, so the strategy is {direction}")
@@ -118,7 +118,7 @@ def _memory_plan(dist: LinearLayout, tile: LinearLayout, tile_spec: Spec | None,
 
 def _check_element_width(tile_spec: Spec | None, dtype: str) -> None:
     """A shared layout made for another element width (nvmma_shared, cute) is refused."""
-    from . import planner
+    from ll_codegen.plan import planner
     bits = getattr(tile_spec.layout, "element_bitwidth", None) if tile_spec is not None else None
     width = 8 * planner.DTYPE_BYTES.get(dtype, 0)
     if bits is not None and width and bits != width:
@@ -164,7 +164,7 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     its stores, for callers that alternate two scratch buffers; ``scratch_per_warp``:
     a warp-local one keeps each warp in its own slice with warp-scope barriers only.  Raises ValueError
     (SpecError for a bad spec) with one clear line."""
-    from . import planner
+    from ll_codegen.plan import planner
     if swizzle not in ("optimal", "none"):
         raise ValueError(f"unknown swizzle {limits.short(swizzle)} (known: optimal, none)")
     if isinstance(smem_budget, bool) or not isinstance(smem_budget, int) \
@@ -213,7 +213,7 @@ def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strate
               scratch_buffers: int = 1, scratch_per_warp: bool = False) -> ConversionPlan:
     """The reverse (dst -> src) plan for the bench: the same options; a forced
     strategy that is illegal in reverse falls back to ``auto``."""
-    from . import planner
+    from ll_codegen.plan import planner
     kw = dict(dtype=plan.dtype, target=plan.target, arch=plan.arch, swizzle=swizzle, smem_budget=smem_budget,
               scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
     try:
@@ -225,7 +225,7 @@ def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strate
 
 
 def _layouts_of(plan: ConversionPlan) -> tuple[LinearLayout, LinearLayout]:
-    from .render import layout_of
+    from ll_codegen.emit.render import layout_of
     return layout_of(plan.src_bases), layout_of(plan.dst_bases)
 
 
@@ -288,7 +288,7 @@ def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | No
     shape, file) and Triton's dump of the bases."""
     if spec is None:
         return repr(layout)
-    from .show import layout_params
+    from ll_codegen.layouts.show import layout_params
     params = {k: v for k, v in layout_params(spec.layout).items() if k != "kind"}
     ptxt = " ".join(f"{k}={v}" for k, v in params.items())
     where = f"  ({source if source is not None else spec.source})"
@@ -345,7 +345,7 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
 
     ``src``/``dst`` are spec paths as the user gave them (recorded in the
     header's command); they are opened relative to ``root`` when given."""
-    from .render import file_names, render
+    from ll_codegen.emit.render import file_names, render
     kinds = parse_emit(emit)
     if name is not None:
         check_name(name)
@@ -389,7 +389,7 @@ def plan_gather(src: Any, index: Any, axis: int, dtype: str = "f16", index_dtype
                 target: str = "cuda", arch: str | None = None, strategy: str = "auto"):
     """Plan ``out = gather(src, index, axis)`` (``gather.plan_gather``); each
     layout may be a LinearLayout, a Spec, a spec mapping or a spec path."""
-    from . import gather as G
+    from ll_codegen.plan import gather as G
     s, _ = load_layout(src, None, "source")
     i, _ = load_layout(index, None, "index")
     return G.plan_gather(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
@@ -416,8 +416,8 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
                  emit: Sequence[str] | str | None = None, root: str | None = None) -> Gather:
     """Plan and render (in memory) the files ``llgen gather`` writes; spec
     paths are recorded as given and opened relative to ``root`` when given."""
-    from . import gather as G
-    from .gather_render import gather_files as render_files
+    from ll_codegen.plan import gather as G
+    from ll_codegen.emit.gather import gather_files as render_files
     kinds = parse_emit(emit)
     if name is not None:
         check_name(name)
@@ -442,7 +442,7 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
 def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, option: str = "-o") -> list[str]:
     """Write already-rendered files into ``directory`` (created if missing):
     every target checked first, then all written or none (``files.write_all``)."""
-    from .files import check_output_dir, write_all
+    from ll_codegen.core.files import check_output_dir, write_all
     directory = os.fspath(directory)
     check_output_dir(directory, option)
     return write_all({os.path.join(directory, fname): text for fname, text in files.items()}, make_dirs=True)
@@ -452,7 +452,7 @@ def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, optio
 def plan_render(plan: ConversionPlan, kind: str = "header", name: str = "cvt", command: str = "",
                 src_layout_text: str | None = None, dst_layout_text: str | None = None,
                 back: ConversionPlan | None = None) -> str:
-    from .render import render
+    from ll_codegen.emit.render import render
     check_name(name)
     if kind == "bench" and back is None:
         s, d = _layouts_of(plan)
@@ -464,7 +464,7 @@ def plan_write(plan: ConversionPlan, directory: str | os.PathLike, name: str = "
                emit: Sequence[str] | str | None = ("header", "harness"), command: str = "",
                src_layout_text: str | None = None, dst_layout_text: str | None = None,
                back: ConversionPlan | None = None) -> list[str]:
-    from .render import file_names
+    from ll_codegen.emit.render import file_names
     kinds = parse_emit(emit)
     check_name(name)
     if "bench" in kinds and back is None:
@@ -502,7 +502,7 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
     smem_budget}``; ``src``/``dst`` are spec paths relative to the corpus
     file or inline spec mappings.  Every problem raises SpecError
     ``"<file>: entry <n>[.<field>]: <what>"``; the layouts are loaded here."""
-    from .spec import parse_yaml, read_spec_text
+    from ll_codegen.spec import parse_yaml, read_spec_text
     source = os.fspath(path)
     data = parse_yaml(read_spec_text(source, "corpus"), source)
     if isinstance(data, Mapping) and set(data) == {"conversions"}:
@@ -551,7 +551,7 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
         field = "dtypes" if "dtypes" in e else "dtype"
         if not isinstance(dts, list) or not dts or not all(isinstance(d, str) and d for d in dts):
             raise SpecError(source, f"{where}.{field}", "expected a non-empty list of element types such as [f16, f32]")
-        from .planner import DTYPE_BYTES
+        from ll_codegen.plan.planner import DTYPE_BYTES
         for d in dts:
             if d not in DTYPE_BYTES:
                 raise SpecError(source, f"{where}.{field}", f"unknown dtype {limits.short(d)} (known: {', '.join(DTYPE_BYTES)})")
@@ -604,7 +604,7 @@ def run_jobs(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], runs: int
     finish; returns (rows, number of failures).  CUDA rows run on the GPU
     (CuPy) unless ``host``; HIP rows (no AMD GPU is driven here) and, with
     ``host``, CUDA rows run on the host SIMT runtime (``host.py``)."""
-    from . import gpu, host as host_runtime
+    from ll_codegen.verify import gpu, host as host_runtime
     heads = ("pair", "dtype", "strategy", "result")
     w = [max([len(heads[0])] + [len(j.pair) for j, _, _ in planned]),
          max([len(heads[1])] + [len(d) for _, d, _ in planned]),

@@ -49,14 +49,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .layout import LinearLayout
-from .plan import ConversionPlan, word_view
-from .planner import (ALU, BARRIER, DTYPE_BYTES, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, normalise,
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import ConversionPlan, word_view
+from ll_codegen.plan.planner import (ALU, BARRIER, DTYPE_BYTES, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, normalise,
                       classify, plan_conversion)
-from .render import bench_smem, write_files
-from .shuffle import plan_shuffle
-from .swizzle import plan_smem
-from .target import get_target
+from ll_codegen.emit.render import bench_smem, write_files
+from ll_codegen.plan.shuffle import plan_shuffle
+from ll_codegen.plan.swizzle import plan_smem
+from ll_codegen.core.target import get_target
 
 SMEM_BYTES_PER_CLK = 128       # per SM
 SHFL_PER_CLK = 1               # warp instructions per clock per SM
@@ -68,7 +68,7 @@ def as_linear(x: Any) -> LinearLayout:
     if isinstance(x, LinearLayout):
         return x
     if isinstance(x, dict):
-        from .spec import spec_from_dict
+        from ll_codegen.spec import spec_from_dict
         return spec_from_dict(x).linear
     lin = getattr(x, "linear", None)
     if isinstance(lin, LinearLayout):

@@ -24,10 +24,11 @@ from typing import Any, Callable, Optional
 import click
 import yaml
 
-from ll_codegen import __version__, limits
-from ll_codegen.files import check_output_dir, check_targets, quote_path, write_all, write_atomic
-from ll_codegen.layouts import LayoutError
-from ll_codegen.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
+from ll_codegen import __version__
+from ll_codegen.core import limits
+from ll_codegen.core.files import check_output_dir, check_targets, quote_path, write_all, write_atomic
+from ll_codegen.layouts.legacy import LayoutError
+from ll_codegen.layouts.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
 from ll_codegen.spec import SpecError, load_spec
 
 try:  # jinja2 is a dependency, but the CLI must not need it to report errors
@@ -139,8 +140,8 @@ class LLGenGroup(click.Group):
 
 
 # ------------------------------------------------------- enumerated options
-from ll_codegen.planner import DTYPE_BYTES  # noqa: E402
-from ll_codegen.target import CUDA_ARCHS, HIP_WAVE32, HIP_WAVE64  # noqa: E402
+from ll_codegen.plan.planner import DTYPE_BYTES  # noqa: E402
+from ll_codegen.core.target import CUDA_ARCHS, HIP_WAVE32, HIP_WAVE64  # noqa: E402
 
 DTYPES = tuple(DTYPE_BYTES)
 TARGETS = ("cuda", "hip")
@@ -364,7 +365,7 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
                     target=target, arch=arch, strategy=strategy, swizzle=swizzle, smem_budget=smem_budget,
                     shape=shape, name=None)]
     planned = plan_jobs(jobs)                 # every input checked before looking for a GPU
-    from ll_codegen import gpu
+    from ll_codegen.verify import gpu
     reason = gpu.available() if needs_gpu(planned, host) else None
     if reason is not None:
         raise CLIError(f"cannot verify: {reason} (--host runs on the CPU)")
@@ -388,7 +389,8 @@ def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas
     """Time the CUDA conversion --src -> --dst on the GPU (round-trip bench
     kernel, CUDA events, median of repeats) against llgen's naive shared-memory
     plan, Triton's convert_layout and the hardware bound; prints a table."""
-    from ll_codegen import bench as B, gpu
+    from ll_codegen import bench as B
+    from ll_codegen.verify import gpu
     from ll_codegen.api import plan_conversion
     _need(src, dst)
     if iters < 1:

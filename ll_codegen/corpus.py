@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from .layout import LinearLayout
+from ll_codegen.core.layout import LinearLayout
 
 
 def blocked(spt, tpw, wpc, order, shape) -> dict:
@@ -157,7 +157,7 @@ def random_memory_tile(rng: random.Random, shape: dict[str, int], elem_bytes: in
     offset -> tensor (unit vectors shuffled, then mixed by XOR); the
     Triton kinds with random parameters (redrawn until valid); ``global``: a
     random order and an alignment of one element to 16 bytes."""
-    from .spec import SpecError, spec_from_dict
+    from ll_codegen.spec import SpecError, spec_from_dict
     names = list(shape)
     dims = [shape[n] for n in names]
     total = sum(s.bit_length() - 1 for s in dims)

@@ -32,10 +32,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .api import conversion_files, gather_files
-from .limits import short
-from .plan import ConversionPlan
-from .spec import SpecError, parse_yaml, read_spec_text
+from ll_codegen.api import conversion_files, gather_files
+from ll_codegen.core.limits import short
+from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.spec import SpecError, parse_yaml, read_spec_text
 
 #: The checkout this package was imported from (in an installed copy: site-packages, with no generated/).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,7 +59,7 @@ class Entry:
 
 def _click_command(name: str):
     """``llgen convert``'s or ``llgen gather``'s click command (its option parser is the manifest's grammar)."""
-    from . import cli
+    from ll_codegen import cli
     return getattr(cli, name)
 
 
@@ -216,7 +216,7 @@ def run(directory: str | None = None, output: str | None = None, manifest: str |
     """``llgen regenerate``: 0 when written or up to date, 1 when ``check``
     finds the folder out of date; raises ValueError/OSError (one line) for bad
     input, with nothing written."""
-    from .files import check_output_dir, quote_path, write_all
+    from ll_codegen.core.files import check_output_dir, quote_path, write_all
     manifest = locate(directory, manifest)
     if not os.path.isfile(manifest):
         raise OSError(2, "no manifest here (DIR is a checkout's generated/ folder)", manifest)
@@ -253,7 +253,7 @@ def run(directory: str | None = None, output: str | None = None, manifest: str |
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m ll_codegen.regenerate ARGS``: exactly ``llgen regenerate ARGS``."""
-    from .cli import main as llgen
+    from ll_codegen.cli import main as llgen
     llgen(["regenerate", *(sys.argv[1:] if argv is None else argv)], prog_name="llgen")
 
 

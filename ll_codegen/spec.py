@@ -43,10 +43,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 import yaml
 
-from . import limits
-from .layout import LinearLayout
-from .layouts import LAYOUT_KINDS, LayoutError
-from .limits import short
+from ll_codegen.core import limits
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.layouts.legacy import LAYOUT_KINDS, LayoutError
+from ll_codegen.core.limits import short
 
 __all__ = ["Spec", "SpecError", "load_spec", "spec_from_dict", "build_layout", "parse_shape", "parse_yaml",
            "read_spec_text"]

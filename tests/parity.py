@@ -42,7 +42,7 @@ DOCUMENTED: list[tuple[str, Callable[[dict, str], bool], str]] = [
     ("we reject", lambda s, m: "unswizzled transposed nvmma_shared layout of rank > 2" in m,
      "Triton pads rank > 2 unswizzled transposed layouts to TMA blocks; not modelled, use shared_linear"),
     ("we reject", lambda s, m: "registers per thread; at most" in m,
-     "a hostile-input cap (ll_codegen/limits.py): more elements per thread than any register file holds"),
+     "a hostile-input cap (ll_codegen/core/limits.py): more elements per thread than any register file holds"),
     ("Triton rejects", lambda s, m: "offset_bases must not be empty" in m,
      "one element per CTA: Gluon's Python wrapper asserts on empty offset bases (a wrapper limit, not a layout rule)"),
 ]

@@ -2,8 +2,8 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from ll_codegen import f2
-from ll_codegen.layout import LinearLayout, divide_left, divide_right
+from ll_codegen.core import f2
+from ll_codegen.core.layout import LinearLayout, divide_left, divide_right
 
 SETTINGS = settings(derandomize=True, max_examples=150, deadline=None)
 

@@ -17,13 +17,13 @@ import random
 
 import pytest
 
-from ll_codegen import host
+from ll_codegen.verify import host
 from ll_codegen.api import plan_conversion
 from ll_codegen.corpus import MMA, blocked
-from ll_codegen.emulator import SmemError, check_plan
-from ll_codegen.gpu import layout_of
-from ll_codegen.render import render
-from ll_codegen.swizzle import warp_local
+from ll_codegen.verify.emulator import SmemError, check_plan
+from ll_codegen.verify.gpu import layout_of
+from ll_codegen.emit.render import render
+from ll_codegen.plan.swizzle import warp_local
 from toolchain import random_plans
 
 ROW = blocked([1, 8], [4, 8], [4, 1], [1, 0], [64, 64])

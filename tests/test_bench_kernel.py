@@ -10,11 +10,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from ll_codegen import host
+from ll_codegen.verify import host
 from ll_codegen.api import back_plan, plan_conversion
 from ll_codegen.bench import expected_output
 from ll_codegen.corpus import COL, MMA, ROW
-from ll_codegen.render import RAW_TYPES, write_files
+from ll_codegen.emit.render import RAW_TYPES, write_files
 from ll_codegen.spec import spec_from_dict
 
 pytestmark = pytest.mark.compile

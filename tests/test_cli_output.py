@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from ll_codegen import cli, plan_conversion  # noqa: E402
-from ll_codegen.files import check_targets, quote_path, write_all  # noqa: E402
+from ll_codegen.core.files import check_targets, quote_path, write_all  # noqa: E402
 
 S = "examples/specs/"
 ROW, COL, MMA22 = S + "blocked_row_64x64.yaml", S + "blocked_col_64x64.yaml", S + "mma_v2_2x2_64x64.yaml"

@@ -313,7 +313,7 @@ def test_verify_usage_errors():
 
 
 def test_verify_without_gpu_says_why():
-    from ll_codegen import gpu
+    from ll_codegen.verify import gpu
     reason = gpu.available()
     if reason is None:
         pytest.skip("a GPU is present: llgen verify would run")
@@ -324,7 +324,7 @@ def test_verify_without_gpu_says_why():
 
 
 def test_bench_checks_inputs_then_says_why_without_gpu():
-    from ll_codegen import gpu
+    from ll_codegen.verify import gpu
     _one_error_line(_run(["bench", "--src", ROW, "--dst", "examples/slice_64.yaml"]), "shapes differ")
     _one_error_line(_run(["bench", "--src", ROW, "--dst", COL, "--iters", "0"]), "--iters")
     reason = gpu.available()

@@ -41,9 +41,9 @@ import yaml
 
 from ll_codegen.api import plan_conversion as api_plan
 from ll_codegen.corpus import NAMED
-from ll_codegen.plan import ConversionPlan
-from ll_codegen.planner import plan_conversion
-from ll_codegen.render import file_names, write_files
+from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.plan.planner import plan_conversion
+from ll_codegen.emit.render import file_names, write_files
 from ll_codegen.spec import spec_from_dict
 from toolchain import (HIPCC, HIP_ENV, NVCC, counted_kernel, expected, failures, isa_counts, need, owner,
                        ptx_counts, random_copy_plans, random_memory_plans, random_plans, run, run_all, split_isa,

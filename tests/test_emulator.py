@@ -7,13 +7,13 @@ import os
 import numpy as np
 import pytest
 
-from ll_codegen.emulator import (SmemError, check_plan, count_wavefronts, emulate, measure_smem,
+from ll_codegen.verify.emulator import (SmemError, check_plan, count_wavefronts, emulate, measure_smem,
                                  min_wavefronts, reference, shfl_source)
-from ll_codegen.layout import LinearLayout
-from ll_codegen.plan import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan,
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan,
                              ShuffleRound, SmemAccess, SmemPlan, SmemRound, XorForm)
-from ll_codegen.swizzle import predict_wavefronts
-from ll_codegen.target import get_target
+from ll_codegen.plan.swizzle import predict_wavefronts
+from ll_codegen.core.target import get_target
 
 CUDA, HIP64, HIP32 = get_target("cuda"), get_target("hip", "gfx90a"), get_target("hip", "gfx1030")
 LANES32 = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16]]

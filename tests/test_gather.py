@@ -17,13 +17,13 @@ import random
 import numpy as np
 import pytest
 
-from ll_codegen import f2
+from ll_codegen.core import f2
 from ll_codegen.corpus import GATHER_NAMED, random_gather_pair
-from ll_codegen.emulator import (SmemError, _regs_of, check_gather, count_wavefronts, emulate_gather,
+from ll_codegen.verify.emulator import (SmemError, _regs_of, check_gather, count_wavefronts, emulate_gather,
                                  gather_reference, gather_tensors)
-from ll_codegen.gather import plan_gather
+from ll_codegen.plan.gather import plan_gather
 from ll_codegen.spec import spec_from_dict
-from ll_codegen.target import get_target
+from ll_codegen.core.target import get_target
 
 SEED = 20261125
 CONFIGS = (("cuda", "sm_90", 32), ("hip", "gfx90a", 64), ("hip", "gfx1030", 32))
@@ -120,7 +120,7 @@ def test_emulator_catches_a_wrong_plan():
 def _brute_warp_local(p) -> bool:
     """Every needed source element of every thread is held in its own warp (any value of the index):
     enumerate the elements, no linear algebra."""
-    from ll_codegen.gpu import layout_of
+    from ll_codegen.verify.gpu import layout_of
     src, idx = layout_of(p.src_bases), layout_of(p.idx_bases)
     held = src.apply_flat().reshape(p.num_warps, -1)               # elements of each warp (flat bit vectors)
     need = idx.apply_flat().reshape(p.num_warps, -1)               # index elements of each warp's threads
@@ -180,7 +180,7 @@ def test_candidates_are_exactly_the_registers_needed():
             continue
         s = p.shuffle
         lanes, warps = np.arange(p.warp_size)[None, :], np.arange(p.num_warps)[:, None]
-        from ll_codegen.emulator import _xor_form
+        from ll_codegen.verify.emulator import _xor_form
         thread = _xor_form(s.reg, lanes, warps)
         for o in s.outs:
             need = set()
@@ -205,7 +205,7 @@ def test_store_wavefronts_match_the_bank_counter():
 
 def test_reference_is_take_along_axis():
     """gather_reference is numpy's gather (no layout magic): a 1-D identity layout reads back the tensor."""
-    from ll_codegen.layout import LinearLayout
+    from ll_codegen.core.layout import LinearLayout
     L = LinearLayout.from_flat({"register": [], "lane": [1, 2, 4, 8, 16], "warp": [], "block": []}, {"dim0": 32})
     src = np.arange(100, 132, dtype=np.uint32)
     idx = np.array([(5 * i) % 37 - 3 for i in range(32)])
@@ -214,7 +214,7 @@ def test_reference_is_take_along_axis():
 
 
 def test_layouts_must_cover_their_tensors():
-    from ll_codegen.layout import LinearLayout
+    from ll_codegen.core.layout import LinearLayout
     full = LinearLayout.from_flat({"register": [], "lane": [1, 2, 4, 8, 16], "warp": [], "block": []}, {"dim0": 32})
     holey = LinearLayout.from_flat({"register": [], "lane": [1, 2, 4, 8, 0], "warp": [], "block": []}, {"dim0": 32},
                                    require_surjective=False)
@@ -249,7 +249,7 @@ def _host_items():
 
 @pytest.mark.compile
 def test_rendered_harnesses_bit_exact_on_host():
-    from ll_codegen import host
+    from ll_codegen.verify import host
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     items = _host_items()
@@ -264,7 +264,7 @@ def test_rendered_harnesses_bit_exact_on_host():
 def test_host_run_catches_wrong_code_and_traps_under_check():
     """A corrupted plan renders code the host run rejects; LLGEN_GATHER_CHECK traps on out-of-range indices."""
     from dataclasses import replace
-    from ll_codegen import host
+    from ll_codegen.verify import host
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     L = spec_from_dict(GATHER_NAMED[0].src).linear
@@ -288,7 +288,7 @@ def test_headers_compile(tmp_path, tool):
     """Every header + harness compiles without warnings: nvcc sm_90, and sm_80 with
     LLGEN_GATHER_CHECK; hipcc gfx90a (wave64) and gfx1030 (wave32)."""
     from toolchain import HIP_ENV, failures, need, run_all
-    from ll_codegen.gather_render import gather_files
+    from ll_codegen.emit.gather import gather_files
     exe = need("nvcc" if tool == "cuda" else "hipcc")
     items = [(n, p) for n, p in _compile_items() if p.target == tool]
     assert len(items) >= 5
@@ -316,7 +316,7 @@ def test_headers_compile(tmp_path, tool):
 def test_ptx_shuffle_count_matches_the_plan(tmp_path):
     """The PTX of a shuffle gather has exactly the planned shfl.sync count; an smem gather none."""
     from toolchain import need, run
-    from ll_codegen.gather_render import gather_files
+    from ll_codegen.emit.gather import gather_files
     nvcc = need("nvcc")
     L = spec_from_dict(GATHER_NAMED[0].src).linear
     lanes = spec_from_dict(GATHER_NAMED[3].src).linear
@@ -407,10 +407,10 @@ def test_bench_kernel_writes_the_expected_output(tmp_path):
     """The bench kernel (one CTA here) writes gather_gpu.bench_expected after 1 and 4 iterations, for a
     shuffle and an smem plan; so the GPU bench's output check checks the right thing."""
     import subprocess
-    from ll_codegen import host
-    from ll_codegen.gather_gpu import bench_expected, bench_inputs
-    from ll_codegen.gather_render import gather_files
-    from ll_codegen.render import RAW_TYPES
+    from ll_codegen.verify import host
+    from ll_codegen.verify.gather_gpu import bench_expected, bench_inputs
+    from ll_codegen.emit.gather import gather_files
+    from ll_codegen.emit.render import RAW_TYPES
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     L = spec_from_dict(GATHER_NAMED[0].src).linear

@@ -17,12 +17,12 @@ import random
 import numpy as np
 import pytest
 
-from ll_codegen import host
+from ll_codegen.verify import host
 from ll_codegen.api import plan_conversion
 from ll_codegen.corpus import NAMED
 from ll_codegen.spec import spec_from_dict
-from ll_codegen.emulator import check_plan
-from ll_codegen.gpu import layout_of
+from ll_codegen.verify.emulator import check_plan
+from ll_codegen.verify.gpu import layout_of
 from toolchain import random_plans
 
 pytestmark = pytest.mark.compile
@@ -129,8 +129,8 @@ def test_verify_cli_uses_the_host_runtime():
 def test_index_helpers_match_the_layouts(tmp_path):
     """src_index/dst_index of generated headers, called in host code, equal the layouts' row-major indices."""
     import subprocess
-    from ll_codegen.gpu import row_major_index
-    from ll_codegen.render import file_names, render
+    from ll_codegen.verify.gpu import row_major_index
+    from ll_codegen.emit.render import file_names, render
     items = [(n, p) for n, p in sample()[::97]]
     lines = []
     for name, plan in items:

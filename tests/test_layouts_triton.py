@@ -16,9 +16,9 @@ import json
 
 import pytest
 
-from ll_codegen import layouts
-from ll_codegen.layout import LinearLayout
-from ll_codegen.layouts import (AMDMFMALayout, AMDWMMALayout, BlockedLayout, DotOperandLayout,
+from ll_codegen.layouts import legacy as layouts
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.layouts.legacy import (AMDMFMALayout, AMDWMMALayout, BlockedLayout, DotOperandLayout,
                                 NVMMADistributedLayout, NVMMASharedLayout, SliceLayout,
                                 SwizzledSharedLayout)
 
@@ -603,7 +603,7 @@ def test_case_count():
 
 
 # ------------------------------------------------------------ validation
-from ll_codegen.layouts import (LAYOUT_KINDS, CuteLayout, DistributedLinearLayout, LayoutError,  # noqa: E402
+from ll_codegen.layouts.legacy import (LAYOUT_KINDS, CuteLayout, DistributedLinearLayout, LayoutError,  # noqa: E402
                                 SharedLinearLayout, from_dict)
 
 

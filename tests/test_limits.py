@@ -15,7 +15,8 @@ from click.testing import CliRunner
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from ll_codegen import cli, limits, plan_conversion  # noqa: E402
+from ll_codegen import cli, plan_conversion
+from ll_codegen.core import limits  # noqa: E402
 from ll_codegen.spec import SpecError, load_spec, spec_from_dict  # noqa: E402
 
 BLOCKED = os.path.join(ROOT, "examples", "blocked_64x64.yaml")

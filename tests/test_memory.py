@@ -23,8 +23,8 @@ import random
 import pytest
 
 from ll_codegen.api import plan_conversion
-from ll_codegen.emulator import check_memory_plan, measure_memory
-from ll_codegen.plan import harness_cut, harness_strides
+from ll_codegen.verify.emulator import check_memory_plan, measure_memory
+from ll_codegen.plan.model import harness_cut, harness_strides
 from toolchain import random_memory_plans
 
 SEED = 1212
@@ -181,7 +181,7 @@ def test_forced_instruction_and_refusals():
 # ------------------------------------------------------------------ host SIMT runs
 @pytest.mark.compile
 def test_generated_memory_headers_run_bit_exact_on_host():
-    from ll_codegen import host
+    from ll_codegen.verify import host
     if host.compiler() is None:
         pytest.skip("the host SIMT runtime needs clang++ (apt-get install -y hipcc brings it)")
     items = [(f"m{i:03d}", x[-1]) for i, x in enumerate(SAMPLE) if i % 4 == 0]
@@ -247,7 +247,7 @@ COPIES = _copies()
 
 @pytest.mark.parametrize("i", range(len(COPIES)))
 def test_copy_plan_executes_as_its_two_halves(i):
-    from ll_codegen.emulator import check_copy_plan, copy_halves
+    from ll_codegen.verify.emulator import check_copy_plan, copy_halves
     target, arch, kind, dtype, warps, gspec, tile, plan = COPIES[i]
     c = plan.copy
     strides = harness_strides(plan.shape, c.load.layout["order"], c.load.alignment, plan.elem_bytes)
@@ -278,7 +278,7 @@ def test_copy_picks_coalesced_conflict_free_threads():
 
 @pytest.mark.compile
 def test_copies_run_bit_exact_on_host():
-    from ll_codegen import host
+    from ll_codegen.verify import host
     if host.compiler() is None:
         pytest.skip("the host SIMT runtime needs clang++ (apt-get install -y hipcc brings it)")
     items = [(f"k{i:03d}", x[-1]) for i, x in enumerate(COPIES) if i % 3 == 0]

@@ -11,7 +11,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from ll_codegen import host
+from ll_codegen.verify import host
 from ll_codegen.api import plan_conversion
 from ll_codegen.corpus import NAMED
 from ll_codegen.spec import spec_from_dict

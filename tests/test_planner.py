@@ -6,8 +6,8 @@ check the planner's *choices* against what the paper and Triton say."""
 import pytest
 
 from ll_codegen import corpus
-from ll_codegen.layout import LinearLayout
-from ll_codegen.planner import classify, plan_conversion
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.planner import classify, plan_conversion
 from ll_codegen.spec import spec_from_dict
 
 
@@ -144,7 +144,7 @@ def test_per_side_widths_for_an_8bit_transpose():
     emulator executes it against the reference."""
     import numpy as np
     from ll_codegen.corpus import blocked
-    from ll_codegen.emulator import check_plan
+    from ll_codegen.verify.emulator import check_plan
     src = spec_from_dict(blocked([1, 16], [8, 4], [4, 1], [1, 0], [128, 64])).linear
     dst = spec_from_dict(blocked([16, 1], [4, 8], [1, 4], [0, 1], [128, 64])).linear
     plan = plan_conversion(src, dst, "i8", "cuda", "sm_90")
@@ -167,10 +167,10 @@ def test_swap_stages_for_a_warp_local_transpose():
     import numpy as np
     from dataclasses import replace
     from ll_codegen.corpus import blocked
-    from ll_codegen.emulator import check_plan
-    from ll_codegen.plan import swap_stages
-    from ll_codegen.planner import normalise
-    from ll_codegen.shuffle import plan_shuffle
+    from ll_codegen.verify.emulator import check_plan
+    from ll_codegen.plan.model import swap_stages
+    from ll_codegen.plan.planner import normalise
+    from ll_codegen.plan.shuffle import plan_shuffle
     assert swap_stages([(0,), (1,)], [1, 2]) == [[(0,), (1,), (2,), (3,)], [(0,), (1,)]]
     src = spec_from_dict(blocked([1, 8], [8, 4], [8, 1], [1, 0], [64, 32])).linear
     dst = spec_from_dict(blocked([8, 1], [1, 32], [8, 1], [1, 0], [64, 32])).linear

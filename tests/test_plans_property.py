@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from ll_codegen.emulator import check_plan, measure_smem
-from ll_codegen.layout import LinearLayout
-from ll_codegen.planner import DTYPE_BYTES, normalise, plan_conversion
-from ll_codegen.shuffle import NotShuffleable, plan_shuffle, swap_form
-from ll_codegen.target import get_target
+from ll_codegen.verify.emulator import check_plan, measure_smem
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.planner import DTYPE_BYTES, normalise, plan_conversion
+from ll_codegen.plan.shuffle import NotShuffleable, plan_shuffle, swap_form
+from ll_codegen.core.target import get_target
 
 def SETTINGS(n):
     return settings(derandomize=True, max_examples=n, deadline=None,
@@ -123,7 +123,7 @@ def test_every_plan_reproduces_the_reference(pair, seed):
 @given(pairs(), st.integers(0, 2**32 - 1))
 def test_every_smem_candidate(pair, seed):
     """All shared-memory candidates the planner scores (vector, ldmatrix/stmatrix pairings), not just the winner."""
-    from ll_codegen import swizzle as sw
+    from ll_codegen.plan import swizzle as sw
     src, dst, w, target, arch = pair
     t = get_target(target, arch)
     base = plan_conversion(src, dst, DTYPES[w], target, arch, strategy="smem")
@@ -176,7 +176,8 @@ def test_corpus_pairs_all_strategies_and_candidates(pair, dtype):
     """The named corpus (MMA, wgmma, MFMA, dot operands, slices, transposes):
     every legal strategy and every shared-memory candidate (this is where
     ldmatrix/stmatrix[.trans] pairings occur)."""
-    from ll_codegen import layouts, swizzle as sw
+    from ll_codegen.layouts import legacy as layouts
+    from ll_codegen.plan import swizzle as sw
     src = layouts.from_dict(pair.src).to_linear(pair.src["shape"])
     dst = layouts.from_dict(pair.dst).to_linear(pair.dst["shape"])
     t = get_target(pair.target)

@@ -12,14 +12,14 @@ import re
 
 import pytest
 
-from ll_codegen.layout import LinearLayout
-from ll_codegen.plan import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan, ShuffleRound,
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan, ShuffleRound,
                              SmemAccess, SmemPlan, SmemRound, XorForm)
-from ll_codegen.render import (file_names, linear_expr, parity_expr, render, select_tree, write_files,
+from ll_codegen.emit.render import (file_names, linear_expr, parity_expr, render, select_tree, write_files,
                                xor_form_expr)
 from toolchain import HIP_ENV, check_isa, check_ptx, need, run_all, uses_matrix
 
-from ll_codegen import planner
+from ll_codegen.plan import planner
 
 
 # ------------------------------------------------------------------ layouts
@@ -259,9 +259,9 @@ def test_shuffle_pack_ops_count_the_rendered_permutes():
     the word view renders, for both forms of lane-dependent registers (select trees, swap stages)."""
     from dataclasses import replace
     from ll_codegen.corpus import random_pair
-    from ll_codegen.plan import word_view
-    from ll_codegen.render import _conversion, _convert_function
-    from ll_codegen.shuffle import plan_shuffle, swap_form
+    from ll_codegen.plan.model import word_view
+    from ll_codegen.emit.render import _conversion, _convert_function
+    from ll_codegen.plan.shuffle import plan_shuffle, swap_form
     rng, checked, nonzero = random.Random(7), 0, 0
     for _ in range(60):
         src, dst = random_pair(rng, lanes=32, same_warps=True)

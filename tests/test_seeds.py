@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from ll_codegen.layout import LinearLayout, identity_nd
-from ll_codegen.layouts import AMDMFMALayout, BlockedLayout, SliceLayout, SwizzledSharedLayout
-from ll_codegen import layouts
+from ll_codegen.core.layout import LinearLayout, identity_nd
+from ll_codegen.layouts.legacy import AMDMFMALayout, BlockedLayout, SliceLayout, SwizzledSharedLayout
+from ll_codegen.layouts import legacy as layouts
 
 
 # ------------------------------------------------------------- 000 §4.1

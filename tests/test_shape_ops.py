@@ -1,12 +1,12 @@
-"""Shape operations (ll_codegen.shape_ops) on distributed layouts."""
+"""Shape operations (ll_codegen.layouts.shape_ops) on distributed layouts."""
 import itertools
 
 import numpy as np
 import pytest
 
-from ll_codegen import layouts
-from ll_codegen.layouts import AMDMFMALayout, BlockedLayout, LayoutError, NVMMADistributedLayout, SliceLayout
-from ll_codegen.shape_ops import broadcast, expand_dims, join, reshape, split, transpose
+from ll_codegen.layouts import legacy as layouts
+from ll_codegen.layouts.legacy import AMDMFMALayout, BlockedLayout, LayoutError, NVMMADistributedLayout, SliceLayout
+from ll_codegen.layouts.shape_ops import broadcast, expand_dims, join, reshape, split, transpose
 
 BLOCKED = [
     (BlockedLayout([2, 4], [8, 4], [2, 2], [1, 0]), (64, 32)),

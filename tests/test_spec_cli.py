@@ -1,4 +1,4 @@
-"""Spec loading (ll_codegen/spec.py), ``llgen show`` (cli.py, ll_codegen/show.py)
+"""Spec loading (ll_codegen/spec.py), ``llgen show`` (cli.py, ll_codegen/layouts/show.py)
 and the CLI's error contract: a bad input is ONE ``llgen: error:`` line on
 stderr, exit status 2, no traceback, no output file."""
 from __future__ import annotations
@@ -18,9 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import cli  # noqa: E402
-from ll_codegen.layout import LinearLayout  # noqa: E402
-from ll_codegen.layouts import LAYOUT_KINDS  # noqa: E402
-from ll_codegen.show import layout_json, owner_grid, render_svg, render_text  # noqa: E402
+from ll_codegen.core.layout import LinearLayout  # noqa: E402
+from ll_codegen.layouts.legacy import LAYOUT_KINDS  # noqa: E402
+from ll_codegen.layouts.show import layout_json, owner_grid, render_svg, render_text  # noqa: E402
 from ll_codegen.spec import Spec, SpecError, load_spec, parse_shape, spec_from_dict  # noqa: E402
 
 EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "examples", "*.yaml")))

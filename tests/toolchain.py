@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 
 import pytest
 
-from ll_codegen.plan import ConversionPlan
+from ll_codegen.plan.model import ConversionPlan
 
 NVCC = shutil.which("nvcc")
 HIPCC = shutil.which("hipcc")
@@ -285,7 +285,7 @@ def random_memory_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes:
     fastest, then kind, then direction).  Yields (kind, direction, dtype,
     dist, tile, spec or None, plan)."""
     from ll_codegen.corpus import MEMORY_KINDS, random_layout, random_memory_tile
-    from ll_codegen.planner import DTYPE_BYTES, plan_memory
+    from ll_codegen.plan.planner import DTYPE_BYTES, plan_memory
     for i in range(n):
         dtype = dtypes[i % len(dtypes)]
         kind = MEMORY_KINDS[i // len(dtypes) % len(MEMORY_KINDS)]
@@ -306,7 +306,7 @@ def random_copy_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes: S
     """``n`` seeded random copies (global tile -> shared tile of a random
     shared kind, 1-8 warps); yields (kind, dtype, warps, global spec, tile, plan)."""
     from ll_codegen.corpus import random_memory_tile
-    from ll_codegen.planner import DTYPE_BYTES, plan_copy
+    from ll_codegen.plan.planner import DTYPE_BYTES, plan_copy
     kinds = ("shared_linear", "swizzled_shared", "nvmma_shared")
     for i in range(n):
         dtype = dtypes[i % len(dtypes)]

@@ -42,11 +42,11 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from . import f2
-from .layout import LinearLayout
-from .plan import AccessCost, GlobalAccess, GlobalCost, MemoryPlan, SmemAccess, XorForm
-from .swizzle import _matrix_side, predict_wavefronts
-from .target import Target
+from ll_codegen.core import f2
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import AccessCost, GlobalAccess, GlobalCost, MemoryPlan, SmemAccess, XorForm
+from ll_codegen.plan.swizzle import _matrix_side, predict_wavefronts
+from ll_codegen.core.target import Target
 
 SECTOR = 32
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from .layout import LinearLayout
-from .layouts import LayoutError
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.layouts.legacy import LayoutError
 
 
 def _names(rank: int) -> list[str]:

@@ -41,15 +41,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import f2
-from .layout import LinearLayout, divide_left
-from .limits import short
-from .memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
-from .plan import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
+from ll_codegen.core import f2
+from ll_codegen.core.layout import LinearLayout, divide_left
+from ll_codegen.core.limits import short
+from ll_codegen.plan.memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
+from ll_codegen.plan.model import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
                    shuffle_name, word_view)
-from .shuffle import NotShuffleable, plan_shuffle, swap_form
-from .swizzle import plan_smem
-from .target import Target, get_target
+from ll_codegen.plan.shuffle import NotShuffleable, plan_shuffle, swap_form
+from ll_codegen.plan.swizzle import plan_smem
+from ll_codegen.core.target import Target, get_target
 
 DTYPE_BYTES = {"i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "f16": 2, "bf16": 2,
                "i32": 4, "u32": 4, "f32": 4, "i64": 8, "f64": 8}

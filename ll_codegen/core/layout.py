@@ -39,7 +39,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import f2
+from ll_codegen.core import f2
 
 
 def _log2(n: int, what: str) -> int:

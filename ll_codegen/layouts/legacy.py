@@ -45,9 +45,9 @@ import math
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Mapping, Optional, Sequence
 
-from . import limits
-from .layout import LinearLayout, identity_nd
-from .limits import short
+from ll_codegen.core import limits
+from ll_codegen.core.layout import LinearLayout, identity_nd
+from ll_codegen.core.limits import short
 
 
 class LayoutError(ValueError):
@@ -1010,7 +1010,7 @@ class NVMMASharedLayout(_CGA, Layout):
 @dataclass(frozen=True)
 class CuteLayout(Layout):
     """A memory layout from a CuTe-style descriptor (seed 001), e.g.
-    ``<(128,64),(64,1),swizzle<3,4,3>,elem=f16>``; see ``ll_codegen.cute``.
+    ``<(128,64),(64,1),swizzle<3,4,3>,elem=f16>``; see ``ll_codegen.layouts.cute``.
     ``element_bitwidth`` is the element width when the descriptor has no
     ``elem=`` (the swizzle acts on byte addresses)."""
 
@@ -1021,7 +1021,7 @@ class CuteLayout(Layout):
     element_bitwidth: Optional[int] = None
 
     def __post_init__(self):
-        from .cute import parse
+        from ll_codegen.layouts.cute import parse
         if not isinstance(self.descriptor, str):
             raise LayoutError("descriptor", f"expected a string, got {short(self.descriptor)}")
         if len(self.descriptor) > limits.MAX_DESCRIPTOR_CHARS:

@@ -13,9 +13,9 @@ import math
 import os
 from typing import Sequence
 
-from .gather import GatherPlan
-from .layout import LinearLayout
-from .render import (FULL_MASK, RAW_TYPES, _comment, _env, _hex, _strip, address_expr, aligned, file_names,
+from ll_codegen.plan.gather import GatherPlan
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.emit.render import (FULL_MASK, RAW_TYPES, _comment, _env, _hex, _strip, address_expr, aligned, file_names,
                      index_function, linear_expr, pack_words, select_tree, signature, xor_form_expr)
 
 INDEX_C_TYPES = {"i32": "int32_t", "u32": "uint32_t", "i16": "int16_t", "u16": "uint16_t", "i8": "int8_t",
@@ -244,6 +244,6 @@ def gather_files(plan: GatherPlan, name: str, kinds: Sequence[str] = ("header", 
 
 def write_gather(plan: GatherPlan, directory: str, name: str, kinds: Sequence[str] = ("header", "harness")) -> list[str]:
     """Render, then write all files or none (``files.write_all``); returns the paths."""
-    from .files import write_all
+    from ll_codegen.core.files import write_all
     return write_all({os.path.join(directory, f): t for f, t in gather_files(plan, name, kinds).items()},
                      make_dirs=True)

@@ -1,9 +1,9 @@
 """Human-readable plan summaries (``llgen plan`` and generated headers)."""
 from __future__ import annotations
 
-from .layout import LinearLayout
-from .plan import ConversionPlan, instruction_name, shuffle_name
-from .target import get_target
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import ConversionPlan, instruction_name, shuffle_name
+from ll_codegen.core.target import get_target
 
 
 def _vec(v: int, sizes: dict[str, int]) -> str:

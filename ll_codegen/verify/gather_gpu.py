@@ -19,15 +19,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .gpu import DEFAULT_OPTIONS, RAW, RunResult, _arch, _nvrtc, _short_log, cuda_include_dirs
-from .host import INDEX_NP, gather_expected
+from ll_codegen.verify.gpu import DEFAULT_OPTIONS, RAW, RunResult, _arch, _nvrtc, _short_log, cuda_include_dirs
+from ll_codegen.verify.host import INDEX_NP, gather_expected
 
 
 def verify_gather_gpu(items: Sequence[tuple[str, Any]], runs: int = 2, seed: int = 0,
                       batch_size: int = 24) -> dict[str, RunResult]:
     """Compile (NVRTC, batches) and run every harness ``runs`` times; one result per name."""
     import cupy
-    from .gather_render import gather_files
+    from ll_codegen.emit.gather import gather_files
     d = tempfile.mkdtemp(prefix="llgen_gather_gpu_")
     for name, p in items:
         for fname, text in gather_files(p, name).items():
@@ -111,7 +111,7 @@ def time_ours(cubin: str, name: str, plan, src, idx, iters: int, check_iters: in
     """Check (``check_iters`` and ``iters`` on the first 8 tiles) and time ``<name>_bench`` and
     ``<name>_base``; ``ms`` is their difference."""
     import cupy
-    from .bench import _cupy_events, time_launches
+    from ll_codegen.bench import _cupy_events, time_launches
     mod = cupy.RawModule(path=cubin)
     ctas = src.shape[0]
     d_src, d_idx = cupy.asarray(src), cupy.asarray(idx)
@@ -198,8 +198,8 @@ def time_gluon(plan, src, idx, iters: int, check_iters: int = 3, cubin: str | No
     like ``time_ours`` (torch tensors, signed raw types of the same width); ``cubin``: where
     to write the gather loop's cubin (``res["cubin"]``)."""
     import torch
-    from .bench import _torch_events, gluon_linear, time_launches
-    from .gpu import layout_of
+    from ll_codegen.bench import _torch_events, gluon_linear, time_launches
+    from ll_codegen.verify.gpu import layout_of
     K = gluon_gather_kernel()
     S, I = gluon_linear(layout_of(plan.src_bases)), gluon_linear(layout_of(plan.idx_bases))
     t = getattr(torch, TORCH_INT[plan.elem_bytes])

@@ -27,7 +27,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
-from .layout import LinearLayout
+from ll_codegen.core.layout import LinearLayout
 
 __all__ = ["layout_json", "json_text", "layout_params", "owner_grid", "render_text", "render_svg", "element_bits_of",
            "TEXT_GRID_MAX", "SVG_GRID_MAX"]
@@ -243,7 +243,7 @@ def element_bits_of(layout: Any, default: int = 16) -> int:
         parsed = getattr(layout, "_parsed", None)
         elem = getattr(parsed, "elem", None)
         if elem:
-            from .cute import ELEMENT_BITS
+            from ll_codegen.layouts.cute import ELEMENT_BITS
             if elem in ELEMENT_BITS:
                 return ELEMENT_BITS[elem]
         return 8

@@ -59,11 +59,11 @@ from typing import Any
 
 import numpy as np
 
-from . import f2
-from .layout import LinearLayout
-from .plan import AccessCost, Candidate, SmemAccess, XorForm
-from .planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, WAVEFRONT, check_distributed, check_threads, normalise
-from .target import Target, get_target
+from ll_codegen.core import f2
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import AccessCost, Candidate, SmemAccess, XorForm
+from ll_codegen.plan.planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, WAVEFRONT, check_distributed, check_threads, normalise
+from ll_codegen.core.target import Target, get_target
 
 INDEX_DTYPES = {"i32": 4, "u32": 4, "i16": 2, "u16": 2, "i8": 1, "u8": 1}
 GATHER_STRATEGIES = ("shuffle", "smem")
@@ -161,6 +161,10 @@ class GatherPlan:
     smem: GatherSmemPlan | None = None
     candidates: tuple[Candidate, ...] = ()
     kind: str = field(default="gather")
+
+    @property
+    def operation(self) -> str:
+        return "gather"
 
     @property
     def threads(self) -> int:

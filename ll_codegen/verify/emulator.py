@@ -119,9 +119,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layout import LinearLayout
-from .plan import AccessCost, ConversionPlan, GlobalCost, LaneSelect, SmemAccess, XorForm, access_plan
-from .target import Target, get_target
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import AccessCost, ConversionPlan, GlobalCost, LaneSelect, SmemAccess, XorForm, access_plan
+from ll_codegen.core.target import Target, get_target
 
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 POISON = 0xA5

@@ -39,9 +39,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from . import f2
-from .layout import LinearLayout
-from .plan import LaneSelect, ShufflePlan, ShuffleRound
+from ll_codegen.core import f2
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import LaneSelect, ShufflePlan, ShuffleRound
 
 
 class NotShuffleable(ValueError):

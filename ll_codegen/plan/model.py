@@ -21,7 +21,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from . import f2
+from ll_codegen.core import f2
 
 
 @dataclass(frozen=True)
@@ -409,6 +409,14 @@ class ConversionPlan:
     candidates: tuple[Candidate, ...] = ()
 
     @property
+    def operation(self) -> str:
+        """The operation this plan performs (a key of ``OPERATIONS``): ``convert``
+        (registers -> registers), ``store``, ``load`` or ``copy``."""
+        if self.copy is not None:
+            return "copy"
+        return self.memory.direction if self.memory is not None else "convert"
+
+    @property
     def threads(self) -> int:
         return self.warp_size * self.num_warps
 
@@ -461,7 +469,7 @@ class ConversionPlan:
 
     def summary(self) -> str:
         """The readable plan (``llgen plan``'s text; ``report.summary``)."""
-        from .report import summary
+        from ll_codegen.plan.report import summary
         return summary(self)
 
     def render(self, kind: str = "header", name: str = "cvt", command: str = "",
@@ -470,7 +478,7 @@ class ConversionPlan:
         """Source text of one generated file (``header``, ``harness`` or
         ``bench``; the bench plans the reverse conversion itself unless
         ``back_plan`` is given)."""
-        from .api import plan_render
+        from ll_codegen.api import plan_render
         return plan_render(self, kind, name, command, src_layout_text, dst_layout_text, back_plan)
 
     def write(self, directory: str, name: str = "cvt", emit: Any = ("header", "harness"), command: str = "",
@@ -479,7 +487,7 @@ class ConversionPlan:
         """Render ``emit`` (kinds, a comma list or ``all``) first, then write
         each file atomically into ``directory`` (created if missing); returns
         the paths."""
-        from .api import plan_write
+        from ll_codegen.api import plan_write
         return plan_write(self, directory, name, emit, command, src_layout_text, dst_layout_text, back_plan)
 
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from . import limits
-from .layout import LinearLayout
+from ll_codegen.core import limits
+from ll_codegen.core.layout import LinearLayout
 
 Tree = Union[int, tuple]
 
@@ -47,7 +47,7 @@ ELEMENT_BITS = {
 
 
 def _err(message: str):
-    from .layouts import LayoutError
+    from ll_codegen.layouts.legacy import LayoutError
     return LayoutError("descriptor", message)
 
 

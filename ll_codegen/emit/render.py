@@ -26,12 +26,12 @@ from typing import Iterable, Sequence
 
 import jinja2
 
-from .files import write_all, write_atomic  # noqa: F401 - write_atomic is re-exported
-from .layout import LinearLayout
-from .plan import (ConversionPlan, LaneSelect, XorForm, access_plan, harness_cut, harness_fill, harness_strides,
+from ll_codegen.core.files import write_all, write_atomic  # noqa: F401 - write_atomic is re-exported
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import (ConversionPlan, LaneSelect, XorForm, access_plan, harness_cut, harness_fill, harness_strides,
                    harness_variants, instruction_name, swap_stages, with_partners, word_view)
 
-_PKG = os.path.dirname(os.path.abspath(__file__))
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # installed: <package>/templates; editable install or checkout: <repo>/templates
 TEMPLATES = next(p for p in (os.path.join(_PKG, "templates"), os.path.join(os.path.dirname(_PKG), "templates"))
                  if os.path.isdir(p))
@@ -1029,7 +1029,7 @@ def _one_line(plan: ConversionPlan) -> str:
 
 def _summary_lines(plan: ConversionPlan) -> list[str]:
     try:
-        from .report import summary
+        from ll_codegen.plan.report import summary
         text = summary(plan)
     except Exception:  # pragma: no cover - report is optional for rendering
         text = plan.strategy

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .limits import short
+from ll_codegen.core.limits import short
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,11 @@ from typing import Sequence
 
 import numpy as np
 
-from .gpu import RAW, RunResult, compare, random_data
-from .plan import ConversionPlan, harness_variants
-from .render import RAW_TYPES, file_names, render
+from ll_codegen.verify.gpu import RAW, RunResult, compare, random_data
+from ll_codegen.plan.model import ConversionPlan, harness_variants
+from ll_codegen.emit.render import RAW_TYPES, file_names, render
 
-SIMT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "simt")
+SIMT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "simt")
 FLAGS = ("-std=c++17", "-x", "c++", "-O1", "-w")
 
 
@@ -218,7 +218,7 @@ def gather_driver_source(cases: Sequence[tuple[str, object]]) -> str:
     """C++ driver for gather harnesses (``gather_render``): ``driver IN OUT``;
     IN holds per case the source tensor, the index tensor, the poisoned output
     tensor and registers; OUT gets the output tensor and registers."""
-    from .gather_render import INDEX_C_TYPES
+    from ll_codegen.emit.gather import INDEX_C_TYPES
     lines = [f'#include "{file_names(p.target, name)["harness"]}"' for name, p in cases]
     smem = max([p.smem_bytes for _, p in cases] + [16])
     lines += [f"__attribute__((aligned(16))) unsigned char smem[{smem}];", "",
@@ -265,8 +265,8 @@ INDEX_NP = {"i32": np.int32, "u32": np.uint32, "i16": np.int16, "u16": np.uint16
 def gather_expected(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(source tensor, index tensor, output tensor, output registers per thread) for one
     random run (``emulator.gather_tensors``), all row-major and raw, the references by numpy."""
-    from .emulator import gather_reference, gather_tensors
-    from .gpu import layout_of
+    from ll_codegen.verify.emulator import gather_reference, gather_tensors
+    from ll_codegen.verify.gpu import layout_of
     src_t, idx_t = gather_tensors(plan, rng)
     want_t = np.take_along_axis(src_t, np.mod(idx_t, plan.axis_size), axis=plan.axis)
     regs = gather_reference(layout_of(plan.src_bases), layout_of(plan.idx_bases), plan.axis, src_t, idx_t)
@@ -280,7 +280,7 @@ def verify_gather_host(items: Sequence[tuple[str, object]], seed: int = 0, runs:
     ``runs`` times each on fresh random data; one result per item.
     ``defines``: extra macros (``LLGEN_GATHER_CHECK``); ``sources``: a folder
     with the harnesses as they are (e.g. ``generated/``) instead of rendering."""
-    from .gather_render import gather_files
+    from ll_codegen.emit.gather import gather_files
     directory = keep or tempfile.mkdtemp(prefix="llgen_gather_")
     try:
         for name, p in items if sources is None else ():

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import f2
-from .layout import LinearLayout
-from .plan import AccessCost, SmemAccess, SmemPlan, SmemRound, XorForm
-from .target import Target
+from ll_codegen.core import f2
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import AccessCost, SmemAccess, SmemPlan, SmemRound, XorForm
+from ll_codegen.core.target import Target
 
 
 def _extend(base: list[int], vectors: list[int]) -> list[int]:

@@ -32,8 +32,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .layout import LinearLayout
-from .plan import ConversionPlan, harness_cut, harness_fill, harness_variants
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.model import ConversionPlan, harness_cut, harness_fill, harness_variants
 
 RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
@@ -301,7 +301,7 @@ def build_modules(directory: str, items: Sequence[tuple[str, ConversionPlan]], o
     compile them as one NVRTC module ``<tag>.cubin``; if that fails, halves
     until every failing conversion is alone.  Returns ([(cubin path, names)],
     {name: compiler log}).  Runs in worker processes (no CUDA context)."""
-    from .render import write_files
+    from ll_codegen.emit.render import write_files
     if render:
         for name, plan in items:
             write_files(plan, directory, name, emit=("header", "harness"))
@@ -444,7 +444,7 @@ class Harness:
 def verify_plan(plan: ConversionPlan, name: str = "cvt", runs: int = 2, seed: int | None = None,
                 directory: str | None = None) -> RunResult:
     """Render, compile and run ``plan``'s harness ``runs`` times on fresh data."""
-    from .render import write_files
+    from ll_codegen.emit.render import write_files
     rng = None if seed is None else np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as tmp:
         d = directory or tmp
