@@ -35,7 +35,7 @@ injective), e.g. ``dst.invert_and_compose(smem)`` maps registers to offsets.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -512,3 +512,9 @@ def identity_nd(in_dim: str, shape: Sequence[int], order: Sequence[int]) -> Line
     for dim in order:
         out = out * LinearLayout.identity_1d(shape[dim], in_dim, f"dim{dim}")
     return out
+
+
+def layout_of(bases: Mapping[str, Any]) -> LinearLayout:
+    """The layout a plan records as ``{"in_dims": bases, "out_dims": sizes}``
+    (``src_bases``/``dst_bases`` of a plan); not required to be surjective."""
+    return LinearLayout(bases["in_dims"], bases["out_dims"], require_surjective=False)
