@@ -23,9 +23,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ll_codegen.core import limits
-from ll_codegen.core.layout import LinearLayout
+from ll_codegen.core.dtypes import DTYPE_BYTES
+from ll_codegen.core.files import check_output_dir, write_all, write_atomic
+from ll_codegen.core.layout import LinearLayout, layout_of
+from ll_codegen.layouts.show import layout_params
+from ll_codegen.plan import planner
+from ll_codegen.plan.gather import GatherPlan, plan_gather as plan_gather_layouts
 from ll_codegen.plan.model import ConversionPlan
-from ll_codegen.emit.render import write_atomic
+from ll_codegen.plan.report import summary
 from ll_codegen.spec import Spec, SpecError, load_spec, spec_from_dict
 
 __all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "check_name", "default_name",
@@ -102,7 +107,6 @@ def _memory_plan(dist: LinearLayout, tile: LinearLayout, tile_spec: Spec | None,
                  target: str, arch: str | None, strategy: str, swizzle: str, strides: Any,
                  max_vector_bytes: int | None, instr: str) -> ConversionPlan:
     """A store (registers -> memory) or load (memory -> registers) plan."""
-    from ll_codegen.plan import planner
     if strategy not in ("auto", direction):
         raise ValueError(f"strategy {strategy} does not apply: {'the destination' if direction == 'store' else 'the source'}"
                          f" is a memory layout, so the strategy is {direction}")
@@ -118,9 +122,8 @@ def _memory_plan(dist: LinearLayout, tile: LinearLayout, tile_spec: Spec | None,
 
 def _check_element_width(tile_spec: Spec | None, dtype: str) -> None:
     """A shared layout made for another element width (nvmma_shared, cute) is refused."""
-    from ll_codegen.plan import planner
     bits = getattr(tile_spec.layout, "element_bitwidth", None) if tile_spec is not None else None
-    width = 8 * planner.DTYPE_BYTES.get(dtype, 0)
+    width = 8 * DTYPE_BYTES.get(dtype, 0)
     if bits is not None and width and bits != width:
         raise ValueError(f"the {tile_spec.kind} layout is for {bits}-bit elements but the dtype {dtype} "
                          f"has {width} bits")
@@ -164,7 +167,6 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     its stores, for callers that alternate two scratch buffers; ``scratch_per_warp``:
     a warp-local one keeps each warp in its own slice with warp-scope barriers only.  Raises ValueError
     (SpecError for a bad spec) with one clear line."""
-    from ll_codegen.plan import planner
     if swizzle not in ("optimal", "none"):
         raise ValueError(f"unknown swizzle {limits.short(swizzle)} (known: optimal, none)")
     if isinstance(smem_budget, bool) or not isinstance(smem_budget, int) \
@@ -213,7 +215,6 @@ def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strate
               scratch_buffers: int = 1, scratch_per_warp: bool = False) -> ConversionPlan:
     """The reverse (dst -> src) plan for the bench: the same options; a forced
     strategy that is illegal in reverse falls back to ``auto``."""
-    from ll_codegen.plan import planner
     kw = dict(dtype=plan.dtype, target=plan.target, arch=plan.arch, swizzle=swizzle, smem_budget=smem_budget,
               scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
     try:
@@ -225,7 +226,6 @@ def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strate
 
 
 def _layouts_of(plan: ConversionPlan) -> tuple[LinearLayout, LinearLayout]:
-    from ll_codegen.emit.render import layout_of
     return layout_of(plan.src_bases), layout_of(plan.dst_bases)
 
 
@@ -244,7 +244,7 @@ def check_name(name: str) -> str:
     return name
 
 
-def _stem_ident(path: str) -> str:
+def stem_ident(path: str) -> str:
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
     ident = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "layout"
     return ident
@@ -253,7 +253,7 @@ def _stem_ident(path: str) -> str:
 def default_name(src: Any, dst: Any) -> str:
     """``<src stem>_to_<dst stem>`` made a C identifier (``cvt`` without paths)."""
     if isinstance(src, (str, os.PathLike)) and isinstance(dst, (str, os.PathLike)):
-        name = f"{_stem_ident(src)}_to_{_stem_ident(dst)}"
+        name = f"{stem_ident(src)}_to_{stem_ident(dst)}"
     else:
         name = "cvt"
     if name[0].isdigit() or name.startswith("__") or re.match(r"_[A-Z]", name):
@@ -288,7 +288,6 @@ def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | No
     shape, file) and Triton's dump of the bases."""
     if spec is None:
         return repr(layout)
-    from ll_codegen.layouts.show import layout_params
     params = {k: v for k, v in layout_params(spec.layout).items() if k != "kind"}
     ptxt = " ".join(f"{k}={v}" for k, v in params.items())
     where = f"  ({source if source is not None else spec.source})"
@@ -389,10 +388,9 @@ def plan_gather(src: Any, index: Any, axis: int, dtype: str = "f16", index_dtype
                 target: str = "cuda", arch: str | None = None, strategy: str = "auto"):
     """Plan ``out = gather(src, index, axis)`` (``gather.plan_gather``); each
     layout may be a LinearLayout, a Spec, a spec mapping or a spec path."""
-    from ll_codegen.plan import gather as G
     s, _ = load_layout(src, None, "source")
     i, _ = load_layout(index, None, "index")
-    return G.plan_gather(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
+    return plan_gather_layouts(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
                          strategy=strategy)
 
 
@@ -416,17 +414,16 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
                  emit: Sequence[str] | str | None = None, root: str | None = None) -> Gather:
     """Plan and render (in memory) the files ``llgen gather`` writes; spec
     paths are recorded as given and opened relative to ``root`` when given."""
-    from ll_codegen.plan import gather as G
     from ll_codegen.emit.gather import gather_files as render_files
     kinds = parse_emit(emit)
     if name is not None:
         check_name(name)
-    out_name = name if name is not None else f"{_stem_ident(src)}_gather{axis}"
+    out_name = name if name is not None else f"{stem_ident(src)}_gather{axis}"
     if out_name[0].isdigit():
         out_name = "gather_" + out_name
     s, s_spec = load_layout(os.path.join(root, src) if root else src, None, "source")
     i, i_spec = load_layout(os.path.join(root, index) if root else index, None, "index")
-    plan = G.plan_gather(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
+    plan = plan_gather_layouts(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
                          strategy=strategy)
     if "bench" in kinds and plan.target != "cuda":
         if not any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ())):
@@ -442,13 +439,12 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
 def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, option: str = "-o") -> list[str]:
     """Write already-rendered files into ``directory`` (created if missing):
     every target checked first, then all written or none (``files.write_all``)."""
-    from ll_codegen.core.files import check_output_dir, write_all
     directory = os.fspath(directory)
     check_output_dir(directory, option)
     return write_all({os.path.join(directory, fname): text for fname, text in files.items()}, make_dirs=True)
 
 
-# ------------------------------------------------- ConversionPlan methods
+# ------------------------------------------------ rendering a plan (by hand)
 def plan_render(plan: ConversionPlan, kind: str = "header", name: str = "cvt", command: str = "",
                 src_layout_text: str | None = None, dst_layout_text: str | None = None,
                 back: ConversionPlan | None = None) -> str:
@@ -475,160 +471,31 @@ def plan_write(plan: ConversionPlan, directory: str | os.PathLike, name: str = "
     return write_rendered(files, directory, option="directory")
 
 
-# ------------------------------------------------------------------- verify
-@dataclass
-class VerifyJob:
-    """One conversion to verify (``llgen verify``): one row per dtype."""
-    pair: str
-    src: Any                   # spec path (relative to the cwd) or a loaded Spec
-    dst: Any
-    dtypes: tuple[str, ...]
-    target: str = "cuda"
-    arch: str | None = None
-    strategy: str = "auto"
-    swizzle: str = "optimal"
-    smem_budget: int = DEFAULT_SMEM_BUDGET
-    shape: Any = None
-    name: str | None = None
+# ------------------------------------------- conveniences on the plan classes
+# Plans are data: plan/ imports nothing above it.  The API sees every stage, so it
+# gives the plan classes the methods the README shows (summary, render, write).
+def _summary(self: ConversionPlan | GatherPlan) -> str:
+    """The readable plan (``llgen plan``'s text; ``plan/report.summary``)."""
+    return summary(self)
 
 
-_CORPUS_FIELDS = ("src", "dst", "dtypes", "dtype", "target", "arch", "strategy", "swizzle", "smem_budget",
-                  "shape", "name")
+def _render(self: ConversionPlan, kind: str = "header", name: str = "cvt", command: str = "",
+            src_layout_text: str | None = None, dst_layout_text: str | None = None,
+            back_plan: ConversionPlan | None = None) -> str:
+    """Source text of one generated file (``header``, ``harness`` or ``bench``; the
+    bench plans the reverse conversion itself unless ``back_plan`` is given)."""
+    return plan_render(self, kind, name, command, src_layout_text, dst_layout_text, back_plan)
 
 
-def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
-    """Read and validate a verify corpus: a YAML list of mappings
-    ``{src, dst, dtypes, strategy, swizzle, name, target, arch, shape,
-    smem_budget}``; ``src``/``dst`` are spec paths relative to the corpus
-    file or inline spec mappings.  Every problem raises SpecError
-    ``"<file>: entry <n>[.<field>]: <what>"``; the layouts are loaded here."""
-    from ll_codegen.spec import parse_yaml, read_spec_text
-    source = os.fspath(path)
-    data = parse_yaml(read_spec_text(source, "corpus"), source)
-    if isinstance(data, Mapping) and set(data) == {"conversions"}:
-        data = data["conversions"]
-    if not isinstance(data, list) or not data:
-        raise SpecError(source, "top level", "expected a non-empty list of conversions "
-                                             "({src: ..., dst: ..., dtypes: [...]} each)")
-    base = os.path.dirname(source)
-    jobs = []
-    seen: set[str] = set()
-    for i, e in enumerate(data, 1):
-        where = f"entry {i}"
-        if not isinstance(e, Mapping):
-            raise SpecError(source, where, f"expected a mapping with src, dst and dtypes, got {type(e).__name__}")
-        unknown = [k for k in e if k not in _CORPUS_FIELDS]
-        if unknown:
-            raise SpecError(source, f"{where}.{limits.cut(str(unknown[0]), limits.MAX_ECHO)}", f"unknown field; allowed: {', '.join(_CORPUS_FIELDS)}")
-        if "dtype" in e and "dtypes" in e:
-            raise SpecError(source, f"{where}.dtype", "give dtype or dtypes, not both")
-
-        def text_field(k: str, default: Any) -> Any:
-            v = e.get(k, default)
-            if v is not default and not isinstance(v, str):
-                raise SpecError(source, f"{where}.{k}", f"expected a string, got {type(v).__name__}")
-            return v
-        specs = []
-        for k in ("src", "dst"):
-            if k not in e:
-                raise SpecError(source, f"{where}.{k}", "missing (a spec path relative to the corpus, or a mapping)")
-            v = e[k]
-            if isinstance(v, str):
-                spec = load_spec(os.path.join(base, v), shape_override=e.get("shape"))
-                label = _stem_ident(v)
-            elif isinstance(v, Mapping):
-                spec = spec_from_dict(dict(v), f"{source}: {where}.{k}", shape_override=e.get("shape"))
-                label = f"{v.get('kind', 'inline')}"
-            else:
-                raise SpecError(source, f"{where}.{k}", f"expected a spec path or mapping, got {type(v).__name__}")
-            if spec.is_memory:
-                raise SpecError(source, f"{where}.{k}", f"{spec.kind} is a memory layout; "
-                                                         f"conversions need distributed layouts")
-            specs.append((spec, label))
-        dts = e.get("dtypes", e.get("dtype", ["f16"]))
-        if isinstance(dts, str):
-            dts = [d.strip() for d in dts.split(",")]
-        field = "dtypes" if "dtypes" in e else "dtype"
-        if not isinstance(dts, list) or not dts or not all(isinstance(d, str) and d for d in dts):
-            raise SpecError(source, f"{where}.{field}", "expected a non-empty list of element types such as [f16, f32]")
-        from ll_codegen.plan.planner import DTYPE_BYTES
-        for d in dts:
-            if d not in DTYPE_BYTES:
-                raise SpecError(source, f"{where}.{field}", f"unknown dtype {limits.short(d)} (known: {', '.join(DTYPE_BYTES)})")
-        name = text_field("name", None)
-        if name is not None:
-            try:
-                check_name(name)
-            except ValueError as err:
-                raise SpecError(source, f"{where}.name", str(err).replace("--name ", "")) from None
-        budget = e.get("smem_budget", DEFAULT_SMEM_BUDGET)
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
-            raise SpecError(source, f"{where}.smem_budget", f"expected a positive number of bytes, got {limits.short(budget)}")
-        pair = name or f"{specs[0][1]} -> {specs[1][1]}"
-        if pair in seen:
-            pair = f"{pair} #{i}"
-        seen.add(pair)
-        jobs.append(VerifyJob(pair=pair, src=specs[0][0], dst=specs[1][0], dtypes=tuple(dts),
-                              target=text_field("target", "cuda"), arch=text_field("arch", None),
-                              strategy=text_field("strategy", "auto"), swizzle=text_field("swizzle", "optimal"),
-                              smem_budget=budget, shape=None, name=name))
-    # plan every entry now, so that a bad option is reported against its entry
-    for i, job in enumerate(jobs, 1):
-        try:
-            plan_jobs([job])
-        except ValueError as err:
-            raise SpecError(source, f"entry {i}", str(err)) from None
-    return jobs
+def _write(self: ConversionPlan, directory: str, name: str = "cvt", emit: Any = ("header", "harness"),
+           command: str = "", src_layout_text: str | None = None, dst_layout_text: str | None = None,
+           back_plan: ConversionPlan | None = None) -> list[str]:
+    """Render ``emit`` (kinds, a comma list or ``all``) first, then write each file
+    atomically into ``directory`` (created if missing); returns the paths."""
+    return plan_write(self, directory, name, emit, command, src_layout_text, dst_layout_text, back_plan)
 
 
-def plan_jobs(jobs: Sequence[VerifyJob]) -> list[tuple[VerifyJob, str, ConversionPlan]]:
-    """(job, dtype, plan) for every row; raises ValueError for bad inputs."""
-    out = []
-    for job in jobs:
-        for dt in job.dtypes:
-            p = plan_conversion(job.src, job.dst, dtype=dt, target=job.target, arch=job.arch,
-                                strategy=job.strategy, swizzle=job.swizzle, smem_budget=job.smem_budget,
-                                shape=job.shape)
-            out.append((job, dt, p))
-    return out
-
-
-def needs_gpu(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], host: bool) -> bool:
-    """Whether ``run_jobs`` needs a CUDA GPU (CUDA rows not sent to the host runtime)."""
-    return not host and any(p.target == "cuda" for _, _, p in planned)
-
-
-def run_jobs(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], runs: int = 2, seed: int = 0,
-             echo=print, host: bool = False) -> tuple[list[tuple[str, str, str, str]], int]:
-    """Verify every planned row and print a table through ``echo`` as rows
-    finish; returns (rows, number of failures).  CUDA rows run on the GPU
-    (CuPy) unless ``host``; HIP rows (no AMD GPU is driven here) and, with
-    ``host``, CUDA rows run on the host SIMT runtime (``host.py``)."""
-    from ll_codegen.verify import gpu, host as host_runtime
-    heads = ("pair", "dtype", "strategy", "result")
-    w = [max([len(heads[0])] + [len(j.pair) for j, _, _ in planned]),
-         max([len(heads[1])] + [len(d) for _, d, _ in planned]),
-         max([len(heads[2])] + [len(f"{p.strategy} ({p.target} {p.arch})") for _, _, p in planned])]
-    line = lambda a, b, c, d: f"{a:<{w[0]}}  {b:<{w[1]}}  {c:<{w[2]}}  {d}".rstrip()  # noqa: E731
-    echo(line(*heads))
-    rows, failed = [], 0
-    for k, (job, dt, p) in enumerate(planned):
-        strat = f"{p.strategy} ({p.target} {p.arch})"
-        on_host = host or p.target != "cuda"
-        if on_host and host_runtime.compiler() is None:
-            result = "FAIL: the host SIMT runtime needs clang++ (apt-get install clang)"
-        else:
-            try:
-                if on_host:
-                    r = host_runtime.verify_host([(job.name or "cvt", p)], runs=runs, seed=seed + k)[0]
-                else:
-                    r = gpu.verify_plan(p, name=job.name or "cvt", runs=runs, seed=seed + k)
-                result = f"ok ({r.message})" if r.ok else f"FAIL: {r.message}"
-            except Exception as e:  # noqa: BLE001 - a compile or launch error is a failed row
-                first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-                result = f"FAIL: {type(e).__name__}: {first}"
-            failed += result.startswith("FAIL")
-        rows.append((job.pair, dt, strat, result))
-        echo(line(job.pair, dt, strat, result))
-    echo(f"{len(rows)} row(s): {len(rows) - failed} passed or skipped, {failed} failed")
-    return rows, failed
+ConversionPlan.summary = _summary
+ConversionPlan.render = _render
+ConversionPlan.write = _write
+GatherPlan.summary = _summary

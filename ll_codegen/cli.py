@@ -27,9 +27,10 @@ import yaml
 from ll_codegen import __version__
 from ll_codegen.core import limits
 from ll_codegen.core.files import check_output_dir, check_targets, quote_path, write_all, write_atomic
-from ll_codegen.layouts.legacy import LayoutError
+from ll_codegen.layouts.base import LayoutError
 from ll_codegen.layouts.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
 from ll_codegen.spec import SpecError, load_spec
+from ll_codegen import regenerate as R
 
 try:  # jinja2 is a dependency, but the CLI must not need it to report errors
     from jinja2 import TemplateError as _TemplateError
@@ -140,7 +141,7 @@ class LLGenGroup(click.Group):
 
 
 # ------------------------------------------------------- enumerated options
-from ll_codegen.plan.planner import DTYPE_BYTES  # noqa: E402
+from ll_codegen.core.dtypes import DTYPE_BYTES, INDEX_DTYPES  # noqa: E402
 from ll_codegen.core.target import CUDA_ARCHS, HIP_WAVE32, HIP_WAVE64  # noqa: E402
 
 DTYPES = tuple(DTYPE_BYTES)
@@ -347,7 +348,7 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
     CUDA runs on the GPU (CuPy), or on the host SIMT runtime with --host; HIP
     runs on the host SIMT runtime (wave64 or wave32).  Prints a table; exit
     status 1 on any failure."""
-    from ll_codegen.api import VerifyJob as Job, load_corpus, needs_gpu, plan_jobs, run_jobs
+    from ll_codegen.jobs import VerifyJob as Job, load_corpus, needs_gpu, plan_jobs, run_jobs
     if runs < 1:
         raise CLIError(f"--runs must be at least 1, got {runs}")
     if strides is not None:
@@ -389,7 +390,6 @@ def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas
     """Time the CUDA conversion --src -> --dst on the GPU (round-trip bench
     kernel, CUDA events, median of repeats) against llgen's naive shared-memory
     plan, Triton's convert_layout and the hardware bound; prints a table."""
-    from ll_codegen import bench as B
     from ll_codegen.verify import gpu
     from ll_codegen.api import plan_conversion
     _need(src, dst)
@@ -397,16 +397,19 @@ def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas
         raise CLIError(f"--iters must be at least 1, got {iters}")
     a, b = load_spec(src, shape_override=shape), load_spec(dst, shape_override=shape)
     plan_conversion(a, b, dtype=dtype, target="cuda")      # every input checked before looking for a GPU
+    try:   # the benchmarks are not library code: bench/llgen_bench, installed as llgen_bench
+        from llgen_bench.convert import bench_pair, format_table
+    except ImportError as e:
+        raise CLIError(f"cannot bench: the llgen_bench package is not importable ({type(e).__name__}: {e})")
     reason = gpu.available()
     if reason is not None:
         raise CLIError(f"cannot bench: {reason}")
-    row = B.bench_pair(a, b, dtype, iters=iters, ctas=ctas or None, triton=triton,
+    row = bench_pair(a, b, dtype, iters=iters, ctas=ctas or None, triton=triton,
                        name=f"{os.path.splitext(os.path.basename(src))[0]}_to_{os.path.splitext(os.path.basename(dst))[0]}")
-    click.echo(B.format_table([row]))
+    click.echo(format_table([row]))
 
 
 GATHER_STRATEGIES = ("auto", "shuffle", "smem")
-INDEX_DTYPES = ("i32", "u32", "i16", "u16", "i8", "u8")
 
 
 @main.command()
@@ -416,7 +419,7 @@ INDEX_DTYPES = ("i32", "u32", "i16", "u16", "i8", "u8")
               help="Index layout spec (distributed; the output has this layout and shape).")
 @click.option("--axis", default=None, type=int, metavar="N", help="The gather axis (a tensor dim).")
 @click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
-@click.option("--index-dtype", "index_dtype", default="i32", show_default=True, type=click.Choice(INDEX_DTYPES),
+@click.option("--index-dtype", "index_dtype", default="i32", show_default=True, type=click.Choice(tuple(INDEX_DTYPES)),
               help="Index element type.")
 @click.option("--target", default="cuda", show_default=True, type=click.Choice(TARGETS), help="Target.")
 @click.option("--arch", default=None, type=click.Choice(ARCHS),
@@ -477,11 +480,14 @@ def regenerate(directory: Optional[str], output: Optional[str], manifest: Option
     folder above it (the checkout's root), so it works from any directory and
     from an installed llgen.  python -m ll_codegen.regenerate is the same
     command."""
-    from ll_codegen import regenerate as R
-    code = R.run(directory, output=output, manifest=manifest, check=check, echo=click.echo)
+    code = R.run(MANIFEST_COMMANDS, directory, output=output, manifest=manifest, check=check, echo=click.echo)
     if code:
         raise click.exceptions.Exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+#: The commands a ``generated/manifest.yaml`` entry may use, whose option parsers are its grammar.
+MANIFEST_COMMANDS = {"convert": convert, "gather": gather}

@@ -300,7 +300,7 @@ def test_verify_corpus_errors(tmp_path, case):
 
 
 def test_verify_corpus_example_is_valid():
-    from ll_codegen.api import load_corpus, plan_jobs
+    from ll_codegen.jobs import load_corpus, plan_jobs
     jobs = load_corpus(os.path.join(ROOT, "examples", "verify", "corpus.yaml"))
     rows = plan_jobs(jobs)
     assert len(jobs) >= 10 and {p.strategy for _, _, p in rows} == {"noop", "register", "shuffle", "smem"}
@@ -362,8 +362,9 @@ def test_python_api_accepts_specs_paths_and_layouts(tmp_path):
 @pytest.fixture(scope="module")
 def manifest_build():
     from ll_codegen import regenerate
+    from ll_codegen.cli import MANIFEST_COMMANDS
     entries = regenerate.load_manifest(regenerate.MANIFEST)
-    files = regenerate.build(entries, "generated/manifest.yaml")
+    files = regenerate.build(entries, "generated/manifest.yaml", MANIFEST_COMMANDS)
     return entries, files
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from ll_codegen.verify import host
 from ll_codegen.api import plan_conversion
-from ll_codegen.corpus import NAMED
+from llgen_bench.corpus import NAMED
 from ll_codegen.spec import spec_from_dict
 from ll_codegen.verify.emulator import check_plan
 from ll_codegen.verify.gpu import layout_of
@@ -98,10 +98,11 @@ def test_emulator_agrees_with_host(sampled):
 
 
 def test_generated_files_run_unchanged():
+    from ll_codegen.cli import MANIFEST_COMMANDS
     from ll_codegen.regenerate import build, load_manifest
     manifest = os.path.join(ROOT, "generated", "manifest.yaml")
     entries = load_manifest(manifest)
-    build(entries, manifest)
+    build(entries, manifest, MANIFEST_COMMANDS)
     items = [(e.params["name"], e.conv.plan) for e in entries if e.command == "convert"]
     gathers = [(e.params["name"], e.conv.plan) for e in entries if e.command == "gather"]
     results = host.verify_host(items, runs=2, seed=7, sources=os.path.join(ROOT, "generated"))

@@ -60,12 +60,12 @@ from typing import Any
 import numpy as np
 
 from ll_codegen.core import f2
+from ll_codegen.core.dtypes import dtype_bytes, index_bytes
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.model import AccessCost, Candidate, SmemAccess, XorForm
-from ll_codegen.plan.planner import ALU, BARRIER, DTYPE_BYTES, SHUFFLE, WAVEFRONT, check_distributed, check_threads, normalise
+from ll_codegen.plan.planner import ALU, BARRIER, SHUFFLE, WAVEFRONT, check_distributed, check_threads, normalise
 from ll_codegen.core.target import Target, get_target
 
-INDEX_DTYPES = {"i32": 4, "u32": 4, "i16": 2, "u16": 2, "i8": 1, "u8": 1}
 GATHER_STRATEGIES = ("shuffle", "smem")
 #: random index sets the smem cost averages its load wavefronts over (seeded: plans are deterministic)
 LOAD_SAMPLES = 16
@@ -179,26 +179,6 @@ class GatherPlan:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
-
-    def summary(self) -> str:
-        """The readable plan (``llgen gather --plan``)."""
-        lines = [f"gather along axis {self.axis}: {self.strategy}  ({self.dtype}, index {self.index_dtype}, "
-                 f"{self.target} {self.arch}, warp {self.warp_size} x {self.num_warps} warps)",
-                 f"  source {list(self.src_shape)}: {self.n_src} registers/thread; index/output "
-                 f"{list(self.idx_shape)}: {self.n_idx} registers/thread; indices mod {self.axis_size}"]
-        if self.shuffle is not None:
-            s = self.shuffle
-            n = len(s.outs[0].cands) if s.outs else 0
-            lines.append(f"  shuffle: {n} candidate register(s) per output element, {s.per} per word, "
-                         f"{s.shuffles} shuffles per thread")
-        if self.smem is not None:
-            m = self.smem
-            lines.append(f"  smem: {m.bytes} bytes; store {m.vector_bytes}-byte vectors x{len(m.stores)} "
-                         f"({m.store.wavefronts} wavefront(s), {m.store.bank_conflicts} conflicts/instr); "
-                         f"{self.n_idx} loads, {m.load_wavefronts:.2f} wavefronts/instr on random indices")
-        lines.append("  candidates (cheapest first):")
-        lines += [f"    {c.strategy:8s} {c.score:9.2f}  {c.detail}" for c in self.candidates]
-        return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------ tensor bits
@@ -405,18 +385,14 @@ def plan_gather(src: LinearLayout, idx: LinearLayout, axis: int, dtype: str = "f
     an illegal forced strategy."""
     if isinstance(target, str):
         target = get_target(target, arch)
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPE_BYTES)})")
-    if index_dtype not in INDEX_DTYPES:
-        raise ValueError(f"unknown index dtype {index_dtype!r} (known: {', '.join(INDEX_DTYPES)})")
+    w, index_w = dtype_bytes(dtype), index_bytes(index_dtype)
     if strategy not in GATHER_STRATEGIES + ("auto",):
         raise ValueError(f"unknown gather strategy {strategy!r} (known: auto, {', '.join(GATHER_STRATEGIES)})")
     _check(src, idx, axis, target)
     src, idx = normalise(src), normalise(idx)
-    w = DTYPE_BYTES[dtype]
     s_shape, i_shape = tuple(src.out_dim_sizes.values()), tuple(idx.out_dim_sizes.values())
     base = GatherPlan(strategy="", dtype=dtype, index_dtype=index_dtype, elem_bytes=w,
-                      index_bytes=INDEX_DTYPES[index_dtype], target=target.name, arch=target.arch,
+                      index_bytes=index_w, target=target.name, arch=target.arch,
                       warp_size=target.warp_size, num_warps=src.in_dim_size("warp"), axis=axis,
                       axis_size=s_shape[axis], n_src=src.in_dim_size("register"), n_idx=idx.in_dim_size("register"),
                       src_bases={"in_dims": src.bases, "out_dims": src.out_dim_sizes},

@@ -18,7 +18,7 @@ address is ``base(lane, warp) ^ offset(r)`` (``XorForm`` + constants).
   grouped by their offset with the low ``k`` bits cleared; each group is one
   access, ordered by the low bits.
 * ``ldmatrix``/``stmatrix`` [.trans] (m8n8.b16): when the layout divides by
-  the instruction's tile (``swizzle._matrix_side``) and the tile's elements
+  the instruction's tile (``swizzle.matrix_side``) and the tile's elements
   are offsets ``1, 2, 4, ..`` of a 16-byte row, with every row address
   16-byte aligned.
 * Cost: Lemma 9.4 on the given layout (``swizzle.predict_wavefronts``) --
@@ -45,7 +45,7 @@ from typing import Sequence
 from ll_codegen.core import f2
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.model import AccessCost, GlobalAccess, GlobalCost, MemoryPlan, SmemAccess, XorForm
-from ll_codegen.plan.swizzle import _matrix_side, predict_wavefronts
+from ll_codegen.plan.swizzle import matrix_side, predict_wavefronts
 from ll_codegen.core.target import Target
 
 SECTOR = 32
@@ -123,7 +123,7 @@ def shared_plans(dist: LinearLayout, tile: LinearLayout, elem_bytes: int, target
     if not (target.has_ldmatrix if direction == "load" else target.has_stmatrix) or cap < 16:
         return plans
     for trans in (False, True):
-        side = _matrix_side(reg, thr, elem_bytes, trans)
+        side = matrix_side(reg, thr, elem_bytes, trans)
         if side is None or 0 in side.providers[:3]:
             continue                          # broadcast rows (.x1/.x2 pad the matrix selectors with zeros)
         if [off(v) for v in side.tile] != [1 << i for i in range(len(side.tile))]:

@@ -467,29 +467,6 @@ class ConversionPlan:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
-    def summary(self) -> str:
-        """The readable plan (``llgen plan``'s text; ``report.summary``)."""
-        from ll_codegen.plan.report import summary
-        return summary(self)
-
-    def render(self, kind: str = "header", name: str = "cvt", command: str = "",
-               src_layout_text: str | None = None, dst_layout_text: str | None = None,
-               back_plan: "ConversionPlan | None" = None) -> str:
-        """Source text of one generated file (``header``, ``harness`` or
-        ``bench``; the bench plans the reverse conversion itself unless
-        ``back_plan`` is given)."""
-        from ll_codegen.api import plan_render
-        return plan_render(self, kind, name, command, src_layout_text, dst_layout_text, back_plan)
-
-    def write(self, directory: str, name: str = "cvt", emit: Any = ("header", "harness"), command: str = "",
-              src_layout_text: str | None = None, dst_layout_text: str | None = None,
-              back_plan: "ConversionPlan | None" = None) -> list[str]:
-        """Render ``emit`` (kinds, a comma list or ``all``) first, then write
-        each file atomically into ``directory`` (created if missing); returns
-        the paths."""
-        from ll_codegen.api import plan_write
-        return plan_write(self, directory, name, emit, command, src_layout_text, dst_layout_text, back_plan)
-
 
 def harness_strides(shape: tuple[int, ...], order: list[int], alignment: int, elem_bytes: int) -> tuple[int, ...]:
     """Strides (elements) the test harness uses for a global tile: dense in

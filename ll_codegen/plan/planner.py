@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ll_codegen.core import f2
+from ll_codegen.core.dtypes import DTYPE_BYTES, dtype_bytes
 from ll_codegen.core.layout import LinearLayout, divide_left
 from ll_codegen.core.limits import short
 from ll_codegen.plan.memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
@@ -51,8 +52,6 @@ from ll_codegen.plan.shuffle import NotShuffleable, plan_shuffle, swap_form
 from ll_codegen.plan.swizzle import plan_smem
 from ll_codegen.core.target import Target, get_target
 
-DTYPE_BYTES = {"i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "f16": 2, "bf16": 2,
-               "i32": 4, "u32": 4, "f32": 4, "i64": 8, "f64": 8}
 STRATEGIES = ("noop", "register", "shuffle", "smem")
 WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.25, 4.0, 1.25
 SELECT = 0.5            # a lane-dependent select of a shuffle plan (SEL: Hopper's INT pipe, 2 warp instructions/clk/SM)
@@ -206,8 +205,7 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     forced strategy."""
     if isinstance(target, str):
         target = get_target(target, arch)
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BYTES)})")
+    dtype_bytes(dtype)
     if strategy not in STRATEGIES + ("auto",):
         raise ValueError(f"unknown strategy {short(strategy)} (known: auto, {', '.join(STRATEGIES)})")
     if scratch_buffers not in (1, 2) or isinstance(scratch_buffers, bool):
@@ -324,8 +322,7 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
     ``matrix.trans`` (ldmatrix/stmatrix).  See ``memory.py``."""
     if isinstance(target, str):
         target = get_target(target, arch)
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BYTES)})")
+    dtype_bytes(dtype)
     if direction not in MEMORY_STRATEGIES:
         raise ValueError(f"unknown memory direction {short(direction)} (known: store, load)")
     if instr not in ("auto", "vector", "matrix", "matrix.trans", "via"):
@@ -391,8 +388,7 @@ def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str =
     16 bytes, else through registers."""
     if isinstance(target, str):
         target = get_target(target, arch)
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BYTES)})")
+    dtype_bytes(dtype)
     if global_tile.out_dim_sizes != shared_tile.out_dim_sizes:
         raise ValueError(f"shapes differ: global {global_tile.out_dim_sizes} vs shared {shared_tile.out_dim_sizes}")
     if num_warps < 1 or num_warps & (num_warps - 1) or num_warps > 32:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.model import ConversionPlan, instruction_name, shuffle_name
 from ll_codegen.core.target import get_target
 
@@ -11,11 +12,30 @@ def _vec(v: int, sizes: dict[str, int]) -> str:
     return repr(tuple(LinearLayout.from_flat({"x": [v]}, sizes).bases["x"][0]))
 
 
-def summary(plan: ConversionPlan) -> str:
-    """Several lines: strategy, its steps and costs, and every candidate's score."""
-    p = plan
+def summary(plan: ConversionPlan | GatherPlan) -> str:
+    """The readable plan of any operation (``llgen plan``, ``llgen gather --plan``, the
+    headers' opening comment): strategy, its steps and costs, every candidate's score."""
+    return SUMMARIES[plan.operation](plan)
+
+
+def _plan_text(p: ConversionPlan, detail: list[str]) -> str:
+    """A ConversionPlan's summary: the headline, the operation's ``detail`` lines,
+    broadcast copies and the candidates (the chosen one starred)."""
     lines = [f"strategy: {p.strategy}  ({p.dtype}, {p.elem_bytes} B/elem, {p.target} {p.arch}, "
-             f"{p.num_warps} warps x {p.warp_size} lanes, {p.n_src} -> {p.n_dst} registers)"]
+             f"{p.num_warps} warps x {p.warp_size} lanes, {p.n_src} -> {p.n_dst} registers)"] + detail
+    if p.dst_copies:
+        lines.append(f"broadcast copies: {len(p.dst_copies)} registers")
+    best = min(range(len(p.candidates)), key=lambda i: p.candidates[i].score) if p.candidates else -1
+    for i, c in enumerate(p.candidates):
+        mark = "*" if i == best else " "
+        lines.append(f"candidate{mark}{c.strategy:8s} score {c.score:8.2f}  {c.detail}")
+    return "\n".join(lines)
+
+
+def convert_summary(p: ConversionPlan) -> str:
+    """registers -> registers: the register permutation, the shuffle rounds or the trip
+    through shared memory (swizzled layout, accesses, wavefronts, barriers)."""
+    lines: list[str] = []
     if p.register is not None:
         lines.append(f"registers: dst[i] = src[{list(p.register.dst_from_src)}[i]]")
     if p.shuffle is not None:
@@ -60,17 +80,17 @@ def summary(plan: ConversionPlan) -> str:
         lines.append(barriers)
         if p.target == "hip":
             lines.append(f"  bank model: {get_target(p.target, p.arch).bank_model}")
-    if p.memory is not None:
-        lines += memory_lines(p)
-    if p.copy is not None:
-        lines += copy_lines(p)
-    if p.dst_copies:
-        lines.append(f"broadcast copies: {len(p.dst_copies)} registers")
-    best = min(range(len(p.candidates)), key=lambda i: p.candidates[i].score) if p.candidates else -1
-    for i, c in enumerate(p.candidates):
-        mark = "*" if i == best else " "
-        lines.append(f"candidate{mark}{c.strategy:8s} score {c.score:8.2f}  {c.detail}")
-    return "\n".join(lines)
+    return _plan_text(p, lines)
+
+
+def memory_summary(p: ConversionPlan) -> str:
+    """A store or load: the memory side's instruction and cost (and a ``via`` conversion)."""
+    return _plan_text(p, memory_lines(p))
+
+
+def copy_summary(p: ConversionPlan) -> str:
+    """A copy, global tile -> shared tile."""
+    return _plan_text(p, copy_lines(p))
 
 
 def memory_lines(p: ConversionPlan) -> list[str]:
@@ -120,3 +140,29 @@ def copy_lines(p: ConversionPlan) -> list[str]:
             f"{list(c.load.strides)}",
             f"  shared: {st.wavefronts} wavefronts/instr, {st.bank_conflicts} bank conflicts/instr, "
             f"{st.total_wavefronts} wavefronts/warp"]
+
+
+def gather_summary(p: GatherPlan) -> str:
+    """A gather: sizes, the shuffle candidates per output or the shared-memory round trip."""
+    lines = [f"gather along axis {p.axis}: {p.strategy}  ({p.dtype}, index {p.index_dtype}, "
+             f"{p.target} {p.arch}, warp {p.warp_size} x {p.num_warps} warps)",
+             f"  source {list(p.src_shape)}: {p.n_src} registers/thread; index/output "
+             f"{list(p.idx_shape)}: {p.n_idx} registers/thread; indices mod {p.axis_size}"]
+    if p.shuffle is not None:
+        s = p.shuffle
+        n = len(s.outs[0].cands) if s.outs else 0
+        lines.append(f"  shuffle: {n} candidate register(s) per output element, {s.per} per word, "
+                     f"{s.shuffles} shuffles per thread")
+    if p.smem is not None:
+        m = p.smem
+        lines.append(f"  smem: {m.bytes} bytes; store {m.vector_bytes}-byte vectors x{len(m.stores)} "
+                     f"({m.store.wavefronts} wavefront(s), {m.store.bank_conflicts} conflicts/instr); "
+                     f"{p.n_idx} loads, {m.load_wavefronts:.2f} wavefronts/instr on random indices")
+    lines.append("  candidates (cheapest first):")
+    lines += [f"    {c.strategy:8s} {c.score:9.2f}  {c.detail}" for c in p.candidates]
+    return "\n".join(lines) + "\n"
+
+
+#: The summary of each operation (``ConversionPlan.operation`` / ``GatherPlan.operation``).
+SUMMARIES = {"convert": convert_summary, "store": memory_summary, "load": memory_summary, "copy": copy_summary,
+             "gather": gather_summary}

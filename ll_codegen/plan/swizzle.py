@@ -113,7 +113,7 @@ def _vector_side(reg: list[int], thr: list[int], V: list[int], elem_bytes: int, 
                  merged=tuple(v for v in thr[:p + 1] if v) if merges else ())
 
 
-def _matrix_side(reg: list[int], thr: list[int], elem_bytes: int, trans: bool) -> _Side | None:
+def matrix_side(reg: list[int], thr: list[int], elem_bytes: int, trans: bool) -> _Side | None:
     """ldmatrix/stmatrix m8n8 b16 (x1/x2/x4), or None when the layout does not
     divide by its tile: register bits 0..k-1 (k = log2(4/w)) and lane bits 0,1
     fill a 16-byte row, lane bits 2..4 pick the row (non-trans); with .trans
@@ -257,8 +257,8 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
                       _vector_side(b_reg, b_thr, tile, elem_bytes, target, load=True)))
     if matrix and target.has_ldmatrix and max_vec * elem_bytes >= 16:
         for trans in (False, True):
-            st = _matrix_side(a_reg, a_thr, elem_bytes, trans) if target.has_stmatrix else None
-            ld = _matrix_side(b_reg, b_thr, elem_bytes, trans)
+            st = matrix_side(a_reg, a_thr, elem_bytes, trans) if target.has_stmatrix else None
+            ld = matrix_side(b_reg, b_thr, elem_bytes, trans)
             if st:
                 vb = prefix_in(list(st.tile), b_reg)
                 pairs.append((st, _vector_side(b_reg, b_thr, vb, elem_bytes, target, load=True)))
@@ -267,7 +267,7 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
                 pairs.append((_vector_side(a_reg, a_thr, va, elem_bytes, target), ld))
         for ts in (False, True):
             for tl in (False, True):
-                st, ld = _matrix_side(a_reg, a_thr, elem_bytes, ts), _matrix_side(b_reg, b_thr, elem_bytes, tl)
+                st, ld = matrix_side(a_reg, a_thr, elem_bytes, ts), matrix_side(b_reg, b_thr, elem_bytes, tl)
                 if st and ld and st.tile == ld.tile and target.has_stmatrix:
                     pairs.append((st, ld))
     plans = []

@@ -30,15 +30,16 @@ import os
 import shlex
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from ll_codegen.api import conversion_files, gather_files
+from ll_codegen.core.files import check_output_dir, quote_path, write_all
 from ll_codegen.core.limits import short
 from ll_codegen.plan.model import ConversionPlan
 from ll_codegen.spec import SpecError, parse_yaml, read_spec_text
 
 #: The checkout this package was imported from (in an installed copy: site-packages, with no generated/).
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MANIFEST = os.path.join(ROOT, "generated", "manifest.yaml")
 SOURCE_EXTS = (".cuh", ".cu", ".h", ".hip")
 STRATEGIES = ("noop", "register", "shuffle", "smem", "store", "load", "copy")
@@ -55,12 +56,6 @@ class Entry:
     command: str = "convert"
     conv: Any = None            # api.Conversion or api.Gather: .plan, .name, .command, .files
     params: dict[str, Any] | None = None
-
-
-def _click_command(name: str):
-    """``llgen convert``'s or ``llgen gather``'s click command (its option parser is the manifest's grammar)."""
-    from ll_codegen import cli
-    return getattr(cli, name)
 
 
 def load_manifest(path: str) -> list[Entry]:
@@ -84,9 +79,12 @@ def load_manifest(path: str) -> list[Entry]:
     return out
 
 
-def build(entries: list[Entry], manifest: str, root: str | None = None) -> dict[str, str]:
+def build(entries: list[Entry], manifest: str, parsers: Mapping[str, Any], root: str | None = None) -> dict[str, str]:
     """Plan and render every entry; returns file name -> text (README.md
-    included).  ``manifest`` names the manifest in messages; spec paths are
+    included).  ``parsers``: the click command of each manifest command
+    (``cli.MANIFEST_COMMANDS``: ``llgen convert``'s and ``llgen gather``'s own
+    option parsers are the manifest's grammar; passed in, so that this module
+    does not import the CLI that runs it).  ``manifest`` names the manifest in messages; spec paths are
     opened relative to ``root`` (default: ``ROOT``, the checkout this package
     was imported from; ``run`` passes the folder above the manifest's)."""
     root = ROOT if root is None else root
@@ -95,7 +93,7 @@ def build(entries: list[Entry], manifest: str, root: str | None = None) -> dict[
     for i, e in enumerate(entries, 1):
         where = f"{manifest}: entry {i}"
         try:
-            ctx = _click_command(e.command).make_context(e.command, shlex.split(e.args))
+            ctx = parsers[e.command].make_context(e.command, shlex.split(e.args))
         except click.exceptions.ClickException as err:
             raise ValueError(f"{where}: args: {err.format_message()}") from None
         p = dict(ctx.params)
@@ -211,19 +209,18 @@ def locate(directory: str | None, manifest: str | None) -> str:
                      "(llgen regenerate PATH/generated)")
 
 
-def run(directory: str | None = None, output: str | None = None, manifest: str | None = None,
-        check: bool = False, echo=print) -> int:
-    """``llgen regenerate``: 0 when written or up to date, 1 when ``check``
+def run(parsers: Mapping[str, Any], directory: str | None = None, output: str | None = None,
+        manifest: str | None = None, check: bool = False, echo=print) -> int:
+    """``llgen regenerate`` (``parsers``: as for ``build``): 0 when written or up to date, 1 when ``check``
     finds the folder out of date; raises ValueError/OSError (one line) for bad
     input, with nothing written."""
-    from ll_codegen.core.files import check_output_dir, quote_path, write_all
     manifest = locate(directory, manifest)
     if not os.path.isfile(manifest):
         raise OSError(2, "no manifest here (DIR is a checkout's generated/ folder)", manifest)
     outdir = output if output is not None else (os.path.dirname(manifest) or ".")
     check_output_dir(outdir, "-o" if output is not None else "DIR")
     entries = load_manifest(manifest)
-    files = build(entries, manifest, root=os.path.dirname(os.path.dirname(os.path.abspath(manifest))))
+    files = build(entries, manifest, parsers, root=os.path.dirname(os.path.dirname(os.path.abspath(manifest))))
     own_folder = os.path.abspath(outdir) == os.path.dirname(os.path.abspath(manifest))
     if check:
         bad = []
@@ -249,13 +246,3 @@ def run(directory: str | None = None, output: str | None = None, manifest: str |
     echo(f"wrote {len(files) - 1} sources for {len(entries)} entries and README.md to {quote_path(outdir)}"
          + (f"; removed {len(removed)} stale file(s)" if removed else ""))
     return 0
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m ll_codegen.regenerate ARGS``: exactly ``llgen regenerate ARGS``."""
-    from ll_codegen.cli import main as llgen
-    llgen(["regenerate", *(sys.argv[1:] if argv is None else argv)], prog_name="llgen")
-
-
-if __name__ == "__main__":
-    main()
