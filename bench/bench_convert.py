@@ -12,7 +12,7 @@ them and Triton's Gluon kernel with the same layouts (``DistributedLinearLayout`
 with our bases; for a few pairs also Gluon's legacy layout classes), disassembles
 the cubins (``cuobjdump -sass``) and writes into DIR: ``results.json`` (every
 number), ``table.md``, ``speedup.png`` and ``sass.tar.gz``.  The last thing it
-prints is a short table.  See ``ll_codegen/bench.py`` for the method.
+prints is a short table.  See ``llgen_bench/convert.py`` for the method.
 """
 from __future__ import annotations
 
@@ -28,9 +28,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ll_codegen import bench as B  # noqa: E402
-from ll_codegen.corpus import COL, MMA, MMA_4x1, ROW, blocked, dot, mma_v2, sliced, wgmma  # noqa: E402
-from ll_codegen.corpus import linear as linear_spec  # noqa: E402
+from llgen_bench.convert import fmt as fmt_num, format_table, geomean, run_job  # noqa: E402
+from llgen_bench.jobs import compile_jobs, prepare  # noqa: E402
+from llgen_bench.timing import measure_clock_mhz  # noqa: E402
+from llgen_bench.corpus import COL, MMA, MMA_4x1, ROW, blocked, dot, mma_v2, sliced, wgmma  # noqa: E402
+from llgen_bench.corpus import linear as linear_spec  # noqa: E402
 
 ROW128 = blocked([1, 8], [4, 8], [4, 1], [1, 0], [128, 128])
 ROW128_8W = blocked([1, 8], [4, 8], [8, 1], [1, 0], [128, 128])
@@ -139,22 +141,22 @@ def main(argv=None) -> int:
     sms = dev.attributes["MultiProcessorCount"]
     ctas = args.ctas or 48 * sms
     props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-    clock = B.measure_clock_mhz(sms)
+    clock = measure_clock_mhz(sms)
     print(f"device {props['name'].decode()} SMs {sms}; clock {clock}", flush=True)
     pat = re.compile(args.pairs)
     jobs = []
     for name, s, d, dt, legacy, note in CORPUS:
         if not pat.search(name):
             continue
-        jobs.append(B.prepare(name, s, d, dt, work, candidates=not args.no_candidates, arch=args.arch,
+        jobs.append(prepare(name, s, d, dt, work, candidates=not args.no_candidates, arch=args.arch,
                               legacy_specs=(s, d) if legacy and not args.no_legacy else None, note=note))
     print(f"planned {len(jobs)} pairs, {sum(1 for j in jobs for v in j.variants if v.source)} kernels "
           f"({time.time() - t0:.0f} s)", flush=True)
-    B.compile_jobs(jobs, arch=args.arch)
+    compile_jobs(jobs, arch=args.arch)
     print(f"compiled ({time.time() - t0:.0f} s)", flush=True)
     rows = []
     for j in jobs:
-        r = B.run_job(j, iters=args.iters, ctas=ctas, triton=not args.no_triton, sms=sms,
+        r = run_job(j, iters=args.iters, ctas=ctas, triton=not args.no_triton, sms=sms,
                       clock_mhz=clock["clock_mhz"], sass=not args.no_sass, sass_dir=work, repeats=args.repeats)
         rows.append(r)
         v = r["variants"]["auto"]
@@ -162,7 +164,7 @@ def main(argv=None) -> int:
         print(f"{r['name']:<34} {r['dtype']:<7} {r['plan']:<28} ours {v.get('clk_per_conv_sm', float('nan')):7.0f} "
               f"triton {t.get('clk_per_conv_sm', float('nan')):7.0f} bound {r['bound_clk']:6.0f} "
               f"ok {v.get('ok')}/{t.get('ok')} {t.get('error', '')[:80]} ({time.time() - t0:.0f} s)", flush=True)
-    clock_after = B.measure_clock_mhz(sms)
+    clock_after = measure_clock_mhz(sms)
     meta = {"device": props["name"].decode(), "sms": sms, "clock_before": clock, "clock_after": clock_after,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "python bench/bench_convert.py " + " ".join(argv if argv is not None else sys.argv[1:]),
@@ -175,7 +177,7 @@ def main(argv=None) -> int:
         pass
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1, default=str)
-    table = B.format_table(rows)
+    table = format_table(rows)
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table + "\n")
     try:
@@ -194,15 +196,15 @@ def main(argv=None) -> int:
           f"{'nv/o':>5} fastest")
     for r in rows:
         v, t = r["variants"]["auto"], r.get("triton", {})
-        fmt = lambda x, f="{:.2f}": B._f(x, f)  # noqa: E731
+        fmt = lambda x, f="{:.2f}": fmt_num(x, f)  # noqa: E731
         print(f"{r['name']:<34} {r['plan'][:28]:<28} {r['bound_clk']:6.0f} {fmt(v.get('clk_per_conv_sm'), '{:.0f}'):>6} "
               f"{fmt(t.get('clk_per_conv_sm'), '{:.0f}'):>6} {fmt(r.get('ours_over_triton')):>5} "
               f"{fmt(r.get('ours_over_bound')):>5} {fmt(r.get('triton_over_bound')):>5} "
               f"{fmt(r.get('naive_over_ours')):>5} {r.get('auto_is_fastest', '-')}"
               f"{'' if v.get('ok') else ' WRONG'}{'' if t.get('ok', True) else ' TRITON-WRONG'}")
     loop = [r["loop_ours_over_triton"] for r in rows if r.get("loop_ours_over_triton")]
-    print(f"geomean ours/Triton {B.geomean(ot):.3f} over {len(ot)} pairs (conversions: loop minus base); "
-          f"whole loops {B.geomean(loop):.3f}")
+    print(f"geomean ours/Triton {geomean(ot):.3f} over {len(ot)} pairs (conversions: loop minus base); "
+          f"whole loops {geomean(loop):.3f}")
     wrong = [r["name"] for r in rows if not all(v.get("ok") for v in r["variants"].values())]
     wrong += [f"{r['name']} ({tag})" for r in rows for tag in ("triton", "triton_legacy")
               if r.get(tag, {}).get("ok") is False]

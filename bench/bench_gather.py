@@ -8,7 +8,7 @@ CUDA cases, plus a sweep where the gather axis is held by 1..8 registers and
 (where warp-local), smem and auto, renders the bench kernels
 (``templates/gather_bench.cu.j2``: each CTA gathers its tile ``iters`` times,
 ``idx ^= out & 1`` between gathers), compiles them with nvcc in parallel, checks
-every kernel's output (``gather_gpu.bench_expected``; Gluon's too), times each
+every kernel's output (``llgen_bench.gather.bench_expected``; Gluon's too), times each
 kernel and its base loop (the loop without the gather) and reports *clocks per
 gather per SM*: ``(time - base time) * clock / (ctas * iters / SMs)``.  Indices
 are in range (Triton's gather needs that).  Writes ``results.json`` and
@@ -28,9 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ll_codegen import bench as B  # noqa: E402
-from ll_codegen.verify import gather_gpu as G  # noqa: E402
-from ll_codegen.corpus import GATHER_NAMED, blocked  # noqa: E402
+from llgen_bench.gather import bench_inputs, time_gluon, time_ours  # noqa: E402
+from llgen_bench.sass import sass_counts, sass_text  # noqa: E402
+from llgen_bench.timing import measure_clock_mhz  # noqa: E402
+from llgen_bench.corpus import GATHER_NAMED, blocked  # noqa: E402
 from ll_codegen.plan.gather import plan_gather  # noqa: E402
 from ll_codegen.emit.gather import gather_files  # noqa: E402
 from ll_codegen.spec import spec_from_dict  # noqa: E402
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
     sms = dev.attributes["MultiProcessorCount"]
     ctas = args.ctas or 16 * sms
     props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-    clock = B.measure_clock_mhz(sms)
+    clock = measure_clock_mhz(sms)
     mhz = clock["clock_mhz"]
     print(f"device {props['name'].decode()} SMs {sms}; clock {clock}", flush=True)
     pat = re.compile(args.cases)
@@ -105,23 +106,23 @@ def main(argv=None) -> int:
     def timed(res: dict, cubin: str, name: str) -> dict:
         """``res`` with clocks per gather per SM (difference and whole loop) and the loop's SASS counts;
         the SASS goes to OUT/sass/NAME.sass."""
-        text = B.sass_text(cubin)
+        text = sass_text(cubin)
         with open(os.path.join(args.out, "sass", f"{name}.sass"), "w") as fh:
             fh.write(text)
-        return dict(res, clk=per_sm(res["ms"]), loop_clk=per_sm(res["ms_loop"]), sass=B.sass_counts(text)["loop"])
+        return dict(res, clk=per_sm(res["ms"]), loop_clk=per_sm(res["ms_loop"]), sass=sass_counts(text)["loop"])
     rows: dict[str, dict] = {}
     wrong = []
     for j in jobs:
         p = j["plan"]
         row = rows.setdefault(j["case"], {"case": j["case"], "auto": j["auto"], "scores": j["scores"],
                                           "dtype": p.dtype, "shape": list(p.src_shape), "axis": p.axis})
-        src, idx = G.bench_inputs(p, ctas)
+        src, idx = bench_inputs(p, ctas)
         if j["cubin"] is None:
             row[j["label"]] = {"error": j["error"]}
             wrong.append(f"{j['case']} {j['label']} (compile)")
             continue
         try:
-            res = G.time_ours(j["cubin"], j["kernel"], p, src, idx, args.iters, repeats=args.repeats)
+            res = time_ours(j["cubin"], j["kernel"], p, src, idx, args.iters, repeats=args.repeats)
             row[j["label"]] = timed(res, j["cubin"], j["kernel"])
             if not res["ok"]:
                 wrong.append(f"{j['case']} {j['label']}")
@@ -130,7 +131,7 @@ def main(argv=None) -> int:
             wrong.append(f"{j['case']} {j['label']} ({type(e).__name__})")
         if not args.no_triton and "triton" not in row:
             try:
-                res = G.time_gluon(p, src, idx, args.iters, repeats=args.repeats,
+                res = time_gluon(p, src, idx, args.iters, repeats=args.repeats,
                                    cubin=os.path.join(work, f"{j['case']}_triton.cubin"))
                 row["triton"] = timed(res, res["cubin"], f"{j['case']}_triton")
                 if not res["ok"]:

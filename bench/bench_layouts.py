@@ -19,7 +19,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ll_codegen.layouts.legacy import BlockedLayout, NVMMADistributedLayout  # noqa: E402
+from ll_codegen.layouts.distributed import BlockedLayout  # noqa: E402
+from ll_codegen.layouts.nvidia import NVMMADistributedLayout  # noqa: E402
 
 BUDGET_MS = 5.0
 

@@ -30,9 +30,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from ll_codegen import bench as B  # noqa: E402
+from llgen_bench.timing import measure_clock_mhz, time_launches, torch_events  # noqa: E402
 from ll_codegen.api import load_layout, plan_conversion  # noqa: E402
-from ll_codegen.corpus import COL, MMA, ROW, blocked, dot  # noqa: E402
+from llgen_bench.corpus import COL, MMA, ROW, blocked, dot  # noqa: E402
 
 SW8 = {"kind": "swizzled_shared", "vec": 8, "per_phase": 1, "max_phase": 8, "order": [1, 0], "shape": [64, 64]}
 SW4 = dict(SW8, vec=4)
@@ -167,8 +167,8 @@ def slope(launch, iters: int) -> float:
     """Milliseconds per round trip: the median time of ``5 * iters`` round trips minus that of
     ``iters``, over ``4 * iters`` -- the tile's one-time global load and store (the kernel's prologue
     and epilogue, written differently on the two sides) cancel out."""
-    t1 = B.time_launches(lambda: launch(iters), B._torch_events)
-    t5 = B.time_launches(lambda: launch(5 * iters), B._torch_events)
+    t1 = time_launches(lambda: launch(iters), torch_events)
+    t5 = time_launches(lambda: launch(5 * iters), torch_events)
     return (t5 - t1) / (4 * iters)
 
 
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
     ttgl, shared_rt, stream = gluon()
     arch = "sm_" + cupy.cuda.Device().compute_capability
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    clock = B.measure_clock_mhz(sms)["clock_mhz"]
+    clock = measure_clock_mhz(sms)["clock_mhz"]
     d = tempfile.mkdtemp(prefix="llgen_mem_")
     rows, failures = [], []
     ctas = 48 * sms
@@ -255,14 +255,14 @@ def main(argv=None) -> int:
         launch()
         torch.cuda.synchronize()
         ok = bool(torch.equal(out, inp))
-        ms = B.time_launches(launch, B._torch_events)
+        ms = time_launches(launch, torch_events)
         tl_launch = lambda: stream[(grid,)](inp, out, cols, gl_dist(ttgl, L), 64, 64, num_warps=ld.num_warps)  # noqa
         out.zero_()
         tl_launch()
         torch.cuda.synchronize()
         tok = bool(torch.equal(out, inp))
-        tms = B.time_launches(tl_launch, B._torch_events)
-        cms = B.time_launches(lambda: out.copy_(inp), B._torch_events)
+        tms = time_launches(tl_launch, torch_events)
+        cms = time_launches(lambda: out.copy_(inp), torch_events)
         tbs = lambda t: 2 * inp.numel() * elem / (t * 1e-3) / 1e12  # noqa: E731
         rows.append({"kind": "global", "name": name, "dtype": dtype, "ok": ok, "gluon_ok": tok, "ms": ms,
                      "gluon_ms": tms, "tbs": tbs(ms), "gluon_tbs": tbs(tms), "copy_tbs": tbs(cms),

@@ -24,7 +24,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ll_codegen.plan import planner  # noqa: E402
-from ll_codegen.bench import score  # noqa: E402
+from llgen_bench.jobs import score  # noqa: E402
 
 
 def pairs_of(rows):

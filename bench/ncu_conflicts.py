@@ -25,7 +25,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ll_codegen import bench as B  # noqa: E402
+from llgen_bench.jobs import compile_jobs, prepare  # noqa: E402
 
 CTAS, ITERS = 132, 4
 
@@ -34,7 +34,7 @@ def jobs(work: str):
     from bench_convert import CORPUS
     out = []
     for name, s, d, dt, _, _ in CORPUS:
-        j = B.prepare(name, s, d, dt, work, naive=False, candidates=False)
+        j = prepare(name, s, d, dt, work, naive=False, candidates=False)
         if j.variants[0].fwd.smem is not None:
             out.append(j)
     return out
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
         return 0
     import cupy
     import numpy as np
-    B.compile_jobs(js)
+    compile_jobs(js)
     for j in js:
         v = j.variants[0]
         mod = cupy.RawModule(path=v.cubin)

@@ -19,7 +19,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from ll_codegen.api import plan_conversion  # noqa: E402
-from ll_codegen.bench import alternatives, as_linear, describe  # noqa: E402
+from llgen_bench.jobs import alternatives, as_linear, describe  # noqa: E402
 
 KINDS = ("STS", "LDS", "STSM", "LDSM", "SHFL", "BAR")
 

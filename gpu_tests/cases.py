@@ -27,8 +27,8 @@ import random
 import re
 from dataclasses import dataclass, field, replace
 
-from ll_codegen import corpus
-from ll_codegen.layouts import legacy as layouts
+from llgen_bench import corpus
+from ll_codegen.layouts.kinds import from_dict
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.planner import DTYPE_BYTES, plan_conversion
 from ll_codegen.plan.model import ConversionPlan
@@ -71,7 +71,7 @@ def kind_label(spec: dict) -> str:
 
 
 def _lin(spec: dict) -> LinearLayout:
-    return layouts.from_dict(spec).to_linear(spec["shape"])
+    return from_dict(spec).to_linear(spec["shape"])
 
 
 # ------------------------------------------------------------------ kind pairs
@@ -247,11 +247,12 @@ def _manifest_entries() -> tuple:
     """The entries of ``generated/manifest.yaml`` planned and rendered by
     ``ll_codegen.regenerate`` (the same code that wrote the folder), once."""
     from ll_codegen import regenerate
+    from ll_codegen.cli import MANIFEST_COMMANDS
     path = generated_manifest()
     if path is None:
         return ()
     entries = regenerate.load_manifest(path)
-    regenerate.build(entries, os.path.relpath(path, REPO))
+    regenerate.build(entries, os.path.relpath(path, REPO), MANIFEST_COMMANDS)
     return tuple(entries)
 
 
@@ -455,7 +456,7 @@ def gather_cases(n_random: int = 90, seed: int = 20261125) -> list[GatherGpuCase
     """Gather harnesses for the GPU: every CUDA case of ``corpus.GATHER_NAMED`` with each of
     its dtypes, forced shuffle (where warp-local) and smem, plus seeded random pairs (1-D and
     2-D, warp-local and not, 1-8 warps, every element width and index type)."""
-    from ll_codegen.corpus import GATHER_NAMED, random_gather_pair
+    from llgen_bench.corpus import GATHER_NAMED, random_gather_pair
     from ll_codegen.plan.gather import plan_gather
     from ll_codegen.spec import spec_from_dict
     out: list[GatherGpuCase] = []

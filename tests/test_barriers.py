@@ -19,7 +19,7 @@ import pytest
 
 from ll_codegen.verify import host
 from ll_codegen.api import plan_conversion
-from ll_codegen.corpus import MMA, blocked
+from llgen_bench.corpus import MMA, blocked
 from ll_codegen.verify.emulator import SmemError, check_plan
 from ll_codegen.verify.gpu import layout_of
 from ll_codegen.emit.render import render

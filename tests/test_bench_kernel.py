@@ -12,8 +12,8 @@ import pytest
 
 from ll_codegen.verify import host
 from ll_codegen.api import back_plan, plan_conversion
-from ll_codegen.bench import expected_output
-from ll_codegen.corpus import COL, MMA, ROW
+from llgen_bench.timing import expected_output
+from llgen_bench.corpus import COL, MMA, ROW
 from ll_codegen.emit.render import RAW_TYPES, write_files
 from ll_codegen.spec import spec_from_dict
 

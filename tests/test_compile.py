@@ -40,7 +40,7 @@ import pytest
 import yaml
 
 from ll_codegen.api import plan_conversion as api_plan
-from ll_codegen.corpus import NAMED
+from llgen_bench.corpus import NAMED
 from ll_codegen.plan.model import ConversionPlan
 from ll_codegen.plan.planner import plan_conversion
 from ll_codegen.emit.render import file_names, write_files
@@ -584,7 +584,7 @@ def test_example_register_order():
     the mma.sync m16n8k16 accumulator fragment (acc[4 j + c]) is Triton's
     nvidia_mma v2 layout, and register r of the blocked store layout holds
     (lane/16 + 2 warp + 8 (r/4), 4 (lane%16) + r%4)."""
-    from ll_codegen.corpus import blocked, mma_v2
+    from llgen_bench.corpus import blocked, mma_v2
     mma = spec_from_dict(mma_v2([4, 1], [64, 64])).linear
     blk = spec_from_dict(blocked([1, 4], [2, 16], [4, 1], [1, 0], [64, 64])).linear
     for warp in range(4):

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from ll_codegen.core import f2
-from ll_codegen.corpus import GATHER_NAMED, random_gather_pair
+from llgen_bench.corpus import GATHER_NAMED, random_gather_pair
 from ll_codegen.verify.emulator import (SmemError, _regs_of, check_gather, count_wavefronts, emulate_gather,
                                  gather_reference, gather_tensors)
 from ll_codegen.plan.gather import plan_gather
@@ -390,7 +390,7 @@ def test_cli_writes_files_and_prints_plans(tmp_path):
     (["--axis", "0", "--emit", "bench", "--target", "hip", "--arch", "gfx1030"], "CUDA only"),
 ])
 def test_cli_errors_are_one_line_and_write_nothing(tmp_path, args, message):
-    from ll_codegen.corpus import blocked
+    from llgen_bench.corpus import blocked
     src = _spec(tmp_path / "src.yaml", GATHER_NAMED[0].src)
     _spec(tmp_path / "other.yaml", blocked([1, 4], [8, 4], [4, 1], [1, 0], [64, 32]))
     _spec(tmp_path / "warps.yaml", blocked([1, 4], [8, 4], [2, 1], [1, 0], [64, 64]))
@@ -408,7 +408,7 @@ def test_bench_kernel_writes_the_expected_output(tmp_path):
     shuffle and an smem plan; so the GPU bench's output check checks the right thing."""
     import subprocess
     from ll_codegen.verify import host
-    from ll_codegen.verify.gather_gpu import bench_expected, bench_inputs
+    from llgen_bench.gather import bench_expected, bench_inputs
     from ll_codegen.emit.gather import gather_files
     from ll_codegen.emit.render import RAW_TYPES
     if host.compiler() is None:

@@ -159,7 +159,7 @@ def test_via_when_the_registers_are_poor_for_global_memory():
 
 def test_cute_descriptor_tile():
     """A CuTe descriptor is a shared tile like any other."""
-    from ll_codegen.corpus import blocked
+    from llgen_bench.corpus import blocked
     dist = blocked([1, 8], [8, 4], [4, 1], [1, 0], [128, 64])
     for direction in ("store", "load"):
         src, dst = (dist, "examples/cute_128x64.yaml") if direction == "store" else ("examples/cute_128x64.yaml", dist)

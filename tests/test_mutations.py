@@ -13,7 +13,7 @@ import pytest
 
 from ll_codegen.verify import host
 from ll_codegen.api import plan_conversion
-from ll_codegen.corpus import NAMED
+from llgen_bench.corpus import NAMED
 from ll_codegen.spec import spec_from_dict
 
 pytestmark = pytest.mark.compile

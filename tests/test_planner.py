@@ -5,7 +5,7 @@ The execution of every plan is checked in test_plans_property.py; here we
 check the planner's *choices* against what the paper and Triton say."""
 import pytest
 
-from ll_codegen import corpus
+from llgen_bench import corpus
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.planner import classify, plan_conversion
 from ll_codegen.spec import spec_from_dict
@@ -143,7 +143,7 @@ def test_per_side_widths_for_an_8bit_transpose():
     (st1B + ldmatrix).  Of the two mirror plans the tie-break takes the wide loads.  The
     emulator executes it against the reference."""
     import numpy as np
-    from ll_codegen.corpus import blocked
+    from llgen_bench.corpus import blocked
     from ll_codegen.verify.emulator import check_plan
     src = spec_from_dict(blocked([1, 16], [8, 4], [4, 1], [1, 0], [128, 64])).linear
     dst = spec_from_dict(blocked([16, 1], [4, 8], [1, 4], [0, 1], [128, 64])).linear
@@ -166,7 +166,7 @@ def test_swap_stages_for_a_warp_local_transpose():
     clocks a conversion)."""
     import numpy as np
     from dataclasses import replace
-    from ll_codegen.corpus import blocked
+    from llgen_bench.corpus import blocked
     from ll_codegen.verify.emulator import check_plan
     from ll_codegen.plan.model import swap_stages
     from ll_codegen.plan.planner import normalise

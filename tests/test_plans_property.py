@@ -167,7 +167,7 @@ def test_optimal_swizzle_is_conflict_free_when_lemma_9_5_allows(pair):
 
 
 def _corpus_cases():
-    from ll_codegen import corpus
+    from llgen_bench import corpus
     return [(p, dt) for p in corpus.NAMED for dt in p.dtypes]
 
 
@@ -176,10 +176,10 @@ def test_corpus_pairs_all_strategies_and_candidates(pair, dtype):
     """The named corpus (MMA, wgmma, MFMA, dot operands, slices, transposes):
     every legal strategy and every shared-memory candidate (this is where
     ldmatrix/stmatrix[.trans] pairings occur)."""
-    from ll_codegen.layouts import legacy as layouts
+    from ll_codegen.layouts.kinds import from_dict
     from ll_codegen.plan import swizzle as sw
-    src = layouts.from_dict(pair.src).to_linear(pair.src["shape"])
-    dst = layouts.from_dict(pair.dst).to_linear(pair.dst["shape"])
+    src = from_dict(pair.src).to_linear(pair.src["shape"])
+    dst = from_dict(pair.dst).to_linear(pair.dst["shape"])
     t = get_target(pair.target)
     w = DTYPE_BYTES[dtype]
     rng = np.random.default_rng(7)

@@ -258,7 +258,7 @@ def test_shuffle_pack_ops_count_the_rendered_permutes():
     """The cost model's pack count (``ShufflePlan.pack_ops``) is the number of distinct byte permutes
     the word view renders, for both forms of lane-dependent registers (select trees, swap stages)."""
     from dataclasses import replace
-    from ll_codegen.corpus import random_pair
+    from llgen_bench.corpus import random_pair
     from ll_codegen.plan.model import word_view
     from ll_codegen.emit.render import _conversion, _convert_function
     from ll_codegen.plan.shuffle import plan_shuffle, swap_form

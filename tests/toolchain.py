@@ -261,7 +261,7 @@ def random_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes: Sequen
     appears; yields (dtype, strategy, swizzle, src, dst, plan).  A pair for
     which a forced strategy is illegal is redrawn."""
     from ll_codegen.api import plan_conversion
-    from ll_codegen.corpus import random_pair
+    from llgen_bench.corpus import random_pair
     for i in range(n):
         dtype = dtypes[i % len(dtypes)]
         strategy = strategies[i // len(dtypes) % len(strategies)]
@@ -284,7 +284,7 @@ def random_memory_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes:
     (``corpus.MEMORY_KINDS``), stores and loads; the settings cycle (dtype
     fastest, then kind, then direction).  Yields (kind, direction, dtype,
     dist, tile, spec or None, plan)."""
-    from ll_codegen.corpus import MEMORY_KINDS, random_layout, random_memory_tile
+    from llgen_bench.corpus import MEMORY_KINDS, random_layout, random_memory_tile
     from ll_codegen.plan.planner import DTYPE_BYTES, plan_memory
     for i in range(n):
         dtype = dtypes[i % len(dtypes)]
@@ -305,7 +305,7 @@ def random_memory_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes:
 def random_copy_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes: Sequence[str]):
     """``n`` seeded random copies (global tile -> shared tile of a random
     shared kind, 1-8 warps); yields (kind, dtype, warps, global spec, tile, plan)."""
-    from ll_codegen.corpus import random_memory_tile
+    from llgen_bench.corpus import random_memory_tile
     from ll_codegen.plan.planner import DTYPE_BYTES, plan_copy
     kinds = ("shared_linear", "swizzled_shared", "nvmma_shared")
     for i in range(n):

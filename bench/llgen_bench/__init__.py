@@ -1,0 +1,12 @@
+"""llgen's GPU benchmarks and the layouts corpus shared by tests, GPU tests and benches.
+
+Not part of the ``ll_codegen`` library: the timing code (CUDA events, Gluon
+kernels, SASS counts) lives here, installed as the top-level package
+``llgen_bench`` (``pyproject.toml`` maps it from ``bench/llgen_bench``).
+``llgen bench`` imports ``llgen_bench.convert`` lazily.
+
+Modules: ``jobs`` (plan variants, bench sources, nvcc), ``timing`` (CUDA-event
+timer, bench-kernel data, our kernels), ``gluon`` (Triton's kernels),
+``sass`` (opcode counts), ``convert`` (one pair end to end, tables),
+``gather`` (gather benches), ``corpus`` (layout pairs).
+"""

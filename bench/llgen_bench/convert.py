@@ -1,0 +1,222 @@
+"""Time generated conversions on a GPU against a naive plan, Triton's own
+``convert_layout`` (a Gluon kernel with the same layouts) and a throughput bound.
+
+Every measured kernel does the same work (``templates/bench.cu.j2``): each CTA
+loads one tile in the source layout, then ``iters`` times converts it to the
+destination layout, xors every element e with ``key(e) ^ k`` (``bench_key``:
+a hash of e's row-major index in the tile, k the iteration, as raw bits of the
+element width) and converts it back, and stores it once:
+``out[e] = in[e] ^ (key(e) if iters is odd) ^ XOR_{k<iters} k``.  The key
+depends on where an element is, so an odd ``iters`` check sees a forward
+conversion that misplaces elements even when the back conversion undoes it.
+The Triton kernel does ``y = convert_layout(x, dst); y ^= key ^ k;
+x = convert_layout(y, src)`` with the key computed in the destination layout
+-- the same operation at the same place.
+
+Each side is also timed without its conversions (``<name>_base``, Gluon with
+``CONVERT=False``: the same loop xoring the source registers, keyed in the
+source layout), and a conversion costs the difference: loop and data-change
+instructions, which the two compilers emit differently, cancel.
+
+Numbers: the median over ``repeats`` timed groups (after ``warmup`` launches)
+of the kernel time measured with CUDA events, each group ``n`` back-to-back
+launches sized to last >= ``group_ms``; *per conversion per SM* is
+``(time - base time) / (ctas * 2 * iters / SMs)`` -- the throughput figure,
+independent of how many CTAs fit on an SM -- reported in nanoseconds and in SM
+clocks at the measured clock.  The bound is the smaller of the shared-memory
+bound (the tile's bytes stored and loaded once each at 128 B per clock per SM)
+and, for conversions inside warps, the shuffle bound (one 32-bit warp shuffle
+per clock per SM for every word that has to leave its thread).
+
+Public entry points: ``bench_pair`` (one pair: plan, render, compile, check,
+time; returns a dict) and ``format_table`` (rows of such dicts as Markdown).
+``jobs.prepare``/``jobs.compile_jobs``/``run_job`` are the same steps for a batch
+(``bench/bench_convert.py`` compiles a whole corpus in parallel).
+GPU imports (CuPy, torch, Triton) happen inside the functions only.
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from typing import Any, Callable, Sequence
+
+from llgen_bench.gluon import gluon_legacy, run_triton
+from llgen_bench.jobs import Job, compile_jobs, describe, ident, plan_features, prepare, score
+from llgen_bench.sass import sass_counts, sass_text
+from llgen_bench.timing import make_buffers, measure_clock_mhz, run_ours
+
+# ------------------------------------------------------------ one pair
+def run_job(job: Job, iters: int = 64, ctas: int = 132 * 48, triton: bool = True, sms: int = 132,
+            clock_mhz: float | None = None, sass: bool = False, sass_dir: str | None = None,
+            log: Callable[[str], None] = print, **tk) -> dict:
+    """Check and time every compiled variant of ``job`` (and Triton); one result dict."""
+    buf = make_buffers(job, ctas)
+    convs_per_sm = ctas * 2 * iters / sms
+    b = job.bound
+    row: dict[str, Any] = {
+        "name": job.name, "dtype": job.dtype, "shape": list(job.shape), "warps": job.warps,
+        "elem_bytes": job.elem_bytes, "level": b["level"], "bound_clk": b["bound_clk"],
+        "bound_kind": b["bound_kind"], "smem_bound_clk": b["smem_clk"], "shuffle_bound_clk": b["shuffle_clk"],
+        "iters": iters, "ctas": ctas, "note": job.note, "variants": {}}
+    auto = job.variants[0]
+    row["strategy"] = auto.fwd.strategy
+    row["plan"] = describe(auto.fwd)
+    row["back_plan"] = describe(auto.back)
+
+    def finish(res: dict) -> dict:
+        if "ms" in res:
+            res["ns_per_conv_sm"] = res["ms"] * 1e6 / convs_per_sm
+            if clock_mhz:
+                res["clk_per_conv_sm"] = res["ns_per_conv_sm"] * clock_mhz / 1e3
+        return res
+
+    for v in job.variants:
+        entry: dict[str, Any] = {"plan": describe(v.fwd), "features": plan_features(v.fwd), "score": score(plan_features(v.fwd))}
+        if v.same_as:
+            entry["same_as"] = v.same_as
+        elif v.error or not v.cubin:
+            entry["error"] = v.error or "not compiled"
+        else:
+            try:
+                entry.update(finish(run_ours(job, v, buf, iters, ctas, **tk)))
+            except Exception as e:  # noqa: BLE001
+                entry["error"] = f"{type(e).__name__}: {e}"[:300]
+            if sass:
+                txt = sass_text(v.cubin)
+                if txt:
+                    entry["sass"] = sass_counts(txt)
+                    if sass_dir:
+                        with open(os.path.join(sass_dir, f"{v.kernel}.sass"), "w") as f:
+                            f.write(txt)
+        row["variants"][v.label] = entry
+    for v in row["variants"].values():
+        if "same_as" in v:
+            src = row["variants"][v["same_as"]]
+            v.update({k: src[k] for k in ("ms", "ns_per_conv_sm", "clk_per_conv_sm", "ok") if k in src})
+    if triton:
+        tests = [("triton", None, None)]
+        if job.legacy_specs is not None:
+            tests.append(("triton_legacy",) + tuple(job.legacy_specs))
+        for tag, s, d in tests:
+            try:
+                if s is not None:
+                    s, d = gluon_legacy(s), gluon_legacy(d)
+                res = run_triton(job, buf, iters, ctas, s, d, sass_dir=sass_dir if sass else None, tag=tag, **tk)
+                if sass and res.get("cubin"):
+                    txt = sass_text(res["cubin"])
+                    if txt:
+                        res["sass"] = sass_counts(txt)
+                        if sass_dir:
+                            with open(res["cubin"][:-6] + ".sass", "w") as f:
+                                f.write(txt)
+                row[tag] = finish(res)
+            except Exception as e:  # noqa: BLE001
+                msg = f"{type(e).__name__}: {e}"
+                row[tag] = {"error": msg.splitlines()[0][:300] if msg else "error"}
+                log(f"{job.name} {tag}: {msg[:1500]}")
+    auto_v = job.variants[0]
+    if auto_v.cubin and "ms" in row["variants"]["auto"]:
+        try:   # the same kernel once more, after everything else: run-to-run spread
+            again = finish(run_ours(job, auto_v, buf, iters, ctas, **tk))
+            row["variants"]["auto"]["ns_again"] = again["ns_per_conv_sm"]
+        except Exception:  # noqa: BLE001
+            pass
+    _ratios(row)
+    del buf
+    return row
+
+
+RESOLUTION_NS = 0.5     # conversion times below this (per conversion per SM, ~1 clock) are not compared
+
+
+def _ratios(row: dict) -> None:
+    """Ratios of conversion times (loop minus base); a side below ``RESOLUTION_NS`` -- a noop, or a
+    register permutation the compiler folds into the xor -- gives no ratio."""
+    def conv(entry: dict) -> float | None:
+        t = entry.get("ns_per_conv_sm")
+        return t if t is not None and t >= RESOLUTION_NS else None
+    ours = row["variants"]["auto"].get("clk_per_conv_sm")
+    ours_ns = conv(row["variants"]["auto"])
+    tri = conv(row.get("triton", {}))
+    naive = conv(row["variants"].get("naive", {}))
+    b = row["bound_clk"]
+    row["ours_over_triton"] = ours_ns / tri if ours_ns and tri else None
+    # the whole loop (conversions + the keyed xor), the end-to-end view: where a side's xor is heavy
+    # (Triton's element-wise 8/16-bit code), it overlaps the conversion and the difference above
+    # understates that side's conversion -- even below the shared-memory bound
+    loops = (row["variants"]["auto"].get("ms_loop"), row.get("triton", {}).get("ms_loop"))
+    row["loop_ours_over_triton"] = loops[0] / loops[1] if ours_ns and tri and all(loops) else None
+    row["naive_over_ours"] = naive / ours_ns if ours_ns and naive else None
+    row["ours_over_bound"] = ours / b if ours and b else None
+    tclk = row.get("triton", {}).get("clk_per_conv_sm")
+    row["triton_over_bound"] = tclk / b if tclk and b else None
+    timed = {k: v["ns_per_conv_sm"] for k, v in row["variants"].items()
+             if k.startswith("cand") and v.get("ns_per_conv_sm") and v.get("ok")}
+    if timed:
+        best = min(timed, key=timed.get)
+        row["fastest_candidate"] = best
+        row["fastest_candidate_plan"] = row["variants"][best]["plan"]
+        auto_ns = ours_ns or float("inf")
+        row["auto_is_fastest"] = auto_ns <= timed[best] * 1.05
+        row["auto_over_fastest"] = auto_ns / timed[best]
+
+
+def bench_pair(src_layout: Any, dst_layout: Any, dtype: str = "f16", *, iters: int = 64,
+               ctas: int | None = None, name: str = "cvt", triton: bool = True, naive: bool = True,
+               candidates: bool = False, repeats: int = 7, warmup: int = 2, sass: bool = False,
+               workdir: str | None = None, clock_mhz: float | None = None) -> dict:
+    """Plan, render, compile (nvcc), check and time one conversion on the GPU.
+
+    ``src_layout``/``dst_layout``: LinearLayouts, spec dicts or Specs.
+    Returns the result dict of ``run_job`` (see ``format_table``)."""
+    import cupy
+    sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
+    ctas = ctas or sms * 48
+    if clock_mhz is None:
+        clock_mhz = measure_clock_mhz(sms)["clock_mhz"]
+    tmp = workdir or tempfile.mkdtemp(prefix="llgen_bench_")
+    try:
+        job = prepare(ident(name), src_layout, dst_layout, dtype, tmp, naive=naive, candidates=candidates)
+        compile_jobs([job])
+        return run_job(job, iters=iters, ctas=ctas, triton=triton, sms=sms, clock_mhz=clock_mhz, sass=sass,
+                       sass_dir=tmp if sass else None, repeats=repeats, warmup=warmup)
+    finally:
+        if workdir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ table
+def fmt(x: float | None, spec: str = "{:.2f}") -> str:
+    """``x`` formatted with ``spec``, or a dash for None."""
+    return "—" if x is None else spec.format(x)
+
+
+def format_table(rows: Sequence[dict]) -> str:
+    """Markdown table: per pair, time per conversion per SM (ns and clocks),
+    ours/Triton (conversions), ours/Triton (whole loop), ours/bound, Triton/bound, naive/ours, strategy chosen."""
+    head = ("| pair | dtype | warps | tile | auto plan | bound clk | ours clk | Triton clk | naive clk "
+            "| ours/Triton | loop ours/Triton | ours/bound | Triton/bound | naive/ours |")
+    lines = [head, "|" + " --- |" * 5 + " ---: |" * 9]
+    for r in rows:
+        v = r["variants"]["auto"]
+        t = r.get("triton", {})
+        nv = r["variants"].get("naive", {})
+        tri = fmt(t.get("clk_per_conv_sm"), "{:.0f}") if "error" not in t else "n/a"
+        if v.get("ok") is False or t.get("ok") is False:
+            tri += " (WRONG)" if t.get("ok") is False else ""
+        plan = r["plan"] + ("" if r["plan"] == r.get("back_plan") else f" / back {r.get('back_plan')}")
+        lines.append(
+            f"| {r['name']} | {r['dtype']} | {r['warps']} | {'x'.join(map(str, r['shape']))} | {plan} "
+            f"| {fmt(r['bound_clk'], '{:.0f}')} | {fmt(v.get('clk_per_conv_sm'), '{:.0f}')}"
+            f"{'' if v.get('ok', True) else ' (WRONG)'} | {tri} | {fmt(nv.get('clk_per_conv_sm'), '{:.0f}')} "
+            f"| {fmt(r.get('ours_over_triton'))} | {fmt(r.get('loop_ours_over_triton'))} | {fmt(r.get('ours_over_bound'))} | {fmt(r.get('triton_over_bound'))} "
+            f"| {fmt(r.get('naive_over_ours'))} |")
+    return "\n".join(lines)
+
+
+def geomean(xs: Sequence[float]) -> float:
+    """Geometric mean of the non-zero values of ``xs`` (nan if none)."""
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")

@@ -1,0 +1,283 @@
+"""Bench jobs for conversions: the pairs' plan variants, their bench sources and nvcc builds.
+
+``prepare`` plans one pair's variants (``auto``, ``buf2``, ``perwarp``,
+``naive``, optionally every candidate of ``alternatives``) and writes each
+variant's header and round-trip bench kernel (``templates/bench.cu.j2``);
+``compile_jobs`` builds them with nvcc in parallel.  ``bounds`` is the
+throughput bound a conversion is compared with (shared-memory bytes at
+128 B per clock per SM, or for conversions inside warps one 32-bit shuffle
+per clock per SM), ``plan_features``/``score`` the planner's cost-model
+inputs and score of a plan (``bench/calibrate.py`` refits the weights).
+No GPU is needed here.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ll_codegen.core.dtypes import DTYPE_BYTES
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.core.target import get_target
+from ll_codegen.emit.render import write_files
+from ll_codegen.plan.model import ConversionPlan, word_view
+from ll_codegen.plan.planner import (ALU, BARRIER, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, classify,
+                                     normalise, plan_conversion)
+from ll_codegen.plan.shuffle import plan_shuffle
+from ll_codegen.plan.swizzle import plan_smem
+
+SMEM_BYTES_PER_CLK = 128       # per SM
+SHFL_PER_CLK = 1               # warp instructions per clock per SM
+
+
+# ------------------------------------------------------------------ layouts
+def as_linear(x: Any) -> LinearLayout:
+    """A ``LinearLayout`` from a LinearLayout, a spec dict or a ``Spec``."""
+    if isinstance(x, LinearLayout):
+        return x
+    if isinstance(x, dict):
+        from ll_codegen.spec import spec_from_dict
+        return spec_from_dict(x).linear
+    lin = getattr(x, "linear", None)
+    if isinstance(lin, LinearLayout):
+        return lin
+    raise TypeError(f"expected a LinearLayout, a spec dict or a Spec, got {type(x).__name__}")
+
+
+def sizes(L: LinearLayout) -> list[int]:
+    """The tensor shape of ``L`` (its out-dim sizes, in order)."""
+    return list(L.out_dim_sizes.values())
+
+
+def hardware_points(L: LinearLayout) -> np.ndarray:
+    """(warps, lanes, registers) array of row-major element indices."""
+    coords = L.apply_all()
+    idx = np.zeros(len(coords), dtype=np.int64)
+    for k, s in enumerate(sizes(L)):
+        idx = idx * s + coords[:, k]
+    return idx.reshape(L.in_dim_size("warp"), L.in_dim_size("lane"), L.in_dim_size("register"))
+
+
+def bounds(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> dict:
+    """Lower bounds, in SM clocks per conversion of one CTA's tile.
+
+    ``smem``: unique tile bytes stored once and loaded once at 128 B/clk/SM.
+    ``shuffle`` (only when no data crosses warps): per warp, the 32-bit words a
+    thread must receive from other lanes (max over lanes), one warp
+    instruction per clock per SM, summed over warps.  ``bound`` is the
+    smaller legal one; 0 when no data crosses lanes."""
+    src, dst = normalise(src), normalise(dst)
+    level = classify(src, dst)
+    tile = 1
+    for s in sizes(src):
+        tile *= s
+    smem = 2 * tile * elem_bytes / SMEM_BYTES_PER_CLK
+    out = {"level": level, "smem_clk": smem, "shuffle_clk": None, "bound_clk": smem, "bound_kind": "smem"}
+    if level in ("noop", "register"):
+        out.update(bound_clk=0.0, bound_kind="none")
+    elif level == "shuffle":
+        a, b = hardware_points(src), hardware_points(dst)
+        words = 0
+        for w in range(a.shape[0]):
+            worst = 0
+            for lane in range(a.shape[1]):
+                need = set(b[w, lane].tolist()) - set(a[w, lane].tolist())
+                worst = max(worst, math.ceil(len(need) * elem_bytes / 4))
+            words += worst
+        out["shuffle_clk"] = words / SHFL_PER_CLK
+        if out["shuffle_clk"] < smem:
+            out.update(bound_clk=out["shuffle_clk"], bound_kind="shuffle")
+    return out
+
+
+# --------------------------------------------------------------- features
+def plan_features(plan: ConversionPlan) -> dict:
+    """The cost model's inputs for one plan (per warp, as in planner._score)."""
+    f = {"strategy": plan.strategy, "waves": 0, "instrs": 0, "barriers": 0, "shfl": 0, "selects": 0, "packs": 0,
+         "moves": 0}
+    if plan.smem is not None:
+        m = plan.smem
+        f.update(waves=m.store.total_wavefronts + m.load.total_wavefronts,
+                 stmatrix_waves=m.store.total_wavefronts if m.store_instr != "vector" else 0,
+                 instrs=m.store.instructions + m.load.instructions, barriers=m.block_barriers,
+                 warp_barriers=m.warp_barriers,
+                 store=f"{m.store_instr}/{m.store_vec}", load=f"{m.load_instr}/{m.load_vec}",
+                 conflicts=[m.store.bank_conflicts, m.load.bank_conflicts], swizzle=m.swizzle,
+                 smem_bytes=m.bytes, rounds=len(m.rounds))
+    elif plan.shuffle is not None:
+        s = plan.shuffle
+        f.update(shfl=s.shuffles, selects=s.selects, packs=s.pack_ops(word_view(plan), plan.dst_copies))
+    elif plan.register is not None:
+        f["moves"] = plan.n_dst
+    return f
+
+
+def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None, warp_barrier=None, select=None) -> float:
+    """planner._score from features, with optional replacement weights."""
+    wavefront = WAVEFRONT if wavefront is None else wavefront
+    shuffle = SHUFFLE if shuffle is None else shuffle
+    alu = ALU if alu is None else alu
+    barrier = BARRIER if barrier is None else barrier
+    warp_barrier = WARP_BARRIER if warp_barrier is None else warp_barrier
+    select = SELECT if select is None else select
+    if f["strategy"] in ("noop", "register"):
+        return 0.0
+    if f["strategy"] == "shuffle":
+        return shuffle * f["shfl"] + select * f["selects"] + alu * f["packs"]
+    stmatrix_extra = (STMATRIX - 1) * f.get("stmatrix_waves", 0)
+    return (wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * f["barriers"]
+            + warp_barrier * f.get("warp_barriers", 0))
+
+
+def describe(plan: ConversionPlan) -> str:
+    f = plan_features(plan)
+    if plan.smem is not None:
+        names = {"vector": "v", "matrix": "stmatrix", "matrix.trans": "stmatrix.trans"}
+        st = f["store"].split("/")
+        ld = f["load"].split("/")
+        w = plan.elem_bytes
+        s = (f"st{int(st[1]) * w}B" if st[0] == "vector" else names[st[0]])
+        lo = (f"ld{int(ld[1]) * w}B" if ld[0] == "vector" else names[ld[0]].replace("stmatrix", "ldmatrix"))
+        tag = f"smem {s}+{lo}"
+        if plan.smem.swizzle == "none":
+            tag += " noswz"
+        return tag
+    if plan.shuffle is not None:
+        return f"shuffle x{f['shfl']}"
+    return plan.strategy
+
+
+# ------------------------------------------------------------------ jobs
+@dataclass
+class Variant:
+    label: str                 # auto | naive | cand<i>
+    fwd: ConversionPlan
+    back: ConversionPlan
+    kernel: str                # C identifier of the generated conversion namespace
+    source: str = ""           # path of the bench .cu
+    cubin: str = ""
+    same_as: str | None = None  # label of an identical variant (not compiled again)
+    error: str | None = None
+
+
+@dataclass
+class Job:
+    name: str
+    src: LinearLayout
+    dst: LinearLayout
+    dtype: str
+    elem_bytes: int
+    warps: int
+    shape: tuple[int, ...]
+    variants: list[Variant] = field(default_factory=list)
+    bound: dict = field(default_factory=dict)
+    legacy_specs: tuple[dict, dict] | None = None  # (src, dst) spec dicts, also timed as Gluon legacy classes
+    note: str = ""
+
+
+def ident(text: str) -> str:
+    """``text`` as a C identifier."""
+    s = re.sub(r"\W", "_", text)
+    return s if s[:1].isalpha() else "k_" + s
+
+
+def _same_plan(a: ConversionPlan, b: ConversionPlan) -> bool:
+    return (a.strategy, a.register, a.shuffle, a.smem) == (b.strategy, b.register, b.shuffle, b.smem)
+
+
+def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str = "cuda",
+                 arch: str | None = None) -> list[ConversionPlan]:
+    """Every candidate plan the planner scores for ``auto`` (register,
+    shuffle, each smem instruction pairing), as full plans."""
+    out: list[ConversionPlan] = []
+    tgt = get_target(target, arch)
+    for strategy in ("register", "shuffle", "smem"):
+        try:
+            p = plan_conversion(src, dst, dtype, tgt, strategy=strategy)
+        except ValueError:
+            continue
+        if strategy != "smem":
+            out.append(p)
+            if strategy == "shuffle" and p.shuffle.send_swaps + p.shuffle.recv_swaps:
+                # the select-tree form of the same rounds too
+                out.append(replace(p, shuffle=plan_shuffle(normalise(src), normalise(dst), DTYPE_BYTES[dtype]),
+                                   candidates=()))
+            continue
+        try:
+            smem = plan_smem(normalise(src), normalise(dst), DTYPE_BYTES[dtype], tgt, "optimal")
+        except ValueError:
+            smem = [p.smem]
+        out += [replace(p, smem=m, candidates=()) for m in smem]
+    return out
+
+
+def prepare(name: str, src: Any, dst: Any, dtype: str, directory: str, *, naive: bool = True,
+            candidates: bool = False, target: str = "cuda", arch: str | None = None,
+            legacy_specs: tuple[dict, dict] | None = None, note: str = "") -> Job:
+    """Plan the variants of one pair and write their bench sources into ``directory``."""
+    src, dst = as_linear(src), as_linear(dst)
+    w = DTYPE_BYTES[dtype]
+    job = Job(name, src, dst, dtype, w, src.in_dim_size("warp"), tuple(sizes(src)), legacy_specs=legacy_specs,
+              note=note)
+    job.bound = bounds(src, dst, w)
+
+    def round_trip(label: str, **kw) -> Variant:
+        """The forward and the reverse plan with the same options."""
+        return Variant(label, plan_conversion(src, dst, dtype, target, arch, **kw),
+                       plan_conversion(dst, src, dtype, target, arch, **kw), ident(f"{name}_{label}"))
+    job.variants.append(round_trip("auto"))
+    auto, back = job.variants[0].fwd, job.variants[0].back
+    if auto.smem is not None or back.smem is not None:
+        # the same plans with two alternating scratch buffers: no barrier before the stores
+        job.variants.append(round_trip("buf2", scratch_buffers=2))
+    if any(p.smem is not None and p.smem.barrier == "warp" for p in (auto, back)):
+        # warp-local: each warp in its own slice of the scratch, warp barriers only (--scratch-per-warp)
+        job.variants.append(round_trip("perwarp", scratch_per_warp=True))
+    if naive:
+        try:
+            job.variants.append(round_trip("naive", strategy="smem", swizzle="none", max_vector_bytes=w))
+        except ValueError as e:
+            job.variants.append(Variant("naive", auto, back, "", error=f"no naive plan: {e}"))
+    if candidates:
+        for i, p in enumerate(alternatives(src, dst, dtype, target, arch)):
+            v = Variant(f"cand{i}", p, back, ident(f"{name}_cand{i}"))
+            if _same_plan(p, auto):
+                v.same_as = "auto"
+            job.variants.append(v)
+    os.makedirs(directory, exist_ok=True)
+    for v in job.variants:
+        if v.same_as or v.error:
+            continue
+        paths = write_files(v.fwd, directory, v.kernel, emit=("header", "bench"), back_plan=v.back,
+                            command=f"ll_codegen.bench {name} {v.label}")
+        v.source = paths[-1]
+    return job
+
+
+def compile_jobs(jobs: Sequence[Job], arch: str = "sm_90", workers: int | None = None,
+                 nvcc: str = "nvcc", log: Callable[[str], None] = print) -> None:
+    """``nvcc -cubin`` every variant source, in parallel; for an ``arch`` other than sm_90
+    (e.g. sm_80 plans timed on an H100) PTX for ``compute_XX`` instead, which the driver
+    JIT-compiles when the module is loaded (``Variant.cubin`` then names the .ptx)."""
+    todo = [v for j in jobs for v in j.variants if v.source and not v.cubin]
+    ptx = arch != "sm_90"
+
+    def one(v: Variant) -> None:
+        out = v.source.rsplit(".", 1)[0] + (".ptx" if ptx else ".cubin")
+        cmd = [nvcc, "-ptx" if ptx else "-cubin", f"-arch={arch.replace('sm_', 'compute_') if ptx else arch}",
+               "-O3", "-std=c++17", "-o", out, v.source]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            v.error = "nvcc: " + (r.stderr.strip().splitlines() or ["failed"])[0][:300]
+            log(f"compile failed: {v.kernel}: {r.stderr[:2000]}")
+        else:
+            v.cubin = out
+    with ThreadPoolExecutor(workers or os.cpu_count() or 4) as ex:
+        list(ex.map(one, todo))
+
