@@ -1,7 +1,7 @@
 """Spec files: YAML (or plain dicts) -> layout objects -> ``LinearLayout``.
 
 A spec describes one layout: a top-level ``kind`` (a key of
-``layouts.LAYOUT_KINDS``), that kind's parameters under their Gluon
+``layouts.kinds.LAYOUT_KINDS``), that kind's parameters under their Gluon
 snake_case names, and the tensor ``shape``::
 
     kind: blocked
@@ -18,10 +18,10 @@ the same form (without ``shape``: the shape belongs to the outer layout).
 
 Every problem raises ``SpecError`` whose text is one line,
 ``"<file>: <field>: <what is wrong>"``, where ``<field>`` is a dotted path
-into the spec (``parent.warps_per_cta``).  Parameter checks live in
-``layouts.py`` (each class's ``__post_init__`` raises ``LayoutError``); this
-module checks the spec's structure (mapping, kind, known and required
-fields, nesting, shape) and re-labels ``LayoutError`` with the file and the
+into the spec (``parent.warps_per_cta``).  Parameter checks live in the
+layout classes (``ll_codegen/layouts/``: each ``__post_init__`` raises
+``LayoutError``); this module checks the spec's structure (mapping, kind,
+known and required fields, nesting, shape) and re-labels ``LayoutError`` with the file and the
 field path.  Nothing else escapes: any other exception raised while building
 a layout is reported against the layout it came from.
 
@@ -45,8 +45,9 @@ import yaml
 
 from ll_codegen.core import limits
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.layouts.legacy import LAYOUT_KINDS, LayoutError
 from ll_codegen.core.limits import short
+from ll_codegen.layouts.base import LayoutError
+from ll_codegen.layouts.kinds import LAYOUT_KINDS
 
 __all__ = ["Spec", "SpecError", "load_spec", "spec_from_dict", "build_layout", "parse_shape", "parse_yaml",
            "read_spec_text"]

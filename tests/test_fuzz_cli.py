@@ -52,7 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from ll_codegen import api, cli  # noqa: E402
-from ll_codegen.layouts.legacy import LAYOUT_KINDS  # noqa: E402
+from ll_codegen.layouts.kinds import LAYOUT_KINDS  # noqa: E402
 from ll_codegen.spec import SpecError, spec_from_dict  # noqa: E402
 
 EX = os.path.join(ROOT, "examples")

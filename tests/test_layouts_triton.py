@@ -16,17 +16,19 @@ import json
 
 import pytest
 
-from ll_codegen.layouts import legacy as layouts
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.layouts.legacy import (AMDMFMALayout, AMDWMMALayout, BlockedLayout, DotOperandLayout,
-                                NVMMADistributedLayout, NVMMASharedLayout, SliceLayout,
-                                SwizzledSharedLayout)
+from ll_codegen.layouts import distributed
+from ll_codegen.layouts.amd import AMDMFMALayout, AMDWMMALayout
+from ll_codegen.layouts.distributed import BlockedLayout, SliceLayout
+from ll_codegen.layouts.dot_operand import DotOperandLayout
+from ll_codegen.layouts.memory import NVMMASharedLayout, SwizzledSharedLayout
+from ll_codegen.layouts.nvidia import NVMMADistributedLayout
 
 
 @pytest.fixture(autouse=True)
 def toy_warps(monkeypatch):
     """Triton's tests use toy warps (4, 16 threads); allow any power of two."""
-    monkeypatch.setattr(layouts, "WARP_SIZES", None)
+    monkeypatch.setattr(distributed, "WARP_SIZES", None)
 
 
 def B(text):
@@ -603,8 +605,10 @@ def test_case_count():
 
 
 # ------------------------------------------------------------ validation
-from ll_codegen.layouts.legacy import (LAYOUT_KINDS, CuteLayout, DistributedLinearLayout, LayoutError,  # noqa: E402
-                                SharedLinearLayout, from_dict)
+from ll_codegen.layouts.base import LayoutError  # noqa: E402
+from ll_codegen.layouts.distributed import DistributedLinearLayout  # noqa: E402
+from ll_codegen.layouts.kinds import LAYOUT_KINDS, from_dict  # noqa: E402
+from ll_codegen.layouts.memory import CuteLayout, SharedLinearLayout  # noqa: E402
 
 
 @pytest.mark.parametrize("make, field", [
@@ -638,7 +642,7 @@ def test_bad_parameters_raise_layout_error(make, field):
 
 
 def test_real_warp_sizes_are_enforced(monkeypatch):
-    monkeypatch.setattr(layouts, "WARP_SIZES", (32, 64))
+    monkeypatch.setattr(distributed, "WARP_SIZES", (32, 64))
     with pytest.raises(LayoutError, match="threads_per_warp"):
         BlockedLayout([1], [16], [1], [0])
     BlockedLayout([1], [64], [1], [0])

@@ -3,8 +3,10 @@ import numpy as np
 import pytest
 
 from ll_codegen.core.layout import LinearLayout, identity_nd
-from ll_codegen.layouts.legacy import AMDMFMALayout, BlockedLayout, SliceLayout, SwizzledSharedLayout
-from ll_codegen.layouts import legacy as layouts
+from ll_codegen.layouts import distributed
+from ll_codegen.layouts.amd import AMDMFMALayout
+from ll_codegen.layouts.distributed import BlockedLayout, SliceLayout
+from ll_codegen.layouts.memory import SwizzledSharedLayout
 
 
 # ------------------------------------------------------------- 000 §4.1
@@ -186,7 +188,7 @@ def test_004_mfma_tables():
 def test_004_slice_example(monkeypatch):
     # parent: threads 0..15 in a row-major 4x4 tile; squeezing dim 0 leaves column j held
     # by threads {j, 4+j, 8+j, 12+j}; a length-8 tensor wraps around
-    monkeypatch.setattr(layouts, "WARP_SIZES", None)
+    monkeypatch.setattr(distributed, "WARP_SIZES", None)
     S = SliceLayout(0, BlockedLayout([1, 1], [4, 4], [1, 1], [1, 0]))
     L = S.to_linear((8,))
     holders = {}

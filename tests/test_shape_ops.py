@@ -4,8 +4,10 @@ import itertools
 import numpy as np
 import pytest
 
-from ll_codegen.layouts import legacy as layouts
-from ll_codegen.layouts.legacy import AMDMFMALayout, BlockedLayout, LayoutError, NVMMADistributedLayout, SliceLayout
+from ll_codegen.layouts.amd import AMDMFMALayout
+from ll_codegen.layouts.base import LayoutError
+from ll_codegen.layouts.distributed import BlockedLayout, SliceLayout
+from ll_codegen.layouts.nvidia import NVMMADistributedLayout
 from ll_codegen.layouts.shape_ops import broadcast, expand_dims, join, reshape, split, transpose
 
 BLOCKED = [

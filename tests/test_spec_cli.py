@@ -19,7 +19,7 @@ sys.path.insert(0, ROOT)
 
 import cli  # noqa: E402
 from ll_codegen.core.layout import LinearLayout  # noqa: E402
-from ll_codegen.layouts.legacy import LAYOUT_KINDS  # noqa: E402
+from ll_codegen.layouts.kinds import LAYOUT_KINDS  # noqa: E402
 from ll_codegen.layouts.show import layout_json, owner_grid, render_svg, render_text  # noqa: E402
 from ll_codegen.spec import Spec, SpecError, load_spec, parse_shape, spec_from_dict  # noqa: E402
 

@@ -195,14 +195,3 @@ def intersect(a: Sequence[int], b: Sequence[int]) -> list[int]:
         if x is not None:
             common.append(apply(a, x & ((1 << len(a)) - 1)))
     return [common[i] for i in independent_subset(common)]
-
-
-def unit_bits(v: int) -> list[int]:
-    """Positions of the set bits of v, ascending."""
-    out, i = [], 0
-    while v:
-        if v & 1:
-            out.append(i)
-        v >>= 1
-        i += 1
-    return out

@@ -43,8 +43,6 @@ MAX_TILE_ELEMENTS = 1 << 20
 MAX_REGISTERS = 1 << 12
 #: Most threads per CTA (CUDA and HIP): 32 warps of 32, 16 wavefronts of 64.
 MAX_THREADS_PER_CTA = 1024
-#: Most warps per CTA of any warp size (the CUDA limit at 1024 threads).
-MAX_WARPS_PER_CTA = MAX_THREADS_PER_CTA // 32
 #: Most CTAs per cluster (CGA); Hopper allows 16 with a non-portable size.
 MAX_CTAS_PER_CGA = 16
 #: Most bases per input dim of an explicit (linear / shared_linear) layout.

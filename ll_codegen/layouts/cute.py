@@ -34,6 +34,7 @@ from typing import Optional, Union
 
 from ll_codegen.core import limits
 from ll_codegen.core.layout import LinearLayout
+from ll_codegen.layouts.base import LayoutError
 
 Tree = Union[int, tuple]
 
@@ -46,8 +47,7 @@ ELEMENT_BITS = {
 }
 
 
-def _err(message: str):
-    from ll_codegen.layouts.legacy import LayoutError
+def _err(message: str) -> LayoutError:
     return LayoutError("descriptor", message)
 
 

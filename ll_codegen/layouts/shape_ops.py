@@ -17,7 +17,7 @@ import math
 from typing import Sequence
 
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.layouts.legacy import LayoutError
+from ll_codegen.layouts.base import LayoutError
 
 
 def _names(rank: int) -> list[str]:

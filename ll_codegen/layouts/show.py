@@ -28,6 +28,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from ll_codegen.core.layout import LinearLayout
+from ll_codegen.layouts.cute import ELEMENT_BITS
 
 __all__ = ["layout_json", "json_text", "layout_params", "owner_grid", "render_text", "render_svg", "element_bits_of",
            "TEXT_GRID_MAX", "SVG_GRID_MAX"]
@@ -243,7 +244,6 @@ def element_bits_of(layout: Any, default: int = 16) -> int:
         parsed = getattr(layout, "_parsed", None)
         elem = getattr(parsed, "elem", None)
         if elem:
-            from ll_codegen.layouts.cute import ELEMENT_BITS
             if elem in ELEMENT_BITS:
                 return ELEMENT_BITS[elem]
         return 8
