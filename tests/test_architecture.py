@@ -1,0 +1,194 @@
+"""The shape of the package (docs/ARCHITECTURE.md), read from its source with ``ast``.
+
+* One direction: a module imports only modules of its own stage or of stages before it
+  (core -> layouts -> spec, plan -> emit -> verify -> the API and CLI on top), so the
+  import graph has no cycle.  Function-local imports count: they hide circles, they do
+  not remove them.
+* No module imports another module's underscore name (seams where they belong).
+* No GPU timing code in the library (it lives under bench/).
+* No module over 600 lines.
+* Every stage's per-operation table covers exactly the operations of ``plan/operations.py``.
+
+The checkers run on synthetic packages too, so a test here can fail: a planted cycle,
+an upward import and a borrowed private name must each be reported.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PKG = "ll_codegen"
+
+#: stage of each top-level module or subpackage; a module may import stages <= its own
+STAGES = {"core": 0, "layouts": 1, "spec": 2, "plan": 2, "emit": 3, "verify": 4,
+          "api": 5, "jobs": 6, "regenerate": 6, "cli": 7, "__main__": 8, "__init__": 8}
+
+TIMING = re.compile(r"gluon\.jit|cudaEventElapsedTime|torch\.cuda\.Event|Event\(\)\.record|do_bench|cuda\.Event\(")
+
+
+def modules(root: pathlib.Path, pkg: str = PKG) -> dict[str, pathlib.Path]:
+    """Dotted module name -> file, for every .py file of the package (``__init__`` named by its package)."""
+    out = {}
+    for p in sorted((root / pkg).rglob("*.py")):
+        parts = p.relative_to(root).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = p
+    return out
+
+
+def imports(root: pathlib.Path, pkg: str = PKG) -> tuple[dict[str, set[str]], list[str]]:
+    """(module -> modules of the package it imports, anywhere in its body; 'a takes b._x' lines)."""
+    mods = modules(root, pkg)
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    private = []
+    for m, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base_parts = m.split(".") if is_pkg else m.split(".")[:-1]
+                    base_parts = base_parts[:len(base_parts) - node.level + 1]
+                    base = ".".join(base_parts + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+                private += [f"{m} takes {base}.{a.name}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__") and base in mods and base != m]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t and t != m and t != pkg:
+                    edges[m].add(t)
+    return edges, private
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def stage(module: str) -> int:
+    """The stage a module belongs to; a ``__main__`` (``python -m ...``) is an entry point, above all."""
+    parts = module.split(".")
+    return STAGES["__main__" if parts[-1] == "__main__" else parts[1] if len(parts) > 1 else "__init__"]
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of a later stage than the importer's own."""
+    return sorted(f"{m} imports {t}" for m, ts in edges.items() for t in ts if stage(t) > stage(m))
+
+
+# ------------------------------------------------------------------ the package
+EDGES, PRIVATE = imports(ROOT)
+
+
+def test_no_import_cycle():
+    assert cycles(EDGES) == []
+
+
+def test_one_direction():
+    assert upward(EDGES) == []
+
+
+def test_every_module_has_a_stage():
+    assert all(m.split(".")[1] in STAGES for m in EDGES if m != PKG), sorted(EDGES)
+
+
+def test_no_private_name_borrowed():
+    assert PRIVATE == []
+
+
+def test_no_timing_code_in_the_library():
+    assert [m for m, p in modules(ROOT).items() if TIMING.search(p.read_text(encoding="utf-8"))] == []
+
+
+def test_modules_under_600_lines():
+    sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in modules(ROOT).items()}
+    assert {m: n for m, n in sizes.items() if n > 600} == {}
+
+
+def test_every_stage_dispatches_every_operation():
+    from ll_codegen.plan.operations import OPERATIONS
+    from ll_codegen.plan.report import SUMMARIES
+    assert set(SUMMARIES) == set(OPERATIONS)
+
+
+# ------------------------------------------------ the checkers can fail
+def _package(tmp_path: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
+    for rel, text in files.items():
+        p = tmp_path / PKG / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return tmp_path
+
+
+def test_a_planted_cycle_is_found(tmp_path):
+    """plan.model imports emit.render only inside a function; emit.render imports plan.model."""
+    root = _package(tmp_path, {
+        "__init__.py": "",
+        "plan/__init__.py": "", "emit/__init__.py": "",
+        "plan/model.py": "def render(self):\n    from ll_codegen.emit.render import render\n    return render(self)\n",
+        "emit/render.py": "from ll_codegen.plan.model import render as _r\n",
+    })
+    edges, private = imports(root)
+    assert cycles(edges) == [["ll_codegen.emit.render", "ll_codegen.plan.model"]]
+    assert upward(edges) == ["ll_codegen.plan.model imports ll_codegen.emit.render"]
+
+
+def test_relative_and_private_imports_are_seen(tmp_path):
+    root = _package(tmp_path, {
+        "__init__.py": "", "core/__init__.py": "",
+        "core/f2.py": "def _rank(x):\n    return x\n",
+        "core/layout.py": "from .f2 import _rank\nfrom . import f2\n",
+    })
+    edges, private = imports(root)
+    assert edges["ll_codegen.core.layout"] == {"ll_codegen.core.f2"}
+    assert private == ["ll_codegen.core.layout takes ll_codegen.core.f2._rank"]
+
+
+@pytest.mark.parametrize("text", ["import torch\nstart = torch.cuda.Event(enable_timing=True)\n",
+                                  "ms = triton.testing.do_bench(fn)\n"])
+def test_timing_code_is_recognised(text):
+    assert TIMING.search(text)
+
+
+def test_architecture_doc_names_every_package():
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    subpackages = {p.parent.name for p in (ROOT / PKG).glob("*/__init__.py")}
+    assert {s for s in subpackages if f"{s}/" not in doc} == set()
+    assert os.path.exists(ROOT / "docs" / "ARCHITECTURE.md")
