@@ -22,13 +22,14 @@ for p in (ROOT, HERE):
         sys.path.insert(0, p)
 
 from ll_codegen.verify import gpu  # noqa: E402
+from ll_codegen.verify.harness import RunResult  # noqa: E402
 
 
 def prepare(items, directory: str) -> tuple[str, dict[str, str]]:
     """Compile (name, plan) items into ``directory``; returns (manifest path, compile errors)."""
     os.makedirs(directory, exist_ok=True)
     b = gpu.Batch(items, directory)
-    opts = b.options + (f"--gpu-architecture={gpu._arch()}",) + tuple(f"-I{d}" for d in gpu.cuda_include_dirs())
+    opts = b.options + (f"--gpu-architecture={gpu.arch()}",) + tuple(f"-I{d}" for d in gpu.cuda_include_dirs())
     chunks = [b.items[i:i + 16] for i in range(0, len(b.items), 16)]
     jobs = [(directory, c, opts, f"drv{k}", True) for k, c in enumerate(chunks)]
     from concurrent.futures import ProcessPoolExecutor
@@ -60,11 +61,11 @@ def drive(manifest: str) -> int:
     for name, plan, path in entries:
         if path not in mods:
             mods[path] = cupy.RawModule(path=path)
-        k = gpu._Kernel(plan, name, mods[path])
+        k = gpu.Kernel(plan, name, mods[path])
         try:
             r = k.run()
         except Exception as e:       # noqa: BLE001 - report and go on (a sticky error fails the rest too)
-            r = gpu.RunResult(False, f"{type(e).__name__}: {e}")
+            r = RunResult(False, f"{type(e).__name__}: {e}")
         bad += not r.ok
         print(f"DRIVE {name} {'ok' if r.ok else 'FAIL ' + r.message}", flush=True)
     print(f"DRIVE total {len(entries)} launched, {len(entries) - bad} bit-exact, {bad} failed, "

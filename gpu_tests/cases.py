@@ -206,7 +206,7 @@ def pair_cases(n_random: int = 230, n_local: int = 40, seed: int = 20250105) -> 
         dt = DTYPE_OF[sizes[i % 4]]
         emit("random", f"local{i}", s, d, dt, ("linear", "linear"))
     # --scratch-per-warp for every warp-local shared-memory case (appended: earlier names stay put)
-    from ll_codegen.verify.gpu import layout_of
+    from ll_codegen.core.layout import layout_of
     done = set()
     for c in [c for c in cases if c.plan.smem is not None and c.plan.smem.barrier == "warp"]:
         if c.pair in done:

@@ -92,7 +92,7 @@ def available_metrics(ncu: str) -> tuple[list[str], str]:
 
 def predict(plan) -> dict:
     """Per-CTA totals from the plan, and the emulator's brute-force totals."""
-    from ll_codegen.verify.emulator import measure_smem
+    from ll_codegen.verify.banks import measure_smem
     m = plan.smem
     st_warps = sum(1 for w in range(plan.num_warps) if w & m.store_warp_skip == 0)
     ld_warps = plan.num_warps

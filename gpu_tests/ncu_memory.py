@@ -68,7 +68,8 @@ def predict(plan) -> dict:
     store's bank conflicts -- and wavefronts where it goes through registers; the wavefronts ncu
     counts for a cp.async are reported, not predicted)."""
     import numpy as np
-    from ll_codegen.verify.emulator import _global_addresses, copy_halves
+    from ll_codegen.verify.emulate_common import global_addresses
+    from ll_codegen.verify.emulate_memory import copy_halves
     if plan.copy is not None:
         load, store = (predict(h) for h in copy_halves(plan))
         out = dict(load, conflicts=store["conflicts"])
@@ -83,7 +84,7 @@ def predict(plan) -> dict:
     nbytes = m.vec * plan.elem_bytes
     sectors = 0
     for acc in m.accesses:
-        elem, _ = _global_addresses(plan, acc, np.array(warps), m.strides)
+        elem, _ = global_addresses(plan, acc, np.array(warps), m.strides)
         start = elem[:, :, 0] * plan.elem_bytes
         for wi in range(len(warps)):
             b = (start[wi][lanes_on][:, None] + np.arange(nbytes)[None, :]).ravel()
@@ -123,7 +124,7 @@ def measured(meas: dict | None, plan) -> dict:
     if meas is None:
         return {}
     if plan.copy is not None:
-        from ll_codegen.verify.emulator import copy_halves
+        from ll_codegen.verify.emulate_memory import copy_halves
         load, store = copy_halves(plan)
         if plan.copy.async_copy:
             return dict(zip(("sectors", "requests", "cp.async wavefronts", "conflicts"), (meas.get(k) for k in LDGSTS)))

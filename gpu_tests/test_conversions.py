@@ -24,6 +24,7 @@ import time
 import pytest
 
 from ll_codegen.verify import gpu
+from ll_codegen.verify.harness import RunResult
 
 REASON = gpu.available()
 if REASON is not None:
@@ -131,7 +132,7 @@ def generated_results():
         b = gpu.Batch([(c.name, c.plan) for c in GENERATED], d, render=False).compile()
         res = {c.name: b.run(c.name, RUNS) for c in GENERATED}
     for n, msg in stale.items():
-        res[n] = gpu.RunResult(False, msg)
+        res[n] = RunResult(False, msg)
     return res
 
 

@@ -4,7 +4,7 @@ Every case of ``cases.gather_cases()`` -- the CUDA cases of
 ``corpus.GATHER_NAMED`` (blocked and mma, 1-D and 2-D, both axes, warp-local
 and not, broadcast, an index wider than the source along the axis; each of
 their dtypes with forced shuffle and smem) and seeded random pairs -- compiles
-in NVRTC batches and runs twice on fresh random data: random raw bits, and
+in NVRTC batches (``gpu.Batch``, the driver of every operation) and runs twice on fresh random data: random raw bits, and
 indices with repeats, 0, n - 1 and out-of-range values (negative, n, the index
 type's extremes), which the generated code takes mod n.  The output tensor
 and every thread's output registers must equal numpy's
@@ -15,8 +15,10 @@ and every thread's output registers must equal numpy's
 import collections
 import json
 import os
+import tempfile
 import time
 
+import numpy as np
 import pytest
 
 from ll_codegen.verify import gpu
@@ -33,9 +35,11 @@ RUNS = int(os.environ.get("LLGEN_GPU_RUNS", "2"))
 
 @pytest.fixture(scope="session")
 def results():
-    from ll_codegen.verify.gather_gpu import verify_gather_gpu
     t0 = time.time()
-    res = verify_gather_gpu([(c.name, c.plan) for c in CASES], runs=RUNS, seed=11)
+    with tempfile.TemporaryDirectory(prefix="llgen_gather_gpu_") as d:
+        b = gpu.Batch([(c.name, c.plan) for c in CASES], d).compile(batch_size=24)
+        rng = np.random.default_rng(11)
+        res = {c.name: b.run(c.name, RUNS, rng) for c in CASES}
     print(f"\n[gpu_tests] {len(CASES)} gather harnesses in {time.time() - t0:.1f} s")
     out = os.environ.get("LLGEN_GPU_REPORT")
     if out:

@@ -397,15 +397,15 @@ def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas
         raise CLIError(f"--iters must be at least 1, got {iters}")
     a, b = load_spec(src, shape_override=shape), load_spec(dst, shape_override=shape)
     plan_conversion(a, b, dtype=dtype, target="cuda")      # every input checked before looking for a GPU
+    reason = gpu.available()
+    if reason is not None:
+        raise CLIError(f"cannot bench: {reason}")
     try:   # the benchmarks are not library code: bench/llgen_bench, installed as llgen_bench
         from llgen_bench.convert import bench_pair, format_table
     except ImportError as e:
         raise CLIError(f"cannot bench: the llgen_bench package is not importable ({type(e).__name__}: {e})")
-    reason = gpu.available()
-    if reason is not None:
-        raise CLIError(f"cannot bench: {reason}")
     row = bench_pair(a, b, dtype, iters=iters, ctas=ctas or None, triton=triton,
-                       name=f"{os.path.splitext(os.path.basename(src))[0]}_to_{os.path.splitext(os.path.basename(dst))[0]}")
+                     name=f"{os.path.splitext(os.path.basename(src))[0]}_to_{os.path.splitext(os.path.basename(dst))[0]}")
     click.echo(format_table([row]))
 
 

@@ -20,8 +20,9 @@ import pytest
 from ll_codegen.verify import host
 from ll_codegen.api import plan_conversion
 from llgen_bench.corpus import MMA, blocked
-from ll_codegen.verify.emulator import SmemError, check_plan
-from ll_codegen.verify.gpu import layout_of
+from ll_codegen.core.layout import layout_of
+from ll_codegen.verify.emulate_common import SmemError
+from ll_codegen.verify.emulate_convert import check_plan
 from ll_codegen.emit.render import render
 from ll_codegen.plan.swizzle import warp_local
 from toolchain import random_plans

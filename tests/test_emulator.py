@@ -7,8 +7,10 @@ import os
 import numpy as np
 import pytest
 
-from ll_codegen.verify.emulator import (SmemError, check_plan, count_wavefronts, emulate, measure_smem,
-                                 min_wavefronts, reference, shfl_source)
+from ll_codegen.verify.banks import count_wavefronts, measure_smem, min_wavefronts
+from ll_codegen.verify.emulate_common import SmemError, shfl_source
+from ll_codegen.verify.emulate_convert import check_plan, emulate
+from ll_codegen.verify.reference import reference
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.model import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan,
                              ShuffleRound, SmemAccess, SmemPlan, SmemRound, XorForm)
@@ -377,3 +379,34 @@ def test_measure_flags_non_uniform_instructions():
     st, _ = measure_smem(p2)
     assert not st.uniform
     assert (st.wavefronts, st.bank_conflicts, st.instructions, st.total_wavefronts) == (4, 3, 3, 12)
+
+
+def test_check_dispatches_on_the_operation():
+    """``emulator.check`` runs the emulator of ``plan.operation`` (every operation has one) and
+    catches a corrupted plan of each kind it is given."""
+    import random
+    from dataclasses import replace
+    from ll_codegen.plan.gather import plan_gather
+    from ll_codegen.spec import spec_from_dict
+    from ll_codegen.verify.emulator import CHECKS, check
+    from llgen_bench.corpus import GATHER_NAMED
+    from toolchain import random_memory_plans
+    assert set(CHECKS) == {"convert", "store", "load", "copy", "gather"}
+    src = LinearLayout({"register": [[0, 1], [0, 2]], "lane": [[0, 4], [0, 8], [0, 16], [1, 0], [2, 0]],
+                        "warp": [[4, 0]], "block": []}, ["dim0", "dim1"])
+    dst = LinearLayout({"register": [[1, 0], [2, 0]], "lane": [[4, 0], [0, 1], [0, 2], [0, 4], [0, 8]],
+                        "warp": [[0, 16]], "block": []}, ["dim0", "dim1"])
+    from ll_codegen.plan.planner import plan_conversion
+    conv = plan_conversion(src, dst, "f16", "cuda")
+    assert conv.operation == "convert"
+    check(conv, 1)
+    L = spec_from_dict(GATHER_NAMED[0].src).linear
+    g = plan_gather(L, L, 1, "f32", strategy="shuffle")
+    check(g, 2)
+    with pytest.raises(AssertionError):
+        check(replace(g, shuffle=replace(g.shuffle, v_lane=tuple(x ^ 1 for x in g.shuffle.v_lane))), 2)
+    seen = set()
+    for *_, plan in random_memory_plans(random.Random(3), "cuda", "sm_90", 32, 12, ["f16", "f32"]):
+        check(plan, 4)
+        seen.add(plan.operation)
+    assert seen == {"store", "load"}

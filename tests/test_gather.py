@@ -19,8 +19,10 @@ import pytest
 
 from ll_codegen.core import f2
 from llgen_bench.corpus import GATHER_NAMED, random_gather_pair
-from ll_codegen.verify.emulator import (SmemError, _regs_of, check_gather, count_wavefronts, emulate_gather,
-                                 gather_reference, gather_tensors)
+from ll_codegen.verify.banks import count_wavefronts
+from ll_codegen.verify.emulate_common import SmemError
+from ll_codegen.verify.emulate_gather import check_gather, emulate_gather
+from ll_codegen.verify.reference import gather_reference, gather_tensors, regs_of
 from ll_codegen.plan.gather import plan_gather
 from ll_codegen.spec import spec_from_dict
 from ll_codegen.core.target import get_target
@@ -90,8 +92,8 @@ def test_indices_wrap_modulo_the_axis():
             p = plan_gather(L, L, 1, "f32", it, strategy=st)
             src = np.arange(4 * 32, dtype=np.uint32).reshape(4, 32)
             idx = np.resize(np.array(vals), (4, 32))
-            got = emulate_gather(p, _regs_of(L, src), _regs_of(L, idx.astype(np.int64)))
-            want = _regs_of(L, np.take_along_axis(src, np.mod(idx, 32), axis=1))
+            got = emulate_gather(p, regs_of(L, src), regs_of(L, idx.astype(np.int64)))
+            want = regs_of(L, np.take_along_axis(src, np.mod(idx, 32), axis=1))
             assert (got == want).all(), (it, st)
             assert (np.mod(idx, 32) == [[v % 32 for v in row] for row in idx]).all()
 
@@ -120,7 +122,7 @@ def test_emulator_catches_a_wrong_plan():
 def _brute_warp_local(p) -> bool:
     """Every needed source element of every thread is held in its own warp (any value of the index):
     enumerate the elements, no linear algebra."""
-    from ll_codegen.verify.gpu import layout_of
+    from ll_codegen.core.layout import layout_of
     src, idx = layout_of(p.src_bases), layout_of(p.idx_bases)
     held = src.apply_flat().reshape(p.num_warps, -1)               # elements of each warp (flat bit vectors)
     need = idx.apply_flat().reshape(p.num_warps, -1)               # index elements of each warp's threads
@@ -180,8 +182,8 @@ def test_candidates_are_exactly_the_registers_needed():
             continue
         s = p.shuffle
         lanes, warps = np.arange(p.warp_size)[None, :], np.arange(p.num_warps)[:, None]
-        from ll_codegen.verify.emulator import _xor_form
-        thread = _xor_form(s.reg, lanes, warps)
+        from ll_codegen.verify.emulate_common import xor_form
+        thread = xor_form(s.reg, lanes, warps)
         for o in s.outs:
             need = set()
             for v in range(p.axis_size):
@@ -253,7 +255,7 @@ def test_rendered_harnesses_bit_exact_on_host():
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     items = _host_items()
-    results = host.verify_gather_host(items, seed=SEED, runs=2)
+    results = host.verify_host(items, seed=SEED, runs=2)
     bad = [r.message for r in results if not r.ok]
     assert not bad, f"{len(bad)} of {len(items)} failed; first: {bad[0]}"
     kinds = collections.Counter((p.target, p.warp_size, p.strategy) for _, p in items)
@@ -272,9 +274,9 @@ def test_host_run_catches_wrong_code_and_traps_under_check():
     bad = replace(good, shuffle=replace(good.shuffle, v_lane=tuple(x ^ 1 for x in good.shuffle.v_lane)))
     smem = plan_gather(L, L, 1, "f32", strategy="smem")
     bad_smem = replace(smem, smem=replace(smem.smem, load_offsets=smem.smem.load_offsets[::-1]))
-    res = host.verify_gather_host([("good", good), ("bad", bad), ("bad_smem", bad_smem)], seed=3)
+    res = host.verify_host([("good", good), ("bad", bad), ("bad_smem", bad_smem)], seed=3)
     assert [r.ok for r in res] == [True, False, False], [r.message[:200] for r in res]
-    trapped = host.verify_gather_host([("chk", smem)], seed=3, defines=["LLGEN_GATHER_CHECK"])
+    trapped = host.verify_host([("chk", smem)], seed=3, defines=["LLGEN_GATHER_CHECK"])
     assert not trapped[0].ok and "exited" in trapped[0].message
 
 

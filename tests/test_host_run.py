@@ -21,8 +21,8 @@ from ll_codegen.verify import host
 from ll_codegen.api import plan_conversion
 from llgen_bench.corpus import NAMED
 from ll_codegen.spec import spec_from_dict
-from ll_codegen.verify.emulator import check_plan
-from ll_codegen.verify.gpu import layout_of
+from ll_codegen.core.layout import layout_of
+from ll_codegen.verify.emulate_convert import check_plan
 from toolchain import random_plans
 
 pytestmark = pytest.mark.compile
@@ -106,7 +106,7 @@ def test_generated_files_run_unchanged():
     items = [(e.params["name"], e.conv.plan) for e in entries if e.command == "convert"]
     gathers = [(e.params["name"], e.conv.plan) for e in entries if e.command == "gather"]
     results = host.verify_host(items, runs=2, seed=7, sources=os.path.join(ROOT, "generated"))
-    results += host.verify_gather_host(gathers, runs=2, seed=7, sources=os.path.join(ROOT, "generated"))
+    results += host.verify_host(gathers, runs=2, seed=7, sources=os.path.join(ROOT, "generated"))
     bad = [r.message for r in results if not r.ok]
     assert not bad, bad
     assert len(results) == len(entries) >= 19 and len(gathers) >= 3
@@ -130,7 +130,7 @@ def test_verify_cli_uses_the_host_runtime():
 def test_index_helpers_match_the_layouts(tmp_path):
     """src_index/dst_index of generated headers, called in host code, equal the layouts' row-major indices."""
     import subprocess
-    from ll_codegen.verify.gpu import row_major_index
+    from ll_codegen.verify.reference import row_major_index
     from ll_codegen.emit.render import file_names, render
     items = [(n, p) for n, p in sample()[::97]]
     lines = []

@@ -23,7 +23,8 @@ import random
 import pytest
 
 from ll_codegen.api import plan_conversion
-from ll_codegen.verify.emulator import check_memory_plan, measure_memory
+from ll_codegen.verify.banks import measure_memory
+from ll_codegen.verify.emulate_memory import check_memory_plan
 from ll_codegen.plan.model import harness_cut, harness_strides
 from toolchain import random_memory_plans
 
@@ -247,7 +248,7 @@ COPIES = _copies()
 
 @pytest.mark.parametrize("i", range(len(COPIES)))
 def test_copy_plan_executes_as_its_two_halves(i):
-    from ll_codegen.verify.emulator import check_copy_plan, copy_halves
+    from ll_codegen.verify.emulate_memory import check_copy_plan, copy_halves
     target, arch, kind, dtype, warps, gspec, tile, plan = COPIES[i]
     c = plan.copy
     strides = harness_strides(plan.shape, c.load.layout["order"], c.load.alignment, plan.elem_bytes)

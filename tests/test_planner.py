@@ -144,7 +144,7 @@ def test_per_side_widths_for_an_8bit_transpose():
     emulator executes it against the reference."""
     import numpy as np
     from llgen_bench.corpus import blocked
-    from ll_codegen.verify.emulator import check_plan
+    from ll_codegen.verify.emulate_convert import check_plan
     src = spec_from_dict(blocked([1, 16], [8, 4], [4, 1], [1, 0], [128, 64])).linear
     dst = spec_from_dict(blocked([16, 1], [4, 8], [1, 4], [0, 1], [128, 64])).linear
     plan = plan_conversion(src, dst, "i8", "cuda", "sm_90")
@@ -167,7 +167,7 @@ def test_swap_stages_for_a_warp_local_transpose():
     import numpy as np
     from dataclasses import replace
     from llgen_bench.corpus import blocked
-    from ll_codegen.verify.emulator import check_plan
+    from ll_codegen.verify.emulate_convert import check_plan
     from ll_codegen.plan.model import swap_stages
     from ll_codegen.plan.planner import normalise
     from ll_codegen.plan.shuffle import plan_shuffle

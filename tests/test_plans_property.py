@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from ll_codegen.verify.emulator import check_plan, measure_smem
+from ll_codegen.verify.banks import measure_smem
+from ll_codegen.verify.emulate_convert import check_plan
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.planner import DTYPE_BYTES, normalise, plan_conversion
 from ll_codegen.plan.shuffle import NotShuffleable, plan_shuffle, swap_form

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ll_codegen.emit.render import bench_smem
+from ll_codegen.emit.convert import bench_smem
 from llgen_bench.jobs import Job, Variant
 
 # ---------------------------------------------------------------- timing

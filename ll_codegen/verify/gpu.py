@@ -17,6 +17,11 @@ couple of minutes.  Harnesses that need more than 48 KiB of
 shared memory raise the kernel's dynamic limit (up to the device's opt-in
 maximum; beyond it the run fails with a clear message).
 
+Every operation (conversions, stores, loads, copies, gathers) runs through
+the same ``Batch``/``Kernel``: ``harness.OPERATIONS`` (keyed by
+``plan.operation``) gives each harness's arguments, the numpy reference and
+the comparison, exactly as on the host (``host.py``).
+
 CuPy is optional (``pip install .[gpu]``); ``available()`` says whether a GPU
 can be used.
 """
@@ -24,18 +29,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.model import ConversionPlan, harness_cut, harness_fill, harness_variants
+from ll_codegen.emit.render import write_files
+from ll_codegen.verify.harness import RunResult, operation
 
-RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
 
 
@@ -66,128 +68,19 @@ def device_info() -> dict:
             "cupy": cupy.__version__}
 
 
-def layout_of(bases: dict) -> LinearLayout:
-    """Rebuild a layout from a plan's ``src_bases``/``dst_bases``."""
-    return LinearLayout(bases["in_dims"], bases["out_dims"], require_surjective=False)
-
-
-def row_major_index(layout: LinearLayout) -> np.ndarray:
-    """Row-major element index of every hardware point (register fastest,
-    then lane, warp): the inverse view of how the harness addresses ``in``."""
-    coords = layout.apply_all()
-    sizes = list(layout.out_dim_sizes.values())
-    idx = np.zeros(len(coords), dtype=np.int64)
-    for k, s in enumerate(sizes):
-        idx = idx * s + coords[:, k]
-    return idx
-
-
-def reference_registers(layout: LinearLayout, flat: np.ndarray, threads: int) -> np.ndarray:
-    """(threads, registers) array of what each thread must hold."""
-    return flat[row_major_index(layout)].reshape(threads, -1)
-
-
-def plan_step(plan: ConversionPlan, lane: int, reg: int) -> str:
-    """Which step of the plan writes destination register ``reg`` of ``lane``."""
-    for d, f in plan.dst_copies:
-        if d == reg:
-            return f"copy of dst[{f}] (broadcast register)"
-    if plan.register is not None:
-        return f"register move dst[{reg}] = src[{plan.register.dst_from_src[reg]}]"
-    if plan.shuffle is not None:
-        s = plan.shuffle
-        for i, rnd in enumerate(s.rounds):
-            if reg in s.received(rnd)[s.recv_select(lane)]:
-                return f"shuffle round {i} (lane_xor {rnd.lane_xor:#x})"
-    if plan.smem is not None:
-        m = plan.smem
-        for i, rnd in enumerate(m.rounds):
-            for j, acc in enumerate(rnd.loads):
-                if reg in acc.regs:
-                    return (f"smem round {i}, load {j} ({m.load_instr}, offset {acc.offset}; "
-                            f"stored by {m.store_instr}, swizzle {m.swizzle})")
-    return "no step writes it"
-
-
-@dataclass
-class RunResult:
-    ok: bool
-    message: str
-    thread: int | None = None
-    reg: int | None = None
-    expected: int | None = None
-    actual: int | None = None
-    step: str | None = None
-    entropy: int | None = None       # np.random.default_rng(entropy) reproduces the failing data
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
-def random_data(plan: ConversionPlan, rng: np.random.Generator,
-                variant: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(fresh random raw bits of the row-major tensor ``in``, the output
-    tensor and the (threads, registers) array a correct harness run of
-    ``variant`` writes).  The output is ``in`` itself except for the masked
-    harness of a global tile (``plan.harness_cut``): a masked store leaves
-    the poison ``~in`` outside the extent, a masked load gives ``fill``, a
-    masked copy zeros."""
-    raw = RAW[plan.elem_bytes]
-    flat = rng.integers(0, np.iinfo(raw).max, size=int(np.prod(plan.shape)), dtype=raw, endpoint=True)
-    if not plan.n_dst:
-        want = np.zeros((plan.threads, 0), dtype=raw)
-    else:
-        want = reference_registers(layout_of(plan.dst_bases), flat, plan.threads)
-    if variant != "_masked":
-        return flat, flat, want
-    coords = np.indices(plan.shape).reshape(len(plan.shape), -1)
-    inside = np.all(coords < np.array(harness_cut(plan.shape))[:, None], axis=0)
-    fill = raw(harness_fill(plan.elem_bytes))
-    if plan.copy is not None:
-        return flat, np.where(inside, flat, raw(0)), want       # zero-filled beyond the extent
-    if plan.memory.direction == "store":
-        return flat, np.where(inside, flat, ~flat), want
-    idx = row_major_index(layout_of(plan.dst_bases)).reshape(plan.threads, -1)
-    return flat, np.where(inside, flat, fill), np.where(inside[idx], want, fill)
-
-
-def compare(name: str, p: ConversionPlan, flat: np.ndarray, want: np.ndarray, out: np.ndarray, regs: np.ndarray,
-            ok_message: str, entropy: int | None = None) -> RunResult:
-    """A harness run's output tensor (``flat``: what it must be) and
-    destination registers (``want``) against numpy:
-    the first differing thread and register (poisoned = never written) and
-    the plan step that writes it, or ``ok_message``."""
-    bad = np.argwhere(regs != want)
-    if len(bad):
-        t, r = (int(x) for x in bad[0])
-        step = plan_step(p, t % p.warp_size, r)
-        e, a = int(want[t, r]), int(regs[t, r])
-        return RunResult(False, f"{name}: thread {t} (warp {t // p.warp_size}, lane {t % p.warp_size}) "
-                                f"dst[{r}]: expected {e:#x}, got {a:#x}"
-                                f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
-                                f"({len(bad)} of {regs.size} registers differ; written by {step})"
-                                + (f"; data: default_rng({entropy})" if entropy is not None else ""),
-                         t, r, e, a, step, entropy)
-    if not np.array_equal(out, flat):
-        i = int(np.argmax(out != flat))
-        return RunResult(False, f"{name}: output tensor element {i}: expected {int(flat[i]):#x}, "
-                                f"got {int(out[i]):#x} ({int((out != flat).sum())} of {flat.size} differ)",
-                         expected=int(flat[i]), actual=int(out[i]), entropy=entropy)
-    return RunResult(True, ok_message, entropy=entropy)
-
-
 def _max_smem() -> int:
     import cupy
     p = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
     return int(p.get("sharedMemPerBlockOptin", p["sharedMemPerBlock"]))
 
 
-class _Kernel:
-    """One harness kernel of a compiled module and its plan."""
+class Kernel:
+    """One harness kernel (every variant) of a compiled module and its plan."""
 
-    def __init__(self, plan: ConversionPlan, name: str, module):
+    def __init__(self, plan, name: str, module):
         self.plan, self.name = plan, name
-        self.kernels = {v: module.get_function(f"{name}_harness{v}") for v in harness_variants(plan)}
+        self.op = operation(plan)
+        self.kernels = {v: module.get_function(f"{name}_harness{v}") for v in self.op.variants(plan)}
         self.kernel = self.kernels[""]
         self.smem_error = None
         if plan.smem_bytes > 48 * 1024:
@@ -199,9 +92,10 @@ class _Kernel:
                 for f in self.kernels.values():
                     f.max_dynamic_shared_size_bytes = plan.smem_bytes
 
-    def launch(self, d_in, d_out, d_regs, d_scratch, variant: str = "") -> None:
+    def launch(self, args, variant: str = "") -> None:
+        """One CTA of the harness ``variant`` on device arrays ``args`` (call order)."""
         p = self.plan
-        self.kernels[variant]((1,), (p.threads,), (d_in, d_out, d_regs, d_scratch), shared_mem=p.smem_bytes)
+        self.kernels[variant]((1,), (p.threads,), tuple(args), shared_mem=p.smem_bytes)
 
     def run(self, rng: np.random.Generator | None = None, entropy: int | None = None) -> RunResult:
         """One launch of each variant on fresh random raw bits; compares every output."""
@@ -214,21 +108,20 @@ class _Kernel:
             rng = np.random.default_rng(entropy)
         res = RunResult(False, "not run")
         for variant in self.kernels:
-            flat, out_want, want = random_data(p, rng, variant)
-            d_in = cupy.asarray(flat)
-            d_out = cupy.asarray(~out_want)                   # poison: every unwritten element differs
-            d_regs = cupy.asarray(np.ascontiguousarray(~want).ravel())
-            d_scratch = cupy.zeros(max(16, p.scratch_bytes), dtype=np.uint8)
-            self.launch(d_in, d_out, d_regs, d_scratch, variant)
+            run = self.op.data(p, rng, variant)
+            d_args = [cupy.asarray(np.ascontiguousarray(a).ravel()) for a in run.args]   # outputs poisoned
+            self.launch(d_args, variant)
             cupy.cuda.runtime.deviceSynchronize()
-            res = compare(self.name + variant, p, out_want, want, d_out.get(), d_regs.get().reshape(p.threads, p.n_dst),
-                          "bit-exact" + (" (masked too)" if len(self.kernels) > 1 else ""), entropy)
+            got = {k: d_args[k].get().reshape(w.shape) for k, w in run.wants.items()}
+            res = self.op.compare(self.name + variant, p, run, got,
+                                  "bit-exact" + (" (masked too)" if len(self.kernels) > 1 else ""), entropy)
             if not res.ok:
                 return res
         return res
 
 
-def _arch() -> str:
+def arch() -> str:
+    """The NVRTC architecture of the current device (``sm_XY``)."""
     import cupy
     return "sm_" + cupy.cuda.Device().compute_capability
 
@@ -281,7 +174,7 @@ def batch_source(directory: str, names: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _nvrtc(source: str, options: Sequence[str]) -> tuple[bytes | None, str]:
+def nvrtc_compile(source: str, options: Sequence[str]) -> tuple[bytes | None, str]:
     """(cubin or None, log) of one NVRTC compilation (needs no GPU context)."""
     from cupy_backends.cuda.libs import nvrtc
     prog = nvrtc.createProgram(source, "batch.cu", (), ())
@@ -295,13 +188,12 @@ def _nvrtc(source: str, options: Sequence[str]) -> tuple[bytes | None, str]:
         nvrtc.destroyProgram(prog)
 
 
-def build_modules(directory: str, items: Sequence[tuple[str, ConversionPlan]], options: Sequence[str],
+def build_modules(directory: str, items: Sequence[tuple[str, Any]], options: Sequence[str],
                   tag: str, render: bool = True) -> tuple[list[tuple[str, list[str]]], dict[str, str]]:
     """Render ``items`` into ``directory`` (unless ``render`` is False) and
     compile them as one NVRTC module ``<tag>.cubin``; if that fails, halves
     until every failing conversion is alone.  Returns ([(cubin path, names)],
     {name: compiler log}).  Runs in worker processes (no CUDA context)."""
-    from ll_codegen.emit.render import write_files
     if render:
         for name, plan in items:
             write_files(plan, directory, name, emit=("header", "harness"))
@@ -316,14 +208,14 @@ def build_modules(directory: str, items: Sequence[tuple[str, ConversionPlan]], o
         src = batch_source(directory, ns)
         with open(os.path.join(directory, f"{t}.cu"), "w") as f:
             f.write(src)
-        cubin, log = _nvrtc(src, opts)
+        cubin, log = nvrtc_compile(src, opts)
         if cubin is not None:
             path = os.path.join(directory, f"{t}.cubin")
             with open(path, "wb") as f:
                 f.write(cubin)
             modules.append((path, ns))
         elif len(ns) == 1:
-            errors[ns[0]] = _short_log(log)
+            errors[ns[0]] = short_log(log)
         else:
             h = len(ns) // 2
             go(ns[:h], t + "a")
@@ -332,7 +224,8 @@ def build_modules(directory: str, items: Sequence[tuple[str, ConversionPlan]], o
     return modules, errors
 
 
-def _short_log(text: str, limit: int = 2000) -> str:
+def short_log(text: str, limit: int = 2000) -> str:
+    """The error lines of a compiler log (all lines if none), at most ``limit`` characters."""
     lines = [ln for ln in str(text).splitlines() if "error" in ln.lower()] or str(text).splitlines()
     out = "\n".join(lines)
     return out[:limit] + ("..." if len(out) > limit else "")
@@ -350,7 +243,7 @@ class Batch:
     isolated; ``errors`` maps each to its compiler log.
     """
 
-    def __init__(self, items: Sequence[tuple[str, ConversionPlan]], directory: str | None = None,
+    def __init__(self, items: Sequence[tuple[str, Any]], directory: str | None = None,
                  options: Sequence[str] = (), render: bool = True):
         names = [n for n, _ in items]
         if len(set(names)) != len(names):
@@ -360,16 +253,15 @@ class Batch:
                 raise ValueError(f"name {n!r} is not a C identifier")
         self.items = list(items)
         self.plans = dict(items)
-        self._own_dir = directory is None
         self.directory = directory or tempfile.mkdtemp(prefix="llgen_batch_")
         self.options = tuple(DEFAULT_OPTIONS) + tuple(options)
         self.render = render
-        self.kernels: dict[str, _Kernel] = {}
+        self.kernels: dict[str, Kernel] = {}
         self.errors: dict[str, str] = {}
         self.modules: list = []
 
     def compile(self, batch_size: int = 32, workers: int | None = None) -> "Batch":
-        opts = self.options + (f"--gpu-architecture={_arch()}",) + tuple(f"-I{d}" for d in cuda_include_dirs())
+        opts = self.options + (f"--gpu-architecture={arch()}",) + tuple(f"-I{d}" for d in cuda_include_dirs())
         chunks = [self.items[i:i + batch_size] for i in range(0, len(self.items), batch_size)]
         jobs = [(self.directory, c, opts, f"batch{k}", self.render) for k, c in enumerate(chunks)]
         workers = min(len(jobs), workers or os.cpu_count() or 1)
@@ -390,9 +282,9 @@ class Batch:
                 mod = cupy.RawModule(path=path)
                 self.modules.append(mod)
                 for n in names:
-                    self.kernels[n] = _Kernel(self.plans[n], n, mod)
+                    self.kernels[n] = Kernel(self.plans[n], n, mod)
 
-    def kernel(self, name: str) -> "_Kernel":
+    def kernel(self, name: str) -> "Kernel":
         if name in self.errors:
             raise RuntimeError(f"{name}: compile error: {self.errors[name]}")
         return self.kernels[name]
@@ -410,26 +302,11 @@ class Batch:
             return RunResult(False, f"{name}: {type(e).__name__}: {e}")
         return res
 
-    def cleanup(self) -> None:
-        if self._own_dir:
-            shutil.rmtree(self.directory, ignore_errors=True)
-
-
-def verify_many(items: Sequence[tuple[str, ConversionPlan]], runs: int = 2, seed: int | None = None,
-                batch_size: int = 32, workers: int | None = None) -> dict[str, RunResult]:
-    """Compile every (name, plan) in batches and run each ``runs`` times on fresh
-    random data; name -> RunResult.  With ``seed`` None every run draws new
-    entropy (reported on failure so the data can be reproduced)."""
-    rng = None if seed is None else np.random.default_rng(seed)
-    with tempfile.TemporaryDirectory(prefix="llgen_verify_") as d:
-        b = Batch(items, d).compile(batch_size, workers)
-        return {name: b.run(name, runs, rng) for name, _ in items}
-
 
 class Harness:
     """A compiled harness (header + harness source in ``directory``)."""
 
-    def __init__(self, plan: ConversionPlan, directory: str, name: str):
+    def __init__(self, plan, directory: str, name: str):
         b = Batch([(name, plan)], directory, render=False).compile(workers=1)
         if name in b.errors:
             raise RuntimeError(f"{name}: compile error: {b.errors[name]}")
@@ -441,10 +318,9 @@ class Harness:
         return self._k.run(rng)
 
 
-def verify_plan(plan: ConversionPlan, name: str = "cvt", runs: int = 2, seed: int | None = None,
+def verify_plan(plan, name: str = "cvt", runs: int = 2, seed: int | None = None,
                 directory: str | None = None) -> RunResult:
     """Render, compile and run ``plan``'s harness ``runs`` times on fresh data."""
-    from ll_codegen.emit.render import write_files
     rng = None if seed is None else np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as tmp:
         d = directory or tmp

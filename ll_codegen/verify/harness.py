@@ -1,0 +1,203 @@
+"""What a harness run is, per operation: the one table both drivers (``host.py``
+on the CPU, ``gpu.py`` on a GPU) dispatch on ``plan.operation``.
+
+Every generated harness is ``<name>_harness<variant>(args...)``: one CTA of
+``plan.threads`` threads and ``plan.smem_bytes`` bytes of dynamic shared
+memory.  A row of ``OPERATIONS`` (a ``HarnessOp``) says, for its plans:
+
+* ``variants(plan)``: the kernel name suffixes (``_masked`` too for global tiles);
+* ``c_types(plan)``: the C parameter types of the harness, in call order;
+* ``data(plan, rng, variant)``: one run's arguments -- fresh random raw bits
+  in, outputs poisoned with the bitwise complement of what must arrive (so
+  every element or register left unwritten differs) -- and, per output
+  argument, what it must hold afterwards (the numpy reference,
+  ``reference.py``);
+* ``compare(name, plan, run, got, ok, entropy)``: the outputs against the
+  reference, bit for bit: a ``RunResult`` naming the first difference.
+
+========================= ====================================== ===================================
+operation                 arguments                              outputs checked
+========================= ====================================== ===================================
+convert, store, load,     ``in`` (row-major tensor), ``out``,    ``out`` and every thread's
+copy                      ``regs`` (threads x n_dst), scratch    destination registers (the step
+                          (a zeroed global tile)                 that writes a wrong one is named)
+gather                    ``src``, ``idx`` (index type), ``out``  ``out`` and every thread's output
+                          (idx shape), ``regs`` (threads x n)    registers
+========================= ====================================== ===================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ll_codegen.core.dtypes import C_RAW, INDEX_DTYPES, NP_RAW
+from ll_codegen.core.layout import layout_of
+from ll_codegen.plan.model import ConversionPlan, harness_cut, harness_fill, harness_variants
+from ll_codegen.verify.reference import gather_expected, reference_registers, row_major_index
+
+
+@dataclass
+class RunResult:
+    ok: bool
+    message: str
+    thread: int | None = None
+    reg: int | None = None
+    expected: int | None = None
+    actual: int | None = None
+    step: str | None = None
+    entropy: int | None = None       # np.random.default_rng(entropy) reproduces the failing data
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass
+class RunData:
+    """One harness run: every argument in call order (outputs already poisoned)
+    and, per output argument position, what it must hold after the run."""
+    args: list[np.ndarray]
+    wants: dict[int, np.ndarray]
+
+
+# ------------------------------------------------------------ conversions
+def plan_step(plan: ConversionPlan, lane: int, reg: int) -> str:
+    """Which step of the plan writes destination register ``reg`` of ``lane``."""
+    for d, f in plan.dst_copies:
+        if d == reg:
+            return f"copy of dst[{f}] (broadcast register)"
+    if plan.register is not None:
+        return f"register move dst[{reg}] = src[{plan.register.dst_from_src[reg]}]"
+    if plan.shuffle is not None:
+        s = plan.shuffle
+        for i, rnd in enumerate(s.rounds):
+            if reg in s.received(rnd)[s.recv_select(lane)]:
+                return f"shuffle round {i} (lane_xor {rnd.lane_xor:#x})"
+    if plan.smem is not None:
+        m = plan.smem
+        for i, rnd in enumerate(m.rounds):
+            for j, acc in enumerate(rnd.loads):
+                if reg in acc.regs:
+                    return (f"smem round {i}, load {j} ({m.load_instr}, offset {acc.offset}; "
+                            f"stored by {m.store_instr}, swizzle {m.swizzle})")
+    return "no step writes it"
+
+
+def random_data(plan: ConversionPlan, rng: np.random.Generator,
+                variant: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(fresh random raw bits of the row-major tensor ``in``, the output
+    tensor and the (threads, registers) array a correct harness run of
+    ``variant`` writes).  The output is ``in`` itself except for the masked
+    harness of a global tile (``plan.harness_cut``): a masked store leaves
+    the poison ``~in`` outside the extent, a masked load gives ``fill``, a
+    masked copy zeros."""
+    raw = NP_RAW[plan.elem_bytes]
+    flat = rng.integers(0, np.iinfo(raw).max, size=int(np.prod(plan.shape)), dtype=raw, endpoint=True)
+    if not plan.n_dst:
+        want = np.zeros((plan.threads, 0), dtype=raw)
+    else:
+        want = reference_registers(layout_of(plan.dst_bases), flat, plan.threads)
+    if variant != "_masked":
+        return flat, flat, want
+    coords = np.indices(plan.shape).reshape(len(plan.shape), -1)
+    inside = np.all(coords < np.array(harness_cut(plan.shape))[:, None], axis=0)
+    fill = raw(harness_fill(plan.elem_bytes))
+    if plan.copy is not None:
+        return flat, np.where(inside, flat, raw(0)), want       # zero-filled beyond the extent
+    if plan.memory.direction == "store":
+        return flat, np.where(inside, flat, ~flat), want
+    idx = row_major_index(layout_of(plan.dst_bases)).reshape(plan.threads, -1)
+    return flat, np.where(inside, flat, fill), np.where(inside[idx], want, fill)
+
+
+def compare(name: str, p: ConversionPlan, flat: np.ndarray, want: np.ndarray, out: np.ndarray, regs: np.ndarray,
+            ok_message: str, entropy: int | None = None) -> RunResult:
+    """A harness run's output tensor (``flat``: what it must be) and
+    destination registers (``want``) against numpy:
+    the first differing thread and register (poisoned = never written) and
+    the plan step that writes it, or ``ok_message``."""
+    bad = np.argwhere(regs != want)
+    if len(bad):
+        t, r = (int(x) for x in bad[0])
+        step = plan_step(p, t % p.warp_size, r)
+        e, a = int(want[t, r]), int(regs[t, r])
+        return RunResult(False, f"{name}: thread {t} (warp {t // p.warp_size}, lane {t % p.warp_size}) "
+                                f"dst[{r}]: expected {e:#x}, got {a:#x}"
+                                f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
+                                f"({len(bad)} of {regs.size} registers differ; written by {step})"
+                                + (f"; data: default_rng({entropy})" if entropy is not None else ""),
+                         t, r, e, a, step, entropy)
+    if not np.array_equal(out, flat):
+        i = int(np.argmax(out != flat))
+        return RunResult(False, f"{name}: output tensor element {i}: expected {int(flat[i]):#x}, "
+                                f"got {int(out[i]):#x} ({int((out != flat).sum())} of {flat.size} differ)",
+                         expected=int(flat[i]), actual=int(out[i]), entropy=entropy)
+    return RunResult(True, ok_message, entropy=entropy)
+
+
+def _conversion_data(plan: ConversionPlan, rng: np.random.Generator, variant: str) -> RunData:
+    flat, out_want, want = random_data(plan, rng, variant)
+    scratch = np.zeros(max(16, plan.scratch_bytes), dtype=np.uint8)
+    return RunData([flat, ~out_want, np.ascontiguousarray(~want), scratch], {1: out_want, 2: want})
+
+
+def _conversion_compare(name: str, plan: ConversionPlan, run: RunData, got: dict[int, np.ndarray], ok: str,
+                        entropy: int | None) -> RunResult:
+    return compare(name, plan, run.wants[1], run.wants[2], got[1], got[2], ok, entropy)
+
+
+# ------------------------------------------------------------------ gathers
+def _gather_data(plan, rng: np.random.Generator, variant: str) -> RunData:
+    src_t, idx_t, want_t, regs = gather_expected(plan, rng)
+    return RunData([src_t, idx_t, ~want_t, ~regs], {2: want_t, 3: regs})
+
+
+def _gather_compare(name: str, plan, run: RunData, got: dict[int, np.ndarray], ok: str,
+                    entropy: int | None) -> RunResult:
+    want_t, regs = run.wants[2], run.wants[3]
+    out, regs_got = got[2], got[3]
+    if not (out == want_t).all():
+        return RunResult(False, f"{name}: output tensor differs at {int((out != want_t).sum())} "
+                                f"element(s), first {np.argwhere(out != want_t)[0].tolist()}", entropy=entropy)
+    if not (regs_got == regs).all():
+        t, r = (int(x) for x in np.argwhere(regs_got != regs)[0])
+        return RunResult(False, f"{name}: thread {t} register {r}: got {int(regs_got[t, r]):#x}, "
+                                f"want {int(regs[t, r]):#x}", t, r, int(regs[t, r]), int(regs_got[t, r]),
+                         entropy=entropy)
+    return RunResult(True, ok, entropy=entropy)
+
+
+# ------------------------------------------------------------------ table
+@dataclass(frozen=True)
+class HarnessOp:
+    variants: Callable[..., tuple[str, ...]]
+    c_types: Callable[..., list[str]]
+    data: Callable[..., RunData]
+    compare: Callable[..., RunResult]
+
+
+_CONVERSION = HarnessOp(
+    variants=harness_variants,
+    c_types=lambda p: [f"const {C_RAW[p.elem_bytes]}*"] + [f"{C_RAW[p.elem_bytes]}*"] * 3,
+    data=_conversion_data,
+    compare=_conversion_compare)
+
+_GATHER = HarnessOp(
+    variants=lambda p: ("",),
+    c_types=lambda p: [f"const {C_RAW[p.elem_bytes]}*", f"const {INDEX_DTYPES[p.index_dtype][1]}*",
+                       f"{C_RAW[p.elem_bytes]}*", f"{C_RAW[p.elem_bytes]}*"],
+    data=_gather_data,
+    compare=_gather_compare)
+
+#: plan.operation -> how its harness is called, fed and checked
+OPERATIONS: dict[str, HarnessOp] = {"convert": _CONVERSION, "store": _CONVERSION, "load": _CONVERSION,
+                                    "copy": _CONVERSION, "gather": _GATHER}
+
+
+def operation(plan) -> HarnessOp:
+    """The ``OPERATIONS`` row of ``plan``."""
+    try:
+        return OPERATIONS[plan.operation]
+    except KeyError:
+        raise ValueError(f"no harness driver for operation {plan.operation!r}") from None
