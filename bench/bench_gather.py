@@ -33,7 +33,7 @@ from llgen_bench.sass import sass_counts, sass_text  # noqa: E402
 from llgen_bench.timing import measure_clock_mhz  # noqa: E402
 from llgen_bench.corpus import GATHER_NAMED, blocked  # noqa: E402
 from ll_codegen.plan.gather import plan_gather  # noqa: E402
-from ll_codegen.emit.gather import gather_files  # noqa: E402
+from ll_codegen.emit.render import render_files  # noqa: E402
 from ll_codegen.spec import spec_from_dict  # noqa: E402
 
 
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
             except ValueError:
                 continue
             kname = re.sub(r"\W", "_", f"{name}_{label}")
-            for f, text in gather_files(p, kname, ("header", "bench")).items():
+            for f, text in render_files(p, kname, ("header", "bench")).items():
                 with open(os.path.join(work, f), "w") as fh:
                     fh.write(text)
             jobs.append({"case": name, "label": label, "plan": p, "kernel": kname, "auto": auto.strategy,

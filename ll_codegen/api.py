@@ -414,7 +414,7 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
                  emit: Sequence[str] | str | None = None, root: str | None = None) -> Gather:
     """Plan and render (in memory) the files ``llgen gather`` writes; spec
     paths are recorded as given and opened relative to ``root`` when given."""
-    from ll_codegen.emit.gather import gather_files as render_files
+    from ll_codegen.emit.render import render_files
     kinds = parse_emit(emit)
     if name is not None:
         check_name(name)

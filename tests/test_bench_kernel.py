@@ -14,7 +14,8 @@ from ll_codegen.verify import host
 from ll_codegen.api import back_plan, plan_conversion
 from llgen_bench.timing import expected_output
 from llgen_bench.corpus import COL, MMA, ROW
-from ll_codegen.emit.render import RAW_TYPES, write_files
+from ll_codegen.core.dtypes import C_RAW
+from ll_codegen.emit.render import write_files
 from ll_codegen.spec import spec_from_dict
 
 pytestmark = pytest.mark.compile
@@ -44,7 +45,7 @@ ITERS = (3, 4)
 
 
 def _driver(name: str, plan, bench_file: str) -> str:
-    raw = RAW_TYPES[plan.elem_bytes]
+    raw = C_RAW[plan.elem_bytes]
     n = int(np.prod(plan.shape))
     calls = "\n".join(f"    run(\"{k}\", {it}, [&] {{ {name}_{k}(in.data(), out.data(), {it}); }});"
                       for k in ("bench", "base") for it in ITERS)

@@ -290,13 +290,13 @@ def test_headers_compile(tmp_path, tool):
     """Every header + harness compiles without warnings: nvcc sm_90, and sm_80 with
     LLGEN_GATHER_CHECK; hipcc gfx90a (wave64) and gfx1030 (wave32)."""
     from toolchain import HIP_ENV, failures, need, run_all
-    from ll_codegen.emit.gather import gather_files
+    from ll_codegen.emit.render import render_files
     exe = need("nvcc" if tool == "cuda" else "hipcc")
     items = [(n, p) for n, p in _compile_items() if p.target == tool]
     assert len(items) >= 5
     tus = collections.defaultdict(list)
     for name, p in items:
-        for fname, text in gather_files(p, name).items():
+        for fname, text in render_files(p, name).items():
             (tmp_path / fname).write_text(text)
         tus[p.arch if tool == "hip" else "all"].append(fname)
     jobs = []
@@ -318,7 +318,7 @@ def test_headers_compile(tmp_path, tool):
 def test_ptx_shuffle_count_matches_the_plan(tmp_path):
     """The PTX of a shuffle gather has exactly the planned shfl.sync count; an smem gather none."""
     from toolchain import need, run
-    from ll_codegen.emit.gather import gather_files
+    from ll_codegen.emit.render import render_files
     nvcc = need("nvcc")
     L = spec_from_dict(GATHER_NAMED[0].src).linear
     lanes = spec_from_dict(GATHER_NAMED[3].src).linear
@@ -326,7 +326,7 @@ def test_ptx_shuffle_count_matches_the_plan(tmp_path):
                     ("b", plan_gather(L, L, 1, "f16", strategy="shuffle")),
                     ("c", plan_gather(lanes, lanes, 1, "f64", strategy="shuffle")),
                     ("d", plan_gather(L, L, 1, "f32", strategy="smem"))):
-        for fname, text in gather_files(p, name).items():
+        for fname, text in render_files(p, name).items():
             (tmp_path / fname).write_text(text)
         rc, out = run([nvcc, "-std=c++17", "-arch=sm_90", "-ptx", f"{name}_harness.cu", "-o", f"{name}.ptx"],
                       str(tmp_path))
@@ -411,18 +411,18 @@ def test_bench_kernel_writes_the_expected_output(tmp_path):
     import subprocess
     from ll_codegen.verify import host
     from llgen_bench.gather import bench_expected, bench_inputs
-    from ll_codegen.emit.gather import gather_files
-    from ll_codegen.emit.render import RAW_TYPES
+    from ll_codegen.core.dtypes import C_RAW
+    from ll_codegen.emit.render import render_files
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     L = spec_from_dict(GATHER_NAMED[0].src).linear
     lanes = spec_from_dict(GATHER_NAMED[3].src).linear
     for name, p in (("bs", plan_gather(L, L, 1, "f16", strategy="smem")),
                     ("bh", plan_gather(lanes, lanes, 1, "f32", strategy="shuffle"))):
-        for f, t in gather_files(p, name, ("header", "bench")).items():
+        for f, t in render_files(p, name, ("header", "bench")).items():
             (tmp_path / f).write_text(t)
         src, idx = bench_inputs(p, 1, seed=3)
-        raw, ns, ni = RAW_TYPES[p.elem_bytes], src.size, idx.size
+        raw, ns, ni = C_RAW[p.elem_bytes], src.size, idx.size
         drv = tmp_path / f"{name}.cpp"
         drv.write_text(f'''#include "{name}_bench.cu"
 #include <cstdio>

@@ -15,8 +15,8 @@ import pytest
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.model import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan, ShuffleRound,
                              SmemAccess, SmemPlan, SmemRound, XorForm)
-from ll_codegen.emit.render import (file_names, linear_expr, parity_expr, render, select_tree, write_files,
-                               xor_form_expr)
+from ll_codegen.emit.cexpr import linear_expr, parity_expr, select_tree, xor_form_expr
+from ll_codegen.emit.render import file_names, render, write_files
 from toolchain import HIP_ENV, check_isa, check_ptx, need, run_all, uses_matrix
 
 from ll_codegen.plan import planner
@@ -260,7 +260,7 @@ def test_shuffle_pack_ops_count_the_rendered_permutes():
     from dataclasses import replace
     from llgen_bench.corpus import random_pair
     from ll_codegen.plan.model import word_view
-    from ll_codegen.emit.render import _conversion, _convert_function
+    from ll_codegen.emit.convert import convert_function, namespace
     from ll_codegen.plan.shuffle import plan_shuffle, swap_form
     rng, checked, nonzero = random.Random(7), 0, 0
     for _ in range(60):
@@ -275,7 +275,7 @@ def test_shuffle_pack_ops_count_the_rendered_permutes():
                 q = replace(p, shuffle=sp)
                 if not word_view(q):
                     continue
-                fn = _convert_function(q, _conversion(q, "k"))
+                fn = convert_function(q, namespace(q, "k"))
                 got = _distinct_byte_perms("\n".join(line for step in fn.steps for line in step["lines"]))
                 assert got == q.shuffle.pack_ops(word_view(q), q.dst_copies), (dtype, swaps, src.bases, dst.bases)
                 checked, nonzero = checked + 1, nonzero + (got > 0)

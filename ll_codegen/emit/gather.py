@@ -1,30 +1,28 @@
-"""Render a ``GatherPlan`` (``gather.py``) as CUDA or HIP source.
+"""Render a gather (``plan.operation == "gather"``, a ``GatherPlan``):
+``gather()``, the harness and the CUDA bench.
 
-As for conversions (``render.py``), every expression is decided here and the
-templates (``templates/gather.cuh.j2``, ``templates/gather_harness.cu.j2``)
-only loop and substitute.  Files: ``<name>.cuh`` / ``<name>.h`` (header) and
-``<name>_harness.cu`` / ``<name>_harness.hip`` (one CTA gathering a row-major
-tensor, for bit-exact checks); ``<name>_bench.cu`` (CUDA only) repeats the
-gather in a loop for the benchmark (``bench/bench_gather.py``).
+``out[r]`` is the source element at ``idx_index(r, lane, warp)`` with
+coordinate ``kAxis`` replaced by ``idx[r] mod kAxisSize``.  Both layouts are
+linear, so the source lane and register of that element are XorForms of the
+thread plus a linear map of the index's bits ``v``: a shuffle plan sends
+every candidate register (packed into 32-bit words) from the computed lane
+and selects by the index's register bits; a shared-memory plan stores the
+source tile once (threads holding broadcast copies skip), a barrier, then
+loads at ``ld_base ^ offset ^ v_offset(v)``.  As for the other operations,
+every expression is decided here; the templates (``templates/gather.cuh.j2``,
+``gather_harness.cu.j2``, ``gather_bench.cu.j2``) only loop and substitute.
 """
 from __future__ import annotations
 
 import math
-import os
 from typing import Sequence
 
+from ll_codegen.core.dtypes import C_RAW, INDEX_DTYPES
+from ll_codegen.core.layout import layout_of
+from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, comment_lines, hex_const, index_function,
+                                   linear_expr, pack_words, select_tree, signature, strip_parens, xor_form_expr)
 from ll_codegen.plan.gather import GatherPlan
-from ll_codegen.core.layout import LinearLayout
-from ll_codegen.emit.render import (FULL_MASK, RAW_TYPES, _comment, _env, _hex, _strip, address_expr, aligned, file_names,
-                     index_function, linear_expr, pack_words, select_tree, signature, xor_form_expr)
-
-INDEX_C_TYPES = {"i32": "int32_t", "u32": "uint32_t", "i16": "int16_t", "u16": "uint16_t", "i8": "int8_t",
-                 "u8": "uint8_t"}
-GATHER_KINDS = ("header", "harness", "bench")
-
-
-def _layout(bases: dict) -> LinearLayout:
-    return LinearLayout(bases["in_dims"], bases["out_dims"], require_surjective=False)
+from ll_codegen.plan.report import summary
 
 
 def _bit(var: str, p: int) -> str:
@@ -44,7 +42,7 @@ class _Body:
         self.lane_bits = plan.warp_size.bit_length() - 1
         self.warp_bits = plan.num_warps.bit_length() - 1
         self.axis_bits = plan.axis_size.bit_length() - 1
-        self.raw = RAW_TYPES[plan.elem_bytes]
+        self.raw = C_RAW[plan.elem_bytes]
         self.needs: set[str] = set()
         self.prologue: list[tuple[str, str]] = []
         self.lines: list[str] = []
@@ -86,7 +84,7 @@ class _Body:
             if not (self.v_expr(s.v_lane) or (s.select_bits and self.v_expr(s.v_reg))):
                 body.append("(void)v;  // an axis of size 1")
             lane_terms = [t for t in ("lane_t" if lane_t != "0u" else "", self.v_expr(s.v_lane),
-                                      _hex(o.lane) if o.lane else "") if t]
+                                      hex_const(o.lane) if o.lane else "") if t]
             body.append(f"const int src_lane = static_cast<int>({' ^ '.join(lane_terms) or '0u'});")
             if s.select_bits:
                 x_terms = [t for t in ("reg_t" if reg_t != "0u" else "", self.v_expr(s.v_reg)) if t]
@@ -109,7 +107,7 @@ class _Body:
                 sel = select_tree(words, bits[lp:]) if nk > 1 else words[0]
                 if w < 4 and lp:
                     slot = " | ".join(f"({b} << {j})" if j else b for j, b in enumerate(bits[:lp]))
-                    sel = f"({_strip(sel) if '?' not in sel else sel}) >> (({slot}) * {8 * w})"
+                    sel = f"({strip_parens(sel) if '?' not in sel else sel}) >> (({slot}) * {8 * w})"
                 got.append(sel)
             if w == 8:
                 body.append(f"d[{r}] = (static_cast<uint64_t>({got[1]}) << 32) | ({got[0]});")
@@ -128,10 +126,10 @@ class _Body:
         guard = []
         if m.lane_skip:
             self.needs.add("lane")
-            guard.append(f"(lane & {_hex(m.lane_skip)}) == 0")
+            guard.append(f"(lane & {hex_const(m.lane_skip)}) == 0")
         if m.warp_skip:
             self.needs.add("warp")
-            guard.append(f"(warp & {_hex(m.warp_skip)}) == 0")
+            guard.append(f"(warp & {hex_const(m.warp_skip)}) == 0")
         self.lines.append("__syncthreads();  // smem free (an earlier use by the caller is done)")
         if guard:
             self.lines.append(f"if ({' && '.join(guard)}) {{  // lanes/warps holding broadcast copies skip the store")
@@ -141,7 +139,7 @@ class _Body:
             nb = len(acc.regs) * w
             words = pack_words([f"s[{r}]" for r in acc.regs], w, self.cuda)
             if nb <= 4:
-                t, val = RAW_TYPES[nb], f"static_cast<{RAW_TYPES[nb]}>({words[0]})"
+                t, val = C_RAW[nb], f"static_cast<{C_RAW[nb]}>({words[0]})"
             else:
                 t = f"detail::V{nb}"
                 val = f"{t}{{{{{', '.join(words)}}}}}"
@@ -155,13 +153,13 @@ class _Body:
             a = address_expr("ld_base", off, sup)
             if vt:
                 self.lines.append(f"{{ const unsigned v = detail::index_bits(idx[{r}]); "
-                                  f"d[{r}] = detail::ld<{self.raw}>(sm + ({a} ^ ({_strip(vt)}))); }}")
+                                  f"d[{r}] = detail::ld<{self.raw}>(sm + ({a} ^ ({strip_parens(vt)}))); }}")
             else:                                     # an axis of size 1: every index reads coordinate 0
                 self.lines.append(f"(void)detail::index_bits(idx[{r}]); d[{r}] = detail::ld<{self.raw}>(sm + ({a}));")
 
 
 def _summary(plan: GatherPlan) -> list[str]:
-    return plan.summary().rstrip("\n").splitlines()
+    return summary(plan).rstrip("\n").splitlines()
 
 
 def _barriers(plan: GatherPlan) -> str:
@@ -174,23 +172,16 @@ def _barriers(plan: GatherPlan) -> str:
             "__syncthreads() before writing smem again.")
 
 
-def render_gather(plan: GatherPlan, kind: str, name: str, command: str = "", src_text: str | None = None,
-                  idx_text: str | None = None) -> str:
-    """Source text of one generated file (``header``, ``harness`` or ``bench``)."""
-    if kind not in GATHER_KINDS:
-        raise ValueError(f"unknown kind {kind!r} (known: {', '.join(GATHER_KINDS)})")
-    if not name.isidentifier():
-        raise ValueError(f"name {name!r} is not a C identifier")
-    if kind == "bench" and plan.target != "cuda":
-        raise ValueError("the gather bench is CUDA only")
-    cuda = plan.target == "cuda"
-    src, idx = _layout(plan.src_bases), _layout(plan.idx_bases)
-    names = file_names(plan.target, name)
-    raw = RAW_TYPES[plan.elem_bytes]
-    ctx = dict(name=name, cuda=cuda, raw=raw, index_t=INDEX_C_TYPES[plan.index_dtype], header_file=names["header"],
-               smem_bytes=plan.smem_bytes, src_elems=math.prod(plan.src_shape), idx_elems=math.prod(plan.idx_shape))
-    if kind != "header":
-        return _env().get_template(f"gather_{kind}.cu.j2").render(**ctx)
+def _values(plan: GatherPlan) -> dict:
+    """Template values every gather file uses."""
+    return dict(index_t=INDEX_DTYPES[plan.index_dtype][1], smem_bytes=plan.smem_bytes,
+                src_elems=math.prod(plan.src_shape), idx_elems=math.prod(plan.idx_shape))
+
+
+def header(plan: GatherPlan, name: str, command: str = "", src_text: str | None = None,
+           idx_text: str | None = None, back_plan: None = None) -> dict:
+    """Template values of the header (``idx_text``: the index layout's text)."""
+    src, idx = layout_of(plan.src_bases), layout_of(plan.idx_bases)
     body = _Body(plan)
     if plan.shuffle is not None:
         body.shuffle()
@@ -211,8 +202,9 @@ def render_gather(plan: GatherPlan, kind: str, name: str, command: str = "", src
             (f"__attribute__((unused)) constexpr int kIdxShape[kRank] = {{{', '.join(map(str, plan.idx_shape))}}};",
              "index and output tensors (row-major)")]
     what = f"{'shuffles' if plan.shuffle is not None else 'shared memory'}"
-    ctx.update(
-        comment=_comment(
+    return dict(
+        _values(plan),
+        comment=comment_lines(
             f"Generated by ll_codegen. Do not edit.\nCommand: {command or '(library call)'}\n\n"
             f"Source layout ({plan.n_src} registers x {plan.warp_size} lanes x {plan.num_warps} warps):\n"
             f"{src_text if src_text is not None else repr(src)}\n\n"
@@ -232,18 +224,22 @@ def render_gather(plan: GatherPlan, kind: str, name: str, command: str = "", src
                             "unsigned tid = threadIdx.x"),
         unused=[] if plan.smem is not None else ["smem"],
         prologue=body.head(), lines=body.lines, uses_smem=plan.smem is not None)
-    return _env().get_template("gather.cuh.j2").render(**ctx)
 
 
-def gather_files(plan: GatherPlan, name: str, kinds: Sequence[str] = ("header", "harness"), command: str = "",
-                 src_text: str | None = None, idx_text: str | None = None) -> dict[str, str]:
-    """file name -> text for ``kinds``."""
-    names = file_names(plan.target, name)
-    return {names[k]: render_gather(plan, k, name, command, src_text, idx_text) for k in kinds}
+def harness(plan: GatherPlan, name: str, command: str = "", src_text: str | None = None,
+            idx_text: str | None = None, back_plan: None = None) -> dict:
+    """Template values of the harness: one CTA gathering the row-major tensors."""
+    return _values(plan)
 
 
-def write_gather(plan: GatherPlan, directory: str, name: str, kinds: Sequence[str] = ("header", "harness")) -> list[str]:
-    """Render, then write all files or none (``files.write_all``); returns the paths."""
-    from ll_codegen.core.files import write_all
-    return write_all({os.path.join(directory, f): t for f, t in gather_files(plan, name, kinds).items()},
-                     make_dirs=True)
+def bench(plan: GatherPlan, name: str, command: str = "", src_text: str | None = None,
+          idx_text: str | None = None, back_plan: None = None) -> dict:
+    """Template values of the bench (CUDA only): the gather ``iters`` times, each index depending on the last output."""
+    if plan.target != "cuda":
+        raise ValueError("the gather bench is CUDA only")
+    return _values(plan)
+
+
+#: kind -> (template, its values) of a gather's files
+GATHER_FILES = {"header": ("gather.cuh.j2", header), "harness": ("gather_harness.cu.j2", harness),
+                "bench": ("gather_bench.cu.j2", bench)}

@@ -1,0 +1,347 @@
+"""Render a register -> register conversion (``plan.operation == "convert"``):
+``convert()`` and its packed-word twin, the harness, and the round-trip bench.
+
+A conversion moves every element from the register/lane/warp the source
+layout gives it to the one the destination layout gives it, by one of three
+bodies: register moves within the thread (whole words or byte permutes in
+the word view), warp shuffles (rounds of ``__shfl_xor_sync``/``__shfl_sync``,
+the payload selected per lane by parity bits of the lane, optionally by swap
+stages), or a round trip through shared-memory scratch (stores, a barrier,
+loads per round).  The barrier contract each body implies is written into the
+function's comment (``barrier_contract``).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ll_codegen.core.layout import LinearLayout, layout_of
+from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, harness_context,
+                                  header_context, new_namespace, word_counts)
+from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
+                                   linear_expr, row_major_form, select_tree, strip_parens, xor_form_expr)
+from ll_codegen.plan.model import ConversionPlan, LaneSelect, swap_stages, with_partners, word_view
+
+
+class ConvertBuilder(Builder):
+    """The body of ``convert()`` (or ``convert_words()``): register moves, shuffles or shared-memory rounds."""
+
+    def build(self, masked: bool = False) -> Fn:
+        p = self.p
+        if p.register is not None and p.shuffle is None and p.smem is None and self.per:
+            at = [(f"s[{j // self.per}]", j % self.per) for j in p.register.dst_from_src]
+            self.fn.steps = [{"comment": "Register moves: whole words where they line up, else byte permutes",
+                                "lines": [f"d[{k}] = {compose_word(at[k * self.per:(k + 1) * self.per], p.elem_bytes)};"
+                                          for k in range(p.n_dst // self.per)]}]
+            return self.fn
+        if p.register is not None and p.shuffle is None and p.smem is None:
+            pairs = [(f"dst[{i}] = src[{j}];", "") for i, j in enumerate(p.register.dst_from_src)]
+            self.fn.moves = [c for c, _ in pairs] + [f"dst[{a}] = dst[{b}];" for a, b in p.dst_copies]
+            return self.fn
+        if p.shuffle is not None:
+            self.shuffle()
+        elif p.smem is not None:
+            self.smem()
+        else:
+            raise ValueError(f"plan with strategy {p.strategy!r} has no register, shuffle or smem part")
+        if not self.per:                          # the word view folds copies into the words
+            self.fn.copies = aligned((f"d[{a}] = d[{b}];", "broadcast copy") for a, b in p.dst_copies)
+        return self.fn
+
+    def shuffle(self) -> None:
+        s = self.p.shuffle
+        rows: list[tuple[str, str]] = []
+        src_lane = None
+        if s.src_lane is not None:
+            e = linear_expr(s.src_lane, "lane", self.lane_bits) or "0u"
+            rows.append((f"const unsigned src_lane = {strip_parens(e)};", "source lane before the round's xor"))
+            self.needs.add("lane")
+            src_lane = "src_lane"
+        send_bits = self.select_bits(s.send_select)
+        recv_bits = self.select_bits(s.recv_select)
+        suffix = ["_lo", "_hi"] if s.words == 2 else [""]
+        pack, shfl, recv_words = [], [], []
+        if s.send_swaps:       # the payload words of every tuple, then the swap stages
+            finals = [rnd.send[0] for rnd in s.rounds]
+            stages = swap_stages(finals, s.send_swaps)
+            words = {}
+            for j, t in enumerate(with_partners(stages[0], s.send_swaps[0])):
+                words[t] = [f"w{j}{x}" for x in suffix]
+                pack += [f"const uint32_t {n} = {e};" for n, e in zip(words[t], self.src_words(t))]
+            lines, words = self.swap_lines("w", words, stages, s.send_swaps, send_bits, suffix)
+            pack += lines
+            payloads = [words[t] for t in finals]
+        for i, rnd in enumerate(s.rounds):
+            out_names = [f"out{i}{x}" for x in suffix]
+            in_names = [f"in{i}{x}" for x in suffix]
+            if s.send_swaps:
+                out_names = payloads[i]
+            else:
+                cands = [self.src_words(regs) for regs in rnd.send]
+                pack += [f"const uint32_t {o} = {select_tree([c[k] for c in cands], send_bits)};"
+                         for k, o in enumerate(out_names)]
+            for k, (o, n) in enumerate(zip(out_names, in_names)):
+                if src_lane is None and rnd.lane_xor == 0:
+                    in_names[k] = o                              # the lane keeps its own payload
+                    continue
+                if src_lane is None:
+                    call = (f"__shfl_xor_sync({FULL_MASK}, {o}, {hex_const(rnd.lane_xor)})" if self.cuda
+                            else f"__shfl_xor({o}, {hex_const(rnd.lane_xor)})")
+                else:
+                    lane_e = address_expr(src_lane, rnd.lane_xor, (1 << self.lane_bits) - 1).replace(" + ", " ^ ")
+                    call = f"__shfl_sync({FULL_MASK}, {o}, {lane_e})" if self.cuda else f"__shfl({o}, {lane_e})"
+                shfl.append(f"const uint32_t {n} = {call};")
+            recv_words.append(in_names)
+        unpack = []
+        if s.recv_swaps:      # swap stages on the received words, then one unpack for every lane
+            words = {rnd.recv[0]: recv_words[i] for i, rnd in enumerate(s.rounds)}
+            lines, words = self.swap_lines("v", words, swap_stages(list(words), s.recv_swaps), s.recv_swaps,
+                                           recv_bits, suffix)
+            unpack += lines
+            self.dst_src, self.words_done = {}, set()
+            for t, names in words.items():
+                unpack += [f"d[{r}] = {e};" for r, e in self.receive(names, t)]
+        else:
+            # destination register (word) <- (round, slot) for each recv-select value
+            written: dict[int, dict[int, str]] = {}
+            for c in range(s.recv_select.size):
+                self.dst_src, self.words_done = {}, set()
+                for i, rnd in enumerate(s.rounds):
+                    for r, e in self.receive(recv_words[i], rnd.recv[c]):
+                        written.setdefault(r, {})[c] = e
+            for r in sorted(written):
+                by_c = written[r]
+                if len(by_c) != s.recv_select.size:
+                    raise ValueError(f"shuffle plan: dst[{r}] is received for only some lanes")
+                unpack.append(f"d[{r}] = {select_tree([by_c[c] for c in range(s.recv_select.size)], recv_bits)};")
+        self.finish_prologue(rows)
+        n_shfl = len(shfl)
+        how = "lane ^ c" if s.src_lane is None else "src_lane ^ c"
+
+        def lane_dependent(side: str, sel: LaneSelect, swaps: tuple[int, ...]) -> str:
+            return f"{sel.size}-way lane-dependent {side}" + (f" by {len(swaps)} swap stage(s)" if swaps else "")
+        send_how = f", {lane_dependent('send', s.send_select, s.send_swaps)}" if s.send_select.size > 1 else ""
+        recv_how = f" ({lane_dependent('receive', s.recv_select, s.recv_swaps)})" if s.recv_select.size > 1 else ""
+        self.fn.steps = [
+            {"comment": f"Pack: {len(s.rounds)} round(s) x {s.words} word(s), {s.vec} element(s) per payload"
+                        + send_how, "lines": pack},
+            {"comment": f"Exchange: {n_shfl} shuffle(s) issued back to back, source lane {how}", "lines": shfl},
+            {"comment": "Unpack" + recv_how, "lines": unpack},
+        ]
+
+    @staticmethod
+    def swap_lines(prefix: str, words: dict[tuple[int, ...], list[str]], stages: list[list[tuple[int, ...]]],
+                   swaps: Sequence[int], bits: Sequence[str], suffix: Sequence[str]
+                   ) -> tuple[list[str], dict[tuple[int, ...], list[str]]]:
+        """Swap stage k: ``t = bit_k ? t ^ swaps[k] : t`` for the register tuples it writes
+        (``plan.swap_stages``), from ``words`` (tuple -> word names); the lines and the last
+        stage's words."""
+        lines = []
+        for k, (x, outs) in enumerate(zip(swaps, stages)):
+            new = {}
+            for j, t in enumerate(outs):
+                partner = tuple(r ^ x for r in t)
+                if t not in words or partner not in words:
+                    raise ValueError(f"shuffle plan: swap stage {k} needs registers {t} and {partner}")
+                new[t] = [f"{prefix}{k + 1}_{j}{sfx}" for sfx in suffix]
+                lines += [f"const uint32_t {n} = {bits[k]} ? {b} : {a};"
+                          for n, a, b in zip(new[t], words[t], words[partner])]
+            words = new
+        return lines, words
+
+    def smem(self) -> None:
+        m = self.p.smem
+        st_sup, ld_sup = m.store_base.support, m.load_base.support
+        guard = None
+        if m.store_warp_skip:
+            self.needs.add("warp")
+            guard = f"(warp & {hex_const(m.store_warp_skip)}) == 0"
+        steps = []
+        nround = len(m.rounds)
+        visible = "__syncthreads()"     # stores -> loads; the barrier before the stores stays block-wide
+        if m.barrier == "warp":
+            visible = "__syncwarp()" if self.cuda else "detail::warp_sync()"
+            self.conv.warp_sync = not self.cuda
+        # the barrier before each round's stores (none before round 0 with two scratch buffers)
+        free = (f"{visible};  // scratch free (previous use done by this warp: its own slice)" if m.per_warp
+                else "__syncthreads();  // scratch free (previous use done)")
+        for i, rnd in enumerate(m.rounds):
+            stores = [self.store(a, m.store_instr, m.store_vec, st_sup, k) for k, a in enumerate(rnd.stores)]
+            loads, unpack = [], []
+            for k, a in enumerate(rnd.loads):
+                ld, un = self.load(a, m.load_instr, m.load_vec, ld_sup, f"v{k}" if nround == 1 else f"v{i}_{k}")
+                loads.append(ld)
+                unpack += un
+            tag = f"Round {i}/{nround}: " if nround > 1 else ""
+            steps.append({
+                "comment": f"{tag}{len(stores)} store(s) of {self.width(m.store_instr, m.store_vec)}, "
+                           f"{len(loads)} load(s) of {self.width(m.load_instr, m.load_vec)}",
+                "stores": stores, "guard": guard, "loads": loads, "unpack": unpack, "visible": visible,
+                "free": free if i > 0 or m.buffers == 1 else None})
+        self.fn.steps = steps
+        self.finish_prologue(self.smem_rows(("st", m.store_base), ("ld", m.load_base)))
+
+
+def one_line(plan: ConversionPlan) -> str:
+    """How the conversion moves data, in one line (``convert()``'s comment)."""
+    p = plan
+    if p.shuffle is not None:
+        s = p.shuffle
+        return f"warp shuffles: {len(s.rounds)} round(s) x {s.words} word(s)"
+    if p.smem is not None:
+        m = p.smem
+        return (f"through shared memory: {len(m.rounds)} round(s), {m.bytes} bytes, "
+                f"{m.store.bank_conflicts}/{m.load.bank_conflicts} bank conflicts per store/load")
+    if p.strategy == "noop":
+        return "no data movement (identical layouts)"
+    return "register permutation within each thread"
+
+
+def barrier_contract(plan: ConversionPlan) -> str:
+    """Which barriers convert() issues and what the caller must guarantee: none
+    for register moves and shuffles (whole warps call), block or warp barriers
+    around each shared-memory round, none before the first stores when the
+    caller alternates two scratch buffers."""
+    if plan.shuffle is not None:
+        return ("Barriers: none; smem is not touched. Each warp exchanges data within itself (shuffles), so "
+                "the call must be made by whole warps (all lanes active).")
+    if plan.smem is None:
+        return "Barriers: none; smem is not touched and no data leaves the thread."
+    m, n = plan.smem, len(plan.smem.rounds)
+    every = "Every thread of the block must make the call, with tid in [0, kThreads)."
+    still = ("When it returns, other threads may still be reading smem: __syncthreads() before writing smem "
+             "again (another convert() does that itself).")
+    sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
+    if m.buffers == 2:
+        return (f"Barriers: {m.block_barriers} __syncthreads() ({n} round(s)), none before the first stores: "
+                f"kScratchBuffers = 2 -- consecutive conversions must use different scratch buffers (allocate "
+                f"two of kSmemBytes and alternate), so that the block barrier between this call's stores and "
+                f"loads has ordered every read of the buffer by the call before the previous one. Before the "
+                f"first call, and before reusing a buffer for anything else, __syncthreads(). {every}")
+    if m.per_warp:
+        return (f"Barriers: {m.warp_barriers} {sync}, no block barrier ({n} round(s)); the scratch is "
+                f"split per warp (--scratch-per-warp): warp w stores and loads only bytes [w * kWarpSliceBytes, "
+                f"(w + 1) * kWarpSliceBytes). The caller guarantees that no other warp has touched this "
+                f"warp's slice since the last __syncthreads() (consecutive --scratch-per-warp conversions of "
+                f"the same kSmemBytes on one scratch need nothing between them); before using the scratch for "
+                f"anything else, __syncthreads(). {every}")
+    if m.barrier == "warp":
+        return (f"Barriers: {m.block_barriers} __syncthreads() and {m.warp_barriers} {sync} ({n} round(s)): a "
+                f"block barrier before each round's stores, so the scratch may still be in use by the caller or "
+                f"an earlier convert() when this one starts; a warp barrier between stores and loads, enough "
+                f"because every warp reads back only bytes it wrote itself. {every} {still}")
+    return (f"Barriers: {2 * n} __syncthreads() ({n} round(s): one before each round's stores, so the "
+            f"scratch may still be in use by the caller or an earlier convert() when this one starts; one "
+            f"between stores and loads). Every thread of the block must make the call (block-wide barriers), "
+            f"with tid in [0, kThreads). {still}")
+
+
+def convert_function(plan: ConversionPlan, conv: Namespace) -> Fn:
+    """``convert()`` (and ``convert_words()`` in the word view), its body built into ``conv``."""
+    per = word_view(plan)
+    fn = Fn("convert", f"const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem, {TID}",
+            unused=[] if plan.smem_bytes else ["smem"],
+            raw_in=["U s[kSrcRegs], d[kDstRegs];", "memcpy(s, src, sizeof s);"], raw_out=["memcpy(dst, d, sizeof d);"])
+    fn.doc = [f"// dst = src in the destination layout: {one_line(plan)}.",
+              "// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);",
+              "// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.",
+              f"// {barrier_contract(plan)}"]
+    if per:
+        fn.word_params = f"const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem, {TID}"
+        fn.word_call = ["uint32_t s[kSrcWords], d[kDstWords];", "memcpy(s, src, sizeof s);",
+                        "convert_words(s, d, smem, tid);", "memcpy(dst, d, sizeof d);"]
+        fn.doc += ["// convert_words: the same on packed 32-bit words -- word i holds elements",
+                   f"// {per}i .. {per}i+{per - 1}, lowest first, as mma fragments keep 8/16-bit data."]
+    ConvertBuilder(plan, conv, fn).build()
+    return fn
+
+
+def namespace(plan: ConversionPlan, name: str) -> Namespace:
+    """The generated namespace of a conversion: constants, src_index/dst_index, convert()."""
+    conv = new_namespace(plan, name)
+    p = plan
+    head = [(f"constexpr int kSrcRegs   = {p.n_src};", "elements per thread before convert()"),
+            (f"constexpr int kDstRegs   = {p.n_dst};", "elements per thread after convert()"),
+            (f"constexpr int kSmemBytes = {p.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
+    if p.smem is not None and p.smem.buffers == 2:
+        head.append(("constexpr int kScratchBuffers = 2;", "alternate two kSmemBytes buffers between calls"))
+    if p.smem is not None and p.smem.per_warp:
+        head.append((f"constexpr int kWarpSliceBytes = {p.smem.bytes // p.num_warps};",
+                     "warp w uses scratch bytes [w * kWarpSliceBytes, (w + 1) * kWarpSliceBytes)"))
+    words = word_counts(plan)
+    tail = [(f"constexpr int kSrcWords  = {words[0]};", "packed 32-bit words for convert_words()"),
+            (f"constexpr int kDstWords  = {words[1]};", "")] if words else []
+    conv.constants = constants(plan, head, tail)
+    conv.functions = [convert_function(plan, conv)]
+    conv.index_functions = INDEX_COMMENT + [index_function("src_index", layout_of(plan.src_bases)),
+                                            index_function("dst_index", layout_of(plan.dst_bases))]
+    return conv
+
+
+def header(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
+           dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+    """Template values of the header."""
+    return header_context(plan, namespace(plan, name), command, src_text, dst_text)
+
+
+def harness(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
+            dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+    """Template values of the harness: source registers from the tensor, convert(), back to the tensor."""
+    return dict(conv=namespace(plan, name), **harness_context(plan, None))
+
+
+# ------------------------------------------------------------------ the bench
+def thread_io(layout: LinearLayout, plan: ConversionPlan, var: str, decls: list[str]) -> tuple[str, list[str]]:
+    """(index declaration, per-register index expressions) of the row-major
+    global tensor; adds the ``lane``/``warp`` declarations it needs to ``decls``."""
+    form, consts = row_major_form(layout)
+    lane_bits, warp_bits = plan.warp_size.bit_length() - 1, plan.num_warps.bit_length() - 1
+    e = xor_form_expr(form, lane_bits, warp_bits)
+    for v, d in (("lane", "const unsigned lane = threadIdx.x & (kWarpSize - 1);"),
+                 ("warp", "const unsigned warp = threadIdx.x / kWarpSize;")):
+        if v in e and d not in decls:
+            decls.append(d)
+    decls.sort(key=lambda d: "warp" in d.split("=")[0])
+    sup = form.support
+    return f"const unsigned {var} = {e};", [address_expr(var, c, sup) for c in consts]
+
+
+def bench_smem(plan: ConversionPlan, back_plan: ConversionPlan) -> tuple[int, int]:
+    """(bytes of one scratch buffer, dynamic shared memory of the bench launch): two buffers, the
+    forward conversion in the first and the reverse one in the second, when either plan
+    alternates scratch buffers (``SmemPlan.buffers == 2``)."""
+    buffer = max(plan.smem_bytes, back_plan.smem_bytes)
+    if not any(p.smem is not None and p.smem.buffers == 2 for p in (plan, back_plan)):
+        return buffer, buffer
+    buffer = -(-buffer // 16) * 16            # the second buffer 16-byte aligned, as the first
+    return buffer, 2 * buffer
+
+
+def bench(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
+          dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+    """Template values of the round-trip bench: ``plan`` forward, ``back_plan``
+    (the destination -> source conversion) back, ``iters`` times per CTA."""
+    conv = namespace(plan, name)
+    if back_plan is None:
+        raise ValueError("the bench needs back_plan (the destination -> source plan)")
+    if (back_plan.n_src, back_plan.n_dst, back_plan.elem_bytes, back_plan.threads, back_plan.target) != \
+            (plan.n_dst, plan.n_src, plan.elem_bytes, plan.threads, plan.target):
+        raise ValueError("back_plan is not the reverse of plan (registers, element size, threads or target differ)")
+    elems = 1
+    for s in plan.shape:
+        elems *= s
+    ctx = dict(conv=conv, tile_elems=elems, thread_decls=[], back=namespace(back_plan, f"{name}_back"))
+    buffer, ctx["smem_bytes"] = bench_smem(plan, back_plan)
+    ctx["buffer_bytes"] = buffer
+    ctx["back_offset"] = f" + {buffer}" if ctx["smem_bytes"] > buffer else ""
+    ctx["src_idx"], ctx["src_at"] = thread_io(layout_of(plan.src_bases), plan, "src_idx", ctx["thread_decls"])
+    # 8/16-bit elements: the loop keeps packed words and calls convert_words;
+    # the per-iteration change x ^= k then xors k into every element of a word
+    ctx["xor_words"] = bool(word_view(plan) and word_view(back_plan))
+    ctx["xor_splat"] = {1: "(static_cast<uint32_t>(k) & 0xffu) * 0x01010101u",
+                        2: "(static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u"}.get(plan.elem_bytes, "")
+    return ctx
+
+
+#: kind -> (template, its values) of a conversion's files
+CONVERT_FILES = {"header": ("header.cuh.j2", header), "harness": ("harness_convert.cu.j2", harness),
+                 "bench": ("bench.cu.j2", bench)}
