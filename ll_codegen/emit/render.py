@@ -32,6 +32,10 @@ from ll_codegen.emit.copy import COPY_FILES
 from ll_codegen.emit.env import environment
 from ll_codegen.emit.gather import GATHER_FILES
 from ll_codegen.emit.memory import LOAD_FILES, STORE_FILES
+from ll_codegen.plan.gather import GatherPlan
+from ll_codegen.plan.model import ConversionPlan
+
+Plan = ConversionPlan | GatherPlan
 
 KINDS = ("header", "harness", "bench")
 
@@ -47,8 +51,8 @@ def file_names(target: str, name: str) -> dict[str, str]:
     return {"header": f"{name}.cuh", "harness": f"{name}_harness.cu", "bench": f"{name}_bench.cu"}
 
 
-def render(plan, kind: str, name: str, command: str = "", src_layout_text: str | None = None,
-           dst_layout_text: str | None = None, back_plan=None) -> str:
+def render(plan: Plan, kind: str, name: str, command: str = "", src_layout_text: str | None = None,
+           dst_layout_text: str | None = None, back_plan: ConversionPlan | None = None) -> str:
     """Source text of one generated file of ``plan`` (a ``ConversionPlan`` or a ``GatherPlan``).
 
     ``kind``: ``header`` (the device functions), ``harness`` (one CTA moving
@@ -71,16 +75,17 @@ def render(plan, kind: str, name: str, command: str = "", src_layout_text: str |
     return environment().get_template(template).render(**ctx)
 
 
-def render_files(plan, name: str, kinds: Sequence[str] = ("header", "harness"), command: str = "",
-                 src_text: str | None = None, dst_text: str | None = None, back_plan=None) -> dict[str, str]:
+def render_files(plan: Plan, name: str, kinds: Sequence[str] = ("header", "harness"), command: str = "",
+                 src_text: str | None = None, dst_text: str | None = None,
+                 back_plan: ConversionPlan | None = None) -> dict[str, str]:
     """file name -> text for ``kinds`` (``render`` of each)."""
     names = file_names(plan.target, name)
     return {names[k]: render(plan, k, name, command, src_text, dst_text, back_plan) for k in kinds}
 
 
-def write_files(plan, directory: str, name: str, emit: Sequence[str] = ("header", "harness"),
+def write_files(plan: Plan, directory: str, name: str, emit: Sequence[str] = ("header", "harness"),
                 command: str = "", src_layout_text: str | None = None, dst_layout_text: str | None = None,
-                back_plan=None) -> list[str]:
+                back_plan: ConversionPlan | None = None) -> list[str]:
     """``render_files`` written into ``directory`` by the one writer (``core.files.write_all``:
     all rendered before any is written, all written or none); returns the written paths."""
     files = render_files(plan, name, emit, command, src_layout_text, dst_layout_text, back_plan)
