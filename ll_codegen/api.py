@@ -26,6 +26,7 @@ from ll_codegen.core import limits
 from ll_codegen.core.dtypes import DTYPE_BYTES
 from ll_codegen.core.files import check_output_dir, write_all, write_atomic
 from ll_codegen.core.layout import LinearLayout, layout_of
+from ll_codegen.emit.render import file_names, render, render_files
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.plan import planner
 from ll_codegen.plan.gather import GatherPlan, plan_gather as plan_gather_layouts
@@ -344,7 +345,6 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
 
     ``src``/``dst`` are spec paths as the user gave them (recorded in the
     header's command); they are opened relative to ``root`` when given."""
-    from ll_codegen.emit.render import file_names, render
     kinds = parse_emit(emit)
     if name is not None:
         check_name(name)
@@ -414,7 +414,6 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
                  emit: Sequence[str] | str | None = None, root: str | None = None) -> Gather:
     """Plan and render (in memory) the files ``llgen gather`` writes; spec
     paths are recorded as given and opened relative to ``root`` when given."""
-    from ll_codegen.emit.render import render_files
     kinds = parse_emit(emit)
     if name is not None:
         check_name(name)
@@ -448,7 +447,6 @@ def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, optio
 def plan_render(plan: ConversionPlan, kind: str = "header", name: str = "cvt", command: str = "",
                 src_layout_text: str | None = None, dst_layout_text: str | None = None,
                 back: ConversionPlan | None = None) -> str:
-    from ll_codegen.emit.render import render
     check_name(name)
     if kind == "bench" and back is None:
         s, d = _layouts_of(plan)
@@ -460,7 +458,6 @@ def plan_write(plan: ConversionPlan, directory: str | os.PathLike, name: str = "
                emit: Sequence[str] | str | None = ("header", "harness"), command: str = "",
                src_layout_text: str | None = None, dst_layout_text: str | None = None,
                back: ConversionPlan | None = None) -> list[str]:
-    from ll_codegen.emit.render import file_names
     kinds = parse_emit(emit)
     check_name(name)
     if "bench" in kinds and back is None:

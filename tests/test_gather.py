@@ -406,7 +406,7 @@ def test_cli_errors_are_one_line_and_write_nothing(tmp_path, args, message):
 
 @pytest.mark.compile
 def test_bench_kernel_writes_the_expected_output(tmp_path):
-    """The bench kernel (one CTA here) writes gather_gpu.bench_expected after 1 and 4 iterations, for a
+    """The bench kernel (one CTA here) writes llgen_bench.gather.bench_expected after 1 and 4 iterations, for a
     shuffle and an smem plan; so the GPU bench's output check checks the right thing."""
     import subprocess
     from ll_codegen.verify import host
