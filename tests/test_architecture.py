@@ -143,9 +143,13 @@ def test_modules_under_600_lines():
 
 
 def test_every_stage_dispatches_every_operation():
+    from ll_codegen.emit.render import OPERATIONS as RENDERERS
     from ll_codegen.plan.operations import OPERATIONS
     from ll_codegen.plan.report import SUMMARIES
-    assert set(SUMMARIES) == set(OPERATIONS)
+    from ll_codegen.verify.emulator import CHECKS
+    from ll_codegen.verify.harness import OPERATIONS as HARNESSES
+    for table in (SUMMARIES, RENDERERS, CHECKS, HARNESSES):
+        assert set(table) == set(OPERATIONS)
 
 
 # ------------------------------------------------ the checkers can fail
