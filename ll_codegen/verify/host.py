@@ -149,26 +149,6 @@ def run_driver(path: str, inputs: Sequence[bytes]) -> tuple[int, str, dict[int, 
     return proc.returncode, proc.stderr, errors, data
 
 
-def run_driver(path: str, inputs: Sequence[bytes]) -> tuple[int, str, dict[int, list[str]], bytes]:
-    """Run a built driver ``path IN OUT`` on the concatenated ``inputs``:
-    (exit status, stderr, the runtime's ``ERR <case> <message>`` lines per case,
-    the bytes it wrote to OUT)."""
-    fin, fout = path + ".in", path + ".out"
-    with open(fin, "wb") as fh:
-        fh.write(b"".join(inputs))
-    proc = subprocess.run([path, fin, fout], capture_output=True, text=True, timeout=600)
-    errors: dict[int, list[str]] = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("ERR "):
-            _, i, msg = line.split(" ", 2)
-            errors.setdefault(int(i), []).append(msg)
-    data = b""
-    if proc.returncode == 0:
-        with open(fout, "rb") as fh:
-            data = fh.read()
-    return proc.returncode, proc.stderr, errors, data
-
-
 def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, object]],
               rng: np.random.Generator) -> list[RunResult]:
     """Run a built driver once on fresh random bits; one result per case
