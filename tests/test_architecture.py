@@ -196,3 +196,11 @@ def test_architecture_doc_names_every_package():
     subpackages = {p.parent.name for p in (ROOT / PKG).glob("*/__init__.py")}
     assert {s for s in subpackages if f"{s}/" not in doc} == set()
     assert os.path.exists(ROOT / "docs" / "ARCHITECTURE.md")
+
+
+def test_every_package_is_installed():
+    """``pip install .`` (not editable) ships only the packages pyproject.toml lists."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    listed = set(re.findall(r'"([\w.]+)"', re.search(r"^packages = \[(.*?)\]", text, re.S | re.M).group(1)))
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / PKG).rglob("__init__.py")}
+    assert found - listed == set()
