@@ -15,7 +15,7 @@ operations' builders (``convert.py``, ``memory.py``, ``copy.py``) subclass it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import layout_of
@@ -141,6 +141,15 @@ def header_context(plan: ConversionPlan, conv: Namespace, command: str, src_text
         f"{dst_text if dst_text is not None else repr(dst)}\n\n"
         "Plan:\n" + "\n".join("  " + line for line in _summary_lines(plan)))
     return dict(conv=conv, comment=comment)
+
+
+def header_values(namespace: Callable[[ConversionPlan, str], "Namespace"]) -> Callable[..., dict]:
+    """The ``header`` entry of an operation's file table: the values of ``header.cuh.j2``
+    for the namespace that ``namespace(plan, name)`` builds."""
+    def header(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
+               dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+        return header_context(plan, namespace(plan, name), command, src_text, dst_text)
+    return header
 
 
 def harness_context(plan: ConversionPlan, tile) -> dict:

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, harness_context,
-                                  header_context, new_namespace, word_counts)
+                                  header_values, new_namespace, word_counts)
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
                                    linear_expr, row_major_form, select_tree, strip_parens, xor_form_expr)
 from ll_codegen.plan.model import ConversionPlan, LaneSelect, swap_stages, with_partners, word_view
@@ -277,10 +277,7 @@ def namespace(plan: ConversionPlan, name: str) -> Namespace:
     return conv
 
 
-def header(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
-           dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
-    """Template values of the header."""
-    return header_context(plan, namespace(plan, name), command, src_text, dst_text)
+header = header_values(namespace)
 
 
 def harness(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, harness_context,
-                                  header_context, new_namespace, word_counts)
+                                  header_values, new_namespace, word_counts)
 from ll_codegen.emit.cexpr import aligned, hex_const, index_function, tile_index_function
 from ll_codegen.emit.convert import namespace as convert_namespace
 from ll_codegen.plan.model import ConversionPlan, access_plan, instruction_name, word_view
@@ -269,10 +269,7 @@ def namespace(plan: ConversionPlan, name: str) -> Namespace:
     return conv
 
 
-def header(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
-           dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
-    """Template values of the header."""
-    return header_context(plan, namespace(plan, name), command, src_text, dst_text)
+header = header_values(namespace)
 
 
 def harness(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
