@@ -284,6 +284,11 @@ def parse_emit(values: Iterable[str] | str | None) -> tuple[str, ...]:
     return tuple(k for k in EMIT_KINDS if k in kinds)
 
 
+def said_all(emit: Iterable[str] | str | None) -> bool:
+    """Whether ``--emit`` asked for ``all`` (every kind that applies) rather than naming kinds."""
+    return any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ()))
+
+
 def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | None = None) -> str:
     """The text stating a layout in a header: the spec (kind, parameters,
     shape, file) and Triton's dump of the bases."""
@@ -356,11 +361,10 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
                            swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps,
                            scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
-    if (plan.memory is not None or plan.copy is not None) and "bench" in kinds:
-        said_all = any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ()))
-        if not said_all:
+    if plan.operation != "convert" and "bench" in kinds:
+        if not said_all(emit):
             raise ValueError(f"--emit bench: the bench times register conversions; this pair is a {plan.strategy} "
-                             f"between registers and memory" if plan.copy is None else
+                             f"between registers and memory" if plan.operation != "copy" else
                              "--emit bench: the bench times register conversions; this pair is a copy")
         kinds = tuple(k for k in kinds if k != "bench")          # `all`: every kind that applies
     command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name,
@@ -425,7 +429,7 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
     plan = plan_gather_layouts(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
                          strategy=strategy)
     if "bench" in kinds and plan.target != "cuda":
-        if not any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ())):
+        if not said_all(emit):
             raise ValueError("--emit bench: the gather bench is CUDA only")
         kinds = tuple(k for k in kinds if k != "bench")
     command = gather_command(src, index, axis, dtype, index_dtype, plan.target, plan.arch, strategy, name)

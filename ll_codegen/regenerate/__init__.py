@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 

@@ -103,9 +103,9 @@ def random_data(plan: ConversionPlan, rng: np.random.Generator,
     coords = np.indices(plan.shape).reshape(len(plan.shape), -1)
     inside = np.all(coords < np.array(harness_cut(plan.shape))[:, None], axis=0)
     fill = raw(harness_fill(plan.elem_bytes))
-    if plan.copy is not None:
+    if plan.operation == "copy":
         return flat, np.where(inside, flat, raw(0)), want       # zero-filled beyond the extent
-    if plan.memory.direction == "store":
+    if plan.operation == "store":
         return flat, np.where(inside, flat, ~flat), want
     idx = row_major_index(layout_of(plan.dst_bases)).reshape(plan.threads, -1)
     return flat, np.where(inside, flat, fill), np.where(inside[idx], want, fill)
