@@ -49,6 +49,7 @@ class Target:
     max_vector_bytes: int = 16
     has_ldmatrix: bool = False      # ldmatrix[.trans]: sm_75 and newer
     has_stmatrix: bool = False      # stmatrix[.trans]: sm_90
+    has_hopper_async: bool = False  # TMA (cp.async.bulk.tensor), wgmma, mbarrier tx-counts: sm_90a only
     load_quad_merge: bool = False   # see above (NVIDIA)
     bank_model: str = "32 banks x 4 B, 128 B wavefronts (measured with Nsight Compute on an H100)"
 
@@ -61,7 +62,7 @@ class Target:
         return load and self.load_quad_merge and access_bytes in (8, 16)
 
 
-CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
+CUDA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 LDS_MODEL = ("LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), "
              "from AMD's documents; not yet measured on AMD hardware")
 HIP_WAVE64 = ("gfx90a", "gfx940", "gfx942")
@@ -69,12 +70,16 @@ HIP_WAVE32 = ("gfx1030", "gfx1100")
 
 
 def get_target(name: str = "cuda", arch: str | None = None) -> Target:
-    """``cuda`` (default sm_90) or ``hip`` (default gfx90a); raises ValueError."""
+    """``cuda`` (default sm_90) or ``hip`` (default gfx90a); raises ValueError.
+
+    ``sm_90a`` is sm_90 plus the architecture-specific features wgmma and TMA
+    need (PTX ``.target sm_90a``; code for it runs only on sm_90 devices)."""
     if name == "cuda":
         arch = arch or "sm_90"
         if arch not in CUDA_ARCHS:
             raise ValueError(f"unknown CUDA arch {short(arch)} (known: {', '.join(CUDA_ARCHS)})")
-        return Target("cuda", arch, 32, has_ldmatrix=True, has_stmatrix=arch == "sm_90", load_quad_merge=True)
+        return Target("cuda", arch, 32, has_ldmatrix=True, has_stmatrix=arch.startswith("sm_90"),
+                      load_quad_merge=True, has_hopper_async=arch == "sm_90a")
     if name == "hip":
         arch = arch or "gfx90a"
         if arch in HIP_WAVE64:

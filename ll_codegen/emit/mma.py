@@ -1,0 +1,222 @@
+"""Render an MMA plan (``plan.operation == "mma"``): ``mma(acc, a, b)`` and its harness.
+
+Everything is decided here as plain data; ``templates/mma.cuh.j2`` loops over it:
+
+* one instruction wrapper per instruction form (``Wrapper``): the PTX text and its operands, and
+  the host SIMT call that replaces it on the CPU;
+* ``calls``: one line per ``MmaStep`` -- the accumulator registers in fragment order, then the
+  operands: register words, or a descriptor ``detail::desc(kDescA, address)`` whose address is the
+  operand tile's plus the slice's byte offset (XOR the thread's warp-group offset);
+* the index functions the harness and users place data with (``acc_index``, ``a_index`` or
+  ``a_tile_index``, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ll_codegen.core.layout import layout_of
+from ll_codegen.emit.cexpr import comment_lines, hex_const, index_function, tile_index_function, xor_form_expr
+from ll_codegen.plan.mma import AB_BYTES, MmaPlan
+from ll_codegen.plan.report import summary
+
+#: dtype -> the host SIMT runtime's MmaType
+HOST_TYPE = {"f16": "kF16", "bf16": "kBF16", "tf32": "kTF32", "f8e4m3": "kE4M3", "f8e5m2": "kE5M2", "i8": "kS8",
+             "u8": "kU8", "f32": "kF32", "i32": "kS32"}
+ACC_C = {"f32": "float", "i32": "int", "f16": "uint32_t"}           # one accumulator register (f16: a word of 2)
+ACC_CONSTRAINT = {"f32": "f", "i32": "r", "f16": "r"}
+RAW = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t"}
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """One instruction form: ``name(d0.., [a0..], [b0..], [desc_a], desc_b, accumulate)``."""
+    name: str
+    instr: str
+    nd: int                  # accumulator words
+    acc_c: str
+    constraint: str
+    a_words: int             # 0: A through a descriptor
+    b_words: int             # 0: B through a descriptor
+    tail: str                # immediates after the scale-d predicate (wgmma), e.g. ", 1, 1, 0, 1"
+    host_call: str           # the llgen_host call (with `w` the word array, `a`/`b` the operand arrays)
+    wgmma: bool
+
+    @property
+    def asm_operands(self) -> str:
+        """The PTX operand list: {d..}, A, B[, p<tail>] (mma.sync: {d..}, {a..}, {b..}, {d..})."""
+        d = "{" + ", ".join(f"%{i}" for i in range(self.nd)) + "}"
+        k = self.nd
+        if self.a_words:
+            a = "{" + ", ".join(f"%{k + i}" for i in range(self.a_words)) + "}"
+            k += self.a_words
+        else:
+            a, k = f"%{k}", k + 1
+        if self.b_words:
+            b = "{" + ", ".join(f"%{k + i}" for i in range(self.b_words)) + "}"
+            k += self.b_words
+        else:
+            b, k = f"%{k}", k + 1
+        if not self.wgmma:
+            return f"{d}, {a}, {b}, {d}"
+        return f"{d}, {a}, {b}, p{self.tail}"
+
+    @property
+    def output_lines(self) -> list[str]:
+        """The accumulator operands ``"+f"(d0), ..``, eight per line."""
+        ops = [f'"+{self.constraint}"(d{i})' for i in range(self.nd)]
+        return [", ".join(ops[i:i + 8]) + ("," if i + 8 < len(ops) else "") for i in range(0, len(ops), 8)]
+
+    @property
+    def pred_operand(self) -> int:
+        """Operand number of ``accumulate`` (wgmma: it sets the scale-d predicate)."""
+        return self.nd + (self.a_words or 1) + (self.b_words or 1)
+
+
+def wrapper(plan: MmaPlan) -> Wrapper:
+    """The instruction wrapper of ``plan`` (every step of a plan uses one instruction form)."""
+    wg = plan.kind == "wgmma"
+    m, n, k = plan.instr_shape
+    acc_word = 2 if plan.acc_dtype == "f16" else 1
+    nd = (n // 2 if wg else 4) // acc_word
+    a_words = 0 if plan.a.space == "shared" else 4
+    b_words = 0 if plan.b.space == "shared" else 2
+    tnsp_a = int(plan.a.descriptor is not None and not plan.a.descriptor.k_major)
+    tnsp_b = int(plan.b.descriptor is not None and not plan.b.descriptor.k_major)
+    if not wg or plan.dtype in ("i8", "u8"):
+        tail = ""
+    elif plan.dtype in ("f16", "bf16"):
+        tail = f", 1, 1, {tnsp_a}, {tnsp_b}" if not a_words else f", 1, 1, {tnsp_b}"
+    else:
+        tail = ", 1, 1"
+    ab, acc = f"llgen_host::MmaType::{HOST_TYPE[plan.dtype]}", f"llgen_host::MmaType::{HOST_TYPE[plan.acc_dtype]}"
+    if wg:
+        flag = {0: "false", 1: "true"}
+        host = (f"llgen_host::wgmma({n}, {ab}, {acc}, {flag[tnsp_a]}, {flag[tnsp_b]}, "
+                f"{'0' if a_words else 'desc_a'}, {'a' if a_words else 'nullptr'}, desc_b, w, accumulate != 0)")
+    else:
+        host = f"llgen_host::mma_sync(16, 8, {k}, {ab}, {acc}, a, b, w, w)"
+    name = (f"wgmma_m64n{n}k{k}_{plan.acc_dtype}_{plan.dtype}_{'r' if a_words else 's'}s" if wg
+            else f"mma_m16n8k{k}_{plan.acc_dtype}_{plan.dtype}")
+    return Wrapper(name, plan.instr, nd, ACC_C[plan.acc_dtype], ACC_CONSTRAINT[plan.acc_dtype], a_words, b_words,
+                   tail, host, wg)
+
+
+def _operand_arg(plan: MmaPlan, which: str, slot: tuple[int, ...]) -> list[str]:
+    op = getattr(plan, which)
+    if op.space == "registers":
+        return [f"{which}[{w}]" for w in slot]
+    start, base_offset = slot
+    fields = f"kDesc{which.upper()}" + (f" | (uint64_t({base_offset}) << 49)" if base_offset else "")
+    w = op.warp_offset
+    addr = f"{which}_tile + {hex_const(start)}" if start else f"{which}_tile"
+    if w is not None and w.support:
+        addr = f"{which}_tile + ({which}_warp ^ {hex_const(start)})" if start else f"{which}_tile + {which}_warp"
+    return [f"detail::desc({fields}, {addr})"]
+
+
+def calls(plan: MmaPlan, wrap: Wrapper) -> list[str]:
+    """One wrapper call per step; the first k-step of each accumulator tile takes ``accumulate``."""
+    out, seen = [], set()
+    for s in plan.steps:
+        acc = [f"acc[{r}]" for r in (s.acc if plan.acc_dtype != "f16" else s.acc)]
+        args = acc + _operand_arg(plan, "a", s.a) + _operand_arg(plan, "b", s.b)
+        if wrap.wgmma:
+            args.append("accumulate" if s.acc not in seen else "1")
+        seen.add(s.acc)
+        out.append(f"detail::{wrap.name}({', '.join(args)});")
+    return out
+
+
+def _prologue(plan: MmaPlan) -> list[str]:
+    lines = []
+    warp_bits = plan.num_warps.bit_length() - 1
+    for which in ("a", "b"):
+        op = getattr(plan, which)
+        if op.space != "shared":
+            continue
+        lines.append(f"const unsigned {which}_tile = static_cast<unsigned>(__cvta_generic_to_shared(smem_{which}));"
+                     f"  // shared-window address (kTileAlign{which.upper()}-aligned)")
+        if op.warp_offset is not None and op.warp_offset.support:
+            lines.append(f"const unsigned {which}_warp = {xor_form_expr(op.warp_offset, 5, warp_bits)};"
+                         f"  // this warp group's rows/columns of {which.upper()}")
+    if any(getattr(plan, w).space == "shared" and getattr(plan, w).warp_offset.support for w in ("a", "b")):
+        lines.insert(0, "const unsigned warp = tid / kWarpSize;")
+    return lines
+
+
+def _params(plan: MmaPlan) -> str:
+    acc = f"{ACC_C[plan.acc_dtype]} (&acc)[kAccRegs]"
+    ps = [acc]
+    for which in ("a", "b"):
+        op = getattr(plan, which)
+        ps.append(f"const uint32_t (&{which})[k{which.upper()}Words]" if op.space == "registers"
+                  else f"const void* smem_{which}")
+    if plan.kind == "wgmma":
+        ps.append("int accumulate = 1")
+        if any(getattr(plan, w).space == "shared" and getattr(plan, w).warp_offset.support for w in ("a", "b")):
+            ps.append("unsigned tid = threadIdx.x")
+    return ", ".join(ps)
+
+
+def namespace_values(plan: MmaPlan, name: str) -> dict:
+    """Everything the header's namespace holds."""
+    wrap = wrapper(plan)
+    acc = layout_of(plan.acc_layout)
+    M, N, K = plan.shape
+    consts = [(f"constexpr int kThreads = {plan.threads};", "threads taking part: tid in [0, kThreads)"),
+              (f"constexpr int kWarpSize = {plan.warp_size};", ""),
+              (f"constexpr int kM = {M}, kN = {N}, kK = {K};", "acc (M x N) += A (M x K) * B (K x N)"),
+              (f"constexpr int kElemBytes = {AB_BYTES[plan.dtype]};", f"bytes of one A/B element ({plan.dtype})"),
+              (f"constexpr int kAccRegs = {plan.acc_regs // (2 if plan.acc_dtype == 'f16' else 1)};",
+               f"accumulator registers per thread ({plan.acc_dtype}{', two per word' if plan.acc_dtype == 'f16' else ''})")]
+    index = [comment_lines("Row-major index in the M x N accumulator of the element register `reg` of (lane, warp) "
+                           "holds.")[0], index_function("acc_index", acc)]
+    for which, dims in (("a", "M x K"), ("b", "K x N")):
+        op = getattr(plan, which)
+        W = which.upper()
+        L = layout_of(op.layout)
+        if op.space == "registers":
+            consts.append((f"constexpr int k{W}Words = {op.regs};", f"32-bit words of operand {W} per thread"))
+            index += [f"// Row-major index in {W} ({dims}) of the element register `reg` (element, not word) of "
+                      f"(lane, warp) holds.", index_function(f"{which}_index", L)]
+        else:
+            d = op.descriptor
+            consts += [(f"constexpr int kTileBytes{W} = {op.bytes};", f"bytes of {W}'s shared tile"),
+                       (f"constexpr int kTileAlign{W} = {op.align};",
+                        "the swizzle acts on address bits: the tile starts on its pattern's repeat"
+                        if op.align > 16 else "byte alignment of the tile"),
+                       (f"constexpr uint64_t kDesc{W} = {hex_const(d.fields())}ull;",
+                        f"{'K' if d.k_major else 'MN'}-major, swizzle {d.swizzle_bytes or 'none'}, "
+                        f"LBO {d.lbo_bytes} B, SBO {d.sbo_bytes} B (start address added per instruction)")]
+            index += [f"// Row-major index in {W} ({dims}) of the element at element offset `offset` of {W}'s tile.",
+                      tile_index_function(L).replace("int tile_index(", f"int {which}_tile_index(")]
+    return dict(constants=consts, index=index, wrapper=wrap, calls=calls(plan, wrap), prologue=_prologue(plan),
+                params=_params(plan), wgmma=plan.kind == "wgmma", ab_raw=RAW[AB_BYTES[plan.dtype]],
+                acc_c=ACC_C[plan.acc_dtype],
+                shared_a=plan.a.space == "shared", shared_b=plan.b.space == "shared")
+
+
+def header(plan: MmaPlan, name: str, command: str = "", src_text: str | None = None, dst_text: str | None = None,
+           back_plan=None) -> dict:
+    """Values of ``mma.cuh.j2``."""
+    comment = comment_lines(f"Generated by ll_codegen. Do not edit.\nCommand: {command or '(library call)'}\n\n"
+                            f"Plan:\n{summary(plan)}")
+    return dict(comment=comment, **namespace_values(plan, name))
+
+
+def harness(plan: MmaPlan, name: str, command: str = "", src_text: str | None = None, dst_text: str | None = None,
+            back_plan=None) -> dict:
+    """Values of ``harness_mma.cu.j2``: A and B row-major in, the accumulator in and out."""
+    vals = namespace_values(plan, name)
+    a_off = 0
+    b_off = 0
+    if plan.a.space == "shared" and plan.b.space == "shared":
+        b_off = -(-plan.a.bytes // plan.b.align) * plan.b.align
+    return dict(vals, a_off=a_off, b_off=b_off, smem_bytes=plan.smem_bytes + 1024,
+                a_elems=plan.shape[0] * plan.shape[2], b_elems=plan.shape[2] * plan.shape[1],
+                a_regs=(plan.a.regs * 4 // AB_BYTES[plan.dtype]) if plan.a.space == "registers" else 0,
+                b_regs=(plan.b.regs * 4 // AB_BYTES[plan.dtype]) if plan.b.space == "registers" else 0)
+
+
+#: kind -> (template, its values) of an MMA's files
+MMA_FILES = {"header": ("mma.cuh.j2", header), "harness": ("harness_mma.cu.j2", harness)}
