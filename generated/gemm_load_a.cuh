@@ -38,7 +38,7 @@
 //
 // Plan:
 //   strategy: load  (f16, 2 B/elem, cuda sm_80, 4 warps x 32 lanes, 0 -> 64 registers)
-//   memory: shared tile of 8192 bytes (16-byte aligned), load with ldmatrix, 8 element(s) = 16 B per lane per instruction
+//   memory: shared tile of 8192 bytes (512-byte aligned), load with ldmatrix, 8 element(s) = 16 B per lane per instruction
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [1, 0], [2, 8], [4, 16], [8, 0], [16, 0], [32, 0], [64, 0]]
 //     load: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //   candidate*matrix   score    34.00  ldmatrix x8: 32 wavefronts (0 conflicts/instr)
@@ -58,7 +58,7 @@ namespace gemm_load_a {
 
 constexpr int kRegs      = 64;                                    // elements per thread load() moves
 constexpr int kTileBytes = 8192;                                  // bytes of the shared tile
-constexpr int kTileAlign = 16;                                    // byte alignment the tile's address needs
+constexpr int kTileAlign = 512;                                   // the 64-byte swizzle acts on address bits 4-8: the tile must start on a 512-byte boundary
 constexpr int kThreads   = 128;                                   // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;                                     // sizeof(T) (f16)

@@ -58,7 +58,7 @@ namespace gemm_load_b {
 
 constexpr int kRegs      = 64;                                    // elements per thread load() moves
 constexpr int kTileBytes = 8192;                                  // bytes of the shared tile
-constexpr int kTileAlign = 16;                                    // byte alignment the tile's address needs
+constexpr int kTileAlign = 16;                                    // 16-byte vector accesses; no hardware swizzle reads this tile
 constexpr int kThreads   = 128;                                   // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;                                     // sizeof(T) (f16)

@@ -37,7 +37,7 @@
 //
 // Plan:
 //   strategy: load  (f16, 2 B/elem, hip gfx90a, 4 warps x 64 lanes, 0 -> 16 registers)
-//   memory: shared tile of 8192 bytes (16-byte aligned), load with ds_read_b64, 4 element(s) = 8 B per lane per instruction
+//   memory: shared tile of 8192 bytes (1024-byte aligned), load with ds_read_b64, 4 element(s) = 8 B per lane per instruction
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [1, 8], [2, 16], [4, 32], [8, 0], [16, 0], [32, 0]]
 //     load: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
@@ -50,7 +50,7 @@ namespace hip_load_swizzled_to_blocked {
 
 constexpr int kRegs      = 16;                                   // elements per thread load() moves
 constexpr int kTileBytes = 8192;                                 // bytes of the shared tile
-constexpr int kTileAlign = 16;                                   // byte alignment the tile's address needs
+constexpr int kTileAlign = 1024;                                 // the 128-byte swizzle acts on address bits 4-9: the tile must start on a 1024-byte boundary
 constexpr int kThreads   = 256;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 64;
 constexpr int kElemBytes = 2;                                    // sizeof(T) (f16)

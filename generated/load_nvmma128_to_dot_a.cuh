@@ -37,7 +37,7 @@
 //
 // Plan:
 //   strategy: load  (f16, 2 B/elem, cuda sm_90, 4 warps x 32 lanes, 0 -> 32 registers)
-//   memory: shared tile of 8192 bytes (16-byte aligned), load with ldmatrix, 8 element(s) = 16 B per lane per instruction
+//   memory: shared tile of 8192 bytes (1024-byte aligned), load with ldmatrix, 8 element(s) = 16 B per lane per instruction
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [1, 8], [2, 16], [4, 32], [8, 0], [16, 0], [32, 0]]
 //     load: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //   candidate*matrix   score    17.00  ldmatrix x4: 16 wavefronts (0 conflicts/instr)
@@ -57,7 +57,7 @@ namespace load_nvmma128_to_dot_a {
 
 constexpr int kRegs      = 32;                                   // elements per thread load() moves
 constexpr int kTileBytes = 8192;                                 // bytes of the shared tile
-constexpr int kTileAlign = 16;                                   // byte alignment the tile's address needs
+constexpr int kTileAlign = 1024;                                 // the 128-byte swizzle acts on address bits 4-9: the tile must start on a 1024-byte boundary
 constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;                                    // sizeof(T) (f16)

@@ -56,7 +56,7 @@ namespace store_mma_acc_to_swizzled_v4 {
 
 constexpr int kRegs      = 32;                                   // elements per thread store() moves
 constexpr int kTileBytes = 16384;                                // bytes of the shared tile
-constexpr int kTileAlign = 16;                                   // byte alignment the tile's address needs
+constexpr int kTileAlign = 16;                                   // 16-byte vector accesses; no hardware swizzle reads this tile
 constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;                                    // sizeof(T) (f32)

@@ -26,17 +26,20 @@ from ll_codegen.core import limits
 from ll_codegen.core.dtypes import DTYPE_BYTES
 from ll_codegen.core.files import check_output_dir, write_all, write_atomic
 from ll_codegen.core.layout import LinearLayout, layout_of
+from ll_codegen.core.target import get_target
 from ll_codegen.emit.render import file_names, render, render_files
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.plan import planner
 from ll_codegen.plan.gather import GatherPlan, plan_gather as plan_gather_layouts
+from ll_codegen.plan.mma import AB_BYTES, MmaPlan, plan_mma as plan_mma_layouts
 from ll_codegen.plan.model import ConversionPlan
 from ll_codegen.plan.report import summary
+from ll_codegen.plan.tma import plan_tma
 from ll_codegen.spec import Spec, SpecError, load_spec, spec_from_dict
 
 __all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "check_name", "default_name",
            "layout_text", "back_plan", "write_atomic", "C_KEYWORDS", "RESERVED_NAMES", "DEFAULT_SMEM_BUDGET",
-           "Conversion"]
+           "Conversion", "plan_mma", "mma_files"]
 
 DEFAULT_SMEM_BUDGET = 48 * 1024
 EMIT_KINDS = ("header", "harness", "bench")
@@ -66,6 +69,8 @@ src_index dst_index tile_index detail kSrcRegs kDstRegs kRegs kSmemBytes kTileBy
 kWarpSize kElemBytes kRank kShape kOrder kAlignment kSrcWords kDstWords kWords lane warp tid smem tile strides
 extent fill
 gather index index_bits idx_index kIdxRegs kIndexBytes kAxis kAxisSize kSrcShape kIdxShape V8 V16
+make_tensor_map mbar_init mbar_wait mbar_arrive_expect_tx fence_barrier_init fence_proxy_async store_commit
+store_wait smem_u32 kBox kBoxDims kSwizzle kDataType kBoxes kBoxBytes kTxBytes CUtensorMap
 """.split())
 
 
@@ -189,9 +194,18 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
         if (s_space, d_space) != ("global", "shared"):
             raise ValueError(f"both layouts are memory layouts ({s_space} -> {d_space}); copies go from a global "
                              f"tile to a shared tile")
-        if strategy not in ("auto", "copy"):
-            raise ValueError(f"strategy {strategy} does not apply: a global tile into a shared tile is a copy")
+        if strategy not in ("auto", "copy", "tma"):
+            raise ValueError(f"strategy {strategy} does not apply: a global tile into a shared tile is a copy "
+                             f"(copy, or tma on sm_90a)")
         _check_element_width(d_spec, dtype)
+        g_align = s_spec.layout.alignment if s_spec is not None else 16
+        if strategy == "tma" or (strategy == "auto" and get_target(target, arch).has_hopper_async):
+            try:        # sm_90a: TMA when the shared tile is a box TMA can write (tma.tma_box), else cp.async
+                return plan_tma(s, d, dtype=dtype, target=target, arch=arch, alignment=g_align,
+                                num_warps=4 if warps is None else warps)
+            except ValueError:
+                if strategy == "tma":
+                    raise
         return planner.plan_copy(s, d, dtype=dtype, target=target, arch=arch,
                                  alignment=s_spec.layout.alignment if s_spec is not None else 16,
                                  num_warps=4 if warps is None else warps, strides=parse_strides(strides) if strides is not None else None,
@@ -364,7 +378,7 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     if plan.operation != "convert" and "bench" in kinds:
         if not said_all(emit):
             raise ValueError(f"--emit bench: the bench times register conversions; this pair is a {plan.strategy} "
-                             f"between registers and memory" if plan.operation != "copy" else
+                             f"between registers and memory" if plan.operation not in ("copy", "tma") else
                              "--emit bench: the bench times register conversions; this pair is a copy")
         kinds = tuple(k for k in kinds if k != "bench")          # `all`: every kind that applies
     command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name,
@@ -380,8 +394,8 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
 
 # ------------------------------------------------------------------ gather
 @dataclass
-class Gather:
-    """Everything ``llgen gather`` computed: plan, name, header command, files."""
+class Generated:
+    """Everything ``llgen gather`` or ``llgen mma`` computed: plan, name, header command, files."""
     plan: Any
     name: str
     command: str
@@ -415,7 +429,7 @@ def gather_command(src: str, index: str, axis: int, dtype: str, index_dtype: str
 
 def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtype: str = "i32",
                  target: str = "cuda", arch: str | None = None, strategy: str = "auto", name: str | None = None,
-                 emit: Sequence[str] | str | None = None, root: str | None = None) -> Gather:
+                 emit: Sequence[str] | str | None = None, root: str | None = None) -> Generated:
     """Plan and render (in memory) the files ``llgen gather`` writes; spec
     paths are recorded as given and opened relative to ``root`` when given."""
     kinds = parse_emit(emit)
@@ -435,7 +449,60 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
     command = gather_command(src, index, axis, dtype, index_dtype, plan.target, plan.arch, strategy, name)
     files = render_files(plan, out_name, kinds, command, layout_text(s, s_spec, os.fspath(src)),
                          layout_text(i, i_spec, os.fspath(index)))
-    return Gather(plan, out_name, command, files)
+    return Generated(plan, out_name, command, files)
+
+
+# ---------------------------------------------------------------------- mma
+def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32", target: str = "cuda",
+             arch: str | None = None, version: int | None = None) -> MmaPlan:
+    """Plan ``acc += A @ B`` for one CTA tile (``plan/mma.py``): ``acc`` an ``nvidia_mma`` layout (v3:
+    wgmma, v2: mma.sync; ``version`` when it is a bare LinearLayout), ``a`` (M x K) and ``b`` (K x N)
+    shared layouts or ``dot_operand`` register layouts; each a LinearLayout, Spec, mapping or path."""
+    acc_l, acc_spec = load_layout(acc, None, "accumulator")
+    if acc_spec is not None:
+        if acc_spec.kind != "nvidia_mma":
+            raise SpecError(acc_spec.source, "kind", f"{acc_spec.kind}: the accumulator of llgen mma is an "
+                                                     f"nvidia_mma layout (version [3, 0]: wgmma, [2, 0]: mma.sync)")
+        version = acc_spec.layout.version[0]
+    if version not in (2, 3):
+        raise ValueError("give the accumulator's nvidia_mma version (3: wgmma, 2: mma.sync)")
+    if arch is None and target == "cuda" and version == 3:
+        arch = "sm_90a"                                  # wgmma exists only there
+    ops = []
+    for what, x in (("A", a), ("B", b)):
+        L, spec = load_layout(x, None, what, memory_ok=True)
+        space = _space(L, spec)
+        if space == "global":
+            raise SpecError(spec.source, "kind", f"{what} is a global tile; the MMA reads shared memory or registers")
+        bits = getattr(spec.layout, "element_bitwidth", None) if spec is not None else None
+        if bits is not None and bits != 8 * AB_BYTES.get(dtype, 0):
+            raise SpecError(spec.source, "element_bitwidth", f"{bits}: the layout is made for {bits}-bit elements, "
+                                                             f"--dtype {dtype} has {8 * AB_BYTES.get(dtype, 0)}")
+        ops += [L, space]
+    return plan_mma_layouts(acc_l, ops[0], ops[2], ops[1], ops[3], version, dtype, acc_dtype, target, arch)
+
+
+def mma_files(acc: str, a: str, b: str, dtype: str = "f16", acc_dtype: str = "f32", target: str = "cuda",
+              arch: str | None = None, name: str | None = None, emit: Sequence[str] | str | None = None,
+              root: str | None = None) -> Generated:
+    """Plan and render (in memory) the files ``llgen mma`` writes (header, harness)."""
+    kinds = parse_emit(emit)
+    if "bench" in kinds:
+        if not said_all(emit):
+            raise ValueError("--emit bench: llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)")
+        kinds = tuple(k for k in kinds if k != "bench")
+    if name is not None:
+        check_name(name)
+    out_name = name if name is not None else f"{stem_ident(acc)}_mma"
+    if out_name[0].isdigit():
+        out_name = "mma_" + out_name
+    at = (lambda p: os.path.join(root, p)) if root else (lambda p: p)
+    plan = plan_mma(at(acc), at(a), at(b), dtype, acc_dtype, target, arch)
+    q = shlex.quote
+    command = " ".join(["llgen", "mma", "--acc", q(os.fspath(acc)), "--a", q(os.fspath(a)), "--b", q(os.fspath(b)),
+                        "--dtype", dtype, "--acc-dtype", acc_dtype, "--target", plan.target, "--arch", plan.arch]
+                       + (["--name", name] if name is not None else []))
+    return Generated(plan, out_name, command, render_files(plan, out_name, kinds, command))
 
 
 # ------------------------------------------------------------------ writing
@@ -500,3 +567,4 @@ ConversionPlan.summary = _summary
 ConversionPlan.render = _render
 ConversionPlan.write = _write
 GatherPlan.summary = _summary
+MmaPlan.summary = _summary

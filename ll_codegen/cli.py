@@ -143,11 +143,13 @@ class LLGenGroup(click.Group):
 # ------------------------------------------------------- enumerated options
 from ll_codegen.core.dtypes import DTYPE_BYTES, INDEX_DTYPES  # noqa: E402
 from ll_codegen.core.target import CUDA_ARCHS, HIP_WAVE32, HIP_WAVE64  # noqa: E402
+from ll_codegen.plan.mma import AB_TYPES  # noqa: E402
 
 DTYPES = tuple(DTYPE_BYTES)
+MMA_DTYPES = tuple(AB_TYPES)
 TARGETS = ("cuda", "hip")
 ARCHS = CUDA_ARCHS + HIP_WAVE64 + HIP_WAVE32
-STRATEGY_CHOICES = ("auto", "noop", "register", "shuffle", "smem", "store", "load", "copy")
+STRATEGY_CHOICES = ("auto", "noop", "register", "shuffle", "smem", "store", "load", "copy", "tma")
 SWIZZLES = ("optimal", "none")
 EMIT_CHOICES = ("header", "harness", "bench", "all")
 
@@ -466,6 +468,50 @@ def gather(src: Optional[str], index: Optional[str], axis: Optional[int], dtype:
 
 
 @main.command()
+@_spec_option("--acc", "Accumulator layout spec (nvidia_mma: version [3, 0] wgmma, [2, 0] mma.sync), M x N.")
+@_spec_option("--a", "Operand A spec, M x K: a shared layout (wgmma) or a dot_operand register layout.")
+@_spec_option("--b", "Operand B spec, K x N: a shared layout (wgmma) or a dot_operand register layout (mma.sync).")
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(MMA_DTYPES),
+              help="Operand type (tf32 is stored as 32-bit floats).")
+@click.option("--acc-dtype", "acc_dtype", default="f32", show_default=True, type=click.Choice(("f32", "f16", "i32")),
+              help="Accumulator type (f32 for floats, i32 for i8/u8).")
+@click.option("--target", default="cuda", show_default=True, type=click.Choice(TARGETS), help="Target.")
+@click.option("--arch", default=None, type=click.Choice(ARCHS),
+              help="Architecture: sm_90a for wgmma (default sm_90a with a v3 accumulator), sm_80+ for mma.sync.")
+@click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="Folder to write into (created if missing).")
+@click.option("--name", default=None, metavar="NAME",
+              help="C identifier for the namespace and file names (default: <acc stem>_mma).")
+@click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
+              help="header, harness or all; repeatable or a comma list (default header,harness).")
+@click.option("--plan", "show_plan", is_flag=True, help="Print the plan instead of writing files.")
+@click.option("--json", "as_json", is_flag=True, help="With --plan: the plan as JSON (MmaPlan.to_json()).")
+def mma(acc: str, a: str, b: str, dtype: str, acc_dtype: str, target: str, arch: Optional[str], output: str,
+        name: Optional[str], emit: tuple[str, ...], show_plan: bool, as_json: bool) -> None:
+    """Generate acc += A @ B for one CTA tile: mma(acc, a, b) issuing every
+    wgmma.mma_async (operands in shared memory through matrix descriptors
+    derived from the layouts' offsets, or A in registers) or mma.sync (register
+    operands), with fence()/commit()/wait<N>() for wgmma.  Writes a header and
+    a test harness (prints each path), or with --plan prints the plan."""
+    from ll_codegen.api import mma_files, write_rendered
+    for o, v in (("--acc", acc), ("--a", a), ("--b", b)):
+        if v == "":
+            raise CLIError(f"{o} '': an empty path (a spec file)")
+    if as_json and not show_plan:
+        raise CLIError("--json needs --plan (the files are the output otherwise)")
+    if not show_plan:
+        check_output_dir(output, "-o")
+    g = mma_files(acc, a, b, dtype=dtype, acc_dtype=acc_dtype, target=target, arch=arch, name=name,
+                  emit=emit or None)
+    if show_plan:
+        text = g.plan.to_json() if as_json else g.plan.summary()
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    for path in write_rendered(g.files, output, "-o"):
+        click.echo(path)
+
+
+@main.command()
 @click.argument("directory", required=False, default=None, metavar="[DIR]", type=click.Path(file_okay=False))
 @click.option("-o", "--output", "output", default=None, metavar="OUTDIR", type=click.Path(file_okay=False),
               help="Write (or with --check compare) here instead of DIR (CI regenerates into a temporary folder).")
@@ -490,4 +536,4 @@ if __name__ == "__main__":  # pragma: no cover
 
 
 #: The commands a ``generated/manifest.yaml`` entry may use, whose option parsers are its grammar.
-MANIFEST_COMMANDS = {"convert": convert, "gather": gather}
+MANIFEST_COMMANDS = {"convert": convert, "gather": gather, "mma": mma}

@@ -386,10 +386,13 @@ def test_generated_coverage(manifest_build):
     gathers = {e.conv.name: e.conv.plan for e in entries if e.command == "gather"}
     assert {(p.strategy, p.target) for p in gathers.values()} >= {("shuffle", "cuda"), ("smem", "cuda"),
                                                                   ("smem", "hip")}
+    mmas = {e.conv.name: e.conv.plan for e in entries if e.command == "mma"}
+    assert {p.strategy for p in mmas.values()} == {"wgmma", "mma.sync"}
     entries = [e for e in entries if e.command == "convert"]
     plans = {e.conv.name: e.conv.plan for e in entries}
-    assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans) + len(gathers)
-    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "store", "load", "copy"}
+    assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans) + len(gathers) + len(mmas)
+    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "store", "load", "copy",
+                                                    "tma"}
     assert {(p.memory.space, p.strategy) for p in plans.values() if p.memory is not None} == {
         (sp, d) for sp in ("shared", "global") for d in ("store", "load")}
     assert {(p.target, p.arch) for p in plans.values()} >= {("cuda", "sm_90"), ("cuda", "sm_80"),
@@ -402,7 +405,7 @@ def test_generated_coverage(manifest_build):
     assert plans["flash_attn_acc_to_dot_a_f8"].strategy == "shuffle"
     assert any(len(p.shape) == 1 for p in plans.values())          # slice layouts
     for e in entries:                      # header, harness and (register conversions) the bench
-        assert len(e.conv.files) == (2 if e.conv.plan.memory or e.conv.plan.copy else 3)
+        assert len(e.conv.files) == (3 if e.conv.plan.operation == "convert" else 2)
 
 
 def test_generated_mma_acc_to_blocked_contract(manifest_build):

@@ -76,7 +76,7 @@ class Case:
 
 def compile_archs(plan: ConversionPlan) -> tuple[str, ...]:
     """The archs a conversion's source is compiled for."""
-    if plan.target == "hip":
+    if plan.target == "hip" or plan.arch == "sm_90a":       # sm_90a (TMA, wgmma): code for that target only
         return (plan.arch,)
     return ("sm_90",) if uses_stmatrix(plan) else CUDA_ARCHS
 

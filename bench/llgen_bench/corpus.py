@@ -7,6 +7,7 @@ warp, with broadcast bases).
 """
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 
@@ -272,3 +273,57 @@ def random_gather_pair(rng: random.Random, lanes: int = 32, local: bool | None =
         src = random_layout(rng, s_shape, lanes, warps)
         idx = random_layout(rng, i_shape, lanes, warps)
     return src, idx, axis
+
+
+# ------------------------------------------------------------------- mma
+@dataclass(frozen=True)
+class MmaCase:
+    """One ``plan_mma`` call: layouts of the accumulator, A and B (with their spaces)."""
+    name: str
+    acc: LinearLayout
+    a: LinearLayout
+    b: LinearLayout
+    a_space: str
+    b_space: str
+    version: int
+    dtype: str
+    acc_dtype: str
+    arch: str
+
+
+def mma_cases() -> list[MmaCase]:
+    """wgmma with both operands in shared memory (swizzle 128/64/32, A and B K- or MN-major, f16,
+    bf16, tf32, f8e4m3, i8, one or two warp groups along M or N, N 32..128), wgmma with A in
+    registers, and mma.sync for each operand type: every form ``llgen mma`` generates."""
+    from ll_codegen.layouts.dot_operand import DotOperandLayout
+    from ll_codegen.layouts.memory import NVMMASharedLayout
+    from ll_codegen.layouts.nvidia import NVMMADistributedLayout as Acc
+    bits = {"f16": 16, "bf16": 16, "tf32": 32, "f8e4m3": 8, "i8": 8}
+    accs = {"i8": "i32"}
+    out = []
+    for dtype, swz, a_mn, b_mn, (m, n, n_i, wm, wn) in itertools.product(
+            bits, (128, 64, 32), (False, True), (False, True),
+            ((64, 64, 64, 4, 1), (128, 128, 128, 4, 1), (128, 64, 32, 8, 1), (64, 256, 128, 4, 2))):
+        e = bits[dtype]
+        if (a_mn or b_mn) and e != 16:
+            continue                                   # wgmma transposes only 16-bit operands
+        k = 2 * 8 * swz // e                           # two swizzle rows of K
+        try:
+            a = NVMMASharedLayout(swz, e, transposed=a_mn).to_linear([m, k])
+            b = NVMMASharedLayout(swz, e, transposed=not b_mn).to_linear([k, n])
+        except ValueError:
+            continue                                   # smaller than one core matrix of this swizzle
+        acc = Acc(version=(3, 0), warps_per_cta=(wm, wn), instr_shape=(16, n_i, 16)).to_linear([m, n])
+        out.append(MmaCase(f"wgmma_{dtype}_sw{swz}_a{'mn' if a_mn else 'k'}_b{'mn' if b_mn else 'k'}_{m}x{n}x{k}"
+                           f"_w{wm}x{wn}", acc, a, b, "shared", "shared", 3, dtype, accs.get(dtype, "f32"), "sm_90a"))
+    for dtype, kw in (("f16", 2), ("bf16", 2), ("tf32", 1), ("f8e4m3", 4), ("i8", 4)):
+        par = Acc(version=(3, 0), warps_per_cta=(4, 1), instr_shape=(16, 64, 16))
+        k = 64 // (bits[dtype] // 8)
+        b = NVMMASharedLayout(128 if k * bits[dtype] >= 1024 else 64, bits[dtype], transposed=True).to_linear([k, 64])
+        out.append(MmaCase(f"wgmma_rs_{dtype}", par.to_linear([64, 64]), DotOperandLayout(0, par, kw).to_linear([64, k]),
+                           b, "registers", "shared", 3, dtype, accs.get(dtype, "f32"), "sm_90a"))
+        par = Acc(version=(2, 0), warps_per_cta=(2, 2), instr_shape=(16, 8))
+        out.append(MmaCase(f"mma_sync_{dtype}", par.to_linear([64, 64]), DotOperandLayout(0, par, kw).to_linear([64, k]),
+                           DotOperandLayout(1, par, kw).to_linear([k, 64]), "registers", "registers", 2, dtype,
+                           accs.get(dtype, "f32"), "sm_90" if dtype == "f8e4m3" else "sm_80"))
+    return out

@@ -8,10 +8,10 @@
 //   gemm_load_a   shared -> the mma A operand (ldmatrix.x4)
 //   gemm_load_b   shared -> the mma B operand (ldmatrix.x4.trans)
 //   gemm_store_c  the f32 accumulator -> global C (8-byte vectors, store_masked at edges)
+//   gemm_mma_sync acc += A * B over the 128 x 128 x 32 tile (`llgen mma`: 64 x mma.sync.m16n8k16)
 //
-// What is written here by hand: the tile loop, the pipeline (commit/wait and the barriers), and the
-// mma.sync calls.  Which registers form each mma fragment is read off the generated headers' own
-// index functions at compile time (dst_index / src_index), so nothing here restates a layout.
+// What is written here by hand: the tile loop and the pipeline (commit/wait and the barriers);
+// nothing here restates a layout or an instruction's fragment.
 //
 // Sizes: any M; N and K multiples of 8 (rows of A, B and C start 16-byte aligned, as the specs'
 // `alignment: 16` promises).  One CTA of 128 threads (2 x 2 warps) computes a 128 x 128 tile of C.
@@ -19,13 +19,13 @@
 //   nvcc -std=c++17 -O3 -arch=sm_80 -I generated -cubin examples/kernels/gemm_mma.cu
 #include <cuda_fp16.h>
 #include <cstdint>
-#include <utility>
 
 #include "gemm_copy_a.cuh"
 #include "gemm_copy_b.cuh"
 #include "gemm_load_a.cuh"
 #include "gemm_load_b.cuh"
 #include "gemm_store_c.cuh"
+#include "gemm_mma_sync.cuh"
 
 namespace gemm {
 
@@ -42,47 +42,10 @@ static_assert(gemm_load_a::kTileBytes == A_BYTES && gemm_load_b::kTileBytes == B
 static_assert(gemm_load_a::kShape[0] == BM && gemm_load_a::kShape[1] == BK && gemm_load_b::kShape[1] == BN &&
               gemm_store_c::kShape[0] == BM && gemm_store_c::kShape[1] == BN, "tile shapes");
 
-// mma fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"): A = 4 words (8 f16), B = 2 words,
-// C = 4 f32.  The generated layouts keep each fragment in consecutive registers; its origin (the
-// element lane 0 of warp 0 holds first) comes from the headers' index functions.
-constexpr int A_FRAGS = gemm_load_a::kRegs / 8, B_FRAGS = gemm_load_b::kRegs / 4, C_FRAGS = gemm_store_c::kRegs / 4;
-__host__ __device__ constexpr int a_origin(int f) { return gemm_load_a::dst_index(8 * f, 0, 0); }          // row * BK + col
-__host__ __device__ constexpr int b_origin(int f) { return gemm_load_b::dst_index(4 * f, 0, 0); }          // row * BN + col
-__host__ __device__ constexpr int c_origin(int f) { return gemm_store_c::src_index(4 * f, 0, 0); }         // row * BN + col
-
-__host__ __device__ constexpr int a_frag(int row, int k) {          // the A fragment whose origin is (row, k)
-    for (int f = 0; f < A_FRAGS; ++f)
-        if (a_origin(f) == row * BK + k) return f;
-    return -1;
-}
-__host__ __device__ constexpr int b_frag(int k, int col) {
-    for (int f = 0; f < B_FRAGS; ++f)
-        if (b_origin(f) == k * BN + col) return f;
-    return -1;
-}
-
-__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// One k16 step of one C fragment: the A fragment of its rows and the B fragment of its columns.
-template <int FC, int KK>
-__device__ __forceinline__ void mma_step(float (&acc)[gemm_store_c::kRegs], const uint32_t (&a)[gemm_load_a::kWords],
-                                         const uint32_t (&b)[gemm_load_b::kWords]) {
-    constexpr int row = c_origin(FC) / BN, col = c_origin(FC) % BN;
-    constexpr int fa = a_frag(row, 16 * KK), fb = b_frag(16 * KK, col);
-    static_assert(fa >= 0 && fb >= 0, "the accumulator and operand layouts share no mma fragment");
-    mma16816(&acc[4 * FC], &a[4 * fa], &b[2 * fb]);
-}
-
-template <int... I>
-__device__ __forceinline__ void mma_tile(float (&acc)[gemm_store_c::kRegs], const uint32_t (&a)[gemm_load_a::kWords],
-                                         const uint32_t (&b)[gemm_load_b::kWords], std::integer_sequence<int, I...>) {
-    (mma_step<I % C_FRAGS, I / C_FRAGS>(acc, a, b), ...);
-}
+// The mma.sync calls of one k-tile come from `llgen mma` (gemm_mma_sync.cuh): which registers of
+// the accumulator and of the operand layouts form each m16n8k16 fragment is derived there.
+static_assert(gemm_mma_sync::kAWords == gemm_load_a::kWords && gemm_mma_sync::kBWords == gemm_load_b::kWords &&
+              gemm_mma_sync::kAccRegs == gemm_store_c::kRegs, "the mma reads the registers the loads fill");
 
 __device__ __forceinline__ void issue_tile(const __half* A, const __half* B, int M, int N, int K, int m0, int n0,
                                            int k0, unsigned char* stage) {
@@ -131,7 +94,7 @@ gemm_mma(const __half* __restrict__ A, const __half* __restrict__ B, float* __re
         uint32_t a[gemm_load_a::kWords], b[gemm_load_b::kWords];
         gemm_load_a::load_words(stage, a);
         gemm_load_b::load_words(stage + A_BYTES, b);
-        mma_tile(acc, a, b, std::make_integer_sequence<int, C_FRAGS * (BK / 16)>{});
+        gemm_mma_sync::mma(acc, a, b);
     }
     gemm_copy_a::wait<0>();
 

@@ -15,6 +15,7 @@ from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.body import TID, Builder, Fn, Namespace, constants, harness_context, header_values, new_namespace
 from ll_codegen.emit.cexpr import tile_index_function
 from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.plan.tma import align_reason
 
 
 class CopyBuilder(Builder):
@@ -136,7 +137,7 @@ def namespace(plan: ConversionPlan, name: str) -> Namespace:
     conv = new_namespace(plan, name)
     p, c = plan, plan.copy
     head = [(f"constexpr int kTileBytes = {c.store.bytes};", "bytes of the shared tile"),
-            (f"constexpr int kTileAlign = {c.store.alignment};", "byte alignment the shared tile needs"),
+            (f"constexpr int kTileAlign = {c.store.alignment};", align_reason(c.store.alignment)),
             (f"__attribute__((unused)) constexpr int kOrder[{len(p.shape)}] = "
              f"{{{', '.join(map(str, c.load.layout['order']))}}};", "global tile: kOrder[0] has stride 1"),
             (f"constexpr int kAlignment = {c.load.alignment};", "bytes the global tile and its strides are aligned to")]

@@ -20,6 +20,7 @@ from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, co
 from ll_codegen.emit.cexpr import aligned, hex_const, index_function, tile_index_function
 from ll_codegen.emit.convert import namespace as convert_namespace
 from ll_codegen.plan.model import ConversionPlan, access_plan, instruction_name, word_view
+from ll_codegen.plan.tma import align_reason
 
 
 class MemoryBuilder(Builder):
@@ -251,7 +252,7 @@ def namespace(plan: ConversionPlan, name: str) -> Namespace:
         head.append((f"constexpr int kSmemBytes = {p.smem_bytes};", "scratch of the conversion step (via)"))
     if m.space == "shared":
         head += [(f"constexpr int kTileBytes = {m.bytes};", "bytes of the shared tile"),
-                 (f"constexpr int kTileAlign = {m.alignment};", "byte alignment the tile's address needs")]
+                 (f"constexpr int kTileAlign = {m.alignment};", align_reason(m.alignment))]
     else:
         head += [(f"__attribute__((unused)) constexpr int kOrder[{len(p.shape)}] = "
                   f"{{{', '.join(map(str, m.layout['order']))}}};", "dims fastest first: kOrder[0] has stride 1"),

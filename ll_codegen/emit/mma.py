@@ -105,8 +105,8 @@ def _operand_arg(plan: MmaPlan, which: str, slot: tuple[int, ...]) -> list[str]:
     op = getattr(plan, which)
     if op.space == "registers":
         return [f"{which}[{w}]" for w in slot]
-    start, base_offset = slot
-    fields = f"kDesc{which.upper()}" + (f" | (uint64_t({base_offset}) << 49)" if base_offset else "")
+    start, = slot
+    fields = f"kDesc{which.upper()}"
     w = op.warp_offset
     addr = f"{which}_tile + {hex_const(start)}" if start else f"{which}_tile"
     if w is not None and w.support:
@@ -212,7 +212,7 @@ def harness(plan: MmaPlan, name: str, command: str = "", src_text: str | None = 
     b_off = 0
     if plan.a.space == "shared" and plan.b.space == "shared":
         b_off = -(-plan.a.bytes // plan.b.align) * plan.b.align
-    return dict(vals, a_off=a_off, b_off=b_off, smem_bytes=plan.smem_bytes + 1024,
+    return dict(vals, a_off=a_off, b_off=b_off, smem_bytes=plan.smem_bytes,
                 a_elems=plan.shape[0] * plan.shape[2], b_elems=plan.shape[2] * plan.shape[1],
                 a_regs=(plan.a.regs * 4 // AB_BYTES[plan.dtype]) if plan.a.space == "registers" else 0,
                 b_regs=(plan.b.regs * 4 // AB_BYTES[plan.dtype]) if plan.b.space == "registers" else 0)

@@ -32,6 +32,8 @@ from ll_codegen.emit.copy import COPY_FILES
 from ll_codegen.emit.env import environment
 from ll_codegen.emit.gather import GATHER_FILES
 from ll_codegen.emit.memory import LOAD_FILES, STORE_FILES
+from ll_codegen.emit.tma import TMA_FILES
+from ll_codegen.emit.mma import MMA_FILES
 from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.model import ConversionPlan
 
@@ -41,7 +43,8 @@ KINDS = ("header", "harness", "bench")
 
 #: plan.operation -> {kind: (template, values(plan, name, command, src_text, dst_text, back_plan) -> dict)}
 OPERATIONS = {"convert": CONVERT_FILES, "store": STORE_FILES, "load": LOAD_FILES, "copy": COPY_FILES,
-              "gather": GATHER_FILES}
+              "gather": GATHER_FILES, "mma": MMA_FILES,
+              "tma": TMA_FILES}
 
 
 def file_names(target: str, name: str) -> dict[str, str]:

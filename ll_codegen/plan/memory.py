@@ -46,6 +46,7 @@ from ll_codegen.core import f2
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.model import AccessCost, GlobalAccess, GlobalCost, MemoryPlan, SmemAccess, XorForm
 from ll_codegen.plan.swizzle import matrix_side, predict_wavefronts
+from ll_codegen.plan.tma import tile_alignment
 from ll_codegen.core.target import Target
 
 SECTOR = 32
@@ -106,7 +107,7 @@ def shared_plans(dist: LinearLayout, tile: LinearLayout, elem_bytes: int, target
     warp_skip = skip_mask(wrp) if direction == "store" else 0
     layout = {"offset": [list(b) for b in tile.bases["offset"]]}
     common = dict(space="shared", direction=direction, layout=layout, bytes=elem_bytes << d,
-                  alignment=16, warp_skip=warp_skip)
+                  alignment=tile_alignment(tile, elem_bytes), warp_skip=warp_skip)
 
     # vector: group registers by their offset with the low k bits cleared
     groups: dict[int, dict[int, int]] = {}

@@ -67,21 +67,27 @@ class MmaError(ValueError):
 
 @dataclass(frozen=True)
 class Descriptor:
-    """How wgmma reads one shared operand (the fields of its 64-bit matrix descriptor but the start)."""
+    """How wgmma reads one shared operand (the fields of its 64-bit matrix descriptor but the start).
+
+    ``base_offset`` is 0: wgmma then applies the swizzle to the absolute address of every element,
+    whatever the start (measured on an H200: a start moved by 32, 128 or 256 bytes reads correctly
+    with base offset 0; base offset b reads the pattern's row as ``(addr >> 7) - b``).  Tiles start
+    on the pattern's repeat (``kTileAlign``), so the tile's own offsets are what the swizzle sees."""
     swizzle_bytes: int
     lbo_bytes: int
     sbo_bytes: int
     k_major: bool
+    base_offset: int = 0
 
-    def fields(self, base_offset: int = 0) -> int:
+    def fields(self) -> int:
         """The descriptor without its start address: LBO >> 4 at bit 16, SBO >> 4 at bit 32, the
         base offset at bit 49, the swizzle mode at bit 62."""
-        return ((self.lbo_bytes >> 4) << 16 | (self.sbo_bytes >> 4) << 32 | base_offset << 49
+        return ((self.lbo_bytes >> 4) << 16 | (self.sbo_bytes >> 4) << 32 | self.base_offset << 49
                 | SWIZZLE_MODE[self.swizzle_bytes] << 62)
 
-    def bits(self, start: int, base_offset: int = 0) -> int:
+    def bits(self, start: int) -> int:
         """The whole descriptor for an operand slice starting at shared byte address ``start``."""
-        return self.fields(base_offset) | (start & 0x3FFFF) >> 4
+        return self.fields() | (start & 0x3FFFF) >> 4
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,7 @@ class Operand:
 @dataclass(frozen=True)
 class MmaStep:
     """One instruction: the accumulator registers in fragment order, and per operand either its
-    register words in fragment order or ``(byte offset of the slice, base offset)`` in its tile."""
+    register words in fragment order or ``(byte offset of the slice in its tile,)`` (shared)."""
     acc: tuple[int, ...]
     a: tuple[int, ...]
     b: tuple[int, ...]
@@ -131,6 +137,11 @@ class MmaPlan:
         return "mma"
 
     @property
+    def strategy(self) -> str:
+        """The instruction family (``wgmma`` or ``mma.sync``), as other plans name their strategy."""
+        return self.kind
+
+    @property
     def threads(self) -> int:
         return self.warp_size * self.num_warps
 
@@ -140,20 +151,16 @@ class MmaPlan:
 
     @property
     def smem_bytes(self) -> int:
-        """Shared memory of the harness: the shared operand tiles, each at its alignment."""
+        """Dynamic shared memory of the harness: the shared operand tiles, each at its alignment,
+        and 1024 bytes of slack to align the first (a dynamic buffer is only 16-byte aligned)."""
         total = 0
         for op in (self.a, self.b):
             if op.space == "shared":
                 total = -(-total // op.align) * op.align + op.bytes
-        return total
+        return total + 1024 if total else 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("a", "b"):
-            desc = d[k].pop("descriptor")
-            if desc is not None:
-                offsets = sorted({getattr(s, k)[1] for s in self.steps})
-                d[k]["descriptor"] = {**desc, "base_offset": offsets[0] if len(offsets) == 1 else offsets}
         d["operation"] = "mma"
         return d
 
@@ -275,9 +282,9 @@ def tile_offsets(tile: LinearLayout) -> np.ndarray:
     return out
 
 
-def descriptor_of(addr: np.ndarray, e: int, allow_mn: bool, what: str) -> tuple[Descriptor, int, int]:
-    """(descriptor, start, base offset) under which wgmma reads the byte offsets ``addr`` (rows by K,
-    as stored, swizzle included) -- the first canonical layout of the module table that matches."""
+def descriptor_of(addr: np.ndarray, e: int, allow_mn: bool, what: str) -> tuple[Descriptor, int]:
+    """(descriptor, start) under which wgmma reads the byte offsets ``addr`` (rows by K, as stored,
+    swizzle included) -- the first canonical layout of the module table that matches."""
     R, K = addr.shape
     r = np.arange(R)[:, None]
     k = np.arange(K)[None, :]
@@ -309,8 +316,7 @@ def descriptor_of(addr: np.ndarray, e: int, allow_mn: bool, what: str) -> tuple[
             if not k_major and not allow_mn:
                 mn_seen = True
                 continue
-            base_offset = (start % (8 * span)) >> 7 if span else 0
-            return Descriptor(span, lbo, sbo, k_major), start, base_offset
+            return Descriptor(span, lbo, sbo, k_major), start
     if mn_seen:
         raise MmaError(f"{what}: the tile is MN-major; wgmma reads {what.split()[0]} MN-major only for 16-bit "
                        f"types (8-bit and tf32 operands must be K-major)")
@@ -354,8 +360,8 @@ def plan_mma(acc: LinearLayout, a: LinearLayout, b: LinearLayout, a_space: str, 
     else:
         if a_space != "registers" or b_space != "registers":
             raise MmaError("mma.sync reads A and B from registers; give dot_operand layouts")
-        if acc_dtype == "f16" and dtype != "f16":
-            raise MmaError("mma.sync accumulates f16 only for f16 operands")
+        if dtype.startswith("f8") and target.arch in ("sm_80", "sm_86"):
+            raise MmaError(f"fp8 mma.sync needs sm_89 or newer (--arch {target.arch})")
         n_i, kind, group = 8, "mma.sync", 1
     acc_frag, a_frag, b_frag = fragment_layouts(kind, n_i, k_i, kw)
     acc_word = 2 if acc_dtype == "f16" else 1
@@ -423,8 +429,8 @@ def _register_fetch(ins, shift, acc_shift, rows_first: bool, what: str):
 def _shared_operand(tile: LinearLayout, e: int, rows_first: bool, rows: int, mn_ok: bool, acc_shift,
                     group: int, warps: int, what: str):
     """Operand in shared memory: the ``Operand`` (descriptor still unset) and ``fetch(outer, k0) ->
-    (slice byte offset, base offset)``; every slice must be read under one descriptor, which
-    ``fetch.descriptors`` collects."""
+    (slice byte offset,)``; every slice must be read under one descriptor, which ``fetch.descriptors``
+    collects."""
     offs = tile_offsets(tile) * e
     k_i = 32 // e
     # warp groups move A's rows (B's columns) by the accumulator's shift: the byte offset is linear in it
@@ -434,13 +440,13 @@ def _shared_operand(tile: LinearLayout, e: int, rows_first: bool, rows: int, mn_
         warp_coefs[b + group.bit_length() - 1] = int(offs[c, 0] if rows_first else offs[0, c])
     descriptors: set[Descriptor] = set()
 
-    def fetch(outer: int, k0: int) -> tuple[int, int]:
+    def fetch(outer: int, k0: int) -> tuple[int]:
         addr = offs[outer:outer + rows, k0:k0 + k_i] if rows_first else offs[k0:k0 + k_i, outer:outer + rows].T
-        desc, start, base_offset = descriptor_of(addr, e, mn_ok, what)
+        desc, start = descriptor_of(addr, e, mn_ok, what)
         descriptors.add(desc)
         if len(descriptors) > 1:
             raise MmaError(f"{what}: the swizzle atom does not repeat (its slices need different descriptors)")
-        return start, base_offset
+        return (start,)
 
     fetch.descriptors = descriptors
     op = Operand("shared", _bases(tile), bytes=int(offs.size * e), align=tile_alignment(tile, e),

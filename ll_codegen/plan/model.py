@@ -405,6 +405,7 @@ class ConversionPlan:
     smem: SmemPlan | None = None
     memory: MemoryPlan | None = None
     copy: CopyPlan | None = None
+    tma: "TmaPlan | None" = None          # plan/tma.py (which imports this module): a TMA copy, strategy tma
     via: "ConversionPlan | None" = None   # store: convert, then ``memory`` (of via's dst); load: the reverse
     candidates: tuple[Candidate, ...] = ()
 
@@ -414,6 +415,8 @@ class ConversionPlan:
         (registers -> registers), ``store``, ``load`` or ``copy``."""
         if self.copy is not None:
             return "copy"
+        if self.tma is not None:
+            return "tma"
         return self.memory.direction if self.memory is not None else "convert"
 
     @property
@@ -423,9 +426,12 @@ class ConversionPlan:
     @property
     def smem_bytes(self) -> int:
         """Shared memory the generated function uses: a conversion's scratch,
-        or a shared tile for a memory plan."""
+        or a shared tile for a memory plan (a TMA plan's harness: the tile, then its
+        8-byte mbarrier)."""
         if self.copy is not None:
             return self.copy.store.bytes
+        if self.tma is not None:
+            return self.tma.bytes + 8
         if self.via is not None:
             return self.via.smem_bytes
         if self.memory is not None:
@@ -435,6 +441,9 @@ class ConversionPlan:
     @property
     def scratch_bytes(self) -> int:
         """Global bytes the test harness needs for a global tile (padded strides), else 0."""
+        if self.tma is not None:        # the tensor TMA reads and writes: 16-byte aligned strides
+            return self.elem_bytes * harness_extent(self.shape, harness_strides(self.shape, list(self.tma.order),
+                                                                                16, self.elem_bytes))
         m = self.copy.load if self.copy is not None else self.memory
         if m is None or m.space != "global":
             return 0
@@ -462,6 +471,8 @@ class ConversionPlan:
             mem.update({k: v for k, v in mem["cost"].items()})
             if m.space == "global":
                 mem["requests"] = m.cost.instructions
+        if self.tma is not None:        # boxes readable: shared byte offset and coordinate offsets
+            d["tma"]["boxes"] = [{"smem_offset": off, "coords": list(c)} for off, c in self.tma.boxes]
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -499,6 +510,8 @@ def harness_fill(elem_bytes: int) -> int:
 def harness_variants(plan: "ConversionPlan") -> tuple[str, ...]:
     """Kernel name suffixes of a plan's harness: ``_masked`` too for global tiles."""
     m = plan.memory
+    if plan.tma is not None:        # a TMA load in bounds, one partly out of bounds (zero fill), a TMA store
+        return ("", "_oob", "_store")
     return ("", "_masked") if plan.copy is not None or (m is not None and m.space == "global") else ("",)
 
 

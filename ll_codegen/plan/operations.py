@@ -15,7 +15,10 @@ operation             what moves                                   plan type
 ``store``             registers -> a shared or global tile         ``ConversionPlan``
 ``load``              a shared or global tile -> registers         ``ConversionPlan``
 ``copy``              a global tile -> a shared tile               ``ConversionPlan``
+``tma``               a global tile <-> a shared tile by TMA       ``ConversionPlan``
+                      (sm_90a: cp.async.bulk.tensor per box)
 ``gather``            ``out = src[.., index, ..]`` along one axis   ``GatherPlan``
+``mma``               ``acc += A @ B`` (wgmma, mma.sync)            ``MmaPlan``
 ====================  ===========================================  ====================
 """
 from __future__ import annotations
@@ -24,8 +27,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ll_codegen.plan.gather import GatherPlan, plan_gather
+from ll_codegen.plan.mma import MmaPlan, plan_mma
 from ll_codegen.plan.model import ConversionPlan
 from ll_codegen.plan.planner import plan_conversion, plan_copy, plan_memory
+from ll_codegen.plan.tma import plan_tma
 
 
 @dataclass(frozen=True)
@@ -41,5 +46,7 @@ OPERATIONS: dict[str, Operation] = {
     "store": Operation(ConversionPlan, plan_memory, "registers -> a shared or global tile"),
     "load": Operation(ConversionPlan, plan_memory, "a shared or global tile -> registers"),
     "copy": Operation(ConversionPlan, plan_copy, "a global tile -> a shared tile"),
+    "tma": Operation(ConversionPlan, plan_tma, "a global tile <-> a shared tile by TMA (sm_90a)"),
     "gather": Operation(GatherPlan, plan_gather, "out = src gathered by index along one axis"),
+    "mma": Operation(MmaPlan, plan_mma, "acc += A @ B for one CTA tile (wgmma, mma.sync)"),
 }

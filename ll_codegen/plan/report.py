@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.gather import GatherPlan
+from ll_codegen.plan.mma import MmaPlan
 from ll_codegen.plan.model import ConversionPlan, instruction_name, shuffle_name
+from ll_codegen.plan.tma import tma_summary_lines
 from ll_codegen.core.target import get_target
 
 
@@ -125,6 +127,11 @@ def memory_lines(p: ConversionPlan) -> list[str]:
     return out
 
 
+def tma_summary(p: ConversionPlan) -> str:
+    """A TMA copy: the box, the swizzle, each box's shared offset and coordinates."""
+    return _plan_text(p, tma_summary_lines(p.tma))
+
+
 def copy_lines(p: ConversionPlan) -> list[str]:
     """A copy plan: the thread mapping, the global reads and the shared writes."""
     c = p.copy
@@ -164,5 +171,24 @@ def gather_summary(p: GatherPlan) -> str:
 
 
 #: The summary of each operation (``ConversionPlan.operation`` / ``GatherPlan.operation``).
+def mma_summary(p: MmaPlan) -> str:
+    """An MMA: the instruction, how each operand is read, the steps."""
+    M, N, K = p.shape
+    lines = [f"mma: {p.instr}  (acc {M}x{N} += A {M}x{K} * B {K}x{N}, {p.dtype} -> {p.acc_dtype}, "
+             f"{p.target} {p.arch}, {p.num_warps} warps x {p.warp_size} lanes)",
+             f"  {len(p.steps)} instructions per thread ({len({s.acc for s in p.steps})} accumulator tiles x "
+             f"{K // p.instr_shape[2]} k-steps), {p.acc_regs} accumulator registers"]
+    for name, op in (("A", p.a), ("B", p.b)):
+        if op.space == "registers":
+            lines.append(f"  {name}: registers, {op.regs} words per thread")
+        else:
+            d = op.descriptor
+            lines.append(f"  {name}: shared tile of {op.bytes} B ({op.align}-byte aligned), "
+                         f"{'K' if d.k_major else 'MN'}-major, swizzle {d.swizzle_bytes or 'none'}, "
+                         f"LBO {d.lbo_bytes} B, SBO {d.sbo_bytes} B")
+    return "\n".join(lines)
+
+
 SUMMARIES = {"convert": convert_summary, "store": memory_summary, "load": memory_summary, "copy": copy_summary,
-             "gather": gather_summary}
+             "gather": gather_summary, "mma": mma_summary,
+             "tma": tma_summary}

@@ -31,7 +31,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ll_codegen.api import conversion_files, gather_files
+from ll_codegen.api import conversion_files, gather_files, mma_files
 from ll_codegen.core.files import check_output_dir, quote_path, write_all
 from ll_codegen.core.limits import short
 from ll_codegen.plan.model import ConversionPlan
@@ -41,10 +41,12 @@ from ll_codegen.spec import SpecError, parse_yaml, read_spec_text
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MANIFEST = os.path.join(ROOT, "generated", "manifest.yaml")
 SOURCE_EXTS = (".cuh", ".cu", ".h", ".hip")
-STRATEGIES = ("noop", "register", "shuffle", "smem", "store", "load", "copy")
+STRATEGIES = ("noop", "register", "shuffle", "smem", "store", "load", "copy", "tma", "wgmma", "mma.sync")
 
-
-COMMANDS = ("convert", "gather")
+#: manifest command -> (the API function rendering its files, the options it needs)
+COMMAND_FILES = {"convert": (conversion_files, ("src", "dst")), "gather": (gather_files, ("src", "index", "axis")),
+                 "mma": (mma_files, ("acc", "a", "b"))}
+COMMANDS = tuple(COMMAND_FILES)
 
 
 @dataclass
@@ -53,7 +55,7 @@ class Entry:
     expect: str | None
     note: str
     command: str = "convert"
-    conv: Any = None            # api.Conversion or api.Gather: .plan, .name, .command, .files
+    conv: Any = None            # api.Conversion or api.Generated: .plan, .name, .command, .files
     params: dict[str, Any] | None = None
 
 
@@ -98,13 +100,13 @@ def build(entries: list[Entry], manifest: str, parsers: Mapping[str, Any], root:
         p = dict(ctx.params)
         if p.pop("output") != "." or p.pop("emit"):
             raise ValueError(f"{where}: args: leave out -o and --emit (regenerate writes every kind to OUTDIR)")
-        needed = ("src", "dst") if e.command == "convert" else ("src", "index", "axis")
+        files_of, needed = COMMAND_FILES[e.command]
         if any(p.get(k) in (None, "") for k in needed):
             raise ValueError(f"{where}: args: {' and '.join('--' + k for k in needed)} are required")
-        if e.command == "gather" and (p.pop("show_plan") or p.pop("as_json")):
+        if e.command != "convert" and (p.pop("show_plan") or p.pop("as_json")):
             raise ValueError(f"{where}: args: leave out --plan and --json")
         try:
-            e.conv = (conversion_files if e.command == "convert" else gather_files)(emit=("all",), root=root, **p)
+            e.conv = files_of(emit=("all",), root=root, **p)
         except ValueError as err:
             raise ValueError(f"{where}: {err}") from None
         e.params = p
@@ -119,13 +121,15 @@ def build(entries: list[Entry], manifest: str, parsers: Mapping[str, Any], root:
 
 
 def _conflicts(plan) -> str:
-    m = plan.smem
+    m = getattr(plan, "smem", None)
     if m is None or not isinstance(plan, ConversionPlan):
         return "—"
     return f"{m.store.bank_conflicts} / {m.load.bank_conflicts}"
 
 
 def _instrs(plan) -> str:
+    if plan.operation == "mma":
+        return f"{len(plan.steps)} x {plan.instr}"
     if not isinstance(plan, ConversionPlan):          # a gather
         if plan.shuffle is not None:
             return f"{plan.shuffle.shuffles} shuffles, {len(plan.shuffle.outs[0].cands)} candidates/element"
@@ -165,8 +169,10 @@ def readme(entries: list[Entry]) -> str:
     ]
     for e in entries:
         c, p = e.conv, e.params
-        pair = (f"`{os.path.basename(p['src'])}` -> `{os.path.basename(p['dst'])}`" if e.command == "convert" else
-                f"gather `{os.path.basename(p['src'])}` by `{os.path.basename(p['index'])}`, axis {p['axis']}")
+        name = {k: f"`{os.path.basename(str(v))}`" for k, v in p.items() if isinstance(v, str)}
+        pair = {"convert": lambda: f"{name['src']} -> {name['dst']}",
+                "gather": lambda: f"gather {name['src']} by {name['index']}, axis {p['axis']}",
+                "mma": lambda: f"{name['acc']} += {name['a']} x {name['b']}"}[e.command]()
         lines.append(f"| `{c.name}` | {pair} | {c.plan.dtype} | {c.plan.target} {c.plan.arch} | "
                      f"{c.plan.strategy} | {_instrs(c.plan)} | {_conflicts(c.plan)} |")
     lines += ["", "## Conversions and gathers", ""]

@@ -26,6 +26,8 @@
 //   error, as racecheck/initcheck/memcheck would report.
 // * Constructs it does not model do not compile: inline `asm`, `__shared__`
 //   variables other than the `extern` dynamic buffer, unknown intrinsics.
+// * Hopper's asynchronous operations (mbarrier, TMA through `<cuda.h>`'s tensor
+//   maps, wgmma, mma.sync) are modelled in hopper.h, included at the end.
 #pragma once
 #define LLGEN_HOST_SIMT 1
 
@@ -36,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,8 +58,11 @@ struct Dim3 {
     unsigned x = 0, y = 0, z = 0;
 };
 
-enum class State { kRunnable, kBlockBarrier, kWarpOp, kDone };
-enum class WarpOp { kNone, kSyncWarp, kShflIdx, kShflXor, kAmdShfl, kAmdShflXor, kLdMatrix, kStMatrix };
+// kAsyncWait: blocked in mbarrier_try_wait_parity until the barrier completes a phase (hopper.h)
+enum class State { kRunnable, kBlockBarrier, kWarpOp, kDone, kAsyncWait };
+enum class WarpOp {
+    kNone, kSyncWarp, kShflIdx, kShflXor, kAmdShfl, kAmdShflXor, kLdMatrix, kStMatrix, kWgmma, kMmaSync
+};
 
 struct Fiber {
     ucontext_t ctx;
@@ -70,12 +76,17 @@ struct Fiber {
     int x = 0;
     bool trans = false;
     uint32_t words[4] = {0, 0, 0, 0};
+    uint64_t clk = 1;  // this thread's clock: stamps its shared accesses, advanced by mbarrier arrivals (hopper.h)
 };
 
 struct Shadow {  // one shared-memory byte
     int writer = -1, reader = -1;
     uint64_t write_epoch = 0, read_epoch = 0, write_wepoch = 0, read_wepoch = 0;
+    uint64_t write_clk = 0, read_clk = 0;  // the accessing thread's clock (hopper.h: ordering through mbarriers)
+    int async = -1;                        // >= 0: the last write was this asynchronous (TMA) copy's (hopper.h)
 };
+
+struct HopperState;  // hopper.h: mbarriers, asynchronous copies, warpgroup operands
 
 struct Block {
     std::vector<Fiber> fibers;
@@ -90,6 +101,7 @@ struct Block {
     std::vector<Shadow> shadow;
     std::vector<std::string> errors;
     std::function<void()> kernel;
+    std::shared_ptr<HopperState> hopper;  // created by the first Hopper operation
 };
 
 inline Block* g_block = nullptr;
@@ -118,6 +130,23 @@ inline bool ordered(int t, uint64_t epoch, uint64_t wepoch, int now) {
     return w == now / b.warp_size && wepoch < b.warp_epoch[w];
 }
 
+// hopper.h: ordering through mbarrier release/acquire, and the asynchronous proxy's writes
+inline bool synced(int t, uint64_t clk, int now);
+inline bool async_visible(int id, int now);
+inline void block_synced();
+inline void warp_synced(int w0, int lanes);
+inline bool hopper_warp_op(int w0, int lanes, WarpOp op);
+inline std::string deadlock_detail();
+
+// does the byte's last write (read) happen before thread `now`'s access?
+inline bool write_before(const Shadow& s, int now) {
+    if (s.async >= 0) return async_visible(s.async, now);
+    return ordered(s.writer, s.write_epoch, s.write_wepoch, now) || synced(s.writer, s.write_clk, now);
+}
+inline bool read_before(const Shadow& s, int now) {
+    return ordered(s.reader, s.read_epoch, s.read_wepoch, now) || synced(s.reader, s.read_clk, now);
+}
+
 inline bool check_range(const char* what, unsigned addr, unsigned bytes, unsigned align, int t) {
     Block& b = *g_block;
     if (addr % align) {
@@ -141,15 +170,17 @@ inline void shared_write(unsigned addr, const void* src, unsigned bytes, unsigne
         Shadow& s = b.shadow[addr + i];
         unsigned char v = static_cast<const unsigned char*>(src)[i];
         // threads holding broadcast copies store the same value: benign, as for racecheck
-        if (!ordered(s.writer, s.write_epoch, s.write_wepoch, t) && b.shared[addr + i] != v)
+        if (!write_before(s, t) && b.shared[addr + i] != v)
             error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
                   where(s.writer) + " wrote (another value) in the same barrier interval");
-        else if (!ordered(s.reader, s.read_epoch, s.read_wepoch, t))
+        else if (!read_before(s, t))
             error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
                   where(s.reader) + " read in the same barrier interval");
         s.writer = t;
         s.write_epoch = b.epoch;
         s.write_wepoch = we;
+        s.write_clk = b.fibers[t].clk;
+        s.async = -1;
     }
     std::memcpy(b.shared + addr, src, bytes);
 }
@@ -166,12 +197,13 @@ inline void shared_read(unsigned addr, void* dst, unsigned bytes, unsigned align
         if (s.writer < 0)
             error(where(t) + " reads shared byte " + std::to_string(addr + i) +
                   " before any thread wrote it (uninitialised, or a missing barrier)");
-        else if (!ordered(s.writer, s.write_epoch, s.write_wepoch, t))
+        else if (!write_before(s, t))
             error("race: " + where(t) + " reads shared byte " + std::to_string(addr + i) + " that " +
                   where(s.writer) + " wrote in the same barrier interval");
         s.reader = t;
         s.read_epoch = b.epoch;
         s.read_wepoch = we;
+        s.read_clk = b.fibers[t].clk;
     }
     std::memcpy(dst, b.shared + addr, bytes);
 }
@@ -392,11 +424,14 @@ inline bool resolve_warps() {
                       " wait in different warp-wide operations");
                 return false;
             }
-        if (op == WarpOp::kSyncWarp)
+        if (op == WarpOp::kSyncWarp) {
             ++b.warp_epoch[w0 / b.warp_size];
-        else if (op == WarpOp::kLdMatrix || op == WarpOp::kStMatrix)
+            warp_synced(w0, lanes);
+        } else if (op == WarpOp::kLdMatrix || op == WarpOp::kStMatrix) {
             matrix_op(w0, lanes);
-        else
+        } else if (op == WarpOp::kWgmma || op == WarpOp::kMmaSync) {
+            if (!hopper_warp_op(w0, lanes, op)) continue;  // a wgmma waits for its whole warpgroup
+        } else
             shuffle_op(w0, lanes, op);
         for (int l = 0; l < lanes; ++l) b.fibers[w0 + l].state = State::kRunnable;
         any = true;
@@ -436,12 +471,14 @@ inline std::vector<std::string> launch(int threads, int warp_size, unsigned char
             swapcontext(&b.sched, &b.fibers[t].ctx);
         }
         if (!b.errors.empty()) break;
-        int done = 0, at_barrier = 0;
+        int done = 0, at_barrier = 0, runnable = 0;
         for (auto& f : b.fibers) {
             done += f.state == State::kDone;
             at_barrier += f.state == State::kBlockBarrier;
+            runnable += f.state == State::kRunnable;  // woken by an mbarrier phase (hopper.h)
         }
         if (done == threads) break;
+        if (runnable) continue;
         if (resolve_warps()) continue;
         if (!b.errors.empty()) break;
         if (at_barrier && at_barrier + done == threads) {
@@ -451,10 +488,11 @@ inline std::vector<std::string> launch(int threads, int warp_size, unsigned char
                 break;
             }
             ++b.epoch;
+            block_synced();
             for (auto& f : b.fibers) f.state = State::kRunnable;
             continue;
         }
-        error("deadlock: threads wait in different barriers or warp-wide operations");
+        error("deadlock: threads wait in different barriers or warp-wide operations" + deadlock_detail());
         break;
     }
     g_block = nullptr;
@@ -523,3 +561,6 @@ struct uint4 {
 
 // inline PTX / GCN assembly is not modelled: route it through a named wrapper
 #define asm llgen_host_does_not_model_inline_asm
+
+// Hopper (sm_90a) asynchronous operations: mbarrier, TMA, wgmma, mma.sync
+#include "hopper.h"

@@ -69,9 +69,8 @@ def emulate(plan, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
                 for name in ("a", "b"):
                     op = getattr(plan, name)
                     if op.space == "shared":
-                        start, base_offset = getattr(s, name)
-                        addr = where[name] + (start ^ op.warp_offset(0, 4 * g))
-                        descs[name] = op.descriptor.bits(addr, base_offset)
+                        start, = getattr(s, name)
+                        descs[name] = op.descriptor.bits(where[name] + (start ^ op.warp_offset(0, 4 * g)))
                 a_vals = None
                 if "a" not in descs:
                     elems = [w * per + j for w in s.a for j in range(per)]
@@ -102,7 +101,10 @@ def check_mma(plan, rng=0, **options) -> None:
     """Run ``plan`` on random small integers; AssertionError naming the first wrong register."""
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
     a, b, c, want = mma_tensors(plan, rng)
-    got = emulate(plan, a, b, c)
+    try:
+        got = emulate(plan, a, b, c)
+    except ValueError as e:                 # the model refuses a read: outside the tiles, a bad descriptor
+        raise AssertionError(f"mma: {e}") from None
     expect = regs_of(layout_of(plan.acc_layout), want)
     bad = np.argwhere(got != expect)
     if len(bad):

@@ -16,6 +16,8 @@ convert    ``emulate_convert.emulate``          ``reference.reference``
 store/load ``emulate_memory.emulate_memory``    ``reference.memory_reference``
 copy       both halves (``copy_halves``)        ``reference.memory_reference``
 gather     ``emulate_gather.emulate_gather``    ``reference.gather_reference``
+tma        ``emulate_tma`` (box by box)         ``emulate_tma.tile_reference`` (the layout's offsets)
+mma        ``emulate_mma.emulate`` (PTX model)  ``reference.mma_tensors``
 ========== ==================================== =====================================
 
 Every check draws random raw bits (full range: NaN payloads, signed zeros
@@ -32,6 +34,8 @@ from ll_codegen.core.layout import layout_of
 from ll_codegen.verify.emulate_convert import check_plan
 from ll_codegen.verify.emulate_gather import check_gather
 from ll_codegen.verify.emulate_memory import check_copy_plan, check_memory_plan
+from ll_codegen.verify.emulate_tma import check_tma
+from ll_codegen.verify.emulate_mma import check_mma
 
 
 def _check_conversion(plan, rng, **kw) -> None:
@@ -46,6 +50,8 @@ CHECKS: dict[str, Callable[..., None]] = {
     "load": check_memory_plan,
     "copy": check_copy_plan,
     "gather": check_gather,
+    "mma": check_mma,
+    "tma": check_tma,
 }
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from ll_codegen.emit.render import write_files
 from ll_codegen.verify.harness import RunResult, operation
+from ll_codegen.verify.tensor_map import encode_tiled
 
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
 
@@ -110,6 +111,10 @@ class Kernel:
         for variant in self.kernels:
             run = self.op.data(p, rng, variant)
             d_args = [cupy.asarray(np.ascontiguousarray(a).ravel()) for a in run.args]   # outputs poisoned
+            tm = self.op.tensor_map(p) if self.op.tensor_map is not None else None
+            if tm is not None:      # the CUtensorMap of the tensor argument, encoded by the driver
+                raw = encode_tiled(p, d_args[tm.base_arg].data.ptr, tm.dims, tm.strides)
+                d_args[tm.map_arg] = cupy.asarray(np.frombuffer(raw, dtype=run.args[tm.map_arg].dtype))
             self.launch(d_args, variant)
             cupy.cuda.runtime.deviceSynchronize()
             got = {k: d_args[k].get().reshape(w.shape) for k, w in run.wants.items()}
@@ -124,6 +129,13 @@ def arch() -> str:
     """The NVRTC architecture of the current device (``sm_XY``)."""
     import cupy
     return "sm_" + cupy.cuda.Device().compute_capability
+
+
+def compile_arch(plans: Sequence[Any]) -> str:
+    """The device's architecture, ``sm_90a`` on an sm_90 device when a plan is for sm_90a
+    (TMA, wgmma: code that runs only there)."""
+    a = arch()
+    return a + "a" if a == "sm_90" and any(getattr(p, "arch", "") == "sm_90a" for p in plans) else a
 
 
 def cuda_include_dirs() -> list[str]:
@@ -261,7 +273,8 @@ class Batch:
         self.modules: list = []
 
     def compile(self, batch_size: int = 32, workers: int | None = None) -> "Batch":
-        opts = self.options + (f"--gpu-architecture={arch()}",) + tuple(f"-I{d}" for d in cuda_include_dirs())
+        opts = (self.options + (f"--gpu-architecture={compile_arch(list(self.plans.values()))}",)
+                + tuple(f"-I{d}" for d in cuda_include_dirs()))
         chunks = [self.items[i:i + batch_size] for i in range(0, len(self.items), batch_size)]
         jobs = [(self.directory, c, opts, f"batch{k}", self.render) for k, c in enumerate(chunks)]
         workers = min(len(jobs), workers or os.cpu_count() or 1)

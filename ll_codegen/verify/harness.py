@@ -13,7 +13,9 @@ memory.  A row of ``OPERATIONS`` (a ``HarnessOp``) says, for its plans:
   argument, what it must hold afterwards (the numpy reference,
   ``reference.py``);
 * ``compare(name, plan, run, got, ok, entropy)``: the outputs against the
-  reference, bit for bit: a ``RunResult`` naming the first difference.
+  reference, bit for bit: a ``RunResult`` naming the first difference;
+* ``tensor_map(plan)`` (TMA only): the argument the driver fills with a
+  ``CUtensorMap`` of another argument before each launch (``TensorMapArgs``).
 
 ========================= ====================================== ===================================
 operation                 arguments                              outputs checked
@@ -23,6 +25,11 @@ copy                      ``regs`` (threads x n_dst), scratch    destination reg
                           (a zeroed global tile)                 that writes a wrong one is named)
 gather                    ``src``, ``idx`` (index type), ``out``  ``out`` and every thread's output
                           (idx shape), ``regs`` (threads x n)    registers
+mma                       ``a``, ``b`` (row-major raw bits),      ``out`` (= C + A @ B) and every
+                          ``out`` (in: C), ``regs``               thread's accumulator registers
+tma                       ``in`` (row-major tile), ``out``,      ``out`` (the tile read back) and
+                          ``tensor`` (global, padded strides),   the whole ``tensor`` (loads: as it
+                          ``map`` (its CUtensorMap, 128 bytes)   was; stores: in at the origin)
 ========================= ====================================== ===================================
 """
 from __future__ import annotations
@@ -34,8 +41,11 @@ import numpy as np
 
 from ll_codegen.core.dtypes import C_RAW, INDEX_DTYPES, NP_RAW
 from ll_codegen.core.layout import layout_of
-from ll_codegen.plan.model import ConversionPlan, harness_cut, harness_fill, harness_variants
-from ll_codegen.verify.reference import gather_expected, reference_registers, row_major_index
+from ll_codegen.plan.model import (ConversionPlan, harness_cut, harness_extent, harness_fill, harness_strides,
+                                   harness_variants)
+from ll_codegen.plan.tma import harness_origin
+from ll_codegen.verify.reference import (acc_bits, encode_small, gather_expected, mma_tensors, reference_registers,
+                                         row_major_index)
 
 
 @dataclass
@@ -168,6 +178,94 @@ def _gather_compare(name: str, plan, run: RunData, got: dict[int, np.ndarray], o
     return RunResult(True, ok, entropy=entropy)
 
 
+# ------------------------------------------------------------------- mma
+def _mma_data(plan, rng: np.random.Generator, variant: str) -> RunData:
+    a, b, c, want = mma_tensors(plan, rng)
+    acc = layout_of(plan.acc_layout)
+    want_bits = acc_bits(want, plan.acc_dtype)
+    regs = np.ascontiguousarray(want_bits.reshape(-1)[row_major_index(acc)].reshape(plan.threads, -1))
+    return RunData([encode_small(a, plan.dtype).reshape(-1), encode_small(b, plan.dtype).reshape(-1),
+                    acc_bits(c, plan.acc_dtype).reshape(-1), ~regs], {2: want_bits.reshape(-1), 3: regs})
+
+
+def _mma_compare(name: str, plan, run: RunData, got: dict[int, np.ndarray], ok: str,
+                 entropy: int | None) -> RunResult:
+    regs, out = run.wants[3], run.wants[2]
+    bad = np.argwhere(got[3] != regs)
+    if len(bad):
+        t, r = (int(x) for x in bad[0])
+        return RunResult(False, f"{name}: thread {t} acc[{r}]: expected {int(regs[t, r]):#x}, got "
+                                f"{int(got[3][t, r]):#x} ({len(bad)} of {regs.size} registers differ)",
+                         t, r, int(regs[t, r]), int(got[3][t, r]), entropy=entropy)
+    if not np.array_equal(got[2], out):
+        i = int(np.argmax(got[2] != out))
+        return RunResult(False, f"{name}: accumulator element {i}: expected {int(out[i]):#x}, got {int(got[2][i]):#x}",
+                         entropy=entropy)
+    return RunResult(True, ok, entropy=entropy)
+
+
+# -------------------------------------------------------------------- tma
+@dataclass(frozen=True)
+class TensorMapArgs:
+    """A harness argument the driver fills with a CUtensorMap before the launch: argument
+    ``map_arg`` (128 bytes) gets the map of the tensor at argument ``base_arg``, ``dims`` and
+    ``strides`` (elements) in the tensor's dim order -- on the host through the header's own
+    ``make_tensor_map()``, on a GPU through the driver's ``cuTensorMapEncodeTiled``."""
+    map_arg: int
+    base_arg: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+
+
+def tma_tensor_map(plan: ConversionPlan) -> TensorMapArgs:
+    """The TMA harness's tensor: the tile's shape at 16-byte aligned padded strides."""
+    return TensorMapArgs(3, 2, tuple(plan.shape),
+                         harness_strides(plan.shape, list(plan.tma.order), 16, plan.elem_bytes))
+
+
+def _tma_data(plan: ConversionPlan, rng: np.random.Generator, variant: str) -> RunData:
+    """``in`` (the row-major tile), ``out`` (poisoned), ``tensor`` (the global tensor at the harness
+    strides, random bits in its padding) and the 128-byte map.  Loads (``""`` at the origin,
+    ``_oob`` at ``harness_origin``): out[c] = the tensor's element origin + c, zero beyond the
+    tensor; the tensor stays as it was.  ``_store`` at ``harness_origin``: out = in, the tensor's
+    elements origin + c inside it become in[c] (poisoned before), every other byte stays."""
+    raw = NP_RAW[plan.elem_bytes]
+    shape = np.array(plan.shape)
+    tm = tma_tensor_map(plan)
+    strides = np.array(tm.strides)
+    hi = np.iinfo(raw).max
+    flat = rng.integers(0, hi, size=int(np.prod(shape)), dtype=raw, endpoint=True)
+    tensor = rng.integers(0, hi, size=harness_extent(plan.shape, tm.strides), dtype=raw, endpoint=True)
+    coords = np.indices(plan.shape).reshape(len(shape), -1)              # row-major element i -> coordinates
+    origin = np.array(harness_origin(plan.shape, plan.tma.order[0], plan.elem_bytes) if variant
+                      else (0,) * len(shape))[:, None]
+    at = coords + origin
+    inside = np.all(at < shape[:, None], axis=0)
+    pos = (np.where(inside, at, 0) * strides[:, None]).sum(axis=0)
+    map_bytes = np.zeros(16, dtype=np.uint64)
+    if variant == "_store":
+        tensor[pos[inside]] = ~flat[inside]
+        want = tensor.copy()
+        want[pos[inside]] = flat[inside]
+        return RunData([flat, ~flat, tensor, map_bytes], {1: flat, 2: want})
+    tensor[(coords * strides[:, None]).sum(axis=0)] = flat              # the tensor's elements
+    out = np.where(inside, tensor[pos], raw(0))
+    return RunData([flat, ~out, tensor, map_bytes], {1: out, 2: tensor.copy()})
+
+
+def _tma_compare(name: str, plan: ConversionPlan, run: RunData, got: dict[int, np.ndarray], ok: str,
+                 entropy: int | None) -> RunResult:
+    for k, what in ((1, "output tile element"), (2, "global tensor element")):
+        want, have = run.wants[k], got[k]
+        if not np.array_equal(want, have):
+            i = int(np.argmax(want != have))
+            poison = " (never written: poison)" if k == 1 and have[i] == ~want[i] else ""
+            return RunResult(False, f"{name}: {what} {i}: expected {int(want[i]):#x}, got {int(have[i]):#x}{poison} "
+                                    f"({int((want != have).sum())} of {want.size} differ)",
+                             expected=int(want[i]), actual=int(have[i]), entropy=entropy)
+    return RunResult(True, ok, entropy=entropy)
+
+
 # ------------------------------------------------------------------ table
 @dataclass(frozen=True)
 class HarnessOp:
@@ -175,6 +273,7 @@ class HarnessOp:
     c_types: Callable[..., list[str]]
     data: Callable[..., RunData]
     compare: Callable[..., RunResult]
+    tensor_map: Callable[..., TensorMapArgs] | None = None     # an argument the driver fills with a CUtensorMap
 
 
 _CONVERSION = HarnessOp(
@@ -190,9 +289,23 @@ _GATHER = HarnessOp(
     data=_gather_data,
     compare=_gather_compare)
 
+_MMA = HarnessOp(
+    variants=lambda p: ("",),
+    c_types=lambda p: [f"const {C_RAW[p.elem_bytes]}*"] * 2 + ["uint32_t*"] * 2,
+    data=_mma_data,
+    compare=_mma_compare)
+
+_TMA = HarnessOp(
+    variants=harness_variants,
+    c_types=lambda p: [f"const {C_RAW[p.elem_bytes]}*"] + [f"{C_RAW[p.elem_bytes]}*"] * 2 + ["const uint64_t*"],
+    data=_tma_data,
+    compare=_tma_compare,
+    tensor_map=tma_tensor_map)
+
 #: plan.operation -> how its harness is called, fed and checked
 OPERATIONS: dict[str, HarnessOp] = {"convert": _CONVERSION, "store": _CONVERSION, "load": _CONVERSION,
-                                    "copy": _CONVERSION, "gather": _GATHER}
+                                    "copy": _CONVERSION, "gather": _GATHER,
+                                    "mma": _MMA, "tma": _TMA}
 
 
 def operation(plan) -> HarnessOp:

@@ -53,13 +53,16 @@ def driver_source(cases: Sequence[tuple[str, object]]) -> str:
     ``driver IN OUT``: IN holds, per run, every harness argument in call
     order (outputs poisoned); OUT gets, per run, the output arguments after
     it (the non-const ones but the last of a conversion, its scratch tile).
-    Every buffer is 16-byte aligned.  Errors the runtime reports are printed
-    as ``ERR <run> <message>`` lines."""
+    Every buffer is 64-byte aligned (a CUtensorMap's alignment), the shared
+    buffer 1024-byte aligned.  A harness with a tensor-map argument
+    (``HarnessOp.tensor_map``) gets it from its header's ``make_tensor_map()``
+    before each launch.  Errors the runtime reports are printed as
+    ``ERR <run> <message>`` lines."""
     lines = [f'#include "{file_names(p.target, name)["harness"]}"' for name, p in cases]
     smem = max([p.smem_bytes for _, p in cases] + [16])
-    lines += [f"__attribute__((aligned(16))) unsigned char smem[{smem}];", "",
+    lines += [f"__attribute__((aligned(1024))) unsigned char smem[{smem}];", "",
               "struct Case { int threads, warp, smem, nargs; size_t bytes[4]; unsigned outs; "
-              "void (*run)(unsigned char* const*); };", ""]
+              "void (*run)(unsigned char* const*); int (*setup)(unsigned char* const*); };", ""]
     runs = []
     for name, plan in cases:
         op = operation(plan)
@@ -67,12 +70,21 @@ def driver_source(cases: Sequence[tuple[str, object]]) -> str:
         run = op.data(plan, np.random.default_rng(0), "")
         sizes = [a.nbytes for a in run.args]
         outs = sum(1 << k for k in run.wants)
+        setup = "nullptr"
+        tm = op.tensor_map(plan) if op.tensor_map is not None else None
+        if tm is not None:          # the header's own make_tensor_map() encodes the map (simt/cuda.h)
+            setup = f"setup_{len(runs)}"
+            lines.append(f"static int {setup}(unsigned char* const* p) {{ "
+                         f"const unsigned long long dims[] = {{{', '.join(map(str, tm.dims))}}}, "
+                         f"strides[] = {{{', '.join(map(str, tm.strides))}}}; "
+                         f"return int({name}::make_tensor_map(reinterpret_cast<CUtensorMap*>(p[{tm.map_arg}]), "
+                         f"p[{tm.base_arg}], dims, strides)); }}")
         for v in op.variants(plan):
             k = len(runs)
             args = ", ".join(f"reinterpret_cast<{t}>(p[{i}])" for i, t in enumerate(types))
             lines.append(f"static void run_{k}(unsigned char* const* p) {{ {name}_harness{v}({args}); }}")
             runs.append(f"    {{{plan.threads}, {plan.warp_size}, {plan.smem_bytes}, {len(types)}, "
-                        f"{{{', '.join(str(s) for s in sizes)}}}, {outs:#x}, run_{k}}},")
+                        f"{{{', '.join(str(s) for s in sizes)}}}, {outs:#x}, run_{k}, {setup}}},")
     lines += ["static const Case kCases[] = {"] + runs + ["};", "", """int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* in = std::fopen(argv[1], "rb");
@@ -83,11 +95,15 @@ def driver_source(cases: Sequence[tuple[str, object]]) -> str:
         std::vector<unsigned char> store[4];
         unsigned char* p[4] = {};
         for (int k = 0; k < c.nargs; ++k) {
-            store[k].assign(c.bytes[k] + 16, 0);
-            p[k] = store[k].data() + (16 - reinterpret_cast<uintptr_t>(store[k].data()) % 16) % 16;
+            store[k].assign(c.bytes[k] + 64, 0);
+            p[k] = store[k].data() + (64 - reinterpret_cast<uintptr_t>(store[k].data()) % 64) % 64;
             if (std::fread(p[k], 1, c.bytes[k], in) != c.bytes[k]) return 3;
         }
         for (size_t k = 0; k < sizeof smem; ++k) smem[k] = static_cast<unsigned char>(0xa5 ^ k);
+        if (c.setup) {
+            const int r = c.setup(p);
+            if (r) std::printf("ERR %d make_tensor_map returned CUresult %d\\n", i, r);
+        }
         auto errors = llgen_host::launch(c.threads, c.warp, smem, size_t(c.smem), [&] { c.run(p); });
         for (auto& e : errors) std::printf("ERR %d %s\\n", i, e.c_str());
         for (int k = 0; k < c.nargs; ++k)

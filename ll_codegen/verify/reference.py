@@ -163,3 +163,50 @@ def gather_expected(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndar
     want_t = np.take_along_axis(src_t, np.mod(idx_t, plan.axis_size), axis=plan.axis)
     regs = gather_reference(layout_of(plan.src_bases), layout_of(plan.idx_bases), plan.axis, src_t, idx_t)
     return src_t, idx_t.astype(INDEX_DTYPES[plan.index_dtype][2]), want_t, regs.reshape(plan.threads, plan.n_idx)
+
+
+# ------------------------------------------------------------------- mma
+#: dtype -> (low, high) of the small integers an MMA check draws: every product and sum of a tile
+#: is then exact in the accumulator, so results are bit-exact whatever the summation order
+MMA_RANGES = {"f16": (-4, 4), "bf16": (-4, 4), "tf32": (-4, 4), "f8e4m3": (-4, 4), "f8e5m2": (-4, 4),
+              "i8": (-8, 8), "u8": (0, 8)}
+
+
+def encode_small(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Raw bits of small integer ``values`` in an MMA operand type (f16, bf16, tf32 as f32 bits,
+    f8e4m3, f8e5m2, i8, u8)."""
+    v = np.asarray(values)
+    if dtype == "f16":
+        return v.astype(np.float16).view(np.uint16)
+    if dtype == "bf16":
+        return (v.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    if dtype == "tf32":
+        return v.astype(np.float32).view(np.uint32)
+    if dtype == "f8e5m2":                     # the upper byte of the f16 (exact for small integers)
+        return (v.astype(np.float16).view(np.uint16) >> 8).astype(np.uint8)
+    if dtype == "f8e4m3":                     # sign, 4 exponent bits (bias 7), 3 mantissa bits
+        a = np.abs(v).astype(np.float64)
+        e = np.floor(np.log2(np.where(a > 0, a, 1))).astype(np.int64)
+        m = np.round((a / 2.0 ** e - 1) * 8).astype(np.int64)
+        bits = np.where(a > 0, ((e + 7) << 3) | m, 0) | np.where(v < 0, 0x80, 0)
+        return bits.astype(np.uint8)
+    if dtype in ("i8", "u8"):
+        return v.astype(np.int64).astype(np.uint8)
+    raise ValueError(f"no MMA operand type {dtype!r}")
+
+
+def mma_tensors(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(A, B, C, C + A @ B) as integer arrays for ``plan`` (M x K, K x N, M x N, M x N)."""
+    M, N, K = plan.shape
+    lo, hi = MMA_RANGES[plan.dtype]
+    a = rng.integers(lo, hi, size=(M, K), endpoint=True)
+    b = rng.integers(lo, hi, size=(K, N), endpoint=True)
+    c = rng.integers(-64, 64, size=(M, N), endpoint=True)
+    return a, b, c, c + a @ b
+
+
+def acc_bits(values: np.ndarray, acc_dtype: str) -> np.ndarray:
+    """Raw 32-bit words of exact accumulator values (f32 or i32)."""
+    if acc_dtype == "f32":
+        return np.asarray(values).astype(np.float32).view(np.uint32)
+    return np.asarray(values).astype(np.int32).view(np.uint32)

@@ -1,0 +1,673 @@
+// Hopper (sm_90a) asynchronous operations on the host SIMT runtime (included at
+// the end of simt_host.h; `<cuda.h>` in this folder is the host side of TMA).
+// Generated headers call these under `LLGEN_HOST_SIMT` instead of inline PTX.
+// Semantics follow the PTX ISA sections named at each function.
+//
+// Layouts and fragments follow the PTX ISA and cuTensorMapEncodeTiled's documentation, and were
+// checked on an H200 (sm_90a) where those leave room: TMA boxes (narrow, strided, out of
+// bounds), wgmma shared layouts and base offsets, register fragments (wgmma A, f32 / f16 D;
+// mma.sync f16 / tf32 / s8).
+//
+// Memory model (what the shadow checks; simple, and sound for the patterns below)
+// * Each thread has a clock (Fiber::clk) that stamps its shared accesses.  An
+//   mbarrier arrival releases what the arriving thread knows (its clock, the
+//   clocks it learnt, the mbarrier phases it saw complete) into the barrier;
+//   mbarrier_try_wait_parity returning true acquires everything released by the
+//   arrivals of the phases completed so far.  An access happens before another
+//   thread's when a barrier interval or __syncwarp orders them (simt_host.h) or
+//   such a release/acquire chain does (__syncwarp joins its lanes' knowledge).
+// * A TMA load's shared-memory writes belong to the asynchronous proxy: they are
+//   recorded with the mbarrier phase their complete_tx counted towards, and are
+//   visible to a thread -- the issuing one included -- only once it knows that
+//   phase completed (its own try_wait, an acquire chain, or a thread that knew
+//   it before the last __syncthreads).  The writes themselves must be ordered
+//   after earlier accesses of the bytes as seen from the issuing thread.
+// * Copies land when issued and wgmma/mma compute when the (warp|warpgroup)
+//   issues them: commit/wait groups are bookkeeping, so reusing a buffer before
+//   wgmma_wait_group/bulk_wait_group_read passes here (a GPU run catches it).
+//   Proxy fences are no-ops.  wgmma reads shared memory as the warpgroup: a write
+//   is visible when it happens before any member's issue; the reads are recorded
+//   as the first member's (thread 128 g), so release the operand buffers through
+//   a chain that includes that thread (its mbarrier arrival, or __syncthreads).
+#pragma once
+
+#include <cmath>
+#include <map>
+
+#define __grid_constant__
+
+namespace llgen_host {
+
+// ------------------------------------------------------------ tensor maps
+// cuTensorMapEncodeTiled's parameters, stored in CUtensorMap's 128 opaque bytes (cuda.h)
+struct TensorMapDesc {
+    uint32_t magic;
+    uint8_t dtype, rank, elem_bytes, interleave, swizzle, l2, oob, pad;
+    uint64_t address;
+    uint64_t dim[5];     // elements, innermost first
+    uint64_t stride[4];  // bytes, of dims 1..rank-1
+    uint16_t box[5];
+    uint8_t estride[5];
+};
+static_assert(sizeof(TensorMapDesc) <= 128, "a tensor map is 128 bytes");
+constexpr uint32_t kTensorMapMagic = 0x4c4c544du;
+
+// swizzled shared address (TMA "swizzle modes", wgmma "Shared Memory Matrix Layout"): with
+// `bits` = 1, 2, 3 for 32B, 64B, 128B, address bits [4, 4+bits) ^= bits [7, 7+bits) of the
+// absolute shared address, less wgmma's descriptor base offset (measured on an H200: base 0
+// swizzles absolute addresses; base b reads a pattern that starts b 128-byte rows early)
+inline unsigned swizzle_address(unsigned a, unsigned bits, unsigned base = 0) {
+    return bits ? a ^ ((((a >> 7) - base) & ((1u << bits) - 1)) << 4) : a;
+}
+
+// ------------------------------------------------------------ state
+struct Knowledge {                       // what a thread knows happened before its next access
+    std::vector<uint64_t> vc;            // accesses of thread u stamped <= vc[u] (empty: all 0)
+    std::map<unsigned, uint64_t> seen;   // mbarrier -> number of its phases known complete
+    void join(const Knowledge& o) {
+        if (!o.vc.empty()) {
+            if (vc.size() < o.vc.size()) vc.resize(o.vc.size(), 0);
+            for (size_t u = 0; u < o.vc.size(); ++u) vc[u] = std::max(vc[u], o.vc[u]);
+        }
+        for (auto& [bar, n] : o.seen) seen[bar] = std::max(seen[bar], n);
+    }
+};
+
+struct MBarrier {       // PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier"
+    uint32_t count = 0;       // expected arrivals per phase
+    uint32_t pending = 0;     // pending arrival count of the current phase
+    int64_t tx = 0;           // tx-count (bytes expected minus bytes completed)
+    uint64_t phase = 0;       // phases completed (since the first init at this address)
+    uint64_t base = 0;        // `phase` at the last init: the current phase's parity is phase - base
+    Knowledge released, done; // released by all arrivals so far / at the last phase completion
+};
+
+struct AsyncWrite {  // a TMA load: visible once phase `phase` of the mbarrier at `bar` completed
+    unsigned bar;
+    uint64_t phase;
+};
+
+enum class MmaType { kF16, kBF16, kTF32, kE4M3, kE5M2, kS8, kU8, kF32, kS32 };
+
+struct MmaOperands {  // one thread's operands of the wgmma / mma.sync it waits in
+    int m = 0, n = 0, k = 0;
+    MmaType ab = MmaType::kF16, acc = MmaType::kF32;
+    bool tnsp_a = false, tnsp_b = false, scale_d = true;
+    uint64_t a_desc = 0, b_desc = 0;
+    const uint32_t *a = nullptr, *b = nullptr, *c = nullptr;
+    uint32_t* d = nullptr;
+};
+
+struct HopperState {
+    std::map<unsigned, MBarrier> bars;
+    std::vector<AsyncWrite> writes;
+    std::vector<Knowledge> know;   // per thread
+    std::vector<MmaOperands> ops;  // per thread
+};
+
+inline HopperState& hopper() {
+    Block& b = *g_block;
+    if (!b.hopper) {
+        b.hopper = std::make_shared<HopperState>();
+        b.hopper->know.resize(b.fibers.size());
+        b.hopper->ops.resize(b.fibers.size());
+    }
+    return *b.hopper;
+}
+
+// ---- the hooks simt_host.h declares
+inline bool synced(int t, uint64_t clk, int now) {
+    HopperState* h = g_block->hopper.get();
+    if (!h || t < 0) return false;
+    const auto& vc = h->know[now].vc;
+    return size_t(t) < vc.size() && clk <= vc[t];
+}
+
+inline bool seen_complete(const Knowledge& k, const AsyncWrite& w) {
+    auto it = k.seen.find(w.bar);
+    return it != k.seen.end() && it->second > w.phase;
+}
+inline bool async_visible(int id, int now) { return seen_complete(hopper().know[now], hopper().writes[id]); }
+
+inline void block_synced() {  // __syncthreads: the mbarrier phases any thread saw complete, all now know
+    HopperState* h = g_block->hopper.get();
+    if (!h) return;
+    std::map<unsigned, uint64_t> all;
+    for (auto& k : h->know)
+        for (auto& [bar, n] : k.seen) all[bar] = std::max(all[bar], n);
+    for (auto& k : h->know) k.seen = all;
+}
+
+inline void warp_synced(int w0, int lanes) {  // __syncwarp: the lanes' knowledge is joined
+    HopperState* h = g_block->hopper.get();
+    if (!h) return;
+    Knowledge all;
+    for (int l = 0; l < lanes; ++l) {
+        Knowledge& k = h->know[w0 + l];
+        k.vc.resize(g_block->fibers.size(), 0);
+        k.vc[w0 + l] = g_block->fibers[w0 + l].clk++;
+        all.join(k);
+    }
+    for (int l = 0; l < lanes; ++l) h->know[w0 + l] = all;
+}
+
+// ------------------------------------------------------------ mbarrier
+// PTX ISA "mbarrier": a phase completes when its pending arrival count and its
+// tx-count are both zero; then the next phase starts with `count` arrivals pending.
+inline void release(int t, MBarrier& bar) {
+    Knowledge& k = hopper().know[t];
+    k.vc.resize(g_block->fibers.size(), 0);
+    k.vc[t] = g_block->fibers[t].clk++;  // this thread's accesses so far
+    bar.released.join(k);
+}
+
+inline void try_complete(unsigned addr, MBarrier& bar) {
+    if (bar.pending || bar.tx) return;
+    bar.done = bar.released;
+    ++bar.phase;
+    bar.pending = bar.count;
+    for (auto& f : g_block->fibers)
+        if (f.state == State::kAsyncWait && f.arg == addr) f.state = State::kRunnable;
+}
+
+// the initialised mbarrier at `addr`; its 8 bytes are read through the shadow, so using a
+// barrier that no barrier interval (or acquire) orders after its mbarrier.init is a race
+inline MBarrier* mbarrier_at(unsigned addr, const char* what, int t) {
+    HopperState& h = hopper();
+    if (!check_range(what, addr, 8, 8, t)) return nullptr;
+    auto it = h.bars.find(addr);
+    if (it == h.bars.end()) {
+        error(where(t) + ": " + what + " on shared address " + std::to_string(addr) +
+              ", which holds no initialised mbarrier");
+        return nullptr;
+    }
+    unsigned char bytes[8];
+    shared_read(addr, bytes, 8, 8, t);
+    return &it->second;
+}
+
+// mbarrier.init.shared::cta.b64 [addr], count
+inline void mbarrier_init(unsigned addr, unsigned count) {
+    int t = self_id();
+    if (count < 1 || count > (1u << 20) - 1) {
+        error(where(t) + ": mbarrier.init count " + std::to_string(count) + " is outside [1, 2^20 - 1]");
+        return;
+    }
+    if (!check_range("mbarrier.init", addr, 8, 8, t)) return;
+    uint64_t image = count;  // the opaque object's bytes: written, so its users are ordered after
+    shared_write(addr, &image, 8, 8, t);
+    MBarrier& bar = hopper().bars[addr];
+    uint64_t phase = bar.phase;  // a re-initialised barrier keeps counting (threads' `seen` stays true)
+    bar = MBarrier();
+    bar.count = bar.pending = count;
+    bar.phase = bar.base = phase;
+}
+
+inline void mbarrier_arrive_tx(unsigned addr, unsigned tx_bytes, const char* what) {
+    int t = self_id();
+    MBarrier* bar = mbarrier_at(addr, what, t);
+    if (!bar) return;
+    bar->tx += tx_bytes;  // expect-tx first (PTX: mbarrier.arrive.expect_tx)
+    if (bar->pending == 0) {
+        error(where(t) + ": " + what + " on the mbarrier at " + std::to_string(addr) + " in phase " +
+              std::to_string(bar->phase - bar->base) + ": more arrivals than its count " + std::to_string(bar->count));
+        return;
+    }
+    release(t, *bar);
+    --bar->pending;
+    try_complete(addr, *bar);
+}
+
+// mbarrier.arrive.shared::cta.b64 _, [addr]
+inline void mbarrier_arrive(unsigned addr) { mbarrier_arrive_tx(addr, 0, "mbarrier.arrive"); }
+
+// mbarrier.arrive.expect_tx.shared::cta.b64 _, [addr], tx_bytes
+inline void mbarrier_arrive_expect_tx(unsigned addr, unsigned tx_bytes) {
+    mbarrier_arrive_tx(addr, tx_bytes, "mbarrier.arrive.expect_tx");
+}
+
+// mbarrier.try_wait.parity.shared::cta.b64 p, [addr], parity: true once the phase with this
+// parity completed, i.e. the current phase's parity differs.  Otherwise the thread blocks until
+// the barrier completes a phase and then returns false (the caller loops); a barrier that never
+// completes leaves every thread blocked: the runtime reports the deadlock.
+inline bool mbarrier_try_wait_parity(unsigned addr, unsigned parity) {
+    int t = self_id();
+    MBarrier* bar = mbarrier_at(addr, "mbarrier.try_wait.parity", t);
+    Fiber& f = self();
+    if (bar && ((bar->phase - bar->base) & 1) != (parity & 1)) {
+        Knowledge& k = hopper().know[t];  // acquire
+        k.join(bar->done);
+        k.seen[addr] = std::max(k.seen[addr], bar->phase);
+        return true;
+    }
+    f.state = State::kAsyncWait;  // after an error: blocked for good, the launch stops
+    f.arg = addr;
+    yield_to_scheduler();
+    return false;
+}
+
+inline void fence_proxy_async() {}  // fence.proxy.async: proxies are not modelled
+
+// ------------------------------------------------------------ TMA
+// cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes and
+// cp.async.bulk.tensor.Nd.global.shared::cta.tile.bulk_group: the box, innermost dimension first,
+// in shared memory, each element's absolute shared address swizzled.
+// calls fn(shared address, global address or nullptr outside the tensor) for each element of the
+// box of `map` at `coords`; returns the box's bytes (the complete_tx count), 0 after an error.
+// As measured on an H200: dimension i > 0 holds ceil(boxDim[i] / elementStrides[i]) elements
+// (coordinates c + j elementStrides[i]); the innermost holds boxDim[0] consecutive ones
+// (elementStrides[0] has no effect); a swizzled box's rows are `span` bytes apart in shared
+// memory even when boxDim[0] is narrower (the tx count stays the unpadded box bytes).
+template <typename Fn>
+inline unsigned tma_box(const void* map, unsigned smem_addr, const int* coords, const char* what, int t, Fn fn) {
+    auto* m = static_cast<const TensorMapDesc*>(map);
+    if (!m || m->magic != kTensorMapMagic) {
+        error(where(t) + ": " + what + " with a tensor map cuTensorMapEncodeTiled did not encode");
+        return 0;
+    }
+    unsigned n[5] = {m->box[0]}, rows = 1, eb = m->elem_bytes, swz = m->swizzle;  // SWIZZLE_32B/64B/128B: 1/2/3
+    for (int i = 1; i < m->rank; ++i) rows *= n[i] = (m->box[i] + m->estride[i] - 1) / m->estride[i];
+    unsigned pitch = swz ? 16u << swz : n[0] * eb;
+    // shared memory: 128-byte aligned; swizzled, aligned to the pattern's repeat (8 x span)
+    if (!check_range(what, smem_addr, rows * pitch, swz ? 8u * (16u << swz) : 128u, t)) return 0;
+    for (unsigned e = 0; e < rows * n[0]; ++e) {
+        uint64_t offset = 0;
+        bool inside = true;
+        for (unsigned i = 0, rest = e; i < m->rank; rest /= n[i], ++i) {
+            int64_t c = int64_t(coords[i]) + int64_t(rest % n[i]) * (i ? m->estride[i] : 1);
+            inside = inside && c >= 0 && uint64_t(c) < m->dim[i];
+            offset += uint64_t(c) * (i ? m->stride[i - 1] : eb);
+        }
+        auto* global = inside ? reinterpret_cast<unsigned char*>(m->address) + offset : nullptr;
+        if (!fn(swizzle_address(smem_addr + (e / n[0]) * pitch + (e % n[0]) * eb, swz), global, *m)) return 0;
+    }
+    return rows * n[0] * eb;
+}
+
+// a shared write by the asynchronous proxy on behalf of thread t (async write `id`)
+inline void async_write(unsigned addr, const unsigned char* src, unsigned bytes, int t, int id) {
+    Block& b = *g_block;
+    for (unsigned i = 0; i < bytes; ++i) {
+        Shadow& s = b.shadow[addr + i];
+        if (s.writer >= 0 && !write_before(s, t) && b.shared[addr + i] != src[i])
+            error("race: the TMA load issued by " + where(t) + " writes shared byte " + std::to_string(addr + i) +
+                  " that " + where(s.writer) + " wrote (another value), unordered before the issue");
+        else if (s.reader >= 0 && !read_before(s, t))
+            error("race: the TMA load issued by " + where(t) + " writes shared byte " + std::to_string(addr + i) +
+                  " that " + where(s.reader) + " read, unordered before the issue");
+        s.writer = t;
+        s.write_epoch = b.epoch;
+        s.write_wepoch = b.warp_epoch[t / b.warp_size];
+        s.write_clk = b.fibers[t].clk;
+        s.async = id;
+        b.shared[addr + i] = src[i];
+    }
+}
+
+inline void tma_load(const void* map, unsigned smem_addr, unsigned mbar_addr, const int* coords) {
+    int t = self_id();
+    MBarrier* bar = mbarrier_at(mbar_addr, "cp.async.bulk.tensor (TMA load) complete_tx", t);
+    if (!bar) return;
+    HopperState& h = hopper();
+    int id = int(h.writes.size());
+    h.writes.push_back({mbar_addr, bar->phase});  // complete_tx counts towards the current phase
+    unsigned bytes = tma_box(map, smem_addr, coords, "cp.async.bulk.tensor (TMA load)", t,
+                             [&](unsigned dst, const unsigned char* src, const TensorMapDesc& m) {
+        unsigned char fill[8] = {0};  // out of bounds: zero, or (NAN_REQUEST_ZERO_FMA) 0x7f..ff
+        if (m.oob) std::memset(fill, 0xff, m.elem_bytes - 1), fill[m.elem_bytes - 1] = 0x7f;
+        async_write(dst, src ? src : fill, m.elem_bytes, t, id);
+        return true;
+    });
+    bar->tx -= bytes;  // complete_tx: the whole box, filled elements included
+    if (bytes) try_complete(mbar_addr, *bar);
+}
+
+// shared -> global: elements outside the tensor are neither written nor read
+inline void tma_store(const void* map, unsigned smem_addr, const int* coords) {
+    int t = self_id();
+    tma_box(map, smem_addr, coords, "cp.async.bulk.tensor (TMA store)", t,
+            [&](unsigned src, unsigned char* dst, const TensorMapDesc& m) {
+        if (dst) shared_read(src, dst, m.elem_bytes, 1, t);
+        return g_block->errors.empty();
+    });
+}
+
+inline void bulk_commit_group() {}         // cp.async.bulk.commit_group: stores landed already
+inline void bulk_wait_group_read(int) {}   // cp.async.bulk.wait_group.read N
+
+// ------------------------------------------------------------ element types
+// exact decoders (every value of these formats is a float): a binary format of `e` exponent
+// bits (bias 2^(e-1) - 1) and `m` mantissa bits; `ieee`: the top exponent is inf / NaN, else
+// (e4m3) only S.1111.111 is NaN
+inline float minifloat(uint32_t bits, int e, int m, bool ieee) {
+    int ex = int(bits >> m) & ((1 << e) - 1), man = int(bits) & ((1 << m) - 1), bias = (1 << (e - 1)) - 1;
+    float v = ieee && ex == (1 << e) - 1           ? (man ? NAN : INFINITY)
+              : !ieee && ex == (1 << e) - 1 && man == (1 << m) - 1 ? NAN
+              : ex ? std::ldexp(float((1 << m) + man), ex - bias - m)
+                   : std::ldexp(float(man), 1 - bias - m);
+    return (bits >> (e + m)) & 1 ? -v : v;
+}
+inline float f32_bits(uint32_t w) {
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
+}
+inline float element_value(MmaType t, uint32_t bits) {
+    switch (t) {
+        case MmaType::kF16: return minifloat(bits, 5, 10, true);
+        case MmaType::kBF16: return f32_bits(bits << 16);
+        case MmaType::kTF32: return f32_bits(bits & 0xffffe000u);  // .tf32: 19 bits (the model truncates)
+        case MmaType::kE4M3: return minifloat(bits, 4, 3, false);
+        case MmaType::kE5M2: return minifloat(bits, 5, 2, true);
+        case MmaType::kF32: return f32_bits(bits);
+        default: return 0;
+    }
+}
+inline int32_t element_int(MmaType t, uint32_t bits) { return t == MmaType::kS8 ? int8_t(bits) : int32_t(bits & 0xff); }
+
+inline uint16_t f16_bits(float f) {  // round to nearest even
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    uint16_t sign = uint16_t((x >> 16) & 0x8000);
+    x &= 0x7fffffff;
+    if (x >= 0x7f800000) return sign | (x > 0x7f800000 ? 0x7e00 : 0x7c00);
+    int e = int(x >> 23) - 127;
+    uint32_t m = x & 0x7fffff;
+    if (e == -127) e = -126;
+    else m |= 0x800000;  // value m * 2^(e - 23)
+    int shift = 13 + std::max(e, -14) - e;  // keep units of 2^(max(e, -14) - 10)
+    if (shift > 25) return sign;
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) ++q;
+    uint32_t bits = e < -14 ? q : (uint32_t(e + 15) << 10) + q - 1024;
+    return sign | uint16_t(std::min(bits, 0x7c00u));
+}
+
+inline unsigned element_bytes(MmaType t) {
+    return t == MmaType::kF16 || t == MmaType::kBF16 ? 2 : t == MmaType::kTF32 || t == MmaType::kF32 ? 4 : 1;
+}
+inline bool integer_type(MmaType t) { return t == MmaType::kS8 || t == MmaType::kU8; }
+
+// ------------------------------------------------------------ matrix products
+// A (rows x K) and B (N x K, i.e. B^T), raw element bits; D = A B^T + C, accumulated in k order
+// in float (f32 / f16 accumulators: every product of these inputs is exact in float) or int32.
+struct Product {
+    int rows = 0, n = 0, k = 0;
+    MmaType ab = MmaType::kF16, acc = MmaType::kF32;
+    std::vector<uint32_t> a, b;  // a[r * k + kk], b[c * k + kk]
+    std::vector<uint32_t> c;     // accumulators as 32-bit values (f16: in the low half)
+    void compute() {
+        for (int r = 0; r < rows; ++r)
+            for (int col = 0; col < n; ++col) {
+                uint32_t& out = c[r * n + col];
+                if (integer_type(ab)) {
+                    uint32_t s = out;  // s32: wraps
+                    for (int kk = 0; kk < k; ++kk)
+                        s += uint32_t(element_int(ab, a[r * k + kk]) * element_int(ab, b[col * k + kk]));
+                    out = s;
+                } else {
+                    float s = element_value(acc, out);
+                    for (int kk = 0; kk < k; ++kk)
+                        s += element_value(ab, a[r * k + kk]) * element_value(ab, b[col * k + kk]);
+                    if (acc == MmaType::kF16) out = f16_bits(s);
+                    else std::memcpy(&out, &s, 4);
+                }
+            }
+    }
+};
+
+// register fragments (PTX ISA "Matrix Fragments for mma.m16n8k16 / m16n8k8 / m16n8k32", and
+// wgmma's "Register Fragments", which repeat them per warp w of the warpgroup for rows 16 w..):
+// g = lane / 4, q = lane % 4, `per` = elements per 32-bit register (low bits first).
+// A (16 x K): register i, element h: row g + 8 (i % 2), column per q + h + K/2 (i / 2)
+// B (K x 8):  register i, element h: row per q + h + K/2 i, column g
+// C/D (16 x 8 per n-block j): f32/s32 register 4 j + i: row g + 8 (i / 2), column 8 j + 2 q + i % 2;
+// f16 register 2 j + i, half h: row g + 8 i, column 8 j + 2 q + h
+inline uint32_t element_of(uint32_t word, unsigned eb, int h) {
+    return eb == 4 ? word : (word >> (8 * eb * h)) & ((1u << (8 * eb)) - 1);
+}
+// C into the product (`zero`: scale-d false) or D out of one lane's accumulator registers
+inline void move_c(Product& p, int row0, int lane, uint32_t* regs, bool out, bool zero = false) {
+    bool f16 = p.acc == MmaType::kF16;
+    for (int r = 0; r < (f16 ? p.n / 4 : p.n / 2); ++r) {
+        if (out) regs[r] = 0;
+        for (int h = 0; h < (f16 ? 2 : 1); ++h) {
+            int j = f16 ? r / 2 : r / 4, i = f16 ? r % 2 : r % 4, row = lane / 4 + 8 * (f16 ? i : i / 2);
+            uint32_t& v = p.c[(row0 + row) * p.n + 8 * j + 2 * (lane % 4) + (f16 ? h : i % 2)];
+            if (out) regs[r] |= v << (16 * h);
+            else v = zero ? 0 : f16 ? (regs[r] >> (16 * h)) & 0xffff : regs[r];
+        }
+    }
+}
+inline void gather_a(Product& p, int row0, int lane, const uint32_t* regs) {
+    unsigned eb = element_bytes(p.ab), per = 4 / eb;
+    for (int i = 0; i < 4; ++i)
+        for (unsigned h = 0; h < per; ++h)
+            p.a[(row0 + lane / 4 + 8 * (i % 2)) * p.k + per * (lane % 4) + h + p.k / 2 * (i / 2)] =
+                element_of(regs[i], eb, h);
+}
+
+inline bool mma_shape_ok(MmaType ab, MmaType acc, int k) {
+    bool f16in = ab == MmaType::kF16, fp8 = ab == MmaType::kE4M3 || ab == MmaType::kE5M2;
+    if (k != int(32 / element_bytes(ab))) return false;  // K = 32 bytes: k16 f16/bf16, k8 tf32, k32 8-bit
+    if (integer_type(ab)) return acc == MmaType::kS32;
+    if (ab == MmaType::kF32 || ab == MmaType::kS32) return false;
+    return acc == MmaType::kF32 || (acc == MmaType::kF16 && (f16in || fp8));
+}
+
+// mma.sync.aligned.m16n8kK.row.col (warp-collective); accumulators f32 / s32, or f16 for f16
+// and (PTX ISA 8.7) e4m3 / e5m2 inputs
+inline void mma_sync(int m, int n, int k, MmaType ab, MmaType acc, const uint32_t* a, const uint32_t* b,
+                     const uint32_t* c, uint32_t* d) {
+    Fiber& f = self();
+    MmaOperands& o = hopper().ops[self_id()];
+    o = MmaOperands();
+    o.m = m, o.n = n, o.k = k, o.ab = ab, o.acc = acc, o.a = a, o.b = b, o.c = c, o.d = d;
+    f.op = WarpOp::kMmaSync;
+    warp_op(f);
+}
+
+inline void mma_sync_op(int w0, int lanes) {
+    auto& ops = hopper().ops;
+    const MmaOperands& o = ops[w0];
+    if (lanes != 32 || o.m != 16 || o.n != 8 || !mma_shape_ok(o.ab, o.acc, o.k)) {
+        error(where(w0) + ": mma.sync shape m" + std::to_string(o.m) + "n" + std::to_string(o.n) + "k" +
+              std::to_string(o.k) + " with these types is not modelled (m16n8k16 f16/bf16, m16n8k8 tf32, "
+              "m16n8k32 8-bit; 32 lanes)");
+        return;
+    }
+    Product p;
+    p.rows = 16, p.n = 8, p.k = o.k, p.ab = o.ab, p.acc = o.acc;
+    p.a.assign(16 * o.k, 0), p.b.assign(8 * o.k, 0), p.c.assign(16 * 8, 0);
+    unsigned eb = element_bytes(o.ab), per = 4 / eb;
+    for (int l = 0; l < 32; ++l) {
+        const MmaOperands& q = ops[w0 + l];
+        if (q.m != o.m || q.n != o.n || q.k != o.k || q.ab != o.ab || q.acc != o.acc) {
+            error("warp divergence: " + where(w0 + l) + " issues a different mma.sync");
+            return;
+        }
+        gather_a(p, 0, l, q.a);
+        for (int i = 0; i < 2; ++i)
+            for (unsigned h = 0; h < per; ++h)
+                p.b[(l / 4) * o.k + per * (l % 4) + h + o.k / 2 * i] = element_of(q.b[i], eb, h);
+        move_c(p, 0, l, const_cast<uint32_t*>(q.c), false);
+    }
+    p.compute();
+    for (int l = 0; l < 32; ++l) move_c(p, 0, l, ops[w0 + l].d, true);
+}
+
+// ------------------------------------------------------------ wgmma
+// PTX ISA "Asynchronous Warpgroup Level Matrix Shared Memory Layout": "Matrix Descriptor Format"
+// (start address, leading/stride dimension byte offsets: bits 0-13, 16-29, 32-45, each >> 4;
+// base offset: bits 49-51; layout: bits 62-63, 0 none, 1 128B, 2 64B, 3 32B swizzle) and the
+// canonical layouts (CUTLASS cute/atom/mma_traits_sm90_gmma.hpp writes them as cute layouts):
+// with e-byte elements, S = the swizzle span (16 without swizzle), element (mn, k), c = mn e:
+//   K-major,  no swizzle: (mn % 8) 16 + (mn / 8) SBO + (k e) % 16 + (k e / 16) LBO
+//   K-major,  swizzled:   (mn % 8) S  + (mn / 8) SBO + k e                        (LBO unused)
+//   MN-major, no swizzle: c % 16 + (c / 16) SBO + (k % 8) 16 + (k / 8) LBO
+//   MN-major, swizzled:   c % S  + (c / S)  LBO + (k % 8) S  + (k / 8) SBO
+// then the swizzle of the absolute address (as TMA writes it) with the descriptor's base offset:
+// the PTX ISA's "base offset = (pattern start addr >> 7) & 7" for a pattern that does not start
+// at its repeat boundary, which an H200 reads as pattern row ((address >> 7) - base offset).
+// (Measured there too: every layout above, start addresses advanced by 32 / 128 / 256 bytes.)
+inline unsigned wgmma_address(uint64_t desc, bool mn_major, unsigned eb, int mn, int k) {
+    unsigned start = unsigned(desc & 0x3fff) << 4, lbo = unsigned((desc >> 16) & 0x3fff) << 4,
+             sbo = unsigned((desc >> 32) & 0x3fff) << 4, base = unsigned((desc >> 49) & 7),
+             layout = unsigned(desc >> 62);
+    unsigned bits = layout ? 4 - layout : 0, span = 16u << bits, c = unsigned(mn) * eb, off;
+    if (!mn_major)
+        off = bits ? (mn % 8) * span + (mn / 8) * sbo + k * eb
+                   : (mn % 8) * 16 + (mn / 8) * sbo + (k * eb) % 16 + (k * eb / 16) * lbo;
+    else
+        off = bits ? c % span + (c / span) * lbo + (k % 8) * span + (k / 8) * sbo
+                   : c % 16 + (c / 16) * sbo + (k % 8) * 16 + (k / 8) * lbo;
+    return swizzle_address(start + off, bits, base);
+}
+
+// a wgmma operand read: visible when the write happens before any member's issue (`k`: the
+// members' joined knowledge); recorded as a read by the first member g0
+inline bool group_read(unsigned addr, unsigned bytes, int g0, const Knowledge& k, uint32_t& out) {
+    Block& b = *g_block;
+    HopperState& h = hopper();
+    if (!check_range("wgmma operand load", addr, bytes, bytes, g0)) return false;
+    for (unsigned i = 0; i < bytes; ++i) {
+        Shadow& s = b.shadow[addr + i];
+        bool member = s.writer >= g0 && s.writer < g0 + 128, visible;
+        if (s.async >= 0)
+            visible = seen_complete(k, h.writes[s.async]);
+        else
+            visible = s.writer >= 0 && (member || ordered(s.writer, s.write_epoch, s.write_wepoch, g0) ||
+                                        (size_t(s.writer) < k.vc.size() && s.write_clk <= k.vc[s.writer]));
+        if (s.writer < 0)
+            error(where(g0) + ": wgmma reads shared byte " + std::to_string(addr + i) + " before any thread wrote it");
+        else if (!visible)
+            error("race: the wgmma of " + where(g0) + "'s warpgroup reads shared byte " + std::to_string(addr + i) +
+                  (s.async >= 0 ? " that a TMA load wrote, before any member saw its mbarrier phase complete"
+                                : " that " + where(s.writer) + " wrote, unordered before the wgmma"));
+        if (!b.errors.empty()) return false;
+        s.reader = g0;
+        s.read_epoch = b.epoch;
+        s.read_wepoch = b.warp_epoch[g0 / 32];
+        s.read_clk = b.fibers[g0].clk;
+    }
+    out = 0;
+    std::memcpy(&out, b.shared + addr, bytes);
+    return true;
+}
+
+// wgmma.mma_async.sync.aligned.m64nNkK (warpgroup-collective)
+inline void wgmma(int n, MmaType ab, MmaType acc, bool tnsp_a, bool tnsp_b, uint64_t a_desc, const uint32_t* a_regs,
+                  uint64_t b_desc, uint32_t* d, bool scale_d) {
+    Fiber& f = self();
+    MmaOperands& o = hopper().ops[self_id()];
+    o = MmaOperands();
+    o.m = 64, o.n = n, o.k = int(32 / element_bytes(ab)), o.ab = ab, o.acc = acc, o.tnsp_a = tnsp_a,
+    o.tnsp_b = tnsp_b, o.a_desc = a_desc, o.a = a_regs, o.b_desc = b_desc, o.d = d, o.scale_d = scale_d;
+    f.op = WarpOp::kWgmma;
+    warp_op(f);
+}
+
+// wgmma.fence / commit_group / wait_group N: the products are in the registers already
+inline void wgmma_fence() {}
+inline void wgmma_commit_group() {}
+inline void wgmma_wait_group(int) {}
+
+inline bool wgmma_n_ok(MmaType ab, int n) {
+    if (n < 8 || n > 256 || n % 8) return false;
+    return !integer_type(ab) || n <= 24 || n % 16 == 0;  // .s8/.u8: 8, 16, 24, then multiples of 16
+}
+
+// the warpgroup of the warp at w0 runs its wgmma once all four warps wait in it
+inline bool wgmma_op(int w0) {
+    Block& b = *g_block;
+    HopperState& h = hopper();
+    int group = w0 / 128, g0 = 128 * group, threads = int(b.fibers.size());
+    if (b.warp_size != 32) {
+        error("wgmma needs 32-lane warps");
+        return true;
+    }
+    for (int w = g0; w < g0 + 128; w += 32) {
+        bool exited = w < threads;
+        for (int l = 0; l < 32 && w + l < threads; ++l) exited = exited && b.fibers[w + l].state == State::kDone;
+        if (w >= threads || exited) {
+            error("wgmma of warpgroup " + std::to_string(group) + ": its warp " + std::to_string(w / 32) +
+                  (w >= threads ? " is not in the block (" + std::to_string(threads) + " threads)" : " has exited"));
+            return true;
+        }
+        for (int l = 0; l < 32; ++l)
+            if (w + l >= threads || b.fibers[w + l].state != State::kWarpOp || b.fibers[w + l].op != WarpOp::kWgmma)
+                return false;  // not all members issued it yet
+    }
+    const MmaOperands& o = h.ops[g0];
+    Knowledge k;
+    for (int t = g0; t < g0 + 128; ++t) {
+        const MmaOperands& q = h.ops[t];
+        if (q.n != o.n || q.ab != o.ab || q.acc != o.acc || q.tnsp_a != o.tnsp_a || q.tnsp_b != o.tnsp_b ||
+            q.a_desc != o.a_desc || q.b_desc != o.b_desc || (q.a == nullptr) != (o.a == nullptr) ||
+            q.scale_d != o.scale_d) {
+            error("warpgroup divergence: " + where(t) + " issues a different wgmma than " + where(g0));
+            return true;
+        }
+        k.join(h.know[t]);
+        if (k.vc.size() <= size_t(t)) k.vc.resize(t + 1, 0);
+        k.vc[t] = std::max(k.vc[t], b.fibers[t].clk);  // the members' own accesses before the issue
+    }
+    bool sixteen = o.ab == MmaType::kF16 || o.ab == MmaType::kBF16;
+    if (!wgmma_n_ok(o.ab, o.n) || !mma_shape_ok(o.ab, o.acc, o.k) || ((o.tnsp_a || o.tnsp_b) && !sixteen)) {
+        error(where(g0) + ": wgmma m64n" + std::to_string(o.n) + "k" + std::to_string(o.k) +
+              " with these types / transposes is not a PTX wgmma");
+        return true;
+    }
+    Product p;
+    p.rows = 64, p.n = o.n, p.k = o.k, p.ab = o.ab, p.acc = o.acc;
+    p.a.assign(64 * o.k, 0), p.b.assign(o.n * o.k, 0), p.c.assign(64 * o.n, 0);
+    unsigned eb = element_bytes(o.ab);
+    auto load = [&](uint64_t desc, bool mn_major, int mn, int kk, uint32_t& v) {
+        return group_read(wgmma_address(desc, mn_major, eb, mn, kk), eb, g0, k, v);
+    };
+    for (int kk = 0; kk < o.k; ++kk) {
+        for (int r = 0; r < 64 && !o.a; ++r)
+            if (!load(o.a_desc, o.tnsp_a, r, kk, p.a[r * o.k + kk])) return true;
+        for (int c = 0; c < o.n; ++c)
+            if (!load(o.b_desc, o.tnsp_b, c, kk, p.b[c * o.k + kk])) return true;
+    }
+    for (int t = 0; t < 128; ++t) {
+        if (o.a) gather_a(p, 16 * (t / 32), t % 32, h.ops[g0 + t].a);
+        move_c(p, 16 * (t / 32), t % 32, h.ops[g0 + t].d, false, !o.scale_d);
+    }
+    p.compute();
+    for (int t = 0; t < 128; ++t) {
+        move_c(p, 16 * (t / 32), t % 32, h.ops[g0 + t].d, true);
+        b.fibers[g0 + t].state = State::kRunnable;
+    }
+    return true;
+}
+
+inline bool hopper_warp_op(int w0, int lanes, WarpOp op) {
+    if (op == WarpOp::kWgmma) return wgmma_op(w0);
+    mma_sync_op(w0, lanes);
+    return true;
+}
+
+inline std::string deadlock_detail() {  // what the mbarrier / wgmma waiters wait for
+    Block& b = *g_block;
+    if (!b.hopper) return "";
+    std::string out;
+    int waiting = 0, first = -1, threads = int(b.fibers.size());
+    for (int t = threads - 1; t >= 0; --t)
+        if (b.fibers[t].state == State::kAsyncWait) ++waiting, first = t;
+    auto it = first < 0 ? b.hopper->bars.end() : b.hopper->bars.find(b.fibers[first].arg);
+    if (it != b.hopper->bars.end()) {
+        const MBarrier& bar = it->second;
+        out += "; " + std::to_string(waiting) + " threads (first " + where(first) + ") wait on the mbarrier at " +
+               std::to_string(it->first) + " in its phase " + std::to_string(bar.phase - bar.base) + ", with " +
+               std::to_string(bar.pending) + " of " + std::to_string(bar.count) + " arrivals and " +
+               std::to_string(bar.tx) + " tx bytes pending";
+    }
+    for (int w0 = 0; w0 < threads; w0 += 32)
+        if (b.fibers[w0].state == State::kWarpOp && b.fibers[w0].op == WarpOp::kWgmma)
+            return out + "; warp " + std::to_string(w0 / 32) + " waits in a wgmma for the rest of its warpgroup";
+    return out;
+}
+
+}  // namespace llgen_host

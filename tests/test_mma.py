@@ -1,0 +1,178 @@
+"""``llgen mma``: the plan (fragments, wgmma descriptors), checked against the independent PTX
+model (``verify/ptx_model.py``), the emulator, the compilers, the host SIMT runtime and the CLI."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from ll_codegen.api import mma_files, plan_mma
+from ll_codegen.core.layout import LinearLayout, layout_of
+from ll_codegen.layouts.dot_operand import DotOperandLayout
+from ll_codegen.layouts.memory import NVMMASharedLayout
+from ll_codegen.layouts.nvidia import NVMMADistributedLayout
+from ll_codegen.plan.mma import AB_BYTES, MmaError, plan_mma as plan_layouts, tile_offsets
+from ll_codegen.verify import ptx_model
+from ll_codegen.verify.emulator import check
+from llgen_bench.corpus import mma_cases
+
+from toolchain import need
+
+ACC = {"i8": "i32", "u8": "i32"}
+CASES = mma_cases()
+WGMMA_SS = [c for c in CASES if c.a_space == c.b_space == "shared"]
+
+
+def wgmma_acc(m: int, n: int, n_instr: int, warps_m: int = 4, warps_n: int = 1) -> LinearLayout:
+    return NVMMADistributedLayout(version=(3, 0), warps_per_cta=(warps_m, warps_n),
+                                  instr_shape=(16, n_instr, 16)).to_linear([m, n])
+
+
+def shared(shape, swz: int, bits: int, transposed: bool = False) -> LinearLayout:
+    return NVMMASharedLayout(swz, bits, transposed=transposed).to_linear(list(shape))
+
+
+def plan_of(c):
+    return plan_layouts(c.acc, c.a, c.b, c.a_space, c.b_space, c.version, c.dtype, c.acc_dtype, "cuda", c.arch)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_plans_run_exactly_on_the_ptx_model(case):
+    """Every generated form: the plan executed through the PTX model equals C + A @ B."""
+    check(plan_of(case), 0)
+
+
+@pytest.mark.parametrize("case", WGMMA_SS[::2], ids=[c.name for c in WGMMA_SS[::2]])
+def test_descriptor_addresses_equal_the_layout_offsets(case):
+    """For every step and warp group: the addresses the PTX model reads through the plan's
+    descriptor are the shared layout's own byte offsets of that slice, element for element."""
+    p = plan_of(case)
+    e, (m_i, n_i, k_i) = AB_BYTES[case.dtype], p.instr_shape
+    for name, tile, rows_first, rows in (("a", case.a, True, 64), ("b", case.b, False, n_i)):
+        op = getattr(p, name)
+        offs = tile_offsets(tile) * e
+        acc_l = layout_of(p.acc_layout)
+        tiles = len({s.acc for s in p.steps})            # steps: k-steps outermost, then accumulator tiles
+        for g in range(p.num_warps // 4):
+            for j, s in enumerate(p.steps):
+                start, = getattr(s, name)
+                desc = op.descriptor.bits(start ^ op.warp_offset(0, 4 * g))
+                got = ptx_model.wgmma_operand_addresses(desc, rows, k_i, 8 * e, op.descriptor.k_major)
+                o = acc_l.apply(register=s.acc[0], lane=0, warp=4 * g)     # the step's accumulator origin
+                r0, k0 = (o["dim0"] if rows_first else o["dim1"]), j // tiles * k_i
+                want = offs[r0:r0 + rows, k0:k0 + k_i] if rows_first else offs[k0:k0 + k_i, r0:r0 + rows].T
+                assert np.array_equal(got, want), (name, g, s)
+
+
+def test_fragment_layouts_are_the_ptx_fragments():
+    """The layout library's one-instruction layouts are the PTX ISA's fragment figures."""
+    for n in (8, 64, 256):
+        frag = NVMMADistributedLayout(version=(3, 0), warps_per_cta=(4, 1), instr_shape=(16, n, 16)).to_linear([64, n])
+        want = ptx_model.wgmma_d_fragment(n)
+        for t in (0, 5, 31, 32, 77, 127):
+            for i in range(n // 2):
+                c = frag.apply(register=i, lane=t % 32, warp=t // 32)
+                assert (c["dim0"], c["dim1"]) == tuple(want[t, i])
+    par = NVMMADistributedLayout(version=(2, 0), warps_per_cta=(1, 1), instr_shape=(16, 8))
+    for dtype, k, kw in (("f16", 16, 2), ("tf32", 8, 1), ("s8", 32, 4)):
+        shape = f"m16n8k{k}"
+        f = ptx_model.mma_sync_fragments(shape, dtype)
+        for name, L in (("a", DotOperandLayout(0, par, kw).to_linear([16, k])),
+                        ("b", DotOperandLayout(1, par, kw).to_linear([k, 8])), ("c", par.to_linear([16, 8]))):
+            for lane in range(32):
+                for i in range(f[name].shape[1]):
+                    c = L.apply(register=i, lane=lane)
+                    assert (c["dim0"], c["dim1"]) == tuple(f[name][lane, i]), (dtype, name, lane, i)
+
+
+def test_no_swizzle_core_matrices_from_explicit_bases():
+    """A K-major unswizzled operand of 8 x 16-byte core matrices (explicit bases): LBO, SBO read off."""
+    bases = [[0, 1], [0, 2], [0, 4], [1, 0], [2, 0], [4, 0], [0, 8], [8, 0], [16, 0], [32, 0]]
+    a = LinearLayout({"offset": bases}, {"dim0": 64, "dim1": 16})
+    b = shared((16, 64), 128, 16)
+    p = plan_layouts(wgmma_acc(64, 64, 64), a, b, "shared", "shared", 3, "f16", "f32", "cuda", "sm_90a")
+    d = p.a.descriptor
+    assert (d.swizzle_bytes, d.k_major, d.lbo_bytes, d.sbo_bytes) == (0, True, 128, 256)
+    check(p, 1)
+
+
+def test_a_wrong_descriptor_is_caught():
+    """The emulator can fail: the same plan with B's SBO doubled reads other bytes."""
+    from dataclasses import replace
+    p = plan_layouts(wgmma_acc(64, 64, 64), shared((64, 64), 128, 16), shared((64, 64), 128, 16, True),
+                     "shared", "shared", 3, "f16", "f32", "cuda", "sm_90a")
+    bad = replace(p, b=replace(p.b, descriptor=replace(p.b.descriptor, sbo_bytes=2 * p.b.descriptor.sbo_bytes)))
+    with pytest.raises(AssertionError):
+        check(bad, 0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (dict(arch="sm_90"), "wgmma needs --arch sm_90a"),
+    (dict(dtype="f8e4m3", b=("mn",)), "must be K-major"),
+    (dict(a=("rowmajor",)), "no wgmma canonical layout"),
+    (dict(b=("registers",)), "wgmma reads B from shared memory"),
+    (dict(acc_dtype="i32"), "accumulate in f32"),
+])
+def test_refusals_are_one_line(args, message):
+    e = {"f8e4m3": 8}.get(args.get("dtype"), 16)
+    acc = wgmma_acc(64, 64, 64)
+    a = shared((64, 8 * 128 // e), 128, e)
+    a_space, b_space = "shared", "shared"
+    b = shared((8 * 128 // e, 64), 128 if e == 16 else 64, e, transposed=True)
+    if args.get("b") == ("mn",):
+        b = shared((8 * 128 // e, 64), 64, e)
+    if args.get("a") == ("rowmajor",):
+        a = shared((64, 64), 0, 16)
+    if args.get("b") == ("registers",):
+        b_space = "registers"
+    with pytest.raises(MmaError) as ei:
+        plan_layouts(acc, a, b, a_space, b_space, 3, args.get("dtype", "f16"), args.get("acc_dtype", "f32"),
+                     "cuda", args.get("arch", "sm_90a"))
+    assert message in str(ei.value) and "\n" not in str(ei.value)
+
+
+EX = "examples/hopper/"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_cli_plan_json_and_files(tmp_path):
+    import json
+    run = lambda *a: subprocess.run(["llgen", "mma", *a], capture_output=True, text=True, cwd=ROOT)
+    args = ["--acc", EX + "wgmma_acc_128x128.yaml", "--a", EX + "a_smem_128x64.yaml", "--b", EX + "b_smem_64x128.yaml"]
+    r = run(*args, "--plan", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["instr"] == "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"
+    assert d["b"]["descriptor"] == {"swizzle_bytes": 128, "lbo_bytes": 8192, "sbo_bytes": 1024, "k_major": False,
+                                    "base_offset": 0}
+    r = run(*args, "-o", str(tmp_path), "--name", "g")
+    assert r.returncode == 0 and sorted(os.listdir(tmp_path)) == ["g.cuh", "g_harness.cu"]
+    r = run(*args, "--arch", "sm_80", "-o", str(tmp_path / "x"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and not (tmp_path / "x").exists()
+
+
+def test_compiles_for_sm_90a_and_sm_80(tmp_path):
+    nvcc = need("nvcc")
+    for name, (acc, a, b, arch) in {
+            "w": (EX + "wgmma_acc_128x128.yaml", EX + "a_smem_128x64.yaml", EX + "b_smem_kmajor_64x128.yaml", "sm_90a"),
+            "m": ("examples/gemm/acc.yaml", "examples/gemm/a_dot.yaml", "examples/gemm/b_dot.yaml", "sm_80")}.items():
+        g = mma_files(acc, a, b, arch=arch, name=name, root=ROOT)
+        for f, text in g.files.items():
+            (tmp_path / f).write_text(text)
+        gencode = f"arch=compute_{arch[3:]},code={arch}"
+        r = subprocess.run([nvcc, "-std=c++17", "-gencode", gencode, "-c", "-o", os.devnull,
+                            str(tmp_path / f"{name}_harness.cu")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_harnesses_run_bit_exact_on_the_host_simt_runtime():
+    """The generated headers and harnesses, unchanged, on the host runtime (wgmma, mma.sync): a
+    spread of the corpus -- every register-operand form and every fifth shared-operand one."""
+    from ll_codegen.verify import host
+    if host.compiler() is None:
+        pytest.skip("no clang++ for the host SIMT runtime")
+    picked = [c for c in CASES if c.a_space == "registers"] + WGMMA_SS[::5]
+    results = host.verify_host([(c.name, plan_of(c)) for c in picked], runs=1, seed=3)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok][:3]
