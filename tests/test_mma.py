@@ -18,7 +18,7 @@ from ll_codegen.verify import ptx_model
 from ll_codegen.verify.emulator import check
 from llgen_bench.corpus import mma_cases
 
-from toolchain import need
+from toolchain import arch_flags, need
 
 ACC = {"i8": "i32", "u8": "i32"}
 CASES = mma_cases()
@@ -161,8 +161,7 @@ def test_compiles_for_sm_90a_and_sm_80(tmp_path):
         g = mma_files(acc, a, b, arch=arch, name=name, root=ROOT)
         for f, text in g.files.items():
             (tmp_path / f).write_text(text)
-        gencode = f"arch=compute_{arch[3:]},code={arch}"
-        r = subprocess.run([nvcc, "-std=c++17", "-gencode", gencode, "-c", "-o", os.devnull,
+        r = subprocess.run([nvcc, "-std=c++17", *arch_flags(arch), "-c", "-o", os.devnull,
                             str(tmp_path / f"{name}_harness.cu")], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
 

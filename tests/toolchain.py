@@ -44,6 +44,12 @@ def need(tool: str) -> str:
     pytest.skip(MISSING[tool])
 
 
+def arch_flags(arch: str) -> list[str]:
+    """nvcc flags for ``arch``: ``-gencode arch=compute_90a,code=sm_90a`` for sm_90a (nvcc 13's
+    ``-arch=sm_90a`` emits compute_90 PTX, where wgmma does not assemble), ``-arch=sm_XY`` otherwise."""
+    return ["-gencode", f"arch=compute_{arch[3:]},code={arch}"] if arch.endswith("a") else [f"-arch={arch}"]
+
+
 # ------------------------------------------------------------------ running
 def run(cmd: Sequence[str], cwd: str, env: dict | None = None) -> tuple[int, str]:
     """(exit status, stdout + stderr) of one command."""
