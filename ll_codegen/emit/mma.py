@@ -118,7 +118,7 @@ def calls(plan: MmaPlan, wrap: Wrapper) -> list[str]:
     """One wrapper call per step; the first k-step of each accumulator tile takes ``accumulate``."""
     out, seen = [], set()
     for s in plan.steps:
-        acc = [f"acc[{r}]" for r in (s.acc if plan.acc_dtype != "f16" else s.acc)]
+        acc = [f"acc[{r}]" for r in s.acc]
         args = acc + _operand_arg(plan, "a", s.a) + _operand_arg(plan, "b", s.b)
         if wrap.wgmma:
             args.append("accumulate" if s.acc not in seen else "1")
