@@ -132,6 +132,15 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned by
 #endif
 }
 
+// mbar_arrive(bar): one arrival (a consumer releasing a stage it has read, say).
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::mbarrier_arrive(detail::smem_u32(bar));
+#else
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(detail::smem_u32(bar)) : "memory");
+#endif
+}
+
 // mbar_wait(bar, parity): returns once the phase of parity `parity` (0 first, then 1, 0, ..) completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
     const unsigned addr = detail::smem_u32(bar);

@@ -69,24 +69,26 @@ __device__ __forceinline__ uint64_t desc(uint64_t fields, unsigned addr) { retur
 }  // namespace detail
 
 // wgmma runs asynchronously in the warp group (kThreads threads take part; every warp calls every function):
-//   fence();  mma(acc, ...);  commit();  ...  wait<0>(acc);   // acc is valid only after the wait
+//   fence();  mma(acc, ...);  commit();  ...  wait_acc(acc);   // acc is valid only after it (wait<0>() + acc pinned)
 // fence() orders earlier register writes of acc (and shared stores, with fence_smem()) before the next mma().
 #if defined(LLGEN_HOST_SIMT)
 __device__ __forceinline__ void fence() { llgen_host::wgmma_fence(); }
 __device__ __forceinline__ void commit() { llgen_host::wgmma_commit_group(); }
 template <int N> __device__ __forceinline__ void wait() { llgen_host::wgmma_wait_group(N); }
 __device__ __forceinline__ void fence_smem() { llgen_host::fence_proxy_async(); }
-template <int N, typename T> __device__ __forceinline__ void wait(T (&acc)[kAccRegs]) { (void)acc; wait<N>(); }
+__device__ __forceinline__ void wait_acc(float (&acc)[kAccRegs]) { (void)acc; wait<0>(); }
 #else
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
 // Shared stores by threads (not TMA) become visible to wgmma's async proxy: every writer, then a barrier.
 __device__ __forceinline__ void fence_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-// wait<N>(acc): the wait, then the accumulator pinned after it (the compiler may not read acc earlier).
-template <int N, typename T> __device__ __forceinline__ void wait(T (&acc)[kAccRegs]) {
-    wait<N>();
-    for (int i = 0; i < kAccRegs; ++i) asm volatile("" : "+r"(reinterpret_cast<uint32_t&>(acc[i])) :: "memory");
+// wait_acc(acc): every wgmma done, then the accumulator pinned after the wait, so the compiler reads acc
+// no earlier.  (Between wgmma a wait<N>() with N > 0 leaves acc alone: touching registers a wgmma in
+// flight writes makes ptxas serialise every wgmma.)
+__device__ __forceinline__ void wait_acc(float (&acc)[kAccRegs]) {
+    wait<0>();
+    for (int i = 0; i < kAccRegs; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
 }
 #endif
 

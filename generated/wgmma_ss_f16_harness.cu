@@ -37,7 +37,7 @@ wgmma_ss_f16_harness(const uint16_t* __restrict__ a_in, const uint16_t* __restri
     fence();
     mma(acc, tiles + 0, tiles + 16384);
     commit();
-    wait<0>(acc);
+    wait_acc(acc);
     for (int r = 0; r < kAccRegs; ++r) {
         uint32_t v;
         memcpy(&v, &acc[r], 4);

@@ -192,7 +192,7 @@ def namespace_values(plan: MmaPlan, name: str) -> dict:
                       tile_index_function(L).replace("int tile_index(", f"int {which}_tile_index(")]
     return dict(constants=consts, index=index, wrapper=wrap, calls=calls(plan, wrap), prologue=_prologue(plan),
                 params=_params(plan), wgmma=plan.kind == "wgmma", ab_raw=RAW[AB_BYTES[plan.dtype]],
-                acc_c=ACC_C[plan.acc_dtype],
+                acc_c=ACC_C[plan.acc_dtype], acc_constraint=ACC_CONSTRAINT[plan.acc_dtype],
                 shared_a=plan.a.space == "shared", shared_b=plan.b.space == "shared")
 
 
