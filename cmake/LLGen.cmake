@@ -12,6 +12,10 @@
 #                 [OPTIONS --swizzle none ...]   # any further `llgen convert` options, passed as they are
 #                 [OUTPUT_VARIABLE var])         # set to the header's path
 #
+#   llgen_mma(my_kernel                           # `llgen mma`: acc += A * B over one tile
+#             ACC specs/acc.yaml A specs/a.yaml B specs/b.yaml DTYPE f16
+#             [ACC_DTYPE f32] [NAME gemm_mma] [ARCH sm_90a] [OPTIONS ...] [OUTPUT_VARIABLE var])
+#
 # At build time this runs
 #   llgen convert --src SRC --dst DST --dtype DTYPE [--target cuda|hip --arch ARCH] [--strategy S] OPTIONS
 #                 --emit header --name NAME -o ${CMAKE_CURRENT_BINARY_DIR}/llgen
@@ -54,6 +58,33 @@ function(_llgen_stem path out)
   set(${out} "${stem}" PARENT_SCOPE)
 endfunction()
 
+# The custom command writing NAME.EXT into ${CMAKE_CURRENT_BINARY_DIR}/llgen before <target> builds:
+# `llgen ARGS... --emit header --name NAME -o DIR`, rerun when one of SPECS (relative paths: from
+# ${CMAKE_CURRENT_SOURCE_DIR}) changes; OUTVAR (if not empty) is set to the header's path.
+function(_llgen_header target name ext outvar comment specs)
+  set(dir "${CMAKE_CURRENT_BINARY_DIR}/llgen")
+  set(header "${dir}/${name}.${ext}")
+  set(deps "")
+  foreach(spec IN LISTS specs)
+    get_filename_component(abs "${spec}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND deps "${abs}")
+  endforeach()
+  _llgen_command(cmd)
+  add_custom_command(
+    OUTPUT "${header}"
+    COMMAND ${cmd} ${ARGN} --emit header --name "${name}" -o "${dir}"
+    DEPENDS ${deps}
+    WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
+    COMMENT "llgen: ${name}.${ext} (${comment})"
+    VERBATIM)
+  add_custom_target(llgen_${target}_${name} DEPENDS "${header}")
+  add_dependencies(${target} llgen_${target}_${name})
+  target_include_directories(${target} PRIVATE "${dir}")
+  if(outvar)
+    set(${outvar} "${header}" PARENT_SCOPE)
+  endif()
+endfunction()
+
 function(llgen_convert target)
   cmake_parse_arguments(PARSE_ARGV 1 LL "" "SRC;DST;DTYPE;NAME;ARCH;STRATEGY;OUTPUT_VARIABLE" "OPTIONS")
   if(LL_UNPARSED_ARGUMENTS)
@@ -91,24 +122,39 @@ function(llgen_convert target)
   if(LL_STRATEGY)
     list(APPEND args --strategy "${LL_STRATEGY}")
   endif()
-  set(dir "${CMAKE_CURRENT_BINARY_DIR}/llgen")
-  set(header "${dir}/${LL_NAME}.${ext}")
-  list(APPEND args ${LL_OPTIONS} --emit header --name "${LL_NAME}" -o "${dir}")
-
-  get_filename_component(src_abs "${LL_SRC}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
-  get_filename_component(dst_abs "${LL_DST}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
-  _llgen_command(cmd)
-  add_custom_command(
-    OUTPUT "${header}"
-    COMMAND ${cmd} ${args}
-    DEPENDS "${src_abs}" "${dst_abs}"
-    WORKING_DIRECTORY "${CMAKE_CURRENT_SOURCE_DIR}"
-    COMMENT "llgen: ${LL_NAME}.${ext} (${LL_SRC} -> ${LL_DST}, ${LL_DTYPE})"
-    VERBATIM)
-  add_custom_target(llgen_${target}_${LL_NAME} DEPENDS "${header}")
-  add_dependencies(${target} llgen_${target}_${LL_NAME})
-  target_include_directories(${target} PRIVATE "${dir}")
+  _llgen_header(${target} "${LL_NAME}" ${ext} "${LL_OUTPUT_VARIABLE}" "${LL_SRC} -> ${LL_DST}, ${LL_DTYPE}"
+                "${LL_SRC};${LL_DST}" ${args} ${LL_OPTIONS})
   if(LL_OUTPUT_VARIABLE)
-    set(${LL_OUTPUT_VARIABLE} "${header}" PARENT_SCOPE)
+    set(${LL_OUTPUT_VARIABLE} "${${LL_OUTPUT_VARIABLE}}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+function(llgen_mma target)
+  cmake_parse_arguments(PARSE_ARGV 1 LL "" "ACC;A;B;DTYPE;ACC_DTYPE;NAME;ARCH;OUTPUT_VARIABLE" "OPTIONS")
+  if(LL_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "llgen_mma(${target}): unknown arguments: ${LL_UNPARSED_ARGUMENTS}")
+  endif()
+  foreach(req ACC A B DTYPE)
+    if(NOT LL_${req})
+      message(FATAL_ERROR "llgen_mma(${target}): ${req} is required")
+    endif()
+  endforeach()
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "llgen_mma(${target}): no such target (call it after add_executable/add_library)")
+  endif()
+  if(NOT LL_NAME)
+    set(LL_NAME mma)
+  endif()
+  set(args mma --acc "${LL_ACC}" --a "${LL_A}" --b "${LL_B}" --dtype "${LL_DTYPE}")
+  if(LL_ACC_DTYPE)
+    list(APPEND args --acc-dtype "${LL_ACC_DTYPE}")
+  endif()
+  if(LL_ARCH)
+    list(APPEND args --target cuda --arch "${LL_ARCH}")
+  endif()
+  _llgen_header(${target} "${LL_NAME}" cuh "${LL_OUTPUT_VARIABLE}" "acc ${LL_ACC} += ${LL_A} * ${LL_B}, ${LL_DTYPE}"
+                "${LL_ACC};${LL_A};${LL_B}" ${args} ${LL_OPTIONS})
+  if(LL_OUTPUT_VARIABLE)
+    set(${LL_OUTPUT_VARIABLE} "${${LL_OUTPUT_VARIABLE}}" PARENT_SCOPE)
   endif()
 endfunction()

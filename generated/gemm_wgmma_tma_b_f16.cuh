@@ -57,7 +57,7 @@ typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
 #else
 #include <cstdint>
-#include <cuda.h>  // CUtensorMap, cuTensorMapEncodeTiled (the driver API: link with -lcuda)
+#include <cuda.h>  // CUtensorMap, cuTensorMapEncodeTiled (reached through the runtime: no -lcuda)
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "gemm_wgmma_tma_b_f16: TMA (cp.async.bulk.tensor, mbarrier transaction counts) needs -arch=sm_90a"
@@ -86,11 +86,32 @@ __host__ __device__ constexpr int tile_index(int offset) { return (void)offset, 
 
 #if !defined(__CUDACC_RTC__)
 
+namespace detail {
+// The driver's cuTensorMapEncodeTiled, looked up through the CUDA runtime (the driver the runtime
+// loaded), so programs need not link libcuda.  nullptr when the driver has none.
+using EncodeTiled = decltype(&cuTensorMapEncodeTiled);
+inline EncodeTiled encode_tiled() {
+#if defined(LLGEN_HOST_SIMT)
+    return &cuTensorMapEncodeTiled;
+#else
+    static EncodeTiled fn = [] {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult found;
+        const bool ok = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                                         &found) == cudaSuccess && found == cudaDriverEntryPointSuccess;
+        return ok ? reinterpret_cast<EncodeTiled>(p) : nullptr;
+    }();
+    return fn;
+#endif
+}
+}  // namespace detail
+
 // make_tensor_map(): encodes the tensor map of the global tensor at `base` (16-byte aligned) for
 // load() and store(): dims[d] elements along dim d, strides[d] elements between neighbours along d
 // (strides[kOrder[0]] must be 1; the others multiples of 16 bytes), both in the tensor's dim order.
 // The map's dims are the tensor's innermost first (kBoxDims); box kBox, swizzle kSwizzle, elements
-// beyond dims arrive as zeros (OOB fill NONE), L2 promotion 128 B.  Returns the driver's result.
+// beyond dims arrive as zeros (OOB fill NONE), L2 promotion 128 B.  Returns the driver's result
+// (CUDA_ERROR_NOT_FOUND: a driver without TMA).
 inline CUresult make_tensor_map(CUtensorMap* map, const void* base, const unsigned long long (&dims)[kRank],
                                 const unsigned long long (&strides)[kRank]) {
     if (strides[kOrder[0]] != 1) return static_cast<CUresult>(1);  // CUDA_ERROR_INVALID_VALUE
@@ -98,10 +119,11 @@ inline CUresult make_tensor_map(CUtensorMap* map, const void* base, const unsign
     const cuuint64_t stride[1] = {strides[0] * kElemBytes};  // bytes, map dims 1..kRank-1
     const cuuint32_t box[kRank] = {64, 64};
     const cuuint32_t elem_strides[kRank] = {1, 1};
-    return cuTensorMapEncodeTiled(map, static_cast<CUtensorMapDataType>(kDataType), kRank, const_cast<void*>(base),
-                                  size, stride, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                  static_cast<CUtensorMapSwizzle>(kSwizzle), CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    const detail::EncodeTiled encode = detail::encode_tiled();
+    if (!encode) return CUDA_ERROR_NOT_FOUND;
+    return encode(map, static_cast<CUtensorMapDataType>(kDataType), kRank, const_cast<void*>(base), size, stride, box,
+                  elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, static_cast<CUtensorMapSwizzle>(kSwizzle),
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 #endif  // !__CUDACC_RTC__
 

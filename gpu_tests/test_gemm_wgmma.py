@@ -32,8 +32,8 @@ def build(directory: str, extra: tuple[str, ...] = ()) -> str:
     """nvcc -O3 for sm_90a into a shared library; its path."""
     out = os.path.join(directory, "gemm_wgmma.so")
     subprocess.run(["nvcc", "-std=c++17", "-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-I",
-                    os.path.join(ROOT, "generated"), "-shared", "-Xcompiler", "-fPIC", *extra, "-o", out, KERNEL,
-                    "-lcuda"], check=True, capture_output=True, text=True)
+                    os.path.join(ROOT, "generated"), "-shared", "-Xcompiler", "-fPIC", *extra, "-o", out, KERNEL],
+                   check=True, capture_output=True, text=True)
     return out
 
 

@@ -16,7 +16,7 @@
 // store is masked.  Sizes: any M; N and K multiples of 8 (TMA: 16-byte aligned row strides).
 //
 //   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I generated -o gemm_wgmma.so \
-//        -shared -Xcompiler -fPIC examples/kernels/gemm_wgmma.cu -lcuda
+//        -shared -Xcompiler -fPIC examples/kernels/gemm_wgmma.cu
 //
 // Host: llgen_gemm_wgmma_prepare() encodes the tensor maps with the headers'
 // make_tensor_map(), llgen_gemm_wgmma_launch() launches (see the end of this file).

@@ -8,7 +8,7 @@
 typedef uint32_t cuuint32_t;
 typedef uint64_t cuuint64_t;
 
-typedef enum cudaError_enum { CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1 } CUresult;
+typedef enum cudaError_enum { CUDA_SUCCESS = 0, CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_NOT_FOUND = 500 } CUresult;
 
 typedef struct alignas(64) CUtensorMap_st {
     unsigned long long opaque[16];

@@ -440,10 +440,12 @@ inline bool resolve_warps() {
 }
 
 // Runs `kernel` in `threads` threads of one block (warps of `warp_size`) on
-// `shared_bytes` bytes of shared memory at `shared`; returns the errors seen.
+// `shared_bytes` bytes of shared memory at `shared`; returns the errors seen.  `block` is the
+// block's blockIdx (a grid runs as one launch per block, in any order: blocks do not talk).
 inline std::vector<std::string> launch(int threads, int warp_size, unsigned char* shared, size_t shared_bytes,
-                                       std::function<void()> kernel) {
+                                       std::function<void()> kernel, Dim3 block = Dim3()) {
     Block b;
+    b.bid = block;
     b.dim.x = unsigned(threads);
     b.dim.y = b.dim.z = 1;
     b.warp_size = warp_size;
