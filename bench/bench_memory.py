@@ -99,9 +99,10 @@ extern "C" __global__ void __launch_bounds__({name}_ld::kThreads) {name}(const {
     const int tiles_n = cols / {name}_ld::kShape[1];
     const long long origin = (long long)(blockIdx.x / tiles_n) * {name}_ld::kShape[0] * cols
                              + (blockIdx.x % tiles_n) * {name}_ld::kShape[1];
+    static_assert({name}_ld::kSmemBytes == 0 && {name}_st::kSmemBytes == 0, "direct plans: no scratch");
     {raw} x[{name}_ld::kRegs];
-    {name}_ld::load(in + origin, strides, x);
-    {name}_st::store(x, out + origin, strides);
+    {name}_ld::load(in + origin, strides, x, nullptr);
+    {name}_st::store(x, out + origin, strides, nullptr);
 }}
 """
 

@@ -42,7 +42,7 @@ gemm_store_c_harness(const uint32_t* __restrict__ in, uint32_t* __restrict__ out
     uint32_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = in[src_index(r, lane, warp)];
-    store(src, scratch, strides);
+    store(src, scratch, strides, smem);
     __syncthreads();
     for (int i = threadIdx.x; i < 16384; i += kThreads) out[i] = scratch[gemm_store_c_at(i, strides)];
 }
@@ -63,7 +63,7 @@ gemm_store_c_harness_masked(const uint32_t* __restrict__ in, uint32_t* __restric
     uint32_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = in[src_index(r, lane, warp)];
-    store_masked(src, scratch, strides, extent);
+    store_masked(src, scratch, strides, extent, smem);
     __syncthreads();
     for (int i = threadIdx.x; i < 16384; i += kThreads) out[i] = scratch[gemm_store_c_at(i, strides)];
 }
@@ -80,5 +80,5 @@ gemm_store_c_probe(uint32_t* __restrict__ sink, uint32_t* __restrict__ scratch) 
     uint32_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = static_cast<uint32_t>(threadIdx.x * 131u + r);
-    store(src, scratch, strides);
+    store(src, scratch, strides, smem);
 }

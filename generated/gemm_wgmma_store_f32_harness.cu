@@ -42,7 +42,7 @@ gemm_wgmma_store_f32_harness(const uint32_t* __restrict__ in, uint32_t* __restri
     uint32_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = in[src_index(r, lane, warp)];
-    store(src, scratch, strides);
+    store(src, scratch, strides, smem);
     __syncthreads();
     for (int i = threadIdx.x; i < 32768; i += kThreads) out[i] = scratch[gemm_wgmma_store_f32_at(i, strides)];
 }
@@ -63,7 +63,7 @@ gemm_wgmma_store_f32_harness_masked(const uint32_t* __restrict__ in, uint32_t* _
     uint32_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = in[src_index(r, lane, warp)];
-    store_masked(src, scratch, strides, extent);
+    store_masked(src, scratch, strides, extent, smem);
     __syncthreads();
     for (int i = threadIdx.x; i < 32768; i += kThreads) out[i] = scratch[gemm_wgmma_store_f32_at(i, strides)];
 }
@@ -80,5 +80,5 @@ gemm_wgmma_store_f32_probe(uint32_t* __restrict__ sink, uint32_t* __restrict__ s
     uint32_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = static_cast<uint32_t>(threadIdx.x * 131u + r);
-    store(src, scratch, strides);
+    store(src, scratch, strides, smem);
 }

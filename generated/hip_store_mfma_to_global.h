@@ -48,6 +48,7 @@
 namespace hip_store_mfma_to_global {
 
 constexpr int kRegs      = 16;                                   // elements per thread store() moves
+constexpr int kSmemBytes = 0;                                    // no scratch: store()/load() leave their smem alone
 __attribute__((unused)) constexpr int kOrder[2] = {1, 0};        // dims fastest first: kOrder[0] has stride 1
 constexpr int kAlignment = 16;                                   // bytes the tile pointer and every stride are aligned to
 constexpr int kThreads   = 256;                                  // threads taking part: tid in [0, kThreads)
@@ -71,12 +72,14 @@ template <typename V> __device__ __forceinline__ V gld(const char* p) { return *
 // at `tile`: element (i0, i1, ..) at tile[i0 * strides[0] + i1 * strides[1] + ..]; strides in elements,
 // strides[kOrder[0]] is 1 (not read); tile and every stride aligned to kAlignment bytes.
 // 16 x 4-byte access(es) per thread; 8 sector(s) of 32 B per warp instruction at strides [64, 1].
+// smem: unused (kSmemBytes is 0; the parameter keeps one signature for every plan of a store/load).
 // tid: this thread's index among the kThreads threads (default threadIdx.x).
 template <typename T>
-__device__ __forceinline__ void store(const T (&src)[kRegs], T* tile, const long long (&strides)[kRank],
+__device__ __forceinline__ void store(const T (&src)[kRegs], T* tile, const long long (&strides)[kRank], void* smem,
                                       unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "store<T>: T must be 4 bytes wide");
     using U = uint32_t;  // raw bits of T
+    (void)smem;
     U s[kRegs];
     memcpy(s, src, sizeof s);
     const unsigned lane = tid & (kWarpSize - 1);
@@ -109,9 +112,10 @@ __device__ __forceinline__ void store(const T (&src)[kRegs], T* tile, const long
 // dim d are valid (from the tile's origin); elements beyond are not written.
 template <typename T>
 __device__ __forceinline__ void store_masked(const T (&src)[kRegs], T* tile, const long long (&strides)[kRank],
-                                             const int (&extent)[kRank], unsigned tid = threadIdx.x) {
+                                             const int (&extent)[kRank], void* smem, unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "store_masked<T>: T must be 4 bytes wide");
     using U = uint32_t;  // raw bits of T
+    (void)smem;
     U s[kRegs];
     memcpy(s, src, sizeof s);
     const unsigned lane = tid & (kWarpSize - 1);

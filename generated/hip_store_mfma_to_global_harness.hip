@@ -43,7 +43,7 @@ hip_store_mfma_to_global_harness(const uint32_t* __restrict__ in, uint32_t* __re
     uint32_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = in[src_index(r, lane, warp)];
-    store(src, scratch, strides);
+    store(src, scratch, strides, smem);
     __syncthreads();
     for (int i = threadIdx.x; i < 4096; i += kThreads) out[i] = scratch[hip_store_mfma_to_global_at(i, strides)];
 }
@@ -64,7 +64,7 @@ hip_store_mfma_to_global_harness_masked(const uint32_t* __restrict__ in, uint32_
     uint32_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = in[src_index(r, lane, warp)];
-    store_masked(src, scratch, strides, extent);
+    store_masked(src, scratch, strides, extent, smem);
     __syncthreads();
     for (int i = threadIdx.x; i < 4096; i += kThreads) out[i] = scratch[hip_store_mfma_to_global_at(i, strides)];
 }
@@ -81,5 +81,5 @@ hip_store_mfma_to_global_probe(uint32_t* __restrict__ sink, uint32_t* __restrict
     uint32_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = static_cast<uint32_t>(threadIdx.x * 131u + r);
-    store(src, scratch, strides);
+    store(src, scratch, strides, smem);
 }

@@ -54,6 +54,7 @@ typedef unsigned long long uint64_t;
 namespace load_global_to_blocked {
 
 constexpr int kRegs      = 32;                                   // elements per thread load() moves
+constexpr int kSmemBytes = 0;                                    // no scratch: store()/load() leave their smem alone
 __attribute__((unused)) constexpr int kOrder[2] = {1, 0};        // dims fastest first: kOrder[0] has stride 1
 constexpr int kAlignment = 16;                                   // bytes the tile pointer and every stride are aligned to
 constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
@@ -84,6 +85,7 @@ __device__ __forceinline__ void ld_global_v4_b32(const void* addr, uint32_t& r0,
 // at `tile`: element (i0, i1, ..) at tile[i0 * strides[0] + i1 * strides[1] + ..]; strides in elements,
 // strides[kOrder[0]] is 1 (not read); tile and every stride aligned to kAlignment bytes.
 // 4 x 16-byte access(es) per thread; 16 sector(s) of 32 B per warp instruction at strides [64, 1].
+// smem: unused (kSmemBytes is 0; the parameter keeps one signature for every plan of a store/load).
 // tid: this thread's index among the kThreads threads (default threadIdx.x).
 // load_words: the same on packed 32-bit words (word i: elements 2i .. 2i+1, lowest first).
 __device__ __forceinline__ void load_words(const void* tile, const long long (&strides)[kRank],
@@ -118,7 +120,7 @@ __device__ __forceinline__ void load_words(const void* tile, const long long (&s
 }
 
 template <typename T>
-__device__ __forceinline__ void load(const T* tile, const long long (&strides)[kRank], T (&dst)[kRegs],
+__device__ __forceinline__ void load(const T* tile, const long long (&strides)[kRank], T (&dst)[kRegs], void* smem,
                                      unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "load<T>: T must be 2 bytes wide");
     uint32_t d[kWords];
@@ -131,10 +133,11 @@ __device__ __forceinline__ void load(const T* tile, const long long (&strides)[k
 // dim d are valid (from the tile's origin); registers of elements beyond get `fill`.
 template <typename T>
 __device__ __forceinline__ void load_masked(const T* tile, const long long (&strides)[kRank],
-                                            const int (&extent)[kRank], T (&dst)[kRegs], T fill,
+                                            const int (&extent)[kRank], T (&dst)[kRegs], T fill, void* smem,
                                             unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "load_masked<T>: T must be 2 bytes wide");
     using U = uint16_t;  // raw bits of T
+    (void)smem;
     U d[kRegs];
     U fill_bits;
     memcpy(&fill_bits, &fill, sizeof fill_bits);

@@ -39,7 +39,7 @@ load_global_to_blocked_harness(const uint16_t* __restrict__ in, uint16_t* __rest
     for (int i = threadIdx.x; i < 4096; i += kThreads) scratch[load_global_to_blocked_at(i, strides)] = in[i];
     __syncthreads();
     uint16_t dst[kRegs];
-    load(scratch, strides, dst);
+    load(scratch, strides, dst, smem);
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) {
         out[dst_index(r, lane, warp)] = dst[r];
@@ -61,7 +61,7 @@ load_global_to_blocked_harness_masked(const uint16_t* __restrict__ in, uint16_t*
     for (int i = threadIdx.x; i < 4096; i += kThreads) scratch[load_global_to_blocked_at(i, strides)] = in[i];
     __syncthreads();
     uint16_t dst[kRegs];
-    load_masked(scratch, strides, extent, dst, fill);
+    load_masked(scratch, strides, extent, dst, fill, smem);
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) {
         out[dst_index(r, lane, warp)] = dst[r];
@@ -79,7 +79,7 @@ load_global_to_blocked_probe(uint16_t* __restrict__ sink, uint16_t* __restrict__
     (void)sink, (void)scratch, (void)smem;
     const long long strides[kRank] = {64, 1};
     uint16_t dst[kRegs];
-    load(scratch, strides, dst);
+    load(scratch, strides, dst, smem);
     uint16_t acc = 0;
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) acc = static_cast<uint16_t>(acc * 31u + dst[r]);  // not xor: copies would cancel

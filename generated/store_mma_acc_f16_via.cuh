@@ -186,6 +186,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
 namespace coalesced {
 
 constexpr int kRegs      = 32;                                   // elements per thread store() moves
+constexpr int kSmemBytes = 0;                                    // no scratch: store()/load() leave their smem alone
 __attribute__((unused)) constexpr int kOrder[2] = {1, 0};        // dims fastest first: kOrder[0] has stride 1
 constexpr int kAlignment = 16;                                   // bytes the tile pointer and every stride are aligned to
 constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
@@ -216,6 +217,7 @@ __device__ __forceinline__ void st_global_v4_b32(void* addr, uint32_t r0, uint32
 // at `tile`: element (i0, i1, ..) at tile[i0 * strides[0] + i1 * strides[1] + ..]; strides in elements,
 // strides[kOrder[0]] is 1 (not read); tile and every stride aligned to kAlignment bytes.
 // 4 x 16-byte access(es) per thread; 16 sector(s) of 32 B per warp instruction at strides [64, 1].
+// smem: unused (kSmemBytes is 0; the parameter keeps one signature for every plan of a store/load).
 // tid: this thread's index among the kThreads threads (default threadIdx.x).
 // store_words: the same on packed 32-bit words (word i: elements 2i .. 2i+1, lowest first).
 __device__ __forceinline__ void store_words(const uint32_t (&s)[kWords], void* tile,
@@ -234,7 +236,7 @@ __device__ __forceinline__ void store_words(const uint32_t (&s)[kWords], void* t
 }
 
 template <typename T>
-__device__ __forceinline__ void store(const T (&src)[kRegs], T* tile, const long long (&strides)[kRank],
+__device__ __forceinline__ void store(const T (&src)[kRegs], T* tile, const long long (&strides)[kRank], void* smem,
                                       unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "store<T>: T must be 2 bytes wide");
     uint32_t s[kWords];
@@ -247,9 +249,10 @@ __device__ __forceinline__ void store(const T (&src)[kRegs], T* tile, const long
 // dim d are valid (from the tile's origin); elements beyond are not written.
 template <typename T>
 __device__ __forceinline__ void store_masked(const T (&src)[kRegs], T* tile, const long long (&strides)[kRank],
-                                             const int (&extent)[kRank], unsigned tid = threadIdx.x) {
+                                             const int (&extent)[kRank], void* smem, unsigned tid = threadIdx.x) {
     static_assert(sizeof(T) == kElemBytes, "store_masked<T>: T must be 2 bytes wide");
     using U = uint16_t;  // raw bits of T
+    (void)smem;
     U s[kRegs];
     memcpy(s, src, sizeof s);
     const unsigned lane = tid & (kWarpSize - 1);
@@ -327,7 +330,7 @@ __device__ __forceinline__ void store(const T (&src)[kRegs], T* tile, const long
     static_assert(sizeof(T) == kElemBytes, "store<T>: T must be 2 bytes wide");
     T mid[via::kDstRegs];
     via::convert(src, mid, smem, tid);
-    coalesced::store(mid, tile, strides, tid);
+    coalesced::store(mid, tile, strides, smem, tid);
 }
 
 
@@ -338,7 +341,7 @@ __device__ __forceinline__ void store_masked(const T (&src)[kRegs], T* tile, con
     static_assert(sizeof(T) == kElemBytes, "store_masked<T>: T must be 2 bytes wide");
     T mid[via::kDstRegs];
     via::convert(src, mid, smem, tid);
-    coalesced::store_masked(mid, tile, strides, extent, tid);
+    coalesced::store_masked(mid, tile, strides, extent, smem, tid);
 }
 
 }  // namespace store_mma_acc_f16_via

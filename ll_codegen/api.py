@@ -20,13 +20,16 @@ import os
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ll_codegen.core import limits
 from ll_codegen.core.dtypes import DTYPE_BYTES
-from ll_codegen.core.files import check_output_dir, write_all, write_atomic
+from ll_codegen.core.files import check_output_dir, quote_path, write_all, write_atomic
 from ll_codegen.core.layout import LinearLayout, layout_of
-from ll_codegen.core.target import get_target
+from ll_codegen.core.target import Target, get_target
+# the names module is the home of these; the API keeps offering them (README, tests)
+from ll_codegen.emit.names import (C_KEYWORDS, RESERVED_NAMES, check_name, default_name, gather_name, mma_name,
+                                   parse_emit, said_all)
 from ll_codegen.emit.render import file_names, render, render_files
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.plan import planner
@@ -42,38 +45,6 @@ __all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "
            "Conversion", "plan_mma", "mma_files"]
 
 DEFAULT_SMEM_BUDGET = 48 * 1024
-EMIT_KINDS = ("header", "harness", "bench")
-
-#: C and C++ keywords (and the alternative operator spellings) a name must not be.
-C_KEYWORDS = frozenset("""
-alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t class
-compl concept const consteval constexpr constinit const_cast continue co_await co_return co_yield decltype
-default delete do double dynamic_cast else enum explicit export extern false float for friend goto if inline
-int long mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
-reinterpret_cast requires restrict return short signed sizeof static static_assert static_cast struct switch
-template this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
-wchar_t while xor xor_eq _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn
-_Static_assert _Thread_local
-""".split())
-
-_C_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-#: Names a generated namespace must not take: CUDA/HIP built-ins, types and macros the generated code
-#: and its harness use unqualified, and the names the generated code declares inside the namespace.
-RESERVED_NAMES = frozenset("""
-threadIdx blockIdx blockDim gridDim warpSize NULL nullptr_t size_t ptrdiff_t printf memcpy memset malloc free
-assert min max abs uint8_t uint16_t uint32_t uint64_t int8_t int16_t int32_t int64_t uintptr_t intptr_t
-uint2 uint4 float2 float4 half __half __nv_bfloat16 std cuda hip llgen_host dim3 cudaStream_t hipStream_t
-convert convert_words store store_words store_masked load load_words load_masked copy copy_masked commit wait
-src_index dst_index tile_index detail kSrcRegs kDstRegs kRegs kSmemBytes kTileBytes kTileAlign kThreads
-kWarpSize kElemBytes kRank kShape kOrder kAlignment kSrcWords kDstWords kWords lane warp tid smem tile strides
-extent fill
-gather index index_bits idx_index kIdxRegs kIndexBytes kAxis kAxisSize kSrcShape kIdxShape V8 V16
-make_tensor_map mbar_init mbar_wait mbar_arrive_expect_tx fence_barrier_init fence_proxy_async store_commit
-store_wait smem_u32 kBox kBoxDims kSwizzle kDataType kBoxes kBoxBytes kTxBytes CUtensorMap
-""".split())
-
-
 # ------------------------------------------------------------------ layouts
 def load_layout(layout: Any, shape: Any = None, what: str = "layout",
                 memory_ok: bool = False) -> tuple[LinearLayout, Spec | None]:
@@ -107,6 +78,48 @@ def _space(layout: LinearLayout, spec: Spec | None) -> str:
     if spec is not None:
         return spec.layout.space
     return "shared" if "offset" in layout.in_dims else "registers"
+
+
+def _side(role: str, spec: Spec | None) -> str:
+    """A layout as an error names it: ``source examples/a.yaml`` (``source`` when given as a LinearLayout)."""
+    return f"{role} {quote_path(spec.source)}" if spec is not None else role
+
+
+def _lane_hint(lanes: int) -> str:
+    if lanes == 32:
+        return "; for 32-lane layouts give --target cuda, or --target hip --arch gfx1030 or gfx1100 (wave32)"
+    if lanes == 64:
+        return "; for 64-lane layouts give --target hip (gfx90a, gfx940 or gfx942: wave64)"
+    return "; no target has warps of this size"
+
+
+def check_sides(sides: Sequence[tuple[str, LinearLayout, Spec | None]], target: Target,
+                shape_given: bool = False, shapes: bool = True) -> None:
+    """What the planner would refuse about a pair of layouts, said with the
+    spec file of each side and the option that fixes it: shapes that differ
+    (``--shape``), lane or warp counts that differ between register layouts,
+    and a lane count that is not the target's warp size (``--target``).
+    ``sides``: (role, layout, spec or None) for each layout, source first;
+    ``shapes=False`` for a gather, whose index may differ along the axis."""
+    (r0, a, sa), (r1, b, sb) = sides[0], sides[1]
+    if shapes and a.out_dim_sizes != b.out_dim_sizes:
+        na, nb = list(a.out_dim_sizes.values()), list(b.out_dim_sizes.values())
+        hint = ("; the ranks differ" if len(na) != len(nb) else "" if shape_given else
+                f"; --shape {','.join(str(max(x, y)) for x, y in zip(na, nb))} lays out both at one shape")
+        raise ValueError(f"shapes differ: {_side(r0, sa)} is {na}, {_side(r1, sb)} is {nb}{hint}")
+    regs = [(r, L, spec) for r, L, spec in sides if "lane" in L.in_dims]
+    if len(regs) == 2:
+        for dim, unit in (("lane", "lanes per warp"), ("warp", "warps")):
+            n, m = a.in_dim_size(dim), b.in_dim_size(dim)
+            if n != m:
+                raise ValueError(f"{dim} counts differ: {_side(r0, sa)} has {n} {unit}, {_side(r1, sb)} has {m}"
+                                 + ("; both sides of a conversion have one warp size" if dim == "lane" else ""))
+    for role, L, spec in regs[:1]:
+        lanes = L.in_dim_size("lane")
+        if lanes != target.warp_size:
+            where = f" ({quote_path(spec.source)})" if spec is not None else ""
+            raise ValueError(f"the {role} layout{where} has {lanes} lanes but target {target.name} {target.arch} has "
+                             f"warp size {target.warp_size}{_lane_hint(lanes)}")
 
 
 def _memory_plan(dist: LinearLayout, tile: LinearLayout, tile_spec: Spec | None, direction: str, dtype: str,
@@ -184,6 +197,7 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     s, s_spec = load_layout(src, shape, "source", memory_ok=True)
     d, d_spec = load_layout(dst, shape, "destination", memory_ok=True)
     s_space, d_space = _space(s, s_spec), _space(d, d_spec)
+    check_sides([("source", s, s_spec), ("destination", d, d_spec)], get_target(target, arch), shape is not None)
     if (scratch_buffers != 1 or scratch_per_warp) and (s_space, d_space) != ("registers", "registers"):
         raise ValueError(f"--scratch-{'buffers' if scratch_buffers != 1 else 'per-warp'} applies to conversions "
                          f"between register layouts; a memory layout is given as --src/--dst")
@@ -242,65 +256,6 @@ def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strate
 
 def _layouts_of(plan: ConversionPlan) -> tuple[LinearLayout, LinearLayout]:
     return layout_of(plan.src_bases), layout_of(plan.dst_bases)
-
-
-# -------------------------------------------------------------------- names
-def check_name(name: str) -> str:
-    """``name`` if it is a usable C/C++ identifier, else ValueError."""
-    if not isinstance(name, str) or not _C_IDENT.match(name):
-        raise ValueError(f"--name {limits.short(name)} is not a C identifier (letters, digits and _, not starting with a digit)")
-    if name in C_KEYWORDS:
-        raise ValueError(f"--name {limits.short(name)} is a C/C++ keyword")
-    if name.startswith("__") or re.match(r"_[A-Z]", name):
-        raise ValueError(f"--name {limits.short(name)} is reserved for the compiler (names starting with __ or _ and a capital)")
-    if name in RESERVED_NAMES:
-        raise ValueError(f"--name {limits.short(name)} is a CUDA/HIP built-in, a standard type or macro, or a name the "
-                         f"generated code uses; pick another")
-    return name
-
-
-def stem_ident(path: str) -> str:
-    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
-    ident = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "layout"
-    return ident
-
-
-def default_name(src: Any, dst: Any) -> str:
-    """``<src stem>_to_<dst stem>`` made a C identifier (``cvt`` without paths)."""
-    if isinstance(src, (str, os.PathLike)) and isinstance(dst, (str, os.PathLike)):
-        name = f"{stem_ident(src)}_to_{stem_ident(dst)}"
-    else:
-        name = "cvt"
-    if name[0].isdigit() or name.startswith("__") or re.match(r"_[A-Z]", name):
-        name = "cvt_" + name
-    return name + "_" if name in C_KEYWORDS or name in RESERVED_NAMES else name
-
-
-def parse_emit(values: Iterable[str] | str | None) -> tuple[str, ...]:
-    """``--emit`` values (repeatable, comma lists, ``all``) -> kinds in canonical order."""
-    if values is None:
-        return ("header", "harness")
-    if isinstance(values, str):
-        values = [values]
-    kinds: set[str] = set()
-    for v in values:
-        for k in (x.strip() for x in str(v).split(",")):
-            if not k:
-                continue
-            if k == "all":
-                kinds.update(EMIT_KINDS)
-            elif k in EMIT_KINDS:
-                kinds.add(k)
-            else:
-                raise ValueError(f"--emit: unknown kind {limits.short(k)} (known: header, harness, bench, all)")
-    if not kinds:
-        return ("header", "harness")
-    return tuple(k for k in EMIT_KINDS if k in kinds)
-
-
-def said_all(emit: Iterable[str] | str | None) -> bool:
-    """Whether ``--emit`` asked for ``all`` (every kind that applies) rather than naming kinds."""
-    return any("all" in str(v).split(",") for v in ([emit] if isinstance(emit, str) else emit or ()))
 
 
 def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | None = None) -> str:
@@ -435,11 +390,10 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
     kinds = parse_emit(emit)
     if name is not None:
         check_name(name)
-    out_name = name if name is not None else f"{stem_ident(src)}_gather{axis}"
-    if out_name[0].isdigit():
-        out_name = "gather_" + out_name
+    out_name = name if name is not None else gather_name(src, axis)
     s, s_spec = load_layout(os.path.join(root, src) if root else src, None, "source")
     i, i_spec = load_layout(os.path.join(root, index) if root else index, None, "index")
+    check_sides([("source", s, s_spec), ("index", i, i_spec)], get_target(target, arch), shapes=False)
     plan = plan_gather_layouts(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
                          strategy=strategy)
     if "bench" in kinds and plan.target != "cuda":
@@ -493,9 +447,7 @@ def mma_files(acc: str, a: str, b: str, dtype: str = "f16", acc_dtype: str = "f3
         kinds = tuple(k for k in kinds if k != "bench")
     if name is not None:
         check_name(name)
-    out_name = name if name is not None else f"{stem_ident(acc)}_mma"
-    if out_name[0].isdigit():
-        out_name = "mma_" + out_name
+    out_name = name if name is not None else mma_name(acc)
     at = (lambda p: os.path.join(root, p)) if root else (lambda p: p)
     plan = plan_mma(at(acc), at(a), at(b), dtype, acc_dtype, target, arch)
     q = shlex.quote
@@ -506,12 +458,15 @@ def mma_files(acc: str, a: str, b: str, dtype: str = "f16", acc_dtype: str = "f3
 
 
 # ------------------------------------------------------------------ writing
-def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, option: str = "-o") -> list[str]:
+def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, option: str = "-o",
+                   announce: Callable[[list[str]], None] | None = None) -> list[str]:
     """Write already-rendered files into ``directory`` (created if missing):
-    every target checked first, then all written or none (``files.write_all``)."""
+    every target checked first, then all written or none (``files.write_all``;
+    ``announce(paths)``, the CLI's listing, is printed before the commit)."""
     directory = os.fspath(directory)
     check_output_dir(directory, option)
-    return write_all({os.path.join(directory, fname): text for fname, text in files.items()}, make_dirs=True)
+    return write_all({os.path.join(directory, fname): text for fname, text in files.items()}, make_dirs=True,
+                     announce=announce)
 
 
 # ------------------------------------------------ rendering a plan (by hand)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import click
 import yaml
@@ -27,6 +27,7 @@ import yaml
 from ll_codegen import __version__
 from ll_codegen.core import limits
 from ll_codegen.core.files import check_output_dir, check_targets, quote_path, write_all, write_atomic
+from ll_codegen.emit.names import check_name, default_name, gather_name, mma_name, output_names
 from ll_codegen.layouts.base import LayoutError
 from ll_codegen.layouts.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
 from ll_codegen.spec import SpecError, load_spec
@@ -76,14 +77,45 @@ def error_line(e: BaseException) -> str:
 
 
 def _fail(e: BaseException, internal: bool = False) -> "None":
+    # limits.printable: the last guard of "one line" (a hostile name the message quotes raw)
     if internal:
         if os.environ.get("LLGEN_DEBUG"):
             raise e
-        click.echo(f"{PROG}: internal error: {type(e).__name__}: {limits.cut(error_line(e))} "
+        click.echo(f"{PROG}: internal error: {type(e).__name__}: {limits.printable(limits.cut(error_line(e)))} "
                    f"(set LLGEN_DEBUG=1 for the traceback)", err=True)
         raise click.exceptions.Exit(1)
-    click.echo(f"{PROG}: error: {limits.cut(error_line(e))}", err=True)
+    click.echo(f"{PROG}: error: {limits.printable(limits.cut(error_line(e)))}", err=True)
     raise click.exceptions.Exit(2)
+
+
+#: Exit status after SIGINT (128 + 2, as a shell reports it); SIGTERM ends the process with 143 itself.
+ABORTED = 130
+
+
+def say(lines: Sequence[str], wrote: bool = True) -> None:
+    """Print a command's listing (the paths it writes) in one write: called
+    by ``write_all`` *before* its commit, so a listing that cannot be printed
+    (stdout on a full disk, a closed pipe) leaves nothing written and is one
+    error line (exit 2), never "files written, then an error".  A path with
+    a newline is quoted as in error lines: one path per line, always."""
+    try:
+        click.echo("".join(f"{quote_path(line)}\n" for line in lines), nl=False)
+    except OSError as e:
+        _drop_stdout()
+        raise CLIError(f"cannot write to standard output: {e.strerror or type(e).__name__}"
+                       + ("; nothing was written" if wrote else "")) from None
+
+
+def _drop_stdout() -> None:
+    """Point file descriptor 1 at /dev/null: the interpreter flushes stdout's
+    buffer again at exit, and that second failure would print a second line."""
+    try:
+        fd = sys.stdout.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (OSError, ValueError, AttributeError):   # not a real file (CliRunner): nothing to flush later
+        pass
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[[], Any]:
@@ -92,6 +124,10 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[[], Any]:
         return fn()
     except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
         raise
+    except KeyboardInterrupt:
+        # SIGINT: one line (click would print a blank line first) and the conventional status
+        click.echo(f"{PROG}: aborted", err=True)
+        raise click.exceptions.Exit(ABORTED)
     except BrokenPipeError:
         # stdout closed early (``llgen show ... | head``): not an error of ours
         try:
@@ -127,9 +163,9 @@ class LLGenGroup(click.Group):
         kwargs["standalone_mode"] = False
         try:
             code = super().main(*args, **kwargs)
-        except click.exceptions.Abort:
+        except click.exceptions.Abort:       # SIGINT while click parsed the command line
             click.echo(f"{PROG}: aborted", err=True)
-            sys.exit(1)
+            sys.exit(ABORTED)
         except getattr(click.exceptions, "NoArgsIsHelpError", ()) as e:     # plain `llgen`: the help
             click.echo(e.format_message())
             sys.exit(0)
@@ -203,21 +239,23 @@ def main() -> None:
               help="Tensor shape, e.g. 64,64 (overrides the spec's 'shape').")
 @click.option("--json", "as_json", is_flag=True, help="Print the bases as JSON (DESIGN.md's form).")
 @click.option("--svg", "svg_path", default=None, metavar="FILE", type=click.Path(dir_okay=False),
-              help="Also draw the tensor grid as an SVG picture to FILE.")
+              help="Draw the tensor grid as an SVG picture to FILE (and print its path instead of the text).")
 def show(spec: str, shape: Optional[str], as_json: bool, svg_path: Optional[str]) -> None:
-    """Print the linear layout of SPEC (a YAML spec file)."""
+    """Print the linear layout of SPEC (a YAML spec file), or with --svg
+    draw it to a picture and print the picture's path."""
     if svg_path is not None:
+        if as_json:
+            raise CLIError("--svg draws the layout and prints the picture's path, --json prints its bases: give one")
         check_targets([svg_path], "--svg")           # before any work: a bad target is reported first
     s = load_spec(spec, shape_override=shape)
     L = s.linear
-    if as_json:
-        text = json_text(layout_json(L))
-    else:
-        text = render_text(L, s.kind, s.shape, layout_params(s.layout), source=s.source)
-    if svg_path is not None:
-        title = f"{s.kind} {'x'.join(map(str, s.shape))}  ({os.path.basename(s.source)})"
+    if svg_path is not None:      # the picture is the output: its path, not a second copy of the grid as text
+        title = f"{s.kind} {'x'.join(map(str, s.shape))}  ({quote_path(os.path.basename(s.source))})"
         svg = render_svg(L, title, element_bits=element_bits_of(s.layout))
-        write_all({svg_path: svg}, "--svg")
+        write_all({svg_path: svg}, "--svg", announce=say)
+        return
+    text = json_text(layout_json(L)) if as_json else render_text(L, s.kind, s.shape, layout_params(s.layout),
+                                                                  source=s.source)
     click.echo(text, nl=not text.endswith("\n"))
 
 
@@ -256,6 +294,16 @@ def _conversion_options(required: bool = True) -> Callable[[Callable[..., Any]],
             f = o(f)
         return f
     return deco
+
+
+def _check_outputs(output: str, target: str, name: str, emit: tuple[str, ...], given: Optional[str]) -> None:
+    """Every file a command will write, checked before any planning: a folder,
+    FIFO or device in the way is reported at once, not after the work of a
+    large tile (``write_all`` checks them again before writing)."""
+    check_output_dir(output, "-o")
+    if given is not None:
+        check_name(given)               # a bad --name is reported as such, not as a bad file name
+    check_targets([os.path.join(output, f) for f in output_names(target, name, emit or None)], "-o", make_dirs=True)
 
 
 def _need(src: Optional[str], dst: Optional[str]) -> None:
@@ -324,12 +372,11 @@ def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str,
     checked before anything is written, and all files are written or none."""
     from ll_codegen.api import conversion_files, write_rendered
     _need(src, dst)
-    check_output_dir(output, "-o")
+    _check_outputs(output, target, name if name is not None else default_name(src, dst), emit, name)
     conv = conversion_files(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
                             smem_budget=smem_budget, shape=shape, name=name, emit=emit or None, strides=strides,
                             warps=warps, scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
-    for path in write_rendered(conv.files, output, "-o"):
-        click.echo(path)
+    write_rendered(conv.files, output, "-o", announce=say)
 
 
 @main.command()
@@ -361,7 +408,7 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
         jobs = load_corpus(corpus)
     else:
         _need(src, dst)
-        dts = [d.strip() for v in (dtypes or ("f16",)) for d in v.split(",") if d.strip()]
+        dts = limits.dtype_list([d.strip() for v in (dtypes or ("f16",)) for d in v.split(",") if d.strip()], "--dtype")
         if not dts:
             raise CLIError("--dtype: no element type given")
         jobs = [Job(pair=f"{os.path.basename(src)} -> {os.path.basename(dst)}", src=src, dst=dst, dtypes=tuple(dts),
@@ -455,7 +502,7 @@ def gather(src: Optional[str], index: Optional[str], axis: Optional[int], dtype:
     if as_json and not show_plan:
         raise CLIError("--json needs --plan (the files are the output otherwise)")
     if not show_plan:
-        check_output_dir(output, "-o")
+        _check_outputs(output, target, name if name is not None else gather_name(src, axis), emit, name)
     g = files_of(src, index, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch, strategy=strategy,
                  name=name, emit=emit or None)
     if show_plan:
@@ -463,8 +510,7 @@ def gather(src: Optional[str], index: Optional[str], axis: Optional[int], dtype:
         click.echo(text, nl=not text.endswith("\n"))
         return
     from ll_codegen.api import write_rendered
-    for path in write_rendered(g.files, output, "-o"):
-        click.echo(path)
+    write_rendered(g.files, output, "-o", announce=say)
 
 
 @main.command()
@@ -500,15 +546,14 @@ def mma(acc: str, a: str, b: str, dtype: str, acc_dtype: str, target: str, arch:
     if as_json and not show_plan:
         raise CLIError("--json needs --plan (the files are the output otherwise)")
     if not show_plan:
-        check_output_dir(output, "-o")
+        _check_outputs(output, target, name if name is not None else mma_name(acc), emit, name)
     g = mma_files(acc, a, b, dtype=dtype, acc_dtype=acc_dtype, target=target, arch=arch, name=name,
                   emit=emit or None)
     if show_plan:
         text = g.plan.to_json() if as_json else g.plan.summary()
         click.echo(text, nl=not text.endswith("\n"))
         return
-    for path in write_rendered(g.files, output, "-o"):
-        click.echo(path)
+    write_rendered(g.files, output, "-o", announce=say)
 
 
 @main.command()
@@ -526,7 +571,8 @@ def regenerate(directory: Optional[str], output: Optional[str], manifest: Option
     folder above it (the checkout's root), so it works from any directory and
     from an installed llgen.  python -m ll_codegen.regenerate is the same
     command."""
-    code = R.run(MANIFEST_COMMANDS, directory, output=output, manifest=manifest, check=check, echo=click.echo)
+    code = R.run(MANIFEST_COMMANDS, directory, output=output, manifest=manifest, check=check,
+                 echo=lambda line: say([line], wrote=not check))
     if code:
         raise click.exceptions.Exit(code)
 

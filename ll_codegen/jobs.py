@@ -11,9 +11,10 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ll_codegen.api import DEFAULT_SMEM_BUDGET, check_name, plan_conversion, stem_ident
+from ll_codegen.api import DEFAULT_SMEM_BUDGET, plan_conversion
 from ll_codegen.core import limits
 from ll_codegen.core.dtypes import DTYPE_BYTES
+from ll_codegen.emit.names import check_name, stem_ident
 from ll_codegen.plan.model import ConversionPlan
 from ll_codegen.spec import SpecError, load_spec, parse_yaml, read_spec_text, spec_from_dict
 from ll_codegen.verify import gpu, host as host_runtime
@@ -52,8 +53,11 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
     if not isinstance(data, list) or not data:
         raise SpecError(source, "top level", "expected a non-empty list of conversions "
                                              "({src: ..., dst: ..., dtypes: [...]} each)")
+    if len(data) > limits.MAX_VERIFY_ROWS:      # before loading a spec: every entry is planned below
+        raise SpecError(source, "top level", f"{len(data)} entries; at most {limits.MAX_VERIFY_ROWS} rows")
     base = os.path.dirname(source)
     jobs = []
+    rows = 0
     seen: set[str] = set()
     for i, e in enumerate(data, 1):
         where = f"entry {i}"
@@ -61,7 +65,7 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
             raise SpecError(source, where, f"expected a mapping with src, dst and dtypes, got {type(e).__name__}")
         unknown = [k for k in e if k not in _CORPUS_FIELDS]
         if unknown:
-            raise SpecError(source, f"{where}.{limits.cut(str(unknown[0]), limits.MAX_ECHO)}", f"unknown field; allowed: {', '.join(_CORPUS_FIELDS)}")
+            raise SpecError(source, f"{where}.{limits.field_name(unknown[0])}", f"unknown field; allowed: {', '.join(_CORPUS_FIELDS)}")
         if "dtype" in e and "dtypes" in e:
             raise SpecError(source, f"{where}.dtype", "give dtype or dtypes, not both")
 
@@ -93,9 +97,17 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
         field = "dtypes" if "dtypes" in e else "dtype"
         if not isinstance(dts, list) or not dts or not all(isinstance(d, str) and d for d in dts):
             raise SpecError(source, f"{where}.{field}", "expected a non-empty list of element types such as [f16, f32]")
+        try:
+            dts = limits.dtype_list(dts, f"{where}.{field}")
+        except ValueError as err:
+            raise SpecError(source, None, str(err)) from None
         for d in dts:
             if d not in DTYPE_BYTES:
                 raise SpecError(source, f"{where}.{field}", f"unknown dtype {limits.short(d)} (known: {', '.join(DTYPE_BYTES)})")
+        rows += len(dts)
+        if rows > limits.MAX_VERIFY_ROWS:
+            raise SpecError(source, f"{where}.{field}", f"the corpus has over {limits.MAX_VERIFY_ROWS} rows "
+                                                        f"(conversions x element types); at most {limits.MAX_VERIFY_ROWS}")
         name = text_field("name", None)
         if name is not None:
             try:

@@ -14,7 +14,8 @@ snake_case names, and the tensor ``shape``::
 ``slice`` and ``dot_operand`` take their ``parent`` as a nested mapping of
 the same form (without ``shape``: the shape belongs to the outer layout).
 ``shape`` may be left out of the file when the caller gives one
-(``shape_override``, ``llgen --shape 64,64``); the override wins.
+(``shape_override``, ``llgen --shape 64,64``; the override wins) or when the
+layout states its own (a ``cute`` descriptor's modes: ``Layout.default_shape``).
 
 Every problem raises ``SpecError`` whose text is one line,
 ``"<file>: <field>: <what is wrong>"``, where ``<field>`` is a dotted path
@@ -59,9 +60,9 @@ class SpecError(ValueError):
 
     def __init__(self, source: str, field: Optional[str], message: str):
         self.source = source
-        self.field = field
+        self.field = limits.printable(field) if field else field     # a hostile key must not break the line
         self.message = limits.cut(_one_line(message))
-        parts = [p for p in (source, field) if p]
+        parts = [p for p in (source, self.field) if p]
         super().__init__(": ".join(parts + [self.message]))
 
 
@@ -245,7 +246,7 @@ def build_layout(d: Any, source: str = "<dict>", path: str = "", top: bool = Tru
             raise SpecError(source, path + k, "give shape at the top level only "
                                               "(a nested layout takes the outer layout's shape)")
         if k not in allowed:
-            raise SpecError(source, path + limits.cut(k, limits.MAX_ECHO), f"unknown field for kind {kind!r}{_did_you_mean(k, allowed)}; allowed fields: {', '.join(allowed)}")
+            raise SpecError(source, path + limits.field_name(k), f"unknown field for kind {kind!r}{_did_you_mean(k, allowed)}; allowed fields: {', '.join(allowed)}")
     missing = [f.name for f in flds if _required(f) and f.name not in d]
     if missing:
         raise SpecError(source, path + missing[0], f"missing; kind {kind!r} requires "
@@ -305,15 +306,18 @@ def spec_from_dict(d: Any, source: str = "<dict>", shape_override: Any = None) -
             raise SpecError(source, shape_field, str(e)) from None
     else:
         shape_field = "shape"
-        if "shape" not in d:
+        if "shape" not in d and layout.default_shape() is not None:
+            shape = layout.default_shape()          # a CuTe descriptor states its shape: say it once
+        elif "shape" not in d:
             raise SpecError(source, "shape", "missing; add e.g. 'shape: [64, 64]' or pass --shape 64,64")
-        if not isinstance(d["shape"], (list, tuple)):
+        elif not isinstance(d["shape"], (list, tuple)):
             raise SpecError(source, "shape", f"expected a list of sizes such as [64, 64], "
                                              f"got {_type_name(d['shape'])}")
-        try:
-            shape = parse_shape(d["shape"])
-        except ValueError as e:
-            raise SpecError(source, "shape", str(e)) from None
+        else:
+            try:
+                shape = parse_shape(d["shape"])
+            except ValueError as e:
+                raise SpecError(source, "shape", str(e)) from None
     rank = getattr(layout, "rank", None)
     if isinstance(rank, int) and rank != len(shape):
         raise SpecError(source, shape_field, f"{list(shape)} has rank {len(shape)}, "

@@ -5,12 +5,16 @@ starting with ``llgen: error:``, no traceback, nothing on stdout, nothing
 written in the output folder, in under ``CASE_S`` seconds, and the process's
 peak memory may not grow by more than ``GROWTH_MIB`` over the whole run
 (the billion-laughs file took 8 GB).  A few valid
-inputs (``test_valid_inputs_succeed``) must exit 0, so the harness can fail.
+inputs (``test_valid_inputs_succeed``) must exit 0, so the harness can fail;
+so must a valid spec under a hostile file name (``control_chars_in_file_names``,
+which checks the SVG is well-formed XML).  Issue 26 added the classes from
+``hostile_field_names`` down (its items 6-12); SIGINT/SIGTERM during the
+write phase are tested by ``tests/test_cli_promises.py``, which needs a process.
 
 Hypothesis runs derandomized (a fixed seed, no example database), so every
 run draws the same cases; llgen runs in-process through click's CliRunner.
-Cases per class (``CASES``; 2,500 in all), measured at 25 s on a shared
-2-core machine (limit: 60 s):
+Cases per class (``CASES``; 3,168 in all), measured at 25 s for the first
+2,500 on a shared 2-core machine (limit: 60 s):
 
 ========================  =====  ==========================================
 class                     cases  what
@@ -32,6 +36,21 @@ bad_names                 200    --name values that are not usable names
 bad_cute                  300    broken CuTe descriptors
 bad_cli_ints              250    --smem-budget, --iters, --ctas, --runs,
                                  --seed, --warps, --shape, --stride
+hostile_field_names       200    spec (top or parent), corpus and manifest
+                                 keys with newlines, CRs, line separators,
+                                 control characters, or not strings
+mixed_type_manifest_keys  100    manifest entries with unknown keys of mixed
+                                 types (1, zz, 1.5, true, null)
+manifest_not_conversion   120    manifest args with --help, -h, --plan, -o,
+                                 --emit, stray words; with and without --check
+stdout_fails               48    convert, gather, show --svg, regenerate whose
+                                 stdout fails (ENOSPC, EPIPE, EIO), every
+                                 combination: nothing written
+long_dtype_lists          100    verify --dtype lists and corpus dtypes of 65
+                                 to 19,000 items, corpora over 256 rows:
+                                 refused in under LONG_LIST_S
+control_chars_in_names    100    valid and invalid specs under file names with
+                                 control characters: SVG parses, errors one line
 ========================  =====  ==========================================
 """
 from __future__ import annotations
@@ -53,6 +72,8 @@ sys.path.insert(0, ROOT)
 
 from ll_codegen import api, cli  # noqa: E402
 from ll_codegen.layouts.kinds import LAYOUT_KINDS  # noqa: E402
+from ll_codegen.core.dtypes import DTYPE_BYTES  # noqa: E402
+from ll_codegen.core.files import quote_path  # noqa: E402
 from ll_codegen.spec import SpecError, spec_from_dict  # noqa: E402
 
 EX = os.path.join(ROOT, "examples")
@@ -65,7 +86,10 @@ GROWTH_MIB = 512      # peak RSS growth allowed over the module
 
 CASES = {"malformed_yaml": 300, "wrong_types": 300, "huge_numbers": 250, "non_power_of_two_shapes": 250,
          "mismatched": 150, "unknown_kinds": 150, "aliases": 200, "deep_nesting": 150, "bad_names": 200,
-         "bad_cute": 300, "bad_cli_ints": 250}
+         "bad_cute": 300, "bad_cli_ints": 250, "hostile_field_names": 200, "mixed_type_manifest_keys": 100,
+         "manifest_not_conversion": 120, "stdout_fails": 48, "long_dtype_lists": 100,
+         "control_chars_in_names": 100}
+LONG_LIST_S = 1.5     # a hostile list is refused before any planning (planning 1,000 rows took 6-25 s)
 
 
 def _settings(cls: str):
@@ -469,6 +493,197 @@ def test_bad_cli_ints(work, option, data):
     if head[0] == "convert":
         args += ["-o", out]
     _assert_error(args, out)
+
+
+# ------------------------------------------------ issue 26: items 6 to 12
+#: Characters that end a line for str.splitlines (and so for a reader of the error line), other
+#: control characters, and plain ones around them.
+LINE_BREAKERS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+HOSTILE_CHARS = LINE_BREAKERS + "\x00\x01\x1b\x7f\t ab_.:'\"\\"
+HOSTILE_KEYS = st.one_of(
+    st.text(alphabet=HOSTILE_CHARS, min_size=1, max_size=12).filter(lambda k: any(c in LINE_BREAKERS for c in k)),
+    st.text(alphabet=HOSTILE_CHARS, max_size=80),
+    st.integers(-5, 5), st.floats(allow_nan=False, width=16), st.booleans(), st.none())
+CORPUS_FIELDS = {"src", "dst", "dtypes", "dtype", "target", "arch", "strategy", "swizzle", "smem_budget", "shape",
+                 "name"}
+MANIFEST_FIELDS = {"args", "expect", "note", "command"}
+GOOD_ARGS = "--src examples/blocked_64x64.yaml --dst examples/mma_v2_64x64.yaml --name cvt"
+
+
+def _yaml_with_key(data: dict, key) -> str:
+    """``data`` as YAML with one more key (any type) at the end, written by PyYAML (escaped)."""
+    return _dump({**data, key: 1})
+
+
+@pytest.fixture(scope="module")
+def checkout(work):
+    """A checkout: examples/ with the two specs of ``GOOD_ARGS`` and a generated/ folder."""
+    root = os.path.join(work, "checkout")
+    os.makedirs(os.path.join(root, "examples"), exist_ok=True)
+    os.makedirs(os.path.join(root, "generated"), exist_ok=True)
+    for f in (BLOCKED, MMA):
+        shutil.copy(f, os.path.join(root, "examples"))
+    return root
+
+
+def _manifest(checkout: str, entries: str) -> str:
+    gen = os.path.join(checkout, "generated")
+    for f in os.listdir(gen):
+        os.unlink(os.path.join(gen, f))
+    with open(os.path.join(gen, "manifest.yaml"), "w", encoding="utf-8") as fh:
+        fh.write(entries)
+    return gen
+
+
+@_settings("hostile_field_names")
+@given(key=HOSTILE_KEYS, where=st.sampled_from(["spec", "parent", "corpus", "manifest"]))
+def test_hostile_field_names(work, checkout, key, where):
+    """Item 6: a field name with a newline or CR is quoted like a value; the error stays one line."""
+    out = _out(work)
+    if where in ("spec", "parent"):
+        assume(key not in VALID["slice"] and key not in VALID["slice"]["parent"])
+        spec = VALID["slice"] if where == "parent" else VALID["blocked"]
+        if where == "parent":
+            text = _dump(dict(spec, parent=yaml.safe_load(_yaml_with_key(spec["parent"], key))))
+        else:
+            text = _yaml_with_key(spec, key)
+        args = ["convert", "--src", _write(work, text), "--dst", BLOCKED if where == "spec" else _write(
+            work, _dump(dict(VALID["slice"])), "b.yaml"), "-o", out]
+    elif where == "corpus":
+        assume(key not in CORPUS_FIELDS)
+        text = "- " + _yaml_with_key({"src": BLOCKED, "dst": MMA}, key).replace("\n", "\n  ").rstrip() + "\n"
+        args = ["verify", "--corpus", _write(work, text, "corpus.yaml")]
+    else:
+        assume(key not in MANIFEST_FIELDS)
+        text = "- " + _yaml_with_key({"args": GOOD_ARGS}, key).replace("\n", "\n  ").rstrip() + "\n"
+        args = ["regenerate", _manifest(checkout, text)]
+    line = _assert_error(args, out)
+    assert not any(c in line for c in LINE_BREAKERS + "\x00\x1b\x7f"), repr(line)
+    assert any(f in line for f in ("unknown field", "field names must be strings", "duplicate key")), line
+
+
+MIXED_KEYS = st.lists(st.one_of(st.integers(-3, 3), st.text(alphabet="az_1", min_size=1, max_size=4),
+                                st.floats(allow_nan=True, width=16), st.booleans(), st.none()),
+                      min_size=1, max_size=4)
+
+
+@_settings("mixed_type_manifest_keys")
+@given(keys=MIXED_KEYS, check=st.booleans())
+def test_mixed_type_manifest_keys(work, checkout, keys, check):
+    """Item 7: unknown keys of mixed types (1 and zz) are an error line, not an internal error."""
+    assume(not any(k in MANIFEST_FIELDS for k in keys if isinstance(k, str)))
+    lines = [f"- args: \"{GOOD_ARGS}\""] + [f"  {yaml.safe_dump({k: i}).strip()}" for i, k in enumerate(keys)]
+    gen = _manifest(checkout, "\n".join(lines) + "\n")
+    _assert_error(["regenerate", gen] + (["--check"] if check else []))
+    assert os.listdir(gen) == ["manifest.yaml"]
+
+
+NOT_A_CONVERSION = ["--help", "-h", "--help=yes", "--version", "--plan", "--json", "-o x", "--output=x",
+                    "--emit all", "--emit=header", "--check", "extra", "-", "--no-such-option", "--manifest m"]
+
+
+@_settings("manifest_not_conversion")
+@given(extra=st.lists(st.sampled_from(NOT_A_CONVERSION), min_size=1, max_size=3), data=st.data(),
+       check=st.booleans(), command=st.sampled_from(["convert", "gather"]))
+def test_manifest_not_conversion(work, checkout, extra, data, check, command):
+    """Item 8: an entry's args are one conversion; anything else is exit 2 (--check never passes)."""
+    tokens = GOOD_ARGS.split() if command == "convert" else \
+        "--src examples/blocked_64x64.yaml --index examples/blocked_64x64.yaml --axis 1 --name g".split()
+    for x in extra:     # between option/value pairs, so no value is taken away from its option
+        at = 2 * data.draw(st.integers(0, len(tokens) // 2))
+        tokens[at:at] = x.split()
+    entry = {"args": " ".join(tokens)} | ({"command": "gather"} if command == "gather" else {})
+    gen = _manifest(checkout, _dump([entry]))
+    _assert_error(["regenerate", gen] + (["--check"] if check else []), None, "entry 1")
+    assert os.listdir(gen) == ["manifest.yaml"]
+
+
+def _failing_echo(code: int):
+    """click.echo whose writes to stdout fail with ``code`` (stderr works): stdout on a full disk, a
+    closed pipe, an I/O error, in-process."""
+    import click
+    real = click.echo
+
+    def echo(message=None, file=None, nl=True, err=False, color=None):
+        if not err and file is None:
+            raise OSError(code, os.strerror(code))
+        return real(message, file=file, nl=nl, err=err, color=color)
+    return echo
+
+
+@_settings("stdout_fails")
+@given(command=st.sampled_from(["convert", "gather", "show", "regenerate"]),
+       emit=st.sampled_from([[], ["--emit", "all"], ["--emit", "header"], ["--emit", "harness,bench"]]),
+       code=st.sampled_from([28, 32, 5]))
+def test_stdout_fails(work, checkout, command, emit, code):
+    """Item 9: when the listing cannot be printed, nothing is written (the listing is part of the commit)."""
+    from unittest import mock
+    import click
+    out = _out(work)
+    svg = os.path.join(work, "x.svg")
+    if os.path.exists(svg):
+        os.unlink(svg)
+    args = {"convert": ["convert", "--src", BLOCKED, "--dst", MMA, "-o", out] + emit,
+            "gather": ["gather", "--src", BLOCKED, "--index", BLOCKED, "--axis", "1", "-o", out] + emit,
+            "show": ["show", BLOCKED, "--svg", svg],
+            "regenerate": ["regenerate", _manifest(checkout, _dump([{"args": GOOD_ARGS}])), "-o", out]}[command]
+    with mock.patch.object(click, "echo", _failing_echo(code)):
+        _assert_error(args, out, "cannot write to standard output", "nothing was written")
+    assert not os.path.exists(svg)
+
+
+DTYPE_NAMES = sorted(DTYPE_BYTES)
+
+
+@_settings("long_dtype_lists")
+@given(n=st.integers(65, 5000), how=st.sampled_from(["comma", "repeat", "corpus", "rows"]), data=st.data())
+def test_long_dtype_lists(work, n, how, data):
+    """Item 11: a hostile list is refused at once, before any planning."""
+    dts = [data.draw(st.sampled_from(DTYPE_NAMES)) for _ in range(3)] * (n // 3 + 1)
+    if how == "comma":
+        args = ["verify", "--src", BLOCKED, "--dst", MMA, "--dtype", ",".join(dts[:n])]
+    elif how == "repeat":
+        args = ["verify", "--src", BLOCKED, "--dst", MMA] + [a for d in dts[:n] for a in ("--dtype", d)]
+    elif how == "corpus":
+        n = n * 4 if n < 4750 else n     # up to 19,000 items, under the YAML value cap
+        args = ["verify", "--corpus", _write(work, f"- src: {BLOCKED}\n  dst: {MMA}\n  dtypes: [{', '.join(dts[:n])}]\n"
+                                                   * 1, "corpus.yaml")]
+    else:                                # over 256 rows: entries x dtypes
+        per = data.draw(st.integers(1, 12))
+        entries = 256 // per + 1
+        entry = f"- src: {BLOCKED}\n  dst: {MMA}\n  dtypes: [{', '.join(DTYPE_NAMES[:per])}]\n"
+        args = ["verify", "--corpus", _write(work, entry * entries, "corpus.yaml")]
+    t = time.perf_counter()
+    _assert_error(args, None, "at most")
+    assert time.perf_counter() - t < LONG_LIST_S, (how, n, time.perf_counter() - t)
+
+
+NAME_CHARS = "".join(chr(c) for c in range(1, 32)) + "\x7f\x85\u2028\udcff&<>'\" ab.-"
+
+
+@_settings("control_chars_in_names")
+@given(name=st.text(alphabet=NAME_CHARS, min_size=1, max_size=40).filter(
+           lambda t: not t.isprintable() and t not in (".", "..")), valid=st.booleans())
+def test_control_chars_in_names(work, name, valid):
+    """Item 12: a control character in a spec's (or the picture's) file name: the SVG is well-formed XML,
+    the listing and any error stay one line."""
+    import xml.etree.ElementTree as ET
+    folder = os.path.join(work, "names")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    spec = os.path.join(folder, name + ".yaml")
+    svg = os.path.join(folder, name + ".svg")
+    _write(folder, _dump(VALID["linear"]) if valid else "kind: linear\n", name + ".yaml")
+    if not valid:
+        _assert_error(["show", spec, "--svg", svg])
+        assert os.listdir(folder) == [os.path.basename(spec)]
+        return
+    r = RUNNER.invoke(cli.main, ["show", spec, "--svg", svg])
+    assert r.exit_code == 0, (r.stderr, r.exception)
+    assert r.stdout.splitlines() == [quote_path(svg)], r.stdout
+    root = ET.parse(svg).getroot()                      # well-formed
+    title = root.find("{http://www.w3.org/2000/svg}text").text
+    assert title.isprintable(), repr(title)
 
 
 # ------------------------------------------------------------- valid input

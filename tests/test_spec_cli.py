@@ -350,7 +350,7 @@ def test_subprocess_llgen(tmp_path):
     svg = tmp_path / "w.svg"
     ok = subprocess.run(cmd + ["show", ex, "--shape", "64,64", "--svg", str(svg)],
                         capture_output=True, text=True, cwd=tmp_path)
-    assert ok.returncode == 0 and ok.stderr == "" and "t0:r0" in ok.stdout
+    assert ok.returncode == 0 and ok.stderr == "" and ok.stdout == f"{svg}\n"     # the path, not the grid too
     assert svg.read_text().startswith("<svg")
     for name in ("malformed_yaml.yaml", "bad_parent.yaml"):
         bad = subprocess.run(cmd + ["show", os.path.join(BAD, name), "--svg", str(tmp_path / "b.svg")],

@@ -21,10 +21,12 @@ constexpr int kRows = load_tile::kShape[0], kCols = load_tile::kShape[1];
 // One CTA of to_mma::kThreads threads: the tile at `in` (row stride `ld` elements, 16-byte aligned)
 // -> registers (blocked) -> registers (mma accumulator) -> out[row-major index].
 __global__ void tile_to_mma(const uint16_t* in, long long ld, uint16_t* out) {
-    __shared__ __align__(16) unsigned char smem[to_mma::kSmemBytes];
+    // one scratch for both: load() may convert through shared memory too (kSmemBytes 0 when it does not)
+    constexpr int kScratch = to_mma::kSmemBytes > load_tile::kSmemBytes ? to_mma::kSmemBytes : load_tile::kSmemBytes;
+    __shared__ __align__(16) unsigned char smem[kScratch];
     uint16_t blocked[load_tile::kRegs], mma[to_mma::kDstRegs];
     const long long strides[2] = {ld, 1};
-    load_tile::load(in, strides, blocked);
+    load_tile::load(in, strides, blocked, smem);
     to_mma::convert(blocked, mma, smem);
     const int lane = threadIdx.x % to_mma::kWarpSize, warp = threadIdx.x / to_mma::kWarpSize;
     for (int r = 0; r < to_mma::kDstRegs; ++r) out[to_mma::dst_index(r, lane, warp)] = mma[r];

@@ -101,9 +101,9 @@ gemm_mma(const __half* __restrict__ A, const __half* __restrict__ B, float* __re
     const long long sc[2] = {N, 1};
     float* tc = C + static_cast<long long>(m0) * N + n0;
     if (m0 + BM <= M && n0 + BN <= N) {
-        gemm_store_c::store(acc, tc, sc);
+        gemm_store_c::store(acc, tc, sc, smem);            // smem: unused by this plan (kSmemBytes 0)
     } else {
         const int ec[2] = {M - m0, N - n0};
-        gemm_store_c::store_masked(acc, tc, sc, ec);
+        gemm_store_c::store_masked(acc, tc, sc, ec, smem);
     }
 }

@@ -189,10 +189,10 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         const long long strides[2] = {N, 1};
         float* const tile = static_cast<float*>(C) + static_cast<long long>(m0) * N + n0;
         if (m0 + BM <= M && n0 + BN <= N) {
-            store_f32::store(acc, tile, strides, tid);
+            store_f32::store(acc, tile, strides, base, tid);  // (kSmemBytes 0: no scratch)
         } else {
             const int extent[2] = {M - m0, N - n0};
-            store_f32::store_masked(acc, tile, strides, extent, tid);
+            store_f32::store_masked(acc, tile, strides, extent, base, tid);
         }
     } else {
         uint16_t out[mma::kAccRegs];

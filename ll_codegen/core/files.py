@@ -5,7 +5,13 @@ is written); ``write_all`` writes a set of already-rendered files all or none:
 each goes to a temp file next to its target first, and only when every temp
 file is complete are they renamed over the targets (``os.replace``); on any
 error the temp files (and folders this call created) are removed and no
-target is touched.  Errors are ``OSError``s whose ``filename`` is the user's
+target is touched.  The commit itself is all or none too: a replaced file is
+hard-linked to a backup first, so a failing rename puts every old file back;
+SIGINT/SIGTERM are held while files are written (``_HeldSignals``): before
+the commit they undo the temp files, during it they wait for its end.  A
+command's listing of the files (``announce``) is printed before the commit,
+so output that cannot be printed (stdout on a full disk) leaves nothing
+written.  Errors are ``OSError``s whose ``filename`` is the user's
 path -- never a temp file -- and ``quote_path`` makes a path with control
 characters (a newline) safe for the one ``llgen: error:`` line.
 
@@ -24,23 +30,29 @@ Policy for what a target may be:
 from __future__ import annotations
 
 import errno
+import functools
 import os
+import secrets
+import shutil
+import signal
 import stat
 import tempfile
-from typing import Mapping, Sequence
+import threading
+import time
+from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["quote_path", "check_output_dir", "check_targets", "write_all", "write_atomic"]
-
-_CONTROL = {chr(c) for c in range(32)} | {"\x7f"}
+__all__ = ["quote_path", "check_output_dir", "check_targets", "write_all", "write_atomic", "WriteInterrupted",
+           "PAUSE_ENV"]
 
 
 def quote_path(path: str | os.PathLike) -> str:
     """``path`` as it reads in one error line: as it is, or ``repr``-quoted
-    (``'a\\nb'``) when it is empty or holds a control character."""
+    (``'a\\nb'``) when it is empty or holds a character that is not printable
+    (a control character, a line separator, an undecodable byte)."""
     p = os.fspath(path)
     if isinstance(p, bytes):
         p = os.fsdecode(p)
-    if not p or any(ch in _CONTROL for ch in p):
+    if not p or not p.isprintable():      # control and line-separator characters: one line still
         return repr(p)
     return p
 
@@ -140,59 +152,212 @@ def check_targets(paths: Sequence[str | os.PathLike], option: str | None = None,
 
 
 def write_all(files: Mapping[str | os.PathLike, str | bytes], option: str | None = None,
-              make_dirs: bool = False) -> list[str]:
+              make_dirs: bool = False, announce: Callable[[list[str]], None] | None = None,
+              remove: Sequence[str | os.PathLike] = ()) -> list[str]:
     """Write ``files`` (path -> text or bytes) all or none; returns the paths.
 
     Checks every target (``check_targets``), creates missing folders (only
     with ``make_dirs``; otherwise a missing folder is an error), writes
     each file's data to a temp file next to its target (text as UTF-8 with
-    ``\\n`` line ends), and only then renames every temp file over its target.
-    On any error before the renames, every temp file and every folder this
-    call created are removed and the error names the user's path."""
+    ``\\n`` line ends), calls ``announce(paths)`` (the command's listing:
+    printed *before* the commit, so that a listing that cannot be printed --
+    stdout on a full disk -- leaves nothing written), and only then renames
+    every temp file over its target and removes the files of ``remove``.
+
+    All or none, also on a failing rename and on SIGINT/SIGTERM: every
+    target that existed is hard-linked to a backup before it is replaced, and
+    a failure during the commit puts every backup back.  An interrupt before
+    the commit removes the temp files (and the folders this call created)
+    and is then delivered as usual (SIGINT: ``KeyboardInterrupt``); one that
+    arrives during the commit is held until the commit is done, because the
+    listing has been printed by then.  Errors name the user's path, never a
+    temp file, and no temp or backup file is left in any case."""
     paths = [os.fspath(p) for p in files]
     check_targets(paths, option, make_dirs)
     created: list[str] = []
     temps: list[tuple[str, str, str]] = []          # (temp, real target, user path)
     umask = os.umask(0)
     os.umask(umask)
+    with _HeldSignals() as held:
+        try:
+            for k, (p, data) in enumerate(zip(paths, files.values()), 1):
+                real = _resolve(p)
+                folder = os.path.dirname(os.path.abspath(real))
+                try:
+                    _makedirs(folder, created)
+                    # a short temp name: the target's own name may already be at the length limit
+                    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".llgen-", suffix=".tmp")
+                except OSError as e:
+                    raise _err(e.errno or errno.EIO, e.strerror or str(e), p) from None
+                temps.append((tmp, real, p))
+                binary = isinstance(data, bytes)
+                try:
+                    with os.fdopen(fd, "wb" if binary else "w",
+                                   **({} if binary else {"encoding": "utf-8", "newline": "\n"})) as fh:
+                        fh.write(data)
+                    os.chmod(tmp, 0o666 & ~umask)
+                except OSError as e:
+                    raise _err(e.errno or errno.EIO, e.strerror or str(e), p) from None
+                _test_pause("temp", k, held)
+                held.check()
+            if announce is not None:
+                announce(paths)
+            held.check()                # interrupted while printing: still nothing written
+            _commit(temps, [os.fspath(r) for r in remove], held)
+            temps = []
+        except BaseException:
+            for tmp, _, _ in temps:
+                _unlink_quietly(tmp)
+            for d in reversed(created):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+            raise
+    return paths
+
+
+def _commit(temps: list[tuple[str, str, str]], remove: list[str], held: "_HeldSignals") -> None:
+    """Rename every temp file over its target, then remove ``remove``; on a
+    failure undo every step done, newest first (the old file back from its
+    backup, a new file unlinked, a removed file renamed back).  Signals are
+    only recorded meanwhile (``held.hold``), so the commit and its undo run to
+    their end.  Backups are deleted once the commit stands; an undo step that
+    fails keeps its backup rather than lose the user's file."""
+    held.hold = True
+    undo: list[Callable[[], None]] = []
+    backups: list[str] = []
     try:
-        for p, data in zip(paths, files.values()):
-            real = _resolve(p)
-            folder = os.path.dirname(os.path.abspath(real))
-            try:
-                _makedirs(folder, created)
-                # a short temp name: the target's own name may already be at the length limit
-                fd, tmp = tempfile.mkstemp(dir=folder, prefix=".llgen-", suffix=".tmp")
-            except OSError as e:
-                raise _err(e.errno or errno.EIO, e.strerror or str(e), p) from None
-            temps.append((tmp, real, p))
-            binary = isinstance(data, bytes)
-            try:
-                with os.fdopen(fd, "wb" if binary else "w",
-                               **({} if binary else {"encoding": "utf-8", "newline": "\n"})) as fh:
-                    fh.write(data)
-                os.chmod(tmp, 0o666 & ~umask)
-            except OSError as e:
-                raise _err(e.errno or errno.EIO, e.strerror or str(e), p) from None
-        for tmp, real, p in temps:
+        for k, (tmp, real, p) in enumerate(temps, 1):
+            backup = _backup(real, p) if os.path.lexists(real) else None
             try:
                 os.replace(tmp, real)
             except OSError as e:
+                if backup is not None:
+                    _unlink_quietly(backup)     # the target is untouched: its backup is not needed
                 raise _err(e.errno or errno.EIO, e.strerror or str(e), p) from None
-        temps = []
+            if backup is None:
+                undo.append(functools.partial(os.unlink, real))
+            else:
+                backups.append(backup)
+                undo.append(functools.partial(os.replace, backup, real))
+            _test_pause("rename", k, held)
+        for path in remove:
+            backup = _free_name(os.path.dirname(os.path.abspath(path)), ".bak")
+            try:
+                os.rename(path, backup)
+            except OSError as e:
+                raise _err(e.errno or errno.EIO, e.strerror or str(e), path) from None
+            backups.append(backup)
+            undo.append(functools.partial(os.rename, backup, path))
     except BaseException:
-        for tmp, _, _ in temps:
+        for step in reversed(undo):
             try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        for d in reversed(created):
-            try:
-                os.rmdir(d)
+                step()
             except OSError:
                 pass
         raise
-    return paths
+    for b in backups:
+        _unlink_quietly(b)
+
+
+def _backup(path: str, user_path: str) -> str:
+    """A hard link to ``path`` under a fresh hidden name in its folder (a
+    copy where the file system has no hard links): the old file, kept until
+    the commit stands."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while True:
+        name = _free_name(folder, ".bak")
+        try:
+            os.link(path, name)
+            return name
+        except FileExistsError:
+            continue
+        except OSError:
+            try:
+                shutil.copy2(path, name)
+                return name
+            except OSError as e:
+                _unlink_quietly(name)
+                raise _err(e.errno or errno.EIO, e.strerror or str(e), user_path) from None
+
+
+def _free_name(folder: str, suffix: str) -> str:
+    return os.path.join(folder, f".llgen-{os.getpid()}-{secrets.token_hex(6)}{suffix}")
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class _HeldSignals:
+    """SIGINT and SIGTERM while files are written: recorded, not acted on,
+    so that the writer decides where it stops (``check``: before the commit,
+    undoing its temp files; never inside the commit, ``hold``).  On exit the
+    previous handlers are back and a recorded signal is delivered to them
+    (SIGINT: ``KeyboardInterrupt``; SIGTERM: the default, termination with
+    status 143).  Only the main thread can set handlers; elsewhere, and for
+    a signal the process ignores, nothing changes."""
+
+    SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM") if hasattr(signal, n))
+
+    def __init__(self) -> None:
+        self.pending: int | None = None
+        self.hold = False
+        self._old: dict[int, Any] = {}
+
+    def _record(self, signum: int, frame: Any) -> None:
+        if self.pending is None:
+            self.pending = signum
+
+    def __enter__(self) -> "_HeldSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                old = signal.getsignal(sig)
+                if old not in (signal.SIG_IGN, None):
+                    self._old[sig] = signal.signal(sig, self._record)
+        return self
+
+    def check(self) -> None:
+        """Stop here (``WriteInterrupted``) when a signal came and the commit has not begun."""
+        if self.pending is not None and not self.hold:
+            raise WriteInterrupted(self.pending)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        if self.pending is not None:
+            # the old handler acts now: KeyboardInterrupt, termination; one that returns lets a
+            # finished commit stand (an unfinished write still raises WriteInterrupted)
+            signal.raise_signal(self.pending)
+
+
+class WriteInterrupted(KeyboardInterrupt):
+    """Writing stopped by a signal (SIGINT or SIGTERM) whose handler did not raise."""
+
+
+#: ``LLGEN_TEST_WRITE_PAUSE="<temp|rename>:<n>:<marker file>"``: after the n-th temp file is written
+#: (or renamed over its target), create the marker file and wait up to 30 s for a signal -- the hook
+#: the signal tests use to interrupt the write phase at a known point.  Unset in normal use.
+PAUSE_ENV = "LLGEN_TEST_WRITE_PAUSE"
+
+
+def _test_pause(phase: str, k: int, held: _HeldSignals) -> None:
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec:
+        return
+    want, _, rest = spec.partition(":")
+    n, _, marker = rest.partition(":")
+    if want != phase or n != str(k):
+        return
+    with open(marker, "w"):
+        pass
+    end = time.monotonic() + 30
+    while held.pending is None and time.monotonic() < end:
+        time.sleep(0.01)
 
 
 def _makedirs(folder: str, created: list[str]) -> None:

@@ -19,7 +19,8 @@ spec in ``examples/`` and ``bench/llgen_bench/corpus.py`` is a 128x256 tile of
   ``MAX_BASES`` bases per input dim of an explicit layout, ``MAX_INT`` for
   any integer of a spec, ``MAX_DESCRIPTOR_CHARS`` for a CuTe descriptor;
 * options: ``--smem-budget`` up to ``MAX_SMEM_BUDGET``, ``--iters``,
-  ``--ctas``, ``--runs``, ``--seed``, ``--stride`` as below;
+  ``--ctas``, ``--runs``, ``--seed``, ``--stride`` as below; ``verify``:
+  ``MAX_DTYPES`` element types per list, ``MAX_VERIFY_ROWS`` rows in all;
 * messages: a user value echoed into an error is cut to ``MAX_ECHO`` chars.
 """
 from __future__ import annotations
@@ -59,6 +60,11 @@ MAX_ITERS = 1 << 20
 MAX_CTAS = 1 << 20
 MAX_RUNS = 1000
 MAX_SEED = (1 << 32) - 1
+#: Most element types one ``verify --dtype`` list or corpus entry may name (there are 12; a list is
+#: de-duplicated after this check), and most rows (conversion x dtype) one ``llgen verify`` plans:
+#: each row is planned before any GPU is looked for, a few milliseconds each.
+MAX_DTYPES = 64
+MAX_VERIFY_ROWS = 256
 #: Largest global stride (elements) of --stride.
 MAX_STRIDE = 1 << 31
 #: Most characters of a user value echoed into an error message.
@@ -79,6 +85,34 @@ def short(value: Any, limit: int = MAX_ECHO) -> str:
     except Exception:  # noqa: BLE001 - a value that cannot be printed still gets a message
         r = f"<{type(value).__name__}>"
     return r if len(r) <= limit else r[:limit - 3] + "..."
+
+
+def field_name(key: Any) -> str:
+    """A field *name* (a YAML key) as an error line shows it: as it is when it
+    is a short printable string, else quoted like a value (``short``), so that
+    a key holding a newline, a carriage return or a number stays readable on
+    the one line."""
+    if isinstance(key, str) and key and len(key) <= MAX_ECHO and key.isprintable():
+        return key
+    return short(key)
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (newline, carriage
+    return, other control and line-separator characters) written as its
+    escape: the last guard that keeps an error message on one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def dtype_list(items: Any, what: str) -> list[str]:
+    """An element-type list, refused when longer than ``MAX_DTYPES`` and then
+    de-duplicated in order (``f16,f16,f32`` is two rows, not three): a
+    thousand-item list is one error line at once, not a thousand plans."""
+    if len(items) > MAX_DTYPES:
+        raise ValueError(f"{what}: {len(items)} element types; at most {MAX_DTYPES}")
+    return list(dict.fromkeys(items))
 
 
 #: Longest error line (without ``llgen: error:``); longer ones lose their middle.

@@ -165,7 +165,9 @@ def harness_context(plan: ConversionPlan, tile) -> dict:
                scratch_bytes=plan.scratch_bytes, strides=[], extent=[], fill="0", shape=list(plan.shape),
                plan_strides=list(tile.strides) if tile is not None else [],
                shared=tile is not None and tile.space == "shared",
-               via_arg=", smem" if plan.via is not None else "")
+               # every global store/load takes smem (a direct plan leaves it alone); a copy does not
+               via_arg=", smem" if plan.via is not None or (
+                   plan.copy is None and tile is not None and tile.space == "global") else "")
     if tile is not None and tile.space == "global":
         ctx.update(strides=list(harness_strides(plan.shape, tile.layout["order"], tile.alignment, plan.elem_bytes)),
                    extent=list(harness_cut(plan.shape)), fill=hex_const(harness_fill(plan.elem_bytes)))

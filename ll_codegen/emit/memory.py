@@ -22,6 +22,8 @@ from ll_codegen.emit.convert import namespace as convert_namespace
 from ll_codegen.plan.model import ConversionPlan, access_plan, instruction_name, word_view
 from ll_codegen.plan.tma import align_reason
 
+SMEM = "void* smem"  # the scratch parameter of every global store()/load() (kSmemBytes may be 0)
+
 
 class MemoryBuilder(Builder):
     """The body of ``store()``/``load()`` (``masked``: ``store_masked()``/``load_masked()``)."""
@@ -161,7 +163,9 @@ def memory_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
         mem_t = "T* tile" if store else "const T* tile"
         mem_w = "void* tile" if store else "const void* tile"
         strides = "const long long (&strides)[kRank]"
-        params = [regs, mem_t, strides] if store else [mem_t, strides, regs]
+        # `smem` in every global store/load, used or not: a via plan needs scratch, a direct one does
+        # not (kSmemBytes 0), and the call site must not change with what the planner picked
+        params = [regs, mem_t, strides, SMEM] if store else [mem_t, strides, regs, SMEM]
         wparams = [words, mem_w, strides] if store else [mem_w, strides, words]
         args = "s, tile, strides, tid" if store else "tile, strides, d, tid"
         c = m.cost
@@ -170,7 +174,9 @@ def memory_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
                "// strides[kOrder[0]] is 1 (not read); tile and every stride aligned to kAlignment bytes.",
                f"// {len(m.accesses)} x {m.vector_bytes}-byte access(es) per thread; {c.sectors} sector(s) of 32 B per "
                f"warp instruction at strides {list(m.strides)}.",
+               "// smem: unused (kSmemBytes is 0; the parameter keeps one signature for every plan of a store/load).",
                "// tid: this thread's index among the kThreads threads (default threadIdx.x)."]
+        raw_in = ["(void)smem;"] + raw_in
     fns = []
     fn = Fn(m.direction, ", ".join(params + [TID]), doc=doc, raw_in=raw_in, raw_out=raw_out)
     if per:
@@ -183,8 +189,8 @@ def memory_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
     fns.append(fn)
     if m.space == "global":
         extent = "const int (&extent)[kRank]"
-        mparams = ([regs, mem_t, "const long long (&strides)[kRank]", extent] if store
-                   else [mem_t, "const long long (&strides)[kRank]", extent, regs, "T fill"])
+        mparams = ([regs, mem_t, "const long long (&strides)[kRank]", extent, SMEM] if store
+                   else [mem_t, "const long long (&strides)[kRank]", extent, regs, "T fill", SMEM])
         masked = Fn(f"{m.direction}_masked", ", ".join(mparams + [TID]),
                     raw_in=raw_in + ([] if store else ["U fill_bits;", "memcpy(&fill_bits, &fill, sizeof fill_bits);"]),
                     raw_out=raw_out)
@@ -211,24 +217,24 @@ def via_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
            f"// {m.direction}(): loads {m.vector_bytes}-byte vectors in the coalesced layout, then converts "
            f"(via::convert, {plan.via.strategy})")
     if store:
-        fns = [Fn("store", f"const T (&src)[kRegs], T* tile, {strides}, void* smem, {TID}",
+        fns = [Fn("store", f"const T (&src)[kRegs], T* tile, {strides}, {SMEM}, {TID}",
                   doc=[how + " (the planner found it cheaper than storing from these registers).", smem_doc],
                   moves=["T mid[via::kDstRegs];", "via::convert(src, mid, smem, tid);",
-                         "coalesced::store(mid, tile, strides, tid);"]),
+                         "coalesced::store(mid, tile, strides, smem, tid);"]),
                Fn("store_masked", f"const T (&src)[kRegs], T* tile, {strides}, const int (&extent)[kRank], "
-                                  f"void* smem, {TID}",
+                                  f"{SMEM}, {TID}",
                   doc=["// store_masked(): the same for a tile cut by the tensor's edge (see coalesced::store_masked)."],
                   moves=["T mid[via::kDstRegs];", "via::convert(src, mid, smem, tid);",
-                         "coalesced::store_masked(mid, tile, strides, extent, tid);"])]
+                         "coalesced::store_masked(mid, tile, strides, extent, smem, tid);"])]
     else:
-        fns = [Fn("load", f"const T* tile, {strides}, T (&dst)[kRegs], void* smem, {TID}",
+        fns = [Fn("load", f"const T* tile, {strides}, T (&dst)[kRegs], {SMEM}, {TID}",
                   doc=[how + " (the planner found it cheaper than loading into these registers).", smem_doc],
-                  moves=["T mid[via::kSrcRegs];", "coalesced::load(tile, strides, mid, tid);",
+                  moves=["T mid[via::kSrcRegs];", "coalesced::load(tile, strides, mid, smem, tid);",
                          "via::convert(mid, dst, smem, tid);"]),
                Fn("load_masked", f"const T* tile, {strides}, const int (&extent)[kRank], T (&dst)[kRegs], T fill, "
-                                 f"void* smem, {TID}",
+                                 f"{SMEM}, {TID}",
                   doc=["// load_masked(): the same for a tile cut by the tensor's edge (see coalesced::load_masked)."],
-                  moves=["T mid[via::kSrcRegs];", "coalesced::load_masked(tile, strides, extent, mid, fill, tid);",
+                  moves=["T mid[via::kSrcRegs];", "coalesced::load_masked(tile, strides, extent, mid, fill, smem, tid);",
                          "via::convert(mid, dst, smem, tid);"])]
     return fns
 
@@ -250,6 +256,8 @@ def namespace(plan: ConversionPlan, name: str) -> Namespace:
     head = [(f"constexpr int kRegs      = {max(p.n_src, p.n_dst)};", f"elements per thread {m.direction}() moves")]
     if p.via is not None:
         head.append((f"constexpr int kSmemBytes = {p.smem_bytes};", "scratch of the conversion step (via)"))
+    elif m.space == "global":
+        head.append(("constexpr int kSmemBytes = 0;", "no scratch: store()/load() leave their smem alone"))
     if m.space == "shared":
         head += [(f"constexpr int kTileBytes = {m.bytes};", "bytes of the shared tile"),
                  (f"constexpr int kTileAlign = {m.alignment};", align_reason(m.alignment))]

@@ -323,6 +323,11 @@ class Layout:
     def to_linear(self, shape: Sequence[int]) -> LinearLayout:  # pragma: no cover
         raise NotImplementedError
 
+    def default_shape(self) -> Optional[tuple[int, ...]]:
+        """The shape a spec without ``shape`` gets, when the layout states one
+        itself (a CuTe descriptor's modes); None: the spec must give it."""
+        return None
+
     def to_dict(self) -> dict:
         """Plain data in the YAML form (``kind`` plus fields; nested parents as dicts)."""
         out: dict[str, Any] = {"kind": self.kind}

@@ -237,6 +237,10 @@ class CuteLayout(Layout):
         """The descriptor's own layout: offset -> dims (the tile's shape)."""
         return self._tile
 
+    def default_shape(self) -> tuple[int, ...]:
+        """The descriptor's modes say the shape: ``<(128,64),...>`` needs no ``shape: [128, 64]``."""
+        return tuple(self._tile.out_dim_size(n) for n in dim_names(self.rank))
+
     def to_linear(self, shape: Sequence[int]) -> LinearLayout:
         shape = check_shape(shape, self.rank)
         tile = self.tile()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import colorsys
 import html
+import re
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -31,7 +32,7 @@ from ll_codegen.core.layout import LinearLayout
 from ll_codegen.layouts.cute import ELEMENT_BITS
 
 __all__ = ["layout_json", "json_text", "layout_params", "owner_grid", "render_text", "render_svg", "element_bits_of",
-           "TEXT_GRID_MAX", "SVG_GRID_MAX"]
+           "TEXT_GRID_MAX", "SVG_GRID_MAX", "xml_text"]
 
 #: Largest grid (per dim) printed by ``render_text``.
 TEXT_GRID_MAX = 64
@@ -250,6 +251,18 @@ def element_bits_of(layout: Any, default: int = 16) -> int:
     return default
 
 
+#: Characters XML 1.0 does not allow (C0 controls but tab/newline/CR, surrogates, U+FFFE/U+FFFF), and
+#: the tab/newline/CR and DEL it allows but that would break a one-line title.
+_NOT_XML_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` as SVG character data: markup escaped, and every character XML
+    cannot hold (a control character in a spec's file name, an undecodable
+    byte) written as its Python escape, so the picture stays well-formed."""
+    return html.escape(_NOT_XML_TEXT.sub(lambda m: repr(m.group())[1:-1], text))
+
+
 def render_svg(L: LinearLayout, title: str = "", element_bits: int = 16,
                grid_max: int = SVG_GRID_MAX) -> str:
     """An SVG picture of the tensor grid (see the module docstring)."""
@@ -289,7 +302,7 @@ def render_svg(L: LinearLayout, title: str = "", element_bits: int = 16,
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="{font}">',
            f'<rect width="{width}" height="{height}" fill="white"/>']
-    out.append(f'<text x="{left}" y="18" font-size="13" font-weight="bold">{html.escape(title)}</text>')
+    out.append(f'<text x="{left}" y="18" font-size="13" font-weight="bold">{xml_text(title)}</text>')
     if memory:
         sub = (f"cell = offset; colour = bank group (16-byte chunk of 4 banks, {element_bits}-bit elements); "
                "darker = odd 128-byte segment")
@@ -297,7 +310,7 @@ def render_svg(L: LinearLayout, title: str = "", element_bits: int = 16,
         sub = "cell = t<lane>:r<register>; colour = warp" + (" and block" if nb > 1 else "")
     if (count > 1).any():
         sub += "; * = broadcast (lowest location shown)"
-    out.append(f'<text x="{left}" y="34">{html.escape(sub)}</text>')
+    out.append(f'<text x="{left}" y="34">{xml_text(sub)}</text>')
     # column / row indices
     for j in range(cols):
         out.append(f'<text x="{left + j * cw + cw / 2:.1f}" y="{top - 6}" text-anchor="middle" '
@@ -326,11 +339,11 @@ def render_svg(L: LinearLayout, title: str = "", element_bits: int = 16,
                                                             f"register {int(owner['register'][i, j])}")
             if count[i, j] > 1:
                 tip += f" (held by {int(count[i, j])} locations)"
-            out.append(f'<g><title>({i}, {j}): {html.escape(tip)}</title>'
+            out.append(f'<g><title>({i}, {j}): {xml_text(tip)}</title>'
                        f'<rect x="{x}" y="{y}" width="{cw}" height="{ch}" fill="{fill}" stroke="#444" '
                        f'stroke-width="0.5"/>'
                        f'<text x="{x + cw / 2:.1f}" y="{y + ch / 2 + font / 3:.1f}" text-anchor="middle">'
-                       f'{html.escape(labels[i][j])}</text></g>')
+                       f'{xml_text(labels[i][j])}</text></g>')
     # legend
     ly = top + rows * ch + 10
     x = 0
@@ -340,7 +353,7 @@ def render_svg(L: LinearLayout, title: str = "", element_bits: int = 16,
             ly, x = ly + 16, 0
         out.append(f'<rect x="{left + x}" y="{ly}" width="12" height="12" fill="{col}" stroke="#444" '
                    f'stroke-width="0.5"/>')
-        out.append(f'<text x="{left + x + 16}" y="{ly + 10}">{html.escape(text)}</text>')
+        out.append(f'<text x="{left + x + 16}" y="{ly + 10}">{xml_text(text)}</text>')
         x += tw
     out.append("</svg>")
     return "\n".join(out) + "\n"
