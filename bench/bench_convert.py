@@ -1,18 +1,30 @@
 """Benchmark generated layout conversions against Triton's convert_layout (GPU).
 
-    python bench/bench_convert.py --out DIR [--pairs REGEX] [--iters 64] [--ctas N]
-                                  [--no-candidates] [--no-sass] [--no-triton]
+    python bench/bench_convert.py --out DIR [--pairs REGEX] [--iters 64] [--ctas N] [--quick]
+                                  [--no-candidates] [--no-sass] [--no-triton] [--no-legacy]
+    python bench/bench_convert.py --offline [--pairs REGEX]      # no GPU: integrity of both sides
+    python bench/bench_convert.py --headline RESULTS_JSON          # no GPU: a recorded run's headline
 
 One device call does everything: measures the SM clock under load, plans
 every pair of ``CORPUS`` (auto, the naive baseline -- strategy smem, no
 swizzle, one element per access -- and, for the cost-model calibration, every
 candidate the planner scores), renders the round-trip bench kernels, compiles
-them with nvcc in parallel, checks every kernel's output bit for bit, times
-them and Triton's Gluon kernel with the same layouts (``DistributedLinearLayout``
-with our bases; for a few pairs also Gluon's legacy layout classes), disassembles
-the cubins (``cuobjdump -sass``) and writes into DIR: ``results.json`` (every
-number), ``table.md``, ``speedup.png`` and ``sass.tar.gz``.  The last thing it
-prints is a short table.  See ``llgen_bench/convert.py`` for the method.
+them with nvcc in parallel (``-Xptxas -v``), checks every kernel's output bit for
+bit, times them and Triton's Gluon kernel with the same layouts
+(``DistributedLinearLayout`` with our bases; for a few pairs also Gluon's legacy
+layout classes), records every timed kernel's integrity (registers, spills,
+local memory, STL/LDL; both sides, round trip and base loop) and the base
+loops' SASS ALU work, and writes into DIR: ``results.json`` (every number, and
+the ``headline``: the format of ``bench/results_h200.json``), ``table.md``,
+``speedup.png`` and ``sass.tar.gz``.  It prints the table, then the flagged
+pairs and, last, the headline over the unflagged pairs
+(``llgen_bench/headline.py``).  Exit status 1 if any kernel is wrong.
+
+``--quick`` = ``--no-candidates --no-legacy`` (the headline needs neither; the
+candidates are the cost model's calibration data).  ``--offline`` compiles our
+``auto`` kernels (nvcc) and Triton's (``triton.compile`` for sm_90) on the CPU
+and prints their integrity and base-loop work, the flags a GPU run would
+start from.  See ``llgen_bench/convert.py`` for the method.
 """
 from __future__ import annotations
 
@@ -28,7 +40,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from llgen_bench.convert import fmt as fmt_num, format_table, geomean, run_job  # noqa: E402
+from llgen_bench.convert import fmt as fmt_num, format_table, preflight_job, regs_cell, run_job  # noqa: E402
+from llgen_bench.headline import format_headline, headline  # noqa: E402
+from llgen_bench.integrity import describe as describe_integrity  # noqa: E402
 from llgen_bench.jobs import compile_jobs, prepare  # noqa: E402
 from llgen_bench.timing import measure_clock_mhz  # noqa: E402
 from llgen_bench.corpus import COL, MMA, MMA_4x1, ROW, blocked, dot, mma_v2, sliced, wgmma  # noqa: E402
@@ -94,7 +108,7 @@ CORPUS = [
 ]
 
 
-def plot(rows: list[dict], path: str) -> None:
+def plot(rows: list[dict], path: str, device: str = "GPU") -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -112,7 +126,7 @@ def plot(rows: list[dict], path: str) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("speedup of llgen auto (time per conversion per SM; >1: llgen faster)")
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title("llgen round-trip conversions on H100", fontsize=10)
+    ax.set_title(f"llgen round-trip conversions on {device}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -130,7 +144,18 @@ def main(argv=None) -> int:
     ap.add_argument("--no-legacy", action="store_true")
     ap.add_argument("--arch", default="sm_90", help="plan for this CUDA arch; other than sm_90: compute_XX PTX, "
                     "JIT-compiled by the driver (e.g. sm_80's ldmatrix-without-stmatrix plans on an H100)")
+    ap.add_argument("--quick", action="store_true", help="--no-candidates --no-legacy: the headline's kernels only")
+    ap.add_argument("--offline", action="store_true", help="no GPU: compile both sides, print their integrity")
+    ap.add_argument("--headline", metavar="RESULTS_JSON", help="no GPU: print the headline of a recorded run")
     args = ap.parse_args(argv)
+    if args.headline:
+        with open(args.headline) as f:
+            print(format_headline(headline(json.load(f)["rows"])))
+        return 0
+    if args.quick:
+        args.no_candidates = args.no_legacy = True
+    if args.offline:
+        return offline(args)
     import cupy
     t0 = time.time()
     out = args.out
@@ -159,6 +184,8 @@ def main(argv=None) -> int:
         r = run_job(j, iters=args.iters, ctas=ctas, triton=not args.no_triton, sms=sms,
                       clock_mhz=clock["clock_mhz"], sass=not args.no_sass, sass_dir=work, repeats=args.repeats)
         rows.append(r)
+        with open(os.path.join(out, "results.partial.json"), "w") as f:   # what a run cut short leaves
+            json.dump({"rows": rows}, f, default=str)
         v = r["variants"]["auto"]
         t = r.get("triton", {})
         print(f"{r['name']:<34} {r['dtype']:<7} {r['plan']:<28} ours {v.get('clk_per_conv_sm', float('nan')):7.0f} "
@@ -175,13 +202,15 @@ def main(argv=None) -> int:
         meta.update(triton=triton.__version__, torch=torch.__version__, cupy=cupy.__version__)
     except Exception:  # noqa: BLE001
         pass
+    head = headline(rows)
     with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows}, f, indent=1, default=str)
+        json.dump({"meta": meta, "rows": rows, "headline": head}, f, indent=1, default=str)
+    os.remove(os.path.join(out, "results.partial.json"))
     table = format_table(rows)
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(table + "\n")
     try:
-        plot(rows, os.path.join(out, "speedup.png"))
+        plot(rows, os.path.join(out, "speedup.png"), meta["device"])
     except Exception as e:  # noqa: BLE001
         print(f"plot failed: {e}")
     if not args.no_sass:
@@ -189,28 +218,65 @@ def main(argv=None) -> int:
             for fn in sorted(os.listdir(work)):
                 if fn.endswith((".sass", ".cuh", ".cu")):
                     tf.add(os.path.join(work, fn), arcname=fn)
-    ot = [r["ours_over_triton"] for r in rows if r.get("ours_over_triton")]
     print(f"\n{meta['device']}, clock {clock['clock_mhz']:.0f}/{clock_after['clock_mhz']:.0f} MHz, "
           f"iters {args.iters}, ctas {ctas}; {time.time() - t0:.0f} s")
-    print(f"{'pair':<34} {'plan':<28} {'bound':>6} {'ours':>6} {'triton':>6} {'o/T':>5} {'o/b':>5} {'T/b':>5} "
-          f"{'nv/o':>5} fastest")
+    print(f"{'pair':<34} {'plan':<28} {'bound':>6} {'ours':>6} {'triton':>6} {'o/T':>5} {'loop':>5} {'o/b':>5} "
+          f"{'T/b':>5} {'nv/o':>5} {'regs o':>8} {'regs T':>8} {'base ALU o/T':>12} fastest")
     for r in rows:
         v, t = r["variants"]["auto"], r.get("triton", {})
         fmt = lambda x, f="{:.2f}": fmt_num(x, f)  # noqa: E731
+        bw = r.get("base_work") or {}
         print(f"{r['name']:<34} {r['plan'][:28]:<28} {r['bound_clk']:6.0f} {fmt(v.get('clk_per_conv_sm'), '{:.0f}'):>6} "
               f"{fmt(t.get('clk_per_conv_sm'), '{:.0f}'):>6} {fmt(r.get('ours_over_triton')):>5} "
-              f"{fmt(r.get('ours_over_bound')):>5} {fmt(r.get('triton_over_bound')):>5} "
-              f"{fmt(r.get('naive_over_ours')):>5} {r.get('auto_is_fastest', '-')}"
-              f"{'' if v.get('ok') else ' WRONG'}{'' if t.get('ok', True) else ' TRITON-WRONG'}")
-    loop = [r["loop_ours_over_triton"] for r in rows if r.get("loop_ours_over_triton")]
-    print(f"geomean ours/Triton {geomean(ot):.3f} over {len(ot)} pairs (conversions: loop minus base); "
-          f"whole loops {geomean(loop):.3f}")
+              f"{fmt(r.get('loop_ours_over_triton')):>5} {fmt(r.get('ours_over_bound')):>5} "
+              f"{fmt(r.get('triton_over_bound')):>5} {fmt(r.get('naive_over_ours')):>5} {regs_cell(v):>8} {regs_cell(t):>8} "
+              f"{fmt(bw.get('ours'), '{:.1f}') + '/' + fmt(bw.get('triton'), '{:.1f}'):>12} {r.get('auto_is_fastest', '-')}"
+              f"{'' if v.get('ok') else ' WRONG'}{'' if t.get('ok', True) else ' TRITON-WRONG'}"
+              f"{' FLAGGED' if r.get('flags') else ''}")
+    bw = [r["base_work"] for r in rows if (r.get("base_work") or {}).get("ok") is not None]
+    print(f"base loops' SASS ALU per iteration within 10% (or 2): {sum(b['ok'] for b in bw)}/{len(bw)}; off: "
+          + (", ".join(f"{r['name']} {r['base_work']['ours']:.1f}/{r['base_work']['triton']:.1f}" for r in rows
+                       if (r.get("base_work") or {}).get("ok") is False) or "none"))
     wrong = [r["name"] for r in rows if not all(v.get("ok") for v in r["variants"].values())]
     wrong += [f"{r['name']} ({tag})" for r in rows for tag in ("triton", "triton_legacy")
               if r.get(tag, {}).get("ok") is False]
     if wrong:
         print(f"WRONG kernels: {', '.join(wrong)}")
+    print(format_headline(head))                     # last: the headline over the unflagged pairs
     return 1 if wrong else 0
+
+
+def offline(args) -> int:
+    """``--offline``: plan and compile our auto kernels, compile Triton's for sm_90 (no GPU), print
+    every pair's integrity on both sides, the base loops' ALU work and the flags; ``DIR/offline.json``."""
+    from llgen_bench.jobs import compile_jobs, prepare
+    t0 = time.time()
+    work = os.path.join(args.out, "work")
+    os.makedirs(work, exist_ok=True)
+    pat = re.compile(args.pairs)
+    jobs = [prepare(name, s, d, dt, work, naive=False, note=note) for name, s, d, dt, _, note in CORPUS
+            if pat.search(name)]
+    compile_jobs(jobs)
+    rows = []
+    print(f"{'pair':<34} {'pack':>4}  {'ours bench / base':<44} {'Triton bench / base':<44} base ALU/iter o/T")
+    for j in jobs:
+        r = preflight_job(j, work=work)
+        rows.append(r)
+        o, t, b = r["variants"]["auto"].get("integrity", {}), r["triton"].get("integrity", {}), r["base_work"]
+        d = lambda x: describe_integrity(x)[:21]  # noqa: E731
+        print(f"{r['name']:<34} {r['pack']:>4}  {d(o.get('bench')) + ' / ' + d(o.get('base')):<44} "
+              f"{d(t.get('bench')) + ' / ' + d(t.get('base')):<44} {fmt_num(b['ours'], '{:.1f}')}/"
+              f"{fmt_num(b['triton'], '{:.1f}')}{' OFF' if b['ok'] is False else ''} {r['triton'].get('error', '')[:60]}",
+              flush=True)
+    with open(os.path.join(args.out, "offline.json"), "w") as f:
+        json.dump({"rows": rows}, f, indent=1, default=str)
+    flagged = [r for r in rows if r["flags"]]
+    off = [r["name"] for r in rows if r["base_work"]["ok"] is False]
+    for r in flagged:
+        print(f"FLAG {r['name']}: {'; '.join(r['flags'][:4])}")
+    print(f"offline ({time.time() - t0:.0f} s): {len(flagged)} of {len(rows)} pairs would be flagged; base ALU "
+          f"work off on {len(off)}: {', '.join(off) or 'none'}")
+    return 0
 
 
 if __name__ == "__main__":

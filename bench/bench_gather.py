@@ -11,8 +11,15 @@ CUDA cases, plus a sweep where the gather axis is held by 1..8 registers and
 every kernel's output (``llgen_bench.gather.bench_expected``; Gluon's too), times each
 kernel and its base loop (the loop without the gather) and reports *clocks per
 gather per SM*: ``(time - base time) * clock / (ctas * iters / SMs)``.  Indices
-are in range (Triton's gather needs that).  Writes ``results.json`` and
-``table.md`` into DIR; exit status 1 if any kernel (ours or Triton's) is wrong.
+are in range (Triton's gather needs that).  Every timed kernel (ours and
+Gluon's, gather loop and base loop) gets an integrity record
+(``llgen_bench.integrity``: registers, spill bytes from ptxas ``-v``, stack and
+local bytes, STL/LDL); a case where a kernel it is compared by spills or uses
+local memory is flagged and left out of the summary counts.  The two base
+loops do the same work (one xor and one ``idx ^= o & 1`` per element) and their
+SASS ALU instructions per iteration are compared (``integrity.base_work``).
+Writes ``results.json`` and ``table.md`` into DIR; exit status 1 if any kernel
+(ours or Triton's) is wrong.
 """
 from __future__ import annotations
 
@@ -29,7 +36,9 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from llgen_bench.gather import bench_inputs, time_gluon, time_ours  # noqa: E402
-from llgen_bench.sass import sass_counts, sass_text  # noqa: E402
+from llgen_bench.jobs import MAXRREG  # noqa: E402
+from llgen_bench.integrity import base_work, kernel_record, parse_ptxas, problems, res_usage, spills  # noqa: E402
+from llgen_bench.sass import functions, sass_counts, sass_text  # noqa: E402
 from llgen_bench.timing import measure_clock_mhz  # noqa: E402
 from llgen_bench.corpus import GATHER_NAMED, blocked  # noqa: E402
 from ll_codegen.plan.gather import plan_gather  # noqa: E402
@@ -94,22 +103,43 @@ def main(argv=None) -> int:
 
     def build(j):
         out = j["source"][:-3] + ".cubin"
-        r = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-O3", "-std=c++17", "-o", out, j["source"]],
-                           capture_output=True, text=True)
+        # -Xptxas -v: registers, stack frame and spill bytes per kernel (the integrity columns); where
+        # the default build spills, again with -maxrregcount=255 (the Gluon kernels' rule: jobs.compile_jobs)
+        cmd = ["nvcc", "-cubin", "-arch=sm_90", "-O3", "-std=c++17", "-Xptxas", "-v", "-o", out, j["source"]]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        j["maxrreg"] = None
+        if r.returncode == 0 and spills(parse_ptxas(r.stderr)):
+            j["maxrreg"] = MAXRREG
+            r = subprocess.run(cmd[:-3] + [f"-maxrregcount={MAXRREG}"] + cmd[-3:], capture_output=True, text=True)
         j["cubin"] = out if r.returncode == 0 else None
         j["error"] = None if r.returncode == 0 else r.stderr[-1500:]
+        if j["cubin"]:
+            j["ptxas"], j["res"] = parse_ptxas(r.stderr), res_usage(out)
+            j["sass_text"] = sass_text(out)
     with ThreadPoolExecutor(os.cpu_count() or 4) as ex:
         list(ex.map(build, jobs))
     print(f"{len(jobs)} kernels compiled ({time.time() - t0:.0f} s)", flush=True)
     per_sm = lambda ms, iters=args.iters: ms * 1e6 / (ctas * iters / sms) * mhz / 1e3  # noqa: E731
 
-    def timed(res: dict, cubin: str, name: str) -> dict:
-        """``res`` with clocks per gather per SM (difference and whole loop) and the loop's SASS counts;
-        the SASS goes to OUT/sass/NAME.sass."""
-        text = sass_text(cubin)
+    def timed(res: dict, name: str, j: dict | None = None) -> dict:
+        """``res`` with clocks per gather per SM (difference and whole loop), the loops' SASS counts
+        (``sass``: the gather loop body, ``base_loop``: the base loop's counts) and, for ours (``j``),
+        both kernels' integrity records; the SASS goes to OUT/sass/NAME.sass."""
+        if j is not None:
+            text, fns = j["sass_text"], functions(j["sass_text"])
+            counts = {kind: sass_counts(fns[f"{name}_{kind}"]) for kind in ("bench", "base") if f"{name}_{kind}" in fns}
+            res["integrity"] = {kind: kernel_record(
+                regs=res.get("regs" if kind == "bench" else "base_regs"), ptxas=j["ptxas"].get(f"{name}_{kind}"),
+                res=j["res"].get(f"{name}_{kind}"), sass=counts.get(kind),
+                local_bytes=res.get("local_bytes" if kind == "bench" else "base_local_bytes"), cap=j["maxrreg"])
+                for kind in ("bench", "base")}
+        else:
+            text = "\n".join(sass_text(res[k]) for k in ("cubin",) if res.get(k))
+            counts = {"bench": res.get("sass"), "base": res.get("base_sass")}
         with open(os.path.join(args.out, "sass", f"{name}.sass"), "w") as fh:
             fh.write(text)
-        return dict(res, clk=per_sm(res["ms"]), loop_clk=per_sm(res["ms_loop"]), sass=sass_counts(text)["loop"])
+        return dict(res, clk=per_sm(res["ms"]), loop_clk=per_sm(res["ms_loop"]),
+                    sass=(counts.get("bench") or {}).get("loop"), base_loop=counts.get("base"))
     rows: dict[str, dict] = {}
     wrong = []
     for j in jobs:
@@ -123,7 +153,7 @@ def main(argv=None) -> int:
             continue
         try:
             res = time_ours(j["cubin"], j["kernel"], p, src, idx, args.iters, repeats=args.repeats)
-            row[j["label"]] = timed(res, j["cubin"], j["kernel"])
+            row[j["label"]] = timed(res, j["kernel"], j)
             if not res["ok"]:
                 wrong.append(f"{j['case']} {j['label']}")
         except Exception as e:  # noqa: BLE001
@@ -133,7 +163,7 @@ def main(argv=None) -> int:
             try:
                 res = time_gluon(p, src, idx, args.iters, repeats=args.repeats,
                                    cubin=os.path.join(work, f"{j['case']}_triton.cubin"))
-                row["triton"] = timed(res, res["cubin"], f"{j['case']}_triton")
+                row["triton"] = timed(res, f"{j['case']}_triton")
                 if not res["ok"]:
                     wrong.append(f"{j['case']} triton")
             except Exception as e:  # noqa: BLE001
@@ -143,11 +173,22 @@ def main(argv=None) -> int:
               f"{row.get('triton', {}).get('error', '')[:60]} ({time.time() - t0:.0f} s)", flush=True)
     # clk: loop minus base; loop: the whole loop (gathers + the index update), the same work on both
     # sides; SHFL/LDS+STS: SASS instructions in the loop body (ptxas may unroll: compare the ratios)
+    # integrity: registers of the gather/base kernel (! = spills or local memory), the base loops' SASS ALU
+    # instructions per iteration (auto/Triton), and why a case is flagged (left out of the summary counts)
     lines = ["| case | auto | shuffle clk | smem clk | auto clk | Triton clk | auto / best ours | auto / Triton | "
-             "loop auto / Triton | SHFL auto / Triton | LDS+STS auto / Triton |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+             "loop auto / Triton | SHFL auto / Triton | LDS+STS auto / Triton | auto regs | Triton regs "
+             "| base ALU/iter | flag |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: | ---: | --- |"]
     f = lambda x, fmt="{:.0f}": "-" if x is None else fmt.format(x)  # noqa: E731
+
+    def regs(entry: dict) -> str:
+        recs = [(entry.get("integrity") or {}).get(k) for k in ("bench", "base")]
+        return "/".join(f"{(x or {}).get('regs', '?')}{'!' if x and problems(x) else ''}" for x in recs)
     for r in rows.values():
+        auto_e, tri_e = r.get(r["auto"], {}), r.get("triton", {})
+        r["base_work"] = base_work(auto_e.get("base_loop"), tri_e.get("base_loop"))
+        r["flags"] = [f"{side} {k}: {x}" for side, e in (("ours", auto_e), ("Triton", tri_e)) if e and "error" not in e
+                      for k in ("bench", "base") for x in problems((e.get("integrity") or {}).get(k))]
         ours = {k: r[k]["clk"] for k in ("shuffle", "smem") if "clk" in r.get(k, {})}
         a = ours.get(r["auto"])
         best = min(ours.values()) if ours else None
@@ -162,7 +203,9 @@ def main(argv=None) -> int:
         lds = f"{sa.get('LDS', 0) + sa.get('STS', 0) if sa else '-'} / {stri.get('LDS', 0) + stri.get('STS', 0) if stri else '-'}"
         lines.append(f"| {r['case']} | {r['auto']} | {f(ours.get('shuffle'))} | {f(ours.get('smem'))} | {f(a)} | "
                      f"{f(t)} | {f(r['auto_over_best'], '{:.2f}')} | {f(r['auto_over_triton'], '{:.2f}')} | "
-                     f"{f(r['loop_auto_over_triton'], '{:.2f}')} | {shfl} | {lds} |")
+                     f"{f(r['loop_auto_over_triton'], '{:.2f}')} | {shfl} | {lds} | {regs(auto_e)} | {regs(tri_e)} "
+                     f"| {f(r['base_work']['ours'], '{:.1f}')}/{f(r['base_work']['triton'], '{:.1f}')}"
+                     f"{' (off)' if r['base_work']['ok'] is False else ''} | {'; '.join(r['flags'][:2])} |")
     table = "\n".join(lines)
     meta = {"device": props["name"].decode(), "sms": sms, "clock": clock, "iters": args.iters, "ctas": ctas,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -178,10 +221,17 @@ def main(argv=None) -> int:
         fh.write(table + "\n")
     print(f"\n{meta['device']}, clock {mhz:.0f} MHz, iters {args.iters}, ctas {ctas}; {time.time() - t0:.0f} s")
     print(table)
-    ok_auto = [r for r in rows.values() if r.get("auto_over_best") is not None]
-    print(f"auto within 5% of the better of ours on {sum(r['auto_over_best'] <= 1.05 for r in ok_auto)}/{len(ok_auto)}; "
-          f"faster than Triton on {sum((r.get('auto_over_triton') or 9) < 1 for r in rows.values())}/{len(rows)} "
-          f"(whole loops: {sum((r.get('loop_auto_over_triton') or 9) < 1 for r in rows.values())}/{len(rows)})")
+    clean = [r for r in rows.values() if not r["flags"]]
+    for r in rows.values():
+        if r["flags"]:
+            print(f"FLAGGED {r['case']}: {'; '.join(r['flags'][:4])}")
+    bw = [r["base_work"]["ok"] for r in rows.values() if r["base_work"]["ok"] is not None]
+    print(f"base loops' SASS ALU per iteration within 10% (or 2): {sum(bw)}/{len(bw)}")
+    ok_auto = [r for r in clean if r.get("auto_over_best") is not None]
+    print(f"over {len(clean)} unflagged cases ({len(rows) - len(clean)} flagged): auto within 5% of the better of "
+          f"ours on {sum(r['auto_over_best'] <= 1.05 for r in ok_auto)}/{len(ok_auto)}; "
+          f"faster than Triton on {sum((r.get('auto_over_triton') or 9) < 1 for r in clean)}/{len(clean)} "
+          f"(whole loops: {sum((r.get('loop_auto_over_triton') or 9) < 1 for r in clean)}/{len(clean)})")
     for lanes in (4, 8, 16, 32):                  # the crossover: fewest registers along the axis where smem wins
         sweep = [(regs, rows.get(f"sweep_r{regs}_l{lanes}_f32", {})) for regs in (1, 2, 4, 8)]
         won = [regs for regs, r in sweep if r.get("smem", {}).get("clk") is not None

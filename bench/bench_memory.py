@@ -16,7 +16,11 @@ layouts (Gluon gets our exact bases: ``DistributedLinearLayout`` and ``SharedLin
   ``ttgl.store`` with the same layout.  Reported: TB/s (read + written bytes) and a device copy.
 
 Every kernel's output is checked (a wrong one fails the bench, exit 1).  Times are medians
-(``llgen.bench.time_launches``).  Writes DIR/memory.json and DIR/memory_table.md; prints the table.
+(``llgen.bench.time_launches``).  Every timed kernel gets an integrity record (``llgen_bench.integrity``:
+registers, spill bytes from ptxas ``-v``, stack and local bytes, STL/LDL; Gluon's from the compiled
+kernel); a row where either side spills or uses local memory is flagged in the table.  No kernel here
+has a base loop (the shared round trips are timed by a slope, which cancels the one-time work).
+Writes DIR/memory.json and DIR/memory_table.md; prints the table.
 """
 from __future__ import annotations
 
@@ -30,6 +34,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from llgen_bench.gluon import MAXNREG, compiled_integrity  # noqa: E402
+from llgen_bench.integrity import describe, kernel_record, parse_ptxas, problems, res_usage, spills  # noqa: E402
+from llgen_bench.jobs import MAXRREG  # noqa: E402
+from llgen_bench.sass import functions, sass_counts, sass_text  # noqa: E402
 from llgen_bench.timing import measure_clock_mhz, time_launches, torch_events  # noqa: E402
 from ll_codegen.api import load_layout, plan_conversion  # noqa: E402
 from llgen_bench.corpus import COL, MMA, ROW, blocked, dot  # noqa: E402
@@ -111,7 +119,7 @@ def gluon():
     from triton.experimental import gluon as g
     from triton.experimental.gluon import language as ttgl
 
-    @g.jit
+    @g.jit(do_not_specialize=["iters"])     # the kernel checked with 1 round trip is the one timed
     def shared_rt(in_ptr, out_ptr, iters, SRC: ttgl.constexpr, DST: ttgl.constexpr, SMEM: ttgl.constexpr,
                   M: ttgl.constexpr, N: ttgl.constexpr):
         base = ttgl.program_id(0) * (M * N)
@@ -154,14 +162,45 @@ def header(d: str, src, dst, dtype: str, arch: str, name: str):
     return plan
 
 
+BUILT: dict[str, dict] = {}     # cubin -> its integrity record (ptxas -v, res-usage, SASS), by build()
+
+
 def build(d: str, name: str, text: str, arch: str) -> str:
+    """nvcc ``-cubin`` of one kernel (``-Xptxas -v``; again with ``-maxrregcount=255`` if the default
+    build spills, the rule of every bench); its integrity record goes to ``BUILT[cubin]``."""
     src = os.path.join(d, name + ".cu")
     with open(src, "w") as f:
         f.write(text)
     out = os.path.join(d, name + ".cubin")
-    subprocess.run(["nvcc", "-std=c++17", "-O3", f"-arch={arch}", "-I", d, "-cubin", "-o", out, src], check=True,
-                   capture_output=True, text=True)
+    cmd = ["nvcc", "-std=c++17", "-O3", f"-arch={arch}", "-I", d, "-cubin", "-Xptxas", "-v", "-o", out, src]
+    r = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    cap = None
+    if spills(parse_ptxas(r.stderr)):
+        cap = MAXRREG
+        r = subprocess.run(cmd[:-3] + [f"-maxrregcount={cap}"] + cmd[-3:], check=True, capture_output=True, text=True)
+    text = sass_text(out)
+    BUILT[out] = kernel_record(ptxas=parse_ptxas(r.stderr).get(name), res=res_usage(out).get(name), cap=cap,
+                               sass=sass_counts(functions(text)[name]) if name in functions(text) else None)
     return out
+
+
+def ours_record(cubin: str, fn) -> dict:
+    """``BUILT[cubin]`` with the loaded function's registers and local bytes (CuPy)."""
+    rec = dict(BUILT.get(cubin) or {})
+    rec["regs"] = rec.get("regs") or fn.num_regs
+    local = getattr(fn, "local_size_bytes", None)
+    rec["local"] = max(x for x in (rec.get("local"), local, 0) if x is not None)
+    return rec
+
+
+def gluon_record(launch, d: str, name: str) -> tuple[dict, bool]:
+    """Compile (launch once) a Gluon kernel, again with ``maxnreg=255`` if it spills; (its
+    integrity record, whether the cap is needed).  ``launch(**opts)`` launches it."""
+    compiled = launch()
+    cap = bool(getattr(compiled, "n_spills", 0))
+    if cap:
+        compiled = launch(maxnreg=MAXNREG)
+    return compiled_integrity(compiled, os.path.join(d, f"{name}_gluon.cubin"), MAXNREG if cap else None)["integrity"], cap
 
 
 def slope(launch, iters: int) -> float:
@@ -190,6 +229,8 @@ def main(argv=None) -> int:
             header(d, dict(GLOBAL), lay, dtype, a.compile_only, f"{name}_ld")
             header(d, lay, dict(GLOBAL), dtype, a.compile_only, f"{name}_st")
             build(d, name, stream_kernel(name, RAW[dtype]), a.compile_only)
+        for cubin, rec in BUILT.items():
+            print(f"{os.path.basename(cubin):<40} {describe(rec)}{'  FLAG ' + '; '.join(problems(rec)) if problems(rec) else ''}")
         print(f"compiled {len(SHARED) + len(STREAM)} kernels in {d}")
         return 0
     import cupy
@@ -204,7 +245,8 @@ def main(argv=None) -> int:
     for name, src, mem, dst, dtype, triton36 in SHARED:
         st = header(d, src, dict(mem), dtype, arch, f"{name}_st")
         ld = header(d, dict(mem), dst, dtype, arch, f"{name}_ld")
-        fn = cupy.RawModule(path=build(d, name, shared_kernel(name, RAW[dtype]), arch)).get_function(name)
+        cubin = build(d, name, shared_kernel(name, RAW[dtype]), arch)
+        fn = cupy.RawModule(path=cubin).get_function(name)
         tile_bytes = st.memory.bytes
         n = tile_bytes // st.elem_bytes
         inp = torch.randint(-2 ** 15, 2 ** 15, (ctas * n,), device="cuda", dtype=getattr(torch, TORCH[dtype]))
@@ -217,9 +259,15 @@ def main(argv=None) -> int:
         ms = slope(launch, a.iters)
         s_lay, d_lay = load_layout(src)[0], load_layout(dst)[0]
         smem_l = ttgl.SharedLinearLayout(offset_bases=st.memory.layout["offset"])
+        opts = {"num_warps": st.num_warps}
         tl_launch = lambda k=a.iters: shared_rt[(ctas,)](inp, out, k, gl_dist(ttgl, s_lay), gl_dist(ttgl, d_lay),  # noqa
-                                                          smem_l, 64, 64, num_warps=st.num_warps)
+                                                          smem_l, 64, 64, **opts)
+        grec = None
         try:
+            grec, cap = gluon_record(lambda **o: shared_rt[(ctas,)](inp, out, 1, gl_dist(ttgl, s_lay), gl_dist(ttgl, d_lay),
+                                                                    smem_l, 64, 64, **opts, **o), d, name)
+            if cap:
+                opts["maxnreg"] = MAXNREG
             out.zero_()
             tl_launch(1)
             torch.cuda.synchronize()
@@ -234,6 +282,7 @@ def main(argv=None) -> int:
         waves = (st.memory.cost.total_wavefronts * sum(1 for w in range(st.num_warps) if not w & st.memory.warp_skip)
                  + ld.memory.cost.total_wavefronts * ld.num_warps)
         rows.append({"kind": "shared", "name": name, "dtype": dtype, "ok": ok, "gluon_ok": tok, "ms": ms,
+                     "integrity": ours_record(cubin, fn), "gluon_integrity": grec,
                      "gluon_ms": tms, "clocks": per(ms), "gluon_clocks": per(tms), "bound": 2 * tile_bytes / 128,
                      "plan_wavefronts": waves,
                      "triton36": triton36, "plan": f"{st.memory.instr} st {st.memory.cost.bank_conflicts} / "
@@ -245,7 +294,8 @@ def main(argv=None) -> int:
         L = load_layout(lay)[0]
         ld = header(d, dict(GLOBAL), lay, dtype, arch, f"{name}_ld")
         st = header(d, lay, dict(GLOBAL), dtype, arch, f"{name}_st")
-        fn = cupy.RawModule(path=build(d, name, stream_kernel(name, RAW[dtype]), arch)).get_function(name)
+        cubin = build(d, name, stream_kernel(name, RAW[dtype]), arch)
+        fn = cupy.RawModule(path=cubin).get_function(name)
         elem = ld.elem_bytes
         rows_n = (256 << 20) // (cols * elem)           # 256 MiB each way: launch overheads vanish
         inp = torch.randint(-2 ** 15, 2 ** 15, (rows_n * cols,), device="cuda", dtype=getattr(torch, TORCH[dtype]))
@@ -257,7 +307,12 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         ok = bool(torch.equal(out, inp))
         ms = time_launches(launch, torch_events)
-        tl_launch = lambda: stream[(grid,)](inp, out, cols, gl_dist(ttgl, L), 64, 64, num_warps=ld.num_warps)  # noqa
+        opts = {"num_warps": ld.num_warps}
+        grec, cap = gluon_record(lambda **o: stream[(grid,)](inp, out, cols, gl_dist(ttgl, L), 64, 64, **opts, **o),
+                                 d, name)
+        if cap:
+            opts["maxnreg"] = MAXNREG
+        tl_launch = lambda: stream[(grid,)](inp, out, cols, gl_dist(ttgl, L), 64, 64, **opts)  # noqa
         out.zero_()
         tl_launch()
         torch.cuda.synchronize()
@@ -266,6 +321,7 @@ def main(argv=None) -> int:
         cms = time_launches(lambda: out.copy_(inp), torch_events)
         tbs = lambda t: 2 * inp.numel() * elem / (t * 1e-3) / 1e12  # noqa: E731
         rows.append({"kind": "global", "name": name, "dtype": dtype, "ok": ok, "gluon_ok": tok, "ms": ms,
+                     "integrity": ours_record(cubin, fn), "gluon_integrity": grec,
                      "gluon_ms": tms, "tbs": tbs(ms), "gluon_tbs": tbs(tms), "copy_tbs": tbs(cms),
                      "plan": f"{ld.memory.vector_bytes} B loads, {st.memory.vector_bytes} B stores"})
         if not ok:
@@ -274,20 +330,24 @@ def main(argv=None) -> int:
     lines = [f"Memory endpoints on {dev} (clock {clock:.0f} MHz under load; {a.iters} round trips per CTA)"
              if clock else f"Memory endpoints on {dev}", "",
              "| registers -> given shared layout -> registers | dtype | plan | llgen clk | Gluon clk | llgen / Gluon "
-             "| plan wavefronts | 2 x tile / 128 B | Triton 3.6 (issue) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| plan wavefronts | 2 x tile / 128 B | Triton 3.6 (issue) | llgen kernel | Gluon kernel | flag |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     f1 = lambda x: "—" if x is None else f"{x:.0f}"  # noqa: E731
+    for r in rows:   # flagged: either side spills or uses local memory (its time is not the code's)
+        r["flags"] = [f"{side}: {x}" for side, k in (("llgen", "integrity"), ("Gluon", "gluon_integrity"))
+                      for x in problems(r.get(k))]
+    integ = lambda r: f"{describe(r.get('integrity'))} | {describe(r.get('gluon_integrity'))} | {'; '.join(r['flags'])}"  # noqa: E731
     for r in rows:
         if r["kind"] == "shared":
             ratio = f"{r['ms'] / r['gluon_ms']:.2f}" if r["gluon_ms"] else "—"
             lines.append(f"| {r['name']} | {r['dtype']} | {r['plan']} | {f1(r['clocks'])} | {f1(r['gluon_clocks'])} "
-                         f"| {ratio} | {r['plan_wavefronts']} | {r['bound']:.0f} | {r['triton36']} |")
+                         f"| {ratio} | {r['plan_wavefronts']} | {r['bound']:.0f} | {r['triton36']} | {integ(r)} |")
     lines += ["", "| global tile streaming (load + store) | dtype | plan | llgen TB/s | Gluon TB/s | llgen / Gluon time "
-              "| device copy TB/s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+              "| device copy TB/s | llgen kernel | Gluon kernel | flag |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r["kind"] == "global":
             lines.append(f"| {r['name']} | {r['dtype']} | {r['plan']} | {r['tbs']:.2f} | {r['gluon_tbs']:.2f} "
-                         f"| {r['ms'] / r['gluon_ms']:.2f} | {r['copy_tbs']:.2f} |")
+                         f"| {r['ms'] / r['gluon_ms']:.2f} | {r['copy_tbs']:.2f} | {integ(r)} |")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "memory.json"), "w") as f:
         json.dump({"device": dev, "clock_mhz": clock, "rows": rows, "failures": failures}, f, indent=1)

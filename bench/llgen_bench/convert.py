@@ -9,14 +9,18 @@ element width) and converts it back, and stores it once:
 ``out[e] = in[e] ^ (key(e) if iters is odd) ^ XOR_{k<iters} k``.  The key
 depends on where an element is, so an odd ``iters`` check sees a forward
 conversion that misplaces elements even when the back conversion undoes it.
-The Triton kernel does ``y = convert_layout(x, dst); y ^= key ^ k;
-x = convert_layout(y, src)`` with the key computed in the destination layout
--- the same operation at the same place.
+The Triton kernel (``gluon.gluon_kernels``) does ``y = convert_layout(x, dst);
+y ^= key ^ k; x = convert_layout(y, src)`` with the key loaded once in the
+destination layout -- the same operation at the same place, on 32-bit words
+where ours works on words (``jobs.xor_pack``).
 
-Each side is also timed without its conversions (``<name>_base``, Gluon with
-``CONVERT=False``: the same loop xoring the source registers, keyed in the
-source layout), and a conversion costs the difference: loop and data-change
-instructions, which the two compilers emit differently, cancel.
+Each side is also timed without its conversions (``<name>_base``; Gluon's
+``base_words``: the same words, xored the same way), and a conversion costs the
+difference.  ``base_work`` checks that the two base loops do the same work: SASS
+ALU instructions per iteration within 10% (or 2).  Every timed kernel (both
+sides, round trip and base) gets an integrity record (``integrity``: registers,
+spill bytes, stack/local bytes, STL/LDL); ``row["flags"]`` says why a pair is
+left out of the headline (``headline.pair_flags``).
 
 Numbers: the median over ``repeats`` timed groups (after ``warmup`` launches)
 of the kernel time measured with CUDA events, each group ``n`` back-to-back
@@ -31,27 +35,43 @@ per clock per SM for every word that has to leave its thread).
 Public entry points: ``bench_pair`` (one pair: plan, render, compile, check,
 time; returns a dict) and ``format_table`` (rows of such dicts as Markdown).
 ``jobs.prepare``/``jobs.compile_jobs``/``run_job`` are the same steps for a batch
-(``bench/bench_convert.py`` compiles a whole corpus in parallel).
+(``bench/bench_convert.py`` compiles a whole corpus in parallel); ``preflight_job``
+compiles both sides without a GPU and reports their integrity and base work.
 GPU imports (CuPy, torch, Triton) happen inside the functions only.
 """
 from __future__ import annotations
 
-import math
-import os
 import shutil
 import tempfile
 from typing import Any, Callable, Sequence
 
-from llgen_bench.gluon import gluon_legacy, run_triton
-from llgen_bench.jobs import Job, compile_jobs, describe, ident, plan_features, prepare, score
-from llgen_bench.sass import sass_counts, sass_text
+from llgen_bench.gluon import compile_offline, gluon_legacy, run_triton
+from llgen_bench.headline import geomean, pair_flags
+from llgen_bench.integrity import base_work, kernel_record
+from llgen_bench.jobs import Job, Variant, compile_jobs, describe, ident, plan_features, prepare, score, xor_pack
 from llgen_bench.timing import make_buffers, measure_clock_mhz, run_ours
+
+__all__ = ["bench_pair", "format_table", "geomean", "preflight_job", "run_job"]
+
+
+def ours_integrity(v: Variant, entry: dict) -> dict:
+    """Integrity records of a variant's ``_bench`` and ``_base`` kernels: ptxas ``-v``, res-usage and
+    SASS (``jobs.inspect_cubin``), the loaded functions' registers and local bytes (``run_ours``)."""
+    out = {}
+    for kind, regs, local in (("bench", "regs", "local_bytes"), ("base", "base_regs", "base_local_bytes")):
+        fn = f"{v.kernel}_{kind}"
+        out[kind] = kernel_record(regs=entry.get(regs), ptxas=v.ptxas.get(fn), res=v.res.get(fn),
+                                  local_bytes=entry.get(local), sass=v.sass.get(fn), cap=v.maxrreg)
+    return out
+
 
 # ------------------------------------------------------------ one pair
 def run_job(job: Job, iters: int = 64, ctas: int = 132 * 48, triton: bool = True, sms: int = 132,
             clock_mhz: float | None = None, sass: bool = False, sass_dir: str | None = None,
             log: Callable[[str], None] = print, **tk) -> dict:
-    """Check and time every compiled variant of ``job`` (and Triton); one result dict."""
+    """Check and time every compiled variant of ``job`` (and Triton); one result dict, with every
+    timed kernel's integrity record, the base loops' work (``base_work``) and the pair's ``flags``.
+    ``sass`` is kept for callers: the SASS is read at compile time (``jobs.inspect_cubin``)."""
     buf = make_buffers(job, ctas)
     convs_per_sm = ctas * 2 * iters / sms
     b = job.bound
@@ -83,13 +103,10 @@ def run_job(job: Job, iters: int = 64, ctas: int = 132 * 48, triton: bool = True
                 entry.update(finish(run_ours(job, v, buf, iters, ctas, **tk)))
             except Exception as e:  # noqa: BLE001
                 entry["error"] = f"{type(e).__name__}: {e}"[:300]
-            if sass:
-                txt = sass_text(v.cubin)
-                if txt:
-                    entry["sass"] = sass_counts(txt)
-                    if sass_dir:
-                        with open(os.path.join(sass_dir, f"{v.kernel}.sass"), "w") as f:
-                            f.write(txt)
+            entry["integrity"] = ours_integrity(v, entry)
+            for key, kind in (("sass", "bench"), ("base_sass", "base")):
+                if f"{v.kernel}_{kind}" in v.sass:
+                    entry[key] = v.sass[f"{v.kernel}_{kind}"]
         row["variants"][v.label] = entry
     for v in row["variants"].values():
         if "same_as" in v:
@@ -103,14 +120,8 @@ def run_job(job: Job, iters: int = 64, ctas: int = 132 * 48, triton: bool = True
             try:
                 if s is not None:
                     s, d = gluon_legacy(s), gluon_legacy(d)
-                res = run_triton(job, buf, iters, ctas, s, d, sass_dir=sass_dir if sass else None, tag=tag, **tk)
-                if sass and res.get("cubin"):
-                    txt = sass_text(res["cubin"])
-                    if txt:
-                        res["sass"] = sass_counts(txt)
-                        if sass_dir:
-                            with open(res["cubin"][:-6] + ".sass", "w") as f:
-                                f.write(txt)
+                res = run_triton(job, buf, iters, ctas, s, d, work=sass_dir, tag=tag, pack=xor_pack(job.variants[0]),
+                                 **tk)
                 row[tag] = finish(res)
             except Exception as e:  # noqa: BLE001
                 msg = f"{type(e).__name__}: {e}"
@@ -124,7 +135,34 @@ def run_job(job: Job, iters: int = 64, ctas: int = 132 * 48, triton: bool = True
         except Exception:  # noqa: BLE001
             pass
     _ratios(row)
+    # equal work: the SASS ALU instructions per iteration of the two base loops the ratios subtract
+    row["base_work"] = base_work(row["variants"]["auto"].get("base_sass"), row.get("triton", {}).get("base_sass"))
+    row["flags"] = pair_flags(row) if triton else []
     del buf
+    return row
+
+
+def preflight_job(job: Job, arch: int = 90, work: str | None = None) -> dict:
+    """No GPU: what ``run_job`` records about the kernels of ``job``'s ``auto`` variant and Triton's
+    (compiled with ``triton.compile`` for sm_<arch>): integrity records, base-loop work, flags.
+    ``job`` must have been through ``compile_jobs``."""
+    v = job.variants[0]
+    row: dict[str, Any] = {"name": job.name, "dtype": job.dtype, "pack": xor_pack(v),
+                           "variants": {"auto": {"plan": describe(v.fwd)}}}
+    auto = row["variants"]["auto"]
+    if v.error or not v.cubin:
+        auto["error"] = v.error or "not compiled"
+    else:
+        auto.update(integrity=ours_integrity(v, {}), sass=v.sass.get(f"{v.kernel}_bench"),
+                    base_sass=v.sass.get(f"{v.kernel}_base"))
+    try:
+        tri = compile_offline(job, row["pack"], arch, work)
+        row["triton"] = {"integrity": {k: x["integrity"] for k, x in tri.items()}, "sass": tri["bench"]["sass"],
+                         "base_sass": tri["base"]["sass"]}
+    except Exception as e:  # noqa: BLE001
+        row["triton"] = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+    row["base_work"] = base_work(auto.get("base_sass"), row["triton"].get("base_sass"))
+    row["flags"] = pair_flags(row)
     return row
 
 
@@ -181,7 +219,7 @@ def bench_pair(src_layout: Any, dst_layout: Any, dtype: str = "f16", *, iters: i
         job = prepare(ident(name), src_layout, dst_layout, dtype, tmp, naive=naive, candidates=candidates)
         compile_jobs([job])
         return run_job(job, iters=iters, ctas=ctas, triton=triton, sms=sms, clock_mhz=clock_mhz, sass=sass,
-                       sass_dir=tmp if sass else None, repeats=repeats, warmup=warmup)
+                       sass_dir=tmp, repeats=repeats, warmup=warmup)
     finally:
         if workdir is None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -193,12 +231,26 @@ def fmt(x: float | None, spec: str = "{:.2f}") -> str:
     return "—" if x is None else spec.format(x)
 
 
+def regs_cell(entry: dict) -> str:
+    """``'bench/base'`` registers of one side, with ``!`` after a kernel that spills or uses local memory."""
+    integ = entry.get("integrity") or {}
+    out = []
+    for kind in ("bench", "base"):
+        rec = integ.get(kind) or {}
+        bad = any(rec.get(k) for k in ("spill_stores", "spill_loads", "stack", "local", "stl", "ldl"))
+        out.append(f"{rec.get('regs', '?')}{'!' if bad else ''}")
+    return "/".join(out)
+
+
 def format_table(rows: Sequence[dict]) -> str:
-    """Markdown table: per pair, time per conversion per SM (ns and clocks),
-    ours/Triton (conversions), ours/Triton (whole loop), ours/bound, Triton/bound, naive/ours, strategy chosen."""
+    """Markdown table: per pair, time per conversion per SM (clocks), ours/Triton (conversions),
+    ours/Triton (whole loop), ours/bound, Triton/bound, naive/ours; then the integrity columns:
+    registers of the round trip/base kernel of each side (``!``: spills or local memory), the base
+    loops' SASS ALU instructions per iteration (ours/Triton) and why a pair is flagged."""
     head = ("| pair | dtype | warps | tile | auto plan | bound clk | ours clk | Triton clk | naive clk "
-            "| ours/Triton | loop ours/Triton | ours/bound | Triton/bound | naive/ours |")
-    lines = [head, "|" + " --- |" * 5 + " ---: |" * 9]
+            "| ours/Triton | loop ours/Triton | ours/bound | Triton/bound | naive/ours "
+            "| ours regs | Triton regs | base ALU/iter | flag |")
+    lines = [head, "|" + " --- |" * 5 + " ---: |" * 12 + " --- |"]
     for r in rows:
         v = r["variants"]["auto"]
         t = r.get("triton", {})
@@ -207,16 +259,14 @@ def format_table(rows: Sequence[dict]) -> str:
         if v.get("ok") is False or t.get("ok") is False:
             tri += " (WRONG)" if t.get("ok") is False else ""
         plan = r["plan"] + ("" if r["plan"] == r.get("back_plan") else f" / back {r.get('back_plan')}")
+        bw = r.get("base_work") or {}
+        base = f"{fmt(bw.get('ours'), '{:.1f}')}/{fmt(bw.get('triton'), '{:.1f}')}" + (" (off)" if bw.get("ok") is False else "")
+        flags = r.get("flags") or []
         lines.append(
             f"| {r['name']} | {r['dtype']} | {r['warps']} | {'x'.join(map(str, r['shape']))} | {plan} "
             f"| {fmt(r['bound_clk'], '{:.0f}')} | {fmt(v.get('clk_per_conv_sm'), '{:.0f}')}"
             f"{'' if v.get('ok', True) else ' (WRONG)'} | {tri} | {fmt(nv.get('clk_per_conv_sm'), '{:.0f}')} "
-            f"| {fmt(r.get('ours_over_triton'))} | {fmt(r.get('loop_ours_over_triton'))} | {fmt(r.get('ours_over_bound'))} | {fmt(r.get('triton_over_bound'))} "
-            f"| {fmt(r.get('naive_over_ours'))} |")
+            f"| {fmt(r.get('ours_over_triton'))} | {fmt(r.get('loop_ours_over_triton'))} | {fmt(r.get('ours_over_bound'))} "
+            f"| {fmt(r.get('triton_over_bound'))} | {fmt(r.get('naive_over_ours'))} | {regs_cell(v)} | {regs_cell(t)} | {base} "
+            f"| {'; '.join(flags[:2]) + (' …' if len(flags) > 2 else '') if flags else ''} |")
     return "\n".join(lines)
-
-
-def geomean(xs: Sequence[float]) -> float:
-    """Geometric mean of the non-zero values of ``xs`` (nan if none)."""
-    xs = [x for x in xs if x]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")

@@ -7,7 +7,10 @@ Triton's Gluon gather with the same layouts, checked and timed.
 * ``time_ours`` / ``time_gluon``: check (a few and ``iters`` iterations on
   the first tiles against ``bench_expected``), then time the loop and the
   base loop (without the gather) with ``timing.time_launches``; ``ms`` is
-  the difference, as for conversions.
+  the difference, as for conversions.  Both record the loaded kernels'
+  registers and local bytes (``time_gluon``: each kernel's integrity record and
+  SASS counts, ``gluon.compiled_integrity``); ``bench_gather.py`` adds ours'
+  from ptxas ``-v`` and the cubin.
 GPU imports (CuPy, torch, Triton) happen inside the functions only.
 """
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 
 from ll_codegen.core.dtypes import INDEX_DTYPES, NP_RAW
 from ll_codegen.core.layout import layout_of
-from llgen_bench.gluon import gluon_gather_kernel, gluon_linear
+from llgen_bench.gluon import MAXNREG, compiled_integrity, gluon_gather_kernel, gluon_linear
 from llgen_bench.timing import cupy_events, time_launches, torch_events
 
 
@@ -65,7 +68,11 @@ def time_ours(cubin: str, name: str, plan, src, idx, iters: int, check_iters: in
                 cupy.cuda.runtime.deviceSynchronize()
                 want = bench_expected(plan, src[:8], idx[:8], k)
                 res["ok"] = res["ok"] and bool((d_out[:8].get() == want).all())
-            res["regs"] = fn.num_regs
+        local = getattr(fn, "local_size_bytes", None)     # local memory per thread: spills, local arrays
+        if kind == "bench":
+            res.update(regs=fn.num_regs, local_bytes=local)
+        else:
+            res.update(base_regs=fn.num_regs, base_local_bytes=local)
         ms = time_launches(launch, cupy_events, **tk)
         res["ms_loop" if kind == "bench" else "ms_base"] = ms
     res["ms"] = res["ms_loop"] - res["ms_base"]
@@ -74,8 +81,10 @@ def time_ours(cubin: str, name: str, plan, src, idx, iters: int, check_iters: in
 
 def time_gluon(plan, src, idx, iters: int, check_iters: int = 3, cubin: str | None = None, **tk) -> dict:
     """Gluon's gather with exactly our bases (``DistributedLinearLayout``), checked and timed
-    like ``time_ours`` (torch tensors, signed raw types of the same width); ``cubin``: where
-    to write the gather loop's cubin (``res["cubin"]``)."""
+    like ``time_ours`` (torch tensors, signed raw types of the same width; ``maxnreg=255`` where
+    the default build spills, as the conversion kernels); ``cubin``: where to write the gather
+    loop's cubin (``res["cubin"]``, the base loop's next to it), whose integrity records and SASS
+    counts ``res`` then holds."""
     import torch
     K = gluon_gather_kernel()
     S, I = gluon_linear(layout_of(plan.src_bases)), gluon_linear(layout_of(plan.idx_bases))
@@ -84,16 +93,18 @@ def time_gluon(plan, src, idx, iters: int, check_iters: int = 3, cubin: str | No
     d_idx = torch.from_numpy(idx.astype(np.int32)).cuda()
     ctas = src.shape[0]
     d_out = torch.zeros((ctas,) + tuple(plan.idx_shape), dtype=t, device="cuda")
-    res: dict[str, Any] = {"ok": True}
+    res: dict[str, Any] = {"ok": True, "integrity": {}}
     for do in (True, False):
+        opts = {"num_warps": plan.num_warps}
         if len(plan.src_shape) == 1:
-            def launch(k=iters, do=do):
-                return K["k1"][(ctas,)](d_src, d_idx, d_out, k, S, I, plan.src_shape[0], plan.idx_shape[0], do,
-                                        num_warps=plan.num_warps)
+            def launch(k=iters, do=do, opts=opts):
+                return K["k1"][(ctas,)](d_src, d_idx, d_out, k, S, I, plan.src_shape[0], plan.idx_shape[0], do, **opts)
         else:
-            def launch(k=iters, do=do):
+            def launch(k=iters, do=do, opts=opts):
                 return K["k2"][(ctas,)](d_src, d_idx, d_out, k, S, I, plan.src_shape[0], plan.src_shape[1],
-                                        plan.idx_shape[0], plan.idx_shape[1], plan.axis, do, num_warps=plan.num_warps)
+                                        plan.idx_shape[0], plan.idx_shape[1], plan.axis, do, **opts)
+        if getattr(launch(1), "n_spills", 0):
+            opts["maxnreg"] = MAXNREG       # the default build spills: the cap, as for conversions
         if do:
             for k in (check_iters, iters):
                 d_out.zero_()
@@ -104,9 +115,14 @@ def time_gluon(plan, src, idx, iters: int, check_iters: int = 3, cubin: str | No
                 res["ok"] = res["ok"] and bool((got == want).all())
             res["regs"] = getattr(compiled, "n_regs", None)
             res["smem"] = getattr(getattr(compiled, "metadata", None), "shared", None)
-            if cubin:
-                with open(cubin, "wb") as fh:
-                    fh.write(compiled.asm["cubin"])
+        else:
+            compiled = launch(1)
+            res["base_regs"] = getattr(compiled, "n_regs", None)
+        if cubin:                    # the base kernel's cubin next to the gather's: <cubin>_base.cubin
+            info = compiled_integrity(compiled, cubin if do else cubin[:-6] + "_base.cubin", opts.get("maxnreg"))
+            res["integrity"]["bench" if do else "base"] = info["integrity"]
+            res["sass" if do else "base_sass"] = info["sass"]
+            if do:
                 res["cubin"] = cubin
         ms = time_launches(launch, torch_events, **tk)
         res["ms_loop" if do else "ms_base"] = ms

@@ -3,7 +3,9 @@
 ``prepare`` plans one pair's variants (``auto``, ``buf2``, ``perwarp``,
 ``naive``, optionally every candidate of ``alternatives``) and writes each
 variant's header and round-trip bench kernel (``templates/bench.cu.j2``);
-``compile_jobs`` builds them with nvcc in parallel.  ``bounds`` is the
+``compile_jobs`` builds them with nvcc in parallel and, in the same workers, reads what
+each cubin is (ptxas ``-v``, ``cuobjdump -res-usage``, per-kernel SASS counts: the integrity
+records of ``integrity.kernel_record``).  ``bounds`` is the
 throughput bound a conversion is compared with (shared-memory bytes at
 128 B per clock per SM, or for conversions inside warps one 32-bit shuffle
 per clock per SM), ``plan_features``/``score`` the planner's cost-model
@@ -31,9 +33,12 @@ from ll_codegen.plan.planner import (ALU, BARRIER, SELECT, SHUFFLE, STMATRIX, WA
                                      normalise, plan_conversion)
 from ll_codegen.plan.shuffle import plan_shuffle
 from ll_codegen.plan.swizzle import plan_smem
+from llgen_bench.integrity import parse_ptxas, res_usage, spills
+from llgen_bench.sass import functions, sass_counts, sass_text
 
 SMEM_BYTES_PER_CLK = 128       # per SM
 SHFL_PER_CLK = 1               # warp instructions per clock per SM
+MAXRREG = 255                  # register cap of a kernel whose default build spills (nvcc, Gluon)
 
 
 # ------------------------------------------------------------------ layouts
@@ -164,6 +169,10 @@ class Variant:
     cubin: str = ""
     same_as: str | None = None  # label of an identical variant (not compiled again)
     error: str | None = None
+    ptxas: dict = field(default_factory=dict)   # ptxas -v per kernel (integrity.parse_ptxas)
+    res: dict = field(default_factory=dict)     # cuobjdump -res-usage per kernel
+    sass: dict = field(default_factory=dict)    # sass_counts per kernel (<kernel>_bench, <kernel>_base)
+    maxrreg: int | None = None                  # -maxrregcount, when the default build spilled
 
 
 @dataclass
@@ -179,6 +188,13 @@ class Job:
     bound: dict = field(default_factory=dict)
     legacy_specs: tuple[dict, dict] | None = None  # (src, dst) spec dicts, also timed as Gluon legacy classes
     note: str = ""
+
+
+def xor_pack(v: Variant) -> int:
+    """Elements per word the round-trip bench xors (``emit.convert.bench``: packed 32-bit words when
+    both plans move words, else 1: element by element)."""
+    per = word_view(v.fwd)
+    return per if per and word_view(v.back) else 1
 
 
 def ident(text: str) -> str:
@@ -270,14 +286,34 @@ def compile_jobs(jobs: Sequence[Job], arch: str = "sm_90", workers: int | None =
 
     def one(v: Variant) -> None:
         out = v.source.rsplit(".", 1)[0] + (".ptx" if ptx else ".cubin")
+        # -Xptxas -v: registers, stack frame and spill bytes of every kernel (the integrity columns)
         cmd = [nvcc, "-ptx" if ptx else "-cubin", f"-arch={arch.replace('sm_', 'compute_') if ptx else arch}",
-               "-O3", "-std=c++17", "-o", out, v.source]
+               "-O3", "-std=c++17", *([] if ptx else ["-Xptxas", "-v"]), "-o", out, v.source]
         r = subprocess.run(cmd, capture_output=True, text=True)
+        if not r.returncode and not ptx and spills(parse_ptxas(r.stderr)):
+            # ptxas without a register cap spills long-lived values to fit one more CTA per SM; the
+            # explicit cap (Gluon's maxnreg, the same rule) lets it use them all
+            r = subprocess.run(cmd[:-3] + [f"-maxrregcount={MAXRREG}"] + cmd[-3:], capture_output=True, text=True)
+            v.maxrreg = MAXRREG
         if r.returncode:
             v.error = "nvcc: " + (r.stderr.strip().splitlines() or ["failed"])[0][:300]
             log(f"compile failed: {v.kernel}: {r.stderr[:2000]}")
-        else:
-            v.cubin = out
+            return
+        v.cubin = out
+        if not ptx:
+            inspect_cubin(v, r.stderr)
     with ThreadPoolExecutor(workers or os.cpu_count() or 4) as ex:
         list(ex.map(one, todo))
 
+
+
+def inspect_cubin(v: Variant, ptxas_log: str = "") -> None:
+    """Fill ``v.ptxas``/``v.res``/``v.sass`` from nvcc's ptxas ``-v`` log and the cubin, and write
+    its SASS next to it (``<kernel>.sass``, for the run's ``sass.tar.gz``)."""
+    v.ptxas = parse_ptxas(ptxas_log)
+    v.res = res_usage(v.cubin)
+    text = sass_text(v.cubin)
+    if text:
+        v.sass = {fn: sass_counts(t) for fn, t in functions(text).items()}
+        with open(v.cubin.rsplit(".", 1)[0] + ".sass", "w") as f:
+            f.write(text)

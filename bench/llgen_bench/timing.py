@@ -151,10 +151,11 @@ def run_ours(job: Job, v: Variant, buf: Buffers, iters: int, ctas: int, check_it
         ok = check_output(buf, check_iters, tile)
         ms = time_launches(launch, cupy_events, **tk)
         res["ok"] = res["ok"] and ok and check_output(buf, iters, tile)
+        local = getattr(fn, "local_size_bytes", None)     # local memory per thread: spills, local arrays
         if kind == "bench":
-            res.update(regs=fn.num_regs, ctas_per_sm=occupancy(fn, threads, smem), ms_loop=ms)
+            res.update(regs=fn.num_regs, local_bytes=local, ctas_per_sm=occupancy(fn, threads, smem), ms_loop=ms)
         else:
-            res.update(base_regs=fn.num_regs, ms_base=ms)
+            res.update(base_regs=fn.num_regs, base_local_bytes=local, ms_base=ms)
     res["ms"] = res["ms_loop"] - res["ms_base"]
     return res
 

@@ -1,0 +1,170 @@
+"""The conversion bench's headline is recomputed from a recorded results file (issue 27).
+
+``bench/bench_convert.py`` stores every row and its ``headline`` in ``results.json``; the headline is
+what ``bench/RESULTS.md`` quotes.  Here ``llgen_bench.headline`` recomputes it from the rows alone --
+the flag rule included: a pair with any kernel (ours' or Triton's round trip or base loop) that
+spills, uses local memory, has no integrity record, is wrong or failed is left out -- on a
+hand-made fixture whose every row exercises one branch of the rule (``tests/data/
+bench_results_fixture.json``), and on ``bench/results_h200.json`` when it exists, whose headline
+line must appear verbatim in ``bench/RESULTS.md`` (so the numbers there cannot drift from the file).
+The integrity columns' parsers (ptxas ``-v``, ``cuobjdump -res-usage``, SASS loops and ``STL``/``LDL``)
+are checked on text saved from real builds (``tests/data/bench_*_sample.txt``).  No GPU, no Triton.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import pathlib
+
+import pytest
+
+from llgen_bench.headline import headline, headline_line, pair_flags
+from llgen_bench.integrity import base_work, kernel_record, parse_ptxas, parse_res_usage, problems
+from llgen_bench.sass import functions, loop_step, sass_counts
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+H200 = ROOT / "bench" / "results_h200.json"
+
+
+def load(path: pathlib.Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def same(a, b) -> bool:
+    """Equal, floats to 1e-12 (nan equals nan: a headline with no pairs)."""
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+# ------------------------------------------------------------------ fixture
+def test_fixture_headline_by_hand():
+    """The fixture's headline, worked out by hand: 4 of 11 pairs unflagged; ratios 0.8, 1.25, 1.0
+    (loop minus base) and 0.9, 1.1, 0.8 (whole loops); clean_b is slower than 1.05x by whole loops,
+    above 1.15x of the bound and has unequal base work; the noop has no ratio and no bound."""
+    h = headline(load(DATA / "bench_results_fixture.json")["rows"])
+    assert (h["pairs"], h["unflagged"], len(h["flagged"])) == (11, 4, 7)
+    assert (h["with_ratio"], h["with_loop_ratio"]) == (3, 3)
+    assert math.isclose(h["geomean_conv"], 1.0, rel_tol=1e-12)
+    assert math.isclose(h["geomean_loop"], (0.9 * 1.1 * 0.8) ** (1 / 3), rel_tol=1e-12)
+    assert h["slower_loop"] == ["clean_b"]
+    assert (h["near_bound"], h["with_bound"]) == (2, 3)
+    assert h["base_work_off"] == ["clean_b"]
+    assert headline_line(h) == ("HEADLINE over 4 unflagged pairs (7 flagged of 11): geomean ours/Triton 1.000 by "
+                                "loop minus base (3 pairs), 0.925 by whole loops (3); 1 slower than 1.05x by whole "
+                                "loops; 2/3 within 1.15x of the bound")
+
+
+def test_fixture_flag_reasons():
+    """Each flagged row is flagged for what its records show, on the side and kernel that show it."""
+    h = headline(load(DATA / "bench_results_fixture.json")["rows"])
+    reasons = {f["name"]: f["reasons"] for f in h["flagged"]}
+    assert reasons["flag_triton_stack"][0] == "Triton bench: stack 176"
+    assert "ours base: spill_stores 304" in reasons["flag_ours_base_spill"]
+    assert reasons["flag_triton_local_runtime"] == ["Triton base: local 8"]
+    assert reasons["flag_ours_sass_stl"] == ["ours bench: stl 3"]
+    assert reasons["flag_no_integrity"] == ["Triton base: no integrity data"]
+    assert reasons["flag_wrong"] == ["ours: wrong output"]
+    assert reasons["flag_triton_error"][0].startswith("Triton: CompilationError")
+    # flagged pairs keep their numbers (listed apart), and none of them enters a figure
+    stack = next(f for f in h["flagged"] if f["name"] == "flag_triton_stack")
+    assert stack["ours_over_triton"] == 0.5
+
+
+def test_fixture_stored_headline_matches():
+    """The headline stored in the file is the one its rows give."""
+    doc = load(DATA / "bench_results_fixture.json")
+    assert same(headline(doc["rows"]), doc["headline"])
+
+
+@pytest.mark.parametrize("field", ["spill_stores", "spill_loads", "stack", "local", "stl", "ldl"])
+def test_any_local_memory_flags_a_clean_pair(field):
+    """One byte or instruction of local memory in any of the four kernels flags the pair."""
+    rows = load(DATA / "bench_results_fixture.json")["rows"]
+    clean = next(r for r in rows if r["name"] == "clean_a")
+    assert pair_flags(clean) == []
+    for side, kind in (("ours", "bench"), ("ours", "base"), ("triton", "bench"), ("triton", "base")):
+        r = copy.deepcopy(clean)
+        entry = r["variants"]["auto"] if side == "ours" else r["triton"]
+        entry["integrity"][kind][field] = 1
+        assert pair_flags(r), (side, kind, field)
+        before = headline(rows)
+        after = headline([r if x["name"] == "clean_a" else x for x in rows])
+        assert after["unflagged"] == before["unflagged"] - 1
+
+
+def test_unknown_fields_are_not_zero():
+    """A record with no source at all is 'no integrity data' (flagged), not a clean kernel."""
+    assert problems(kernel_record()) == ["no integrity data"]
+    assert problems(None) == ["no integrity data"]
+    assert problems(kernel_record(regs=80, local_bytes=0)) == []
+
+
+# ------------------------------------------------------------------ parsers
+def test_parse_ptxas_sample():
+    """nvcc -Xptxas -v of a pair whose both kernels spill (wgmma 128x128 f32: x and key, 256 registers)."""
+    p = parse_ptxas((DATA / "bench_ptxas_sample.txt").read_text())
+    assert p["wgmma_to_blocked_128_f32_auto_base"] == {"stack": 296, "spill_stores": 304, "spill_loads": 304,
+                                                       "regs": 255}
+    assert p["wgmma_to_blocked_128_f32_auto_bench"]["spill_loads"] == 188
+
+
+def test_parse_res_usage_sample():
+    """cuobjdump -res-usage of that cubin and of a Gluon kernel (one function, ``rt2``)."""
+    r = parse_res_usage((DATA / "bench_res_usage_sample.txt").read_text())
+    assert r["wgmma_to_blocked_128_f32_auto_bench"] == {"regs": 255, "stack": 192, "shared": 1024, "local": 0}
+    assert r["rt2"]["stack"] == 16
+
+
+def test_sass_sample_loops_and_local_memory():
+    """Per-function SASS: ours' base loop unrolled 4x by ptxas (counter UR5 -= 4, compared by the
+    loop-closing ISETP) -> ALU per iteration = loop ALU / 4; a spilling kernel's STL/LDL in and
+    outside its loop."""
+    fns = functions((DATA / "bench_sass_sample.txt").read_text())
+    assert list(fns) == ["T_row_col_64_f16_auto_base", "wgmma_to_blocked_128_f32_auto_bench"]
+    base = sass_counts(fns["T_row_col_64_f16_auto_base"])
+    assert base["loop_step"] == 4
+    assert base["loop"]["ALU"] == 22            # 8 LOP3, 5 UIADD3, 4 ULOP3, 4 UIMAD, 1 ISETP
+    assert base["alu_per_iter"] == 22 / 4
+    spill = sass_counts(fns["wgmma_to_blocked_128_f32_auto_bench"])
+    assert (spill["kernel"]["STL"], spill["kernel"]["LDL"]) == (7, 40)
+    assert (spill["loop"]["STL"], spill["loop"]["LDL"]) == (0, 40)
+    assert (spill["loop"]["BAR"], spill["loop"]["STS"], spill["loop"]["LDS"]) == (8, 64, 64)
+    assert spill["loop_step"] == 1
+    rec = kernel_record(regs=255, sass=spill)
+    assert problems(rec) == ["stl 7", "ldl 40"]
+
+
+def test_loop_step_without_a_counter_is_unknown():
+    assert loop_step([]) is None
+
+
+def test_base_work_tolerance():
+    """Within 10%, or 2 instructions per iteration (a pass's counter add and compare)."""
+    assert base_work({"alu_per_iter": 19.5, "loop_step": 4}, {"alu_per_iter": 20.0, "loop_step": 1})["ok"]
+    assert base_work({"alu_per_iter": 1.1}, {"alu_per_iter": 2.5})["ok"]
+    assert base_work({"alu_per_iter": 34.0}, {"alu_per_iter": 68.0})["ok"] is False
+    assert base_work(None, {"alu_per_iter": 3.0})["ok"] is None
+
+
+# ------------------------------------------------------------------ the recorded H200 run
+def test_recorded_h200_headline():
+    """``bench/results_h200.json``: the stored headline is its rows' headline, and RESULTS.md quotes
+    its headline line verbatim."""
+    if not H200.exists():
+        pytest.skip("bench/results_h200.json is not recorded yet (run bench/bench_convert.py on an H200 and "
+                    "copy OUT/results.json there)")
+    doc = load(H200)
+    h = headline(doc["rows"])
+    if "headline" in doc:
+        assert same(json.loads(json.dumps(h, default=str)), doc["headline"])
+    results_md = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    assert headline_line(h) in results_md, f"bench/RESULTS.md does not quote: {headline_line(h)}"
