@@ -59,7 +59,7 @@ namespace copy_global_to_nvmma128 {
 constexpr int kTileBytes = 8192;                                 // bytes of the shared tile
 constexpr int kTileAlign = 1024;                                 // the 128-byte swizzle acts on address bits 4-9: the tile must start on a 1024-byte boundary
 __attribute__((unused)) constexpr int kOrder[2] = {1, 0};        // global tile: kOrder[0] has stride 1
-constexpr int kAlignment = 16;                                   // bytes the global tile and its strides are aligned to
+constexpr int kAlignment = 16;                                   // bytes the global tile and its strides are aligned to (promised)
 constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;                                    // sizeof(T) (f16)
@@ -91,9 +91,9 @@ __device__ __forceinline__ void cp_async_zfill_16(unsigned addr, const void* src
 
 // Copy groups: commit() closes the group of copy() calls issued since the last commit; wait<N>()
 // returns once at most N groups are still in flight; then __syncthreads() before reading the tile.
-#if defined(LLGEN_HOST_SIMT)  // the host SIMT runtime lands each cp.async when it is issued
-__device__ __forceinline__ void commit() {}
-template <int N> __device__ __forceinline__ void wait() {}
+#if defined(LLGEN_HOST_SIMT)  // the host SIMT runtime lands each cp.async at the wait that covers it
+__device__ __forceinline__ void commit() { llgen_host::cp_async_commit(); }
+template <int N> __device__ __forceinline__ void wait() { llgen_host::cp_async_wait(N); }
 #else
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }

@@ -63,7 +63,7 @@ namespace gemm_wgmma_store_f32 {
 constexpr int kRegs      = 128;                                    // elements per thread store() moves
 constexpr int kSmemBytes = 0;                                      // no scratch: store()/load() leave their smem alone
 __attribute__((unused)) constexpr int kOrder[2] = {1, 0};          // dims fastest first: kOrder[0] has stride 1
-constexpr int kAlignment = 16;                                     // bytes the tile pointer and every stride are aligned to
+constexpr int kAlignment = 16;                                     // bytes the tile pointer and every stride are aligned to (promised)
 constexpr int kThreads   = 256;                                    // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;                                      // sizeof(T) (f32)

@@ -52,7 +52,7 @@ namespace hip_copy_global_to_swizzled {
 constexpr int kTileBytes = 8192;                                 // bytes of the shared tile
 constexpr int kTileAlign = 1024;                                 // the 128-byte swizzle acts on address bits 4-9: the tile must start on a 1024-byte boundary
 __attribute__((unused)) constexpr int kOrder[2] = {1, 0};        // global tile: kOrder[0] has stride 1
-constexpr int kAlignment = 16;                                   // bytes the global tile and its strides are aligned to
+constexpr int kAlignment = 16;                                   // bytes the global tile and its strides are aligned to (promised)
 constexpr int kThreads   = 256;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 64;
 constexpr int kElemBytes = 2;                                    // sizeof(T) (f16)

@@ -36,10 +36,12 @@ hip_copy_global_to_swizzled_harness(const uint16_t* __restrict__ in, uint16_t* _
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {72, 1};   // padded: not the dense tile
+    uint16_t* const tile = scratch + 0;  // the global tile
+    (void)tile;
 
-    for (int i = threadIdx.x; i < 4096; i += kThreads) scratch[hip_copy_global_to_swizzled_at(i, strides)] = in[i];
+    for (int i = threadIdx.x; i < 4096; i += kThreads) tile[hip_copy_global_to_swizzled_at(i, strides)] = in[i];
     __syncthreads();
-    copy(scratch, strides, smem);
+    copy(tile, strides, smem);
     commit();
     wait<0>();
     __syncthreads();
@@ -58,11 +60,13 @@ hip_copy_global_to_swizzled_harness_masked(const uint16_t* __restrict__ in, uint
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {72, 1};   // padded: not the dense tile
+    uint16_t* const tile = scratch + 0;  // the global tile
+    (void)tile;
     const int extent[kRank] = {47, 47};           // cuts every dim longer than 1
 
-    for (int i = threadIdx.x; i < 4096; i += kThreads) scratch[hip_copy_global_to_swizzled_at(i, strides)] = in[i];
+    for (int i = threadIdx.x; i < 4096; i += kThreads) tile[hip_copy_global_to_swizzled_at(i, strides)] = in[i];
     __syncthreads();
-    copy_masked(scratch, strides, smem, extent);
+    copy_masked(tile, strides, smem, extent);
     commit();
     wait<0>();
     __syncthreads();

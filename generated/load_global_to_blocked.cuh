@@ -56,7 +56,7 @@ namespace load_global_to_blocked {
 constexpr int kRegs      = 32;                                   // elements per thread load() moves
 constexpr int kSmemBytes = 0;                                    // no scratch: store()/load() leave their smem alone
 __attribute__((unused)) constexpr int kOrder[2] = {1, 0};        // dims fastest first: kOrder[0] has stride 1
-constexpr int kAlignment = 16;                                   // bytes the tile pointer and every stride are aligned to
+constexpr int kAlignment = 16;                                   // bytes the tile pointer and every stride are aligned to (promised)
 constexpr int kThreads   = 128;                                  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 2;                                    // sizeof(T) (f16)

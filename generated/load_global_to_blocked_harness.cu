@@ -35,11 +35,13 @@ load_global_to_blocked_harness(const uint16_t* __restrict__ in, uint16_t* __rest
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {72, 1};   // padded: not the dense tile
+    uint16_t* const tile = scratch + 0;  // the global tile
+    (void)tile;
 
-    for (int i = threadIdx.x; i < 4096; i += kThreads) scratch[load_global_to_blocked_at(i, strides)] = in[i];
+    for (int i = threadIdx.x; i < 4096; i += kThreads) tile[load_global_to_blocked_at(i, strides)] = in[i];
     __syncthreads();
     uint16_t dst[kRegs];
-    load(scratch, strides, dst, smem);
+    load(tile, strides, dst, smem);
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) {
         out[dst_index(r, lane, warp)] = dst[r];
@@ -55,13 +57,15 @@ load_global_to_blocked_harness_masked(const uint16_t* __restrict__ in, uint16_t*
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {72, 1};   // padded: not the dense tile
+    uint16_t* const tile = scratch + 0;  // the global tile
+    (void)tile;
     const int extent[kRank] = {47, 47};           // cuts every dim longer than 1
     const uint16_t fill = 0x5a5a;
 
-    for (int i = threadIdx.x; i < 4096; i += kThreads) scratch[load_global_to_blocked_at(i, strides)] = in[i];
+    for (int i = threadIdx.x; i < 4096; i += kThreads) tile[load_global_to_blocked_at(i, strides)] = in[i];
     __syncthreads();
     uint16_t dst[kRegs];
-    load_masked(scratch, strides, extent, dst, fill, smem);
+    load_masked(tile, strides, extent, dst, fill, smem);
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) {
         out[dst_index(r, lane, warp)] = dst[r];

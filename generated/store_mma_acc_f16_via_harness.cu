@@ -35,16 +35,18 @@ store_mma_acc_f16_via_harness(const uint16_t* __restrict__ in, uint16_t* __restr
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {72, 1};   // padded: not the dense tile
+    uint16_t* const tile = scratch + 0;  // the global tile
+    (void)tile;
 
     // poison the tile (the complement of what must arrive), then store
-    for (int i = threadIdx.x; i < 4096; i += kThreads) scratch[store_mma_acc_f16_via_at(i, strides)] = ~in[i];
+    for (int i = threadIdx.x; i < 4096; i += kThreads) tile[store_mma_acc_f16_via_at(i, strides)] = ~in[i];
     __syncthreads();
     uint16_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = in[src_index(r, lane, warp)];
-    store(src, scratch, strides, smem);
+    store(src, tile, strides, smem);
     __syncthreads();
-    for (int i = threadIdx.x; i < 4096; i += kThreads) out[i] = scratch[store_mma_acc_f16_via_at(i, strides)];
+    for (int i = threadIdx.x; i < 4096; i += kThreads) out[i] = tile[store_mma_acc_f16_via_at(i, strides)];
 }
 
 extern "C" __global__ void __launch_bounds__(store_mma_acc_f16_via::kThreads)
@@ -55,17 +57,19 @@ store_mma_acc_f16_via_harness_masked(const uint16_t* __restrict__ in, uint16_t* 
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     (void)scratch, (void)smem, (void)lane, (void)warp;
     const long long strides[kRank] = {72, 1};   // padded: not the dense tile
+    uint16_t* const tile = scratch + 0;  // the global tile
+    (void)tile;
     const int extent[kRank] = {47, 47};           // cuts every dim longer than 1
 
     // poison the tile (the complement of what must arrive), then store
-    for (int i = threadIdx.x; i < 4096; i += kThreads) scratch[store_mma_acc_f16_via_at(i, strides)] = ~in[i];
+    for (int i = threadIdx.x; i < 4096; i += kThreads) tile[store_mma_acc_f16_via_at(i, strides)] = ~in[i];
     __syncthreads();
     uint16_t src[kRegs];
 #pragma unroll
     for (int r = 0; r < kRegs; ++r) src[r] = in[src_index(r, lane, warp)];
-    store_masked(src, scratch, strides, extent, smem);
+    store_masked(src, tile, strides, extent, smem);
     __syncthreads();
-    for (int i = threadIdx.x; i < 4096; i += kThreads) out[i] = scratch[store_mma_acc_f16_via_at(i, strides)];
+    for (int i = threadIdx.x; i < 4096; i += kThreads) out[i] = tile[store_mma_acc_f16_via_at(i, strides)];
 }
 
 // Probe for Nsight Compute and the instruction-count checks: only the planned accesses touch

@@ -10,8 +10,9 @@ several rounds and every element size.  The harnesses are compiled here
 (NVRTC); then, for each tool, ONE process (``_drive.py``) launches every
 harness once under ``compute-sanitizer --tool <tool>`` and checks it bit for
 bit.  A tool is clean when its summary reports 0 errors (racecheck: 0
-hazards) and every harness was launched and bit-exact.  Writes
-``DIR/sanitize.json``.
+hazards) and every harness was launched and bit-exact.  A harness that does
+not compile fails the run (exit status 1), named with its compiler error:
+it was never sanitized.  Writes ``DIR/sanitize.json``.
 """
 from __future__ import annotations
 
@@ -67,6 +68,16 @@ def parse(tool: str, text: str) -> tuple[int | None, str]:
     return None, "no summary line"
 
 
+def exit_status(results: list[dict], compile_errors: dict[str, str], cases: int) -> tuple[int, str]:
+    """(exit status, summary line): 0 only when every harness compiled and every tool is clean."""
+    tools = ", ".join(f"{r['tool']} {'clean' if r['clean'] else 'NOT clean'}" for r in results)
+    line = f"sanitize: {cases} harnesses"
+    if compile_errors:
+        line += f", {len(compile_errors)} did NOT compile ({', '.join(sorted(compile_errors)[:5])})"
+    line += f"; {tools}" if tools else "; no tool ran"
+    return (0 if results and all(r["clean"] for r in results) and not compile_errors else 1), line
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", os.path.join(HERE, "out")))
@@ -80,6 +91,9 @@ def main(argv=None) -> int:
     work = tempfile.mkdtemp(prefix="llgen_sanitize_")
     manifest, errors = _drive.prepare([(c.name, c.plan) for c in sel], work)
     prep_s = time.time() - t0
+    for name, err in sorted(errors.items()):     # never launched, so never sanitized: a failure
+        last = (err or "").strip().splitlines()
+        print(f"compile error: {name}: {last[-1] if last else '(no message)'}", flush=True)
     version = subprocess.run(["compute-sanitizer", "--version"], capture_output=True, text=True).stdout.strip()
     results = []
     for tool in a.tools.split(","):
@@ -96,7 +110,9 @@ def main(argv=None) -> int:
             text, rc = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
         n, line = parse(tool, text)
         drive = [ln for ln in text.splitlines() if ln.startswith("DRIVE total")]
-        launched_ok = bool(drive) and re.search(r", 0 failed", drive[-1]) is not None
+        launched = re.search(r"DRIVE total (\d+) launched", drive[-1]) if drive else None
+        launched_ok = (bool(drive) and re.search(r", 0 failed", drive[-1]) is not None
+                       and launched is not None and int(launched.group(1)) == len(sel) - len(errors))
         clean = n == 0 and launched_ok and rc == 0
         issues = [ln for ln in text.splitlines() if ln.startswith("=========") and
                   re.search(r"Error|Hazard|Invalid|Race|Barrier|Uninitialized", ln)][:20]
@@ -112,9 +128,9 @@ def main(argv=None) -> int:
            "compile_errors": errors, "prepare_s": prep_s, "results": results}
     with open(os.path.join(a.out, "sanitize.json"), "w") as f:
         json.dump(out, f, indent=1)
-    print(f"sanitize: {len(sel)} harnesses; " + ", ".join(f"{r['tool']} {'clean' if r['clean'] else 'NOT clean'}"
-                                                         for r in results))
-    return 0 if all(r["clean"] for r in results) else 1
+    status, line = exit_status(results, errors, len(sel))
+    print(line)
+    return status
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 Every case of ``corpus.mma_cases()`` -- wgmma with both operands in shared memory (swizzle
 128/64/32, K- and MN-major A and B, f16, bf16, tf32, f8e4m3, i8, one or two warp groups), wgmma
-with A in registers, mma.sync for each operand type -- compiles in NVRTC batches (sm_90a for
-wgmma) and runs on small random integers: every thread's accumulator registers and the output
+with A in registers, mma.sync for each operand type, and the f16-accumulator forms (``_f16acc``:
+wgmma .f16 D for f16 / e4m3 / e5m2 operands, mma.sync .f16 for f16 and e4m3) -- compiles in NVRTC
+batches (sm_90a for wgmma) and runs on small random integers: every thread's accumulator registers and the output
 tensor must equal C + A @ B bit for bit.  The harness writes A and B into shared memory with
 ordinary stores, so the descriptors read exactly the bytes the layouts say.
 """

@@ -410,17 +410,23 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
 def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32", target: str = "cuda",
              arch: str | None = None, version: int | None = None) -> MmaPlan:
     """Plan ``acc += A @ B`` for one CTA tile (``plan/mma.py``): ``acc`` an ``nvidia_mma`` layout (v3:
-    wgmma, v2: mma.sync; ``version`` when it is a bare LinearLayout), ``a`` (M x K) and ``b`` (K x N)
-    shared layouts or ``dot_operand`` register layouts; each a LinearLayout, Spec, mapping or path."""
+    wgmma, v2: mma.sync; ``version`` when it is a bare LinearLayout), or with ``target="hip"`` an
+    ``amd_mfma`` layout (MFMA, ``plan/mfma.py``); ``a`` (M x K) and ``b`` (K x N) shared layouts or
+    ``dot_operand`` register layouts; each a LinearLayout, Spec, mapping or path."""
     acc_l, acc_spec = load_layout(acc, None, "accumulator")
+    hip = target == "hip"
     if acc_spec is not None:
-        if acc_spec.kind != "nvidia_mma":
+        if acc_spec.kind != ("amd_mfma" if hip else "nvidia_mma"):
             raise SpecError(acc_spec.source, "kind", f"{acc_spec.kind}: the accumulator of llgen mma is an "
-                                                     f"nvidia_mma layout (version [3, 0]: wgmma, [2, 0]: mma.sync)")
-        version = acc_spec.layout.version[0]
-    if version not in (2, 3):
+                                                     f"nvidia_mma layout (version [3, 0]: wgmma, [2, 0]: mma.sync), or "
+                                                     f"with --target hip an amd_mfma layout")
+        version = acc_spec.layout.version if hip else acc_spec.layout.version[0]
+    if hip:
+        if arch is None:                                 # the CDNA generation the spec names (2: CDNA2, 3: CDNA3)
+            arch = {2: "gfx90a", 3: "gfx942"}.get(version)
+    elif version not in (2, 3):
         raise ValueError("give the accumulator's nvidia_mma version (3: wgmma, 2: mma.sync)")
-    if arch is None and target == "cuda" and version == 3:
+    elif arch is None and target == "cuda" and version == 3:
         arch = "sm_90a"                                  # wgmma exists only there
     ops = []
     for what, x in (("A", a), ("B", b)):

@@ -148,7 +148,8 @@ def test_every_stage_dispatches_every_operation():
     from ll_codegen.plan.report import SUMMARIES
     from ll_codegen.verify.emulator import CHECKS
     from ll_codegen.verify.harness import OPERATIONS as HARNESSES
-    for table in (SUMMARIES, RENDERERS, CHECKS, HARNESSES):
+    from ll_codegen.verify.ptx_check import WANTS
+    for table in (SUMMARIES, RENDERERS, CHECKS, HARNESSES, WANTS):
         assert set(table) == set(OPERATIONS)
 
 

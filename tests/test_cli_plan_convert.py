@@ -387,7 +387,7 @@ def test_generated_coverage(manifest_build):
     assert {(p.strategy, p.target) for p in gathers.values()} >= {("shuffle", "cuda"), ("smem", "cuda"),
                                                                   ("smem", "hip")}
     mmas = {e.conv.name: e.conv.plan for e in entries if e.command == "mma"}
-    assert {p.strategy for p in mmas.values()} == {"wgmma", "mma.sync"}
+    assert {p.strategy for p in mmas.values()} == {"wgmma", "mma.sync", "mfma"}
     entries = [e for e in entries if e.command == "convert"]
     plans = {e.conv.name: e.conv.plan for e in entries}
     assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans) + len(gathers) + len(mmas)

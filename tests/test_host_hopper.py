@@ -56,7 +56,8 @@ static void fill_gmem() {
 }
 
 // mode 0: wait, then read; mode 1: read without waiting (a race); mode 2: misaligned destination;
-// mode 3: the barrier expects two arrivals and gets one (deadlock)
+// mode 3: the barrier expects two arrivals and gets one (deadlock); mode 4: the first box's innermost
+// coordinate (3 f16 = 6 bytes) is not 16-byte aligned
 __global__ void k_tma_load(const CUtensorMap* map, int mode) {
     SMEM_BASE;
     const unsigned bar = base;
@@ -64,7 +65,7 @@ __global__ void k_tma_load(const CUtensorMap* map, int mode) {
     __syncthreads();
     if (threadIdx.x == 0) {
         mbarrier_arrive_expect_tx(bar, 2 * 8192);
-        int c1[2] = {8, 16}, c2[2] = {64, -8};
+        int c1[2] = {mode == 4 ? 3 : 8, 16}, c2[2] = {64, -8};
         tma_load(map, base + (mode == 2 ? 1024 + 128 : 1024), bar, c1);
         tma_load(map, base + 9216, bar, c2);
     }
@@ -93,7 +94,7 @@ __global__ void k_tma_narrow(const CUtensorMap* map) {
     }
 }
 
-__global__ void k_tma_store(const CUtensorMap* map) {
+__global__ void k_tma_store(const CUtensorMap* map, int col = 72, int row = 60) {
     SMEM_BASE;
     for (int i = threadIdx.x; i < 8192; i += blockDim.x) {
         unsigned char v = (unsigned char)((i * 37 + 5) & 0xff);
@@ -102,7 +103,7 @@ __global__ void k_tma_store(const CUtensorMap* map) {
     __syncthreads();
     fence_proxy_async();
     if (threadIdx.x == 0) {
-        int c[2] = {72, 60};  // cols 72..135 (W = 104), rows 60..123 (H = 90): clipped
+        int c[2] = {col, row};  // 72, 60: cols 72..135 (W = 104), rows 60..123 (H = 90): clipped
         tma_store(map, base + 1024, c);
         bulk_commit_group();
         bulk_wait_group_read(0);
@@ -219,7 +220,8 @@ int main(int argc, char** argv) {
     }
     std::memset(smem, 0, sizeof smem);
     if (name.rfind("tma_load", 0) == 0) {
-        int mode = name == "tma_load" ? 0 : name == "tma_load_nowait" ? 1 : name == "tma_load_misaligned" ? 2 : 3;
+        int mode = name == "tma_load" ? 0 : name == "tma_load_nowait" ? 1 : name == "tma_load_misaligned" ? 2
+                 : name == "tma_load_coord" ? 4 : 3;
         fill_gmem();
         CUtensorMap map = make_map(CU_TENSOR_MAP_SWIZZLE_128B);
         out.assign(16384, 0);
@@ -248,11 +250,13 @@ int main(int argc, char** argv) {
                 std::printf("ERR encode failed\n");
         out.assign(128 * 16, 0);
         report(launch(128, 32, smem, 1024 + 8192 + 1024, [&] { k_tma_wgmma(&ma, &mb); }));
-    } else if (name == "tma_store") {
+    } else if (name.rfind("tma_store", 0) == 0) {  // tma_store, tma_store_<col>_<row>
+        int col = 72, row = 60;
+        if (name != "tma_store") std::sscanf(name.c_str(), "tma_store_%d_%d", &col, &row);
         for (auto& row : gmem)
             for (auto& v : row) v = 0xaaaa;
         CUtensorMap map = make_map(CU_TENSOR_MAP_SWIZZLE_128B);
-        report(launch(128, 32, smem, 1024 + 8192, [&] { k_tma_store(&map); }));
+        report(launch(128, 32, smem, 1024 + 8192, [&] { k_tma_store(&map, col, row); }));
         out.assign(sizeof gmem, 0);
         std::memcpy(out.data(), gmem, sizeof gmem);
     } else if (name == "encode") {  // one line per attempt: the CUresult
@@ -692,6 +696,29 @@ def test_mma_sync(run, ab, acc):
 def test_tma_misaligned_destination(run):
     errors, _, _ = run("tma_load_misaligned")
     assert any("not 1024-byte aligned" in e for e in errors), errors
+
+
+def test_tma_inner_coordinate_not_16_byte_aligned(run):
+    """An innermost coordinate of 3 f16 elements (6 bytes): an illegal instruction on an H200, so
+    one error naming the thread and the values -- not a copy that the GPU would never make."""
+    errors, _, _ = run("tma_load_coord")
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("thread 0 (warp 0, lane 0): cp.async.bulk.tensor (TMA load) at coordinates (3, 16)")
+    assert "3 x 2 bytes = 6 is not a multiple of 16 bytes" in errors[0]
+    errors, _, _ = run("tma_store_4_0")           # stores too: 8 bytes
+    assert len(errors) == 1 and "(TMA store) at coordinates (4, 0)" in errors[0] and "= 8 is not" in errors[0], errors
+
+
+@pytest.mark.parametrize("col, row, dim", [(-8, 60, 0), (72, -4, 1)])
+def test_tma_store_at_a_negative_coordinate(run, col, row, dim):
+    """A store box starting before the tensor faults on an H200 (loads zero-fill there, stores clip
+    only past the end): one error with the thread and the coordinate; the tensor is left alone."""
+    errors, data, _ = run(f"tma_store_{col}_{row}")
+    assert len(errors) == 1, errors
+    assert errors[0].startswith(f"thread 0 (warp 0, lane 0): cp.async.bulk.tensor (TMA store) at coordinates "
+                                f"({col}, {row})")
+    assert f"coordinate {dim} is {(col, row)[dim]} < 0" in errors[0]
+    assert np.all(np.frombuffer(data, np.uint16) == 0xAAAA)
 
 
 def test_reading_a_tma_tile_before_the_wait_is_a_race(run):

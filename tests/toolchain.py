@@ -243,7 +243,7 @@ def owner(symbol: str, names: Iterable[str]) -> str | None:
     ``<name>_bench`` kernels, or a C++ function in ``namespace <name>``
     (Itanium mangling ``_ZN<len><name>...``)."""
     for n in names:
-        if symbol in (f"{n}_harness", f"{n}_bench", f"{n}_harness_masked", f"{n}_probe") \
+        if symbol in (f"{n}_bench", f"{n}_probe") or re.fullmatch(rf"{re.escape(n)}_harness(_a\d+)?(_masked)?", symbol) \
                 or f"N{len(n)}{n}" in symbol[:len(n) + 8]:
             return n
     return None
@@ -254,6 +254,8 @@ def counted_kernel(symbol: str, name: str, plan: ConversionPlan) -> bool:
     plan's counts describe: a conversion's harness, or a memory or copy plan's
     probe (its harnesses move the tile themselves; the probe issues only the
     planned accesses)."""
+    if plan.paths:          # run-time alignment: every path inlined in one call (see count_check)
+        return False
     if plan.memory is not None or plan.copy is not None:
         return symbol == f"{name}_probe"
     return not symbol.endswith(("_harness_masked", "_probe"))

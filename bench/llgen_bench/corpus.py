@@ -291,39 +291,88 @@ class MmaCase:
     arch: str
 
 
+#: the shapes of the shared-operand wgmma cases: (M, N, wgmma's N, warps along M, warps along N)
+WGMMA_SHAPES = ((64, 64, 64, 4, 1), (128, 128, 128, 4, 1), (128, 64, 32, 8, 1), (64, 256, 128, 4, 2))
+
+
 def mma_cases() -> list[MmaCase]:
     """wgmma with both operands in shared memory (swizzle 128/64/32, A and B K- or MN-major, f16,
     bf16, tf32, f8e4m3, i8, one or two warp groups along M or N, N 32..128), wgmma with A in
-    registers, and mma.sync for each operand type: every form ``llgen mma`` generates."""
+    registers, and mma.sync for each operand type: every form ``llgen mma`` generates.  Then the
+    f16 accumulators (``_f16acc``): wgmma shared-operand f16 (every swizzle and majorness) and
+    f8e4m3/f8e5m2, wgmma with A in registers, mma.sync f16 and f8e4m3."""
     from ll_codegen.layouts.dot_operand import DotOperandLayout
     from ll_codegen.layouts.memory import NVMMASharedLayout
     from ll_codegen.layouts.nvidia import NVMMADistributedLayout as Acc
-    bits = {"f16": 16, "bf16": 16, "tf32": 32, "f8e4m3": 8, "i8": 8}
+    bits = {"f16": 16, "bf16": 16, "tf32": 32, "f8e4m3": 8, "f8e5m2": 8, "i8": 8}
     accs = {"i8": "i32"}
     out = []
-    for dtype, swz, a_mn, b_mn, (m, n, n_i, wm, wn) in itertools.product(
-            bits, (128, 64, 32), (False, True), (False, True),
-            ((64, 64, 64, 4, 1), (128, 128, 128, 4, 1), (128, 64, 32, 8, 1), (64, 256, 128, 4, 2))):
+
+    def wgmma_ss(dtype: str, swz: int, a_mn: bool, b_mn: bool, shape: tuple[int, ...], acc_dtype: str) -> None:
+        m, n, n_i, wm, wn = shape
         e = bits[dtype]
         if (a_mn or b_mn) and e != 16:
-            continue                                   # wgmma transposes only 16-bit operands
+            return                                     # wgmma transposes only 16-bit operands
         k = 2 * 8 * swz // e                           # two swizzle rows of K
         try:
             a = NVMMASharedLayout(swz, e, transposed=a_mn).to_linear([m, k])
             b = NVMMASharedLayout(swz, e, transposed=not b_mn).to_linear([k, n])
         except ValueError:
-            continue                                   # smaller than one core matrix of this swizzle
+            return                                     # smaller than one core matrix of this swizzle
         acc = Acc(version=(3, 0), warps_per_cta=(wm, wn), instr_shape=(16, n_i, 16)).to_linear([m, n])
+        tag = "_f16acc" if acc_dtype == "f16" else ""
         out.append(MmaCase(f"wgmma_{dtype}_sw{swz}_a{'mn' if a_mn else 'k'}_b{'mn' if b_mn else 'k'}_{m}x{n}x{k}"
-                           f"_w{wm}x{wn}", acc, a, b, "shared", "shared", 3, dtype, accs.get(dtype, "f32"), "sm_90a"))
-    for dtype, kw in (("f16", 2), ("bf16", 2), ("tf32", 1), ("f8e4m3", 4), ("i8", 4)):
+                           f"_w{wm}x{wn}{tag}", acc, a, b, "shared", "shared", 3, dtype, acc_dtype, "sm_90a"))
+
+    def registers(dtype: str, kw: int, acc_dtype: str) -> None:
+        tag = "_f16acc" if acc_dtype == "f16" else ""
         par = Acc(version=(3, 0), warps_per_cta=(4, 1), instr_shape=(16, 64, 16))
         k = 64 // (bits[dtype] // 8)
         b = NVMMASharedLayout(128 if k * bits[dtype] >= 1024 else 64, bits[dtype], transposed=True).to_linear([k, 64])
-        out.append(MmaCase(f"wgmma_rs_{dtype}", par.to_linear([64, 64]), DotOperandLayout(0, par, kw).to_linear([64, k]),
-                           b, "registers", "shared", 3, dtype, accs.get(dtype, "f32"), "sm_90a"))
+        out.append(MmaCase(f"wgmma_rs_{dtype}{tag}", par.to_linear([64, 64]),
+                           DotOperandLayout(0, par, kw).to_linear([64, k]), b, "registers", "shared", 3, dtype,
+                           acc_dtype, "sm_90a"))
         par = Acc(version=(2, 0), warps_per_cta=(2, 2), instr_shape=(16, 8))
-        out.append(MmaCase(f"mma_sync_{dtype}", par.to_linear([64, 64]), DotOperandLayout(0, par, kw).to_linear([64, k]),
-                           DotOperandLayout(1, par, kw).to_linear([k, 64]), "registers", "registers", 2, dtype,
-                           accs.get(dtype, "f32"), "sm_90" if dtype == "f8e4m3" else "sm_80"))
+        out.append(MmaCase(f"mma_sync_{dtype}{tag}", par.to_linear([64, 64]),
+                           DotOperandLayout(0, par, kw).to_linear([64, k]),
+                           DotOperandLayout(1, par, kw).to_linear([k, 64]),
+                           "registers", "registers", 2, dtype, acc_dtype,
+                           "sm_90" if dtype.startswith("f8") else "sm_80"))
+
+    for dtype, swz, a_mn, b_mn, shape in itertools.product(("f16", "bf16", "tf32", "f8e4m3", "i8"), (128, 64, 32),
+                                                           (False, True), (False, True), WGMMA_SHAPES):
+        wgmma_ss(dtype, swz, a_mn, b_mn, shape, accs.get(dtype, "f32"))
+    for dtype, kw in (("f16", 2), ("bf16", 2), ("tf32", 1), ("f8e4m3", 4), ("i8", 4)):
+        registers(dtype, kw, accs.get(dtype, "f32"))
+    # f16 accumulators: half the registers (.f16x2), for f16 and fp8 operands
+    for swz, a_mn, b_mn in itertools.product((128, 64, 32), (False, True), (False, True)):
+        wgmma_ss("f16", swz, a_mn, b_mn, WGMMA_SHAPES[0 if a_mn == b_mn else 3], "f16")
+    for dtype, swz in itertools.product(("f8e4m3", "f8e5m2"), (128, 64, 32)):
+        wgmma_ss(dtype, swz, False, False, WGMMA_SHAPES[1 if swz == 128 else 2], "f16")
+    for dtype, kw in (("f16", 2), ("f8e4m3", 4)):
+        registers(dtype, kw, "f16")
+    return out
+
+
+def mfma_cases() -> list[MmaCase]:
+    """AMD MFMA (``llgen mma --target hip``): f16, bf16 and i8 on gfx90a (CDNA2) and gfx942 (CDNA3),
+    32x32 and 16x16 instructions, plain and transposed accumulators, wavefronts along M, N or both,
+    two tiles per wavefront; A and B ``dot_operand`` registers holding each instruction's K items."""
+    from ll_codegen.layouts.amd import AMDMFMALayout
+    from ll_codegen.layouts.dot_operand import DotOperandLayout
+    forms = ((32, False, (2, 2), None), (32, True, (2, 2), None), (16, False, (2, 2), None), (16, True, (1, 4), None),
+             (32, False, (1, 2), (2, 1)))
+    out = []
+    for arch, dtype, (m, transposed, warps, tiles) in itertools.product(("gfx90a", "gfx942"), ("f16", "bf16", "i8"),
+                                                                          forms):
+        k = (16 if m == 32 else 32) if arch == "gfx942" and dtype == "i8" else (8 if m == 32 else 16)
+        kw = k * m // 64
+        par = AMDMFMALayout(version=3 if arch == "gfx942" else 2, instr_shape=(m, m, k), transposed=transposed,
+                            warps_per_cta=warps, tiles_per_warp=tiles)
+        K = 4 * k
+        out.append(MmaCase(f"mfma_{arch}_{dtype}_{m}x{m}{'_t' if transposed else ''}_w{warps[0]}x{warps[1]}"
+                           f"{'_tiles' if tiles else ''}", par.to_linear([64, 64]),
+                           DotOperandLayout(0, par, kw).to_linear([64, K]),
+                           DotOperandLayout(1, par, kw).to_linear([K, 64]),
+                           "registers", "registers", 0, dtype, "i32" if dtype == "i8" else "f32", arch))
     return out

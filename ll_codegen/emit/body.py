@@ -23,6 +23,7 @@ from ll_codegen.emit.cexpr import (address_expr, aligned, comment_lines, compose
                                    parity_expr, signature, strip_parens, unpack_elems, xor_form_expr)
 from ll_codegen.emit.intrinsics import intrinsic_spec
 from ll_codegen.plan.model import (ConversionPlan, LaneSelect, XorForm, harness_cut, harness_fill, harness_strides,
+                                   harness_tile,
                                    harness_variants, word_view)
 from ll_codegen.plan.report import summary
 
@@ -106,6 +107,41 @@ def constants(plan: ConversionPlan, head: list[tuple[str, str]], tail: list[tupl
     return aligned(rows + list(tail))
 
 
+def path_name(vector_bytes: int) -> str:
+    """The nested namespace of one run-time alignment path: ``a<vector bytes>``."""
+    return f"a{vector_bytes}"
+
+
+def alignment_dispatch(plan: ConversionPlan, paths: Sequence[tuple[int, str]],
+                       forms: Sequence[tuple[str, str, str]], smem_doc: str = "") -> list[Fn]:
+    """The public functions of a global store/load/copy with run-time alignment
+    paths (``plan.paths``; the paths' own functions are nested namespaces
+    ``a<v>``): each reads the alignment of the tile pointer and of every stride
+    but the contiguous dim's (the same in every thread) and calls the first
+    path, widest first, whose ``v``-byte vectors it allows; the last path is
+    the promise and needs no test.  ``paths``: (v, its cost in words) per path;
+    ``forms``: (function, its parameters before ``tid``, the arguments)."""
+    f = (plan.memory or plan.copy.load).layout["order"][0]
+    bits = " | ".join(["reinterpret_cast<unsigned long long>(tile)"] +
+                      [f"static_cast<unsigned long long>(strides[{d}]) * kElemBytes"
+                       for d in range(len(plan.shape)) if d != f])
+    costs = "; ".join(f"{path_name(v)}: {cost}" for v, cost in paths)
+    fns = []
+    for k, (fname, params, args) in enumerate(forms):
+        lines = [f"const unsigned long long align = {bits};  // the same in every thread"]
+        for j, (v, _) in enumerate(paths):
+            call = f"{path_name(v)}::{fname}({args}, tid);"
+            last = j == len(paths) - 1
+            lines.append(("else " if j else "") + (call if last else f"if (align % {v} == 0) {call}"))
+        doc = ([f"// {fname}(): run-time alignment -- the tile pointer and the strides (but strides[kOrder[0]]) "
+                f"pick the widest path their alignment allows (kAlignment bytes are promised): {costs}."]
+               + ([smem_doc] if smem_doc else [])
+               + ["// tid: this thread's index among the kThreads threads (default threadIdx.x)."] if k % 2 == 0 else
+               [f"// {fname}(): the same for a tile cut by the tensor's edge (see each path's {fname})."])
+        fns.append(Fn(fname, f"{params}, {TID}", doc=doc, moves=lines))
+    return fns
+
+
 def word_counts(plan: ConversionPlan) -> tuple[int, int] | None:
     """(source, destination) packed 32-bit words in the word view; None without it."""
     per = word_view(plan)
@@ -170,6 +206,7 @@ def harness_context(plan: ConversionPlan, tile) -> dict:
                    plan.copy is None and tile is not None and tile.space == "global") else "")
     if tile is not None and tile.space == "global":
         ctx.update(strides=list(harness_strides(plan.shape, tile.layout["order"], tile.alignment, plan.elem_bytes)),
+                   tiles={v: harness_tile(plan, v) for v in ctx["variants"]},
                    extent=list(harness_cut(plan.shape)), fill=hex_const(harness_fill(plan.elem_bytes)))
     return ctx
 

@@ -10,9 +10,12 @@ copies of an element skip their copies, so every shared byte is written once.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import layout_of
-from ll_codegen.emit.body import TID, Builder, Fn, Namespace, constants, harness_context, header_values, new_namespace
+from ll_codegen.emit.body import (TID, Builder, Fn, Namespace, alignment_dispatch, constants, harness_context,
+                                  header_values, new_namespace, path_name)
 from ll_codegen.emit.cexpr import tile_index_function
 from ll_codegen.plan.model import ConversionPlan
 from ll_codegen.plan.tma import align_reason
@@ -140,10 +143,22 @@ def namespace(plan: ConversionPlan, name: str) -> Namespace:
             (f"constexpr int kTileAlign = {c.store.alignment};", align_reason(c.store.alignment)),
             (f"__attribute__((unused)) constexpr int kOrder[{len(p.shape)}] = "
              f"{{{', '.join(map(str, c.load.layout['order']))}}};", "global tile: kOrder[0] has stride 1"),
-            (f"constexpr int kAlignment = {c.load.alignment};", "bytes the global tile and its strides are aligned to")]
+            (f"constexpr int kAlignment = {(p.paths[-1].copy if p.paths else c).load.alignment};",
+             "bytes the global tile and its strides are aligned to (promised)")]
     conv.constants = constants(plan, head)          # no registers on either side: no word counts
-    conv.functions = copy_functions(plan, conv)
-    conv.copy_groups = c.async_copy
+    if plan.paths:                                  # run-time alignment: a nested namespace per path
+        every = (replace(plan, paths=()), *plan.paths)
+        conv.nested = [namespace(q, path_name(q.copy.load.vector_bytes)) for q in every]
+        params = "const T* tile, const long long (&strides)[kRank], void* smem"
+        conv.functions = alignment_dispatch(
+            plan, [(q.copy.load.vector_bytes, f"{'cp.async' if q.copy.async_copy else 'ld + st'} "
+                    f"{q.copy.load.vector_bytes} B, {q.copy.load.cost.sectors} sectors/instr") for q in every],
+            [("copy", params, "tile, strides, smem"),
+             ("copy_masked", f"{params}, const int (&extent)[kRank]", "tile, strides, smem, extent")])
+        conv.copy_groups = any(q.copy.async_copy for q in every)   # one commit()/wait<N>() for every path
+    else:
+        conv.functions = copy_functions(plan, conv)
+        conv.copy_groups = c.async_copy
     conv.index_functions = ["// Row-major index of the element at element offset `offset` of the shared tile.",
                             tile_index_function(layout_of(plan.dst_bases))]
     return conv

@@ -14,9 +14,11 @@ first (nested namespace ``via``, a conversion) and accesses a coalesced layout
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ll_codegen.core.layout import layout_of
-from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, harness_context,
-                                  header_values, new_namespace, word_counts)
+from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, alignment_dispatch, constants,
+                                  harness_context, header_values, new_namespace, path_name, word_counts)
 from ll_codegen.emit.cexpr import aligned, hex_const, index_function, tile_index_function
 from ll_codegen.emit.convert import namespace as convert_namespace
 from ll_codegen.plan.model import ConversionPlan, access_plan, instruction_name, word_view
@@ -248,14 +250,32 @@ def access_name(plan: ConversionPlan) -> str:
     return f"{m.vector_bytes}-byte {name}"
 
 
+def dispatch_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
+    """store()/load() (and the masked forms) of a plan with run-time alignment
+    paths (``body.alignment_dispatch``), each path a nested namespace."""
+    conv.nested = [namespace(p, path_name(p.memory.vector_bytes)) for p in (replace(plan, paths=()), *plan.paths)]
+    strides = "const long long (&strides)[kRank]"
+    forms = ([("store", f"const T (&src)[kRegs], T* tile, {strides}", "src, tile, strides"),
+              ("store_masked", f"const T (&src)[kRegs], T* tile, {strides}, const int (&extent)[kRank]",
+               "src, tile, strides, extent")] if plan.memory.direction == "store" else
+             [("load", f"const T* tile, {strides}, T (&dst)[kRegs]", "tile, strides, dst"),
+              ("load_masked", f"const T* tile, {strides}, const int (&extent)[kRank], T (&dst)[kRegs], T fill",
+               "tile, strides, extent, dst, fill")])
+    paths = [(p.memory.vector_bytes, f"{p.memory.vector_bytes}-byte vectors{' via ' + p.via.strategy if p.via else ''}"
+              f", {p.memory.cost.sectors} sectors/instr") for p in (plan, *plan.paths)]
+    return alignment_dispatch(plan, paths, [(n, f"{ps}, {SMEM}", f"{a}, smem") for n, ps, a in forms],
+                              "// smem: kSmemBytes of scratch (paths that convert first use it; every thread of "
+                              "the block calls).")
+
+
 def namespace(plan: ConversionPlan, name: str) -> Namespace:
     """The generated namespace of a store or load: constants, the index
     functions of the registers (and of a shared tile), the functions."""
     conv = new_namespace(plan, name)
     p, m = plan, plan.memory
     head = [(f"constexpr int kRegs      = {max(p.n_src, p.n_dst)};", f"elements per thread {m.direction}() moves")]
-    if p.via is not None:
-        head.append((f"constexpr int kSmemBytes = {p.smem_bytes};", "scratch of the conversion step (via)"))
+    if p.via is not None or p.paths:
+        head.append((f"constexpr int kSmemBytes = {p.smem_bytes};", "scratch of a conversion step (via)"))
     elif m.space == "global":
         head.append(("constexpr int kSmemBytes = 0;", "no scratch: store()/load() leave their smem alone"))
     if m.space == "shared":
@@ -264,12 +284,14 @@ def namespace(plan: ConversionPlan, name: str) -> Namespace:
     else:
         head += [(f"__attribute__((unused)) constexpr int kOrder[{len(p.shape)}] = "
                   f"{{{', '.join(map(str, m.layout['order']))}}};", "dims fastest first: kOrder[0] has stride 1"),
-                 (f"constexpr int kAlignment = {m.alignment};", "bytes the tile pointer and every stride are aligned to")]
-    words = word_counts(plan)
+                 (f"constexpr int kAlignment = {(p.paths[-1].memory if p.paths else m).alignment};",
+                  "bytes the tile pointer and every stride are aligned to (promised)")]
+    words = word_counts(plan) if not p.paths else None
     tail = [(f"constexpr int kWords     = {max(words)};", f"packed 32-bit words for {m.direction}_words()")] \
         if words else []
     conv.constants = constants(plan, head, tail)
-    conv.functions = memory_functions(plan, conv) if plan.via is None else via_functions(plan, conv)
+    conv.functions = (dispatch_functions(plan, conv) if plan.paths else
+                      memory_functions(plan, conv) if plan.via is None else via_functions(plan, conv))
     store = m.direction == "store"
     dist, tile = (plan.src_bases, plan.dst_bases) if store else (plan.dst_bases, plan.src_bases)
     conv.index_functions = INDEX_COMMENT + [index_function("src_index" if store else "dst_index", layout_of(dist))]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import comment_lines, hex_const, index_function, tile_index_function, xor_form_expr
+from ll_codegen.emit.mfma import MFMA_FILES
 from ll_codegen.plan.mma import AB_BYTES, MmaPlan
 from ll_codegen.plan.report import summary
 
@@ -76,8 +77,7 @@ def wrapper(plan: MmaPlan) -> Wrapper:
     """The instruction wrapper of ``plan`` (every step of a plan uses one instruction form)."""
     wg = plan.kind == "wgmma"
     m, n, k = plan.instr_shape
-    acc_word = 2 if plan.acc_dtype == "f16" else 1
-    nd = (n // 2 if wg else 4) // acc_word
+    nd = (n // 2 if wg else 4) // plan.acc_per_reg          # wgmma D: N/2 elements; mma.sync C/D: 4
     a_words = 0 if plan.a.space == "shared" else 4
     b_words = 0 if plan.b.space == "shared" else 2
     tnsp_a = int(plan.a.descriptor is not None and not plan.a.descriptor.k_major)
@@ -167,10 +167,15 @@ def namespace_values(plan: MmaPlan, name: str) -> dict:
               (f"constexpr int kWarpSize = {plan.warp_size};", ""),
               (f"constexpr int kM = {M}, kN = {N}, kK = {K};", "acc (M x N) += A (M x K) * B (K x N)"),
               (f"constexpr int kElemBytes = {AB_BYTES[plan.dtype]};", f"bytes of one A/B element ({plan.dtype})"),
-              (f"constexpr int kAccRegs = {plan.acc_regs // (2 if plan.acc_dtype == 'f16' else 1)};",
-               f"accumulator registers per thread ({plan.acc_dtype}{', two per word' if plan.acc_dtype == 'f16' else ''})")]
+              (f"constexpr int kAccRegs = {plan.acc_regs};",
+               f"accumulator registers per thread ({plan.acc_dtype}"
+               f"{', two per register' if plan.acc_per_reg > 1 else ''})")]
+    if plan.acc_per_reg > 1:
+        consts.append((f"constexpr int kAccPerReg = {plan.acc_per_reg};",
+                       "f16 accumulator elements per register: element 2r + h is half h (low first) of acc[r]"))
     index = [comment_lines("Row-major index in the M x N accumulator of the element register `reg` of (lane, warp) "
-                           "holds.")[0], index_function("acc_index", acc)]
+                           "holds" + (" (element, not register: see kAccPerReg)." if plan.acc_per_reg > 1 else "."))[0],
+             index_function("acc_index", acc)]
     for which, dims in (("a", "M x K"), ("b", "K x N")):
         op = getattr(plan, which)
         W = which.upper()
@@ -193,6 +198,7 @@ def namespace_values(plan: MmaPlan, name: str) -> dict:
     return dict(constants=consts, index=index, wrapper=wrap, calls=calls(plan, wrap), prologue=_prologue(plan),
                 params=_params(plan), wgmma=plan.kind == "wgmma", ab_raw=RAW[AB_BYTES[plan.dtype]],
                 acc_c=ACC_C[plan.acc_dtype], acc_constraint=ACC_CONSTRAINT[plan.acc_dtype],
+                acc_per_reg=plan.acc_per_reg,
                 shared_a=plan.a.space == "shared", shared_b=plan.b.space == "shared")
 
 
@@ -218,5 +224,17 @@ def harness(plan: MmaPlan, name: str, command: str = "", src_text: str | None = 
                 b_regs=(plan.b.regs * 4 // AB_BYTES[plan.dtype]) if plan.b.space == "registers" else 0)
 
 
-#: kind -> (template, its values) of an MMA's files
-MMA_FILES = {"header": ("mma.cuh.j2", header), "harness": ("harness_mma.cu.j2", harness)}
+def _files(kind: str, template: str, values):
+    """(template of the plan, values of the plan) for one file kind: AMD MFMA plans render through
+    ``emit/mfma.py``'s templates and values, NVIDIA's through this module's."""
+    def template_of(plan: MmaPlan) -> str:
+        return MFMA_FILES[kind][0] if plan.kind == "mfma" else template
+
+    def values_of(plan: MmaPlan, *args) -> dict:
+        return (MFMA_FILES[kind][1] if plan.kind == "mfma" else values)(plan, *args)
+    return template_of, values_of
+
+
+#: kind -> (template of the plan, its values) of an MMA's files
+MMA_FILES = {"header": _files("header", "mma.cuh.j2", header),
+             "harness": _files("harness", "harness_mma.cu.j2", harness)}

@@ -41,7 +41,8 @@ Plan = ConversionPlan | GatherPlan
 
 KINDS = ("header", "harness", "bench")
 
-#: plan.operation -> {kind: (template, values(plan, name, command, src_text, dst_text, back_plan) -> dict)}
+#: plan.operation -> {kind: (template or template(plan), values(plan, name, command, src_text, dst_text,
+#: back_plan) -> dict)}
 OPERATIONS = {"convert": CONVERT_FILES, "store": STORE_FILES, "load": LOAD_FILES, "copy": COPY_FILES,
               "gather": GATHER_FILES, "mma": MMA_FILES,
               "tma": TMA_FILES}
@@ -72,6 +73,8 @@ def render(plan: Plan, kind: str, name: str, command: str = "", src_layout_text:
     if kind not in files:
         raise ValueError(f"no {kind} for a {plan.operation} plan (the bench times register conversions)")
     template, values = files[kind]
+    if callable(template):                 # an operation whose plans pick their template (mma: NVIDIA or AMD)
+        template = template(plan)
     ctx = dict(name=name, cuda=plan.target == "cuda", raw=C_RAW[plan.elem_bytes],
                header_file=file_names(plan.target, name)["header"])
     ctx.update(values(plan, name, command, src_layout_text, dst_layout_text, back_plan))

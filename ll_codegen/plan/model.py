@@ -18,10 +18,12 @@ Conventions shared by every plan
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 from ll_codegen.core import f2
+from ll_codegen.plan.harness_tiles import (harness_cut, harness_extent, harness_fill, harness_strides,  # noqa: F401
+                                           harness_tile, harness_variants, variant_masked)
 
 
 @dataclass(frozen=True)
@@ -407,6 +409,9 @@ class ConversionPlan:
     copy: CopyPlan | None = None
     tma: "TmaPlan | None" = None          # plan/tma.py (which imports this module): a TMA copy, strategy tma
     via: "ConversionPlan | None" = None   # store: convert, then ``memory`` (of via's dst); load: the reverse
+    # a global store/load whose tile promises less alignment than its widest vector: the plans for
+    # smaller run-time alignments, widest vector first (this plan is the fastest; see runtime_alignments)
+    paths: tuple["ConversionPlan", ...] = ()
     candidates: tuple[Candidate, ...] = ()
 
     @property
@@ -432,6 +437,8 @@ class ConversionPlan:
             return self.copy.store.bytes
         if self.tma is not None:
             return self.tma.bytes + 8
+        if self.paths:
+            return max(p.smem_bytes for p in (replace(self, paths=()), *self.paths))
         if self.via is not None:
             return self.via.smem_bytes
         if self.memory is not None:
@@ -447,8 +454,8 @@ class ConversionPlan:
         m = self.copy.load if self.copy is not None else self.memory
         if m is None or m.space != "global":
             return 0
-        return self.elem_bytes * harness_extent(self.shape, harness_strides(self.shape, m.layout["order"],
-                                                                            m.alignment, self.elem_bytes))
+        return self.elem_bytes * max(off + harness_extent(self.shape, st)
+                                     for st, off in (harness_tile(self, v) for v in harness_variants(self)))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data; a memory plan's ``memory`` also states, per warp
@@ -477,42 +484,6 @@ class ConversionPlan:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
-
-
-def harness_strides(shape: tuple[int, ...], order: list[int], alignment: int, elem_bytes: int) -> tuple[int, ...]:
-    """Strides (elements) the test harness uses for a global tile: dense in
-    ``order`` plus ``alignment`` bytes of padding per dim (rounded up to the
-    alignment), so that code assuming a dense tile fails."""
-    strides = [0] * len(shape)
-    s, a = 1, max(1, alignment // elem_bytes)
-    for d in order:
-        strides[d] = s
-        s = -(-(s * shape[d] + a) // a) * a           # one alignment unit of padding, rounded up to it
-    return tuple(strides)
-
-
-def harness_extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
-    """Elements a tile with these strides spans."""
-    return 1 + sum((n - 1) * st for n, st in zip(shape, strides))
-
-
-def harness_cut(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The extent the masked harness uses: every dim longer than 1 cut
-    inside (64 -> 47, 4 -> 2, 2 -> 1), never at a vector boundary."""
-    return tuple(max(1, n - n // 4 - 1) for n in shape)
-
-
-def harness_fill(elem_bytes: int) -> int:
-    """The ``fill`` value of the masked load harness (raw bits)."""
-    return 0x5A5A5A5A5A5A5A5A & ((1 << (8 * elem_bytes)) - 1)
-
-
-def harness_variants(plan: "ConversionPlan") -> tuple[str, ...]:
-    """Kernel name suffixes of a plan's harness: ``_masked`` too for global tiles."""
-    m = plan.memory
-    if plan.tma is not None:        # a TMA load in bounds, one partly out of bounds (zero fill), a TMA store
-        return ("", "_oob", "_store")
-    return ("", "_masked") if plan.copy is not None or (m is not None and m.space == "global") else ("",)
 
 
 _INSTR = {("vector", "store"): "st", ("vector", "load"): "ld", ("matrix", "store"): "stmatrix",

@@ -39,6 +39,8 @@ measured 3-12% faster on three pairs (and 6% slower on one).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from dataclasses import replace
 
 from ll_codegen.core import f2
@@ -319,7 +321,43 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
     -> tensor, any bijective layout) or ``global`` (``tile``: the dense
     ``layouts.GlobalLayout``; ``alignment`` in bytes, ``strides`` in elements
     for the cost).  ``instr``: ``auto``, ``vector``, ``matrix`` or
-    ``matrix.trans`` (ldmatrix/stmatrix).  See ``memory.py``."""
+    ``matrix.trans`` (ldmatrix/stmatrix).  See ``memory.py``.
+
+    Run-time alignment (global tiles): ``alignment`` is what the caller
+    promises of the tile pointer and strides.  Where the layout allows wider
+    vectors than that, the plan is made for every alignment from 16 bytes down
+    to the promise and the distinct ones kept: the result is the widest
+    (``memory.vector_bytes`` = v), its ``paths`` the narrower, and the header
+    takes a path when the pointer and every stride are multiples of its v --
+    one header for every leading dimension, the fast path whenever it can."""
+    def at(a: int) -> ConversionPlan:
+        return _plan_memory(dist, tile, direction, space, dtype, target, arch, a, strides, instr, max_vector_bytes)
+    if space != "global":
+        return at(alignment)
+    return _with_paths(at, alignment, strides, DTYPE_BYTES.get(dtype, 1), lambda p: p.memory.vector_bytes)
+
+
+def _with_paths(at: Callable[[int], ConversionPlan], alignment: int, strides: tuple[int, ...] | None,
+                elem_bytes: int, vector_of: Callable[[ConversionPlan], int]) -> ConversionPlan:
+    """The plan at the promised ``alignment`` or, where wider alignments give
+    wider vectors, the widest plan with the narrower ones (down to the
+    promise) as its run-time ``paths``; alignments the given ``strides`` rule
+    out are skipped."""
+    promised = at(alignment)
+    plans: list[ConversionPlan] = []
+    for a in (16, 8, 4, 2):
+        if alignment < a and (strides is None or all(s * elem_bytes % a == 0 for s in strides)):
+            p = at(a)
+            v = vector_of(p)
+            if v > vector_of(promised) and all(v != vector_of(q) for q in plans):
+                plans.append(p)
+    return replace(plans[0], paths=tuple(plans[1:]) + (promised,)) if plans else promised
+
+
+def _plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: str, dtype: str, target,
+                 arch: str | None, alignment: int, strides: tuple[int, ...] | None, instr: str,
+                 max_vector_bytes: int | None) -> ConversionPlan:
+    """``plan_memory`` for one alignment."""
     if isinstance(target, str):
         target = get_target(target, arch)
     dtype_bytes(dtype)
@@ -385,7 +423,17 @@ def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str =
     same vector (halved until both sides group the registers alike), scored
     as SECTOR x sectors + wavefronts (both per warp) + ALU x instructions; the
     cheapest wins.  ``cp.async`` on CUDA (sm_80+) when the vector is 4, 8 or
-    16 bytes, else through registers."""
+    16 bytes, else through registers.  Run-time alignment paths as in
+    ``plan_memory`` when ``alignment`` promises less than the widest vector."""
+    def at(a: int) -> ConversionPlan:
+        return _plan_copy(global_tile, shared_tile, dtype, target, arch, a, num_warps, strides, max_vector_bytes)
+    return _with_paths(at, alignment, strides, DTYPE_BYTES.get(dtype, 1), lambda p: p.copy.load.vector_bytes)
+
+
+def _plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str, target, arch: str | None,
+               alignment: int, num_warps: int, strides: tuple[int, ...] | None,
+               max_vector_bytes: int | None) -> ConversionPlan:
+    """``plan_copy`` for one alignment."""
     if isinstance(target, str):
         target = get_target(target, arch)
     dtype_bytes(dtype)

@@ -1,6 +1,8 @@
 """Human-readable plan summaries (``llgen plan`` and generated headers)."""
 from __future__ import annotations
 
+from typing import Callable
+
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.mma import MmaPlan
@@ -113,7 +115,7 @@ def memory_lines(p: ConversionPlan) -> list[str]:
         hip = (f" ({instruction_name(p.target, 'vector', m.direction, m.vector_bytes, 'global')})"
                if p.target == "hip" else "")
         out = [f"memory: global tile, order {m.layout['order']}, {m.alignment}-byte aligned, {m.direction} with "
-               f"{m.vector_bytes}-byte vectors{hip}",
+               f"{m.vector_bytes}-byte vectors{hip}" + (" (a run-time alignment path: more below)" if p.paths else ""),
                f"  at strides {list(m.strides)}: {c.instructions} instr/warp (requests), {c.sectors} sectors/instr "
                f"({c.min_sectors} at best), {c.total_sectors} sectors/warp"]
     if m.warp_skip or m.lane_skip:
@@ -124,6 +126,18 @@ def memory_lines(p: ConversionPlan) -> list[str]:
         out.append(f"  via: {when}, a conversion to the coalesced layout "
                    f"{v.dst_bases['in_dims'] if m.direction == 'store' else v.src_bases['in_dims']}:")
         out += ["    " + line for line in summary(v).splitlines()]
+    return out + path_lines(p, memory_lines, lambda q: q.memory.vector_bytes)
+
+
+def path_lines(p: ConversionPlan, lines_of: Callable[[ConversionPlan], list[str]],
+               vector_of: Callable[[ConversionPlan], int]) -> list[str]:
+    """Run-time alignment: each narrower path (``p.paths``) stated like the plan itself."""
+    out = []
+    for q in p.paths:
+        v = vector_of(q)
+        last = q is p.paths[-1]
+        out.append(f"  else path a{v} ({'the promise' if last else f'pointer and strides multiples of {v} B'}):")
+        out += ["    " + line for line in lines_of(q)]
     return out
 
 
@@ -146,7 +160,7 @@ def copy_lines(p: ConversionPlan) -> list[str]:
             f"  global: {ld.instructions} copies/warp, {ld.sectors} sectors/instr ({ld.min_sectors} at best) at strides "
             f"{list(c.load.strides)}",
             f"  shared: {st.wavefronts} wavefronts/instr, {st.bank_conflicts} bank conflicts/instr, "
-            f"{st.total_wavefronts} wavefronts/warp"]
+            f"{st.total_wavefronts} wavefronts/warp"] + path_lines(p, copy_lines, lambda q: q.copy.load.vector_bytes)
 
 
 def gather_summary(p: GatherPlan) -> str:
@@ -178,6 +192,8 @@ def mma_summary(p: MmaPlan) -> str:
              f"{p.target} {p.arch}, {p.num_warps} warps x {p.warp_size} lanes)",
              f"  {len(p.steps)} instructions per thread ({len({s.acc for s in p.steps})} accumulator tiles x "
              f"{K // p.instr_shape[2]} k-steps), {p.acc_regs} accumulator registers"]
+    if p.swap_ab:
+        lines.append("  transposed accumulator: each instruction computes D^T = B^T A^T (B's registers first)")
     for name, op in (("A", p.a), ("B", p.b)):
         if op.space == "registers":
             lines.append(f"  {name}: registers, {op.regs} words per thread")

@@ -22,9 +22,15 @@
 //   phase completed (its own try_wait, an acquire chain, or a thread that knew
 //   it before the last __syncthreads).  The writes themselves must be ordered
 //   after earlier accesses of the bytes as seen from the issuing thread.
-// * Copies land when issued and wgmma/mma compute when the (warp|warpgroup)
-//   issues them: commit/wait groups are bookkeeping, so reusing a buffer before
-//   wgmma_wait_group/bulk_wait_group_read passes here (a GPU run catches it).
+// * A TMA store reads shared memory between its issue and the issuing thread's
+//   cp.async.bulk.wait_group.read that covers its committed group (PTX ISA
+//   "cp.async.bulk.wait_group"): its box is checked as a read at the issue, its
+//   bytes may not be written until that wait (an error otherwise), and the global
+//   tensor is written at the wait -- a store never waited for is reported at exit.
+// * TMA loads land when issued (visible only through their mbarrier phase, see
+//   above) and wgmma/mma compute when the (warp|warpgroup) issues them: wgmma's
+//   commit/wait groups are bookkeeping, so reusing a buffer before
+//   wgmma_wait_group passes here (a GPU run catches it).
 //   Proxy fences are no-ops.  wgmma reads shared memory as the warpgroup: a write
 //   is visible when it happens before any member's issue; the reads are recorded
 //   as the first member's (thread 128 g), so release the operand buffers through
@@ -98,11 +104,20 @@ struct MmaOperands {  // one thread's operands of the wgmma / mma.sync it waits 
     uint32_t* d = nullptr;
 };
 
+struct BulkStore {  // a TMA store not yet covered by a cp.async.bulk.wait_group.read
+    const void* map;
+    unsigned smem;
+    int coords[5];
+};
+
 struct HopperState {
     std::map<unsigned, MBarrier> bars;
     std::vector<AsyncWrite> writes;
     std::vector<Knowledge> know;   // per thread
     std::vector<MmaOperands> ops;  // per thread
+    std::vector<std::vector<BulkStore>> bulk_open;                 // per thread: since the last commit
+    std::vector<std::vector<std::vector<BulkStore>>> bulk_groups;  // per thread: committed, oldest first
+    std::map<unsigned, int> tma_reader;                            // shared byte -> a TMA store's issuer
 };
 
 inline HopperState& hopper() {
@@ -111,6 +126,8 @@ inline HopperState& hopper() {
         b.hopper = std::make_shared<HopperState>();
         b.hopper->know.resize(b.fibers.size());
         b.hopper->ops.resize(b.fibers.size());
+        b.hopper->bulk_open.resize(b.fibers.size());
+        b.hopper->bulk_groups.resize(b.fibers.size());
     }
     return *b.hopper;
 }
@@ -258,13 +275,40 @@ inline void fence_proxy_async() {}  // fence.proxy.async: proxies are not modell
 // (coordinates c + j elementStrides[i]); the innermost holds boxDim[0] consecutive ones
 // (elementStrides[0] has no effect); a swizzled box's rows are `span` bytes apart in shared
 // memory even when boxDim[0] is narrower (the tx count stays the unpadded box bytes).
+// Coordinates the hardware refuses, as measured on an H200 (neither is in cuTensorMapEncodeTiled's
+// documentation, which the encode checks): the innermost coordinate must address a multiple of 16
+// bytes (else the copy raises an illegal instruction), and a store must not start at a negative
+// coordinate (it faults; stores clip only past the tensor's end, loads zero-fill on both sides).
+inline bool tma_coords_ok(const TensorMapDesc& m, const int* coords, bool store, const char* what, int t) {
+    std::string at = "(";
+    for (int i = 0; i < m.rank; ++i) at += (i ? ", " : "") + std::to_string(coords[i]);
+    at += ")";
+    int64_t inner = int64_t(coords[0]) * m.elem_bytes;
+    if (inner % 16) {
+        error(where(t) + ": " + what + " at coordinates " + at + " (innermost first): the innermost coordinate " +
+              std::to_string(coords[0]) + " x " + std::to_string(m.elem_bytes) + " bytes = " + std::to_string(inner) +
+              " is not a multiple of 16 bytes (the hardware raises an illegal instruction)");
+        return false;
+    }
+    for (int i = 0; store && i < m.rank; ++i)
+        if (coords[i] < 0) {
+            error(where(t) + ": " + what + " at coordinates " + at + " (innermost first): coordinate " +
+                  std::to_string(i) + " is " + std::to_string(coords[i]) + " < 0; a TMA store at a negative "
+                  "coordinate faults on the GPU (stores clip only past the tensor's end)");
+            return false;
+        }
+    return true;
+}
+
 template <typename Fn>
-inline unsigned tma_box(const void* map, unsigned smem_addr, const int* coords, const char* what, int t, Fn fn) {
+inline unsigned tma_box(const void* map, unsigned smem_addr, const int* coords, bool store, const char* what, int t,
+                        Fn fn) {
     auto* m = static_cast<const TensorMapDesc*>(map);
     if (!m || m->magic != kTensorMapMagic) {
         error(where(t) + ": " + what + " with a tensor map cuTensorMapEncodeTiled did not encode");
         return 0;
     }
+    if (!tma_coords_ok(*m, coords, store, what, t)) return 0;
     unsigned n[5] = {m->box[0]}, rows = 1, eb = m->elem_bytes, swz = m->swizzle;  // SWIZZLE_32B/64B/128B: 1/2/3
     for (int i = 1; i < m->rank; ++i) rows *= n[i] = (m->box[i] + m->estride[i] - 1) / m->estride[i];
     unsigned pitch = swz ? 16u << swz : n[0] * eb;
@@ -311,7 +355,7 @@ inline void tma_load(const void* map, unsigned smem_addr, unsigned mbar_addr, co
     HopperState& h = hopper();
     int id = int(h.writes.size());
     h.writes.push_back({mbar_addr, bar->phase});  // complete_tx counts towards the current phase
-    unsigned bytes = tma_box(map, smem_addr, coords, "cp.async.bulk.tensor (TMA load)", t,
+    unsigned bytes = tma_box(map, smem_addr, coords, false, "cp.async.bulk.tensor (TMA load)", t,
                              [&](unsigned dst, const unsigned char* src, const TensorMapDesc& m) {
         unsigned char fill[8] = {0};  // out of bounds: zero, or (NAN_REQUEST_ZERO_FMA) 0x7f..ff
         if (m.oob) std::memset(fill, 0xff, m.elem_bytes - 1), fill[m.elem_bytes - 1] = 0x7f;
@@ -322,18 +366,75 @@ inline void tma_load(const void* map, unsigned smem_addr, unsigned mbar_addr, co
     if (bytes) try_complete(mbar_addr, *bar);
 }
 
-// shared -> global: elements outside the tensor are neither written nor read
+// shared -> global: elements past the tensor's end are neither written nor read.  The box is read
+// (race-checked as this thread's read) and its bytes locked now; the tensor is written when the
+// thread's cp.async.bulk.wait_group.read covers the store's group.
 inline void tma_store(const void* map, unsigned smem_addr, const int* coords) {
     int t = self_id();
-    tma_box(map, smem_addr, coords, "cp.async.bulk.tensor (TMA store)", t,
-            [&](unsigned src, unsigned char* dst, const TensorMapDesc& m) {
-        if (dst) shared_read(src, dst, m.elem_bytes, 1, t);
+    HopperState& h = hopper();
+    unsigned bytes = tma_box(map, smem_addr, coords, true, "cp.async.bulk.tensor (TMA store)", t,
+                             [&](unsigned src, unsigned char* dst, const TensorMapDesc& m) {
+        if (!dst) return true;
+        unsigned char tmp[8];
+        shared_read(src, tmp, m.elem_bytes, 1, t);
+        for (unsigned i = 0; i < m.elem_bytes; ++i) {
+            ++g_block->shadow[src + i].tma_reads;
+            h.tma_reader[src + i] = t;
+        }
         return g_block->errors.empty();
     });
+    if (!bytes) return;
+    BulkStore st{map, smem_addr, {0}};
+    std::memcpy(st.coords, coords, sizeof(int) * static_cast<const TensorMapDesc*>(map)->rank);
+    h.bulk_open[t].push_back(st);
 }
 
-inline void bulk_commit_group() {}         // cp.async.bulk.commit_group: stores landed already
-inline void bulk_wait_group_read(int) {}   // cp.async.bulk.wait_group.read N
+// cp.async.bulk.commit_group: the thread's stores since the last commit form a group
+inline void bulk_commit_group() {
+    HopperState& h = hopper();
+    int t = self_id();
+    h.bulk_groups[t].push_back(std::move(h.bulk_open[t]));
+    h.bulk_open[t].clear();
+}
+
+// cp.async.bulk.wait_group.read n: the thread's committed groups but the newest n have read shared
+// memory: their boxes are copied to the tensor now and their bytes unlocked
+inline void bulk_wait_group_read(int n) {
+    HopperState& h = hopper();
+    int t = self_id();
+    auto& groups = h.bulk_groups[t];
+    while (groups.size() > size_t(n < 0 ? 0 : n)) {
+        for (const BulkStore& st : groups.front())
+            tma_box(st.map, st.smem, st.coords, true, "cp.async.bulk.tensor (TMA store)", t,
+                    [&](unsigned src, unsigned char* dst, const TensorMapDesc& m) {
+                if (!dst) return true;
+                std::memcpy(dst, g_block->shared + src, m.elem_bytes);
+                for (unsigned i = 0; i < m.elem_bytes; ++i) --g_block->shadow[src + i].tma_reads;
+                return true;
+            });
+        groups.erase(groups.begin());
+    }
+}
+
+// the hooks simt_host.h declares: who still reads a byte, and what a thread may not exit with
+inline std::string tma_reader(unsigned addr) {
+    if (HopperState* h = g_block->hopper.get()) {
+        auto it = h->tma_reader.find(addr);
+        if (it != h->tma_reader.end()) return "the TMA store issued by " + where(it->second);
+    }
+    return "a TMA store";
+}
+
+inline void async_exit_check() {
+    HopperState* h = g_block->hopper.get();
+    if (!h) return;
+    for (size_t t = 0; t < h->bulk_open.size(); ++t)
+        if (!h->bulk_open[t].empty() || !h->bulk_groups[t].empty()) {
+            error(where(int(t)) + " exits with TMA stores that no cp.async.bulk.wait_group.read covered "
+                  "(committed and waited for): the tensor is not written");
+            return;
+        }
+}
 
 // ------------------------------------------------------------ element types
 // exact decoders (every value of these formats is a float): a binary format of `e` exponent
@@ -643,8 +744,11 @@ inline bool wgmma_op(int w0) {
     return true;
 }
 
+inline bool mfma_op(int w0, int lanes);  // hip/mfma.h (included after this file)
+
 inline bool hopper_warp_op(int w0, int lanes, WarpOp op) {
     if (op == WarpOp::kWgmma) return wgmma_op(w0);
+    if (op == WarpOp::kMfma) return mfma_op(w0, lanes);
     mma_sync_op(w0, lanes);
     return true;
 }

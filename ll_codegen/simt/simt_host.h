@@ -24,15 +24,22 @@
 //   interval, a write of a byte another thread read or wrote in it, a read of a
 //   byte never written, a misaligned or out-of-bounds access -- each is an
 //   error, as racecheck/initcheck/memcheck would report.
+// * `cp.async` copies land when a `cp.async.wait_group` of the issuing thread covers their
+//   committed group, as on the GPU: until then their shared bytes keep their old contents, and a
+//   read (or another write) of them is reported; a copy never waited for is reported at exit.
 // * Constructs it does not model do not compile: inline `asm`, `__shared__`
-//   variables other than the `extern` dynamic buffer, unknown intrinsics.
+//   variables other than the `extern` dynamic buffer, unknown intrinsics -- and in HIP code
+//   (`<hip/hip_runtime.h>`) CUDA's warp-level intrinsics (`__syncwarp`, `__shfl_*_sync`), which
+//   hipcc does not have either.
 // * Hopper's asynchronous operations (mbarrier, TMA through `<cuda.h>`'s tensor
-//   maps, wgmma, mma.sync) are modelled in hopper.h, included at the end.
+//   maps, wgmma, mma.sync) are modelled in hopper.h, included at the end, and
+//   AMD's MFMA (v_mfma_*) in hip/mfma.h after it.
 #pragma once
 #define LLGEN_HOST_SIMT 1
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -61,7 +68,7 @@ struct Dim3 {
 // kAsyncWait: blocked in mbarrier_try_wait_parity until the barrier completes a phase (hopper.h)
 enum class State { kRunnable, kBlockBarrier, kWarpOp, kDone, kAsyncWait };
 enum class WarpOp {
-    kNone, kSyncWarp, kShflIdx, kShflXor, kAmdShfl, kAmdShflXor, kLdMatrix, kStMatrix, kWgmma, kMmaSync
+    kNone, kSyncWarp, kShflIdx, kShflXor, kAmdShfl, kAmdShflXor, kLdMatrix, kStMatrix, kWgmma, kMmaSync, kMfma
 };
 
 struct Fiber {
@@ -77,6 +84,13 @@ struct Fiber {
     bool trans = false;
     uint32_t words[4] = {0, 0, 0, 0};
     uint64_t clk = 1;  // this thread's clock: stamps its shared accesses, advanced by mbarrier arrivals (hopper.h)
+    // cp.async: copies issued since the last commit, and committed groups not yet waited for (oldest first)
+    struct AsyncCopy {
+        unsigned addr, bytes;
+        unsigned char data[16];
+    };
+    std::vector<AsyncCopy> cp_pending;
+    std::vector<std::vector<AsyncCopy>> cp_groups;
 };
 
 struct Shadow {  // one shared-memory byte
@@ -84,6 +98,8 @@ struct Shadow {  // one shared-memory byte
     uint64_t write_epoch = 0, read_epoch = 0, write_wepoch = 0, read_wepoch = 0;
     uint64_t write_clk = 0, read_clk = 0;  // the accessing thread's clock (hopper.h: ordering through mbarriers)
     int async = -1;                        // >= 0: the last write was this asynchronous (TMA) copy's (hopper.h)
+    int inflight = 0, copier = -1;         // cp.async copies into this byte not landed yet, and the last issuer
+    int tma_reads = 0;                     // TMA stores that still read this byte (hopper.h)
 };
 
 struct HopperState;  // hopper.h: mbarriers, asynchronous copies, warpgroup operands
@@ -92,7 +108,7 @@ struct Block {
     std::vector<Fiber> fibers;
     int current = -1;
     ucontext_t sched;
-    Dim3 dim, bid;
+    Dim3 dim, bid, grid;
     int warp_size = 32;
     unsigned char* shared = nullptr;
     size_t shared_bytes = 0;
@@ -110,12 +126,15 @@ inline Fiber& self() { return g_block->fibers[g_block->current]; }
 inline int self_id() { return g_block->current; }
 
 inline void error(const std::string& what) {
-    if (g_block->errors.size() < 8) g_block->errors.push_back(what);
+    auto& e = g_block->errors;
+    if (e.size() < 8 && std::find(e.begin(), e.end(), what) == e.end()) e.push_back(what);
 }
 
 inline std::string where(int t) {
+    const Dim3 &b = g_block->bid, &g = g_block->grid;  // the block, when a grid of several runs
     return "thread " + std::to_string(t) + " (warp " + std::to_string(t / g_block->warp_size) + ", lane " +
-           std::to_string(t % g_block->warp_size) + ")";
+           std::to_string(t % g_block->warp_size) + (g.x * g.y * g.z > 1 ? ", block (" + std::to_string(b.x) + ", " +
+           std::to_string(b.y) + ", " + std::to_string(b.z) + ")" : std::string()) + ")";
 }
 
 inline void yield_to_scheduler() { swapcontext(&self().ctx, &g_block->sched); }
@@ -135,6 +154,8 @@ inline bool synced(int t, uint64_t clk, int now);
 inline bool async_visible(int id, int now);
 inline void block_synced();
 inline void warp_synced(int w0, int lanes);
+inline void async_exit_check();
+inline std::string tma_reader(unsigned addr);
 inline bool hopper_warp_op(int w0, int lanes, WarpOp op);
 inline std::string deadlock_detail();
 
@@ -166,11 +187,19 @@ inline void shared_write(unsigned addr, const void* src, unsigned bytes, unsigne
     Block& b = *g_block;
     if (!check_range("store", addr, bytes, align, t)) return;
     uint64_t we = b.warp_epoch[t / b.warp_size];
+    const size_t before = b.errors.size();
     for (unsigned i = 0; i < bytes; ++i) {
         Shadow& s = b.shadow[addr + i];
         unsigned char v = static_cast<const unsigned char*>(src)[i];
+        if (b.errors.size() > before) {  // one report per access and conflict, not one per byte
+        } else if (s.inflight)
+            error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that a cp.async of " +
+                  where(s.copier) + " still copies into (no cp.async.wait_group covers it)");
+        else if (s.tma_reads)
+            error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
+                  tma_reader(addr + i) + " still reads (no cp.async.bulk.wait_group.read covers it)");
         // threads holding broadcast copies store the same value: benign, as for racecheck
-        if (!write_before(s, t) && b.shared[addr + i] != v)
+        else if (!write_before(s, t) && b.shared[addr + i] != v)
             error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
                   where(s.writer) + " wrote (another value) in the same barrier interval");
         else if (!read_before(s, t))
@@ -192,9 +221,14 @@ inline void shared_read(unsigned addr, void* dst, unsigned bytes, unsigned align
         return;
     }
     uint64_t we = b.warp_epoch[t / b.warp_size];
+    const size_t before = b.errors.size();
     for (unsigned i = 0; i < bytes; ++i) {
         Shadow& s = b.shadow[addr + i];
-        if (s.writer < 0)
+        if (b.errors.size() > before) {  // one report per access and conflict, not one per byte
+        } else if (s.inflight)
+            error(where(t) + " reads shared byte " + std::to_string(addr + i) + " before the cp.async of " +
+                  where(s.copier) + " landed there (no cp.async.wait_group covers it): stale data");
+        else if (s.writer < 0)
             error(where(t) + " reads shared byte " + std::to_string(addr + i) +
                   " before any thread wrote it (uninitialised, or a missing barrier)");
         else if (!write_before(s, t))
@@ -225,12 +259,35 @@ inline void ld_shared(unsigned addr, unsigned bytes, uint32_t* const* words) {
     }
 }
 
+// Global memory the program allocated through llgen_host::device_malloc (llgen_host.h): [begin, end)
+// ranges.  When any is registered, every global access of generated code must fall inside one.
+inline std::vector<std::pair<uintptr_t, uintptr_t>>& global_buffers() {
+    static std::vector<std::pair<uintptr_t, uintptr_t>> buffers;
+    return buffers;
+}
+
+inline std::string hex_address(const void* p) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)));
+    return buf;
+}
+
 // ld/st.global of 1, 2, 4, 8 or 16 bytes through a generic pointer (global
-// memory is host memory here; the check is the hardware's alignment rule)
+// memory is host memory here; the checks are the hardware's alignment rule and, for
+// registered buffers, memcheck's bounds)
 inline bool global_aligned(const char* what, const void* p, unsigned bytes) {
-    if (reinterpret_cast<uintptr_t>(p) % bytes == 0) return true;
-    error(where(self_id()) + ": " + what + " of " + std::to_string(bytes) + " bytes at a global address that is not " +
-          std::to_string(bytes) + "-byte aligned");
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (a % bytes) {
+        error(where(self_id()) + ": " + what + " of " + std::to_string(bytes) + " bytes at a global address that is "
+              "not " + std::to_string(bytes) + "-byte aligned");
+        return false;
+    }
+    const auto& bufs = global_buffers();
+    if (bufs.empty() || std::any_of(bufs.begin(), bufs.end(), [&](const auto& r) {
+            return a >= r.first && a + bytes <= r.second; }))
+        return true;
+    error(where(self_id()) + ": " + what + " of " + std::to_string(bytes) + " bytes at " + hex_address(p) +
+          " is outside every allocated global buffer (out of bounds)");
     return false;
 }
 
@@ -249,14 +306,43 @@ inline void ld_global(const char* p, unsigned bytes, uint32_t* const* words) {
 }
 
 // cp.async (sm_80): `bytes` copied global -> shared, the first `src_bytes` read and the rest zeroed.
-// The copy lands at issue time: commit/wait are no-ops here, so a kernel that reads the tile
-// without waiting passes on the host (the GPU run catches that; barriers are checked as usual).
+// PTX ISA "cp.async": the copy is asynchronous; cp.async.commit_group closes the thread's group of
+// copies issued since the last one, cp.async.wait_group N returns once at most the N newest groups
+// are in flight.  So the source is read at issue, the shared bytes are written when the wait
+// covers the copy -- as a write of the issuing thread then (other threads read it after a barrier)
+// -- and reading or writing them before is an error (stale bytes on the GPU).
 inline void cp_async(unsigned addr, const void* src, unsigned bytes, unsigned src_bytes) {
-    unsigned char buf[16] = {0};
+    int t = self_id();
+    Fiber::AsyncCopy c{addr, bytes, {0}};
     if (src_bytes > bytes) src_bytes = bytes;
     if (src_bytes && !global_aligned("cp.async source", src, bytes)) return;
-    std::memcpy(buf, src, src_bytes);
-    shared_write(addr, buf, bytes, bytes, self_id());
+    if (!check_range("cp.async", addr, bytes, bytes, t)) return;
+    std::memcpy(c.data, src, src_bytes);
+    for (unsigned i = 0; i < bytes; ++i) {
+        Shadow& s = g_block->shadow[addr + i];
+        ++s.inflight;
+        s.copier = t;
+    }
+    self().cp_pending.push_back(c);
+}
+
+// cp.async.commit_group
+inline void cp_async_commit() {
+    Fiber& f = self();
+    f.cp_groups.push_back(std::move(f.cp_pending));
+    f.cp_pending.clear();
+}
+
+// cp.async.wait_group n: the thread's committed groups but the newest n land, oldest first
+inline void cp_async_wait(int n) {
+    Fiber& f = self();
+    while (f.cp_groups.size() > size_t(n < 0 ? 0 : n)) {
+        for (auto& c : f.cp_groups.front()) {
+            for (unsigned i = 0; i < c.bytes; ++i) --g_block->shadow[c.addr + i].inflight;
+            shared_write(c.addr, c.data, c.bytes, c.bytes, self_id());
+        }
+        f.cp_groups.erase(f.cp_groups.begin());
+    }
 }
 
 // LDS accesses of the HIP headers (generic pointers into the block's buffer)
@@ -429,7 +515,7 @@ inline bool resolve_warps() {
             warp_synced(w0, lanes);
         } else if (op == WarpOp::kLdMatrix || op == WarpOp::kStMatrix) {
             matrix_op(w0, lanes);
-        } else if (op == WarpOp::kWgmma || op == WarpOp::kMmaSync) {
+        } else if (op == WarpOp::kWgmma || op == WarpOp::kMmaSync || op == WarpOp::kMfma) {
             if (!hopper_warp_op(w0, lanes, op)) continue;  // a wgmma waits for its whole warpgroup
         } else
             shuffle_op(w0, lanes, op);
@@ -441,11 +527,13 @@ inline bool resolve_warps() {
 
 // Runs `kernel` in `threads` threads of one block (warps of `warp_size`) on
 // `shared_bytes` bytes of shared memory at `shared`; returns the errors seen.  `block` is the
-// block's blockIdx (a grid runs as one launch per block, in any order: blocks do not talk).
+// block's blockIdx and `grid` gridDim (a grid runs as one launch per block, in any order: blocks do
+// not talk; llgen_host.h's launch_grid does that).
 inline std::vector<std::string> launch(int threads, int warp_size, unsigned char* shared, size_t shared_bytes,
-                                       std::function<void()> kernel, Dim3 block = Dim3()) {
+                                       std::function<void()> kernel, Dim3 block = Dim3(), Dim3 grid = Dim3()) {
     Block b;
     b.bid = block;
+    b.grid.x = std::max(grid.x, 1u), b.grid.y = std::max(grid.y, 1u), b.grid.z = std::max(grid.z, 1u);
     b.dim.x = unsigned(threads);
     b.dim.y = b.dim.z = 1;
     b.warp_size = warp_size;
@@ -497,6 +585,15 @@ inline std::vector<std::string> launch(int threads, int warp_size, unsigned char
         error("deadlock: threads wait in different barriers or warp-wide operations" + deadlock_detail());
         break;
     }
+    if (b.errors.empty()) {
+        for (auto& f : b.fibers)
+            if (!f.cp_pending.empty() || !f.cp_groups.empty()) {
+                error("thread " + std::to_string(&f - b.fibers.data()) + " exits with cp.async copies that no "
+                      "cp.async.wait_group waited for (their bytes never land)");
+                break;
+            }
+        async_exit_check();
+    }
     g_block = nullptr;
     return b.errors;
 }
@@ -506,6 +603,7 @@ inline std::vector<std::string> launch(int threads, int warp_size, unsigned char
 // ------------------------------------------------------------ the CUDA/HIP surface
 #define threadIdx (::llgen_host::self().tid)
 #define blockIdx (::llgen_host::g_block->bid)
+#define gridDim (::llgen_host::g_block->grid)
 #define blockDim (::llgen_host::g_block->dim)
 #define warpSize (::llgen_host::g_block->warp_size)
 
@@ -514,12 +612,17 @@ inline void __syncthreads() {
     ::llgen_host::yield_to_scheduler();
 }
 
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-    auto& f = ::llgen_host::self();
-    f.op = ::llgen_host::WarpOp::kSyncWarp;
+namespace llgen_host {
+// a warp-scope barrier (bar.warp.sync, or the HIP headers' wavefront barrier)
+inline void sync_warp(unsigned mask = 0xffffffffu) {
+    auto& f = self();
+    f.op = WarpOp::kSyncWarp;
     f.mask = mask;
-    ::llgen_host::warp_op(f);
+    warp_op(f);
 }
+}  // namespace llgen_host
+
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::llgen_host::sync_warp(mask); }
 
 template <typename T>
 inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = 32) {
@@ -566,3 +669,5 @@ struct uint4 {
 
 // Hopper (sm_90a) asynchronous operations: mbarrier, TMA, wgmma, mma.sync
 #include "hopper.h"
+// AMD CDNA matrix instructions (v_mfma_*), on hopper.h's operand records and products
+#include "hip/mfma.h"

@@ -126,8 +126,13 @@ def emulate_memory(plan: ConversionPlan, tensor: np.ndarray, extent=None, fill: 
 def check_memory_plan(plan: ConversionPlan, rng: np.random.Generator | int | None = 0, extent=None,
                       strides=None) -> None:
     """Random raw bits through ``emulate_memory`` and ``memory_reference``; AssertionError on any difference.
-    A ``via`` plan is its conversion (``check_plan``) and its access over the layout converted to/from."""
+    A ``via`` plan is its conversion (``check_plan``) and its access over the layout converted to/from;
+    a plan with run-time alignment paths, each path."""
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    for path in plan.paths:       # run-time alignment: every path is a whole plan of its own
+        check_memory_plan(path, rng, extent, strides)
+    if plan.paths:
+        plan = replace(plan, paths=())
     if plan.via is not None:
         v = plan.via
         check_plan(v, layout_of(v.src_bases), layout_of(v.dst_bases), rng)
@@ -162,10 +167,14 @@ def check_copy_plan(plan: ConversionPlan, rng: np.random.Generator | int | None 
     """A copy is its load (global tile -> registers of the thread mapping,
     zeros beyond ``extent``) followed by its store (registers -> shared tile),
     access k of both moving the same registers with one vector width: each
-    half is executed against numpy, then the pairing is checked."""
+    half is executed against numpy, then the pairing is checked; with
+    run-time alignment paths, each path."""
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    for path in plan.paths:
+        check_copy_plan(path, rng, extent, strides)
+    plan = replace(plan, paths=())
     c = plan.copy
     load, store = copy_halves(plan)
-    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     dt = NP_RAW[plan.elem_bytes]
     tensor = rng.integers(0, np.iinfo(dt).max, size=tuple(plan.shape), dtype=dt, endpoint=True)
     got = emulate_memory(load, tensor, extent, 0, strides)

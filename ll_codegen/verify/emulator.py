@@ -17,7 +17,8 @@ store/load ``emulate_memory.emulate_memory``    ``reference.memory_reference``
 copy       both halves (``copy_halves``)        ``reference.memory_reference``
 gather     ``emulate_gather.emulate_gather``    ``reference.gather_reference``
 tma        ``emulate_tma`` (box by box)         ``emulate_tma.tile_reference`` (the layout's offsets)
-mma        ``emulate_mma.emulate`` (PTX model)  ``reference.mma_tensors``
+mma        ``emulate_mma.emulate`` (PTX model;  ``reference.mma_tensors``
+           MFMA: ``mfma_model``)
 ========== ==================================== =====================================
 
 Every check draws random raw bits (full range: NaN payloads, signed zeros

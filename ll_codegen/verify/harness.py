@@ -42,7 +42,7 @@ import numpy as np
 from ll_codegen.core.dtypes import C_RAW, INDEX_DTYPES, NP_RAW
 from ll_codegen.core.layout import layout_of
 from ll_codegen.plan.model import (ConversionPlan, harness_cut, harness_extent, harness_fill, harness_strides,
-                                   harness_variants)
+                                   harness_variants, variant_masked)
 from ll_codegen.plan.tma import harness_origin
 from ll_codegen.verify.reference import (acc_bits, encode_small, gather_expected, mma_tensors, reference_registers,
                                          row_major_index)
@@ -108,7 +108,7 @@ def random_data(plan: ConversionPlan, rng: np.random.Generator,
         want = np.zeros((plan.threads, 0), dtype=raw)
     else:
         want = reference_registers(layout_of(plan.dst_bases), flat, plan.threads)
-    if variant != "_masked":
+    if not variant_masked(variant):
         return flat, flat, want
     coords = np.indices(plan.shape).reshape(len(plan.shape), -1)
     inside = np.all(coords < np.array(harness_cut(plan.shape))[:, None], axis=0)
@@ -183,7 +183,10 @@ def _mma_data(plan, rng: np.random.Generator, variant: str) -> RunData:
     a, b, c, want = mma_tensors(plan, rng)
     acc = layout_of(plan.acc_layout)
     want_bits = acc_bits(want, plan.acc_dtype)
-    regs = np.ascontiguousarray(want_bits.reshape(-1)[row_major_index(acc)].reshape(plan.threads, -1))
+    regs = want_bits.reshape(-1)[row_major_index(acc)].reshape(plan.threads, -1)
+    if plan.acc_per_reg == 2:                      # f16: register r packs elements 2r (low), 2r + 1 (high)
+        regs = regs[:, 0::2] | regs[:, 1::2] << np.uint32(16)
+    regs = np.ascontiguousarray(regs)
     return RunData([encode_small(a, plan.dtype).reshape(-1), encode_small(b, plan.dtype).reshape(-1),
                     acc_bits(c, plan.acc_dtype).reshape(-1), ~regs], {2: want_bits.reshape(-1), 3: regs})
 

@@ -211,7 +211,19 @@ def verify_host(items: Sequence[tuple[str, object]], runs: int = 1, seed: int = 
     try:
         if sources is None:
             write_sources(directory, items)
-        batches = [list(items[i:i + batch_size]) for i in range(0, len(items), batch_size)]
+        # one target per driver: a HIP harness's <hip/hip_runtime.h> takes CUDA's warp intrinsics away
+        # (simt/hip/hip_runtime.h) from every header included after it
+        order = sorted(range(len(items)), key=lambda i: items[i][1].target)
+        batches, cur = [], []
+        for i in order:
+            if cur and (len(cur) == batch_size or items[cur[-1]][1].target != items[i][1].target):
+                batches.append(cur)
+                cur = []
+            cur.append(i)
+        if cur:
+            batches.append(cur)
+        index = [i for b in batches for i in b]
+        batches = [[items[i] for i in b] for b in batches]
 
         def go(k: int) -> list[RunResult]:
             exe, log = build(directory, batches[k], f"driver{k}", sources, defines=defines)
@@ -224,7 +236,11 @@ def verify_host(items: Sequence[tuple[str, object]], runs: int = 1, seed: int = 
             return res
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            return [r for rs in pool.map(go, range(len(batches))) for r in rs]
+            flat = [r for rs in pool.map(go, range(len(batches))) for r in rs]
+        results: list[RunResult] = [None] * len(items)         # back in the order of ``items``
+        for i, r in zip(index, flat):
+            results[i] = r
+        return results
     finally:
         if keep is None:
             shutil.rmtree(directory, ignore_errors=True)

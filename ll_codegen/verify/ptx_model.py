@@ -180,6 +180,24 @@ def wgmma_d_fragment(n: int, acc_bits: int = 32) -> np.ndarray:
     return np.stack(np.broadcast_arrays(row, col), axis=-1)
 
 
+def accumulator_registers(fragment: np.ndarray, acc_bits: int) -> np.ndarray:
+    """(threads, registers, elements per register, 2): (row, col) held by each part of each
+    32-bit accumulator register, from an element table (threads, elements, 2) as
+    ``wgmma_d_fragment`` or ``mma_sync_fragments(...)["c"]`` give it.
+
+    .f32/.s32: register i holds d_i.  .f16 (PTX "Register Fragments" for wgmma D and "Matrix
+    Fragments for mma.m16n8k16" C/D): the registers are .f16x2, register j holding d(2j) in its
+    low 16 bits and d(2j+1) in its high 16 bits (wgmma: N/4 registers; mma.m16n8k16: 2).
+    """
+    if acc_bits not in (16, 32):
+        raise ValueError(f"acc_bits={acc_bits} is not 16 or 32")
+    per = 32 // acc_bits
+    t, n = fragment.shape[:2]
+    if n % per:
+        raise ValueError(f"{n} elements do not pack {per} to a register")
+    return fragment.reshape(t, n // per, per, 2)
+
+
 def _warp_a_fragment(k: int, elem_bits: int, lane: np.ndarray) -> np.ndarray:
     """(lanes, elements, 2) -> (row, k) of a 16 x K A tile (mma.m16n8k* A figures)."""
     g, q = lane[:, None] // 4, lane[:, None] % 4

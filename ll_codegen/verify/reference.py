@@ -195,10 +195,20 @@ def encode_small(values: np.ndarray, dtype: str) -> np.ndarray:
     raise ValueError(f"no MMA operand type {dtype!r}")
 
 
+#: the integers an f16 accumulator holds exactly: |x| <= 2^11 (11 significand bits)
+F16_EXACT = 2048
+
+
 def mma_tensors(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(A, B, C, C + A @ B) as integer arrays for ``plan`` (M x K, K x N, M x N, M x N)."""
+    """(A, B, C, C + A @ B) as integer arrays for ``plan`` (M x K, K x N, M x N, M x N).
+
+    With an f16 accumulator every partial sum, in any order, is at most 64 + K h^2 in magnitude
+    (|C| <= 64, |A|, |B| <= h), so h is cut to keep that within ``F16_EXACT``."""
     M, N, K = plan.shape
     lo, hi = MMA_RANGES[plan.dtype]
+    if plan.acc_dtype == "f16":
+        h = int(np.sqrt((F16_EXACT - 64) // K))
+        lo, hi = max(lo, -h), min(hi, h)
     a = rng.integers(lo, hi, size=(M, K), endpoint=True)
     b = rng.integers(lo, hi, size=(K, N), endpoint=True)
     c = rng.integers(-64, 64, size=(M, N), endpoint=True)
@@ -206,7 +216,9 @@ def mma_tensors(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray,
 
 
 def acc_bits(values: np.ndarray, acc_dtype: str) -> np.ndarray:
-    """Raw 32-bit words of exact accumulator values (f32 or i32)."""
+    """Raw bits of exact accumulator values as 32-bit words (f32, i32; f16 in the low half)."""
     if acc_dtype == "f32":
         return np.asarray(values).astype(np.float32).view(np.uint32)
+    if acc_dtype == "f16":
+        return np.asarray(values).astype(np.float16).view(np.uint16).astype(np.uint32)
     return np.asarray(values).astype(np.int32).view(np.uint32)
