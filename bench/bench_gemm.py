@@ -67,6 +67,12 @@ def triton_matmul():
     return run
 
 
+def torch_stream() -> int:
+    """torch's current CUDA stream (the one cuBLAS and Triton launch on)."""
+    import torch
+    return torch.cuda.current_stream().cuda_stream
+
+
 def timed(launches: dict, reps: int = 15, batch: int = 10, warm: int = 3) -> dict:
     """Milliseconds per launch of each of ``launches`` (name -> function): the median over ``reps``
     samples of ``batch`` back-to-back launches between two CUDA events (so the host's launch cost,
@@ -108,15 +114,16 @@ def ncu_profile(cubin: str, lib: str, out: str) -> dict:
     script = os.path.join(out, "ncu_gemm_launch.py")
     with open(script, "w") as f:
         f.write(f"""import sys, numpy as np, cupy, torch
-sys.path.insert(0, {os.path.join(ROOT, 'gpu_tests')!r}); sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
-import test_gemm, bench_gemm
+sys.path.insert(0, {os.path.join(ROOT, 'gpu_tests')!r})
+import test_gemm, test_gemm_wgmma
 M = N = K = 2048
 a = torch.ones((M, K), dtype=torch.float16, device="cuda"); b = torch.ones((K, N), dtype=torch.float16, device="cuda")
 c = torch.zeros((M, N), device="cuda"); c16 = torch.zeros((M, N), dtype=torch.float16, device="cuda")
 fn = cupy.RawModule(path={cubin!r}).get_function("gemm_mma")
 test_gemm.launch(fn, cupy.asarray(a), cupy.asarray(b), cupy.asarray(c), M, N, K)
-wg = bench_gemm.Wgmma({lib!r})
-wg.prepared(False, False, a, b, c, M, N, K)(); wg.prepared(False, True, a, b, c16, M, N, K)()
+wg = test_gemm_wgmma.Library({lib!r})
+p = lambda x: x.data_ptr()
+wg.prepared(False, False, p(a), p(b), p(c), M, N, K)(); wg.prepared(False, True, p(a), p(b), p(c16), M, N, K)()
 torch.cuda.synchronize()
 """)
     log = os.path.join(out, "ncu_gemm.csv")
@@ -157,7 +164,7 @@ def main(argv=None) -> int:
     cubin = test_gemm.build(d)
     sync_fn = cupy.RawModule(path=cubin).get_function("gemm_mma")
     lib = tw.build(d)
-    wg = Wgmma(lib)
+    wg = tw.Library(lib)
     tri = triton_matmul()
     dev = torch.cuda.get_device_name()
     rows, bad = [], []
@@ -172,7 +179,7 @@ def main(argv=None) -> int:
             C32 = torch.full((M, N), float("nan"), device="cuda")
             go, exact = {}, {}
             for key, C in (("wgmma", C16), ("wgmma f32", C32)):
-                go[key] = wg.prepared(bf, C is C16, A, B, C, M, N, K)
+                go[key] = wg.prepared(bf, C is C16, A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, torch_stream)
                 go[key]()
                 torch.cuda.synchronize()
                 exact[key] = bool(torch.equal(C, want.to(C.dtype)))
@@ -211,35 +218,6 @@ def main(argv=None) -> int:
     return 1 if wrong else 0
 
 
-class Wgmma:
-    """The wgmma example's host entry points (``llgen_gemm_wgmma_prepare`` / ``_launch``)."""
-
-    def __init__(self, path: str):
-        import ctypes
-        import test_gemm_wgmma as tw
-        self.ct = ctypes
-        self.lib = ctypes.CDLL(path)
-        self.lib.llgen_gemm_wgmma_prepare.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int] + \
-            [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3
-        self.lib.llgen_gemm_wgmma_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        self.size = self.lib.llgen_gemm_wgmma_params_size()
-        self.tw = tw
-
-    def prepared(self, bf16: bool, out16: bool, A, B, C, M: int, N: int, K: int):
-        """Tensor maps encoded now; the returned function launches on torch's current stream."""
-        import torch
-        p = self.ct.create_string_buffer(self.size)
-        r = self.lib.llgen_gemm_wgmma_prepare(p, int(bf16), int(out16), A.data_ptr(), B.data_ptr(), C.data_ptr(),
-                                              M, N, K)
-        if r:
-            raise RuntimeError(f"llgen_gemm_wgmma_prepare returned {r}")
-
-        def go():
-            if self.lib.llgen_gemm_wgmma_launch(p, torch.cuda.current_stream().cuda_stream):
-                raise RuntimeError("llgen_gemm_wgmma_launch failed")
-        return go
-
-
 LADDER = [("1 in flight, 4 stages, grouped order (the example)", ()),
           ("wgmma wait<0> each k-step (0 in flight)", ("-DLLGEN_GEMM_IN_FLIGHT=0",)),
           ("2 stages", ("-DLLGEN_GEMM_STAGES=2",)),
@@ -257,9 +235,9 @@ def run_ladder(tw, d: str, M: int = 8192, N: int = 8192, K: int = 8192) -> list[
     for i, (what, flags) in enumerate(LADDER):
         sub = os.path.join(d, f"ladder{i}")
         os.makedirs(sub, exist_ok=True)
-        wg = Wgmma(tw.build(sub, flags))
+        wg = tw.Library(tw.build(sub, flags))
         C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
-        go[what] = wg.prepared(False, True, A, B, C, M, N, K)
+        go[what] = wg.prepared(False, True, A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, torch_stream)
         go[what]()
         torch.cuda.synchronize()
         exact[what] = bool(torch.equal(C, want))

@@ -4,7 +4,7 @@ exact against numpy at tile multiples and ragged sizes, f16 and bf16 inputs, f32
 Inputs are small integers (-3 .. 3), so every product and every f32 partial sum is exact: an f32 C
 must equal the float64 reference bit for bit, a 16-bit C that reference rounded to nearest even.
 The example is built with nvcc into a shared library (``build``) and called through its host entry
-``llgen_gemm_wgmma`` (which encodes the TMA tensor maps and launches), on CuPy's arrays.
+points (``Library``: they encode the TMA tensor maps and launch), on CuPy's arrays.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from ll_codegen.verify import gpu
+from ll_codegen.verify.reference import round16_bits
 
 REASON = gpu.available()
 if REASON is not None:
@@ -37,50 +38,59 @@ def build(directory: str, extra: tuple[str, ...] = ()) -> str:
     return out
 
 
-def load(path: str):
-    """The library's ``llgen_gemm_wgmma(ab, out16, A, B, C, M, N, K, stream) -> int``."""
-    fn = ctypes.CDLL(path).llgen_gemm_wgmma
-    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                   ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    return fn
+class Library:
+    """The example's host entry points: ``llgen_gemm_wgmma`` (tensor maps encoded, then the launch)
+    and ``llgen_gemm_wgmma_prepare`` / ``_launch`` (the maps encoded once, launched often).
+    Pointers are device addresses (ints); ``stream`` a function giving the stream to launch on."""
 
+    def __init__(self, path: str):
+        lib = ctypes.CDLL(path)
+        ptrs, dims = [ctypes.c_void_p] * 3, [ctypes.c_int] * 3
+        lib.llgen_gemm_wgmma.argtypes = [ctypes.c_int, ctypes.c_int, *ptrs, *dims, ctypes.c_void_p]
+        lib.llgen_gemm_wgmma_prepare.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, *ptrs, *dims]
+        lib.llgen_gemm_wgmma_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.lib = lib
 
-def launch(fn, bf16: bool, out16: bool, a_ptr: int, b_ptr: int, c_ptr: int, M: int, N: int, K: int,
-           stream: int = 0) -> None:
-    r = fn(int(bf16), int(out16), a_ptr, b_ptr, c_ptr, M, N, K, stream)
-    if r:
-        raise RuntimeError(f"llgen_gemm_wgmma returned {r}")
+    def status(self, bf16: bool, out16: bool, a: int, b: int, c: int, M: int, N: int, K: int) -> int:
+        """C = A B on the default stream; the library's result (0, or a CUresult / cudaError_t)."""
+        return self.lib.llgen_gemm_wgmma(int(bf16), int(out16), a, b, c, M, N, K, 0)
 
+    def run(self, *args) -> None:
+        if r := self.status(*args):
+            raise RuntimeError(f"llgen_gemm_wgmma returned {r}")
 
-def bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float -> bf16 bit patterns, rounded to nearest even (as __float2bfloat16_rn)."""
-    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    def prepared(self, bf16: bool, out16: bool, a: int, b: int, c: int, M: int, N: int, K: int,
+                 stream=lambda: 0):
+        """The tensor maps encoded now; the returned function launches on ``stream()``."""
+        params = ctypes.create_string_buffer(self.lib.llgen_gemm_wgmma_params_size())
+        if r := self.lib.llgen_gemm_wgmma_prepare(params, int(bf16), int(out16), a, b, c, M, N, K):
+            raise RuntimeError(f"llgen_gemm_wgmma_prepare returned {r}")
+
+        def go() -> None:
+            if r := self.lib.llgen_gemm_wgmma_launch(params, stream()):
+                raise RuntimeError(f"llgen_gemm_wgmma_launch returned {r}")
+        return go
 
 
 def operands(M: int, N: int, K: int, bf16: bool, seed: int):
     """Small-integer A (M x K), B (K x N) as the kernel's 16-bit bits, and the exact f32 product."""
     rng = np.random.default_rng(seed)
-    a = rng.integers(-3, 4, size=(M, K)).astype(np.float32)
-    b = rng.integers(-3, 4, size=(K, N)).astype(np.float32)
+    a = rng.integers(-3, 4, size=(M, K))
+    b = rng.integers(-3, 4, size=(K, N))
     want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-    if bf16:
-        return bf16_bits(a), bf16_bits(b), want
-    return a.astype(np.float16).view(np.uint16), b.astype(np.float16).view(np.uint16), want
+    t = "bf16" if bf16 else "f16"
+    return round16_bits(a, t), round16_bits(b, t), want
 
 
 def expected(want: np.ndarray, bf16: bool, out16: bool) -> np.ndarray:
     """C as the kernel writes it: f32, or the f32 sum rounded to the inputs' 16-bit type (bits)."""
-    if not out16:
-        return want
-    return bf16_bits(want) if bf16 else want.astype(np.float16).view(np.uint16)
+    return round16_bits(want, "bf16" if bf16 else "f16") if out16 else want
 
 
 @pytest.fixture(scope="module")
 def gemm():
     with tempfile.TemporaryDirectory() as d:
-        yield load(build(d))
+        yield Library(build(d))
 
 
 SIZES = [(128, 256, 64), (256, 512, 192), (200, 136, 72), (1000, 520, 264), (8, 8, 8), (130, 8, 40),
@@ -95,7 +105,7 @@ def test_gemm_wgmma_exact(gemm, M, N, K, bf16, out16):
     want = expected(want, bf16, out16)
     da, db = cupy.asarray(a), cupy.asarray(b)
     dc = cupy.full((M, N), 0x7FC0 if out16 else np.nan, dtype=np.uint16 if out16 else np.float32)  # NaN poison
-    launch(gemm, bf16, out16, da.data.ptr, db.data.ptr, dc.data.ptr, M, N, K)
+    gemm.run(bf16, out16, da.data.ptr, db.data.ptr, dc.data.ptr, M, N, K)
     got = dc.get()
     bad = np.argwhere(got != want)
     assert not len(bad), (f"{M}x{N}x{K}: {len(bad)} of {got.size} differ; first {tuple(bad[0])}: "
@@ -105,5 +115,5 @@ def test_gemm_wgmma_exact(gemm, M, N, K, bf16, out16):
 def test_gemm_wgmma_refuses_misaligned(gemm):
     """N or K not a multiple of 8 (rows not 16-byte aligned, which TMA needs): an error, no launch."""
     d = cupy.zeros(64 * 64, dtype=np.float32)
-    assert gemm(0, 0, d.data.ptr, d.data.ptr, d.data.ptr, 16, 12, 16, 0) != 0
-    assert gemm(0, 0, d.data.ptr, d.data.ptr, d.data.ptr, 16, 16, 12, 0) != 0
+    assert gemm.status(False, False, d.data.ptr, d.data.ptr, d.data.ptr, 16, 12, 16) != 0
+    assert gemm.status(False, False, d.data.ptr, d.data.ptr, d.data.ptr, 16, 16, 12) != 0

@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 from ll_codegen.verify import host
+from ll_codegen.verify.reference import round16_bits
 from toolchain import arch_flags, need, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -111,11 +113,6 @@ def driver(tmp_path_factory):
     return path, d
 
 
-def bf16_bits(x: np.ndarray) -> np.ndarray:
-    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
 @pytest.mark.parametrize("M,N,K,bf16,out16", [(128, 256, 128, False, False), (128, 256, 64, True, True),
                                               (200, 264, 72, False, True), (136, 8, 40, True, False)])
 def test_gemm_wgmma_on_host_simt(driver, M, N, K, bf16, out16):
@@ -126,7 +123,7 @@ def test_gemm_wgmma_on_host_simt(driver, M, N, K, bf16, out16):
     a = rng.integers(-3, 4, size=(M, K)).astype(np.float32)
     b = rng.integers(-3, 4, size=(K, N)).astype(np.float32)
     want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
-    bits = bf16_bits if bf16 else (lambda x: x.astype(np.float16).view(np.uint16))
+    bits = functools.partial(round16_bits, dtype="bf16" if bf16 else "f16")
     if out16:
         want = bits(want)
     inp, outp = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")

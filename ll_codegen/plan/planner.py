@@ -334,11 +334,11 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
         return _plan_memory(dist, tile, direction, space, dtype, target, arch, a, strides, instr, max_vector_bytes)
     if space != "global":
         return at(alignment)
-    return _with_paths(at, alignment, strides, DTYPE_BYTES.get(dtype, 1), lambda p: p.memory.vector_bytes)
+    return _with_paths(at, alignment, strides, lambda p: p.memory.vector_bytes)
 
 
 def _with_paths(at: Callable[[int], ConversionPlan], alignment: int, strides: tuple[int, ...] | None,
-                elem_bytes: int, vector_of: Callable[[ConversionPlan], int]) -> ConversionPlan:
+                vector_of: Callable[[ConversionPlan], int]) -> ConversionPlan:
     """The plan at the promised ``alignment`` or, where wider alignments give
     wider vectors, the widest plan with the narrower ones (down to the
     promise) as its run-time ``paths``; alignments the given ``strides`` rule
@@ -346,7 +346,7 @@ def _with_paths(at: Callable[[int], ConversionPlan], alignment: int, strides: tu
     promised = at(alignment)
     plans: list[ConversionPlan] = []
     for a in (16, 8, 4, 2):
-        if alignment < a and (strides is None or all(s * elem_bytes % a == 0 for s in strides)):
+        if alignment < a and (strides is None or all(s * promised.elem_bytes % a == 0 for s in strides)):
             p = at(a)
             v = vector_of(p)
             if v > vector_of(promised) and all(v != vector_of(q) for q in plans):
@@ -427,7 +427,7 @@ def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str =
     ``plan_memory`` when ``alignment`` promises less than the widest vector."""
     def at(a: int) -> ConversionPlan:
         return _plan_copy(global_tile, shared_tile, dtype, target, arch, a, num_warps, strides, max_vector_bytes)
-    return _with_paths(at, alignment, strides, DTYPE_BYTES.get(dtype, 1), lambda p: p.copy.load.vector_bytes)
+    return _with_paths(at, alignment, strides, lambda p: p.copy.load.vector_bytes)
 
 
 def _plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str, target, arch: str | None,

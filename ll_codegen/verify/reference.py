@@ -195,6 +195,18 @@ def encode_small(values: np.ndarray, dtype: str) -> np.ndarray:
     raise ValueError(f"no MMA operand type {dtype!r}")
 
 
+def round16_bits(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Raw bits of ``values`` rounded to nearest even in a 16-bit float type (``f16`` or ``bf16``),
+    as ``__float2half_rn``/``__float2bfloat16_rn`` round an f32 (values outside f32's exact range
+    are first rounded to f32)."""
+    if dtype == "f16":
+        return np.asarray(values, dtype=np.float32).astype(np.float16).view(np.uint16)
+    if dtype == "bf16":
+        u = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    raise ValueError(f"no 16-bit float type {dtype!r}")
+
+
 #: the integers an f16 accumulator holds exactly: |x| <= 2^11 (11 significand bits)
 F16_EXACT = 2048
 
