@@ -18,7 +18,7 @@ from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, harness_context,
                                   header_values, new_namespace, word_counts)
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
-                                   linear_expr, row_major_form, select_tree, strip_parens, xor_form_expr)
+                                   linear_expr, row_major_bases, row_major_form, select_tree, strip_parens, xor_form_expr)
 from ll_codegen.plan.model import ConversionPlan, LaneSelect, swap_stages, with_partners, word_view
 
 
@@ -302,6 +302,23 @@ def thread_io(layout: LinearLayout, plan: ConversionPlan, var: str, decls: list[
     return f"const unsigned {var} = {e};", [address_expr(var, c, sup) for c in consts]
 
 
+VECTOR_TYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "uint2", 16: "uint4"}
+
+
+def io_vector(layout: LinearLayout, elem_bytes: int, max_bytes: int = 16) -> int:
+    """Elements per global access of a thread's registers: the largest v = 2^k (v * elem_bytes <=
+    ``max_bytes``) such that registers 0..v-1 hold row-major elements i, i + 1, .., i + v - 1 and
+    every register group starts at a multiple of v -- the first k register bases are 1, 2, .., 2^(k-1)
+    and no other basis has a bit below 2^k (the tile is row-major and 16-byte aligned)."""
+    reg = row_major_bases(layout, "register")
+    others = row_major_bases(layout, "lane") + row_major_bases(layout, "warp")
+    k = 0
+    while (k < len(reg) and reg[k] == 1 << k and (2 << k) * elem_bytes <= max_bytes
+           and all(b & ((2 << k) - 1) == 0 for b in others + reg[k + 1:])):
+        k += 1
+    return 1 << k
+
+
 def bench_smem(plan: ConversionPlan, back_plan: ConversionPlan) -> tuple[int, int]:
     """(bytes of one scratch buffer, dynamic shared memory of the bench launch): two buffers, the
     forward conversion in the first and the reverse one in the second, when either plan
@@ -330,7 +347,12 @@ def bench(plan: ConversionPlan, name: str, command: str = "", src_text: str | No
     buffer, ctx["smem_bytes"] = bench_smem(plan, back_plan)
     ctx["buffer_bytes"] = buffer
     ctx["back_offset"] = f" + {buffer}" if ctx["smem_bytes"] > buffer else ""
-    ctx["src_idx"], ctx["src_at"] = thread_io(layout_of(plan.src_bases), plan, "src_idx", ctx["thread_decls"])
+    src = layout_of(plan.src_bases)
+    ctx["src_idx"], at = thread_io(src, plan, "src_idx", ctx["thread_decls"])
+    # the tile moves in and out with the widest vectors the source layout allows, as Triton's kernel
+    # does: a harness of scalar accesses made our base loop up to 3x slower than Triton's (issue 27)
+    vec = io_vector(src, plan.elem_bytes)
+    ctx.update(io_vec=vec, io_type=VECTOR_TYPES[vec * plan.elem_bytes], io_at=at[::vec])
     # 8/16-bit elements: the loop keeps packed words and calls convert_words;
     # the per-iteration change x ^= k then xors k into every element of a word
     ctx["xor_words"] = bool(word_view(plan) and word_view(back_plan))
