@@ -168,3 +168,30 @@ def test_recorded_h200_headline():
         assert same(json.loads(json.dumps(h, default=str)), doc["headline"])
     results_md = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
     assert headline_line(h) in results_md, f"bench/RESULTS.md does not quote: {headline_line(h)}"
+
+
+def test_smem_bound_is_below_every_smem_plan_and_counts_replicated_destinations():
+    """The bound the bench divides by is a lower bound: no shared-memory plan of the corpus (auto's
+    and every scored candidate's wavefronts, summed over warps) moves fewer wavefronts than it; a
+    destination every warp holds whole (dot operand B, warps along M) is loaded once per warp."""
+    import sys
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_convert import CORPUS
+    from llgen_bench.jobs import as_linear, bounds
+    from ll_codegen.core.dtypes import DTYPE_BYTES
+    from ll_codegen.plan.swizzle import plan_smem
+    from ll_codegen.plan.planner import normalise
+    from ll_codegen.core.target import get_target
+    seen = {}
+    for name, s, d, dt, *_ in CORPUS:
+        src, dst = normalise(as_linear(s)), normalise(as_linear(d))
+        w = DTYPE_BYTES[dt]
+        b = bounds(src, dst, w)
+        seen[name] = b["smem_clk"]
+        warps = src.in_dim_size("warp")
+        for m in plan_smem(src, dst, w, get_target("cuda", "sm_90"), "optimal", 48 * 1024, None):
+            waves = (m.store.total_wavefronts + m.load.total_wavefronts) * warps
+            assert waves >= b["smem_clk"] - 1e-9, (name, waves, b)
+    assert seen["acc_to_dotB_kw2_f16"] == (64 * 64 * 2 * (1 + 4)) / 128      # 4 warps each load all of B
+    assert seen["blocked_to_dotB_64_f16"] == (64 * 64 * 2 * (1 + 2)) / 128   # warps [2, 2]: two copies
+    assert seen["T_row_col_64_f16"] == 2 * 64 * 64 * 2 / 128

@@ -72,7 +72,10 @@ def hardware_points(L: LinearLayout) -> np.ndarray:
 def bounds(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> dict:
     """Lower bounds, in SM clocks per conversion of one CTA's tile.
 
-    ``smem``: unique tile bytes stored once and loaded once at 128 B/clk/SM.
+    ``smem``: the tile's unique bytes stored once, and loaded once by every warp
+    that holds them in ``dst``, at 128 B/clk/SM.  A destination replicated over
+    warps (dot operand B with warps along M) is loaded once per copy: each warp
+    fills its own registers, only lanes of one warp share a wavefront.
     ``shuffle`` (only when no data crosses warps): per warp, the 32-bit words a
     thread must receive from other lanes (max over lanes), one warp
     instruction per clock per SM, summed over warps.  ``bound`` is the
@@ -82,12 +85,14 @@ def bounds(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> dict:
     tile = 1
     for s in sizes(src):
         tile *= s
-    smem = 2 * tile * elem_bytes / SMEM_BYTES_PER_CLK
+    b = hardware_points(dst)
+    loaded = sum(len(np.unique(b[w])) for w in range(b.shape[0]))
+    smem = (tile + loaded) * elem_bytes / SMEM_BYTES_PER_CLK
     out = {"level": level, "smem_clk": smem, "shuffle_clk": None, "bound_clk": smem, "bound_kind": "smem"}
     if level in ("noop", "register"):
         out.update(bound_clk=0.0, bound_kind="none")
     elif level == "shuffle":
-        a, b = hardware_points(src), hardware_points(dst)
+        a = hardware_points(src)
         words = 0
         for w in range(a.shape[0]):
             worst = 0
