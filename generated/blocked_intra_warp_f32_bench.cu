@@ -172,40 +172,16 @@ blocked_intra_warp_f32_bench(const uint32_t* __restrict__ in, uint32_t* __restri
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
-    uint32_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x4],
-        in[src_idx + 0x5],
-        in[src_idx + 0x6],
-        in[src_idx + 0x7],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x402],
-        in[src_idx + 0x403],
-        in[src_idx + 0x404],
-        in[src_idx + 0x405],
-        in[src_idx + 0x406],
-        in[src_idx + 0x407],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0x802],
-        in[src_idx + 0x803],
-        in[src_idx + 0x804],
-        in[src_idx + 0x805],
-        in[src_idx + 0x806],
-        in[src_idx + 0x807],
-        in[src_idx + 0xc00],
-        in[src_idx + 0xc01],
-        in[src_idx + 0xc02],
-        in[src_idx + 0xc03],
-        in[src_idx + 0xc04],
-        in[src_idx + 0xc05],
-        in[src_idx + 0xc06],
-        in[src_idx + 0xc07],
-    };
+    // the tile in and out 4 element(s) at a time (uint4): registers 4g.. hold consecutive elements
+    alignas(16) uint32_t x[kSrcRegs];
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x4]);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint4*>(&x[12]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x404]);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint4*>(&x[20]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x804]);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xc00]);
+    *reinterpret_cast<uint4*>(&x[28]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xc04]);
     uint32_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -218,38 +194,14 @@ blocked_intra_warp_f32_bench(const uint32_t* __restrict__ in, uint32_t* __restri
         for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
         blocked_intra_warp_f32_back::convert(y, x, smem);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x2] = x[2];
-    out[src_idx + 0x3] = x[3];
-    out[src_idx + 0x4] = x[4];
-    out[src_idx + 0x5] = x[5];
-    out[src_idx + 0x6] = x[6];
-    out[src_idx + 0x7] = x[7];
-    out[src_idx + 0x400] = x[8];
-    out[src_idx + 0x401] = x[9];
-    out[src_idx + 0x402] = x[10];
-    out[src_idx + 0x403] = x[11];
-    out[src_idx + 0x404] = x[12];
-    out[src_idx + 0x405] = x[13];
-    out[src_idx + 0x406] = x[14];
-    out[src_idx + 0x407] = x[15];
-    out[src_idx + 0x800] = x[16];
-    out[src_idx + 0x801] = x[17];
-    out[src_idx + 0x802] = x[18];
-    out[src_idx + 0x803] = x[19];
-    out[src_idx + 0x804] = x[20];
-    out[src_idx + 0x805] = x[21];
-    out[src_idx + 0x806] = x[22];
-    out[src_idx + 0x807] = x[23];
-    out[src_idx + 0xc00] = x[24];
-    out[src_idx + 0xc01] = x[25];
-    out[src_idx + 0xc02] = x[26];
-    out[src_idx + 0xc03] = x[27];
-    out[src_idx + 0xc04] = x[28];
-    out[src_idx + 0xc05] = x[29];
-    out[src_idx + 0xc06] = x[30];
-    out[src_idx + 0xc07] = x[31];
+    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x4]) = *reinterpret_cast<const uint4*>(&x[4]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x404]) = *reinterpret_cast<const uint4*>(&x[12]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x804]) = *reinterpret_cast<const uint4*>(&x[20]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xc04]) = *reinterpret_cast<const uint4*>(&x[28]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_intra_warp_f32::kThreads)
@@ -262,40 +214,16 @@ blocked_intra_warp_f32_base(const uint32_t* __restrict__ in, uint32_t* __restric
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
-    uint32_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x4],
-        in[src_idx + 0x5],
-        in[src_idx + 0x6],
-        in[src_idx + 0x7],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x402],
-        in[src_idx + 0x403],
-        in[src_idx + 0x404],
-        in[src_idx + 0x405],
-        in[src_idx + 0x406],
-        in[src_idx + 0x407],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0x802],
-        in[src_idx + 0x803],
-        in[src_idx + 0x804],
-        in[src_idx + 0x805],
-        in[src_idx + 0x806],
-        in[src_idx + 0x807],
-        in[src_idx + 0xc00],
-        in[src_idx + 0xc01],
-        in[src_idx + 0xc02],
-        in[src_idx + 0xc03],
-        in[src_idx + 0xc04],
-        in[src_idx + 0xc05],
-        in[src_idx + 0xc06],
-        in[src_idx + 0xc07],
-    };
+    // the tile in and out 4 element(s) at a time (uint4): registers 4g.. hold consecutive elements
+    alignas(16) uint32_t x[kSrcRegs];
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x4]);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint4*>(&x[12]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x404]);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint4*>(&x[20]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x804]);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xc00]);
+    *reinterpret_cast<uint4*>(&x[28]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xc04]);
     uint32_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -305,36 +233,12 @@ blocked_intra_warp_f32_base(const uint32_t* __restrict__ in, uint32_t* __restric
 #pragma unroll
         for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x2] = x[2];
-    out[src_idx + 0x3] = x[3];
-    out[src_idx + 0x4] = x[4];
-    out[src_idx + 0x5] = x[5];
-    out[src_idx + 0x6] = x[6];
-    out[src_idx + 0x7] = x[7];
-    out[src_idx + 0x400] = x[8];
-    out[src_idx + 0x401] = x[9];
-    out[src_idx + 0x402] = x[10];
-    out[src_idx + 0x403] = x[11];
-    out[src_idx + 0x404] = x[12];
-    out[src_idx + 0x405] = x[13];
-    out[src_idx + 0x406] = x[14];
-    out[src_idx + 0x407] = x[15];
-    out[src_idx + 0x800] = x[16];
-    out[src_idx + 0x801] = x[17];
-    out[src_idx + 0x802] = x[18];
-    out[src_idx + 0x803] = x[19];
-    out[src_idx + 0x804] = x[20];
-    out[src_idx + 0x805] = x[21];
-    out[src_idx + 0x806] = x[22];
-    out[src_idx + 0x807] = x[23];
-    out[src_idx + 0xc00] = x[24];
-    out[src_idx + 0xc01] = x[25];
-    out[src_idx + 0xc02] = x[26];
-    out[src_idx + 0xc03] = x[27];
-    out[src_idx + 0xc04] = x[28];
-    out[src_idx + 0xc05] = x[29];
-    out[src_idx + 0xc06] = x[30];
-    out[src_idx + 0xc07] = x[31];
+    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x4]) = *reinterpret_cast<const uint4*>(&x[4]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x404]) = *reinterpret_cast<const uint4*>(&x[12]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x804]) = *reinterpret_cast<const uint4*>(&x[20]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xc04]) = *reinterpret_cast<const uint4*>(&x[28]);
 }

@@ -92,40 +92,16 @@ blocked_register_permute_bf16_bench(const uint16_t* __restrict__ in, uint16_t* _
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8);
-    uint16_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x22],
-        in[src_idx + 0x23],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x402],
-        in[src_idx + 0x403],
-        in[src_idx + 0x420],
-        in[src_idx + 0x421],
-        in[src_idx + 0x422],
-        in[src_idx + 0x423],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0x802],
-        in[src_idx + 0x803],
-        in[src_idx + 0x820],
-        in[src_idx + 0x821],
-        in[src_idx + 0x822],
-        in[src_idx + 0x823],
-        in[src_idx + 0xc00],
-        in[src_idx + 0xc01],
-        in[src_idx + 0xc02],
-        in[src_idx + 0xc03],
-        in[src_idx + 0xc20],
-        in[src_idx + 0xc21],
-        in[src_idx + 0xc22],
-        in[src_idx + 0xc23],
-    };
+    // the tile in and out 4 element(s) at a time (uint2): registers 4g.. hold consecutive elements
+    alignas(16) uint16_t x[kSrcRegs];
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x820]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc20]);
     uint16_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -142,38 +118,14 @@ blocked_register_permute_bf16_bench(const uint16_t* __restrict__ in, uint16_t* _
         blocked_register_permute_bf16_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x2] = x[2];
-    out[src_idx + 0x3] = x[3];
-    out[src_idx + 0x20] = x[4];
-    out[src_idx + 0x21] = x[5];
-    out[src_idx + 0x22] = x[6];
-    out[src_idx + 0x23] = x[7];
-    out[src_idx + 0x400] = x[8];
-    out[src_idx + 0x401] = x[9];
-    out[src_idx + 0x402] = x[10];
-    out[src_idx + 0x403] = x[11];
-    out[src_idx + 0x420] = x[12];
-    out[src_idx + 0x421] = x[13];
-    out[src_idx + 0x422] = x[14];
-    out[src_idx + 0x423] = x[15];
-    out[src_idx + 0x800] = x[16];
-    out[src_idx + 0x801] = x[17];
-    out[src_idx + 0x802] = x[18];
-    out[src_idx + 0x803] = x[19];
-    out[src_idx + 0x820] = x[20];
-    out[src_idx + 0x821] = x[21];
-    out[src_idx + 0x822] = x[22];
-    out[src_idx + 0x823] = x[23];
-    out[src_idx + 0xc00] = x[24];
-    out[src_idx + 0xc01] = x[25];
-    out[src_idx + 0xc02] = x[26];
-    out[src_idx + 0xc03] = x[27];
-    out[src_idx + 0xc20] = x[28];
-    out[src_idx + 0xc21] = x[29];
-    out[src_idx + 0xc22] = x[30];
-    out[src_idx + 0xc23] = x[31];
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc20]) = *reinterpret_cast<const uint2*>(&x[28]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_register_permute_bf16::kThreads)
@@ -186,40 +138,16 @@ blocked_register_permute_bf16_base(const uint16_t* __restrict__ in, uint16_t* __
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8);
-    uint16_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x22],
-        in[src_idx + 0x23],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x402],
-        in[src_idx + 0x403],
-        in[src_idx + 0x420],
-        in[src_idx + 0x421],
-        in[src_idx + 0x422],
-        in[src_idx + 0x423],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0x802],
-        in[src_idx + 0x803],
-        in[src_idx + 0x820],
-        in[src_idx + 0x821],
-        in[src_idx + 0x822],
-        in[src_idx + 0x823],
-        in[src_idx + 0xc00],
-        in[src_idx + 0xc01],
-        in[src_idx + 0xc02],
-        in[src_idx + 0xc03],
-        in[src_idx + 0xc20],
-        in[src_idx + 0xc21],
-        in[src_idx + 0xc22],
-        in[src_idx + 0xc23],
-    };
+    // the tile in and out 4 element(s) at a time (uint2): registers 4g.. hold consecutive elements
+    alignas(16) uint16_t x[kSrcRegs];
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x820]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc20]);
     uint16_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -233,36 +161,12 @@ blocked_register_permute_bf16_base(const uint16_t* __restrict__ in, uint16_t* __
         for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x2] = x[2];
-    out[src_idx + 0x3] = x[3];
-    out[src_idx + 0x20] = x[4];
-    out[src_idx + 0x21] = x[5];
-    out[src_idx + 0x22] = x[6];
-    out[src_idx + 0x23] = x[7];
-    out[src_idx + 0x400] = x[8];
-    out[src_idx + 0x401] = x[9];
-    out[src_idx + 0x402] = x[10];
-    out[src_idx + 0x403] = x[11];
-    out[src_idx + 0x420] = x[12];
-    out[src_idx + 0x421] = x[13];
-    out[src_idx + 0x422] = x[14];
-    out[src_idx + 0x423] = x[15];
-    out[src_idx + 0x800] = x[16];
-    out[src_idx + 0x801] = x[17];
-    out[src_idx + 0x802] = x[18];
-    out[src_idx + 0x803] = x[19];
-    out[src_idx + 0x820] = x[20];
-    out[src_idx + 0x821] = x[21];
-    out[src_idx + 0x822] = x[22];
-    out[src_idx + 0x823] = x[23];
-    out[src_idx + 0xc00] = x[24];
-    out[src_idx + 0xc01] = x[25];
-    out[src_idx + 0xc02] = x[26];
-    out[src_idx + 0xc03] = x[27];
-    out[src_idx + 0xc20] = x[28];
-    out[src_idx + 0xc21] = x[29];
-    out[src_idx + 0xc22] = x[30];
-    out[src_idx + 0xc23] = x[31];
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc20]) = *reinterpret_cast<const uint2*>(&x[28]);
 }

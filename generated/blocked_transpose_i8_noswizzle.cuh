@@ -150,14 +150,14 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     uint32_t v29; detail::ld_shared_b8<368>(ld_addr, v29);
     uint32_t v30; detail::ld_shared_b8<432>(ld_addr, v30);
     uint32_t v31; detail::ld_shared_b8<496>(ld_addr, v31);
-    d[0] = __byte_perm(__byte_perm(v0, v1, 0x3240), __byte_perm(v2, v3, 0x4010), 0x7610);
-    d[1] = __byte_perm(__byte_perm(v4, v5, 0x3240), __byte_perm(v6, v7, 0x4010), 0x7610);
-    d[2] = __byte_perm(__byte_perm(v8, v9, 0x3240), __byte_perm(v10, v11, 0x4010), 0x7610);
-    d[3] = __byte_perm(__byte_perm(v12, v13, 0x3240), __byte_perm(v14, v15, 0x4010), 0x7610);
-    d[4] = __byte_perm(__byte_perm(v16, v17, 0x3240), __byte_perm(v18, v19, 0x4010), 0x7610);
-    d[5] = __byte_perm(__byte_perm(v20, v21, 0x3240), __byte_perm(v22, v23, 0x4010), 0x7610);
-    d[6] = __byte_perm(__byte_perm(v24, v25, 0x3240), __byte_perm(v26, v27, 0x4010), 0x7610);
-    d[7] = __byte_perm(__byte_perm(v28, v29, 0x3240), __byte_perm(v30, v31, 0x4010), 0x7610);
+    d[0] = __byte_perm(__byte_perm(v0, v1, 0x5140), __byte_perm(v2, v3, 0x5140), 0x5410);
+    d[1] = __byte_perm(__byte_perm(v4, v5, 0x5140), __byte_perm(v6, v7, 0x5140), 0x5410);
+    d[2] = __byte_perm(__byte_perm(v8, v9, 0x5140), __byte_perm(v10, v11, 0x5140), 0x5410);
+    d[3] = __byte_perm(__byte_perm(v12, v13, 0x5140), __byte_perm(v14, v15, 0x5140), 0x5410);
+    d[4] = __byte_perm(__byte_perm(v16, v17, 0x5140), __byte_perm(v18, v19, 0x5140), 0x5410);
+    d[5] = __byte_perm(__byte_perm(v20, v21, 0x5140), __byte_perm(v22, v23, 0x5140), 0x5410);
+    d[6] = __byte_perm(__byte_perm(v24, v25, 0x5140), __byte_perm(v26, v27, 0x5140), 0x5410);
+    d[7] = __byte_perm(__byte_perm(v28, v29, 0x5140), __byte_perm(v30, v31, 0x5140), 0x5410);
 }
 
 template <typename T>

@@ -109,24 +109,12 @@ blocked_wave64_shuffle_f16_bench(const uint16_t* __restrict__ in, uint16_t* __re
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane << 2) ^ (warp << 8);
-    uint16_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x402],
-        in[src_idx + 0x403],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0x802],
-        in[src_idx + 0x803],
-        in[src_idx + 0xc00],
-        in[src_idx + 0xc01],
-        in[src_idx + 0xc02],
-        in[src_idx + 0xc03],
-    };
+    // the tile in and out 4 element(s) at a time (uint2): registers 4g.. hold consecutive elements
+    alignas(16) uint16_t x[kSrcRegs];
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
     uint16_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -143,22 +131,10 @@ blocked_wave64_shuffle_f16_bench(const uint16_t* __restrict__ in, uint16_t* __re
         blocked_wave64_shuffle_f16_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x2] = x[2];
-    out[src_idx + 0x3] = x[3];
-    out[src_idx + 0x400] = x[4];
-    out[src_idx + 0x401] = x[5];
-    out[src_idx + 0x402] = x[6];
-    out[src_idx + 0x403] = x[7];
-    out[src_idx + 0x800] = x[8];
-    out[src_idx + 0x801] = x[9];
-    out[src_idx + 0x802] = x[10];
-    out[src_idx + 0x803] = x[11];
-    out[src_idx + 0xc00] = x[12];
-    out[src_idx + 0xc01] = x[13];
-    out[src_idx + 0xc02] = x[14];
-    out[src_idx + 0xc03] = x[15];
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[12]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_wave64_shuffle_f16::kThreads)
@@ -171,24 +147,12 @@ blocked_wave64_shuffle_f16_base(const uint16_t* __restrict__ in, uint16_t* __res
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane << 2) ^ (warp << 8);
-    uint16_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x402],
-        in[src_idx + 0x403],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0x802],
-        in[src_idx + 0x803],
-        in[src_idx + 0xc00],
-        in[src_idx + 0xc01],
-        in[src_idx + 0xc02],
-        in[src_idx + 0xc03],
-    };
+    // the tile in and out 4 element(s) at a time (uint2): registers 4g.. hold consecutive elements
+    alignas(16) uint16_t x[kSrcRegs];
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
     uint16_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -202,20 +166,8 @@ blocked_wave64_shuffle_f16_base(const uint16_t* __restrict__ in, uint16_t* __res
         for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x2] = x[2];
-    out[src_idx + 0x3] = x[3];
-    out[src_idx + 0x400] = x[4];
-    out[src_idx + 0x401] = x[5];
-    out[src_idx + 0x402] = x[6];
-    out[src_idx + 0x403] = x[7];
-    out[src_idx + 0x800] = x[8];
-    out[src_idx + 0x801] = x[9];
-    out[src_idx + 0x802] = x[10];
-    out[src_idx + 0x803] = x[11];
-    out[src_idx + 0xc00] = x[12];
-    out[src_idx + 0xc01] = x[13];
-    out[src_idx + 0xc02] = x[14];
-    out[src_idx + 0xc03] = x[15];
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[12]);
 }

@@ -146,40 +146,24 @@ mma_acc_to_blocked_bench(const uint32_t* __restrict__ in, uint32_t* __restrict__
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
-    uint32_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x200],
-        in[src_idx + 0x201],
-        in[src_idx + 0x8],
-        in[src_idx + 0x9],
-        in[src_idx + 0x208],
-        in[src_idx + 0x209],
-        in[src_idx + 0x10],
-        in[src_idx + 0x11],
-        in[src_idx + 0x210],
-        in[src_idx + 0x211],
-        in[src_idx + 0x18],
-        in[src_idx + 0x19],
-        in[src_idx + 0x218],
-        in[src_idx + 0x219],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x220],
-        in[src_idx + 0x221],
-        in[src_idx + 0x28],
-        in[src_idx + 0x29],
-        in[src_idx + 0x228],
-        in[src_idx + 0x229],
-        in[src_idx + 0x30],
-        in[src_idx + 0x31],
-        in[src_idx + 0x230],
-        in[src_idx + 0x231],
-        in[src_idx + 0x38],
-        in[src_idx + 0x39],
-        in[src_idx + 0x238],
-        in[src_idx + 0x239],
-    };
+    // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
+    alignas(16) uint32_t x[kSrcRegs];
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x8]);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x208]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x210]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x18]);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x218]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x220]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x28]);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x228]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x230]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x38]);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x238]);
     uint32_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -192,38 +176,22 @@ mma_acc_to_blocked_bench(const uint32_t* __restrict__ in, uint32_t* __restrict__
         for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
         mma_acc_to_blocked_back::convert(y, x, smem);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x200] = x[2];
-    out[src_idx + 0x201] = x[3];
-    out[src_idx + 0x8] = x[4];
-    out[src_idx + 0x9] = x[5];
-    out[src_idx + 0x208] = x[6];
-    out[src_idx + 0x209] = x[7];
-    out[src_idx + 0x10] = x[8];
-    out[src_idx + 0x11] = x[9];
-    out[src_idx + 0x210] = x[10];
-    out[src_idx + 0x211] = x[11];
-    out[src_idx + 0x18] = x[12];
-    out[src_idx + 0x19] = x[13];
-    out[src_idx + 0x218] = x[14];
-    out[src_idx + 0x219] = x[15];
-    out[src_idx + 0x20] = x[16];
-    out[src_idx + 0x21] = x[17];
-    out[src_idx + 0x220] = x[18];
-    out[src_idx + 0x221] = x[19];
-    out[src_idx + 0x28] = x[20];
-    out[src_idx + 0x29] = x[21];
-    out[src_idx + 0x228] = x[22];
-    out[src_idx + 0x229] = x[23];
-    out[src_idx + 0x30] = x[24];
-    out[src_idx + 0x31] = x[25];
-    out[src_idx + 0x230] = x[26];
-    out[src_idx + 0x231] = x[27];
-    out[src_idx + 0x38] = x[28];
-    out[src_idx + 0x39] = x[29];
-    out[src_idx + 0x238] = x[30];
-    out[src_idx + 0x239] = x[31];
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x208]) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x218]) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x228]) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x238]) = *reinterpret_cast<const uint2*>(&x[30]);
 }
 
 extern "C" __global__ void __launch_bounds__(mma_acc_to_blocked::kThreads)
@@ -236,40 +204,24 @@ mma_acc_to_blocked_base(const uint32_t* __restrict__ in, uint32_t* __restrict__ 
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
-    uint32_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x200],
-        in[src_idx + 0x201],
-        in[src_idx + 0x8],
-        in[src_idx + 0x9],
-        in[src_idx + 0x208],
-        in[src_idx + 0x209],
-        in[src_idx + 0x10],
-        in[src_idx + 0x11],
-        in[src_idx + 0x210],
-        in[src_idx + 0x211],
-        in[src_idx + 0x18],
-        in[src_idx + 0x19],
-        in[src_idx + 0x218],
-        in[src_idx + 0x219],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x220],
-        in[src_idx + 0x221],
-        in[src_idx + 0x28],
-        in[src_idx + 0x29],
-        in[src_idx + 0x228],
-        in[src_idx + 0x229],
-        in[src_idx + 0x30],
-        in[src_idx + 0x31],
-        in[src_idx + 0x230],
-        in[src_idx + 0x231],
-        in[src_idx + 0x38],
-        in[src_idx + 0x39],
-        in[src_idx + 0x238],
-        in[src_idx + 0x239],
-    };
+    // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
+    alignas(16) uint32_t x[kSrcRegs];
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x8]);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x208]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x210]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x18]);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x218]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x220]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x28]);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x228]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x230]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x38]);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x238]);
     uint32_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -279,36 +231,20 @@ mma_acc_to_blocked_base(const uint32_t* __restrict__ in, uint32_t* __restrict__ 
 #pragma unroll
         for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x200] = x[2];
-    out[src_idx + 0x201] = x[3];
-    out[src_idx + 0x8] = x[4];
-    out[src_idx + 0x9] = x[5];
-    out[src_idx + 0x208] = x[6];
-    out[src_idx + 0x209] = x[7];
-    out[src_idx + 0x10] = x[8];
-    out[src_idx + 0x11] = x[9];
-    out[src_idx + 0x210] = x[10];
-    out[src_idx + 0x211] = x[11];
-    out[src_idx + 0x18] = x[12];
-    out[src_idx + 0x19] = x[13];
-    out[src_idx + 0x218] = x[14];
-    out[src_idx + 0x219] = x[15];
-    out[src_idx + 0x20] = x[16];
-    out[src_idx + 0x21] = x[17];
-    out[src_idx + 0x220] = x[18];
-    out[src_idx + 0x221] = x[19];
-    out[src_idx + 0x28] = x[20];
-    out[src_idx + 0x29] = x[21];
-    out[src_idx + 0x228] = x[22];
-    out[src_idx + 0x229] = x[23];
-    out[src_idx + 0x30] = x[24];
-    out[src_idx + 0x31] = x[25];
-    out[src_idx + 0x230] = x[26];
-    out[src_idx + 0x231] = x[27];
-    out[src_idx + 0x38] = x[28];
-    out[src_idx + 0x39] = x[29];
-    out[src_idx + 0x238] = x[30];
-    out[src_idx + 0x239] = x[31];
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x208]) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x218]) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x228]) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x238]) = *reinterpret_cast<const uint2*>(&x[30]);
 }

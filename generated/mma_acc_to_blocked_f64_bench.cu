@@ -162,40 +162,24 @@ mma_acc_to_blocked_f64_bench(const uint64_t* __restrict__ in, uint64_t* __restri
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ ((warp & 0x2) << 9) ^ ((warp & 0x1) << 3);
-    uint64_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x200],
-        in[src_idx + 0x201],
-        in[src_idx + 0x10],
-        in[src_idx + 0x11],
-        in[src_idx + 0x210],
-        in[src_idx + 0x211],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x220],
-        in[src_idx + 0x221],
-        in[src_idx + 0x30],
-        in[src_idx + 0x31],
-        in[src_idx + 0x230],
-        in[src_idx + 0x231],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0xa00],
-        in[src_idx + 0xa01],
-        in[src_idx + 0x810],
-        in[src_idx + 0x811],
-        in[src_idx + 0xa10],
-        in[src_idx + 0xa11],
-        in[src_idx + 0x820],
-        in[src_idx + 0x821],
-        in[src_idx + 0xa20],
-        in[src_idx + 0xa21],
-        in[src_idx + 0x830],
-        in[src_idx + 0x831],
-        in[src_idx + 0xa30],
-        in[src_idx + 0xa31],
-    };
+    // the tile in and out 2 element(s) at a time (uint4): registers 2g.. hold consecutive elements
+    alignas(16) uint64_t x[kSrcRegs];
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
+    *reinterpret_cast<uint4*>(&x[2]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint4*>(&x[6]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x210]);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint4*>(&x[10]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x220]);
+    *reinterpret_cast<uint4*>(&x[12]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint4*>(&x[14]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x230]);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint4*>(&x[18]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa00]);
+    *reinterpret_cast<uint4*>(&x[20]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x810]);
+    *reinterpret_cast<uint4*>(&x[22]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa10]);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x820]);
+    *reinterpret_cast<uint4*>(&x[26]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa20]);
+    *reinterpret_cast<uint4*>(&x[28]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x830]);
+    *reinterpret_cast<uint4*>(&x[30]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa30]);
     uint64_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -208,38 +192,22 @@ mma_acc_to_blocked_f64_bench(const uint64_t* __restrict__ in, uint64_t* __restri
         for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint64_t>(k);
         mma_acc_to_blocked_f64_back::convert(y, x, smem);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x200] = x[2];
-    out[src_idx + 0x201] = x[3];
-    out[src_idx + 0x10] = x[4];
-    out[src_idx + 0x11] = x[5];
-    out[src_idx + 0x210] = x[6];
-    out[src_idx + 0x211] = x[7];
-    out[src_idx + 0x20] = x[8];
-    out[src_idx + 0x21] = x[9];
-    out[src_idx + 0x220] = x[10];
-    out[src_idx + 0x221] = x[11];
-    out[src_idx + 0x30] = x[12];
-    out[src_idx + 0x31] = x[13];
-    out[src_idx + 0x230] = x[14];
-    out[src_idx + 0x231] = x[15];
-    out[src_idx + 0x800] = x[16];
-    out[src_idx + 0x801] = x[17];
-    out[src_idx + 0xa00] = x[18];
-    out[src_idx + 0xa01] = x[19];
-    out[src_idx + 0x810] = x[20];
-    out[src_idx + 0x811] = x[21];
-    out[src_idx + 0xa10] = x[22];
-    out[src_idx + 0xa11] = x[23];
-    out[src_idx + 0x820] = x[24];
-    out[src_idx + 0x821] = x[25];
-    out[src_idx + 0xa20] = x[26];
-    out[src_idx + 0xa21] = x[27];
-    out[src_idx + 0x830] = x[28];
-    out[src_idx + 0x831] = x[29];
-    out[src_idx + 0xa30] = x[30];
-    out[src_idx + 0xa31] = x[31];
+    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint4*>(&x[2]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint4*>(&x[4]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint4*>(&x[6]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint4*>(&x[10]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint4*>(&x[12]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint4*>(&x[14]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xa00]) = *reinterpret_cast<const uint4*>(&x[18]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x810]) = *reinterpret_cast<const uint4*>(&x[20]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xa10]) = *reinterpret_cast<const uint4*>(&x[22]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xa20]) = *reinterpret_cast<const uint4*>(&x[26]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x830]) = *reinterpret_cast<const uint4*>(&x[28]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xa30]) = *reinterpret_cast<const uint4*>(&x[30]);
 }
 
 extern "C" __global__ void __launch_bounds__(mma_acc_to_blocked_f64::kThreads)
@@ -252,40 +220,24 @@ mma_acc_to_blocked_f64_base(const uint64_t* __restrict__ in, uint64_t* __restric
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ ((warp & 0x2) << 9) ^ ((warp & 0x1) << 3);
-    uint64_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x200],
-        in[src_idx + 0x201],
-        in[src_idx + 0x10],
-        in[src_idx + 0x11],
-        in[src_idx + 0x210],
-        in[src_idx + 0x211],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x220],
-        in[src_idx + 0x221],
-        in[src_idx + 0x30],
-        in[src_idx + 0x31],
-        in[src_idx + 0x230],
-        in[src_idx + 0x231],
-        in[src_idx + 0x800],
-        in[src_idx + 0x801],
-        in[src_idx + 0xa00],
-        in[src_idx + 0xa01],
-        in[src_idx + 0x810],
-        in[src_idx + 0x811],
-        in[src_idx + 0xa10],
-        in[src_idx + 0xa11],
-        in[src_idx + 0x820],
-        in[src_idx + 0x821],
-        in[src_idx + 0xa20],
-        in[src_idx + 0xa21],
-        in[src_idx + 0x830],
-        in[src_idx + 0x831],
-        in[src_idx + 0xa30],
-        in[src_idx + 0xa31],
-    };
+    // the tile in and out 2 element(s) at a time (uint4): registers 2g.. hold consecutive elements
+    alignas(16) uint64_t x[kSrcRegs];
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
+    *reinterpret_cast<uint4*>(&x[2]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint4*>(&x[6]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x210]);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint4*>(&x[10]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x220]);
+    *reinterpret_cast<uint4*>(&x[12]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint4*>(&x[14]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x230]);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint4*>(&x[18]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa00]);
+    *reinterpret_cast<uint4*>(&x[20]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x810]);
+    *reinterpret_cast<uint4*>(&x[22]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa10]);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x820]);
+    *reinterpret_cast<uint4*>(&x[26]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa20]);
+    *reinterpret_cast<uint4*>(&x[28]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x830]);
+    *reinterpret_cast<uint4*>(&x[30]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa30]);
     uint64_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -295,36 +247,20 @@ mma_acc_to_blocked_f64_base(const uint64_t* __restrict__ in, uint64_t* __restric
 #pragma unroll
         for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint64_t>(k);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x200] = x[2];
-    out[src_idx + 0x201] = x[3];
-    out[src_idx + 0x10] = x[4];
-    out[src_idx + 0x11] = x[5];
-    out[src_idx + 0x210] = x[6];
-    out[src_idx + 0x211] = x[7];
-    out[src_idx + 0x20] = x[8];
-    out[src_idx + 0x21] = x[9];
-    out[src_idx + 0x220] = x[10];
-    out[src_idx + 0x221] = x[11];
-    out[src_idx + 0x30] = x[12];
-    out[src_idx + 0x31] = x[13];
-    out[src_idx + 0x230] = x[14];
-    out[src_idx + 0x231] = x[15];
-    out[src_idx + 0x800] = x[16];
-    out[src_idx + 0x801] = x[17];
-    out[src_idx + 0xa00] = x[18];
-    out[src_idx + 0xa01] = x[19];
-    out[src_idx + 0x810] = x[20];
-    out[src_idx + 0x811] = x[21];
-    out[src_idx + 0xa10] = x[22];
-    out[src_idx + 0xa11] = x[23];
-    out[src_idx + 0x820] = x[24];
-    out[src_idx + 0x821] = x[25];
-    out[src_idx + 0xa20] = x[26];
-    out[src_idx + 0xa21] = x[27];
-    out[src_idx + 0x830] = x[28];
-    out[src_idx + 0x831] = x[29];
-    out[src_idx + 0xa30] = x[30];
-    out[src_idx + 0xa31] = x[31];
+    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint4*>(&x[2]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint4*>(&x[4]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint4*>(&x[6]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint4*>(&x[10]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint4*>(&x[12]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint4*>(&x[14]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xa00]) = *reinterpret_cast<const uint4*>(&x[18]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x810]) = *reinterpret_cast<const uint4*>(&x[20]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xa10]) = *reinterpret_cast<const uint4*>(&x[22]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xa20]) = *reinterpret_cast<const uint4*>(&x[26]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x830]) = *reinterpret_cast<const uint4*>(&x[28]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0xa30]) = *reinterpret_cast<const uint4*>(&x[30]);
 }

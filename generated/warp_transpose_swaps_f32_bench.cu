@@ -151,16 +151,10 @@ warp_transpose_swaps_f32_bench(const uint32_t* __restrict__ in, uint32_t* __rest
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
-    uint32_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x4],
-        in[src_idx + 0x5],
-        in[src_idx + 0x6],
-        in[src_idx + 0x7],
-    };
+    // the tile in and out 4 element(s) at a time (uint4): registers 4g.. hold consecutive elements
+    alignas(16) uint32_t x[kSrcRegs];
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x4]);
     uint32_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -173,14 +167,8 @@ warp_transpose_swaps_f32_bench(const uint32_t* __restrict__ in, uint32_t* __rest
         for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
         warp_transpose_swaps_f32_back::convert(y, x, smem);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x2] = x[2];
-    out[src_idx + 0x3] = x[3];
-    out[src_idx + 0x4] = x[4];
-    out[src_idx + 0x5] = x[5];
-    out[src_idx + 0x6] = x[6];
-    out[src_idx + 0x7] = x[7];
+    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x4]) = *reinterpret_cast<const uint4*>(&x[4]);
 }
 
 extern "C" __global__ void __launch_bounds__(warp_transpose_swaps_f32::kThreads)
@@ -193,16 +181,10 @@ warp_transpose_swaps_f32_base(const uint32_t* __restrict__ in, uint32_t* __restr
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
-    uint32_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x2],
-        in[src_idx + 0x3],
-        in[src_idx + 0x4],
-        in[src_idx + 0x5],
-        in[src_idx + 0x6],
-        in[src_idx + 0x7],
-    };
+    // the tile in and out 4 element(s) at a time (uint4): registers 4g.. hold consecutive elements
+    alignas(16) uint32_t x[kSrcRegs];
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x4]);
     uint32_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -212,12 +194,6 @@ warp_transpose_swaps_f32_base(const uint32_t* __restrict__ in, uint32_t* __restr
 #pragma unroll
         for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x2] = x[2];
-    out[src_idx + 0x3] = x[3];
-    out[src_idx + 0x4] = x[4];
-    out[src_idx + 0x5] = x[5];
-    out[src_idx + 0x6] = x[6];
-    out[src_idx + 0x7] = x[7];
+    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(&out[src_idx + 0x4]) = *reinterpret_cast<const uint4*>(&x[4]);
 }

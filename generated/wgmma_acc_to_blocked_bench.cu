@@ -294,136 +294,72 @@ wgmma_acc_to_blocked_bench(const uint32_t* __restrict__ in, uint32_t* __restrict
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 5) ^ ((lane & 0x3) << 1) ^ (warp << 11);
-    uint32_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x8],
-        in[src_idx + 0x9],
-        in[src_idx + 0x408],
-        in[src_idx + 0x409],
-        in[src_idx + 0x10],
-        in[src_idx + 0x11],
-        in[src_idx + 0x410],
-        in[src_idx + 0x411],
-        in[src_idx + 0x18],
-        in[src_idx + 0x19],
-        in[src_idx + 0x418],
-        in[src_idx + 0x419],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x420],
-        in[src_idx + 0x421],
-        in[src_idx + 0x28],
-        in[src_idx + 0x29],
-        in[src_idx + 0x428],
-        in[src_idx + 0x429],
-        in[src_idx + 0x30],
-        in[src_idx + 0x31],
-        in[src_idx + 0x430],
-        in[src_idx + 0x431],
-        in[src_idx + 0x38],
-        in[src_idx + 0x39],
-        in[src_idx + 0x438],
-        in[src_idx + 0x439],
-        in[src_idx + 0x40],
-        in[src_idx + 0x41],
-        in[src_idx + 0x440],
-        in[src_idx + 0x441],
-        in[src_idx + 0x48],
-        in[src_idx + 0x49],
-        in[src_idx + 0x448],
-        in[src_idx + 0x449],
-        in[src_idx + 0x50],
-        in[src_idx + 0x51],
-        in[src_idx + 0x450],
-        in[src_idx + 0x451],
-        in[src_idx + 0x58],
-        in[src_idx + 0x59],
-        in[src_idx + 0x458],
-        in[src_idx + 0x459],
-        in[src_idx + 0x60],
-        in[src_idx + 0x61],
-        in[src_idx + 0x460],
-        in[src_idx + 0x461],
-        in[src_idx + 0x68],
-        in[src_idx + 0x69],
-        in[src_idx + 0x468],
-        in[src_idx + 0x469],
-        in[src_idx + 0x70],
-        in[src_idx + 0x71],
-        in[src_idx + 0x470],
-        in[src_idx + 0x471],
-        in[src_idx + 0x78],
-        in[src_idx + 0x79],
-        in[src_idx + 0x478],
-        in[src_idx + 0x479],
-        in[src_idx + 0x2000],
-        in[src_idx + 0x2001],
-        in[src_idx + 0x2400],
-        in[src_idx + 0x2401],
-        in[src_idx + 0x2008],
-        in[src_idx + 0x2009],
-        in[src_idx + 0x2408],
-        in[src_idx + 0x2409],
-        in[src_idx + 0x2010],
-        in[src_idx + 0x2011],
-        in[src_idx + 0x2410],
-        in[src_idx + 0x2411],
-        in[src_idx + 0x2018],
-        in[src_idx + 0x2019],
-        in[src_idx + 0x2418],
-        in[src_idx + 0x2419],
-        in[src_idx + 0x2020],
-        in[src_idx + 0x2021],
-        in[src_idx + 0x2420],
-        in[src_idx + 0x2421],
-        in[src_idx + 0x2028],
-        in[src_idx + 0x2029],
-        in[src_idx + 0x2428],
-        in[src_idx + 0x2429],
-        in[src_idx + 0x2030],
-        in[src_idx + 0x2031],
-        in[src_idx + 0x2430],
-        in[src_idx + 0x2431],
-        in[src_idx + 0x2038],
-        in[src_idx + 0x2039],
-        in[src_idx + 0x2438],
-        in[src_idx + 0x2439],
-        in[src_idx + 0x2040],
-        in[src_idx + 0x2041],
-        in[src_idx + 0x2440],
-        in[src_idx + 0x2441],
-        in[src_idx + 0x2048],
-        in[src_idx + 0x2049],
-        in[src_idx + 0x2448],
-        in[src_idx + 0x2449],
-        in[src_idx + 0x2050],
-        in[src_idx + 0x2051],
-        in[src_idx + 0x2450],
-        in[src_idx + 0x2451],
-        in[src_idx + 0x2058],
-        in[src_idx + 0x2059],
-        in[src_idx + 0x2458],
-        in[src_idx + 0x2459],
-        in[src_idx + 0x2060],
-        in[src_idx + 0x2061],
-        in[src_idx + 0x2460],
-        in[src_idx + 0x2461],
-        in[src_idx + 0x2068],
-        in[src_idx + 0x2069],
-        in[src_idx + 0x2468],
-        in[src_idx + 0x2469],
-        in[src_idx + 0x2070],
-        in[src_idx + 0x2071],
-        in[src_idx + 0x2470],
-        in[src_idx + 0x2471],
-        in[src_idx + 0x2078],
-        in[src_idx + 0x2079],
-        in[src_idx + 0x2478],
-        in[src_idx + 0x2479],
-    };
+    // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
+    alignas(16) uint32_t x[kSrcRegs];
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x8]);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x408]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x410]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x18]);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x418]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x28]);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x428]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x430]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x38]);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x438]);
+    *reinterpret_cast<uint2*>(&x[32]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x40]);
+    *reinterpret_cast<uint2*>(&x[34]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x440]);
+    *reinterpret_cast<uint2*>(&x[36]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x48]);
+    *reinterpret_cast<uint2*>(&x[38]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x448]);
+    *reinterpret_cast<uint2*>(&x[40]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x50]);
+    *reinterpret_cast<uint2*>(&x[42]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x450]);
+    *reinterpret_cast<uint2*>(&x[44]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x58]);
+    *reinterpret_cast<uint2*>(&x[46]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x458]);
+    *reinterpret_cast<uint2*>(&x[48]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x60]);
+    *reinterpret_cast<uint2*>(&x[50]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x460]);
+    *reinterpret_cast<uint2*>(&x[52]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x68]);
+    *reinterpret_cast<uint2*>(&x[54]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x468]);
+    *reinterpret_cast<uint2*>(&x[56]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x70]);
+    *reinterpret_cast<uint2*>(&x[58]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x470]);
+    *reinterpret_cast<uint2*>(&x[60]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x78]);
+    *reinterpret_cast<uint2*>(&x[62]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x478]);
+    *reinterpret_cast<uint2*>(&x[64]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2000]);
+    *reinterpret_cast<uint2*>(&x[66]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2400]);
+    *reinterpret_cast<uint2*>(&x[68]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2008]);
+    *reinterpret_cast<uint2*>(&x[70]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2408]);
+    *reinterpret_cast<uint2*>(&x[72]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2010]);
+    *reinterpret_cast<uint2*>(&x[74]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2410]);
+    *reinterpret_cast<uint2*>(&x[76]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2018]);
+    *reinterpret_cast<uint2*>(&x[78]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2418]);
+    *reinterpret_cast<uint2*>(&x[80]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2020]);
+    *reinterpret_cast<uint2*>(&x[82]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2420]);
+    *reinterpret_cast<uint2*>(&x[84]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2028]);
+    *reinterpret_cast<uint2*>(&x[86]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2428]);
+    *reinterpret_cast<uint2*>(&x[88]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2030]);
+    *reinterpret_cast<uint2*>(&x[90]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2430]);
+    *reinterpret_cast<uint2*>(&x[92]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2038]);
+    *reinterpret_cast<uint2*>(&x[94]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2438]);
+    *reinterpret_cast<uint2*>(&x[96]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2040]);
+    *reinterpret_cast<uint2*>(&x[98]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2440]);
+    *reinterpret_cast<uint2*>(&x[100]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2048]);
+    *reinterpret_cast<uint2*>(&x[102]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2448]);
+    *reinterpret_cast<uint2*>(&x[104]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2050]);
+    *reinterpret_cast<uint2*>(&x[106]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2450]);
+    *reinterpret_cast<uint2*>(&x[108]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2058]);
+    *reinterpret_cast<uint2*>(&x[110]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2458]);
+    *reinterpret_cast<uint2*>(&x[112]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2060]);
+    *reinterpret_cast<uint2*>(&x[114]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2460]);
+    *reinterpret_cast<uint2*>(&x[116]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2068]);
+    *reinterpret_cast<uint2*>(&x[118]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2468]);
+    *reinterpret_cast<uint2*>(&x[120]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2070]);
+    *reinterpret_cast<uint2*>(&x[122]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2470]);
+    *reinterpret_cast<uint2*>(&x[124]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2078]);
+    *reinterpret_cast<uint2*>(&x[126]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2478]);
     uint32_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -436,134 +372,70 @@ wgmma_acc_to_blocked_bench(const uint32_t* __restrict__ in, uint32_t* __restrict
         for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
         wgmma_acc_to_blocked_back::convert(y, x, smem);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x400] = x[2];
-    out[src_idx + 0x401] = x[3];
-    out[src_idx + 0x8] = x[4];
-    out[src_idx + 0x9] = x[5];
-    out[src_idx + 0x408] = x[6];
-    out[src_idx + 0x409] = x[7];
-    out[src_idx + 0x10] = x[8];
-    out[src_idx + 0x11] = x[9];
-    out[src_idx + 0x410] = x[10];
-    out[src_idx + 0x411] = x[11];
-    out[src_idx + 0x18] = x[12];
-    out[src_idx + 0x19] = x[13];
-    out[src_idx + 0x418] = x[14];
-    out[src_idx + 0x419] = x[15];
-    out[src_idx + 0x20] = x[16];
-    out[src_idx + 0x21] = x[17];
-    out[src_idx + 0x420] = x[18];
-    out[src_idx + 0x421] = x[19];
-    out[src_idx + 0x28] = x[20];
-    out[src_idx + 0x29] = x[21];
-    out[src_idx + 0x428] = x[22];
-    out[src_idx + 0x429] = x[23];
-    out[src_idx + 0x30] = x[24];
-    out[src_idx + 0x31] = x[25];
-    out[src_idx + 0x430] = x[26];
-    out[src_idx + 0x431] = x[27];
-    out[src_idx + 0x38] = x[28];
-    out[src_idx + 0x39] = x[29];
-    out[src_idx + 0x438] = x[30];
-    out[src_idx + 0x439] = x[31];
-    out[src_idx + 0x40] = x[32];
-    out[src_idx + 0x41] = x[33];
-    out[src_idx + 0x440] = x[34];
-    out[src_idx + 0x441] = x[35];
-    out[src_idx + 0x48] = x[36];
-    out[src_idx + 0x49] = x[37];
-    out[src_idx + 0x448] = x[38];
-    out[src_idx + 0x449] = x[39];
-    out[src_idx + 0x50] = x[40];
-    out[src_idx + 0x51] = x[41];
-    out[src_idx + 0x450] = x[42];
-    out[src_idx + 0x451] = x[43];
-    out[src_idx + 0x58] = x[44];
-    out[src_idx + 0x59] = x[45];
-    out[src_idx + 0x458] = x[46];
-    out[src_idx + 0x459] = x[47];
-    out[src_idx + 0x60] = x[48];
-    out[src_idx + 0x61] = x[49];
-    out[src_idx + 0x460] = x[50];
-    out[src_idx + 0x461] = x[51];
-    out[src_idx + 0x68] = x[52];
-    out[src_idx + 0x69] = x[53];
-    out[src_idx + 0x468] = x[54];
-    out[src_idx + 0x469] = x[55];
-    out[src_idx + 0x70] = x[56];
-    out[src_idx + 0x71] = x[57];
-    out[src_idx + 0x470] = x[58];
-    out[src_idx + 0x471] = x[59];
-    out[src_idx + 0x78] = x[60];
-    out[src_idx + 0x79] = x[61];
-    out[src_idx + 0x478] = x[62];
-    out[src_idx + 0x479] = x[63];
-    out[src_idx + 0x2000] = x[64];
-    out[src_idx + 0x2001] = x[65];
-    out[src_idx + 0x2400] = x[66];
-    out[src_idx + 0x2401] = x[67];
-    out[src_idx + 0x2008] = x[68];
-    out[src_idx + 0x2009] = x[69];
-    out[src_idx + 0x2408] = x[70];
-    out[src_idx + 0x2409] = x[71];
-    out[src_idx + 0x2010] = x[72];
-    out[src_idx + 0x2011] = x[73];
-    out[src_idx + 0x2410] = x[74];
-    out[src_idx + 0x2411] = x[75];
-    out[src_idx + 0x2018] = x[76];
-    out[src_idx + 0x2019] = x[77];
-    out[src_idx + 0x2418] = x[78];
-    out[src_idx + 0x2419] = x[79];
-    out[src_idx + 0x2020] = x[80];
-    out[src_idx + 0x2021] = x[81];
-    out[src_idx + 0x2420] = x[82];
-    out[src_idx + 0x2421] = x[83];
-    out[src_idx + 0x2028] = x[84];
-    out[src_idx + 0x2029] = x[85];
-    out[src_idx + 0x2428] = x[86];
-    out[src_idx + 0x2429] = x[87];
-    out[src_idx + 0x2030] = x[88];
-    out[src_idx + 0x2031] = x[89];
-    out[src_idx + 0x2430] = x[90];
-    out[src_idx + 0x2431] = x[91];
-    out[src_idx + 0x2038] = x[92];
-    out[src_idx + 0x2039] = x[93];
-    out[src_idx + 0x2438] = x[94];
-    out[src_idx + 0x2439] = x[95];
-    out[src_idx + 0x2040] = x[96];
-    out[src_idx + 0x2041] = x[97];
-    out[src_idx + 0x2440] = x[98];
-    out[src_idx + 0x2441] = x[99];
-    out[src_idx + 0x2048] = x[100];
-    out[src_idx + 0x2049] = x[101];
-    out[src_idx + 0x2448] = x[102];
-    out[src_idx + 0x2449] = x[103];
-    out[src_idx + 0x2050] = x[104];
-    out[src_idx + 0x2051] = x[105];
-    out[src_idx + 0x2450] = x[106];
-    out[src_idx + 0x2451] = x[107];
-    out[src_idx + 0x2058] = x[108];
-    out[src_idx + 0x2059] = x[109];
-    out[src_idx + 0x2458] = x[110];
-    out[src_idx + 0x2459] = x[111];
-    out[src_idx + 0x2060] = x[112];
-    out[src_idx + 0x2061] = x[113];
-    out[src_idx + 0x2460] = x[114];
-    out[src_idx + 0x2461] = x[115];
-    out[src_idx + 0x2068] = x[116];
-    out[src_idx + 0x2069] = x[117];
-    out[src_idx + 0x2468] = x[118];
-    out[src_idx + 0x2469] = x[119];
-    out[src_idx + 0x2070] = x[120];
-    out[src_idx + 0x2071] = x[121];
-    out[src_idx + 0x2470] = x[122];
-    out[src_idx + 0x2471] = x[123];
-    out[src_idx + 0x2078] = x[124];
-    out[src_idx + 0x2079] = x[125];
-    out[src_idx + 0x2478] = x[126];
-    out[src_idx + 0x2479] = x[127];
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x408]) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x410]) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x418]) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x428]) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x430]) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x438]) = *reinterpret_cast<const uint2*>(&x[30]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint2*>(&x[32]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x440]) = *reinterpret_cast<const uint2*>(&x[34]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x48]) = *reinterpret_cast<const uint2*>(&x[36]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x448]) = *reinterpret_cast<const uint2*>(&x[38]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x50]) = *reinterpret_cast<const uint2*>(&x[40]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x450]) = *reinterpret_cast<const uint2*>(&x[42]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x58]) = *reinterpret_cast<const uint2*>(&x[44]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x458]) = *reinterpret_cast<const uint2*>(&x[46]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x60]) = *reinterpret_cast<const uint2*>(&x[48]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x460]) = *reinterpret_cast<const uint2*>(&x[50]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x68]) = *reinterpret_cast<const uint2*>(&x[52]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x468]) = *reinterpret_cast<const uint2*>(&x[54]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x70]) = *reinterpret_cast<const uint2*>(&x[56]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x470]) = *reinterpret_cast<const uint2*>(&x[58]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x78]) = *reinterpret_cast<const uint2*>(&x[60]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x478]) = *reinterpret_cast<const uint2*>(&x[62]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2000]) = *reinterpret_cast<const uint2*>(&x[64]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2400]) = *reinterpret_cast<const uint2*>(&x[66]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2008]) = *reinterpret_cast<const uint2*>(&x[68]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2408]) = *reinterpret_cast<const uint2*>(&x[70]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2010]) = *reinterpret_cast<const uint2*>(&x[72]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2410]) = *reinterpret_cast<const uint2*>(&x[74]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2018]) = *reinterpret_cast<const uint2*>(&x[76]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2418]) = *reinterpret_cast<const uint2*>(&x[78]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2020]) = *reinterpret_cast<const uint2*>(&x[80]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2420]) = *reinterpret_cast<const uint2*>(&x[82]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2028]) = *reinterpret_cast<const uint2*>(&x[84]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2428]) = *reinterpret_cast<const uint2*>(&x[86]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2030]) = *reinterpret_cast<const uint2*>(&x[88]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2430]) = *reinterpret_cast<const uint2*>(&x[90]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2038]) = *reinterpret_cast<const uint2*>(&x[92]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2438]) = *reinterpret_cast<const uint2*>(&x[94]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2040]) = *reinterpret_cast<const uint2*>(&x[96]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2440]) = *reinterpret_cast<const uint2*>(&x[98]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2048]) = *reinterpret_cast<const uint2*>(&x[100]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2448]) = *reinterpret_cast<const uint2*>(&x[102]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2050]) = *reinterpret_cast<const uint2*>(&x[104]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2450]) = *reinterpret_cast<const uint2*>(&x[106]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2058]) = *reinterpret_cast<const uint2*>(&x[108]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2458]) = *reinterpret_cast<const uint2*>(&x[110]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2060]) = *reinterpret_cast<const uint2*>(&x[112]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2460]) = *reinterpret_cast<const uint2*>(&x[114]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2068]) = *reinterpret_cast<const uint2*>(&x[116]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2468]) = *reinterpret_cast<const uint2*>(&x[118]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2070]) = *reinterpret_cast<const uint2*>(&x[120]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2470]) = *reinterpret_cast<const uint2*>(&x[122]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2078]) = *reinterpret_cast<const uint2*>(&x[124]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2478]) = *reinterpret_cast<const uint2*>(&x[126]);
 }
 
 extern "C" __global__ void __launch_bounds__(wgmma_acc_to_blocked::kThreads)
@@ -576,136 +448,72 @@ wgmma_acc_to_blocked_base(const uint32_t* __restrict__ in, uint32_t* __restrict_
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 5) ^ ((lane & 0x3) << 1) ^ (warp << 11);
-    uint32_t x[kSrcRegs] = {
-        in[src_idx],
-        in[src_idx + 0x1],
-        in[src_idx + 0x400],
-        in[src_idx + 0x401],
-        in[src_idx + 0x8],
-        in[src_idx + 0x9],
-        in[src_idx + 0x408],
-        in[src_idx + 0x409],
-        in[src_idx + 0x10],
-        in[src_idx + 0x11],
-        in[src_idx + 0x410],
-        in[src_idx + 0x411],
-        in[src_idx + 0x18],
-        in[src_idx + 0x19],
-        in[src_idx + 0x418],
-        in[src_idx + 0x419],
-        in[src_idx + 0x20],
-        in[src_idx + 0x21],
-        in[src_idx + 0x420],
-        in[src_idx + 0x421],
-        in[src_idx + 0x28],
-        in[src_idx + 0x29],
-        in[src_idx + 0x428],
-        in[src_idx + 0x429],
-        in[src_idx + 0x30],
-        in[src_idx + 0x31],
-        in[src_idx + 0x430],
-        in[src_idx + 0x431],
-        in[src_idx + 0x38],
-        in[src_idx + 0x39],
-        in[src_idx + 0x438],
-        in[src_idx + 0x439],
-        in[src_idx + 0x40],
-        in[src_idx + 0x41],
-        in[src_idx + 0x440],
-        in[src_idx + 0x441],
-        in[src_idx + 0x48],
-        in[src_idx + 0x49],
-        in[src_idx + 0x448],
-        in[src_idx + 0x449],
-        in[src_idx + 0x50],
-        in[src_idx + 0x51],
-        in[src_idx + 0x450],
-        in[src_idx + 0x451],
-        in[src_idx + 0x58],
-        in[src_idx + 0x59],
-        in[src_idx + 0x458],
-        in[src_idx + 0x459],
-        in[src_idx + 0x60],
-        in[src_idx + 0x61],
-        in[src_idx + 0x460],
-        in[src_idx + 0x461],
-        in[src_idx + 0x68],
-        in[src_idx + 0x69],
-        in[src_idx + 0x468],
-        in[src_idx + 0x469],
-        in[src_idx + 0x70],
-        in[src_idx + 0x71],
-        in[src_idx + 0x470],
-        in[src_idx + 0x471],
-        in[src_idx + 0x78],
-        in[src_idx + 0x79],
-        in[src_idx + 0x478],
-        in[src_idx + 0x479],
-        in[src_idx + 0x2000],
-        in[src_idx + 0x2001],
-        in[src_idx + 0x2400],
-        in[src_idx + 0x2401],
-        in[src_idx + 0x2008],
-        in[src_idx + 0x2009],
-        in[src_idx + 0x2408],
-        in[src_idx + 0x2409],
-        in[src_idx + 0x2010],
-        in[src_idx + 0x2011],
-        in[src_idx + 0x2410],
-        in[src_idx + 0x2411],
-        in[src_idx + 0x2018],
-        in[src_idx + 0x2019],
-        in[src_idx + 0x2418],
-        in[src_idx + 0x2419],
-        in[src_idx + 0x2020],
-        in[src_idx + 0x2021],
-        in[src_idx + 0x2420],
-        in[src_idx + 0x2421],
-        in[src_idx + 0x2028],
-        in[src_idx + 0x2029],
-        in[src_idx + 0x2428],
-        in[src_idx + 0x2429],
-        in[src_idx + 0x2030],
-        in[src_idx + 0x2031],
-        in[src_idx + 0x2430],
-        in[src_idx + 0x2431],
-        in[src_idx + 0x2038],
-        in[src_idx + 0x2039],
-        in[src_idx + 0x2438],
-        in[src_idx + 0x2439],
-        in[src_idx + 0x2040],
-        in[src_idx + 0x2041],
-        in[src_idx + 0x2440],
-        in[src_idx + 0x2441],
-        in[src_idx + 0x2048],
-        in[src_idx + 0x2049],
-        in[src_idx + 0x2448],
-        in[src_idx + 0x2449],
-        in[src_idx + 0x2050],
-        in[src_idx + 0x2051],
-        in[src_idx + 0x2450],
-        in[src_idx + 0x2451],
-        in[src_idx + 0x2058],
-        in[src_idx + 0x2059],
-        in[src_idx + 0x2458],
-        in[src_idx + 0x2459],
-        in[src_idx + 0x2060],
-        in[src_idx + 0x2061],
-        in[src_idx + 0x2460],
-        in[src_idx + 0x2461],
-        in[src_idx + 0x2068],
-        in[src_idx + 0x2069],
-        in[src_idx + 0x2468],
-        in[src_idx + 0x2469],
-        in[src_idx + 0x2070],
-        in[src_idx + 0x2071],
-        in[src_idx + 0x2470],
-        in[src_idx + 0x2471],
-        in[src_idx + 0x2078],
-        in[src_idx + 0x2079],
-        in[src_idx + 0x2478],
-        in[src_idx + 0x2479],
-    };
+    // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
+    alignas(16) uint32_t x[kSrcRegs];
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x8]);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x408]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x410]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x18]);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x418]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x28]);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x428]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x430]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x38]);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x438]);
+    *reinterpret_cast<uint2*>(&x[32]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x40]);
+    *reinterpret_cast<uint2*>(&x[34]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x440]);
+    *reinterpret_cast<uint2*>(&x[36]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x48]);
+    *reinterpret_cast<uint2*>(&x[38]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x448]);
+    *reinterpret_cast<uint2*>(&x[40]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x50]);
+    *reinterpret_cast<uint2*>(&x[42]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x450]);
+    *reinterpret_cast<uint2*>(&x[44]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x58]);
+    *reinterpret_cast<uint2*>(&x[46]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x458]);
+    *reinterpret_cast<uint2*>(&x[48]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x60]);
+    *reinterpret_cast<uint2*>(&x[50]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x460]);
+    *reinterpret_cast<uint2*>(&x[52]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x68]);
+    *reinterpret_cast<uint2*>(&x[54]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x468]);
+    *reinterpret_cast<uint2*>(&x[56]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x70]);
+    *reinterpret_cast<uint2*>(&x[58]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x470]);
+    *reinterpret_cast<uint2*>(&x[60]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x78]);
+    *reinterpret_cast<uint2*>(&x[62]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x478]);
+    *reinterpret_cast<uint2*>(&x[64]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2000]);
+    *reinterpret_cast<uint2*>(&x[66]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2400]);
+    *reinterpret_cast<uint2*>(&x[68]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2008]);
+    *reinterpret_cast<uint2*>(&x[70]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2408]);
+    *reinterpret_cast<uint2*>(&x[72]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2010]);
+    *reinterpret_cast<uint2*>(&x[74]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2410]);
+    *reinterpret_cast<uint2*>(&x[76]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2018]);
+    *reinterpret_cast<uint2*>(&x[78]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2418]);
+    *reinterpret_cast<uint2*>(&x[80]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2020]);
+    *reinterpret_cast<uint2*>(&x[82]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2420]);
+    *reinterpret_cast<uint2*>(&x[84]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2028]);
+    *reinterpret_cast<uint2*>(&x[86]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2428]);
+    *reinterpret_cast<uint2*>(&x[88]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2030]);
+    *reinterpret_cast<uint2*>(&x[90]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2430]);
+    *reinterpret_cast<uint2*>(&x[92]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2038]);
+    *reinterpret_cast<uint2*>(&x[94]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2438]);
+    *reinterpret_cast<uint2*>(&x[96]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2040]);
+    *reinterpret_cast<uint2*>(&x[98]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2440]);
+    *reinterpret_cast<uint2*>(&x[100]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2048]);
+    *reinterpret_cast<uint2*>(&x[102]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2448]);
+    *reinterpret_cast<uint2*>(&x[104]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2050]);
+    *reinterpret_cast<uint2*>(&x[106]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2450]);
+    *reinterpret_cast<uint2*>(&x[108]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2058]);
+    *reinterpret_cast<uint2*>(&x[110]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2458]);
+    *reinterpret_cast<uint2*>(&x[112]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2060]);
+    *reinterpret_cast<uint2*>(&x[114]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2460]);
+    *reinterpret_cast<uint2*>(&x[116]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2068]);
+    *reinterpret_cast<uint2*>(&x[118]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2468]);
+    *reinterpret_cast<uint2*>(&x[120]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2070]);
+    *reinterpret_cast<uint2*>(&x[122]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2470]);
+    *reinterpret_cast<uint2*>(&x[124]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2078]);
+    *reinterpret_cast<uint2*>(&x[126]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2478]);
     uint32_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -715,132 +523,68 @@ wgmma_acc_to_blocked_base(const uint32_t* __restrict__ in, uint32_t* __restrict_
 #pragma unroll
         for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
     }
-    out[src_idx] = x[0];
-    out[src_idx + 0x1] = x[1];
-    out[src_idx + 0x400] = x[2];
-    out[src_idx + 0x401] = x[3];
-    out[src_idx + 0x8] = x[4];
-    out[src_idx + 0x9] = x[5];
-    out[src_idx + 0x408] = x[6];
-    out[src_idx + 0x409] = x[7];
-    out[src_idx + 0x10] = x[8];
-    out[src_idx + 0x11] = x[9];
-    out[src_idx + 0x410] = x[10];
-    out[src_idx + 0x411] = x[11];
-    out[src_idx + 0x18] = x[12];
-    out[src_idx + 0x19] = x[13];
-    out[src_idx + 0x418] = x[14];
-    out[src_idx + 0x419] = x[15];
-    out[src_idx + 0x20] = x[16];
-    out[src_idx + 0x21] = x[17];
-    out[src_idx + 0x420] = x[18];
-    out[src_idx + 0x421] = x[19];
-    out[src_idx + 0x28] = x[20];
-    out[src_idx + 0x29] = x[21];
-    out[src_idx + 0x428] = x[22];
-    out[src_idx + 0x429] = x[23];
-    out[src_idx + 0x30] = x[24];
-    out[src_idx + 0x31] = x[25];
-    out[src_idx + 0x430] = x[26];
-    out[src_idx + 0x431] = x[27];
-    out[src_idx + 0x38] = x[28];
-    out[src_idx + 0x39] = x[29];
-    out[src_idx + 0x438] = x[30];
-    out[src_idx + 0x439] = x[31];
-    out[src_idx + 0x40] = x[32];
-    out[src_idx + 0x41] = x[33];
-    out[src_idx + 0x440] = x[34];
-    out[src_idx + 0x441] = x[35];
-    out[src_idx + 0x48] = x[36];
-    out[src_idx + 0x49] = x[37];
-    out[src_idx + 0x448] = x[38];
-    out[src_idx + 0x449] = x[39];
-    out[src_idx + 0x50] = x[40];
-    out[src_idx + 0x51] = x[41];
-    out[src_idx + 0x450] = x[42];
-    out[src_idx + 0x451] = x[43];
-    out[src_idx + 0x58] = x[44];
-    out[src_idx + 0x59] = x[45];
-    out[src_idx + 0x458] = x[46];
-    out[src_idx + 0x459] = x[47];
-    out[src_idx + 0x60] = x[48];
-    out[src_idx + 0x61] = x[49];
-    out[src_idx + 0x460] = x[50];
-    out[src_idx + 0x461] = x[51];
-    out[src_idx + 0x68] = x[52];
-    out[src_idx + 0x69] = x[53];
-    out[src_idx + 0x468] = x[54];
-    out[src_idx + 0x469] = x[55];
-    out[src_idx + 0x70] = x[56];
-    out[src_idx + 0x71] = x[57];
-    out[src_idx + 0x470] = x[58];
-    out[src_idx + 0x471] = x[59];
-    out[src_idx + 0x78] = x[60];
-    out[src_idx + 0x79] = x[61];
-    out[src_idx + 0x478] = x[62];
-    out[src_idx + 0x479] = x[63];
-    out[src_idx + 0x2000] = x[64];
-    out[src_idx + 0x2001] = x[65];
-    out[src_idx + 0x2400] = x[66];
-    out[src_idx + 0x2401] = x[67];
-    out[src_idx + 0x2008] = x[68];
-    out[src_idx + 0x2009] = x[69];
-    out[src_idx + 0x2408] = x[70];
-    out[src_idx + 0x2409] = x[71];
-    out[src_idx + 0x2010] = x[72];
-    out[src_idx + 0x2011] = x[73];
-    out[src_idx + 0x2410] = x[74];
-    out[src_idx + 0x2411] = x[75];
-    out[src_idx + 0x2018] = x[76];
-    out[src_idx + 0x2019] = x[77];
-    out[src_idx + 0x2418] = x[78];
-    out[src_idx + 0x2419] = x[79];
-    out[src_idx + 0x2020] = x[80];
-    out[src_idx + 0x2021] = x[81];
-    out[src_idx + 0x2420] = x[82];
-    out[src_idx + 0x2421] = x[83];
-    out[src_idx + 0x2028] = x[84];
-    out[src_idx + 0x2029] = x[85];
-    out[src_idx + 0x2428] = x[86];
-    out[src_idx + 0x2429] = x[87];
-    out[src_idx + 0x2030] = x[88];
-    out[src_idx + 0x2031] = x[89];
-    out[src_idx + 0x2430] = x[90];
-    out[src_idx + 0x2431] = x[91];
-    out[src_idx + 0x2038] = x[92];
-    out[src_idx + 0x2039] = x[93];
-    out[src_idx + 0x2438] = x[94];
-    out[src_idx + 0x2439] = x[95];
-    out[src_idx + 0x2040] = x[96];
-    out[src_idx + 0x2041] = x[97];
-    out[src_idx + 0x2440] = x[98];
-    out[src_idx + 0x2441] = x[99];
-    out[src_idx + 0x2048] = x[100];
-    out[src_idx + 0x2049] = x[101];
-    out[src_idx + 0x2448] = x[102];
-    out[src_idx + 0x2449] = x[103];
-    out[src_idx + 0x2050] = x[104];
-    out[src_idx + 0x2051] = x[105];
-    out[src_idx + 0x2450] = x[106];
-    out[src_idx + 0x2451] = x[107];
-    out[src_idx + 0x2058] = x[108];
-    out[src_idx + 0x2059] = x[109];
-    out[src_idx + 0x2458] = x[110];
-    out[src_idx + 0x2459] = x[111];
-    out[src_idx + 0x2060] = x[112];
-    out[src_idx + 0x2061] = x[113];
-    out[src_idx + 0x2460] = x[114];
-    out[src_idx + 0x2461] = x[115];
-    out[src_idx + 0x2068] = x[116];
-    out[src_idx + 0x2069] = x[117];
-    out[src_idx + 0x2468] = x[118];
-    out[src_idx + 0x2469] = x[119];
-    out[src_idx + 0x2070] = x[120];
-    out[src_idx + 0x2071] = x[121];
-    out[src_idx + 0x2470] = x[122];
-    out[src_idx + 0x2471] = x[123];
-    out[src_idx + 0x2078] = x[124];
-    out[src_idx + 0x2079] = x[125];
-    out[src_idx + 0x2478] = x[126];
-    out[src_idx + 0x2479] = x[127];
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x408]) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x410]) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x418]) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x428]) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x430]) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x438]) = *reinterpret_cast<const uint2*>(&x[30]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint2*>(&x[32]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x440]) = *reinterpret_cast<const uint2*>(&x[34]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x48]) = *reinterpret_cast<const uint2*>(&x[36]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x448]) = *reinterpret_cast<const uint2*>(&x[38]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x50]) = *reinterpret_cast<const uint2*>(&x[40]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x450]) = *reinterpret_cast<const uint2*>(&x[42]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x58]) = *reinterpret_cast<const uint2*>(&x[44]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x458]) = *reinterpret_cast<const uint2*>(&x[46]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x60]) = *reinterpret_cast<const uint2*>(&x[48]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x460]) = *reinterpret_cast<const uint2*>(&x[50]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x68]) = *reinterpret_cast<const uint2*>(&x[52]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x468]) = *reinterpret_cast<const uint2*>(&x[54]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x70]) = *reinterpret_cast<const uint2*>(&x[56]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x470]) = *reinterpret_cast<const uint2*>(&x[58]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x78]) = *reinterpret_cast<const uint2*>(&x[60]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x478]) = *reinterpret_cast<const uint2*>(&x[62]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2000]) = *reinterpret_cast<const uint2*>(&x[64]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2400]) = *reinterpret_cast<const uint2*>(&x[66]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2008]) = *reinterpret_cast<const uint2*>(&x[68]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2408]) = *reinterpret_cast<const uint2*>(&x[70]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2010]) = *reinterpret_cast<const uint2*>(&x[72]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2410]) = *reinterpret_cast<const uint2*>(&x[74]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2018]) = *reinterpret_cast<const uint2*>(&x[76]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2418]) = *reinterpret_cast<const uint2*>(&x[78]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2020]) = *reinterpret_cast<const uint2*>(&x[80]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2420]) = *reinterpret_cast<const uint2*>(&x[82]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2028]) = *reinterpret_cast<const uint2*>(&x[84]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2428]) = *reinterpret_cast<const uint2*>(&x[86]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2030]) = *reinterpret_cast<const uint2*>(&x[88]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2430]) = *reinterpret_cast<const uint2*>(&x[90]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2038]) = *reinterpret_cast<const uint2*>(&x[92]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2438]) = *reinterpret_cast<const uint2*>(&x[94]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2040]) = *reinterpret_cast<const uint2*>(&x[96]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2440]) = *reinterpret_cast<const uint2*>(&x[98]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2048]) = *reinterpret_cast<const uint2*>(&x[100]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2448]) = *reinterpret_cast<const uint2*>(&x[102]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2050]) = *reinterpret_cast<const uint2*>(&x[104]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2450]) = *reinterpret_cast<const uint2*>(&x[106]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2058]) = *reinterpret_cast<const uint2*>(&x[108]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2458]) = *reinterpret_cast<const uint2*>(&x[110]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2060]) = *reinterpret_cast<const uint2*>(&x[112]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2460]) = *reinterpret_cast<const uint2*>(&x[114]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2068]) = *reinterpret_cast<const uint2*>(&x[116]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2468]) = *reinterpret_cast<const uint2*>(&x[118]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2070]) = *reinterpret_cast<const uint2*>(&x[120]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2470]) = *reinterpret_cast<const uint2*>(&x[122]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2078]) = *reinterpret_cast<const uint2*>(&x[124]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x2478]) = *reinterpret_cast<const uint2*>(&x[126]);
 }

@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 
 from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.model import XorForm
+from ll_codegen.plan.model import PackTerm, XorForm, pack_term
 
 #: every lane of a warp takes part in a shuffle
 FULL_MASK = "0xffffffff"
@@ -163,27 +163,18 @@ def pack_words(vals: Sequence[str], elem_bytes: int, cuda: bool) -> list[str]:
 
 
 def compose_word(sources: Sequence[tuple[str, int] | None], elem_bytes: int) -> str:
-    """A 32-bit word whose element k is element ``sources[k] = (word, index)``
-    of another word (None: don't care), with as few ``__byte_perm`` as it takes:
-    the word itself when nothing moves, one permute for up to two words, three
-    when four bytes come from four words (8-bit elements); ``plan.compose_ops``
-    counts them for the cost model."""
-    used = [x for x in sources if x is not None]
-    if all(x is None or x == (used[0][0], k) for k, x in enumerate(sources)):
-        return used[0][0]
-    words = list(dict.fromkeys(w for w, _ in used))
-    if len(words) > 2:
-        half = len(sources) // 2
-        lo = compose_word(list(sources[:half]) + [None] * (len(sources) - half), elem_bytes)
-        hi = compose_word([None] * half + list(sources[half:]), elem_bytes)
-        return f"__byte_perm({lo}, {hi}, 0x7610)"
-    sel = 0
-    for k in range(4 // elem_bytes):
-        x = sources[k] if k < len(sources) else None
-        for b in range(elem_bytes):
-            nib = k * elem_bytes + b if x is None else 4 * words.index(x[0]) + x[1] * elem_bytes + b
-            sel |= nib << (4 * (k * elem_bytes + b))
-    return f"__byte_perm({words[0]}, {words[1] if len(words) > 1 else '0u'}, {hex_const(sel)})"
+    """A 32-bit word whose element k is element ``sources[k] = (word, index)`` of another word
+    (None: don't care) as C: ``plan.pack_term``'s permutes, each as ``__byte_perm``.  Equal
+    sub-terms render as equal expressions, which the compiler computes once."""
+    return term_expr(pack_term(sources, 4 // elem_bytes))
+
+
+def term_expr(term: PackTerm) -> str:
+    """C expression of a ``plan.PackTerm``."""
+    if term[0] == "word":
+        return term[1]
+    b = "0u" if term[2] is None else term_expr(term[2])
+    return f"__byte_perm({term_expr(term[1])}, {b}, {hex_const(term[3])})"
 
 
 def unpack_elems(words: Sequence[str], n: int, elem_bytes: int, raw: str) -> list[str]:

@@ -81,20 +81,80 @@ class ShuffleRound:
     recv: tuple[tuple[int, ...], ...]
 
 
-def compose_ops(sources: Sequence[tuple[Any, int] | None]) -> int:
-    """``__byte_perm`` instructions that build a word whose element k is element
-    ``sources[k] = (word, index)`` of another word (None: don't care), as
-    ``render.compose_word`` emits them: 0 when nothing moves, 1 for up to two
-    words, else one for each half and one to join them."""
+#: A packed 32-bit word as the renderer builds it: ``("word", w)`` is word ``w`` as it is,
+#: ``("perm", a, b, sel)`` is ``__byte_perm(a, b, sel)`` of two such terms (``b`` None: ``0u``).
+#: Terms are hashable and canonical, so equal terms render as equal C expressions, which the
+#: compiler computes once: counting distinct ``perm`` nodes counts the permutes a thread runs.
+PackTerm = tuple
+
+
+def _bytes_of(term: PackTerm | None) -> list[tuple[Any, int] | None]:
+    """(word, byte) held by each byte of ``term``."""
+    if term is None:
+        return [None] * 4
+    if term[0] == "word":
+        return [(term[1], q) for q in range(4)]
+    a, b = _bytes_of(term[1]), _bytes_of(term[2])
+    return [(a + b)[term[3] >> (4 * q) & 7] for q in range(4)]
+
+
+def _perm(a: PackTerm, b: PackTerm | None, want: Sequence[tuple[Any, int] | None]) -> PackTerm:
+    """``__byte_perm(a, b, sel)`` whose byte q is ``want[q]`` (None: byte q of a, don't care)."""
+    have = _bytes_of(a) + _bytes_of(b)
+    sel = 0
+    for q, x in enumerate(want):
+        sel |= (q if x is None else have.index(x)) << (4 * q)
+    return ("perm", a, b, sel)
+
+
+def _half(items: Sequence[tuple[Any, int]]) -> PackTerm:
+    """A term holding the bytes ``items`` (from at most two words) for the join of ``pack_term``.
+    Bytes i of words X and Y in the same byte pair {2g, 2g + 1}: the interleave
+    ``[X.2g, Y.2g, X.2g+1, Y.2g+1]`` (X < Y), which also serves the word that needs byte 2g+1 of
+    both -- a 4x4 byte transpose then costs 8 permutes, not 12."""
+    words = sorted({w for w, _ in items}, key=str)
+    if len(words) == 1:
+        return ("word", words[0])
+    groups = {q >> 1 for _, q in items}
+    if len(groups) == 1:
+        g = 2 * groups.pop()
+        return _perm(("word", words[0]), ("word", words[1]),
+                     [(words[0], g), (words[1], g), (words[0], g + 1), (words[1], g + 1)])
+    return _perm(("word", words[0]), ("word", words[1]), list(items) + [None] * (4 - len(items)))
+
+
+def pack_term(sources: Sequence[tuple[Any, int] | None], per: int) -> PackTerm:
+    """The term of a 32-bit word whose element k is element ``sources[k] = (word, index)`` of
+    another word (None, or k past the list: don't care; ``per`` elements a word): the word itself when
+    nothing moves, one permute for up to two words, else (8-bit elements from three or four
+    words) one term per half (``_half``) and one permute joining them."""
+    eb = 4 // per
+    sources = list(sources) + [None] * (per - len(sources))
     used = [x for x in sources if x is not None]
     if all(x is None or x == (used[0][0], k) for k, x in enumerate(sources)):
-        return 0
-    if len({w for w, _ in used}) <= 2:
-        return 1
-    half = len(sources) // 2
-    rest = len(sources) - half
-    return (compose_ops(list(sources[:half]) + [None] * rest) + compose_ops([None] * half + list(sources[half:]))
-            + 1)
+        return ("word", used[0][0])
+    want = [None if x is None else (x[0], x[1] * eb + b) for x in sources for b in range(eb)]
+    words = list(dict.fromkeys(w for w, _ in used))
+    if len(words) <= 2:
+        return _perm(("word", words[0]), ("word", words[1]) if len(words) > 1 else None, want)
+    lo, hi = (_half([x for x in want[h:h + 2] if x is not None]) for h in (0, 2))
+    return _perm(lo, hi, want)
+
+
+def perm_nodes(term: PackTerm) -> set[PackTerm]:
+    """The distinct permutes of a term."""
+    if term[0] == "word":
+        return set()
+    return {term} | perm_nodes(term[1]) | (perm_nodes(term[2]) if term[2] is not None else set())
+
+
+def compose_ops(per: int, *words: Sequence[tuple[Any, int] | None]) -> int:
+    """``__byte_perm`` instructions that build the words (each as ``pack_term``'s sources),
+    each distinct permute once (the compiler merges equal expressions)."""
+    nodes: set[PackTerm] = set()
+    for w in words:
+        nodes |= perm_nodes(pack_term(w, per))
+    return len(nodes)
 
 
 def word_view(plan: "ConversionPlan") -> int:
@@ -186,15 +246,14 @@ class ShufflePlan:
         if not per:
             return len(self.rounds) * (self.vec - 1) * 2 if self.vec > 1 else 0
         sent = {t for rnd in self.rounds for t in self.sent(rnd)}     # either form composes each once
-        ops = sum(compose_ops([(r // per, r % per) for r in t[i:i + per]])
-                  for t in sent for i in range(0, len(t), per))
+        ops = compose_ops(per, *([(r // per, r % per) for r in t[i:i + per]] for t in sent for i in range(0, len(t), per)))
         words = set()                     # destination words as composed for some lanes
         for c in range(1 if self.recv_swaps else self.recv_select.size):
             src_of = {r: ((i, k // per), k % per)
                       for i, rnd in enumerate(self.rounds) for k, r in enumerate(self.received(rnd)[c])}
             src_of.update((a, src_of[b]) for a, b in copies if b in src_of)
             words |= {tuple(src_of.get(r) for r in range(j * per, (j + 1) * per)) for j in {r // per for r in src_of}}
-        return ops + sum(compose_ops(w) for w in words)
+        return ops + compose_ops(per, *words)
 
     def sent(self, rnd: ShuffleRound) -> tuple[tuple[int, ...], ...]:
         """The round's source registers for each value of ``send_select`` (either form)."""
