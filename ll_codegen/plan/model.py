@@ -246,7 +246,8 @@ class ShufflePlan:
         if not per:
             return len(self.rounds) * (self.vec - 1) * 2 if self.vec > 1 else 0
         sent = {t for rnd in self.rounds for t in self.sent(rnd)}     # either form composes each once
-        ops = compose_ops(per, *([(r // per, r % per) for r in t[i:i + per]] for t in sent for i in range(0, len(t), per)))
+        ops = compose_ops(per, *([(r // per, r % per) for r in t[i:i + per]]
+                                 for t in sent for i in range(0, len(t), per)))
         words = set()                     # destination words as composed for some lanes
         for c in range(1 if self.recv_swaps else self.recv_select.size):
             src_of = {r: ((i, k // per), k % per)
