@@ -92,24 +92,24 @@ flash_attn_acc_to_dot_a_f16_bench(const uint16_t* __restrict__ in, uint16_t* __r
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
-    // the tile in and out 2 element(s) at a time (unsigned): registers 2g.. hold consecutive elements
+    // the tile in and out 2 element(s) at a time (uint32_t): registers 2g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<unsigned*>(&x[0]) = *reinterpret_cast<const unsigned*>(&in[src_idx]);
-    *reinterpret_cast<unsigned*>(&x[2]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<unsigned*>(&x[4]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x8]);
-    *reinterpret_cast<unsigned*>(&x[6]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x208]);
-    *reinterpret_cast<unsigned*>(&x[8]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<unsigned*>(&x[10]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<unsigned*>(&x[12]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x18]);
-    *reinterpret_cast<unsigned*>(&x[14]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x218]);
-    *reinterpret_cast<unsigned*>(&x[16]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<unsigned*>(&x[18]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<unsigned*>(&x[20]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x28]);
-    *reinterpret_cast<unsigned*>(&x[22]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x228]);
-    *reinterpret_cast<unsigned*>(&x[24]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<unsigned*>(&x[26]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<unsigned*>(&x[28]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x38]);
-    *reinterpret_cast<unsigned*>(&x[30]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x238]);
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x8]);
+    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x208]);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x210]);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x18]);
+    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x218]);
+    *reinterpret_cast<uint32_t*>(&x[16]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint32_t*>(&x[18]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x220]);
+    *reinterpret_cast<uint32_t*>(&x[20]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x28]);
+    *reinterpret_cast<uint32_t*>(&x[22]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x228]);
+    *reinterpret_cast<uint32_t*>(&x[24]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint32_t*>(&x[26]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x230]);
+    *reinterpret_cast<uint32_t*>(&x[28]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x38]);
+    *reinterpret_cast<uint32_t*>(&x[30]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x238]);
     uint16_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -126,22 +126,22 @@ flash_attn_acc_to_dot_a_f16_bench(const uint16_t* __restrict__ in, uint16_t* __r
         flash_attn_acc_to_dot_a_f16_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<unsigned*>(&out[src_idx]) = *reinterpret_cast<const unsigned*>(&x[0]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x200]) = *reinterpret_cast<const unsigned*>(&x[2]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x8]) = *reinterpret_cast<const unsigned*>(&x[4]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x208]) = *reinterpret_cast<const unsigned*>(&x[6]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x10]) = *reinterpret_cast<const unsigned*>(&x[8]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x210]) = *reinterpret_cast<const unsigned*>(&x[10]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x18]) = *reinterpret_cast<const unsigned*>(&x[12]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x218]) = *reinterpret_cast<const unsigned*>(&x[14]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x20]) = *reinterpret_cast<const unsigned*>(&x[16]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x220]) = *reinterpret_cast<const unsigned*>(&x[18]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x28]) = *reinterpret_cast<const unsigned*>(&x[20]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x228]) = *reinterpret_cast<const unsigned*>(&x[22]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x30]) = *reinterpret_cast<const unsigned*>(&x[24]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x230]) = *reinterpret_cast<const unsigned*>(&x[26]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x38]) = *reinterpret_cast<const unsigned*>(&x[28]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x238]) = *reinterpret_cast<const unsigned*>(&x[30]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x208]) = *reinterpret_cast<const uint32_t*>(&x[6]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint32_t*>(&x[10]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x218]) = *reinterpret_cast<const uint32_t*>(&x[14]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint32_t*>(&x[16]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint32_t*>(&x[18]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint32_t*>(&x[20]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x228]) = *reinterpret_cast<const uint32_t*>(&x[22]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint32_t*>(&x[24]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint32_t*>(&x[26]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint32_t*>(&x[28]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x238]) = *reinterpret_cast<const uint32_t*>(&x[30]);
 }
 
 extern "C" __global__ void __launch_bounds__(flash_attn_acc_to_dot_a_f16::kThreads)
@@ -154,24 +154,24 @@ flash_attn_acc_to_dot_a_f16_base(const uint16_t* __restrict__ in, uint16_t* __re
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
-    // the tile in and out 2 element(s) at a time (unsigned): registers 2g.. hold consecutive elements
+    // the tile in and out 2 element(s) at a time (uint32_t): registers 2g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<unsigned*>(&x[0]) = *reinterpret_cast<const unsigned*>(&in[src_idx]);
-    *reinterpret_cast<unsigned*>(&x[2]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<unsigned*>(&x[4]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x8]);
-    *reinterpret_cast<unsigned*>(&x[6]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x208]);
-    *reinterpret_cast<unsigned*>(&x[8]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<unsigned*>(&x[10]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<unsigned*>(&x[12]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x18]);
-    *reinterpret_cast<unsigned*>(&x[14]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x218]);
-    *reinterpret_cast<unsigned*>(&x[16]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<unsigned*>(&x[18]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<unsigned*>(&x[20]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x28]);
-    *reinterpret_cast<unsigned*>(&x[22]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x228]);
-    *reinterpret_cast<unsigned*>(&x[24]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<unsigned*>(&x[26]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<unsigned*>(&x[28]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x38]);
-    *reinterpret_cast<unsigned*>(&x[30]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x238]);
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x8]);
+    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x208]);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x210]);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x18]);
+    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x218]);
+    *reinterpret_cast<uint32_t*>(&x[16]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint32_t*>(&x[18]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x220]);
+    *reinterpret_cast<uint32_t*>(&x[20]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x28]);
+    *reinterpret_cast<uint32_t*>(&x[22]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x228]);
+    *reinterpret_cast<uint32_t*>(&x[24]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint32_t*>(&x[26]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x230]);
+    *reinterpret_cast<uint32_t*>(&x[28]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x38]);
+    *reinterpret_cast<uint32_t*>(&x[30]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x238]);
     uint16_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -185,20 +185,20 @@ flash_attn_acc_to_dot_a_f16_base(const uint16_t* __restrict__ in, uint16_t* __re
         for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<unsigned*>(&out[src_idx]) = *reinterpret_cast<const unsigned*>(&x[0]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x200]) = *reinterpret_cast<const unsigned*>(&x[2]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x8]) = *reinterpret_cast<const unsigned*>(&x[4]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x208]) = *reinterpret_cast<const unsigned*>(&x[6]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x10]) = *reinterpret_cast<const unsigned*>(&x[8]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x210]) = *reinterpret_cast<const unsigned*>(&x[10]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x18]) = *reinterpret_cast<const unsigned*>(&x[12]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x218]) = *reinterpret_cast<const unsigned*>(&x[14]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x20]) = *reinterpret_cast<const unsigned*>(&x[16]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x220]) = *reinterpret_cast<const unsigned*>(&x[18]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x28]) = *reinterpret_cast<const unsigned*>(&x[20]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x228]) = *reinterpret_cast<const unsigned*>(&x[22]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x30]) = *reinterpret_cast<const unsigned*>(&x[24]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x230]) = *reinterpret_cast<const unsigned*>(&x[26]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x38]) = *reinterpret_cast<const unsigned*>(&x[28]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x238]) = *reinterpret_cast<const unsigned*>(&x[30]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x208]) = *reinterpret_cast<const uint32_t*>(&x[6]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint32_t*>(&x[10]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x218]) = *reinterpret_cast<const uint32_t*>(&x[14]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint32_t*>(&x[16]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint32_t*>(&x[18]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint32_t*>(&x[20]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x228]) = *reinterpret_cast<const uint32_t*>(&x[22]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint32_t*>(&x[24]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint32_t*>(&x[26]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint32_t*>(&x[28]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x238]) = *reinterpret_cast<const uint32_t*>(&x[30]);
 }

@@ -126,24 +126,24 @@ mfma_acc_to_blocked_wave64_bench(const uint32_t* __restrict__ in, uint32_t* __re
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x20) << 3) ^ (lane & 0x1f) ^ ((warp & 0x2) << 10) ^ ((warp & 0x1) << 5);
-    // the tile in and out 1 element(s) at a time (unsigned): registers 1g.. hold consecutive elements
+    // the tile in and out 1 element(s) at a time (uint32_t): registers 1g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<unsigned*>(&x[0]) = *reinterpret_cast<const unsigned*>(&in[src_idx]);
-    *reinterpret_cast<unsigned*>(&x[1]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<unsigned*>(&x[2]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x80]);
-    *reinterpret_cast<unsigned*>(&x[3]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0xc0]);
-    *reinterpret_cast<unsigned*>(&x[4]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<unsigned*>(&x[5]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x240]);
-    *reinterpret_cast<unsigned*>(&x[6]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x280]);
-    *reinterpret_cast<unsigned*>(&x[7]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x2c0]);
-    *reinterpret_cast<unsigned*>(&x[8]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<unsigned*>(&x[9]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x440]);
-    *reinterpret_cast<unsigned*>(&x[10]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x480]);
-    *reinterpret_cast<unsigned*>(&x[11]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x4c0]);
-    *reinterpret_cast<unsigned*>(&x[12]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x600]);
-    *reinterpret_cast<unsigned*>(&x[13]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x640]);
-    *reinterpret_cast<unsigned*>(&x[14]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x680]);
-    *reinterpret_cast<unsigned*>(&x[15]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x6c0]);
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
+    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x40]);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x80]);
+    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0xc0]);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint32_t*>(&x[5]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x240]);
+    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x280]);
+    *reinterpret_cast<uint32_t*>(&x[7]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x2c0]);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint32_t*>(&x[9]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x440]);
+    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x480]);
+    *reinterpret_cast<uint32_t*>(&x[11]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x4c0]);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x600]);
+    *reinterpret_cast<uint32_t*>(&x[13]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x640]);
+    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x680]);
+    *reinterpret_cast<uint32_t*>(&x[15]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x6c0]);
     uint32_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -156,22 +156,22 @@ mfma_acc_to_blocked_wave64_bench(const uint32_t* __restrict__ in, uint32_t* __re
         for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
         mfma_acc_to_blocked_wave64_back::convert(y, x, smem);
     }
-    *reinterpret_cast<unsigned*>(&out[src_idx]) = *reinterpret_cast<const unsigned*>(&x[0]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x40]) = *reinterpret_cast<const unsigned*>(&x[1]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x80]) = *reinterpret_cast<const unsigned*>(&x[2]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const unsigned*>(&x[3]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x200]) = *reinterpret_cast<const unsigned*>(&x[4]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x240]) = *reinterpret_cast<const unsigned*>(&x[5]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x280]) = *reinterpret_cast<const unsigned*>(&x[6]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x2c0]) = *reinterpret_cast<const unsigned*>(&x[7]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x400]) = *reinterpret_cast<const unsigned*>(&x[8]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x440]) = *reinterpret_cast<const unsigned*>(&x[9]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x480]) = *reinterpret_cast<const unsigned*>(&x[10]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x4c0]) = *reinterpret_cast<const unsigned*>(&x[11]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x600]) = *reinterpret_cast<const unsigned*>(&x[12]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x640]) = *reinterpret_cast<const unsigned*>(&x[13]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x680]) = *reinterpret_cast<const unsigned*>(&x[14]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x6c0]) = *reinterpret_cast<const unsigned*>(&x[15]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint32_t*>(&x[1]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x80]) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const uint32_t*>(&x[3]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x240]) = *reinterpret_cast<const uint32_t*>(&x[5]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x280]) = *reinterpret_cast<const uint32_t*>(&x[6]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x2c0]) = *reinterpret_cast<const uint32_t*>(&x[7]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x440]) = *reinterpret_cast<const uint32_t*>(&x[9]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x480]) = *reinterpret_cast<const uint32_t*>(&x[10]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x4c0]) = *reinterpret_cast<const uint32_t*>(&x[11]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x600]) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x640]) = *reinterpret_cast<const uint32_t*>(&x[13]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x680]) = *reinterpret_cast<const uint32_t*>(&x[14]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x6c0]) = *reinterpret_cast<const uint32_t*>(&x[15]);
 }
 
 extern "C" __global__ void __launch_bounds__(mfma_acc_to_blocked_wave64::kThreads)
@@ -184,24 +184,24 @@ mfma_acc_to_blocked_wave64_base(const uint32_t* __restrict__ in, uint32_t* __res
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x20) << 3) ^ (lane & 0x1f) ^ ((warp & 0x2) << 10) ^ ((warp & 0x1) << 5);
-    // the tile in and out 1 element(s) at a time (unsigned): registers 1g.. hold consecutive elements
+    // the tile in and out 1 element(s) at a time (uint32_t): registers 1g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<unsigned*>(&x[0]) = *reinterpret_cast<const unsigned*>(&in[src_idx]);
-    *reinterpret_cast<unsigned*>(&x[1]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<unsigned*>(&x[2]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x80]);
-    *reinterpret_cast<unsigned*>(&x[3]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0xc0]);
-    *reinterpret_cast<unsigned*>(&x[4]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<unsigned*>(&x[5]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x240]);
-    *reinterpret_cast<unsigned*>(&x[6]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x280]);
-    *reinterpret_cast<unsigned*>(&x[7]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x2c0]);
-    *reinterpret_cast<unsigned*>(&x[8]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<unsigned*>(&x[9]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x440]);
-    *reinterpret_cast<unsigned*>(&x[10]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x480]);
-    *reinterpret_cast<unsigned*>(&x[11]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x4c0]);
-    *reinterpret_cast<unsigned*>(&x[12]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x600]);
-    *reinterpret_cast<unsigned*>(&x[13]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x640]);
-    *reinterpret_cast<unsigned*>(&x[14]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x680]);
-    *reinterpret_cast<unsigned*>(&x[15]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x6c0]);
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
+    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x40]);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x80]);
+    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0xc0]);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint32_t*>(&x[5]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x240]);
+    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x280]);
+    *reinterpret_cast<uint32_t*>(&x[7]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x2c0]);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint32_t*>(&x[9]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x440]);
+    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x480]);
+    *reinterpret_cast<uint32_t*>(&x[11]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x4c0]);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x600]);
+    *reinterpret_cast<uint32_t*>(&x[13]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x640]);
+    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x680]);
+    *reinterpret_cast<uint32_t*>(&x[15]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x6c0]);
     uint32_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -211,20 +211,20 @@ mfma_acc_to_blocked_wave64_base(const uint32_t* __restrict__ in, uint32_t* __res
 #pragma unroll
         for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
     }
-    *reinterpret_cast<unsigned*>(&out[src_idx]) = *reinterpret_cast<const unsigned*>(&x[0]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x40]) = *reinterpret_cast<const unsigned*>(&x[1]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x80]) = *reinterpret_cast<const unsigned*>(&x[2]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const unsigned*>(&x[3]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x200]) = *reinterpret_cast<const unsigned*>(&x[4]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x240]) = *reinterpret_cast<const unsigned*>(&x[5]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x280]) = *reinterpret_cast<const unsigned*>(&x[6]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x2c0]) = *reinterpret_cast<const unsigned*>(&x[7]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x400]) = *reinterpret_cast<const unsigned*>(&x[8]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x440]) = *reinterpret_cast<const unsigned*>(&x[9]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x480]) = *reinterpret_cast<const unsigned*>(&x[10]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x4c0]) = *reinterpret_cast<const unsigned*>(&x[11]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x600]) = *reinterpret_cast<const unsigned*>(&x[12]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x640]) = *reinterpret_cast<const unsigned*>(&x[13]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x680]) = *reinterpret_cast<const unsigned*>(&x[14]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x6c0]) = *reinterpret_cast<const unsigned*>(&x[15]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint32_t*>(&x[1]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x80]) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const uint32_t*>(&x[3]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x240]) = *reinterpret_cast<const uint32_t*>(&x[5]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x280]) = *reinterpret_cast<const uint32_t*>(&x[6]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x2c0]) = *reinterpret_cast<const uint32_t*>(&x[7]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x440]) = *reinterpret_cast<const uint32_t*>(&x[9]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x480]) = *reinterpret_cast<const uint32_t*>(&x[10]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x4c0]) = *reinterpret_cast<const uint32_t*>(&x[11]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x600]) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x640]) = *reinterpret_cast<const uint32_t*>(&x[13]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x680]) = *reinterpret_cast<const uint32_t*>(&x[14]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x6c0]) = *reinterpret_cast<const uint32_t*>(&x[15]);
 }

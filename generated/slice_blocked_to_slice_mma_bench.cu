@@ -107,12 +107,12 @@ slice_blocked_to_slice_mma_bench(const uint32_t* __restrict__ in, uint32_t* __re
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane >> 3) ^ (warp << 2);
-    // the tile in and out 1 element(s) at a time (unsigned): registers 1g.. hold consecutive elements
+    // the tile in and out 1 element(s) at a time (uint32_t): registers 1g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<unsigned*>(&x[0]) = *reinterpret_cast<const unsigned*>(&in[src_idx]);
-    *reinterpret_cast<unsigned*>(&x[1]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<unsigned*>(&x[2]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<unsigned*>(&x[3]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
+    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x30]);
     uint32_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -125,10 +125,10 @@ slice_blocked_to_slice_mma_bench(const uint32_t* __restrict__ in, uint32_t* __re
         for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
         slice_blocked_to_slice_mma_back::convert(y, x, smem);
     }
-    *reinterpret_cast<unsigned*>(&out[src_idx]) = *reinterpret_cast<const unsigned*>(&x[0]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x10]) = *reinterpret_cast<const unsigned*>(&x[1]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x20]) = *reinterpret_cast<const unsigned*>(&x[2]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x30]) = *reinterpret_cast<const unsigned*>(&x[3]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint32_t*>(&x[1]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint32_t*>(&x[3]);
 }
 
 extern "C" __global__ void __launch_bounds__(slice_blocked_to_slice_mma::kThreads)
@@ -141,12 +141,12 @@ slice_blocked_to_slice_mma_base(const uint32_t* __restrict__ in, uint32_t* __res
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane >> 3) ^ (warp << 2);
-    // the tile in and out 1 element(s) at a time (unsigned): registers 1g.. hold consecutive elements
+    // the tile in and out 1 element(s) at a time (uint32_t): registers 1g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<unsigned*>(&x[0]) = *reinterpret_cast<const unsigned*>(&in[src_idx]);
-    *reinterpret_cast<unsigned*>(&x[1]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<unsigned*>(&x[2]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<unsigned*>(&x[3]) = *reinterpret_cast<const unsigned*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
+    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x30]);
     uint32_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -156,8 +156,8 @@ slice_blocked_to_slice_mma_base(const uint32_t* __restrict__ in, uint32_t* __res
 #pragma unroll
         for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
     }
-    *reinterpret_cast<unsigned*>(&out[src_idx]) = *reinterpret_cast<const unsigned*>(&x[0]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x10]) = *reinterpret_cast<const unsigned*>(&x[1]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x20]) = *reinterpret_cast<const unsigned*>(&x[2]);
-    *reinterpret_cast<unsigned*>(&out[src_idx + 0x30]) = *reinterpret_cast<const unsigned*>(&x[3]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint32_t*>(&x[1]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint32_t*>(&x[3]);
 }

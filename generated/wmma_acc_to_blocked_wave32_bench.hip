@@ -115,16 +115,16 @@ wmma_acc_to_blocked_wave32_bench(const uint16_t* __restrict__ in, uint16_t* __re
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x10) << 1) ^ (lane & 0xf) ^ ((warp & 0x2) << 8) ^ ((warp & 0x1) << 4);
-    // the tile in and out 1 element(s) at a time (unsigned short): registers 1g.. hold consecutive elements
+    // the tile in and out 1 element(s) at a time (uint16_t): registers 1g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<unsigned short*>(&x[0]) = *reinterpret_cast<const unsigned short*>(&in[src_idx]);
-    *reinterpret_cast<unsigned short*>(&x[1]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<unsigned short*>(&x[2]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x80]);
-    *reinterpret_cast<unsigned short*>(&x[3]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0xc0]);
-    *reinterpret_cast<unsigned short*>(&x[4]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x100]);
-    *reinterpret_cast<unsigned short*>(&x[5]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x140]);
-    *reinterpret_cast<unsigned short*>(&x[6]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x180]);
-    *reinterpret_cast<unsigned short*>(&x[7]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x1c0]);
+    *reinterpret_cast<uint16_t*>(&x[0]) = *reinterpret_cast<const uint16_t*>(&in[src_idx]);
+    *reinterpret_cast<uint16_t*>(&x[1]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x40]);
+    *reinterpret_cast<uint16_t*>(&x[2]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x80]);
+    *reinterpret_cast<uint16_t*>(&x[3]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0xc0]);
+    *reinterpret_cast<uint16_t*>(&x[4]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x100]);
+    *reinterpret_cast<uint16_t*>(&x[5]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x140]);
+    *reinterpret_cast<uint16_t*>(&x[6]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x180]);
+    *reinterpret_cast<uint16_t*>(&x[7]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x1c0]);
     uint16_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -141,14 +141,14 @@ wmma_acc_to_blocked_wave32_bench(const uint16_t* __restrict__ in, uint16_t* __re
         wmma_acc_to_blocked_wave32_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<unsigned short*>(&out[src_idx]) = *reinterpret_cast<const unsigned short*>(&x[0]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x40]) = *reinterpret_cast<const unsigned short*>(&x[1]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x80]) = *reinterpret_cast<const unsigned short*>(&x[2]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const unsigned short*>(&x[3]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x100]) = *reinterpret_cast<const unsigned short*>(&x[4]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x140]) = *reinterpret_cast<const unsigned short*>(&x[5]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x180]) = *reinterpret_cast<const unsigned short*>(&x[6]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x1c0]) = *reinterpret_cast<const unsigned short*>(&x[7]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx]) = *reinterpret_cast<const uint16_t*>(&x[0]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint16_t*>(&x[1]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x80]) = *reinterpret_cast<const uint16_t*>(&x[2]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const uint16_t*>(&x[3]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x100]) = *reinterpret_cast<const uint16_t*>(&x[4]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x140]) = *reinterpret_cast<const uint16_t*>(&x[5]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x180]) = *reinterpret_cast<const uint16_t*>(&x[6]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x1c0]) = *reinterpret_cast<const uint16_t*>(&x[7]);
 }
 
 extern "C" __global__ void __launch_bounds__(wmma_acc_to_blocked_wave32::kThreads)
@@ -161,16 +161,16 @@ wmma_acc_to_blocked_wave32_base(const uint16_t* __restrict__ in, uint16_t* __res
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x10) << 1) ^ (lane & 0xf) ^ ((warp & 0x2) << 8) ^ ((warp & 0x1) << 4);
-    // the tile in and out 1 element(s) at a time (unsigned short): registers 1g.. hold consecutive elements
+    // the tile in and out 1 element(s) at a time (uint16_t): registers 1g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<unsigned short*>(&x[0]) = *reinterpret_cast<const unsigned short*>(&in[src_idx]);
-    *reinterpret_cast<unsigned short*>(&x[1]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<unsigned short*>(&x[2]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x80]);
-    *reinterpret_cast<unsigned short*>(&x[3]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0xc0]);
-    *reinterpret_cast<unsigned short*>(&x[4]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x100]);
-    *reinterpret_cast<unsigned short*>(&x[5]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x140]);
-    *reinterpret_cast<unsigned short*>(&x[6]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x180]);
-    *reinterpret_cast<unsigned short*>(&x[7]) = *reinterpret_cast<const unsigned short*>(&in[src_idx + 0x1c0]);
+    *reinterpret_cast<uint16_t*>(&x[0]) = *reinterpret_cast<const uint16_t*>(&in[src_idx]);
+    *reinterpret_cast<uint16_t*>(&x[1]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x40]);
+    *reinterpret_cast<uint16_t*>(&x[2]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x80]);
+    *reinterpret_cast<uint16_t*>(&x[3]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0xc0]);
+    *reinterpret_cast<uint16_t*>(&x[4]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x100]);
+    *reinterpret_cast<uint16_t*>(&x[5]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x140]);
+    *reinterpret_cast<uint16_t*>(&x[6]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x180]);
+    *reinterpret_cast<uint16_t*>(&x[7]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x1c0]);
     uint16_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -184,12 +184,12 @@ wmma_acc_to_blocked_wave32_base(const uint16_t* __restrict__ in, uint16_t* __res
         for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<unsigned short*>(&out[src_idx]) = *reinterpret_cast<const unsigned short*>(&x[0]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x40]) = *reinterpret_cast<const unsigned short*>(&x[1]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x80]) = *reinterpret_cast<const unsigned short*>(&x[2]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const unsigned short*>(&x[3]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x100]) = *reinterpret_cast<const unsigned short*>(&x[4]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x140]) = *reinterpret_cast<const unsigned short*>(&x[5]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x180]) = *reinterpret_cast<const unsigned short*>(&x[6]);
-    *reinterpret_cast<unsigned short*>(&out[src_idx + 0x1c0]) = *reinterpret_cast<const unsigned short*>(&x[7]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx]) = *reinterpret_cast<const uint16_t*>(&x[0]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint16_t*>(&x[1]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x80]) = *reinterpret_cast<const uint16_t*>(&x[2]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const uint16_t*>(&x[3]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x100]) = *reinterpret_cast<const uint16_t*>(&x[4]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x140]) = *reinterpret_cast<const uint16_t*>(&x[5]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x180]) = *reinterpret_cast<const uint16_t*>(&x[6]);
+    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x1c0]) = *reinterpret_cast<const uint16_t*>(&x[7]);
 }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, harness_context,
                                   header_values, new_namespace, word_counts)
@@ -302,7 +303,8 @@ def thread_io(layout: LinearLayout, plan: ConversionPlan, var: str, decls: list[
     return f"const unsigned {var} = {e};", [address_expr(var, c, sup) for c in consts]
 
 
-VECTOR_TYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "uint2", 16: "uint4"}
+#: bytes -> the type of one global access of the bench harness
+VECTOR_TYPES = {**C_RAW, 16: "uint4"}
 
 
 def io_vector(layout: LinearLayout, elem_bytes: int, max_bytes: int = 16) -> int:
