@@ -36,15 +36,35 @@
 // where out dims are: [dim0 (size 64), dim1 (size 64)]
 //
 // Plan:
-//   strategy: smem  (f8e4m3, 1 B/elem, cuda sm_80, 4 warps x 32 lanes, 32 -> 32 registers)
-//   smem: 4096 bytes, 1 round(s), swizzle optimal, store vector x1 elements, load vector x16 elements, vector width 16 B
+//   strategy: shuffle+smem  (f8e4m3, 1 B/elem, cuda sm_80, 4 warps x 32 lanes, 32 -> 32 registers)
+//   via: warp shuffles to the layout in between {'register': [[1, 0], [0, 2], [0, 4], [16, 0], [32, 0]], 'lane': [[0, 8], [0, 16], [0, 32], [0, 1], [2, 0]], 'warp': [[4, 0], [8, 0]], 'block': []}:
 //     widest access tile: 16 bytes
-//     offset bases (swizzled memory layout, offset -> tensor element): [[1, 0], [2, 0], [4, 0], [0, 16], [8, 0], [16, 0], [32, 0], [0, 1], [0, 2], [0, 4], [8, 8], [16, 32]]
-//     store: 32 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
+//     shuffle: 8 rounds x 1 word(s), 4 element(s) per word, source lane lane ^ c
+//       lane-dependent registers: send 2 ways by 1 swap stage(s) (register xors [1]), receive 2 ways by 1 swap stage(s) (register xors [1]); 16 selects
+//       round 0: send src[0, 2, 4, 6], source lane ^ 0x0, receive dst[0, 2, 4, 6]
+//       round 1: send src[1, 3, 5, 7], source lane ^ 0x8, receive dst[1, 3, 5, 7]
+//       round 2: send src[8, 10, 12, 14], source lane ^ 0x0, receive dst[8, 10, 12, 14]
+//       round 3: send src[9, 11, 13, 15], source lane ^ 0x8, receive dst[9, 11, 13, 15]
+//       round 4: send src[16, 18, 20, 22], source lane ^ 0x0, receive dst[16, 18, 20, 22]
+//       round 5: send src[17, 19, 21, 23], source lane ^ 0x8, receive dst[17, 19, 21, 23]
+//       round 6: send src[24, 26, 28, 30], source lane ^ 0x0, receive dst[24, 26, 28, 30]
+//       round 7: send src[25, 27, 29, 31], source lane ^ 0x8, receive dst[25, 27, 29, 31]
+//       V = [(0, 2), (0, 4)]
+//       I = [(0, 8), (0, 16), (0, 32), (2, 0)]
+//       E = [(1, 0)]
+//       F = [(0, 1)]
+//       G = [(1, 1)]
+//       R = [(1, 0), (16, 0), (32, 0)]
+//   then, from that layout:
+//   smem: 4096 bytes, 1 round(s), swizzle optimal, store vector x2 elements, load vector x16 elements, vector width 16 B
+//     offset bases (swizzled memory layout, offset -> tensor element): [[1, 0], [2, 0], [4, 0], [0, 16], [8, 0], [16, 0], [32, 0], [0, 2], [0, 4], [8, 8], [16, 32], [32, 1]]
+//     store: 16 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     load: 2 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 8 wavefronts/warp
 //     barriers: 2 block
-//   candidate*smem     score    56.50  store st.shared x32, load ld.shared x2: 40 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*shuffle+smem score    52.50  4 shuffles, 16 selects (swap stages), 16 pack ops; then store st.shared x16, load ld.shared x2: 24 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    56.50  store st.shared x32, load ld.shared x2: 40 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem     score    56.50  store st.shared x32, load ldmatrix x2: 40 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate shuffle+smem score    56.50  6 shuffles, 32 selects (swap stages), 32 pack ops; then store st.shared x8, load ld.shared x2: 16 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem     score    56.50  store st.shared x2, load ld.shared x32: 40 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem     score    88.00  store st.shared x32, load ld.shared x32: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
@@ -76,6 +96,109 @@ constexpr int kDstWords  = 8;
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ (reg & 0x7) ^ (lane << 3) ^ (warp << 8); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x7) << 6) ^ ((reg & 0x18) << 1) ^ ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2); }
 
+namespace via {
+
+__attribute__((unused)) constexpr int kSrcRegs   = 32;           // elements per thread before convert()
+__attribute__((unused)) constexpr int kDstRegs   = 32;           // elements per thread after convert()
+__attribute__((unused)) constexpr int kSmemBytes = 0;            // shared-memory scratch convert() needs (0: none)
+__attribute__((unused)) constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
+__attribute__((unused)) constexpr int kWarpSize  = 32;
+__attribute__((unused)) constexpr int kElemBytes = 1;            // sizeof(T) (f8e4m3)
+__attribute__((unused)) constexpr int kRank      = 2;
+__attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+__attribute__((unused)) constexpr int kSrcWords  = 8;            // packed 32-bit words for convert_words()
+__attribute__((unused)) constexpr int kDstWords  = 8;
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ (reg & 0x7) ^ (lane << 3) ^ (warp << 8); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ ((reg & 0x1) << 6) ^ (reg & 0x6) ^ ((lane & 0x17) << 3) ^ ((lane >> 3) & 0x1) ^ (warp << 8); }
+
+// dst = src in the destination layout: warp shuffles: 8 round(s) x 1 word(s).
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: none; smem is not touched. Each warp exchanges data within itself (shuffles), so the call must be made by whole warps (all lanes active).
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
+                                              unsigned tid = threadIdx.x) {
+    (void)smem;
+    const unsigned lane = tid & (kWarpSize - 1);
+    const unsigned sel0 = (lane >> 3) & 1;  // parity of lane & 0x8
+
+    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send by 1 swap stage(s)
+    const uint32_t w0 = __byte_perm(s[0], s[1], 0x6420);
+    const uint32_t w1 = __byte_perm(s[0], s[1], 0x7531);
+    const uint32_t w2 = __byte_perm(s[2], s[3], 0x6420);
+    const uint32_t w3 = __byte_perm(s[2], s[3], 0x7531);
+    const uint32_t w4 = __byte_perm(s[4], s[5], 0x6420);
+    const uint32_t w5 = __byte_perm(s[4], s[5], 0x7531);
+    const uint32_t w6 = __byte_perm(s[6], s[7], 0x6420);
+    const uint32_t w7 = __byte_perm(s[6], s[7], 0x7531);
+    const uint32_t w1_0 = sel0 ? w1 : w0;
+    const uint32_t w1_1 = sel0 ? w0 : w1;
+    const uint32_t w1_2 = sel0 ? w3 : w2;
+    const uint32_t w1_3 = sel0 ? w2 : w3;
+    const uint32_t w1_4 = sel0 ? w5 : w4;
+    const uint32_t w1_5 = sel0 ? w4 : w5;
+    const uint32_t w1_6 = sel0 ? w7 : w6;
+    const uint32_t w1_7 = sel0 ? w6 : w7;
+
+    // Exchange: 4 shuffle(s) issued back to back, source lane lane ^ c
+    const uint32_t in1 = __shfl_xor_sync(0xffffffff, w1_1, 0x8);
+    const uint32_t in3 = __shfl_xor_sync(0xffffffff, w1_3, 0x8);
+    const uint32_t in5 = __shfl_xor_sync(0xffffffff, w1_5, 0x8);
+    const uint32_t in7 = __shfl_xor_sync(0xffffffff, w1_7, 0x8);
+
+    // Unpack (2-way lane-dependent receive by 1 swap stage(s))
+    const uint32_t v1_0 = sel0 ? in1 : w1_0;
+    const uint32_t v1_1 = sel0 ? w1_0 : in1;
+    const uint32_t v1_2 = sel0 ? in3 : w1_2;
+    const uint32_t v1_3 = sel0 ? w1_2 : in3;
+    const uint32_t v1_4 = sel0 ? in5 : w1_4;
+    const uint32_t v1_5 = sel0 ? w1_4 : in5;
+    const uint32_t v1_6 = sel0 ? in7 : w1_6;
+    const uint32_t v1_7 = sel0 ? w1_6 : in7;
+    d[0] = __byte_perm(v1_0, v1_1, 0x5140);
+    d[1] = __byte_perm(v1_0, v1_1, 0x7362);
+    d[2] = __byte_perm(v1_2, v1_3, 0x5140);
+    d[3] = __byte_perm(v1_2, v1_3, 0x7362);
+    d[4] = __byte_perm(v1_4, v1_5, 0x5140);
+    d[5] = __byte_perm(v1_4, v1_5, 0x7362);
+    d[6] = __byte_perm(v1_6, v1_7, 0x5140);
+    d[7] = __byte_perm(v1_6, v1_7, 0x7362);
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem, tid);
+    memcpy(dst, d, sizeof d);
+}
+
+}  // namespace via
+
+namespace then {
+
+__attribute__((unused)) constexpr int kSrcRegs   = 32;           // elements per thread before convert()
+__attribute__((unused)) constexpr int kDstRegs   = 32;           // elements per thread after convert()
+__attribute__((unused)) constexpr int kSmemBytes = 4096;         // shared-memory scratch convert() needs (0: none)
+__attribute__((unused)) constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
+__attribute__((unused)) constexpr int kWarpSize  = 32;
+__attribute__((unused)) constexpr int kElemBytes = 1;            // sizeof(T) (f8e4m3)
+__attribute__((unused)) constexpr int kRank      = 2;
+__attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+__attribute__((unused)) constexpr int kSrcWords  = 8;            // packed 32-bit words for convert_words()
+__attribute__((unused)) constexpr int kDstWords  = 8;
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ ((reg & 0x1) << 6) ^ (reg & 0x6) ^ ((lane & 0x17) << 3) ^ ((lane >> 3) & 0x1) ^ (warp << 8); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x7) << 6) ^ ((reg & 0x18) << 1) ^ ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2); }
+
 namespace detail {
 template <int kImm>
 __device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
@@ -87,12 +210,12 @@ __device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, ui
 #endif
 }
 template <int kImm>
-__device__ __forceinline__ void st_shared_b8(unsigned addr, uint32_t r0) {
+__device__ __forceinline__ void st_shared_b16(unsigned addr, uint32_t r0) {
 #if defined(LLGEN_HOST_SIMT)
     uint32_t* regs[] = {&r0};
-    llgen_host::st_shared(addr + kImm, 1, regs);
+    llgen_host::st_shared(addr + kImm, 2, regs);
 #else
-    asm volatile("st.shared.b8 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
+    asm volatile("st.shared.b16 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
 #endif
 }
 
@@ -108,49 +231,33 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
                                               unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                                              // shared-window address
-    const unsigned st_base = ((lane & 1) * 0x410) ^ (((lane >> 1) & 1) * 0x8) ^ (((lane >> 2) & 1) * 0x820) ^ (((lane >> 3) & 1) * 0x1) ^ (((lane >> 4) & 1) * 0x2) ^ ((warp & 0x2) << 3) ^ ((warp & 0x1) << 2);  // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                                                // shared-window address
+    const unsigned st_base = ((lane & 1) * 0x210) ^ (((lane >> 1) & 1) * 0x8) ^ (((lane >> 2) & 1) * 0x420) ^ (((lane >> 3) & 1) * 0x840) ^ (((lane >> 4) & 1) * 0x2) ^ ((warp & 0x2) << 3) ^ ((warp & 0x1) << 2);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = (lane << 4) ^ (warp << 9) ^ ((warp & 0x2) << 3);                                                                                                                                     // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x8) << 8) ^ ((lane & 0x7) << 4) ^ ((lane & 0x18) << 3) ^ (warp << 8) ^ ((warp & 0x2) << 3);                                                                                  // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 32 store(s) of 1 B, 2 load(s) of 16 B
+    // 16 store(s) of 2 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_b8<0>(st_addr, static_cast<uint32_t>(s[0]));
-    detail::st_shared_b8<128>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211)));
-    detail::st_shared_b8<256>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212)));
-    detail::st_shared_b8<384>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213)));
-    detail::st_shared_b8<512>(st_addr, static_cast<uint32_t>(s[1]));
-    detail::st_shared_b8<640>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211)));
-    detail::st_shared_b8<768>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212)));
-    detail::st_shared_b8<896>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[2]));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xa0), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x120), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x1a0), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x220), static_cast<uint32_t>(s[3]));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x2a0), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x320), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x3a0), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213)));
-    detail::st_shared_b8<64>(st_addr, static_cast<uint32_t>(s[4]));
-    detail::st_shared_b8<192>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211)));
-    detail::st_shared_b8<320>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212)));
-    detail::st_shared_b8<448>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213)));
-    detail::st_shared_b8<576>(st_addr, static_cast<uint32_t>(s[5]));
-    detail::st_shared_b8<704>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211)));
-    detail::st_shared_b8<832>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212)));
-    detail::st_shared_b8<960>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x60), static_cast<uint32_t>(s[6]));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0xe0), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x160), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x1e0), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x260), static_cast<uint32_t>(s[7]));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x2e0), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x360), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212)));
-    detail::st_shared_b8<0>(smem_u32 + (st_base ^ 0x3e0), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213)));
+    detail::st_shared_b16<0>(st_addr, static_cast<uint32_t>(s[0]));
+    detail::st_shared_b16<128>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3232)));
+    detail::st_shared_b16<256>(st_addr, static_cast<uint32_t>(s[1]));
+    detail::st_shared_b16<384>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3232)));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[2]));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0xa0), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3232)));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x120), static_cast<uint32_t>(s[3]));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x1a0), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3232)));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x40), static_cast<uint32_t>(s[4]));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0xc0), static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3232)));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x140), static_cast<uint32_t>(s[5]));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x1c0), static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3232)));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x60), static_cast<uint32_t>(s[6]));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0xe0), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3232)));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x160), static_cast<uint32_t>(s[7]));
+    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x1e0), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3232)));
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
-    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x820), v1_0, v1_1, v1_2, v1_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x420), v1_0, v1_1, v1_2, v1_3);
     d[0] = v0_0;
     d[1] = v0_1;
     d[2] = v0_2;
@@ -159,6 +266,33 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     d[5] = v1_1;
     d[6] = v1_2;
     d[7] = v1_3;
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem, tid);
+    memcpy(dst, d, sizeof d);
+}
+
+}  // namespace then
+
+// dst = src in the destination layout: warp shuffles: 8 round(s) x 1 word(s) to a layout in between (via::), then through shared memory: 1 round(s), 4096 bytes, 0/0 bank conflicts per store/load (then::).
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: 2 __syncthreads() (1 round(s): one before each round's stores, so the scratch may still be in use by the caller or an earlier convert() when this one starts; one between stores and loads). Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads). When it returns, other threads may still be reading smem: __syncthreads() before writing smem again (another convert() does that itself).
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
+                                              unsigned tid = threadIdx.x) {
+
+    // Warp shuffles to the layout in between, then the trip through shared memory
+    uint32_t m[via::kDstWords];
+    via::convert_words(s, m, smem, tid);
+    then::convert_words(m, d, smem, tid);
 }
 
 template <typename T>

@@ -28,6 +28,109 @@ constexpr int kDstWords  = 8;
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x7) << 6) ^ ((reg & 0x18) << 1) ^ ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ (reg & 0x7) ^ (lane << 3) ^ (warp << 8); }
 
+namespace via {
+
+__attribute__((unused)) constexpr int kSrcRegs   = 32;           // elements per thread before convert()
+__attribute__((unused)) constexpr int kDstRegs   = 32;           // elements per thread after convert()
+__attribute__((unused)) constexpr int kSmemBytes = 0;            // shared-memory scratch convert() needs (0: none)
+__attribute__((unused)) constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
+__attribute__((unused)) constexpr int kWarpSize  = 32;
+__attribute__((unused)) constexpr int kElemBytes = 1;            // sizeof(T) (i8)
+__attribute__((unused)) constexpr int kRank      = 2;
+__attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+__attribute__((unused)) constexpr int kSrcWords  = 8;            // packed 32-bit words for convert_words()
+__attribute__((unused)) constexpr int kDstWords  = 8;
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x7) << 6) ^ ((reg & 0x18) << 1) ^ ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x6) << 6) ^ ((reg & 0x18) << 1) ^ (reg & 0x1) ^ ((lane & 0x7) << 9) ^ ((lane & 0x8) << 3) ^ ((lane >> 3) & 0x2) ^ (warp << 2); }
+
+// dst = src in the destination layout: warp shuffles: 8 round(s) x 1 word(s).
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: none; smem is not touched. Each warp exchanges data within itself (shuffles), so the call must be made by whole warps (all lanes active).
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
+                                              unsigned tid = threadIdx.x) {
+    (void)smem;
+    const unsigned lane = tid & (kWarpSize - 1);
+    const unsigned sel0 = (lane >> 3) & 1;  // parity of lane & 0x8
+
+    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send by 1 swap stage(s)
+    const uint32_t w0 = __byte_perm(s[0], s[1], 0x6420);
+    const uint32_t w1 = __byte_perm(s[0], s[1], 0x7531);
+    const uint32_t w2 = __byte_perm(s[2], s[3], 0x6420);
+    const uint32_t w3 = __byte_perm(s[2], s[3], 0x7531);
+    const uint32_t w4 = __byte_perm(s[4], s[5], 0x6420);
+    const uint32_t w5 = __byte_perm(s[4], s[5], 0x7531);
+    const uint32_t w6 = __byte_perm(s[6], s[7], 0x6420);
+    const uint32_t w7 = __byte_perm(s[6], s[7], 0x7531);
+    const uint32_t w1_0 = sel0 ? w1 : w0;
+    const uint32_t w1_1 = sel0 ? w0 : w1;
+    const uint32_t w1_2 = sel0 ? w3 : w2;
+    const uint32_t w1_3 = sel0 ? w2 : w3;
+    const uint32_t w1_4 = sel0 ? w5 : w4;
+    const uint32_t w1_5 = sel0 ? w4 : w5;
+    const uint32_t w1_6 = sel0 ? w7 : w6;
+    const uint32_t w1_7 = sel0 ? w6 : w7;
+
+    // Exchange: 4 shuffle(s) issued back to back, source lane lane ^ c
+    const uint32_t in1 = __shfl_xor_sync(0xffffffff, w1_1, 0x8);
+    const uint32_t in3 = __shfl_xor_sync(0xffffffff, w1_3, 0x8);
+    const uint32_t in5 = __shfl_xor_sync(0xffffffff, w1_5, 0x8);
+    const uint32_t in7 = __shfl_xor_sync(0xffffffff, w1_7, 0x8);
+
+    // Unpack (2-way lane-dependent receive by 1 swap stage(s))
+    const uint32_t v1_0 = sel0 ? in1 : w1_0;
+    const uint32_t v1_1 = sel0 ? w1_0 : in1;
+    const uint32_t v1_2 = sel0 ? in3 : w1_2;
+    const uint32_t v1_3 = sel0 ? w1_2 : in3;
+    const uint32_t v1_4 = sel0 ? in5 : w1_4;
+    const uint32_t v1_5 = sel0 ? w1_4 : in5;
+    const uint32_t v1_6 = sel0 ? in7 : w1_6;
+    const uint32_t v1_7 = sel0 ? w1_6 : in7;
+    d[0] = __byte_perm(v1_0, v1_1, 0x5140);
+    d[1] = __byte_perm(v1_0, v1_1, 0x7362);
+    d[2] = __byte_perm(v1_2, v1_3, 0x5140);
+    d[3] = __byte_perm(v1_2, v1_3, 0x7362);
+    d[4] = __byte_perm(v1_4, v1_5, 0x5140);
+    d[5] = __byte_perm(v1_4, v1_5, 0x7362);
+    d[6] = __byte_perm(v1_6, v1_7, 0x5140);
+    d[7] = __byte_perm(v1_6, v1_7, 0x7362);
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem, tid);
+    memcpy(dst, d, sizeof d);
+}
+
+}  // namespace via
+
+namespace then {
+
+__attribute__((unused)) constexpr int kSrcRegs   = 32;           // elements per thread before convert()
+__attribute__((unused)) constexpr int kDstRegs   = 32;           // elements per thread after convert()
+__attribute__((unused)) constexpr int kSmemBytes = 4096;         // shared-memory scratch convert() needs (0: none)
+__attribute__((unused)) constexpr int kThreads   = 128;          // threads taking part: tid in [0, kThreads)
+__attribute__((unused)) constexpr int kWarpSize  = 32;
+__attribute__((unused)) constexpr int kElemBytes = 1;            // sizeof(T) (i8)
+__attribute__((unused)) constexpr int kRank      = 2;
+__attribute__((unused)) constexpr int kShape[kRank] = {64, 64};  // the tensor (row-major)
+__attribute__((unused)) constexpr int kSrcWords  = 8;            // packed 32-bit words for convert_words()
+__attribute__((unused)) constexpr int kDstWords  = 8;
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x6) << 6) ^ ((reg & 0x18) << 1) ^ (reg & 0x1) ^ ((lane & 0x7) << 9) ^ ((lane & 0x8) << 3) ^ ((lane >> 3) & 0x2) ^ (warp << 2); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ (reg & 0x7) ^ (lane << 3) ^ (warp << 8); }
+
 namespace detail {
 template <int kImm>
 __device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
@@ -39,12 +142,12 @@ __device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, ui
 #endif
 }
 template <int kImm>
-__device__ __forceinline__ void st_shared_b8(unsigned addr, uint32_t r0) {
+__device__ __forceinline__ void st_shared_b16(unsigned addr, uint32_t r0) {
 #if defined(LLGEN_HOST_SIMT)
     uint32_t* regs[] = {&r0};
-    llgen_host::st_shared(addr + kImm, 1, regs);
+    llgen_host::st_shared(addr + kImm, 2, regs);
 #else
-    asm volatile("st.shared.b8 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
+    asm volatile("st.shared.b16 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
 #endif
 }
 
@@ -60,46 +163,30 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
                                               unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));  // shared-window address
-    const unsigned st_base = ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2);         // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                         // shared-window address
+    const unsigned st_base = ((lane & 0x7) << 9) ^ ((lane & 0x8) << 3) ^ ((lane >> 3) & 0x2) ^ (warp << 2);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = (lane << 3) ^ (warp << 8);                               // byte offset this thread loads at
+    const unsigned ld_base = (lane << 3) ^ (warp << 8);                                                      // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 32 store(s) of 1 B, 4 load(s) of 8 B
+    // 16 store(s) of 2 B, 4 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_b8<0>(st_addr, static_cast<uint32_t>(s[0]));
-    detail::st_shared_b8<64>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3211)));
-    detail::st_shared_b8<128>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3212)));
-    detail::st_shared_b8<192>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3213)));
-    detail::st_shared_b8<256>(st_addr, static_cast<uint32_t>(s[1]));
-    detail::st_shared_b8<320>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3211)));
-    detail::st_shared_b8<384>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3212)));
-    detail::st_shared_b8<448>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3213)));
-    detail::st_shared_b8<16>(st_addr, static_cast<uint32_t>(s[2]));
-    detail::st_shared_b8<80>(st_addr, static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3211)));
-    detail::st_shared_b8<144>(st_addr, static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3212)));
-    detail::st_shared_b8<208>(st_addr, static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3213)));
-    detail::st_shared_b8<272>(st_addr, static_cast<uint32_t>(s[3]));
-    detail::st_shared_b8<336>(st_addr, static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3211)));
-    detail::st_shared_b8<400>(st_addr, static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3212)));
-    detail::st_shared_b8<464>(st_addr, static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3213)));
-    detail::st_shared_b8<32>(st_addr, static_cast<uint32_t>(s[4]));
-    detail::st_shared_b8<96>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3211)));
-    detail::st_shared_b8<160>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3212)));
-    detail::st_shared_b8<224>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3213)));
-    detail::st_shared_b8<288>(st_addr, static_cast<uint32_t>(s[5]));
-    detail::st_shared_b8<352>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3211)));
-    detail::st_shared_b8<416>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3212)));
-    detail::st_shared_b8<480>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3213)));
-    detail::st_shared_b8<48>(st_addr, static_cast<uint32_t>(s[6]));
-    detail::st_shared_b8<112>(st_addr, static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3211)));
-    detail::st_shared_b8<176>(st_addr, static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3212)));
-    detail::st_shared_b8<240>(st_addr, static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3213)));
-    detail::st_shared_b8<304>(st_addr, static_cast<uint32_t>(s[7]));
-    detail::st_shared_b8<368>(st_addr, static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3211)));
-    detail::st_shared_b8<432>(st_addr, static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3212)));
-    detail::st_shared_b8<496>(st_addr, static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3213)));
+    detail::st_shared_b16<0>(st_addr, static_cast<uint32_t>(s[0]));
+    detail::st_shared_b16<128>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3232)));
+    detail::st_shared_b16<256>(st_addr, static_cast<uint32_t>(s[1]));
+    detail::st_shared_b16<384>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3232)));
+    detail::st_shared_b16<16>(st_addr, static_cast<uint32_t>(s[2]));
+    detail::st_shared_b16<144>(st_addr, static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3232)));
+    detail::st_shared_b16<272>(st_addr, static_cast<uint32_t>(s[3]));
+    detail::st_shared_b16<400>(st_addr, static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3232)));
+    detail::st_shared_b16<32>(st_addr, static_cast<uint32_t>(s[4]));
+    detail::st_shared_b16<160>(st_addr, static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3232)));
+    detail::st_shared_b16<288>(st_addr, static_cast<uint32_t>(s[5]));
+    detail::st_shared_b16<416>(st_addr, static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3232)));
+    detail::st_shared_b16<48>(st_addr, static_cast<uint32_t>(s[6]));
+    detail::st_shared_b16<176>(st_addr, static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3232)));
+    detail::st_shared_b16<304>(st_addr, static_cast<uint32_t>(s[7]));
+    detail::st_shared_b16<432>(st_addr, static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3232)));
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
     uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<1024>(ld_addr, v1_0, v1_1);
@@ -113,6 +200,33 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     d[5] = v2_1;
     d[6] = v3_0;
     d[7] = v3_1;
+}
+
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
+    uint32_t s[kSrcWords], d[kDstWords];
+    memcpy(s, src, sizeof s);
+    convert_words(s, d, smem, tid);
+    memcpy(dst, d, sizeof d);
+}
+
+}  // namespace then
+
+// dst = src in the destination layout: warp shuffles: 8 round(s) x 1 word(s) to a layout in between (via::), then through shared memory: 1 round(s), 4096 bytes, 7/0 bank conflicts per store/load (then::).
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: 2 __syncthreads() (1 round(s): one before each round's stores, so the scratch may still be in use by the caller or an earlier convert() when this one starts; one between stores and loads). Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads). When it returns, other threads may still be reading smem: __syncthreads() before writing smem again (another convert() does that itself).
+// convert_words: the same on packed 32-bit words -- word i holds elements
+// 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
+__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
+                                              unsigned tid = threadIdx.x) {
+
+    // Warp shuffles to the layout in between, then the trip through shared memory
+    uint32_t m[via::kDstWords];
+    via::convert_words(s, m, smem, tid);
+    then::convert_words(m, d, smem, tid);
 }
 
 template <typename T>

@@ -185,7 +185,7 @@ DTYPES = tuple(DTYPE_BYTES)
 MMA_DTYPES = tuple(AB_TYPES)
 TARGETS = ("cuda", "hip")
 ARCHS = CUDA_ARCHS + HIP_WAVE64 + HIP_WAVE32
-STRATEGY_CHOICES = ("auto", "noop", "register", "shuffle", "smem", "store", "load", "copy", "tma")
+STRATEGY_CHOICES = ("auto", "noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy", "tma")
 SWIZZLES = ("optimal", "none")
 EMIT_CHOICES = ("header", "harness", "bench", "all")
 

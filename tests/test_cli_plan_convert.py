@@ -303,7 +303,7 @@ def test_verify_corpus_example_is_valid():
     from ll_codegen.jobs import load_corpus, plan_jobs
     jobs = load_corpus(os.path.join(ROOT, "examples", "verify", "corpus.yaml"))
     rows = plan_jobs(jobs)
-    assert len(jobs) >= 10 and {p.strategy for _, _, p in rows} == {"noop", "register", "shuffle", "smem"}
+    assert len(jobs) >= 10 and {p.strategy for _, _, p in rows} == {"noop", "register", "shuffle", "smem", "shuffle+smem"}
     assert any(p.smem is not None and len(p.smem.rounds) > 1 for _, _, p in rows)
 
 
@@ -391,7 +391,7 @@ def test_generated_coverage(manifest_build):
     entries = [e for e in entries if e.command == "convert"]
     plans = {e.conv.name: e.conv.plan for e in entries}
     assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans) + len(gathers) + len(mmas)
-    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "store", "load", "copy",
+    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy",
                                                     "tma"}
     assert {(p.memory.space, p.strategy) for p in plans.values() if p.memory is not None} == {
         (sp, d) for sp in ("shared", "global") for d in ("store", "load")}

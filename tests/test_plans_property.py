@@ -4,8 +4,9 @@ Random distributed layout pairs (2-D tensors of 2^6..2^12 elements; tensor
 bits assigned at random to register, lane and warp columns, with broadcast
 (zero) columns; 1-8 warps; warp size 32 (CUDA, HIP wave32) and 64 (HIP
 wave64); elements of 1, 2, 4 and 8 bytes).  For every strategy the planner
-accepts for a pair (noop/register/shuffle/smem, swizzle optimal/none; an
-illegal one raises ValueError) and for every shared-memory candidate
+accepts for a pair (noop/register/shuffle/smem/shuffle+smem, swizzle
+optimal/none; an illegal one raises ValueError), for every staged candidate
+(one per layout in between) and for every shared-memory candidate
 (vector and ldmatrix/stmatrix pairings), the emulator's destination
 registers equal the numpy reference for every thread and register, and the
 brute-force bank counter equals the plan's predicted store/load costs.
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from ll_codegen.verify.banks import measure_smem
 from ll_codegen.verify.emulate_convert import check_plan
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.planner import DTYPE_BYTES, normalise, plan_conversion
+from ll_codegen.plan.planner import DTYPE_BYTES, normalise, plan_conversion, staged_plans
 from ll_codegen.plan.shuffle import NotShuffleable, plan_shuffle, swap_form
 from ll_codegen.core.target import get_target
 
@@ -81,14 +82,15 @@ def _plans(src, dst, w, target, arch):
     """(label, plan) for every strategy/swizzle the planner accepts."""
     dtype = DTYPES[w]
     out = []
-    for strategy in ("auto", "noop", "register", "shuffle", "smem"):
+    for strategy in ("auto", "noop", "register", "shuffle", "smem", "shuffle+smem"):
         for swz in (("optimal", "none") if strategy == "smem" else ("optimal",)):
             try:
                 plan = plan_conversion(src, dst, dtype, target, arch, strategy=strategy, swizzle=swz)
             except ValueError as e:
                 # auto and smem always plan within a CTA; a forced strategy may
                 # only be refused as illegal for the pair, or (shuffle) not shuffleable
-                if strategy in ("auto", "smem") or not (isinstance(e, NotShuffleable) or "is illegal" in str(e)):
+                if strategy in ("auto", "smem") or not (isinstance(e, NotShuffleable) or "is illegal" in str(e)
+                                                         or "no layout in between" in str(e)):
                     raise
                 continue
             out.append((f"{strategy}/{swz}", plan))
@@ -99,6 +101,11 @@ def _plans(src, dst, w, target, arch):
         trees = plan_shuffle(*norm, w)
         out += [(f"shuffle/{form}", replace(shuffles[0], shuffle=sp))
                 for form, sp in (("select-trees", trees), ("swap-stages", swap_form(trees)))]
+    # every staged candidate (one per layout in between), not only the cheapest
+    smem = next(p for label, p in out if label == "smem/optimal")
+    out += [(f"shuffle+smem/{i}", p) for i, p in enumerate(staged_plans(
+        replace(smem, smem=None, dst_copies=(), candidates=()), normalise(src), normalise(dst),
+        get_target(target, arch), "optimal", 48 * 1024, None, False))]
     # per-warp scratch slices (a no-op unless the pair is warp-local): the emulator checks the slices
     out.append(("smem/per-warp", plan_conversion(src, dst, dtype, target, arch, strategy="smem",
                                                   scratch_per_warp=True)))

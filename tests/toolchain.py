@@ -94,9 +94,9 @@ def expected(plan: ConversionPlan) -> dict[str, object]:
         else:
             exp[side] = sorted(len(a.regs) * plan.elem_bytes for a in m.accesses)
         return exp
-    if plan.shuffle is not None:
-        s = plan.shuffle
-        exp["shfl"] = s.shuffles
+    shuffled = plan.via if plan.via is not None else plan      # a staged conversion shuffles in its via step
+    if shuffled.shuffle is not None:
+        exp["shfl"] = shuffled.shuffle.shuffles
     if plan.smem is not None:
         m = plan.smem
         st = [a for r in m.rounds for a in r.stores]

@@ -120,9 +120,10 @@ def plan_features(plan: ConversionPlan) -> dict:
                  store=f"{m.store_instr}/{m.store_vec}", load=f"{m.load_instr}/{m.load_vec}",
                  conflicts=[m.store.bank_conflicts, m.load.bank_conflicts], swizzle=m.swizzle,
                  smem_bytes=m.bytes, rounds=len(m.rounds))
-    elif plan.shuffle is not None:
-        s = plan.shuffle
-        f.update(shfl=s.shuffles, selects=s.selects, packs=s.pack_ops(word_view(plan), plan.dst_copies))
+    shuffled = plan.via if plan.via is not None else plan             # a staged plan's shuffles: its via step
+    if shuffled.shuffle is not None:
+        s = shuffled.shuffle
+        f.update(shfl=s.shuffles, selects=s.selects, packs=s.pack_ops(word_view(shuffled), shuffled.dst_copies))
     elif plan.register is not None:
         f["moves"] = plan.n_dst
     return f
@@ -138,10 +139,11 @@ def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None, warp_ba
     select = SELECT if select is None else select
     if f["strategy"] in ("noop", "register"):
         return 0.0
+    shuffles = shuffle * f["shfl"] + select * f["selects"] + alu * f["packs"]      # staged: both terms
     if f["strategy"] == "shuffle":
-        return shuffle * f["shfl"] + select * f["selects"] + alu * f["packs"]
+        return shuffles
     stmatrix_extra = (STMATRIX - 1) * f.get("stmatrix_waves", 0)
-    return (wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * f["barriers"]
+    return (shuffles + wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * f["barriers"]
             + warp_barrier * f.get("warp_barriers", 0))
 
 
@@ -157,7 +159,7 @@ def describe(plan: ConversionPlan) -> str:
         tag = f"smem {s}+{lo}"
         if plan.smem.swizzle == "none":
             tag += " noswz"
-        return tag
+        return f"shuffle x{f['shfl']} + {tag}" if plan.via is not None else tag
     if plan.shuffle is not None:
         return f"shuffle x{f['shfl']}"
     return plan.strategy
@@ -209,16 +211,16 @@ def ident(text: str) -> str:
 
 
 def _same_plan(a: ConversionPlan, b: ConversionPlan) -> bool:
-    return (a.strategy, a.register, a.shuffle, a.smem) == (b.strategy, b.register, b.shuffle, b.smem)
+    return (a.strategy, a.register, a.shuffle, a.smem, a.via) == (b.strategy, b.register, b.shuffle, b.smem, b.via)
 
 
 def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str = "cuda",
                  arch: str | None = None) -> list[ConversionPlan]:
     """Every candidate plan the planner scores for ``auto`` (register,
-    shuffle, each smem instruction pairing), as full plans."""
+    shuffle, each smem instruction pairing, the cheapest staged plan), as full plans."""
     out: list[ConversionPlan] = []
     tgt = get_target(target, arch)
-    for strategy in ("register", "shuffle", "smem"):
+    for strategy in ("register", "shuffle", "smem", "shuffle+smem"):
         try:
             p = plan_conversion(src, dst, dtype, tgt, strategy=strategy)
         except ValueError:

@@ -92,10 +92,12 @@ def new_namespace(plan: ConversionPlan, name: str) -> Namespace:
     return Namespace(name=name, cuda=plan.target == "cuda", elem_bytes=plan.elem_bytes, raw=C_RAW[plan.elem_bytes])
 
 
-def constants(plan: ConversionPlan, head: list[tuple[str, str]], tail: list[tuple[str, str]] = ()) -> list[str]:
+def constants(plan: ConversionPlan, head: list[tuple[str, str]], tail: list[tuple[str, str]] = (),
+              unused: bool = False) -> list[str]:
     """The namespace's constexpr lines: the operation's own ``head`` rows, the
     rows every namespace has (threads, element size, shape), then ``tail``;
-    comments aligned in one column over all of them."""
+    comments aligned in one column over all of them.  ``unused``: each marked
+    ``__attribute__((unused))`` (a nested step's, which callers need not read)."""
     p = plan
     shape = ", ".join(map(str, p.shape))
     rows = list(head) + [
@@ -104,7 +106,10 @@ def constants(plan: ConversionPlan, head: list[tuple[str, str]], tail: list[tupl
         (f"constexpr int kElemBytes = {p.elem_bytes};", f"sizeof(T) ({p.dtype})"),
         (f"constexpr int kRank      = {len(p.shape)};", ""),
         (f"__attribute__((unused)) constexpr int kShape[kRank] = {{{shape}}};", "the tensor (row-major)")]
-    return aligned(rows + list(tail))
+    rows += list(tail)
+    if unused:
+        rows = [(c if c.startswith("__attribute__") else f"__attribute__((unused)) {c}", why) for c, why in rows]
+    return aligned(rows)
 
 
 def path_name(vector_bytes: int) -> str:

@@ -20,7 +20,7 @@ from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, co
                                   header_values, new_namespace, word_counts)
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
                                    linear_expr, row_major_bases, row_major_form, select_tree, strip_parens, xor_form_expr)
-from ll_codegen.plan.model import ConversionPlan, LaneSelect, swap_stages, with_partners, word_view
+from ll_codegen.plan.model import ConversionPlan, LaneSelect, swap_stages, with_partners, without_via, word_view
 
 
 class ConvertBuilder(Builder):
@@ -185,6 +185,8 @@ class ConvertBuilder(Builder):
 def one_line(plan: ConversionPlan) -> str:
     """How the conversion moves data, in one line (``convert()``'s comment)."""
     p = plan
+    if p.via is not None:
+        return f"{one_line(p.via)} to a layout in between (via::), then {one_line(without_via(p))} (then::)"
     if p.shuffle is not None:
         s = p.shuffle
         return f"warp shuffles: {len(s.rounds)} round(s) x {s.words} word(s)"
@@ -201,7 +203,10 @@ def barrier_contract(plan: ConversionPlan) -> str:
     """Which barriers convert() issues and what the caller must guarantee: none
     for register moves and shuffles (whole warps call), block or warp barriers
     around each shared-memory round, none before the first stores when the
-    caller alternates two scratch buffers."""
+    caller alternates two scratch buffers; a staged plan's are its
+    shared-memory step's (its shuffles need whole warps, which those do too)."""
+    if plan.via is not None:
+        return barrier_contract(without_via(plan))
     if plan.shuffle is not None:
         return ("Barriers: none; smem is not touched. Each warp exchanges data within itself (shuffles), so "
                 "the call must be made by whole warps (all lanes active).")
@@ -252,12 +257,20 @@ def convert_function(plan: ConversionPlan, conv: Namespace) -> Fn:
                         "convert_words(s, d, smem, tid);", "memcpy(dst, d, sizeof d);"]
         fn.doc += ["// convert_words: the same on packed 32-bit words -- word i holds elements",
                    f"// {per}i .. {per}i+{per - 1}, lowest first, as mma fragments keep 8/16-bit data."]
+    if plan.via is not None:            # staged: the two steps are nested namespaces, chained here
+        conv.nested = [namespace(plan.via, "via", nested=True), namespace(without_via(plan), "then", nested=True)]
+        fn.moves = ["T mid[via::kDstRegs];", "via::convert(src, mid, smem, tid);", "then::convert(mid, dst, smem, tid);"]
+        fn.steps = [{"comment": "Warp shuffles to the layout in between, then the trip through shared memory",
+                     "lines": ["uint32_t m[via::kDstWords];", "via::convert_words(s, m, smem, tid);",
+                               "then::convert_words(m, d, smem, tid);"]}]
+        return fn
     ConvertBuilder(plan, conv, fn).build()
     return fn
 
 
-def namespace(plan: ConversionPlan, name: str) -> Namespace:
-    """The generated namespace of a conversion: constants, src_index/dst_index, convert()."""
+def namespace(plan: ConversionPlan, name: str, nested: bool = False) -> Namespace:
+    """The generated namespace of a conversion: constants, src_index/dst_index, convert()
+    (``nested``: a staged conversion's step, its constants marked unused)."""
     conv = new_namespace(plan, name)
     p = plan
     head = [(f"constexpr int kSrcRegs   = {p.n_src};", "elements per thread before convert()"),
@@ -271,7 +284,7 @@ def namespace(plan: ConversionPlan, name: str) -> Namespace:
     words = word_counts(plan)
     tail = [(f"constexpr int kSrcWords  = {words[0]};", "packed 32-bit words for convert_words()"),
             (f"constexpr int kDstWords  = {words[1]};", "")] if words else []
-    conv.constants = constants(plan, head, tail)
+    conv.constants = constants(plan, head, tail, unused=nested)
     conv.functions = [convert_function(plan, conv)]
     conv.index_functions = INDEX_COMMENT + [index_function("src_index", layout_of(plan.src_bases)),
                                             index_function("dst_index", layout_of(plan.dst_bases))]

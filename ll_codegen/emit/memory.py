@@ -21,7 +21,7 @@ from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, al
                                   harness_context, header_values, new_namespace, path_name, word_counts)
 from ll_codegen.emit.cexpr import aligned, hex_const, index_function, tile_index_function
 from ll_codegen.emit.convert import namespace as convert_namespace
-from ll_codegen.plan.model import ConversionPlan, access_plan, instruction_name, word_view
+from ll_codegen.plan.model import ConversionPlan, without_via, instruction_name, word_view
 from ll_codegen.plan.tma import align_reason
 
 SMEM = "void* smem"  # the scratch parameter of every global store()/load() (kSmemBytes may be 0)
@@ -209,7 +209,7 @@ def via_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
     and the access in the coalesced layout (namespace ``coalesced``), both
     nested in this one, chained by two small wrappers."""
     m = plan.memory
-    conv.nested = [convert_namespace(plan.via, "via"), namespace(access_plan(plan), "coalesced")]
+    conv.nested = [convert_namespace(plan.via, "via"), namespace(without_via(plan), "coalesced")]
     store = m.direction == "store"
     strides = "const long long (&strides)[kRank]"
     smem_doc = ("// smem: kSmemBytes bytes of scratch for the conversion; its barriers are via::convert's "

@@ -441,6 +441,9 @@ class ConversionPlan:
     Exactly one of ``register``/``shuffle``/``smem``/``memory`` is set
     (``register`` for noop too); the strategy fills the canonical destination
     registers and ``dst_copies`` then fills registers that ``dst`` broadcasts.
+    A staged conversion (strategy ``shuffle+smem``) has two steps: ``via``
+    (warp shuffles) to a layout in between, then ``smem`` from that layout to
+    the destination (``without_via`` is that second step as a plan).
 
     For ``memory`` plans one side is the memory layout: ``store`` plans have
     ``n_dst = 0`` (``dst_bases`` is the memory tile), ``load`` plans
@@ -449,7 +452,7 @@ class ConversionPlan:
     with ``via`` converts first (store: registers -> ``via``'s destination
     layout, whose registers ``memory`` then stores) or last (load: ``memory``
     loads registers of ``via``'s source layout, ``via`` converts them)."""
-    strategy: str                     # noop | register | shuffle | smem | store | load | copy
+    strategy: str                     # noop | register | shuffle | smem | shuffle+smem | store | load | copy
     dtype: str
     elem_bytes: int
     target: str
@@ -468,7 +471,8 @@ class ConversionPlan:
     memory: MemoryPlan | None = None
     copy: CopyPlan | None = None
     tma: "TmaPlan | None" = None          # plan/tma.py (which imports this module): a TMA copy, strategy tma
-    via: "ConversionPlan | None" = None   # store: convert, then ``memory`` (of via's dst); load: the reverse
+    via: "ConversionPlan | None" = None   # store: convert, then ``memory`` (of via's dst); load: the reverse;
+    #                                       convert (staged): shuffle to via's dst, then ``smem`` from it
     # a global store/load whose tile promises less alignment than its widest vector: the plans for
     # smaller run-time alignments, widest vector first (this plan is the fastest; see runtime_alignments)
     paths: tuple["ConversionPlan", ...] = ()
@@ -500,7 +504,7 @@ class ConversionPlan:
         if self.paths:
             return max(p.smem_bytes for p in (replace(self, paths=()), *self.paths))
         if self.via is not None:
-            return self.via.smem_bytes
+            return max(self.via.smem_bytes, without_via(self).smem_bytes)
         if self.memory is not None:
             return self.memory.bytes if self.memory.space == "shared" else 0
         return self.smem.bytes if self.smem else 0
@@ -574,13 +578,17 @@ def shuffle_name(target: str) -> str:
     return "ds_bpermute_b32" if target == "hip" else "shfl.sync"
 
 
-def access_plan(plan: "ConversionPlan") -> "ConversionPlan":
-    """The memory access of a ``via`` plan as a plan of its own, over the
-    layout ``via`` converts to (store) or from (load); ``plan`` itself otherwise."""
-    from dataclasses import replace
+def without_via(plan: "ConversionPlan") -> "ConversionPlan":
+    """The step of a ``via`` plan after (store, convert) or before (load) its
+    conversion, as a plan of its own: the memory access over the layout ``via``
+    converts to (store) or from (load); for a staged conversion the
+    shared-memory step from ``via``'s destination layout.  ``plan`` itself
+    when it has no ``via``."""
     v = plan.via
     if v is None:
         return plan
+    if plan.operation == "convert":
+        return replace(plan, via=None, strategy="smem", src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
     if plan.memory.direction == "store":
         return replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
     return replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=(), candidates=())

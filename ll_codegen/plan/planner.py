@@ -49,12 +49,14 @@ from ll_codegen.core.layout import LinearLayout, divide_left
 from ll_codegen.core.limits import short
 from ll_codegen.plan.memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
 from ll_codegen.plan.model import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
-                   shuffle_name, word_view)
+                   shuffle_name, without_via, word_view)
 from ll_codegen.plan.shuffle import NotShuffleable, plan_shuffle, swap_form
+from ll_codegen.plan.staged import mid_layouts
 from ll_codegen.plan.swizzle import plan_smem
 from ll_codegen.core.target import Target, get_target
 
 STRATEGIES = ("noop", "register", "shuffle", "smem")
+STAGED = "shuffle+smem"     # warp shuffles to a layout in between, then smem (plan/staged.py): legal with shuffle/smem
 WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.25, 4.0, 1.25
 SELECT = 0.5            # a lane-dependent select of a shuffle plan (SEL: Hopper's INT pipe, 2 warp instructions/clk/SM)
 WARP_BARRIER = 4.0      # __syncwarp(): waits for no other warp; priced as a block barrier until measured
@@ -155,6 +157,9 @@ def _canonical_copies(dst: LinearLayout) -> tuple[tuple[int, int], ...]:
 
 
 def _score(plan: ConversionPlan) -> tuple[float, str]:
+    if plan.via is not None and plan.operation == "convert":       # staged: the two steps' costs add up
+        (a, how_a), (b, how_b) = _score(plan.via), _score(without_via(plan))
+        return a + b, f"{how_a}; then {how_b}"
     if plan.memory is not None:
         return _memory_score(plan)
     if plan.register is not None:
@@ -208,8 +213,8 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     if isinstance(target, str):
         target = get_target(target, arch)
     dtype_bytes(dtype)
-    if strategy not in STRATEGIES + ("auto",):
-        raise ValueError(f"unknown strategy {short(strategy)} (known: auto, {', '.join(STRATEGIES)})")
+    if strategy not in STRATEGIES + (STAGED, "auto"):
+        raise ValueError(f"unknown strategy {short(strategy)} (known: auto, {', '.join(STRATEGIES + (STAGED,))})")
     if scratch_buffers not in (1, 2) or isinstance(scratch_buffers, bool):
         raise ValueError(f"--scratch-buffers must be 1 or 2, got {short(scratch_buffers)}")
     if scratch_per_warp and scratch_buffers == 2:
@@ -227,17 +232,24 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
         dst_bases={"in_dims": dst.bases, "out_dims": dst.out_dim_sizes},
         shape=tuple(src.out_dim_sizes.values()))
     order = STRATEGIES.index(level)
-    legal = [s for s in STRATEGIES[max(order, 1):] if s != "noop"]
+    legal = [s for s in STRATEGIES[max(order, 1):] if s != "noop"] + ([STAGED] if level in ("shuffle", "smem") else [])
     if strategy == "noop" and level != "noop":
         raise ValueError(f"strategy noop is illegal: the layouts differ ({level} needed)")
     if strategy not in ("auto", "noop") and strategy not in legal:
-        raise ValueError(f"strategy {strategy} is illegal for this pair: data crosses "
-                         f"{'warps' if level == 'smem' else 'lanes'} (needs {level})")
+        raise ValueError(f"strategy {strategy} is illegal for this pair: " + (
+            f"no data crosses lanes (needs {level})" if strategy == STAGED else
+            f"data crosses {'warps' if level == 'smem' else 'lanes'} (needs {level})"))
 
     candidates: list[ConversionPlan] = []
     for s in legal if strategy in ("auto", "noop") else [strategy]:
         if s == "register":
             candidates.append(replace(base, strategy="register", register=register_plan(src, dst)))
+        elif s == STAGED:
+            staged = staged_plans(base, src, dst, target, swizzle, smem_budget, max_vector_bytes, scratch_per_warp)
+            if strategy == STAGED and not staged:
+                raise ValueError("strategy shuffle+smem found no layout in between: the destination's low "
+                                 "register bases are not in the source's registers or lanes")
+            candidates += staged
         elif s == "shuffle":
             try:
                 sp: ShufflePlan = plan_shuffle(src, dst, w)
@@ -270,6 +282,28 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
         # buffer before the next call's stores into it: it must be block-wide
         best = replace(best, smem=replace(best.smem, buffers=2, barrier="block"))
     return replace(best, candidates=reports)
+
+
+def staged_plans(base: ConversionPlan, src: LinearLayout, dst: LinearLayout, target: Target, swizzle: str,
+                 smem_budget: int, max_vector_bytes: int | None, per_warp: bool) -> list[ConversionPlan]:
+    """One staged candidate per layout in between (``staged.mid_layouts``): the
+    cheaper form of its shuffle plan, then its cheapest shared-memory plan."""
+    out = []
+    w = base.elem_bytes
+    for mid in mid_layouts(src, dst, w):
+        mid_bases = {"in_dims": mid.bases, "out_dims": mid.out_dim_sizes}
+        try:
+            sp = plan_shuffle(src, mid, w)
+            smem = plan_smem(mid, dst, w, target, swizzle, smem_budget, max_vector_bytes, per_warp=per_warp)
+        except ValueError:                                  # NotShuffleable, or no scratch within the budget
+            continue
+        step = replace(base, strategy="shuffle", n_dst=base.n_src, dst_bases=mid_bases,
+                       dst_copies=_canonical_copies(mid))
+        via = min((replace(step, shuffle=f) for f in (sp, swap_form(sp))), key=lambda p: _score(p)[0])
+        rest = replace(base, strategy="smem", n_src=base.n_src, src_bases=mid_bases, dst_copies=_canonical_copies(dst))
+        best = min((replace(rest, smem=m) for m in smem), key=lambda p: (_score(p)[0], _load_instructions(p)))
+        out.append(replace(best, strategy=STAGED, src_bases=base.src_bases, via=via))
+    return out
 
 
 # ------------------------------------------------------------------ memory

@@ -38,8 +38,18 @@ def _plan_text(p: ConversionPlan, detail: list[str]) -> str:
 
 def convert_summary(p: ConversionPlan) -> str:
     """registers -> registers: the register permutation, the shuffle rounds or the trip
-    through shared memory (swizzled layout, accesses, wavefronts, barriers)."""
+    through shared memory (swizzled layout, accesses, wavefronts, barriers); a staged
+    conversion's shuffles to the layout in between first."""
+    return _plan_text(p, convert_lines(p))
+
+
+def convert_lines(p: ConversionPlan) -> list[str]:
+    """The steps of a conversion (``convert_summary`` without the headline and candidates)."""
     lines: list[str] = []
+    if p.via is not None:
+        lines.append(f"via: warp shuffles to the layout in between {p.via.dst_bases['in_dims']}:")
+        lines += ["  " + line for line in convert_lines(p.via)]
+        lines.append("then, from that layout:")
     if p.register is not None:
         lines.append(f"registers: dst[i] = src[{list(p.register.dst_from_src)}[i]]")
     if p.shuffle is not None:
@@ -84,7 +94,7 @@ def convert_summary(p: ConversionPlan) -> str:
         lines.append(barriers)
         if p.target == "hip":
             lines.append(f"  bank model: {get_target(p.target, p.arch).bank_model}")
-    return _plan_text(p, lines)
+    return lines
 
 
 def memory_summary(p: ConversionPlan) -> str:

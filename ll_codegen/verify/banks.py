@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ll_codegen.core.target import Target, get_target
-from ll_codegen.plan.model import AccessCost, ConversionPlan, GlobalCost, access_plan
+from ll_codegen.plan.model import AccessCost, ConversionPlan, GlobalCost, without_via
 from ll_codegen.verify.emulate_common import global_addresses, smem_access, store_warps
 
 
@@ -116,7 +116,9 @@ def _measure(plan: ConversionPlan, target: Target, which: str) -> MeasuredCost:
 
 
 def measure_smem(plan: ConversionPlan, target: Target | None = None) -> tuple[MeasuredCost, MeasuredCost]:
-    """(store, load) costs measured from the actual addresses of every instruction."""
+    """(store, load) costs measured from the actual addresses of every instruction (of a staged
+    conversion: its shared-memory step)."""
+    plan = without_via(plan)
     if plan.smem is None:
         raise ValueError("not a shared-memory plan")
     target = target or get_target(plan.target, plan.arch)
@@ -129,7 +131,7 @@ def measure_memory(plan: ConversionPlan, target: Target | None = None, strides=N
     shared -> ``MeasuredCost`` (bank model above); global -> ``GlobalCost``
     (distinct 32-byte sectors per warp instruction)."""
     m = plan.memory
-    plan = access_plan(plan)
+    plan = without_via(plan)
     target = target or get_target(plan.target, plan.arch)
     warps = np.arange(plan.num_warps)
     if m.direction == "store":

@@ -20,7 +20,7 @@ import numpy as np
 
 from ll_codegen.core.dtypes import NP_RAW
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.model import ConversionPlan, XorForm
+from ll_codegen.plan.model import ConversionPlan, XorForm, without_via
 from ll_codegen.verify.emulate_common import (POISON, SmemError, as_bytes, from_bytes, lane_select, shuffle_words,
                                               smem_access, store_warps, xor_form)
 from ll_codegen.verify.reference import reference
@@ -120,7 +120,10 @@ def _emulate_smem(plan: ConversionPlan, src: np.ndarray, dst: np.ndarray, writte
 
 
 def emulate(plan: ConversionPlan, src_regs: np.ndarray) -> np.ndarray:
-    """Execute ``plan`` on every warp; returns dst regs (num_warps, warp_size, n_dst)."""
+    """Execute ``plan`` on every warp; returns dst regs (num_warps, warp_size, n_dst).
+    A staged plan runs its ``via`` step, then the rest on the registers in between."""
+    if plan.via is not None:
+        return emulate(without_via(plan), emulate(plan.via, src_regs))
     W, L = plan.num_warps, plan.warp_size
     if src_regs.shape != (W, L, plan.n_src):
         raise ValueError(f"src_regs has shape {src_regs.shape}, plan wants {(W, L, plan.n_src)}")

@@ -21,7 +21,7 @@ import numpy as np
 
 from ll_codegen.core.dtypes import NP_RAW
 from ll_codegen.core.layout import layout_of
-from ll_codegen.plan.model import ConversionPlan, access_plan
+from ll_codegen.plan.model import ConversionPlan, without_via
 from ll_codegen.verify.emulate_common import POISON, SmemError, as_bytes, from_bytes, global_addresses, smem_access
 from ll_codegen.verify.emulate_convert import check_plan
 from ll_codegen.verify.reference import (coords_of, dim_images, distributed_layout, inside, memory_reference, regs_of,
@@ -136,7 +136,7 @@ def check_memory_plan(plan: ConversionPlan, rng: np.random.Generator | int | Non
     if plan.via is not None:
         v = plan.via
         check_plan(v, layout_of(v.src_bases), layout_of(v.dst_bases), rng)
-        check_memory_plan(access_plan(plan), rng, extent, strides)
+        check_memory_plan(without_via(plan), rng, extent, strides)
         return
     dt = NP_RAW[plan.elem_bytes]
     tensor = rng.integers(0, np.iinfo(dt).max, size=tuple(plan.shape), dtype=dt, endpoint=True)

@@ -21,7 +21,7 @@ import numpy as np
 from ll_codegen.core import f2
 from ll_codegen.core.layout import layout_of
 from ll_codegen.plan.harness_tiles import harness_tile, variant_masked
-from ll_codegen.plan.model import ConversionPlan, access_plan, harness_cut, harness_fill
+from ll_codegen.plan.model import ConversionPlan, without_via, harness_cut, harness_fill
 from ll_codegen.verify.ptx_ops import SMEM_WINDOW, Event, bits_of, split_op
 from ll_codegen.verify.ptx_sim import GLOBAL_BASE
 from ll_codegen.verify.reference import row_major_index
@@ -193,7 +193,7 @@ def memory_wants(p: ConversionPlan, flat: np.ndarray, variant: str, lane: int, w
     planned accesses (for the masked variant only the vectors the extent leaves whole)."""
     tile = tile_base(p, variant) if p.memory.space == "global" else None
     p = path_of(p, variant)
-    acc = access_plan(p)
+    acc = without_via(p)
     m, w = p.memory, p.elem_bytes
     store = m.direction == "store"
     vals = elements(acc.src_bases if store else acc.dst_bases, flat, p.num_warps, p.warp_size)[warp, lane]
@@ -267,7 +267,12 @@ def copy_wants(p: ConversionPlan, flat: np.ndarray, variant: str, lane: int, war
 
 def thread_wants(p, flat: np.ndarray, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
     if p.operation == "convert":
-        return convert_wants(p, elements(p.src_bases, flat, p.num_warps, p.warp_size), lane, warp)
+        steps = [p] if p.via is None else [p.via, without_via(p)]        # staged: shuffles, then smem
+        seq, shfl = [], []
+        for q in steps:
+            a, b = convert_wants(q, elements(q.src_bases, flat, p.num_warps, p.warp_size), lane, warp)
+            seq, shfl = seq + a, shfl + b
+        return seq, shfl
     if p.operation in ("store", "load"):
         shfl = []
         via = path_of(p, variant).via

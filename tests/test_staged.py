@@ -1,0 +1,80 @@
+"""Staged conversions (strategy ``shuffle+smem``, plan/staged.py): the layout in
+between, the plan's two steps, and how a forced staged strategy is refused."""
+import numpy as np
+import pytest
+
+from ll_codegen.core import f2
+from ll_codegen.plan.planner import normalise, plan_conversion
+from ll_codegen.plan.model import without_via
+from ll_codegen.plan.staged import mid_layout, mid_layouts
+from ll_codegen.layouts.kinds import from_dict
+from llgen_bench.corpus import COL, ROW, blocked
+from ll_codegen.verify.emulate_convert import check_plan
+
+
+def _layouts(src, dst):
+    return [normalise(from_dict(s).to_linear(s["shape"])) for s in (src, dst)]
+
+
+def test_mid_layout_of_the_docstring_example():
+    """T 64x64 f8, k = 2: (1,0) and (2,0) come into the registers, (0,1) and (0,2) go to lanes 3, 4."""
+    src, dst = _layouts(ROW, COL)
+    mid = mid_layout(src, dst, 2)
+    assert mid.bases["register"] == [[1, 0], [2, 0], [0, 4], [16, 0], [32, 0]]
+    assert mid.bases["lane"] == [[0, 8], [0, 16], [0, 32], [0, 1], [0, 2]]
+    assert mid.bases["warp"] == src.bases["warp"]
+
+
+@pytest.mark.parametrize("dtype_bytes", [1, 2, 4])
+def test_mid_layouts_hold_the_destination_registers_and_stay_in_each_warp(dtype_bytes):
+    src, dst = _layouts(ROW, COL)
+    mids = mid_layouts(src, dst, dtype_bytes)
+    assert mids and len(mids) == len({repr(m.bases) for m in mids})
+    for mid in mids:
+        k = next(k for k in range(1, 6) if mid == mid_layout(src, dst, k))
+        assert mid.bases["register"][:k] == dst.bases["register"][:k]
+        assert mid.bases["warp"] == src.bases["warp"]                     # the shuffle step stays in each warp
+        assert mid.bases["lane"] != src.bases["lane"]                     # and moves data across lanes
+        # the same tensor elements in each warp: the same span of register and lane columns
+        own = mid.flat_bases("register") + mid.flat_bases("lane")
+        assert f2.rank(own) == f2.rank(own + src.flat_bases("register") + src.flat_bases("lane")) == len(own)
+
+
+def test_no_layout_in_between_when_the_destination_registers_are_in_other_warps():
+    # the destination's registers run along dim 0, which the source spreads over warps
+    src, dst = _layouts(blocked([1, 4], [1, 32], [4, 1], [1, 0], [4, 128]),
+                        blocked([4, 1], [1, 32], [1, 4], [0, 1], [4, 128]))
+    assert mid_layouts(src, dst, 1) == []
+    with pytest.raises(ValueError, match="no layout in between"):
+        plan_conversion(src, dst, "i8", strategy="shuffle+smem")
+
+
+def test_forced_staged_is_illegal_when_no_data_crosses_lanes():
+    src, _ = _layouts(ROW, COL)
+    with pytest.raises(ValueError, match="shuffle\\+smem is illegal .*no data crosses lanes"):
+        plan_conversion(src, src, "i8", strategy="shuffle+smem")
+
+
+@pytest.mark.parametrize("dtype", ["f8e4m3", "f16", "f32"])
+def test_staged_plan_steps_and_reference(dtype):
+    """The plan's steps chain: via converts src -> the layout in between, the rest from it to dst; the
+    emulator (which runs both) reproduces numpy; the scratch is the shared-memory step's."""
+    src, dst = _layouts(ROW, COL)
+    plan = plan_conversion(src, dst, dtype, strategy="shuffle+smem")
+    rest = without_via(plan)
+    assert plan.strategy == "shuffle+smem" and plan.via.shuffle is not None and rest.strategy == "smem"
+    assert plan.via.src_bases == plan.src_bases and rest.src_bases == plan.via.dst_bases
+    assert rest.dst_bases == plan.dst_bases and plan.smem_bytes == rest.smem.bytes
+    # wider stores than the one-byte stores of the best plain shared-memory plan
+    if dtype == "f8e4m3":
+        plain = plan_conversion(src, dst, dtype, strategy="smem")
+        assert rest.smem.store_vec * rest.elem_bytes > min(plain.smem.store_vec, plain.smem.load_vec)
+    check_plan(plan, src, dst, np.random.default_rng(3))
+
+
+def test_auto_takes_the_staged_plan_for_the_fp8_transpose():
+    """Measured on the H200 (bench/RESULTS.md): 118 clocks against 139 for the best plain smem plan."""
+    src, dst = _layouts(ROW, COL)
+    plan = plan_conversion(src, dst, "f8e4m3")
+    assert plan.strategy == "shuffle+smem"
+    assert any(c.strategy == "smem" for c in plan.candidates)
