@@ -92,16 +92,16 @@ blocked_register_permute_bf16_bench(const uint16_t* __restrict__ in, uint16_t* _
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8);
-    // the tile in and out 4 element(s) at a time (uint64_t): registers 4g.. hold consecutive elements
+    // the tile in and out 4 element(s) at a time (uint2): registers 4g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint64_t*>(&x[0]) = *reinterpret_cast<const uint64_t*>(&in[src_idx]);
-    *reinterpret_cast<uint64_t*>(&x[4]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint64_t*>(&x[8]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint64_t*>(&x[12]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x420]);
-    *reinterpret_cast<uint64_t*>(&x[16]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint64_t*>(&x[20]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x820]);
-    *reinterpret_cast<uint64_t*>(&x[24]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xc00]);
-    *reinterpret_cast<uint64_t*>(&x[28]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xc20]);
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x820]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc20]);
     uint16_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -118,14 +118,14 @@ blocked_register_permute_bf16_bench(const uint16_t* __restrict__ in, uint16_t* _
         blocked_register_permute_bf16_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint64_t*>(&out[src_idx]) = *reinterpret_cast<const uint64_t*>(&x[0]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint64_t*>(&x[4]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint64_t*>(&x[8]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint64_t*>(&x[12]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint64_t*>(&x[16]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint64_t*>(&x[20]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint64_t*>(&x[24]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xc20]) = *reinterpret_cast<const uint64_t*>(&x[28]);
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc20]) = *reinterpret_cast<const uint2*>(&x[28]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_register_permute_bf16::kThreads)
@@ -138,16 +138,16 @@ blocked_register_permute_bf16_base(const uint16_t* __restrict__ in, uint16_t* __
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8);
-    // the tile in and out 4 element(s) at a time (uint64_t): registers 4g.. hold consecutive elements
+    // the tile in and out 4 element(s) at a time (uint2): registers 4g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint64_t*>(&x[0]) = *reinterpret_cast<const uint64_t*>(&in[src_idx]);
-    *reinterpret_cast<uint64_t*>(&x[4]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint64_t*>(&x[8]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint64_t*>(&x[12]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x420]);
-    *reinterpret_cast<uint64_t*>(&x[16]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint64_t*>(&x[20]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x820]);
-    *reinterpret_cast<uint64_t*>(&x[24]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xc00]);
-    *reinterpret_cast<uint64_t*>(&x[28]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xc20]);
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x820]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc20]);
     uint16_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -161,12 +161,12 @@ blocked_register_permute_bf16_base(const uint16_t* __restrict__ in, uint16_t* __
         for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint64_t*>(&out[src_idx]) = *reinterpret_cast<const uint64_t*>(&x[0]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint64_t*>(&x[4]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint64_t*>(&x[8]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint64_t*>(&x[12]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint64_t*>(&x[16]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint64_t*>(&x[20]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint64_t*>(&x[24]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xc20]) = *reinterpret_cast<const uint64_t*>(&x[28]);
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc20]) = *reinterpret_cast<const uint2*>(&x[28]);
 }

@@ -262,12 +262,12 @@ blocked_transpose_f8_bench(const uint8_t* __restrict__ in, uint8_t* __restrict__
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
-    // the tile in and out 8 element(s) at a time (uint64_t): registers 8g.. hold consecutive elements
+    // the tile in and out 8 element(s) at a time (uint2): registers 8g.. hold consecutive elements
     alignas(16) uint8_t x[kSrcRegs];
-    *reinterpret_cast<uint64_t*>(&x[0]) = *reinterpret_cast<const uint64_t*>(&in[src_idx]);
-    *reinterpret_cast<uint64_t*>(&x[8]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint64_t*>(&x[16]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint64_t*>(&x[24]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xc00]);
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
     uint8_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -284,10 +284,10 @@ blocked_transpose_f8_bench(const uint8_t* __restrict__ in, uint8_t* __restrict__
         blocked_transpose_f8_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint64_t*>(&out[src_idx]) = *reinterpret_cast<const uint64_t*>(&x[0]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint64_t*>(&x[8]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint64_t*>(&x[16]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint64_t*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_transpose_f8::kThreads)
@@ -300,12 +300,12 @@ blocked_transpose_f8_base(const uint8_t* __restrict__ in, uint8_t* __restrict__ 
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
-    // the tile in and out 8 element(s) at a time (uint64_t): registers 8g.. hold consecutive elements
+    // the tile in and out 8 element(s) at a time (uint2): registers 8g.. hold consecutive elements
     alignas(16) uint8_t x[kSrcRegs];
-    *reinterpret_cast<uint64_t*>(&x[0]) = *reinterpret_cast<const uint64_t*>(&in[src_idx]);
-    *reinterpret_cast<uint64_t*>(&x[8]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint64_t*>(&x[16]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint64_t*>(&x[24]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xc00]);
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
     uint8_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -319,8 +319,8 @@ blocked_transpose_f8_base(const uint8_t* __restrict__ in, uint8_t* __restrict__ 
         for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffu) * 0x01010101u);  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint64_t*>(&out[src_idx]) = *reinterpret_cast<const uint64_t*>(&x[0]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint64_t*>(&x[8]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint64_t*>(&x[16]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint64_t*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
 }

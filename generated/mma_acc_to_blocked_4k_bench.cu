@@ -166,24 +166,24 @@ mma_acc_to_blocked_4k_bench(const uint32_t* __restrict__ in, uint32_t* __restric
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ ((warp & 0x2) << 9) ^ ((warp & 0x1) << 3);
-    // the tile in and out 2 element(s) at a time (uint64_t): registers 2g.. hold consecutive elements
+    // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint64_t*>(&x[0]) = *reinterpret_cast<const uint64_t*>(&in[src_idx]);
-    *reinterpret_cast<uint64_t*>(&x[2]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint64_t*>(&x[4]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint64_t*>(&x[6]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<uint64_t*>(&x[8]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint64_t*>(&x[10]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<uint64_t*>(&x[12]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint64_t*>(&x[14]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<uint64_t*>(&x[16]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint64_t*>(&x[18]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xa00]);
-    *reinterpret_cast<uint64_t*>(&x[20]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x810]);
-    *reinterpret_cast<uint64_t*>(&x[22]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xa10]);
-    *reinterpret_cast<uint64_t*>(&x[24]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x820]);
-    *reinterpret_cast<uint64_t*>(&x[26]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xa20]);
-    *reinterpret_cast<uint64_t*>(&x[28]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x830]);
-    *reinterpret_cast<uint64_t*>(&x[30]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xa30]);
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x210]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x220]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x230]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xa00]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x810]);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xa10]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x820]);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xa20]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x830]);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xa30]);
     uint32_t key[kDstRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kDstRegs; ++r)
@@ -196,22 +196,22 @@ mma_acc_to_blocked_4k_bench(const uint32_t* __restrict__ in, uint32_t* __restric
         for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
         mma_acc_to_blocked_4k_back::convert(y, x, smem);
     }
-    *reinterpret_cast<uint64_t*>(&out[src_idx]) = *reinterpret_cast<const uint64_t*>(&x[0]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint64_t*>(&x[2]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint64_t*>(&x[4]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint64_t*>(&x[6]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint64_t*>(&x[8]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint64_t*>(&x[10]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint64_t*>(&x[12]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint64_t*>(&x[14]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint64_t*>(&x[16]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xa00]) = *reinterpret_cast<const uint64_t*>(&x[18]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x810]) = *reinterpret_cast<const uint64_t*>(&x[20]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xa10]) = *reinterpret_cast<const uint64_t*>(&x[22]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint64_t*>(&x[24]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xa20]) = *reinterpret_cast<const uint64_t*>(&x[26]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x830]) = *reinterpret_cast<const uint64_t*>(&x[28]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xa30]) = *reinterpret_cast<const uint64_t*>(&x[30]);
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xa00]) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x810]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xa10]) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xa20]) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x830]) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xa30]) = *reinterpret_cast<const uint2*>(&x[30]);
 }
 
 extern "C" __global__ void __launch_bounds__(mma_acc_to_blocked_4k::kThreads)
@@ -224,24 +224,24 @@ mma_acc_to_blocked_4k_base(const uint32_t* __restrict__ in, uint32_t* __restrict
     out += static_cast<unsigned long long>(blockIdx.x) * kTileElems;
 
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ ((warp & 0x2) << 9) ^ ((warp & 0x1) << 3);
-    // the tile in and out 2 element(s) at a time (uint64_t): registers 2g.. hold consecutive elements
+    // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint64_t*>(&x[0]) = *reinterpret_cast<const uint64_t*>(&in[src_idx]);
-    *reinterpret_cast<uint64_t*>(&x[2]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint64_t*>(&x[4]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint64_t*>(&x[6]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<uint64_t*>(&x[8]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint64_t*>(&x[10]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<uint64_t*>(&x[12]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint64_t*>(&x[14]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<uint64_t*>(&x[16]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint64_t*>(&x[18]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xa00]);
-    *reinterpret_cast<uint64_t*>(&x[20]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x810]);
-    *reinterpret_cast<uint64_t*>(&x[22]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xa10]);
-    *reinterpret_cast<uint64_t*>(&x[24]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x820]);
-    *reinterpret_cast<uint64_t*>(&x[26]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xa20]);
-    *reinterpret_cast<uint64_t*>(&x[28]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0x830]);
-    *reinterpret_cast<uint64_t*>(&x[30]) = *reinterpret_cast<const uint64_t*>(&in[src_idx + 0xa30]);
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x200]);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x210]);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x220]);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x230]);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xa00]);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x810]);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xa10]);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x820]);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xa20]);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x830]);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xa30]);
     uint32_t key[kSrcRegs];  // key(e) of the element each register holds
 #pragma unroll
     for (int r = 0; r < kSrcRegs; ++r)
@@ -251,20 +251,20 @@ mma_acc_to_blocked_4k_base(const uint32_t* __restrict__ in, uint32_t* __restrict
 #pragma unroll
         for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
     }
-    *reinterpret_cast<uint64_t*>(&out[src_idx]) = *reinterpret_cast<const uint64_t*>(&x[0]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint64_t*>(&x[2]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint64_t*>(&x[4]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint64_t*>(&x[6]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint64_t*>(&x[8]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint64_t*>(&x[10]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint64_t*>(&x[12]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint64_t*>(&x[14]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint64_t*>(&x[16]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xa00]) = *reinterpret_cast<const uint64_t*>(&x[18]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x810]) = *reinterpret_cast<const uint64_t*>(&x[20]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xa10]) = *reinterpret_cast<const uint64_t*>(&x[22]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint64_t*>(&x[24]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xa20]) = *reinterpret_cast<const uint64_t*>(&x[26]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0x830]) = *reinterpret_cast<const uint64_t*>(&x[28]);
-    *reinterpret_cast<uint64_t*>(&out[src_idx + 0xa30]) = *reinterpret_cast<const uint64_t*>(&x[30]);
+    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xa00]) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x810]) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xa10]) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xa20]) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0x830]) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(&out[src_idx + 0xa30]) = *reinterpret_cast<const uint2*>(&x[30]);
 }

@@ -78,7 +78,7 @@ def test_coverage():
     for k in base:                     # every kind is a source and a destination
         assert any(c.kinds[0].startswith(k) for c in CASES) and any(c.kinds[1].startswith(k) for c in CASES), k
     strategies = collections.Counter(c.plan.strategy for c in CASES)
-    assert set(strategies) == {"noop", "register", "shuffle", "smem", "store", "load", "copy"}, strategies
+    assert set(strategies) == {"noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy"}, strategies
     mem = [c for c in CASES if c.plan.memory is not None or c.plan.copy is not None]
     mem_kinds = {k for c in mem for k in c.kinds}
     assert len(mem) >= 200 and mem_kinds >= {"shared_linear", "swizzled_shared", "nvmma_shared", "global",
