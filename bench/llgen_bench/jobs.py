@@ -30,7 +30,7 @@ from ll_codegen.core.target import get_target
 from ll_codegen.emit.render import write_files
 from ll_codegen.plan.model import ConversionPlan, word_view
 from ll_codegen.plan.planner import (ALU, BARRIER, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, classify,
-                                     normalise, plan_conversion)
+                                     normalise, plan_conversion, staged_plans)
 from ll_codegen.plan.shuffle import plan_shuffle
 from ll_codegen.plan.swizzle import plan_smem
 from llgen_bench.integrity import parse_ptxas, res_usage, spills
@@ -217,13 +217,18 @@ def _same_plan(a: ConversionPlan, b: ConversionPlan) -> bool:
 def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str = "cuda",
                  arch: str | None = None) -> list[ConversionPlan]:
     """Every candidate plan the planner scores for ``auto`` (register,
-    shuffle, each smem instruction pairing, the cheapest staged plan), as full plans."""
+    shuffle, each smem instruction pairing, each staged plan), as full plans."""
     out: list[ConversionPlan] = []
     tgt = get_target(target, arch)
     for strategy in ("register", "shuffle", "smem", "shuffle+smem"):
         try:
             p = plan_conversion(src, dst, dtype, tgt, strategy=strategy)
         except ValueError:
+            continue
+        if strategy == "shuffle+smem":            # one per layout in between, not only the cheapest
+            base = replace(p, via=None, smem=None, dst_copies=(), candidates=())
+            out += [replace(q, candidates=()) for q in staged_plans(base, normalise(src), normalise(dst), tgt,
+                                                                      "optimal", 48 * 1024, None, False)]
             continue
         if strategy != "smem":
             out.append(p)
