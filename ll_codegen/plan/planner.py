@@ -9,7 +9,9 @@ if ``C`` is the identity on ``block`` (else: not supported), then on
 ``shuffle``), then on ``register`` (else ``register``; identity: ``noop``).
 A strategy is legal when its level is at or above the classified one: smem is
 always legal, shuffle when no data crosses warps, register when none crosses
-lanes.
+lanes.  A staged plan (``shuffle+smem``: warp shuffles to a layout in between,
+then smem; ``staged.py``) is a candidate whenever data crosses lanes, one per
+layout in between, scored as the sum of its two steps.
 
 Cost model for ``auto`` (units: SM issue slots per warp; seed 001's
 three-term model specialised to conversions): every shared-memory wavefront
