@@ -105,7 +105,7 @@ def _plans(src, dst, w, target, arch):
     smem = next(p for label, p in out if label == "smem/optimal")
     out += [(f"shuffle+smem/{i}", p) for i, p in enumerate(staged_plans(
         replace(smem, smem=None, dst_copies=(), candidates=()), normalise(src), normalise(dst),
-        get_target(target, arch), "optimal", 48 * 1024, None, False))]
+        get_target(target, arch)))]
     # per-warp scratch slices (a no-op unless the pair is warp-local): the emulator checks the slices
     out.append(("smem/per-warp", plan_conversion(src, dst, dtype, target, arch, strategy="smem",
                                                   scratch_per_warp=True)))

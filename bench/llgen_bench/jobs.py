@@ -227,8 +227,7 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
             continue
         if strategy == "shuffle+smem":            # one per layout in between, not only the cheapest
             base = replace(p, via=None, smem=None, dst_copies=(), candidates=())
-            out += [replace(q, candidates=()) for q in staged_plans(base, normalise(src), normalise(dst), tgt,
-                                                                      "optimal", 48 * 1024, None, False)]
+            out += [replace(q, candidates=()) for q in staged_plans(base, normalise(src), normalise(dst), tgt)]
             continue
         if strategy != "smem":
             out.append(p)

@@ -286,8 +286,9 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     return replace(best, candidates=reports)
 
 
-def staged_plans(base: ConversionPlan, src: LinearLayout, dst: LinearLayout, target: Target, swizzle: str,
-                 smem_budget: int, max_vector_bytes: int | None, per_warp: bool) -> list[ConversionPlan]:
+def staged_plans(base: ConversionPlan, src: LinearLayout, dst: LinearLayout, target: Target, swizzle: str = "optimal",
+                 smem_budget: int = 48 * 1024, max_vector_bytes: int | None = None,
+                 per_warp: bool = False) -> list[ConversionPlan]:
     """One staged candidate per layout in between (``staged.mid_layouts``): the
     cheaper form of its shuffle plan, then its cheapest shared-memory plan."""
     out = []
@@ -302,7 +303,7 @@ def staged_plans(base: ConversionPlan, src: LinearLayout, dst: LinearLayout, tar
         step = replace(base, strategy="shuffle", n_dst=base.n_src, dst_bases=mid_bases,
                        dst_copies=_canonical_copies(mid))
         via = min((replace(step, shuffle=f) for f in (sp, swap_form(sp))), key=lambda p: _score(p)[0])
-        rest = replace(base, strategy="smem", n_src=base.n_src, src_bases=mid_bases, dst_copies=_canonical_copies(dst))
+        rest = replace(base, strategy="smem", src_bases=mid_bases, dst_copies=_canonical_copies(dst))
         best = min((replace(rest, smem=m) for m in smem), key=lambda p: (_score(p)[0], _load_instructions(p)))
         out.append(replace(best, strategy=STAGED, src_bases=base.src_bases, via=via))
     return out

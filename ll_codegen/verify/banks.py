@@ -117,8 +117,7 @@ def _measure(plan: ConversionPlan, target: Target, which: str) -> MeasuredCost:
 
 def measure_smem(plan: ConversionPlan, target: Target | None = None) -> tuple[MeasuredCost, MeasuredCost]:
     """(store, load) costs measured from the actual addresses of every instruction (of a staged
-    conversion: its shared-memory step)."""
-    plan = without_via(plan)
+    conversion: its shared-memory step, ``plan.smem``)."""
     if plan.smem is None:
         raise ValueError("not a shared-memory plan")
     target = target or get_target(plan.target, plan.arch)
