@@ -252,6 +252,20 @@ def test_remove_is_part_of_the_commit(tmp_path):
     assert _tree(tmp_path) == ["new.cu"]
 
 
+def test_write_all_tolerates_a_folder_made_meanwhile(tmp_path, monkeypatch):
+    """Two llgen runs of a parallel build (cmake -j) both create a missing output folder: the one that
+    loses the race writes its file into the folder the other made (seen in CI: 'File exists')."""
+    real_mkdir = os.mkdir
+
+    def racing_mkdir(path, *args):
+        real_mkdir(path, *args)             # the other process wins
+        real_mkdir(path, *args)             # ours: FileExistsError
+    monkeypatch.setattr(os, "mkdir", racing_mkdir)
+    target = tmp_path / "llgen" / "to_mma.cuh"
+    F.write_all({target: "x"}, make_dirs=True)
+    assert target.read_text() == "x"
+
+
 def _interrupt(tmp_path, phase: str, sig: int, out, old: bool) -> tuple[subprocess.CompletedProcess, dict]:
     """Run ``convert --emit all`` into ``out`` paused (LLGEN_TEST_WRITE_PAUSE) after the 2nd temp file or
     the 1st rename, send ``sig``, and return the process and the files as they were before."""

@@ -373,7 +373,12 @@ def _makedirs(folder: str, created: list[str]) -> None:
             break
         f = parent
     for d in reversed(missing):
-        os.mkdir(d)
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise
+            continue            # another process made it meanwhile (parallel builds: cmake -j): not ours to undo
         created.append(d)
 
 
