@@ -18,7 +18,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from ll_codegen.api import plan_conversion  # noqa: E402
 from llgen_bench.jobs import alternatives, as_linear, describe  # noqa: E402
 
 KINDS = ("STS", "LDS", "STSM", "LDSM", "SHFL", "BAR")
@@ -95,7 +94,7 @@ def selects_table(rows: list[dict], specs: dict) -> None:
         cands = alternatives(src, dst, dt)
         back = next((p for p in alternatives(dst, src, dt) if describe(p) == r["back_plan"]), None)
         for label, v in r["variants"].items():
-            fwd = plan_conversion(src, dst, dt) if label == "auto" else \
+            fwd = next((p for p in cands if describe(p) == v.get("plan")), None) if label == "auto" else \
                 cands[int(label[4:])] if label.startswith("cand") else None
             if fwd is None or fwd.shuffle is None or back is None or "sass" not in v:
                 continue

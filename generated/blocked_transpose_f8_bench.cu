@@ -44,7 +44,7 @@ __attribute__((unused)) constexpr int kDstWords  = 8;
 // Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
 // registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x7) << 6) ^ ((reg & 0x18) << 1) ^ ((lane & 0x7) << 9) ^ (lane >> 3) ^ (warp << 2); }
-__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x6) << 6) ^ ((reg & 0x18) << 1) ^ (reg & 0x1) ^ ((lane & 0x7) << 9) ^ ((lane & 0x8) << 3) ^ ((lane >> 3) & 0x2) ^ (warp << 2); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x4) << 6) ^ ((reg & 0x18) << 1) ^ (reg & 0x3) ^ ((lane & 0x7) << 9) ^ ((lane & 0x18) << 3) ^ (warp << 2); }
 
 // dst = src in the destination layout: warp shuffles: 8 round(s) x 1 word(s).
 // tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
@@ -56,49 +56,42 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
                                               unsigned tid = threadIdx.x) {
     (void)smem;
     const unsigned lane = tid & (kWarpSize - 1);
-    const unsigned sel0 = (lane >> 3) & 1;  // parity of lane & 0x8
+    const unsigned sel0 = (lane >> 3) & 1;                                                  // parity of lane & 0x8
+    const unsigned sel1 = (lane >> 4) & 1;                                                  // parity of lane & 0x10
+    const uint32_t perm0 = sel0 ? 0x7632u : 0x5410u;                                        // byte selector by lane
+    const uint32_t perm1 = sel1 ? 0x7362u : 0x5140u;                                        // byte selector by lane
+    const uint32_t perm2 = sel0 ? 0x5410u : 0x7632u;                                        // byte selector by lane
+    const uint32_t perm3 = sel1 ? 0x5140u : 0x7362u;                                        // byte selector by lane
+    const uint32_t perm4 = sel1 ? (sel0 ? 0x1045u : 0x154u) : (sel0 ? 0x4510u : 0x5401u);   // byte selector by lane
+    const uint32_t perm5 = sel1 ? (sel0 ? 0x3267u : 0x2376u) : (sel0 ? 0x6732u : 0x7623u);  // byte selector by lane
 
-    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send by 1 swap stage(s)
-    const uint32_t w0 = __byte_perm(s[0], s[1], 0x6420);
-    const uint32_t w1 = __byte_perm(s[0], s[1], 0x7531);
-    const uint32_t w2 = __byte_perm(s[2], s[3], 0x6420);
-    const uint32_t w3 = __byte_perm(s[2], s[3], 0x7531);
-    const uint32_t w4 = __byte_perm(s[4], s[5], 0x6420);
-    const uint32_t w5 = __byte_perm(s[4], s[5], 0x7531);
-    const uint32_t w6 = __byte_perm(s[6], s[7], 0x6420);
-    const uint32_t w7 = __byte_perm(s[6], s[7], 0x7531);
-    const uint32_t w1_0 = sel0 ? w1 : w0;
-    const uint32_t w1_1 = sel0 ? w0 : w1;
-    const uint32_t w1_2 = sel0 ? w3 : w2;
-    const uint32_t w1_3 = sel0 ? w2 : w3;
-    const uint32_t w1_4 = sel0 ? w5 : w4;
-    const uint32_t w1_5 = sel0 ? w4 : w5;
-    const uint32_t w1_6 = sel0 ? w7 : w6;
-    const uint32_t w1_7 = sel0 ? w6 : w7;
+    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 4-way lane-dependent send by byte permutes with per-lane selectors
+    const uint32_t out0 = __byte_perm(__byte_perm(s[0], s[1], perm1), __byte_perm(s[2], s[3], perm1), perm0);
+    const uint32_t out1 = __byte_perm(__byte_perm(s[0], s[1], perm1), __byte_perm(s[2], s[3], perm1), perm2);
+    const uint32_t out2 = __byte_perm(__byte_perm(s[0], s[1], perm3), __byte_perm(s[2], s[3], perm3), perm0);
+    const uint32_t out3 = __byte_perm(__byte_perm(s[0], s[1], perm3), __byte_perm(s[2], s[3], perm3), perm2);
+    const uint32_t out4 = __byte_perm(__byte_perm(s[4], s[5], perm1), __byte_perm(s[6], s[7], perm1), perm0);
+    const uint32_t out5 = __byte_perm(__byte_perm(s[4], s[5], perm1), __byte_perm(s[6], s[7], perm1), perm2);
+    const uint32_t out6 = __byte_perm(__byte_perm(s[4], s[5], perm3), __byte_perm(s[6], s[7], perm3), perm0);
+    const uint32_t out7 = __byte_perm(__byte_perm(s[4], s[5], perm3), __byte_perm(s[6], s[7], perm3), perm2);
 
-    // Exchange: 4 shuffle(s) issued back to back, source lane lane ^ c
-    const uint32_t in1 = __shfl_xor_sync(0xffffffff, w1_1, 0x8);
-    const uint32_t in3 = __shfl_xor_sync(0xffffffff, w1_3, 0x8);
-    const uint32_t in5 = __shfl_xor_sync(0xffffffff, w1_5, 0x8);
-    const uint32_t in7 = __shfl_xor_sync(0xffffffff, w1_7, 0x8);
+    // Exchange: 6 shuffle(s) issued back to back, source lane lane ^ c
+    const uint32_t in1 = __shfl_xor_sync(0xffffffff, out1, 0x8);
+    const uint32_t in2 = __shfl_xor_sync(0xffffffff, out2, 0x10);
+    const uint32_t in3 = __shfl_xor_sync(0xffffffff, out3, 0x18);
+    const uint32_t in5 = __shfl_xor_sync(0xffffffff, out5, 0x8);
+    const uint32_t in6 = __shfl_xor_sync(0xffffffff, out6, 0x10);
+    const uint32_t in7 = __shfl_xor_sync(0xffffffff, out7, 0x18);
 
-    // Unpack (2-way lane-dependent receive by 1 swap stage(s))
-    const uint32_t v1_0 = sel0 ? in1 : w1_0;
-    const uint32_t v1_1 = sel0 ? w1_0 : in1;
-    const uint32_t v1_2 = sel0 ? in3 : w1_2;
-    const uint32_t v1_3 = sel0 ? w1_2 : in3;
-    const uint32_t v1_4 = sel0 ? in5 : w1_4;
-    const uint32_t v1_5 = sel0 ? w1_4 : in5;
-    const uint32_t v1_6 = sel0 ? in7 : w1_6;
-    const uint32_t v1_7 = sel0 ? w1_6 : in7;
-    d[0] = __byte_perm(v1_0, v1_1, 0x5140);
-    d[1] = __byte_perm(v1_0, v1_1, 0x7362);
-    d[2] = __byte_perm(v1_2, v1_3, 0x5140);
-    d[3] = __byte_perm(v1_2, v1_3, 0x7362);
-    d[4] = __byte_perm(v1_4, v1_5, 0x5140);
-    d[5] = __byte_perm(v1_4, v1_5, 0x7362);
-    d[6] = __byte_perm(v1_6, v1_7, 0x5140);
-    d[7] = __byte_perm(v1_6, v1_7, 0x7362);
+    // Unpack (4-way lane-dependent receive by byte permutes with per-lane selectors)
+    d[0] = __byte_perm(__byte_perm(in1, out0, 0x5140), __byte_perm(in2, in3, 0x5140), perm4);
+    d[1] = __byte_perm(__byte_perm(in1, out0, 0x5140), __byte_perm(in2, in3, 0x5140), perm5);
+    d[2] = __byte_perm(__byte_perm(in1, out0, 0x7362), __byte_perm(in2, in3, 0x7362), perm4);
+    d[3] = __byte_perm(__byte_perm(in1, out0, 0x7362), __byte_perm(in2, in3, 0x7362), perm5);
+    d[4] = __byte_perm(__byte_perm(in5, out4, 0x5140), __byte_perm(in6, in7, 0x5140), perm4);
+    d[5] = __byte_perm(__byte_perm(in5, out4, 0x5140), __byte_perm(in6, in7, 0x5140), perm5);
+    d[6] = __byte_perm(__byte_perm(in5, out4, 0x7362), __byte_perm(in6, in7, 0x7362), perm4);
+    d[7] = __byte_perm(__byte_perm(in5, out4, 0x7362), __byte_perm(in6, in7, 0x7362), perm5);
 }
 
 template <typename T>
@@ -128,7 +121,7 @@ __attribute__((unused)) constexpr int kDstWords  = 8;
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
 // registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
-__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x6) << 6) ^ ((reg & 0x18) << 1) ^ (reg & 0x1) ^ ((lane & 0x7) << 9) ^ ((lane & 0x8) << 3) ^ ((lane >> 3) & 0x2) ^ (warp << 2); }
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x4) << 6) ^ ((reg & 0x18) << 1) ^ (reg & 0x3) ^ ((lane & 0x7) << 9) ^ ((lane & 0x18) << 3) ^ (warp << 2); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x18) << 7) ^ (reg & 0x7) ^ (lane << 3) ^ (warp << 8); }
 
 namespace detail {
@@ -142,12 +135,12 @@ __device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, ui
 #endif
 }
 template <int kImm>
-__device__ __forceinline__ void st_shared_b16(unsigned addr, uint32_t r0) {
+__device__ __forceinline__ void st_shared_b32(unsigned addr, uint32_t r0) {
 #if defined(LLGEN_HOST_SIMT)
     uint32_t* regs[] = {&r0};
-    llgen_host::st_shared(addr + kImm, 2, regs);
+    llgen_host::st_shared(addr + kImm, 4, regs);
 #else
-    asm volatile("st.shared.b16 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
+    asm volatile("st.shared.b32 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
 #endif
 }
 
@@ -163,40 +156,32 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
                                               unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                                                          // shared-window address
-    const unsigned st_base = ((lane & 0x1) << 5) ^ ((lane & 0x4) << 4) ^ ((lane & 0x2) << 2) ^ ((lane & 0x8) << 1) ^ ((lane >> 3) & 0x2) ^ ((warp & 1) * 0x4) ^ (((warp >> 1) & 1) * 0x220);  // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                              // shared-window address
+    const unsigned st_base = ((lane & 0x1) << 6) ^ ((lane & 0x1e) << 1) ^ (warp << 8) ^ ((warp & 0x2) << 5);                                                      // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 0x7) << 9) ^ ((lane & 0x3) << 5) ^ ((lane & 0x10) << 3) ^ ((lane & 0x4) << 2) ^ ((lane & 0x8) << 1) ^ ((warp & 0x1) << 8) ^ ((warp & 0x2) << 4);        // byte offset this thread loads at
+    const unsigned ld_base = ((lane & 0x7) << 9) ^ ((lane & 0x1) << 6) ^ ((lane & 0x6) << 3) ^ ((lane & 0x18) << 1) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 5);  // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 16 store(s) of 2 B, 2 load(s) of 16 B
+    // 8 store(s) of 4 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
-    detail::st_shared_b16<0>(st_addr, static_cast<uint32_t>(s[0]));
-    detail::st_shared_b16<128>(st_addr, static_cast<uint32_t>(__byte_perm(s[0], 0u, 0x3232)));
-    detail::st_shared_b16<256>(st_addr, static_cast<uint32_t>(s[1]));
-    detail::st_shared_b16<384>(st_addr, static_cast<uint32_t>(__byte_perm(s[1], 0u, 0x3232)));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x440), static_cast<uint32_t>(s[2]));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x4c0), static_cast<uint32_t>(__byte_perm(s[2], 0u, 0x3232)));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x540), static_cast<uint32_t>(s[3]));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x5c0), static_cast<uint32_t>(__byte_perm(s[3], 0u, 0x3232)));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x810), static_cast<uint32_t>(s[4]));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x890), static_cast<uint32_t>(__byte_perm(s[4], 0u, 0x3232)));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x910), static_cast<uint32_t>(s[5]));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0x990), static_cast<uint32_t>(__byte_perm(s[5], 0u, 0x3232)));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0xc50), static_cast<uint32_t>(s[6]));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0xcd0), static_cast<uint32_t>(__byte_perm(s[6], 0u, 0x3232)));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0xd50), static_cast<uint32_t>(s[7]));
-    detail::st_shared_b16<0>(smem_u32 + (st_base ^ 0xdd0), static_cast<uint32_t>(__byte_perm(s[7], 0u, 0x3232)));
+    detail::st_shared_b32<0>(st_addr, s[0]);
+    detail::st_shared_b32<128>(st_addr, s[1]);
+    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x410), s[2]);
+    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x490), s[3]);
+    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x820), s[4]);
+    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x8a0), s[5]);
+    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0xc30), s[6]);
+    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0xcb0), s[7]);
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
-    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x40), v1_0, v1_1, v1_2, v1_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<256>(ld_addr, v1_0, v1_1, v1_2, v1_3);
     d[0] = v0_0;
-    d[1] = v0_1;
-    d[2] = v0_2;
-    d[3] = v0_3;
-    d[4] = v1_0;
-    d[5] = v1_1;
-    d[6] = v1_2;
+    d[2] = v0_1;
+    d[4] = v0_2;
+    d[6] = v0_3;
+    d[1] = v1_0;
+    d[3] = v1_1;
+    d[5] = v1_2;
     d[7] = v1_3;
 }
 

@@ -44,8 +44,8 @@
 //     load: 32 instr/warp, 8 wavefronts/instr, 7 bank conflicts/instr, 256 wavefronts/warp
 //     barriers: 2 block
 //   candidate*smem     score   281.00  store st.shared x4, load ld.shared x32: 264 wavefronts (0+7 conflicts/instr), 2 barriers
-//   candidate shuffle+smem score   342.00  6 shuffles, 32 selects (swap stages), 32 pack ops; then store st.shared x32, load ld.shared x32: 288 wavefronts (0+7 conflicts/instr), 2 barriers
-//   candidate shuffle+smem score   360.00  4 shuffles, 16 selects (swap stages), 16 pack ops; then store st.shared x32, load ld.shared x32: 320 wavefronts (1+7 conflicts/instr), 2 barriers
+//   candidate shuffle+smem score   326.00  6 shuffles, 0 selects (fused), 32 pack ops; then store st.shared x32, load ld.shared x32: 288 wavefronts (0+7 conflicts/instr), 2 barriers
+//   candidate shuffle+smem score   352.00  4 shuffles, 0 selects (fused), 16 pack ops; then store st.shared x32, load ld.shared x32: 320 wavefronts (1+7 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -56,49 +56,37 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
                                               unsigned tid = threadIdx.x) {
     (void)smem;
     const unsigned lane = tid & (kWarpSize - 1);
-    const unsigned sel0 = (lane >> 3) & 1;  // parity of lane & 0x8
+    const unsigned sel0 = (lane >> 3) & 1;            // parity of lane & 0x8
+    const uint32_t perm0 = sel0 ? 0x7531u : 0x6420u;  // byte selector by lane
+    const uint32_t perm1 = sel0 ? 0x6420u : 0x7531u;  // byte selector by lane
+    const uint32_t perm2 = sel0 ? 0x1504u : 0x5140u;  // byte selector by lane
+    const uint32_t perm3 = sel0 ? 0x3726u : 0x7362u;  // byte selector by lane
 
-    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send by 1 swap stage(s)
-    const uint32_t w0 = __byte_perm(s[0], s[1], 0x6420);
-    const uint32_t w1 = __byte_perm(s[0], s[1], 0x7531);
-    const uint32_t w2 = __byte_perm(s[2], s[3], 0x6420);
-    const uint32_t w3 = __byte_perm(s[2], s[3], 0x7531);
-    const uint32_t w4 = __byte_perm(s[4], s[5], 0x6420);
-    const uint32_t w5 = __byte_perm(s[4], s[5], 0x7531);
-    const uint32_t w6 = __byte_perm(s[6], s[7], 0x6420);
-    const uint32_t w7 = __byte_perm(s[6], s[7], 0x7531);
-    const uint32_t w1_0 = sel0 ? w1 : w0;
-    const uint32_t w1_1 = sel0 ? w0 : w1;
-    const uint32_t w1_2 = sel0 ? w3 : w2;
-    const uint32_t w1_3 = sel0 ? w2 : w3;
-    const uint32_t w1_4 = sel0 ? w5 : w4;
-    const uint32_t w1_5 = sel0 ? w4 : w5;
-    const uint32_t w1_6 = sel0 ? w7 : w6;
-    const uint32_t w1_7 = sel0 ? w6 : w7;
+    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send by byte permutes with per-lane selectors
+    const uint32_t out0 = __byte_perm(s[0], s[1], perm0);
+    const uint32_t out1 = __byte_perm(s[0], s[1], perm1);
+    const uint32_t out2 = __byte_perm(s[2], s[3], perm0);
+    const uint32_t out3 = __byte_perm(s[2], s[3], perm1);
+    const uint32_t out4 = __byte_perm(s[4], s[5], perm0);
+    const uint32_t out5 = __byte_perm(s[4], s[5], perm1);
+    const uint32_t out6 = __byte_perm(s[6], s[7], perm0);
+    const uint32_t out7 = __byte_perm(s[6], s[7], perm1);
 
     // Exchange: 4 shuffle(s) issued back to back, source lane lane ^ c
-    const uint32_t in1 = __shfl_xor_sync(0xffffffff, w1_1, 0x8);
-    const uint32_t in3 = __shfl_xor_sync(0xffffffff, w1_3, 0x8);
-    const uint32_t in5 = __shfl_xor_sync(0xffffffff, w1_5, 0x8);
-    const uint32_t in7 = __shfl_xor_sync(0xffffffff, w1_7, 0x8);
+    const uint32_t in1 = __shfl_xor_sync(0xffffffff, out1, 0x8);
+    const uint32_t in3 = __shfl_xor_sync(0xffffffff, out3, 0x8);
+    const uint32_t in5 = __shfl_xor_sync(0xffffffff, out5, 0x8);
+    const uint32_t in7 = __shfl_xor_sync(0xffffffff, out7, 0x8);
 
-    // Unpack (2-way lane-dependent receive by 1 swap stage(s))
-    const uint32_t v1_0 = sel0 ? in1 : w1_0;
-    const uint32_t v1_1 = sel0 ? w1_0 : in1;
-    const uint32_t v1_2 = sel0 ? in3 : w1_2;
-    const uint32_t v1_3 = sel0 ? w1_2 : in3;
-    const uint32_t v1_4 = sel0 ? in5 : w1_4;
-    const uint32_t v1_5 = sel0 ? w1_4 : in5;
-    const uint32_t v1_6 = sel0 ? in7 : w1_6;
-    const uint32_t v1_7 = sel0 ? w1_6 : in7;
-    d[0] = __byte_perm(v1_0, v1_1, 0x5140);
-    d[1] = __byte_perm(v1_0, v1_1, 0x7362);
-    d[2] = __byte_perm(v1_2, v1_3, 0x5140);
-    d[3] = __byte_perm(v1_2, v1_3, 0x7362);
-    d[4] = __byte_perm(v1_4, v1_5, 0x5140);
-    d[5] = __byte_perm(v1_4, v1_5, 0x7362);
-    d[6] = __byte_perm(v1_6, v1_7, 0x5140);
-    d[7] = __byte_perm(v1_6, v1_7, 0x7362);
+    // Unpack (2-way lane-dependent receive by byte permutes with per-lane selectors)
+    d[0] = __byte_perm(out0, in1, perm2);
+    d[1] = __byte_perm(out0, in1, perm3);
+    d[2] = __byte_perm(out2, in3, perm2);
+    d[3] = __byte_perm(out2, in3, perm3);
+    d[4] = __byte_perm(out4, in5, perm2);
+    d[5] = __byte_perm(out4, in5, perm3);
+    d[6] = __byte_perm(out6, in7, perm2);
+    d[7] = __byte_perm(out6, in7, perm3);
 }
 
 template <typename T>

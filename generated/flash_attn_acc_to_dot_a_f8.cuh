@@ -38,7 +38,7 @@
 // Plan:
 //   strategy: shuffle  (f8e4m3, 1 B/elem, cuda sm_90, 4 warps x 32 lanes, 32 -> 32 registers)
 //   shuffle: 8 rounds x 1 word(s), 4 element(s) per word, source lane L(lane) ^ c with L = [2, 1, 4, 8, 16]
-//     lane-dependent registers: send 2 ways by select trees, receive 2 ways by select trees; 16 selects
+//     lane-dependent registers: send 2 ways by byte permutes with per-lane selectors, receive 2 ways by byte permutes with per-lane selectors; 0 selects
 //     round 0: send src[[0, 1, 2, 3], [4, 5, 6, 7]], source lane ^ 0x0, receive dst[[0, 1, 4, 5], [2, 3, 6, 7]]
 //     round 1: send src[[4, 5, 6, 7], [0, 1, 2, 3]], source lane ^ 0x1, receive dst[[2, 3, 6, 7], [0, 1, 4, 5]]
 //     round 2: send src[[8, 9, 10, 11], [12, 13, 14, 15]], source lane ^ 0x0, receive dst[[8, 9, 12, 13], [10, 11, 14, 15]]
@@ -53,11 +53,13 @@
 //     F = [(0, 8)]
 //     G = [(0, 10)]
 //     R = [(0, 2), (0, 16), (0, 32)]
-//   candidate*shuffle  score    20.00  8 shuffles, 16 selects, 16 pack ops
+//   candidate*shuffle  score    12.00  8 shuffles, 0 selects (fused), 16 pack ops
+//   candidate shuffle  score    18.00  8 shuffles, 16 selects (swap stages), 8 pack ops
+//   candidate shuffle  score    20.00  8 shuffles, 16 selects, 16 pack ops
 //   candidate smem     score    25.00  store st.shared x2, load ld.shared x2: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 //   candidate smem     score    27.50  store stmatrix x2, load ld.shared x4: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate shuffle+smem score    33.00  4 shuffles, 0 selects (fused), 16 pack ops; then store st.shared x2, load ld.shared x2: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 //   candidate smem     score    36.50  store st.shared x16, load ldmatrix x2: 24 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
-//   candidate shuffle+smem score    39.00  4 shuffles, 16 selects (swap stages), 8 pack ops; then store st.shared x2, load ld.shared x2: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give
@@ -100,16 +102,19 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     const unsigned src_lane = ((lane & 0x1) << 1) ^ (lane & 0x1c) ^ ((lane >> 1) & 0x1);  // source lane before the round's xor
     const unsigned sel0 = lane & 1;                                                       // parity of lane & 0x1
     const unsigned sel1 = (lane >> 1) & 1;                                                // parity of lane & 0x2
+    const uint32_t perm0 = sel0 ? 0x7654u : 0x3210u;                                      // byte selector by lane
+    const uint32_t perm1 = sel1 ? 0x1054u : 0x5410u;                                      // byte selector by lane
+    const uint32_t perm2 = sel1 ? 0x3276u : 0x7632u;                                      // byte selector by lane
 
-    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send
-    const uint32_t out0 = sel0 ? s[1] : s[0];
-    const uint32_t out1 = sel0 ? s[0] : s[1];
-    const uint32_t out2 = sel0 ? s[3] : s[2];
-    const uint32_t out3 = sel0 ? s[2] : s[3];
-    const uint32_t out4 = sel0 ? s[5] : s[4];
-    const uint32_t out5 = sel0 ? s[4] : s[5];
-    const uint32_t out6 = sel0 ? s[7] : s[6];
-    const uint32_t out7 = sel0 ? s[6] : s[7];
+    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send by byte permutes with per-lane selectors
+    const uint32_t out0 = __byte_perm(s[0], s[1], perm0);
+    const uint32_t out1 = __byte_perm(s[1], s[0], perm0);
+    const uint32_t out2 = __byte_perm(s[2], s[3], perm0);
+    const uint32_t out3 = __byte_perm(s[3], s[2], perm0);
+    const uint32_t out4 = __byte_perm(s[4], s[5], perm0);
+    const uint32_t out5 = __byte_perm(s[5], s[4], perm0);
+    const uint32_t out6 = __byte_perm(s[6], s[7], perm0);
+    const uint32_t out7 = __byte_perm(s[7], s[6], perm0);
 
     // Exchange: 8 shuffle(s) issued back to back, source lane src_lane ^ c
     const uint32_t in0 = __shfl_sync(0xffffffff, out0, src_lane);
@@ -121,15 +126,15 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     const uint32_t in6 = __shfl_sync(0xffffffff, out6, src_lane);
     const uint32_t in7 = __shfl_sync(0xffffffff, out7, src_lane ^ 0x1);
 
-    // Unpack (2-way lane-dependent receive)
-    d[0] = sel1 ? __byte_perm(in1, in0, 0x5410) : __byte_perm(in0, in1, 0x5410);
-    d[1] = sel1 ? __byte_perm(in1, in0, 0x7632) : __byte_perm(in0, in1, 0x7632);
-    d[2] = sel1 ? __byte_perm(in3, in2, 0x5410) : __byte_perm(in2, in3, 0x5410);
-    d[3] = sel1 ? __byte_perm(in3, in2, 0x7632) : __byte_perm(in2, in3, 0x7632);
-    d[4] = sel1 ? __byte_perm(in5, in4, 0x5410) : __byte_perm(in4, in5, 0x5410);
-    d[5] = sel1 ? __byte_perm(in5, in4, 0x7632) : __byte_perm(in4, in5, 0x7632);
-    d[6] = sel1 ? __byte_perm(in7, in6, 0x5410) : __byte_perm(in6, in7, 0x5410);
-    d[7] = sel1 ? __byte_perm(in7, in6, 0x7632) : __byte_perm(in6, in7, 0x7632);
+    // Unpack (2-way lane-dependent receive by byte permutes with per-lane selectors)
+    d[0] = __byte_perm(in0, in1, perm1);
+    d[1] = __byte_perm(in0, in1, perm2);
+    d[2] = __byte_perm(in2, in3, perm1);
+    d[3] = __byte_perm(in2, in3, perm2);
+    d[4] = __byte_perm(in4, in5, perm1);
+    d[5] = __byte_perm(in4, in5, perm2);
+    d[6] = __byte_perm(in6, in7, perm1);
+    d[7] = __byte_perm(in6, in7, perm2);
 }
 
 template <typename T>

@@ -41,16 +41,19 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     const unsigned src_lane = ((lane & 0x1) << 1) ^ (lane & 0x1c) ^ ((lane >> 1) & 0x1);  // source lane before the round's xor
     const unsigned sel0 = (lane >> 1) & 1;                                                // parity of lane & 0x2
     const unsigned sel1 = lane & 1;                                                       // parity of lane & 0x1
+    const uint32_t perm0 = sel0 ? 0x7632u : 0x5410u;                                      // byte selector by lane
+    const uint32_t perm1 = sel0 ? 0x5410u : 0x7632u;                                      // byte selector by lane
+    const uint32_t perm2 = sel1 ? 0x7654u : 0x3210u;                                      // byte selector by lane
 
-    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send
-    const uint32_t out0 = sel0 ? __byte_perm(s[0], s[1], 0x7632) : __byte_perm(s[0], s[1], 0x5410);
-    const uint32_t out1 = sel0 ? __byte_perm(s[0], s[1], 0x5410) : __byte_perm(s[0], s[1], 0x7632);
-    const uint32_t out2 = sel0 ? __byte_perm(s[2], s[3], 0x7632) : __byte_perm(s[2], s[3], 0x5410);
-    const uint32_t out3 = sel0 ? __byte_perm(s[2], s[3], 0x5410) : __byte_perm(s[2], s[3], 0x7632);
-    const uint32_t out4 = sel0 ? __byte_perm(s[4], s[5], 0x7632) : __byte_perm(s[4], s[5], 0x5410);
-    const uint32_t out5 = sel0 ? __byte_perm(s[4], s[5], 0x5410) : __byte_perm(s[4], s[5], 0x7632);
-    const uint32_t out6 = sel0 ? __byte_perm(s[6], s[7], 0x7632) : __byte_perm(s[6], s[7], 0x5410);
-    const uint32_t out7 = sel0 ? __byte_perm(s[6], s[7], 0x5410) : __byte_perm(s[6], s[7], 0x7632);
+    // Pack: 8 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send by byte permutes with per-lane selectors
+    const uint32_t out0 = __byte_perm(s[0], s[1], perm0);
+    const uint32_t out1 = __byte_perm(s[0], s[1], perm1);
+    const uint32_t out2 = __byte_perm(s[2], s[3], perm0);
+    const uint32_t out3 = __byte_perm(s[2], s[3], perm1);
+    const uint32_t out4 = __byte_perm(s[4], s[5], perm0);
+    const uint32_t out5 = __byte_perm(s[4], s[5], perm1);
+    const uint32_t out6 = __byte_perm(s[6], s[7], perm0);
+    const uint32_t out7 = __byte_perm(s[6], s[7], perm1);
 
     // Exchange: 8 shuffle(s) issued back to back, source lane src_lane ^ c
     const uint32_t in0 = __shfl_sync(0xffffffff, out0, src_lane);
@@ -62,15 +65,15 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     const uint32_t in6 = __shfl_sync(0xffffffff, out6, src_lane);
     const uint32_t in7 = __shfl_sync(0xffffffff, out7, src_lane ^ 0x2);
 
-    // Unpack (2-way lane-dependent receive)
-    d[0] = sel1 ? in1 : in0;
-    d[1] = sel1 ? in0 : in1;
-    d[2] = sel1 ? in3 : in2;
-    d[3] = sel1 ? in2 : in3;
-    d[4] = sel1 ? in5 : in4;
-    d[5] = sel1 ? in4 : in5;
-    d[6] = sel1 ? in7 : in6;
-    d[7] = sel1 ? in6 : in7;
+    // Unpack (2-way lane-dependent receive by byte permutes with per-lane selectors)
+    d[0] = __byte_perm(in0, in1, perm2);
+    d[1] = __byte_perm(in1, in0, perm2);
+    d[2] = __byte_perm(in2, in3, perm2);
+    d[3] = __byte_perm(in3, in2, perm2);
+    d[4] = __byte_perm(in4, in5, perm2);
+    d[5] = __byte_perm(in5, in4, perm2);
+    d[6] = __byte_perm(in6, in7, perm2);
+    d[7] = __byte_perm(in7, in6, perm2);
 }
 
 template <typename T>

@@ -36,6 +36,7 @@ def required(target: str) -> set[str]:
     out |= {f"{target}:gather:shuffle", f"{target}:gather:smem", f"{target}:copy:sync"}
     if target == "cuda":
         out |= {f"cuda:smem:{m}" for m in ("stmatrix", "stmatrix.trans", "ldmatrix", "ldmatrix.trans")}
+        out.add("cuda:shuffle:fused")
         out.add("cuda:copy:async")
     return out
 
@@ -59,8 +60,10 @@ def labels(plan, kind: str | None = None) -> set[str]:
     s = plan.shuffle
     if s is not None:
         out.add(f"{t}:shuffle:{'xor' if s.src_lane is None else 'idx'}")
-        if s.send_select.size > 1 or s.recv_select.size > 1:
+        if (s.send_select.size > 1 and not s.send_fused) or (s.recv_select.size > 1 and not s.recv_fused):
             out.add(f"{t}:shuffle:{'swap-stages' if s.send_swaps or s.recv_swaps else 'select-tree'}")
+        if s.send_fused or s.recv_fused:
+            out.add(f"{t}:shuffle:fused")
     m = plan.smem
     if m is not None:
         for side, instr, vec in (("st", m.store_instr, m.store_vec), ("ld", m.load_instr, m.load_vec)):

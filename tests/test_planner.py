@@ -141,13 +141,14 @@ def test_per_side_widths_for_an_8bit_transpose():
     prefix of the same chunks, whose other bytes neighbouring lanes touch in the same
     wavefront: 16 + 32 wavefronts a warp, where one tile for both sides gave at best 80
     (st1B + ldmatrix).  Of the two mirror plans the tie-break takes the wide loads.  The
-    emulator executes it against the reference."""
+    emulator executes it against the reference.  (``auto`` now stages it: shuffles first,
+    then 4-byte stores -- tests/test_staged.py.)"""
     import numpy as np
     from llgen_bench.corpus import blocked
     from ll_codegen.verify.emulate_convert import check_plan
     src = spec_from_dict(blocked([1, 16], [8, 4], [4, 1], [1, 0], [128, 64])).linear
     dst = spec_from_dict(blocked([16, 1], [4, 8], [1, 4], [0, 1], [128, 64])).linear
-    plan = plan_conversion(src, dst, "i8", "cuda", "sm_90")
+    plan = plan_conversion(src, dst, "i8", "cuda", "sm_90", strategy="smem")
     m = plan.smem
     assert (m.store_instr, m.store_vec, m.load_instr, m.load_vec) == ("vector", 2, "vector", 16)
     assert (m.store.total_wavefronts, m.load.total_wavefronts) == (32, 16)

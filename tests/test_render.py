@@ -256,13 +256,14 @@ def _distinct_byte_perms(code: str) -> int:
 
 def test_shuffle_pack_ops_count_the_rendered_permutes():
     """The cost model's pack count (``ShufflePlan.pack_ops``) is the number of distinct byte permutes
-    the word view renders, for both forms of lane-dependent registers (select trees, swap stages)."""
+    the word view renders, for every form of lane-dependent registers (select trees, swap stages, each
+    fused: byte permutes with per-lane selectors, whose bodies have no select left)."""
     from dataclasses import replace
     from llgen_bench.corpus import random_pair
     from ll_codegen.plan.model import word_view
     from ll_codegen.emit.convert import convert_function, namespace
-    from ll_codegen.plan.shuffle import plan_shuffle, swap_form
-    rng, checked, nonzero = random.Random(7), 0, 0
+    from ll_codegen.plan.shuffle import fuse_form, plan_shuffle, swap_form
+    rng, checked, nonzero, fused = random.Random(7), 0, 0, 0
     for _ in range(60):
         src, dst = random_pair(rng, lanes=32, same_warps=True)
         for dtype in ("i8", "f16"):
@@ -271,12 +272,16 @@ def test_shuffle_pack_ops_count_the_rendered_permutes():
             except ValueError:
                 break
             trees = plan_shuffle(planner.normalise(src), planner.normalise(dst), p.elem_bytes)
-            for swaps, sp in ((False, trees), (True, swap_form(trees))):
+            forms = [trees, swap_form(trees)]
+            forms += [f for f in (fuse_form(f, word_view(p), p.dst_copies) for f in forms) if f is not None]
+            for sp in forms:
                 q = replace(p, shuffle=sp)
                 if not word_view(q):
                     continue
                 fn = convert_function(q, namespace(q, "k"))
-                got = _distinct_byte_perms("\n".join(line for step in fn.steps for line in step["lines"]))
-                assert got == q.shuffle.pack_ops(word_view(q), q.dst_copies), (dtype, swaps, src.bases, dst.bases)
-                checked, nonzero = checked + 1, nonzero + (got > 0)
-    assert checked >= 150 and nonzero >= 50, (checked, nonzero)
+                body = "\n".join(line for step in fn.steps for line in step["lines"])
+                got = _distinct_byte_perms(body)
+                assert got == q.shuffle.pack_ops(word_view(q), q.dst_copies), (dtype, sp, src.bases, dst.bases)
+                assert body.count("?") == q.shuffle.selects or not (sp.send_fused and sp.recv_fused)
+                checked, nonzero, fused = checked + 1, nonzero + (got > 0), fused + (sp.send_fused and sp.recv_fused)
+    assert checked >= 200 and nonzero >= 50 and fused >= 30, (checked, nonzero, fused)

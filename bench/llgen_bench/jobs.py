@@ -30,7 +30,7 @@ from ll_codegen.core.target import get_target
 from ll_codegen.emit.render import write_files
 from ll_codegen.plan.model import ConversionPlan, word_view
 from ll_codegen.plan.planner import (ALU, BARRIER, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, classify,
-                                     normalise, plan_conversion, staged_plans)
+                                     normalise, plan_conversion, shuffle_forms, staged_plans)
 from ll_codegen.plan.shuffle import plan_shuffle
 from ll_codegen.plan.swizzle import plan_smem
 from llgen_bench.integrity import parse_ptxas, res_usage, spills
@@ -159,9 +159,9 @@ def describe(plan: ConversionPlan) -> str:
         tag = f"smem {s}+{lo}"
         if plan.smem.swizzle == "none":
             tag += " noswz"
-        return f"shuffle x{f['shfl']} + {tag}" if plan.via is not None else tag
+        return f"{describe(plan.via)} + {tag}" if plan.via is not None else tag
     if plan.shuffle is not None:
-        return f"shuffle x{f['shfl']}"
+        return f"shuffle x{f['shfl']}" + (" fused" if plan.shuffle.send_fused or plan.shuffle.recv_fused else "")
     return plan.strategy
 
 
@@ -217,8 +217,11 @@ def _same_plan(a: ConversionPlan, b: ConversionPlan) -> bool:
 def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str = "cuda",
                  arch: str | None = None) -> list[ConversionPlan]:
     """Every candidate plan the planner scores for ``auto`` (register,
-    shuffle, each smem instruction pairing, each staged plan), as full plans."""
+    shuffle, each smem instruction pairing, each staged plan), as full plans.
+    The order keeps recorded runs' ``cand<k>`` labels: shuffle plans with fused
+    lane-dependent words (session 28) come last."""
     out: list[ConversionPlan] = []
+    fused: list[ConversionPlan] = []
     tgt = get_target(target, arch)
     for strategy in ("register", "shuffle", "smem", "shuffle+smem"):
         try:
@@ -229,19 +232,21 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
             base = replace(p, via=None, smem=None, dst_copies=(), candidates=())
             out += [replace(q, candidates=()) for q in staged_plans(base, normalise(src), normalise(dst), tgt)]
             continue
+        if strategy == "shuffle":          # the swap stages (when cheaper), the select trees; fused forms last
+            forms = shuffle_forms(replace(p, shuffle=None, candidates=()),
+                                  plan_shuffle(normalise(src), normalise(dst), DTYPE_BYTES[dtype]))
+            out += [q for q in forms[::-1] if not (q.shuffle.send_fused or q.shuffle.recv_fused)]
+            fused += [q for q in forms if q.shuffle.send_fused or q.shuffle.recv_fused]
+            continue
         if strategy != "smem":
             out.append(p)
-            if strategy == "shuffle" and p.shuffle.send_swaps + p.shuffle.recv_swaps:
-                # the select-tree form of the same rounds too
-                out.append(replace(p, shuffle=plan_shuffle(normalise(src), normalise(dst), DTYPE_BYTES[dtype]),
-                                   candidates=()))
             continue
         try:
             smem = plan_smem(normalise(src), normalise(dst), DTYPE_BYTES[dtype], tgt, "optimal")
         except ValueError:
             smem = [p.smem]
         out += [replace(p, smem=m, candidates=()) for m in smem]
-    return out
+    return out + fused
 
 
 def prepare(name: str, src: Any, dst: Any, dtype: str, directory: str, *, naive: bool = True,

@@ -239,6 +239,7 @@ class Builder:
         self.words_done: set[int] = set()
         self.sel_names: dict[int, str] = {}
         self.sel_lines: list[tuple[str, str]] = []
+        self.perm_names: dict[tuple, str] = {}           # (select bits, selectors) -> prologue constant
 
     # thread indices -------------------------------------------------------
     def form(self, f: XorForm) -> str:

@@ -11,11 +11,12 @@ row-major index functions).  Nothing here looks at a plan's strategy.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.model import PackTerm, XorForm, pack_term
+from ll_codegen.plan.model import XorForm
+from ll_codegen.plan.words import LanePerm, PackTerm, pack_term
 
 #: every lane of a warp takes part in a shuffle
 FULL_MASK = "0xffffffff"
@@ -164,17 +165,21 @@ def pack_words(vals: Sequence[str], elem_bytes: int, cuda: bool) -> list[str]:
 
 def compose_word(sources: Sequence[tuple[str, int] | None], elem_bytes: int) -> str:
     """A 32-bit word whose element k is element ``sources[k] = (word, index)`` of another word
-    (None: don't care) as C: ``plan.pack_term``'s permutes, each as ``__byte_perm``.  Equal
+    (None: don't care) as C: ``plan.words.pack_term``'s permutes, each as ``__byte_perm``.  Equal
     sub-terms render as equal expressions, which the compiler computes once."""
     return term_expr(pack_term(sources, 4 // elem_bytes))
 
 
-def term_expr(term: PackTerm) -> str:
-    """C expression of a ``plan.PackTerm``."""
-    if term[0] == "word":
+def term_expr(term: PackTerm | LanePerm, selector: Callable[[tuple[int, ...]], str] | None = None) -> str:
+    """C expression of a ``plan.words.PackTerm``; a ``LanePerm``'s selector is the name
+    ``selector(sels)`` gives its per-lane values."""
+    if isinstance(term, LanePerm):
+        a, b, sel = term.a, term.b, selector(term.sels)
+    elif term[0] == "word":
         return term[1]
-    b = "0u" if term[2] is None else term_expr(term[2])
-    return f"__byte_perm({term_expr(term[1])}, {b}, {hex_const(term[3])})"
+    else:
+        a, b, sel = term[1], term[2], hex_const(term[3])
+    return f"__byte_perm({term_expr(a, selector)}, {'0u' if b is None else term_expr(b, selector)}, {sel})"
 
 
 def unpack_elems(words: Sequence[str], n: int, elem_bytes: int, raw: str) -> list[str]:

@@ -19,8 +19,10 @@ from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, harness_context,
                                   header_values, new_namespace, word_counts)
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
-                                   linear_expr, row_major_bases, row_major_form, select_tree, strip_parens, xor_form_expr)
+                                   linear_expr, row_major_bases, row_major_form, select_tree, strip_parens, term_expr,
+                                   xor_form_expr)
 from ll_codegen.plan.model import ConversionPlan, LaneSelect, swap_stages, with_partners, without_via, word_view
+from ll_codegen.plan.words import LanePerm, PackTerm, lane_perm
 
 
 class ConvertBuilder(Builder):
@@ -61,7 +63,13 @@ class ConvertBuilder(Builder):
         recv_bits = self.select_bits(s.recv_select)
         suffix = ["_lo", "_hi"] if s.words == 2 else [""]
         pack, shfl, recv_words = [], [], []
-        if s.send_swaps:       # the payload words of every tuple, then the swap stages
+        if s.send_fused:       # each payload word one permute with a per-lane selector
+            payloads = []
+            for i, alts in enumerate(s.send_words(self.per)):
+                named = [[(f"s[{w}]", k) for w, k in alt] for alt in alts]
+                pack.append(f"const uint32_t out{i} = {self.lane_word(lane_perm(named, self.per), send_bits)};")
+                payloads.append([f"out{i}"])
+        elif s.send_swaps:     # the payload words of every tuple, then the swap stages
             finals = [rnd.send[0] for rnd in s.rounds]
             stages = swap_stages(finals, s.send_swaps)
             words = {}
@@ -74,7 +82,7 @@ class ConvertBuilder(Builder):
         for i, rnd in enumerate(s.rounds):
             out_names = [f"out{i}{x}" for x in suffix]
             in_names = [f"in{i}{x}" for x in suffix]
-            if s.send_swaps:
+            if s.send_fused or s.send_swaps:
                 out_names = payloads[i]
             else:
                 cands = [self.src_words(regs) for regs in rnd.send]
@@ -93,7 +101,11 @@ class ConvertBuilder(Builder):
                 shfl.append(f"const uint32_t {n} = {call};")
             recv_words.append(in_names)
         unpack = []
-        if s.recv_swaps:      # swap stages on the received words, then one unpack for every lane
+        if s.recv_fused:      # each destination word one permute with a per-lane selector
+            for j, alts in s.recv_words(self.per, self.p.dst_copies).items():
+                named = [[x and (recv_words[x[0][0]][x[0][1]], x[1]) for x in alt] for alt in alts]
+                unpack.append(f"d[{j}] = {self.lane_word(lane_perm(named, self.per), recv_bits)};")
+        elif s.recv_swaps:    # swap stages on the received words, then one unpack for every lane
             words = {rnd.recv[0]: recv_words[i] for i, rnd in enumerate(s.rounds)}
             lines, words = self.swap_lines("v", words, swap_stages(list(words), s.recv_swaps), s.recv_swaps,
                                            recv_bits, suffix)
@@ -118,16 +130,33 @@ class ConvertBuilder(Builder):
         n_shfl = len(shfl)
         how = "lane ^ c" if s.src_lane is None else "src_lane ^ c"
 
-        def lane_dependent(side: str, sel: LaneSelect, swaps: tuple[int, ...]) -> str:
-            return f"{sel.size}-way lane-dependent {side}" + (f" by {len(swaps)} swap stage(s)" if swaps else "")
-        send_how = f", {lane_dependent('send', s.send_select, s.send_swaps)}" if s.send_select.size > 1 else ""
-        recv_how = f" ({lane_dependent('receive', s.recv_select, s.recv_swaps)})" if s.recv_select.size > 1 else ""
+        def lane_dependent(side: str, sel: LaneSelect, swaps: tuple[int, ...], fused: bool) -> str:
+            by = " by byte permutes with per-lane selectors" if fused else \
+                f" by {len(swaps)} swap stage(s)" if swaps else ""
+            return f"{sel.size}-way lane-dependent {side}{by}"
+        send_how = f", {lane_dependent('send', s.send_select, s.send_swaps, s.send_fused)}" \
+            if s.send_select.size > 1 else ""
+        recv_how = f" ({lane_dependent('receive', s.recv_select, s.recv_swaps, s.recv_fused)})" \
+            if s.recv_select.size > 1 else ""
         self.fn.steps = [
             {"comment": f"Pack: {len(s.rounds)} round(s) x {s.words} word(s), {s.vec} element(s) per payload"
                         + send_how, "lines": pack},
             {"comment": f"Exchange: {n_shfl} shuffle(s) issued back to back, source lane {how}", "lines": shfl},
             {"comment": "Unpack" + recv_how, "lines": unpack},
         ]
+
+    def lane_word(self, term: PackTerm | LanePerm, bits: Sequence[str]) -> str:
+        """C of a word as ``words.lane_perm`` composes it; each lane-dependent selector is a
+        prologue constant ``perm<n>`` (the select tree over its values, once per thread)."""
+        def selector(sels: tuple[int, ...]) -> str:
+            key = (tuple(bits), sels)
+            if key not in self.perm_names:
+                self.perm_names[key] = f"perm{len(self.perm_names)}"
+                self.sel_lines.append((f"const uint32_t {self.perm_names[key]} = "
+                                       f"{select_tree([f'{hex_const(v)}u' for v in sels], bits)};",
+                                       "byte selector by lane"))
+            return self.perm_names[key]
+        return term_expr(term, selector)
 
     @staticmethod
     def swap_lines(prefix: str, words: dict[tuple[int, ...], list[str]], stages: list[list[tuple[int, ...]]],

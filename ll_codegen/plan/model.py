@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 from ll_codegen.core import f2
+from ll_codegen.plan.words import compose_ops, lane_ops, lane_perms
 from ll_codegen.plan.harness_tiles import (harness_cut, harness_extent, harness_fill, harness_strides,  # noqa: F401
                                            harness_tile, harness_variants, variant_masked)
 
@@ -81,82 +82,6 @@ class ShuffleRound:
     recv: tuple[tuple[int, ...], ...]
 
 
-#: A packed 32-bit word as the renderer builds it: ``("word", w)`` is word ``w`` as it is,
-#: ``("perm", a, b, sel)`` is ``__byte_perm(a, b, sel)`` of two such terms (``b`` None: ``0u``).
-#: Terms are hashable and canonical, so equal terms render as equal C expressions, which the
-#: compiler computes once: counting distinct ``perm`` nodes counts the permutes a thread runs.
-PackTerm = tuple
-
-
-def _bytes_of(term: PackTerm | None) -> list[tuple[Any, int] | None]:
-    """(word, byte) held by each byte of ``term``."""
-    if term is None:
-        return [None] * 4
-    if term[0] == "word":
-        return [(term[1], q) for q in range(4)]
-    a, b = _bytes_of(term[1]), _bytes_of(term[2])
-    return [(a + b)[term[3] >> (4 * q) & 7] for q in range(4)]
-
-
-def _perm(a: PackTerm, b: PackTerm | None, want: Sequence[tuple[Any, int] | None]) -> PackTerm:
-    """``__byte_perm(a, b, sel)`` whose byte q is ``want[q]`` (None: byte q of a, don't care)."""
-    have = _bytes_of(a) + _bytes_of(b)
-    sel = 0
-    for q, x in enumerate(want):
-        sel |= (q if x is None else have.index(x)) << (4 * q)
-    return ("perm", a, b, sel)
-
-
-def _half(items: Sequence[tuple[Any, int]]) -> PackTerm:
-    """A term holding the bytes ``items`` (from at most two words) for the join of ``pack_term``.
-    Bytes i of words X and Y in the same byte pair {2g, 2g + 1}: the interleave
-    ``[X.2g, Y.2g, X.2g+1, Y.2g+1]`` (X < Y), which also serves the word that needs byte 2g+1 of
-    both -- a 4x4 byte transpose then costs 8 permutes, not 12."""
-    words = sorted({w for w, _ in items}, key=str)
-    if len(words) == 1:
-        return ("word", words[0])
-    groups = {q >> 1 for _, q in items}
-    if len(groups) == 1:
-        g = 2 * groups.pop()
-        return _perm(("word", words[0]), ("word", words[1]),
-                     [(words[0], g), (words[1], g), (words[0], g + 1), (words[1], g + 1)])
-    return _perm(("word", words[0]), ("word", words[1]), list(items) + [None] * (4 - len(items)))
-
-
-def pack_term(sources: Sequence[tuple[Any, int] | None], per: int) -> PackTerm:
-    """The term of a 32-bit word whose element k is element ``sources[k] = (word, index)`` of
-    another word (None, or k past the list: don't care; ``per`` elements a word): the word itself when
-    nothing moves, one permute for up to two words, else (8-bit elements from three or four
-    words) one term per half (``_half``) and one permute joining them."""
-    eb = 4 // per
-    sources = list(sources) + [None] * (per - len(sources))
-    used = [x for x in sources if x is not None]
-    if all(x is None or x == (used[0][0], k) for k, x in enumerate(sources)):
-        return ("word", used[0][0])
-    want = [None if x is None else (x[0], x[1] * eb + b) for x in sources for b in range(eb)]
-    words = list(dict.fromkeys(w for w, _ in used))
-    if len(words) <= 2:
-        return _perm(("word", words[0]), ("word", words[1]) if len(words) > 1 else None, want)
-    lo, hi = (_half([x for x in want[h:h + 2] if x is not None]) for h in (0, 2))
-    return _perm(lo, hi, want)
-
-
-def perm_nodes(term: PackTerm) -> set[PackTerm]:
-    """The distinct permutes of a term."""
-    if term[0] == "word":
-        return set()
-    return {term} | perm_nodes(term[1]) | (perm_nodes(term[2]) if term[2] is not None else set())
-
-
-def compose_ops(per: int, *words: Sequence[tuple[Any, int] | None]) -> int:
-    """``__byte_perm`` instructions that build the words (each as ``pack_term``'s sources),
-    each distinct permute once (the compiler merges equal expressions)."""
-    nodes: set[PackTerm] = set()
-    for w in words:
-        nodes |= perm_nodes(pack_term(w, per))
-    return len(nodes)
-
-
 def word_view(plan: "ConversionPlan") -> int:
     """Elements per 32-bit word when the generated code moves 8/16-bit data
     as packed words (both register counts divide), else 0."""
@@ -209,7 +134,12 @@ class ShufflePlan:
     exchanges registers ``r <-> r ^ send_swaps[j]``, stage by stage -- one
     select per word a stage writes (``swap_stages``), so a c-way choice costs
     log2(c) stages instead of c - 1 selects per round.  ``recv_swaps`` is the
-    same after the rounds, on the destination registers."""
+    same after the rounds, on the destination registers.  A fused side
+    (``send_fused``/``recv_fused``; 8/16-bit data in the word view, CUDA) builds
+    each of its words by byte permutes whose selectors depend on the lane
+    (``words.lane_perm``: one a word from two words, a byte transpose's share
+    from four), neither form's selects; possible when no word draws on more
+    than four words over all select values."""
     vec: int
     words: int
     send_select: LaneSelect
@@ -219,6 +149,8 @@ class ShufflePlan:
     sets: dict[str, tuple[int, ...]] = field(default_factory=dict)
     send_swaps: tuple[int, ...] = ()
     recv_swaps: tuple[int, ...] = ()
+    send_fused: bool = False
+    recv_fused: bool = False
 
     @property
     def shuffles(self) -> int:
@@ -228,33 +160,57 @@ class ShufflePlan:
 
     @property
     def selects(self) -> int:
-        """Lane-dependent selects per thread, send and receive side (the cost model's count)."""
-        def side(sel: LaneSelect, swaps: tuple[int, ...], firsts: list[int]) -> int:
+        """Lane-dependent selects per thread, send and receive side (the cost model's count); a
+        fused side has none: its lane-dependent words are byte permutes (``send_fused``)."""
+        def side(sel: LaneSelect, swaps: tuple[int, ...], firsts: list[int], fused: bool) -> int:
+            if fused:
+                return 0
             if swaps:
                 return sum(len(stage) for stage in _stage_keys(firsts, swaps))
             return len(self.rounds) * (sel.size - 1)
-        return self.words * (side(self.send_select, self.send_swaps, [r.send[0][0] for r in self.rounds])
-                             + side(self.recv_select, self.recv_swaps, [r.recv[0][0] for r in self.rounds]))
+        return self.words * (side(self.send_select, self.send_swaps, [r.send[0][0] for r in self.rounds],
+                                  self.send_fused)
+                             + side(self.recv_select, self.recv_swaps, [r.recv[0][0] for r in self.rounds],
+                                    self.recv_fused))
+
+    def send_words(self, per: int) -> list[tuple[list[tuple[int, int]], ...]]:
+        """Word view (``per`` elements a word): every payload word, round by round, as its
+        elements (source word, index) for each value of ``send_select``."""
+        return [tuple([(r // per, r % per) for r in t[i:i + per]] for t in self.sent(rnd))
+                for rnd in self.rounds for i in range(0, len(rnd.send[0]), per)]
+
+    def recv_words(self, per: int, copies: Sequence[tuple[int, int]] = ()
+                   ) -> dict[int, tuple[list[tuple[tuple[int, int], int] | None], ...]]:
+        """Word view: destination word j -> its elements ((round, payload word), index) for each
+        value of ``recv_select``; ``copies`` (the plan's ``dst_copies``) are composed in."""
+        out: dict[int, list] = {}
+        for c in range(self.recv_select.size):
+            src_of = {r: ((i, k // per), k % per)
+                      for i, rnd in enumerate(self.rounds) for k, r in enumerate(self.received(rnd)[c])}
+            src_of.update((a, src_of[b]) for a, b in copies if b in src_of)
+            for j in sorted({r // per for r in src_of}):
+                out.setdefault(j, []).append([src_of.get(r) for r in range(j * per, (j + 1) * per)])
+        return {j: tuple(alts) for j, alts in out.items()}
 
     def pack_ops(self, per: int, copies: Sequence[tuple[int, int]] = ()) -> int:
         """Byte permutes per thread, as rendered: payloads built from source words and
         destination words from payloads (``compose_ops``; a payload that is a whole source
-        word in order is free; compiled once each).  ``per``: elements a 32-bit register
+        word in order is free; compiled once each), a fused side's words one lane-dependent
+        permute each (``words.lane_perms``).  ``per``: elements a 32-bit register
         (``word_view``); 0 when each element is its own register: vec - 1 to pack and to
         unpack each round.  ``copies``: the plan's ``dst_copies``, which the word view
         composes into the destination words."""
         if not per:
             return len(self.rounds) * (self.vec - 1) * 2 if self.vec > 1 else 0
-        sent = {t for rnd in self.rounds for t in self.sent(rnd)}     # either form composes each once
-        ops = compose_ops(per, *([(r // per, r % per) for r in t[i:i + per]]
-                                 for t in sent for i in range(0, len(t), per)))
-        words = set()                     # destination words as composed for some lanes
-        for c in range(1 if self.recv_swaps else self.recv_select.size):
-            src_of = {r: ((i, k // per), k % per)
-                      for i, rnd in enumerate(self.rounds) for k, r in enumerate(self.received(rnd)[c])}
-            src_of.update((a, src_of[b]) for a, b in copies if b in src_of)
-            words |= {tuple(src_of.get(r) for r in range(j * per, (j + 1) * per)) for j in {r // per for r in src_of}}
-        return ops + compose_ops(per, *words)
+
+        def side(words: list, fused: bool, swaps: tuple[int, ...]) -> int:
+            if fused:
+                return lane_ops(lane_perms(words, per))
+            # either form composes each alternative once; the receive side's swap stages
+            # compose after the swaps, once for every lane (the c = 0 words)
+            return compose_ops(per, *(alt for alts in words for alt in (alts[:1] if swaps else alts)))
+        return (side(self.send_words(per), self.send_fused, ())
+                + side(list(self.recv_words(per, copies).values()), self.recv_fused, self.recv_swaps))
 
     def sent(self, rnd: ShuffleRound) -> tuple[tuple[int, ...], ...]:
         """The round's source registers for each value of ``send_select`` (either form)."""

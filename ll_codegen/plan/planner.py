@@ -52,7 +52,7 @@ from ll_codegen.core.limits import short
 from ll_codegen.plan.memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
 from ll_codegen.plan.model import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
                    shuffle_name, without_via, word_view)
-from ll_codegen.plan.shuffle import NotShuffleable, plan_shuffle, swap_form
+from ll_codegen.plan.shuffle import NotShuffleable, fuse_form, plan_shuffle, swap_form
 from ll_codegen.plan.staged import mid_layouts
 from ll_codegen.plan.swizzle import plan_smem
 from ll_codegen.core.target import Target, get_target
@@ -172,6 +172,7 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
         score = SHUFFLE * shfl + SELECT * selects + ALU * packs
         what = "shuffles" if plan.target != "hip" else shuffle_name(plan.target)     # HIP: the AMD instruction
         form = " (swap stages)" if s.send_swaps or s.recv_swaps else ""
+        form += " (fused)" if s.send_fused or s.recv_fused else ""
         return score, f"{shfl} {what}, {selects} selects{form}, {packs} pack ops"
     m = plan.smem
     waves = m.store.total_wavefronts + m.load.total_wavefronts
@@ -259,10 +260,7 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                 if strategy == "shuffle":
                     raise
                 continue
-            candidates.append(replace(base, strategy="shuffle", shuffle=sp, dst_copies=_canonical_copies(dst)))
-            swapped = swap_form(sp)                                # the same rounds with swap stages
-            if swapped.selects < sp.selects:
-                candidates.append(replace(candidates[-1], shuffle=swapped))
+            candidates += shuffle_forms(replace(base, strategy="shuffle", dst_copies=_canonical_copies(dst)), sp)
         else:
             try:
                 smem_plans: list[SmemPlan] = plan_smem(src, dst, w, target, swizzle, smem_budget, max_vector_bytes,
@@ -286,6 +284,17 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     return replace(best, candidates=reports)
 
 
+def shuffle_forms(step: ConversionPlan, sp: ShufflePlan) -> list[ConversionPlan]:
+    """``step`` with each form of the shuffle plan ``sp``: select trees, swap stages, and
+    (CUDA, 8/16-bit words) each of those with its lane-dependent words fused into byte
+    permutes (``shuffle.fuse_form``).  HIP's ``__byte_perm`` indexes a byte array, so a
+    run-time selector stays CUDA's."""
+    forms = [sp, swap_form(sp)]
+    if step.target == "cuda":
+        forms += [f for f in (fuse_form(f, word_view(step), step.dst_copies) for f in forms) if f is not None]
+    return [replace(step, shuffle=f) for k, f in enumerate(forms) if f not in forms[:k]]
+
+
 def staged_plans(base: ConversionPlan, src: LinearLayout, dst: LinearLayout, target: Target, swizzle: str = "optimal",
                  smem_budget: int = 48 * 1024, max_vector_bytes: int | None = None,
                  per_warp: bool = False) -> list[ConversionPlan]:
@@ -302,7 +311,7 @@ def staged_plans(base: ConversionPlan, src: LinearLayout, dst: LinearLayout, tar
             continue
         step = replace(base, strategy="shuffle", n_dst=base.n_src, dst_bases=mid_bases,
                        dst_copies=_canonical_copies(mid))
-        via = min((replace(step, shuffle=f) for f in (sp, swap_form(sp))), key=lambda p: _score(p)[0])
+        via = min(shuffle_forms(step, sp), key=lambda p: _score(p)[0])
         rest = replace(base, strategy="smem", src_bases=mid_bases, dst_copies=_canonical_copies(dst))
         best = min((replace(rest, smem=m) for m in smem), key=lambda p: (_score(p)[0], _load_instructions(p)))
         out.append(replace(best, strategy=STAGED, src_bases=base.src_bases, via=via))

@@ -58,13 +58,14 @@ def convert_lines(p: ConversionPlan) -> list[str]:
         lane = "lane ^ c" if s.src_lane is None else f"L(lane) ^ c with L = {list(s.src_lane)}"
         lines.append(f"shuffle: {len(s.rounds)} rounds x {s.words} word(s), {s.vec} element(s) per word, "
                      f"source lane {lane}" + (f", {shuffle_name(p.target)} per word" if p.target == "hip" else ""))
-        def how(sel, swaps) -> str:
+        def how(sel, swaps, fused) -> str:
             if sel.size == 1:
                 return "1 way"
-            return (f"{sel.size} ways by {len(swaps)} swap stage(s) (register xors {list(swaps)})" if swaps
+            return (f"{sel.size} ways by byte permutes with per-lane selectors" if fused else
+                    f"{sel.size} ways by {len(swaps)} swap stage(s) (register xors {list(swaps)})" if swaps
                     else f"{sel.size} ways by select trees")
-        lines.append(f"  lane-dependent registers: send {how(s.send_select, s.send_swaps)}, "
-                     f"receive {how(s.recv_select, s.recv_swaps)}; {s.selects} selects")
+        lines.append(f"  lane-dependent registers: send {how(s.send_select, s.send_swaps, s.send_fused)}, "
+                     f"receive {how(s.recv_select, s.recv_swaps, s.recv_fused)}; {s.selects} selects")
         for i, r in enumerate(s.rounds):
             send = list(r.send[0]) if len(r.send) == 1 else [list(x) for x in r.send]
             recv = list(r.recv[0]) if len(r.recv) == 1 else [list(x) for x in r.recv]

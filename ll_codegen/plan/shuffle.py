@@ -32,16 +32,22 @@ selects) exactly when G is not empty.
    ``r <-> r ^ x`` where the lane's select bit is set, one select a word --
    rank(Ms) x words instead of rounds x (2^rank - 1); Mr likewise after the
    rounds (``swap_form`` of the select-tree plan).  The planner scores both.
+6. Fused (``fuse_form``, 8/16-bit data in packed words): a lane-dependent
+   word is built by ``__byte_perm`` with per-lane selectors (constants of the
+   thread), no select at all: one permute when its alternatives draw on two
+   words, a share of a byte transpose's on four (``words.lane_perm``).
 """
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 
 from ll_codegen.core import f2
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.model import LaneSelect, ShufflePlan, ShuffleRound
+from ll_codegen.plan.words import lane_perms
 
 
 class NotShuffleable(ValueError):
@@ -210,3 +216,21 @@ def swap_form(plan: ShufflePlan) -> ShufflePlan:
     rounds = tuple(ShuffleRound(send=r.send[:1] if send_swaps else r.send, lane_xor=r.lane_xor,
                                 recv=r.recv[:1] if recv_swaps else r.recv) for r in plan.rounds)
     return replace(plan, rounds=rounds, send_swaps=send_swaps, recv_swaps=recv_swaps)
+
+
+def fuse_form(plan: ShufflePlan, per: int, copies: Sequence[tuple[int, int]] = ()) -> ShufflePlan | None:
+    """The same rounds with a side's lane-dependent words built by byte permutes with per-lane
+    selectors (``words.lane_perm``), no selects, where that side has lane-dependent registers and
+    no word draws on more than four words; None when no side can (or ``per`` is 0: no word view).
+    ``copies``: the plan's ``dst_copies``, composed into the destination words."""
+    if not per:
+        return None
+    send = plan.send_select.size > 1 and lane_perms(plan.send_words(per), per) is not None
+    recv = plan.recv_select.size > 1 and lane_perms(list(plan.recv_words(per, copies).values()), per) is not None
+    if not (send or recv):
+        return None
+    # a fused side lists every select value's registers (as select trees do): its swap stages are gone
+    rounds = tuple(ShuffleRound(send=plan.sent(r) if send else r.send, lane_xor=r.lane_xor,
+                                recv=plan.received(r) if recv else r.recv) for r in plan.rounds)
+    return replace(plan, rounds=rounds, send_fused=send, recv_fused=recv,
+                   send_swaps=() if send else plan.send_swaps, recv_swaps=() if recv else plan.recv_swaps)
