@@ -35,6 +35,9 @@ transposes' 48 selects a warp made a round trip of two shuffle plans SEL-bound,
 196 clocks against 133 through shared memory, where ALU = 0.25 had picked the
 shuffles); with the pack ops counted as rendered the weights pick the fastest
 candidate on 25/33 pairs and the fastest strategy on 30/33 of that run;
+a fused lane-dependent word (``shuffle.fuse_form``) is its permutes at ``ALU``: with them auto
+was the fastest candidate or within 1% of it on 7 of the 8 8-bit and warp-local pairs, every
+candidate timed (H200, 2026-11-26, ``bench/results_candidates_h200.json``);
 ``STMATRIX = 1.25`` breaks ties between a stmatrix store + vector load and a
 vector store + ldmatrix load of equal wavefronts towards the latter, which
 measured 3-12% faster on three pairs (and 6% slower on one).
