@@ -43,15 +43,15 @@
 //     store: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     load: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     barriers: 2 block
-//   candidate*smem     score    42.00  store st.shared x4, load ldmatrix.trans x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score    46.00  store stmatrix.trans x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem         score    42.00  store st.shared x4, load ldmatrix.trans x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem         score    46.00  store stmatrix.trans x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate shuffle+smem score    61.00  8 shuffles, 0 selects (fused), 32 pack ops; then store st.shared x16, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score    65.00  store st.shared x32, load ld.shared x4: 48 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score    65.00  store st.shared x4, load ld.shared x32: 48 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem         score    65.00  store st.shared x32, load ld.shared x4: 48 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem         score    65.00  store st.shared x4, load ld.shared x32: 48 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate shuffle+smem score    75.00  12 shuffles, 0 selects (fused), 80 pack ops; then store st.shared x8, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score   113.00  store st.shared x32, load ldmatrix x4: 96 wavefronts (1+4 conflicts/instr), 2 barriers
-//   candidate smem     score   120.00  store st.shared x32, load ld.shared x32: 96 wavefronts (0+1 conflicts/instr), 2 barriers
-//   candidate smem     score   121.00  store stmatrix x4, load ld.shared x32: 96 wavefronts (4+1 conflicts/instr), 2 barriers
+//   candidate smem         score   113.00  store st.shared x32, load ldmatrix x4: 96 wavefronts (1+4 conflicts/instr), 2 barriers
+//   candidate smem         score   120.00  store st.shared x32, load ld.shared x32: 96 wavefronts (0+1 conflicts/instr), 2 barriers
+//   candidate smem         score   121.00  store stmatrix x4, load ld.shared x32: 96 wavefronts (4+1 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -63,10 +63,10 @@
 //     barriers: 2 block
 //   candidate*shuffle+smem score    40.50  6 shuffles, 0 selects (fused), 32 pack ops; then store st.shared x8, load ld.shared x2: 16 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate shuffle+smem score    44.50  4 shuffles, 0 selects (fused), 16 pack ops; then store st.shared x16, load ld.shared x2: 24 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score    56.50  store st.shared x32, load ld.shared x2: 40 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score    56.50  store st.shared x32, load ldmatrix x2: 40 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score    56.50  store st.shared x2, load ld.shared x32: 40 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score    88.00  store st.shared x32, load ld.shared x32: 64 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem         score    56.50  store st.shared x32, load ld.shared x2: 40 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem         score    56.50  store st.shared x32, load ldmatrix x2: 40 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem         score    56.50  store st.shared x2, load ld.shared x32: 40 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem         score    88.00  store st.shared x32, load ld.shared x32: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -43,7 +43,7 @@
 //     store: 4 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 8 wavefronts/warp
 //     load: 32 instr/warp, 8 wavefronts/instr, 7 bank conflicts/instr, 256 wavefronts/warp
 //     barriers: 2 block
-//   candidate*smem     score   281.00  store st.shared x4, load ld.shared x32: 264 wavefronts (0+7 conflicts/instr), 2 barriers
+//   candidate*smem         score   281.00  store st.shared x4, load ld.shared x32: 264 wavefronts (0+7 conflicts/instr), 2 barriers
 //   candidate shuffle+smem score   326.00  6 shuffles, 0 selects (fused), 32 pack ops; then store st.shared x32, load ld.shared x32: 288 wavefronts (0+7 conflicts/instr), 2 barriers
 //   candidate shuffle+smem score   352.00  4 shuffles, 0 selects (fused), 16 pack ops; then store st.shared x32, load ld.shared x32: 320 wavefronts (1+7 conflicts/instr), 2 barriers
 #pragma once

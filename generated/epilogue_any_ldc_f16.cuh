@@ -50,11 +50,11 @@
 //         store: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //         load: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //         barriers: 2 block
-//       candidate*smem     score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
-//       candidate smem     score   148.00  store st.shared x32, load ldmatrix.trans x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
+//       candidate*smem         score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
+//       candidate smem         score   148.00  store st.shared x32, load ldmatrix.trans x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //       candidate shuffle+smem score   208.00  32 shuffles, 0 selects (fused), 128 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //       candidate shuffle+smem score   288.00  48 shuffles, 0 selects (fused), 384 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
-//       candidate smem     score   540.00  store st.shared x64, load ldmatrix x16: 512 wavefronts (3+12 conflicts/instr), 2 barriers
+//       candidate smem         score   540.00  store st.shared x64, load ldmatrix x16: 512 wavefronts (3+12 conflicts/instr), 2 barriers
 //     else path a8 (pointer and strides multiples of 8 B):
 //       memory: global tile, order [1, 0], 8-byte aligned, store with 8-byte vectors
 //         at strides [128, 1]: 32 instr/warp (requests), 8 sectors/instr (8 at best), 256 sectors/warp
@@ -65,10 +65,10 @@
 //             store: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //             load: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //             barriers: 2 block
-//           candidate*smem     score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
-//           candidate smem     score   144.00  store st.shared x16, load ldmatrix.trans x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
+//           candidate*smem         score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
+//           candidate smem         score   144.00  store st.shared x16, load ldmatrix.trans x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //           candidate shuffle+smem score   208.00  32 shuffles, 0 selects (fused), 128 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
-//           candidate smem     score   284.00  store st.shared x64, load ldmatrix x16: 256 wavefronts (1+4 conflicts/instr), 2 barriers
+//           candidate smem         score   284.00  store st.shared x64, load ldmatrix x16: 256 wavefronts (1+4 conflicts/instr), 2 barriers
 //           candidate shuffle+smem score   288.00  48 shuffles, 0 selects (fused), 384 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //     else path a4 (pointer and strides multiples of 4 B):
 //       memory: global tile, order [1, 0], 4-byte aligned, store with 4-byte vectors
@@ -80,11 +80,11 @@
 //             store: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //             load: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //             barriers: 2 block
-//           candidate*smem     score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
-//           candidate smem     score   156.00  store st.shared x64, load ldmatrix x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
+//           candidate*smem         score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
+//           candidate smem         score   156.00  store st.shared x64, load ldmatrix x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //           candidate shuffle+smem score   208.00  32 shuffles, 0 selects (fused), 128 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //           candidate shuffle+smem score   288.00  48 shuffles, 0 selects (fused), 384 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
-//           candidate smem     score   812.00  store st.shared x128, load ldmatrix.trans x16: 768 wavefronts (3+12 conflicts/instr), 2 barriers
+//           candidate smem         score   812.00  store st.shared x128, load ldmatrix.trans x16: 768 wavefronts (3+12 conflicts/instr), 2 barriers
 //     else path a2 (the promise):
 //       memory: global tile, order [1, 0], 2-byte aligned, store with 2-byte vectors
 //         at strides [128, 1]: 128 instr/warp (requests), 2 sectors/instr (2 at best), 256 sectors/warp
@@ -95,14 +95,14 @@
 //             store: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //             load: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //             barriers: 2 block
-//           candidate*smem     score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
+//           candidate*smem         score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //           candidate shuffle+smem score   208.00  32 shuffles, 0 selects (fused), 128 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
-//           candidate smem     score   236.00  store st.shared x128, load ldmatrix x16: 192 wavefronts (0+0 conflicts/instr), 2 barriers
+//           candidate smem         score   236.00  store st.shared x128, load ldmatrix x16: 192 wavefronts (0+0 conflicts/instr), 2 barriers
 //           candidate shuffle+smem score   272.00  48 shuffles, 0 selects (fused), 320 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //           candidate shuffle+smem score   424.00  56 shuffles, 384 selects (swap stages), 128 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
-//           candidate smem     score   428.00  store st.shared x128, load ldmatrix.trans x16: 384 wavefronts (1+4 conflicts/instr), 2 barriers
-//   candidate*via      score   532.00  via smem (store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x16: 16 sectors/instr (16 at best)
-//   candidate vector   score   784.00  store 4 B x64: 8 sectors/instr (4 at best)
+//           candidate smem         score   428.00  store st.shared x128, load ldmatrix.trans x16: 384 wavefronts (1+4 conflicts/instr), 2 barriers
+//   candidate*via    score   532.00  via smem (store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x16: 16 sectors/instr (16 at best)
+//   candidate vector score   784.00  store 4 B x64: 8 sectors/instr (4 at best)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

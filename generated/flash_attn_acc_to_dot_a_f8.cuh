@@ -53,13 +53,13 @@
 //     F = [(0, 8)]
 //     G = [(0, 10)]
 //     R = [(0, 2), (0, 16), (0, 32)]
-//   candidate*shuffle  score    12.00  8 shuffles, 0 selects (fused), 16 pack ops
-//   candidate shuffle  score    18.00  8 shuffles, 16 selects (swap stages), 8 pack ops
-//   candidate shuffle  score    20.00  8 shuffles, 16 selects, 16 pack ops
-//   candidate smem     score    25.00  store st.shared x2, load ld.shared x2: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
-//   candidate smem     score    27.50  store stmatrix x2, load ld.shared x4: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate*shuffle      score    12.00  8 shuffles, 0 selects (fused), 16 pack ops
+//   candidate shuffle      score    18.00  8 shuffles, 16 selects (swap stages), 8 pack ops
+//   candidate shuffle      score    20.00  8 shuffles, 16 selects, 16 pack ops
+//   candidate smem         score    25.00  store st.shared x2, load ld.shared x2: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate smem         score    27.50  store stmatrix x2, load ld.shared x4: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 //   candidate shuffle+smem score    33.00  4 shuffles, 0 selects (fused), 16 pack ops; then store st.shared x2, load ld.shared x2: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
-//   candidate smem     score    36.50  store st.shared x16, load ldmatrix x2: 24 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate smem         score    36.50  store st.shared x16, load ldmatrix x2: 24 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

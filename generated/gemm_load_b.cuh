@@ -42,7 +42,7 @@
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [0, 64], [1, 8], [2, 16], [4, 32], [8, 0], [16, 0]]
 //     load: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //   candidate*matrix.trans score    34.00  ldmatrix.trans x8: 32 wavefronts (0 conflicts/instr)
-//   candidate vector   score    80.00  ld.shared x64: 64 wavefronts (0 conflicts/instr)
+//   candidate vector       score    80.00  ld.shared x64: 64 wavefronts (0 conflicts/instr)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

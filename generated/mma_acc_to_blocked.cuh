@@ -43,9 +43,9 @@
 //     store: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     load: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     barriers: 2 block
-//   candidate*smem     score    76.00  store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem         score    76.00  store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate shuffle+smem score   124.00  16 shuffles, 64 selects, 0 pack ops; then store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem     score   146.00  store st.shared x32, load ldmatrix x8: 128 wavefronts (1+4 conflicts/instr), 2 barriers
+//   candidate smem         score   146.00  store st.shared x32, load ldmatrix x8: 128 wavefronts (1+4 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -44,11 +44,11 @@
 //     store: 16 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     load: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
 //     barriers: 8 block
-//   candidate*smem     score   102.00  store st.shared x16, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 8 barriers
-//   candidate smem     score   102.00  store st.shared x8, load ld.shared x16: 64 wavefronts (0+0 conflicts/instr), 8 barriers
-//   candidate smem     score   104.00  store st.shared x16, load ld.shared x16: 64 wavefronts (0+0 conflicts/instr), 8 barriers
+//   candidate*smem         score   102.00  store st.shared x16, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 8 barriers
+//   candidate smem         score   102.00  store st.shared x8, load ld.shared x16: 64 wavefronts (0+0 conflicts/instr), 8 barriers
+//   candidate smem         score   104.00  store st.shared x16, load ld.shared x16: 64 wavefronts (0+0 conflicts/instr), 8 barriers
 //   candidate shuffle+smem score   148.00  16 shuffles, 64 selects, 0 pack ops; then store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 8 barriers
-//   candidate smem     score   170.00  store st.shared x32, load ldmatrix x8: 128 wavefronts (1+4 conflicts/instr), 8 barriers
+//   candidate smem         score   170.00  store st.shared x32, load ldmatrix x8: 128 wavefronts (1+4 conflicts/instr), 8 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -48,10 +48,10 @@
 //     store: 32 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 128 wavefronts/warp
 //     load: 32 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 128 wavefronts/warp
 //     barriers: 4 block
-//   candidate*smem     score   288.00  store st.shared x32, load ld.shared x32: 256 wavefronts (0+0 conflicts/instr), 4 barriers
-//   candidate smem     score   328.00  store stmatrix x32, load ld.shared x64: 256 wavefronts (0+0 conflicts/instr), 4 barriers
+//   candidate*smem         score   288.00  store st.shared x32, load ld.shared x32: 256 wavefronts (0+0 conflicts/instr), 4 barriers
+//   candidate smem         score   328.00  store stmatrix x32, load ld.shared x64: 256 wavefronts (0+0 conflicts/instr), 4 barriers
 //   candidate shuffle+smem score   480.00  64 shuffles, 256 selects, 0 pack ops; then store st.shared x32, load ld.shared x32: 256 wavefronts (0+0 conflicts/instr), 4 barriers
-//   candidate smem     score   568.00  store st.shared x128, load ldmatrix x32: 512 wavefronts (1+4 conflicts/instr), 4 barriers
+//   candidate smem         score   568.00  store st.shared x128, load ldmatrix x32: 512 wavefronts (1+4 conflicts/instr), 4 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -397,7 +397,7 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
     CUDA runs on the GPU (CuPy), or on the host SIMT runtime with --host; HIP
     runs on the host SIMT runtime (wave64 or wave32).  Prints a table; exit
     status 1 on any failure."""
-    from ll_codegen.jobs import VerifyJob as Job, load_corpus, needs_gpu, plan_jobs, run_jobs
+    from ll_codegen.jobs import VerifyJob as Job, load_corpus, needs_gpu, needs_host, plan_jobs, run_jobs
     if runs < 1:
         raise CLIError(f"--runs must be at least 1, got {runs}")
     if strides is not None:
@@ -419,6 +419,9 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
     reason = gpu.available() if needs_gpu(planned, host) else None
     if reason is not None:
         raise CLIError(f"cannot verify: {reason} (--host runs on the CPU)")
+    from ll_codegen.verify import host as host_runtime
+    if needs_host(planned, host) and host_runtime.compiler() is None:
+        raise CLIError("cannot verify: the host SIMT runtime (HIP rows, --host) needs clang++ (apt-get install clang)")
     rows, failed = run_jobs(planned, runs=runs, seed=seed, echo=click.echo, host=host)
     if failed:
         raise click.exceptions.Exit(1)

@@ -151,6 +151,11 @@ def needs_gpu(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], host: bo
     return not host and any(p.target == "cuda" for _, _, p in planned)
 
 
+def needs_host(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], host: bool) -> bool:
+    """Whether ``run_jobs`` runs rows on the host SIMT runtime (HIP rows, every row with ``host``)."""
+    return any(host or p.target != "cuda" for _, _, p in planned)
+
+
 def run_jobs(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], runs: int = 2, seed: int = 0,
              echo=print, host: bool = False) -> tuple[list[tuple[str, str, str, str]], int]:
     """Verify every planned row and print a table through ``echo`` as rows
@@ -179,8 +184,8 @@ def run_jobs(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], runs: int
             except Exception as e:  # noqa: BLE001 - a compile or launch error is a failed row
                 first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
                 result = f"FAIL: {type(e).__name__}: {first}"
-            failed += result.startswith("FAIL")
+        failed += result.startswith("FAIL")
         rows.append((job.pair, dt, strat, result))
         echo(line(job.pair, dt, strat, result))
-    echo(f"{len(rows)} row(s): {len(rows) - failed} passed or skipped, {failed} failed")
+    echo(f"{len(rows)} row(s): {len(rows) - failed} passed, {failed} failed")
     return rows, failed

@@ -323,6 +323,18 @@ def test_verify_without_gpu_says_why():
         assert line == f"llgen: error: cannot verify: {reason} (--host runs on the CPU)"
 
 
+def test_verify_on_the_host_without_clang_says_why(monkeypatch):
+    """No clang++: one error line and status 2, not a table of FAIL rows (the row count once said
+    they had "passed or skipped")."""
+    from ll_codegen.verify import host
+    monkeypatch.setattr(host, "compiler", lambda: None)
+    for args in (["verify", "--host", "--src", ROW, "--dst", COL], ["verify", "--src", ROW, "--dst", COL,
+                                                                     "--target", "hip", "--arch", "gfx1030"]):
+        line = _one_error_line(_run(args), "cannot verify: ")
+        assert line == ("llgen: error: cannot verify: the host SIMT runtime (HIP rows, --host) needs clang++ "
+                        "(apt-get install clang)")
+
+
 def test_bench_checks_inputs_then_says_why_without_gpu():
     from ll_codegen.verify import gpu
     _one_error_line(_run(["bench", "--src", ROW, "--dst", "examples/slice_64.yaml"]), "shapes differ")

@@ -174,8 +174,8 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
         shfl, selects, packs = s.shuffles, s.selects, s.pack_ops(word_view(plan), plan.dst_copies)
         score = SHUFFLE * shfl + SELECT * selects + ALU * packs
         what = "shuffles" if plan.target != "hip" else shuffle_name(plan.target)     # HIP: the AMD instruction
-        form = " (swap stages)" if s.send_swaps or s.recv_swaps else ""
-        form += " (fused)" if s.send_fused or s.recv_fused else ""
+        forms = ["swap stages"] * bool(s.send_swaps or s.recv_swaps) + ["fused"] * (s.send_fused or s.recv_fused)
+        form = f" ({', '.join(forms)})" if forms else ""
         return score, f"{shfl} {what}, {selects} selects{form}, {packs} pack ops"
     m = plan.smem
     waves = m.store.total_wavefronts + m.load.total_wavefronts
