@@ -134,7 +134,7 @@ def main(argv=None) -> int:
                 local_bytes=res.get("local_bytes" if kind == "bench" else "base_local_bytes"), cap=j["maxrreg"])
                 for kind in ("bench", "base")}
         else:
-            text = "\n".join(sass_text(res[k]) for k in ("cubin",) if res.get(k))
+            text = "\n".join(sass_text(res[k]) for k in ("cubin", "base_cubin") if res.get(k))
             counts = {"bench": res.get("sass"), "base": res.get("base_sass")}
         with open(os.path.join(args.out, "sass", f"{name}.sass"), "w") as fh:
             fh.write(text)

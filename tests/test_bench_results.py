@@ -143,6 +143,16 @@ def test_sass_sample_loops_and_local_memory():
     assert problems(rec) == ["stl 7", "ldl 40"]
 
 
+def test_loop_step_through_a_copied_predicate():
+    """Gluon's gather base loop (H200, sweep_r4_l4_f32): unrolled 4x, the counter UR4 -= 4 compared by
+    ``UISETP.GT UP0`` whose value ``PLOP3.LUT P1`` copies for the loop-closing branch; 8 LOP3 an
+    iteration (one per element) + the pass's counter add, compare and predicate copy."""
+    fns = functions((DATA / "bench_sass_gluon_base.txt").read_text())
+    base = sass_counts(fns["sweep_r4_l4_f32_triton_base"])
+    assert base["loop_step"] == 4
+    assert base["loop"]["ALU"] == 35 and base["alu_per_iter"] == 35 / 4
+
+
 def test_loop_step_without_a_counter_is_unknown():
     assert loop_step([]) is None
 

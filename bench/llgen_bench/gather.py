@@ -122,8 +122,7 @@ def time_gluon(plan, src, idx, iters: int, check_iters: int = 3, cubin: str | No
             info = compiled_integrity(compiled, cubin if do else cubin[:-6] + "_base.cubin", opts.get("maxnreg"))
             res["integrity"]["bench" if do else "base"] = info["integrity"]
             res["sass" if do else "base_sass"] = info["sass"]
-            if do:
-                res["cubin"] = cubin
+            res["cubin" if do else "base_cubin"] = cubin if do else cubin[:-6] + "_base.cubin"
         ms = time_launches(launch, torch_events, **tk)
         res["ms_loop" if do else "ms_base"] = ms
     res["ms"] = res["ms_loop"] - res["ms_base"]

@@ -291,8 +291,9 @@ _GLUON_GATHER: dict = {}
 
 def gluon_gather_kernel() -> dict:
     """The Gluon gather loop (1-D and 2-D tiles), built once; ``GATHER=False`` is the base loop, the
-    work of ours' ``_base`` (``o[r] = idx[r] ^ src[r % kSrcRegs]; idx[r] ^= o[r] & 1``) with ``s`` a
-    tile of source values in the index layout: one lop3 per element and iteration (``base_update``)."""
+    work of ours' ``_base`` (``idx = (idx & ~1) | (s & 1)``, ``o = idx ^ s`` after the loop) with ``s`` a
+    tile of source values in the index layout: one lop3 per element and iteration (``base_update``),
+    the same inline PTX on both sides."""
     if _GLUON_GATHER:
         return _GLUON_GATHER
     from triton.experimental import gluon

@@ -123,18 +123,26 @@ def _imm(x: str) -> int | None:
 
 def loop_step(body) -> int | None:
     """Iterations one pass of a loop body does: the step of the register that the compare feeding the
-    loop-closing branch tests (``UIADD3 UR5, UR5, -0x4`` + ``ISETP.NE P0, PT, RZ, UR5``: 4); None if
-    no such add is found (then the loop is taken as not unrolled)."""
+    loop-closing branch tests (``UIADD3 UR5, UR5, -0x4`` + ``ISETP.NE P0, PT, RZ, UR5``: 4; a
+    predicate copied by ``PLOP3.LUT P1, PT, PT, PT, UP0, ...`` from a ``UISETP`` is followed, as
+    Triton's loops have it); None if no such add is found (then the loop is taken as not unrolled)."""
     if not body or not body[-1][1].startswith("BRA"):
         return None
     pred = body[-1][2].lstrip("@!")
     regs: list[str] = []
     for _, op, _, line in reversed(body[:-1]):
-        if op.split(".")[0] in ("ISETP", "UISETP"):
-            ops = _operands(line)
-            if ops and ops[0] == pred:
-                regs = [o for o in ops[2:] if re.fullmatch(r"U?R\d+", o)]
+        ops = _operands(line)
+        if not ops or ops[0] != pred:
+            continue
+        head = op.split(".")[0]
+        if head == "PLOP3":                     # P1 = UP0 (a lut over predicates): follow the one it reads
+            src = [o.lstrip("!") for o in ops[2:] if re.fullmatch(r"!?U?P\d+", o)]
+            if len(src) != 1:
                 break
+            pred = src[0]
+        elif head in ("ISETP", "UISETP"):
+            regs = [o for o in ops[2:] if re.fullmatch(r"U?R\d+", o)]
+            break
     for _, op, _, line in body:
         if op.split(".")[0] not in ("IADD3", "UIADD3", "VIADD", "IADD"):
             continue
