@@ -79,6 +79,12 @@ def test_coverage():
         assert any(c.kinds[0].startswith(k) for c in CASES) and any(c.kinds[1].startswith(k) for c in CASES), k
     strategies = collections.Counter(c.plan.strategy for c in CASES)
     assert set(strategies) == {"noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy"}, strategies
+    # lane-dependent shuffle words in every form: select trees, swap stages, fused byte permutes (both steps' shuffles)
+    shuffles = [p.shuffle for c in CASES for p in (c.plan, c.plan.via) if p is not None and p.shuffle is not None
+                and (p.shuffle.send_select.size > 1 or p.shuffle.recv_select.size > 1)]
+    forms = collections.Counter("fused" if s.send_fused or s.recv_fused else "swaps" if s.send_swaps or s.recv_swaps
+                                else "trees" for s in shuffles)
+    assert min(forms[f] for f in ("fused", "swaps", "trees")) >= 5, forms
     mem = [c for c in CASES if c.plan.memory is not None or c.plan.copy is not None]
     mem_kinds = {k for c in mem for k in c.kinds}
     assert len(mem) >= 200 and mem_kinds >= {"shared_linear", "swizzled_shared", "nvmma_shared", "global",
