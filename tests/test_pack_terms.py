@@ -10,7 +10,7 @@ import random
 import re
 
 from ll_codegen.emit.cexpr import compose_word
-from ll_codegen.plan.words import LanePerm, compose_ops, lane_ops, lane_perm, pack_term
+from ll_codegen.plan.words import LanePerm, compose_ops, perm_count, lane_perm, pack_term
 
 
 def prmt(a: int, b: int, sel: int) -> int:
@@ -91,7 +91,7 @@ def test_a_lane_rotated_4x4_byte_transpose_costs_8_permutes():
     two words: one permute each."""
     outs = [[[(w, j ^ c) for w in "abcd"] for c in range(4)] for j in range(4)]
     terms = [lane_perm(o, 4) for o in outs]
-    assert lane_ops(terms) == 8
+    assert perm_count(terms) == 8
     words = {w: random.Random(2).getrandbits(32) ^ (i << 8) for i, w in enumerate("abcd")}
     for j, t in enumerate(terms):
         for c in range(4):

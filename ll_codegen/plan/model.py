@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 from ll_codegen.core import f2
-from ll_codegen.plan.words import compose_ops, lane_ops, lane_perms
+from ll_codegen.plan.words import compose_ops, perm_count, lane_perms
 from ll_codegen.plan.harness_tiles import (harness_cut, harness_extent, harness_fill, harness_strides,  # noqa: F401
                                            harness_tile, harness_variants, variant_masked)
 
@@ -205,7 +205,7 @@ class ShufflePlan:
 
         def side(words: list, fused: bool, swaps: tuple[int, ...]) -> int:
             if fused:
-                return lane_ops(lane_perms(words, per))
+                return perm_count(lane_perms(words, per))
             # either form composes each alternative once; the receive side's swap stages
             # compose after the swaps, once for every lane (the c = 0 words)
             return compose_ops(per, *(alt for alts in words for alt in (alts[:1] if swaps else alts)))

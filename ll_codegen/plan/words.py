@@ -94,10 +94,7 @@ def perm_nodes(term: "PackTerm | LanePerm | None") -> set:
 def compose_ops(per: int, *words: Sequence[tuple[Any, int] | None]) -> int:
     """``__byte_perm`` instructions that build the words (each as ``pack_term``'s sources),
     each distinct permute once (the compiler merges equal expressions)."""
-    nodes: set[PackTerm] = set()
-    for w in words:
-        nodes |= perm_nodes(pack_term(w, per))
-    return len(nodes)
+    return perm_count([pack_term(w, per) for w in words])
 
 
 class LanePerm(NamedTuple):
@@ -156,7 +153,7 @@ def lane_perms(words: Sequence[Sequence[Sequence[tuple[Any, int] | None]]], per:
     return None if any(t is None for t in terms) else terms
 
 
-def lane_ops(terms: Sequence["PackTerm | LanePerm"]) -> int:
+def perm_count(terms: Sequence["PackTerm | LanePerm"]) -> int:
     """``__byte_perm`` instructions that build ``terms``, each distinct permute once."""
     nodes: set = set()
     for t in terms:
