@@ -43,14 +43,14 @@
 //     store: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     load: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     barriers: 2 block
-//   candidate*smem score    42.00  store st.shared x4, load ldmatrix x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem score    43.00  store st.shared x8, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem score    43.00  store st.shared x4, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem score    44.00  store st.shared x8, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem score    49.00  store stmatrix.trans x4, load ld.shared x16: 32 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem score    65.00  store st.shared x32, load ldmatrix.trans x4: 48 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem score    75.00  store st.shared x8, load ld.shared x4: 64 wavefronts (2+4 conflicts/instr), 2 barriers
-//   candidate smem score   157.00  store stmatrix x4, load ld.shared x16: 128 wavefronts (12+3 conflicts/instr), 2 barriers
+//   candidate*smem     score    42.00  store st.shared x4, load ldmatrix x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    43.00  store st.shared x8, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    43.00  store st.shared x4, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    44.00  store st.shared x8, load ld.shared x8: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    49.00  store stmatrix.trans x4, load ld.shared x16: 32 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    65.00  store st.shared x32, load ldmatrix.trans x4: 48 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    75.00  store st.shared x8, load ld.shared x4: 64 wavefronts (2+4 conflicts/instr), 2 barriers
+//   candidate smem     score   157.00  store stmatrix x4, load ld.shared x16: 128 wavefronts (12+3 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

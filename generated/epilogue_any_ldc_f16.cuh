@@ -101,8 +101,8 @@
 //           candidate shuffle+smem score   272.00  48 shuffles, 0 selects (fused), 320 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //           candidate shuffle+smem score   424.00  56 shuffles, 384 selects (swap stages), 128 pack ops; then store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 //           candidate smem         score   428.00  store st.shared x128, load ldmatrix.trans x16: 384 wavefronts (1+4 conflicts/instr), 2 barriers
-//   candidate*via    score   532.00  via smem (store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x16: 16 sectors/instr (16 at best)
-//   candidate vector score   784.00  store 4 B x64: 8 sectors/instr (4 at best)
+//   candidate*via      score   532.00  via smem (store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x16: 16 sectors/instr (16 at best)
+//   candidate vector   score   784.00  store 4 B x64: 8 sectors/instr (4 at best)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -60,7 +60,13 @@ gather_in_warp_f16_base(const uint16_t* __restrict__ in, const int32_t* __restri
     }
     for (int k = 0; k < iters; ++k) {
 #pragma unroll
-        for (int r = 0; r < kIdxRegs; ++r) asm("lop3.b32 %0, %1, 0xfffffffe, %2, 0xea;" : "=r"(w[r]) : "r"(w[r]), "r"(s1[r]));
+        for (int r = 0; r < kIdxRegs; ++r) {
+#if defined(__CUDA_ARCH__)
+            asm("lop3.b32 %0, %1, 0xfffffffe, %2, 0xea;" : "=r"(w[r]) : "r"(w[r]), "r"(s1[r]));
+#else  // the host SIMT runtime runs no inline PTX
+            w[r] = (w[r] & 0xfffffffeu) | s1[r];
+#endif
+        }
     }
 #pragma unroll
     for (int r = 0; r < kIdxRegs; ++r) o[r] = static_cast<uint16_t>(w[r]) ^ src[r % kSrcRegs];

@@ -41,8 +41,8 @@
 //     thread mapping (register, lane, warp -> tensor): {'register': [[0, 1], [0, 2], [0, 4], [8, 0], [16, 0]], 'lane': [[0, 8], [0, 16], [0, 32], [0, 64], [1, 0]], 'warp': [[2, 0], [4, 0]], 'block': []}
 //     global: 4 copies/warp, 16 sectors/instr (16 at best) at strides [128, 1]
 //     shared: 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
-//   candidate*copy score   113.00  threads in global order: cp.async 16 B x4: 16 sectors/instr (16 at best), 4 wavefronts/instr (0 conflicts)
-//   candidate copy score   113.00  threads in shared order: cp.async 16 B x4: 16 sectors/instr (16 at best), 4 wavefronts/instr (0 conflicts)
+//   candidate*copy     score   113.00  threads in global order: cp.async 16 B x4: 16 sectors/instr (16 at best), 4 wavefronts/instr (0 conflicts)
+//   candidate copy     score   113.00  threads in shared order: cp.async 16 B x4: 16 sectors/instr (16 at best), 4 wavefronts/instr (0 conflicts)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

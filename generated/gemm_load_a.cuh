@@ -41,8 +41,8 @@
 //   memory: shared tile of 8192 bytes (512-byte aligned), load with ldmatrix, 8 element(s) = 16 B per lane per instruction
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [1, 0], [2, 8], [4, 16], [8, 0], [16, 0], [32, 0], [64, 0]]
 //     load: 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp
-//   candidate*matrix score    34.00  ldmatrix x8: 32 wavefronts (0 conflicts/instr)
-//   candidate vector score    40.00  ld.shared x32: 32 wavefronts (0 conflicts/instr)
+//   candidate*matrix   score    34.00  ldmatrix x8: 32 wavefronts (0 conflicts/instr)
+//   candidate vector   score    40.00  ld.shared x32: 32 wavefronts (0 conflicts/instr)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -43,8 +43,8 @@
 //   strategy: store  (f32, 4 B/elem, cuda sm_80, 4 warps x 32 lanes, 128 -> 0 registers)
 //   memory: global tile, order [1, 0], 16-byte aligned, store with 8-byte vectors
 //     at strides [128, 1]: 64 instr/warp (requests), 8 sectors/instr (8 at best), 512 sectors/warp
-//   candidate*vector score   784.00  store 8 B x64: 8 sectors/instr (8 at best)
-//   candidate via    score  1064.00  via smem (store st.shared x32, load ld.shared x32: 256 wavefronts (0+0 conflicts/instr), 4 barriers), then store 16 B x32: 16 sectors/instr (16 at best)
+//   candidate*vector   score   784.00  store 8 B x64: 8 sectors/instr (8 at best)
+//   candidate via      score  1064.00  via smem (store st.shared x32, load ld.shared x32: 256 wavefronts (0+0 conflicts/instr), 4 barriers), then store 16 B x32: 16 sectors/instr (16 at best)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -46,8 +46,8 @@
 //   memory: shared tile of 65536 bytes (1024-byte aligned), store with st.shared, 2 element(s) = 4 B per lane per instruction
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [1, 8], [2, 16], [4, 32], [8, 0], [16, 0], [32, 0], [64, 0], [0, 64], [0, 128]]
 //     store: 64 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
-//   candidate*vector score    80.00  st.shared x64: 64 wavefronts (0 conflicts/instr)
-//   candidate matrix score    84.00  stmatrix x16: 64 wavefronts (0 conflicts/instr)
+//   candidate*vector   score    80.00  st.shared x64: 64 wavefronts (0 conflicts/instr)
+//   candidate matrix   score    84.00  stmatrix x16: 64 wavefronts (0 conflicts/instr)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -47,7 +47,7 @@
 //     box 1: shared byte 8192, coordinates origin + [0, 64]
 //     box 2: shared byte 16384, coordinates origin + [0, 128]
 //     box 3: shared byte 24576, coordinates origin + [0, 192]
-//   candidate*tma score     4.00  one thread: 4 x cp.async.bulk.tensor.2d of 8192 B (box [64, 64], swizzle 128 B)
+//   candidate*tma      score     4.00  one thread: 4 x cp.async.bulk.tensor.2d of 8192 B (box [64, 64], swizzle 128 B)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -41,8 +41,8 @@
 //     thread mapping (register, lane, warp -> tensor): {'register': [[0, 1], [0, 2], [0, 4], [32, 0]], 'lane': [[0, 8], [0, 16], [0, 32], [1, 0], [2, 0], [4, 0]], 'warp': [[8, 0], [16, 0]], 'block': []}
 //     global: 2 copies/warp, 32 sectors/instr (32 at best) at strides [64, 1]
 //     shared: 8 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
-//   candidate*copy score   113.00  threads in global order: global_load_dwordx4 + ds_write_b128 x2: 32 sectors/instr (32 at best), 8 wavefronts/instr (0 conflicts)
-//   candidate copy score   113.00  threads in shared order: global_load_dwordx4 + ds_write_b128 x2: 32 sectors/instr (32 at best), 8 wavefronts/instr (0 conflicts)
+//   candidate*copy     score   113.00  threads in global order: global_load_dwordx4 + ds_write_b128 x2: 32 sectors/instr (32 at best), 8 wavefronts/instr (0 conflicts)
+//   candidate copy     score   113.00  threads in shared order: global_load_dwordx4 + ds_write_b128 x2: 32 sectors/instr (32 at best), 8 wavefronts/instr (0 conflicts)
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>

@@ -41,7 +41,7 @@
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [1, 8], [2, 16], [4, 32], [8, 0], [16, 0], [32, 0]]
 //     load: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
-//   candidate*vector score    17.00  ds_read_b64 x4: 16 wavefronts (0 conflicts/instr)
+//   candidate*vector   score    17.00  ds_read_b64 x4: 16 wavefronts (0 conflicts/instr)
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>

@@ -39,8 +39,8 @@
 //   strategy: store  (f32, 4 B/elem, hip gfx90a, 4 warps x 64 lanes, 16 -> 0 registers)
 //   memory: global tile, order [1, 0], 16-byte aligned, store with 4-byte vectors (global_store_dword)
 //     at strides [64, 1]: 16 instr/warp (requests), 8 sectors/instr (8 at best), 128 sectors/warp
-//   candidate*vector score   196.00  global_store_dword x16: 8 sectors/instr (8 at best)
-//   candidate via    score   268.00  via smem (store ds_write_b64 x8, load ds_read_b128 x4: 64 wavefronts (0+0 conflicts/instr), 2 barriers), then global_store_dwordx4 x4: 32 sectors/instr (32 at best)
+//   candidate*vector   score   196.00  global_store_dword x16: 8 sectors/instr (8 at best)
+//   candidate via      score   268.00  via smem (store ds_write_b64 x8, load ds_read_b128 x4: 64 wavefronts (0+0 conflicts/instr), 2 barriers), then global_store_dwordx4 x4: 32 sectors/instr (32 at best)
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>

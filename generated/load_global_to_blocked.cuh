@@ -39,7 +39,7 @@
 //   strategy: load  (f16, 2 B/elem, cuda sm_80, 4 warps x 32 lanes, 0 -> 32 registers)
 //   memory: global tile, order [1, 0], 16-byte aligned, load with 16-byte vectors
 //     at strides [64, 1]: 4 instr/warp (requests), 16 sectors/instr (16 at best), 64 sectors/warp
-//   candidate*vector score    97.00  load 16 B x4: 16 sectors/instr (16 at best)
+//   candidate*vector   score    97.00  load 16 B x4: 16 sectors/instr (16 at best)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -43,7 +43,7 @@
 //     store: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //     load: 16 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 64 wavefronts/warp
 //     barriers: 2 block
-//   candidate*smem score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score   144.00  store st.shared x16, load ld.shared x16: 128 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -37,9 +37,9 @@
 //     store: 2 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 4 wavefronts/warp
 //     load: 1 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 2 wavefronts/warp
 //     barriers: 2 block
-//   candidate*smem score    14.75  store st.shared x2, load ld.shared x1: 6 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem score    14.75  store st.shared x1, load ld.shared x2: 6 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate smem score    15.00  store st.shared x2, load ld.shared x2: 6 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate*smem     score    14.75  store st.shared x2, load ld.shared x1: 6 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    14.75  store st.shared x1, load ld.shared x2: 6 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate smem     score    15.00  store st.shared x2, load ld.shared x2: 6 wavefronts (0+0 conflicts/instr), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -40,7 +40,7 @@
 //   memory: shared tile of 8192 bytes (1024-byte aligned), store with st.shared, 8 element(s) = 16 B per lane per instruction
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [1, 8], [2, 16], [4, 32], [8, 0], [16, 0], [32, 0]]
 //     store: 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp
-//   candidate*vector score    17.00  st.shared x4: 16 wavefronts (0 conflicts/instr)
+//   candidate*vector   score    17.00  st.shared x4: 16 wavefronts (0 conflicts/instr)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

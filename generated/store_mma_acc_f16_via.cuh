@@ -54,8 +54,8 @@
 //       candidate smem         score    75.00  store st.shared x4, load ld.shared x8: 64 wavefronts (4+2 conflicts/instr), 2 barriers
 //       candidate shuffle+smem score    78.00  12 shuffles, 0 selects (fused), 96 pack ops; then store st.shared x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers
 //       candidate smem         score   109.00  store st.shared x16, load ldmatrix x4: 96 wavefronts (3+4 conflicts/instr), 2 barriers
-//   candidate*via    score   140.00  via smem (store st.shared x8, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x4: 16 sectors/instr (16 at best)
-//   candidate vector score   196.00  store 4 B x16: 8 sectors/instr (4 at best)
+//   candidate*via      score   140.00  via smem (store st.shared x8, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x4: 16 sectors/instr (16 at best)
+//   candidate vector   score   196.00  store 4 B x16: 8 sectors/instr (4 at best)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

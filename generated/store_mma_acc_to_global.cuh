@@ -39,8 +39,8 @@
 //   strategy: store  (f32, 4 B/elem, cuda sm_80, 4 warps x 32 lanes, 32 -> 0 registers)
 //   memory: global tile, order [1, 0], 16-byte aligned, store with 8-byte vectors
 //     at strides [64, 1]: 16 instr/warp (requests), 8 sectors/instr (8 at best), 128 sectors/warp
-//   candidate*vector score   196.00  store 8 B x16: 8 sectors/instr (8 at best)
-//   candidate via    score   270.00  via smem (store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x8: 16 sectors/instr (16 at best)
+//   candidate*vector   score   196.00  store 8 B x16: 8 sectors/instr (8 at best)
+//   candidate via      score   270.00  via smem (store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers), then store 16 B x8: 16 sectors/instr (16 at best)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -40,7 +40,7 @@
 //   memory: shared tile of 16384 bytes (16-byte aligned), store with st.shared, 2 element(s) = 8 B per lane per instruction
 //     offset bases (given layout, offset -> tensor element): [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [0, 32], [1, 4], [2, 8], [4, 16], [8, 0], [16, 0], [32, 0]]
 //     store: 16 instr/warp, 4 wavefronts/instr, 2 bank conflicts/instr, 64 wavefronts/warp
-//   candidate*vector score    68.00  st.shared x16: 64 wavefronts (2 conflicts/instr)
+//   candidate*vector   score    68.00  st.shared x16: 64 wavefronts (2 conflicts/instr)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -40,7 +40,7 @@
 //   tma: 1 box(es) of [64, 64] (dims [1, 0], innermost first), 8192 B each, 128-byte swizzle; shared tile of 8192 bytes, 1024-byte aligned; 8192 tx bytes per load; data type FLOAT16
 //     global tensor: order [1, 0] (dim 1 contiguous), 16-byte aligned base and strides
 //     box 0: shared byte 0, coordinates origin + [0, 0]
-//   candidate*tma score     1.00  one thread: 1 x cp.async.bulk.tensor.2d of 8192 B (box [64, 64], swizzle 128 B)
+//   candidate*tma      score     1.00  one thread: 1 x cp.async.bulk.tensor.2d of 8192 B (box [64, 64], swizzle 128 B)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

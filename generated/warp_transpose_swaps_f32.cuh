@@ -51,8 +51,8 @@
 //     F = [(0, 1), (0, 2), (0, 4)]
 //     G = [(1, 1), (2, 2), (4, 4)]
 //     R = [(1, 0), (2, 0), (4, 0)]
-//   candidate*shuffle score    32.00  8 shuffles, 48 selects (swap stages), 0 pack ops
-//   candidate shuffle score    64.00  8 shuffles, 112 selects, 0 pack ops
+//   candidate*shuffle  score    32.00  8 shuffles, 48 selects (swap stages), 0 pack ops
+//   candidate shuffle  score    64.00  8 shuffles, 112 selects, 0 pack ops
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -218,10 +218,10 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
                  arch: str | None = None) -> list[ConversionPlan]:
     """Every candidate plan the planner scores for ``auto`` (register,
     shuffle, each smem instruction pairing, each staged plan), as full plans.
-    The order keeps recorded runs' ``cand<k>`` labels: shuffle plans with fused
-    lane-dependent words (session 28) come last."""
+    The order keeps recorded runs' ``cand<k>`` labels: the shuffle forms scored
+    since session 28 (swap stages with no fewer selects, fused words) come last."""
     out: list[ConversionPlan] = []
-    fused: list[ConversionPlan] = []
+    later: list[ConversionPlan] = []
     tgt = get_target(target, arch)
     for strategy in ("register", "shuffle", "smem", "shuffle+smem"):
         try:
@@ -232,11 +232,12 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
             base = replace(p, via=None, smem=None, dst_copies=(), candidates=())
             out += [replace(q, candidates=()) for q in staged_plans(base, normalise(src), normalise(dst), tgt)]
             continue
-        if strategy == "shuffle":          # the swap stages (when cheaper), the select trees; fused forms last
-            forms = shuffle_forms(replace(p, shuffle=None, candidates=()),
-                                  plan_shuffle(normalise(src), normalise(dst), DTYPE_BYTES[dtype]))
-            out += [q for q in forms[::-1] if not (q.shuffle.send_fused or q.shuffle.recv_fused)]
-            fused += [q for q in forms if q.shuffle.send_fused or q.shuffle.recv_fused]
+        if strategy == "shuffle":          # swap stages when they need fewer selects, then select trees
+            trees, *forms = shuffle_forms(replace(p, shuffle=None, candidates=()),
+                                          plan_shuffle(normalise(src), normalise(dst), DTYPE_BYTES[dtype]))
+            swaps = [q for q in forms[:1] if q.shuffle.selects < trees.shuffle.selects]
+            out += swaps + [trees]
+            later += [q for q in forms if q not in swaps]
             continue
         if strategy != "smem":
             out.append(p)
@@ -246,7 +247,7 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
         except ValueError:
             smem = [p.smem]
         out += [replace(p, smem=m, candidates=()) for m in smem]
-    return out + fused
+    return out + later
 
 
 def prepare(name: str, src: Any, dst: Any, dtype: str, directory: str, *, naive: bool = True,

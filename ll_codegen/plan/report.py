@@ -30,7 +30,7 @@ def _plan_text(p: ConversionPlan, detail: list[str]) -> str:
     if p.dst_copies:
         lines.append(f"broadcast copies: {len(p.dst_copies)} registers")
     best = min(range(len(p.candidates)), key=lambda i: p.candidates[i].score) if p.candidates else -1
-    width = max((len(c.strategy) for c in p.candidates), default=0)
+    width = max([8] + [len(c.strategy) for c in p.candidates])            # wider only for shuffle+smem
     for i, c in enumerate(p.candidates):
         mark = "*" if i == best else " "
         lines.append(f"candidate{mark}{c.strategy:{width}s} score {c.score:8.2f}  {c.detail}")

@@ -123,12 +123,17 @@ def check(plan, text: str, name: str) -> list[str]:
         problems.append(f"{name}: {len(got)} LDS instructions and barriers, the plan says {len(want)}: "
                         f"ISA {[_show(g) for g in got][:8]} vs plan {[_show(x) for x in want][:8]}")
     shuffles = len(_SHFL.findall(text))
-    planned = plan.shuffle.shuffles if plan.operation == "convert" and plan.shuffle else 0
-    if plan.via is not None and plan.via.shuffle is not None:
-        planned = plan.via.shuffle.shuffles
+    planned = _planned_shuffles(plan)
     if shuffles != planned:
         problems.append(f"{name}: {shuffles} ds_bpermute/ds_swizzle, the plan says {planned} shuffle word(s)")
     return problems
+
+
+def _planned_shuffles(plan) -> int:
+    """Shuffle words of a plan and of the steps before it (a staged conversion's shuffles, a store's or
+    load's via conversion, staged or not)."""
+    own = plan.shuffle.shuffles if plan.operation == "convert" and plan.shuffle is not None else 0
+    return own + (_planned_shuffles(plan.via) if plan.via is not None else 0)
 
 
 def _key(x: tuple) -> tuple:

@@ -199,9 +199,7 @@ def memory_wants(p: ConversionPlan, flat: np.ndarray, variant: str, lane: int, w
     vals = elements(acc.src_bases if store else acc.dst_bases, flat, p.num_warps, p.warp_size)[warp, lane]
     seq: list[Want] = []
     if p.via is not None:
-        vv = elements(p.via.src_bases, loaded(p, flat, variant), p.num_warps, p.warp_size)
-        conv, shfl = convert_wants(p.via, vv, lane, warp)
-        seq += conv
+        seq += conversion_wants(p.via, loaded(p, flat, variant), lane, warp)[0]
     skip = store and (warp & m.warp_skip or lane & m.lane_skip)
     mine: list[Want] = []
     if m.space == "shared":
@@ -265,20 +263,23 @@ def copy_wants(p: ConversionPlan, flat: np.ndarray, variant: str, lane: int, war
     return seq
 
 
+def conversion_wants(p: ConversionPlan, flat: np.ndarray, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
+    """``convert_wants`` of a conversion of the tensor ``flat``, step by step for a staged one
+    (its shuffles, then its trip through shared memory), also as a store's or load's ``via``."""
+    seq: list[Want] = []
+    shfl: list[Want] = []
+    for q in ([p] if p.via is None else [p.via, without_via(p)]):
+        a, b = convert_wants(q, elements(q.src_bases, flat, p.num_warps, p.warp_size), lane, warp)
+        seq, shfl = seq + a, shfl + b
+    return seq, shfl
+
+
 def thread_wants(p, flat: np.ndarray, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
     if p.operation == "convert":
-        steps = [p] if p.via is None else [p.via, without_via(p)]        # staged: shuffles, then smem
-        seq, shfl = [], []
-        for q in steps:
-            a, b = convert_wants(q, elements(q.src_bases, flat, p.num_warps, p.warp_size), lane, warp)
-            seq, shfl = seq + a, shfl + b
-        return seq, shfl
+        return conversion_wants(p, flat, lane, warp)
     if p.operation in ("store", "load"):
-        shfl = []
         via = path_of(p, variant).via
-        if via is not None:
-            vv = elements(via.src_bases, loaded(p, flat, variant), p.num_warps, p.warp_size)
-            _, shfl = convert_wants(via, vv, lane, warp)
+        shfl = conversion_wants(via, loaded(p, flat, variant), lane, warp)[1] if via is not None else []
         return memory_wants(p, flat, variant, lane, warp), shfl
     if p.operation == "copy":
         return copy_wants(p, flat, variant, lane, warp), []
