@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 from ll_codegen.core import f2
-from ll_codegen.plan.words import compose_ops, perm_count, lane_perms
+from ll_codegen.plan.words import compose_ops, lane_perms, perm_count
 from ll_codegen.plan.harness_tiles import (harness_cut, harness_extent, harness_fill, harness_strides,  # noqa: F401
                                            harness_tile, harness_variants, variant_masked)
 
