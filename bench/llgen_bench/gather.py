@@ -119,10 +119,11 @@ def time_gluon(plan, src, idx, iters: int, check_iters: int = 3, cubin: str | No
             compiled = launch(1)
             res["base_regs"] = getattr(compiled, "n_regs", None)
         if cubin:                    # the base kernel's cubin next to the gather's: <cubin>_base.cubin
-            info = compiled_integrity(compiled, cubin if do else cubin[:-6] + "_base.cubin", opts.get("maxnreg"))
+            path = cubin if do else cubin[:-6] + "_base.cubin"
+            info = compiled_integrity(compiled, path, opts.get("maxnreg"))
             res["integrity"]["bench" if do else "base"] = info["integrity"]
             res["sass" if do else "base_sass"] = info["sass"]
-            res["cubin" if do else "base_cubin"] = cubin if do else cubin[:-6] + "_base.cubin"
+            res["cubin" if do else "base_cubin"] = path
         ms = time_launches(launch, torch_events, **tk)
         res["ms_loop" if do else "ms_base"] = ms
     res["ms"] = res["ms_loop"] - res["ms_base"]

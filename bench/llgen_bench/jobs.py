@@ -235,7 +235,8 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
         if strategy == "shuffle":          # swap stages when they need fewer selects, then select trees
             trees, *forms = shuffle_forms(replace(p, shuffle=None, candidates=()),
                                           plan_shuffle(normalise(src), normalise(dst), DTYPE_BYTES[dtype]))
-            swaps = [q for q in forms[:1] if q.shuffle.selects < trees.shuffle.selects]
+            swaps = [q for q in forms if not (q.shuffle.send_fused or q.shuffle.recv_fused)
+                     and q.shuffle.selects < trees.shuffle.selects]
             out += swaps + [trees]
             later += [q for q in forms if q not in swaps]
             continue
