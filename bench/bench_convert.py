@@ -45,8 +45,8 @@ from llgen_bench.headline import format_headline, headline  # noqa: E402
 from llgen_bench.integrity import describe as describe_integrity  # noqa: E402
 from llgen_bench.jobs import compile_jobs, prepare  # noqa: E402
 from llgen_bench.timing import measure_clock_mhz  # noqa: E402
-from llgen_bench.corpus import COL, MMA, MMA_4x1, ROW, blocked, dot, mma_v2, sliced, wgmma  # noqa: E402
-from llgen_bench.corpus import linear as linear_spec  # noqa: E402
+from ll_codegen.testing.corpus import COL, MMA, MMA_4x1, ROW, blocked, dot, mma_v2, sliced, wgmma  # noqa: E402
+from ll_codegen.testing.corpus import linear as linear_spec  # noqa: E402
 
 ROW128 = blocked([1, 8], [4, 8], [4, 1], [1, 0], [128, 128])
 ROW128_8W = blocked([1, 8], [4, 8], [8, 1], [1, 0], [128, 128])
@@ -57,7 +57,7 @@ REGS_ONLY = linear_spec(register=[[16, 0], [0, 32], [0, 1], [32, 0], [0, 2]],
 
 # (name, src spec, dst spec, dtype, time legacy Gluon classes too, note)
 CORPUS = [
-    # the pairs of issue 6's "what Triton does today"
+    # the pairs Triton 3.6 was first measured on (H100): blocked transposes, mma/wgmma -> blocked, mma -> dot operand
     ("T_row_col_64_f16", ROW, COL, "f16", True, "blocked row->col transpose"),
     ("T_row_col_64_f8", ROW, COL, "f8e4m3", False, "paper Fig. 2"),
     ("T_row_col_128_f32_8w", blocked([1, 4], [4, 8], [8, 1], [1, 0], [128, 128]),
@@ -91,7 +91,7 @@ CORPUS = [
      "thread-local permutation"),
     ("slice_blocked_to_slice_mma_f32", sliced(ROW, 1, [64]), sliced(MMA, 1, [64]), "f32", True, "slice"),
     ("slice_dim0_row_to_col_f16", sliced(ROW, 0, [64]), sliced(COL, 0, [64]), "f16", False, "slice"),
-    # pairs a new user tried (issue 14): 2 warps, f64, i8, dot operand B, a slice of mma, lanes along dim 0
+    # less common shapes: 2 warps, f64, i8, dot operand B, a slice of mma, lanes along dim 0
     ("T_row_col_64_f16_2w", blocked([1, 8], [4, 8], [2, 1], [1, 0], [64, 64]),
      blocked([8, 1], [8, 4], [1, 2], [0, 1], [64, 64]), "f16", False, "2 warps"),
     ("mma2_to_blocked_64_f64", MMA, blocked([1, 2], [4, 8], [4, 1], [1, 0], [64, 64]), "f64", False, ""),
@@ -103,7 +103,7 @@ CORPUS = [
      blocked([1, 4], [4, 8], [4, 1], [1, 0], [128, 64]), "f32", False, "lanes along dim 0"),
     ("T_row_col_128x64_f16_8w", blocked([1, 8], [4, 8], [8, 1], [1, 0], [128, 64]),
      blocked([8, 1], [8, 4], [1, 8], [0, 1], [128, 64]), "f16", False, "8 warps"),
-    # warp-local transposes (issue 14): each warp's 8x32 block, registers along columns -> along rows
+    # warp-local transposes: each warp's 8x32 block, registers along columns -> along rows
     *[(f"warp_T_64x32_{dt}_8w", WARP_T_SRC, WARP_T_DST, dt, False, "warp-local transpose") for dt in ("i8", "f16", "f32")],
 ]
 

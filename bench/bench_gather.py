@@ -1,4 +1,4 @@
-"""Benchmark generated gathers (issue 15): ours shuffle vs ours smem vs Triton's Gluon ``gather`` (GPU).
+"""Benchmark generated gathers: ours shuffle vs ours smem vs Triton's Gluon ``gather`` (GPU).
 
     python bench/bench_gather.py --out DIR [--cases REGEX] [--iters 64] [--ctas N] [--no-triton]
 
@@ -40,7 +40,7 @@ from llgen_bench.jobs import MAXRREG  # noqa: E402
 from llgen_bench.integrity import base_work, kernel_record, parse_ptxas, problems, res_usage, spills  # noqa: E402
 from llgen_bench.sass import functions, sass_counts, sass_text  # noqa: E402
 from llgen_bench.timing import measure_clock_mhz  # noqa: E402
-from llgen_bench.corpus import GATHER_NAMED, blocked  # noqa: E402
+from ll_codegen.testing.corpus import GATHER_NAMED, blocked  # noqa: E402
 from ll_codegen.plan.gather import plan_gather  # noqa: E402
 from ll_codegen.emit.render import render_files  # noqa: E402
 from ll_codegen.spec import spec_from_dict  # noqa: E402

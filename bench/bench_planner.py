@@ -20,8 +20,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from llgen_bench import corpus  # noqa: E402
-from ll_codegen.verify.emulate_convert import check_plan  # noqa: E402
+from ll_codegen.testing import corpus  # noqa: E402
+from ll_codegen.verify.emulate.convert import check_plan  # noqa: E402
 from ll_codegen.plan.planner import plan_conversion  # noqa: E402
 from ll_codegen.spec import spec_from_dict  # noqa: E402
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU benchmarks in one device call (issues 14, 15, 27), same clock, same device:
+# The GPU benchmarks in one device call, same clock, same device:
 #   bash bench/run_benches.sh [OUT]        (default bench_out)
 # conversions (bench_convert.py --no-legacy, by default --quick: the headline's kernels, no cost-model
 # candidates), gathers (bench_gather.py), memory endpoints (bench_memory.py); each stage under a time limit

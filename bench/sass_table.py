@@ -1,4 +1,4 @@
-"""SASS of the benchmarked plans against the plans' own counts (issue 14):
+"""SASS of the benchmarked plans against the plans' own counts:
 
     python bench/sass_table.py bench/results_h100.json
 
@@ -8,7 +8,7 @@ shared-memory instructions (STS/LDS: ld/st.shared, STSM/LDSM: stmatrix/ldmatrix)
 barriers (BAR; ``__syncwarp()`` is no BAR), against the SASS loop body of that kernel (``results.json`` keeps
 ``bench.sass_counts`` of every kernel).  ptxas may unroll the loop k times: a row matches when every SASS
 count is k times the plan's, one integer k for the row.  Prints a markdown table and the number of rows that
-match; then, for runs that recorded SEL, the selects of every shuffle variant against its SASS (issue 14 item 3).
+match; then, for runs that recorded SEL, the selects of every shuffle variant against its SASS.
 """
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def selects_table(rows: list[dict], specs: dict) -> None:
     """Every timed variant whose forward plan is a shuffle: the selects of its forward and reverse plans
-    (``ShufflePlan.selects``) against the loop body's SEL, at the unroll factor of its shuffles (runs that
-    recorded SEL: ``bench.sass_counts`` since session 22)."""
+    (``ShufflePlan.selects``) against the loop body's SEL, at the unroll factor of its shuffles (runs whose
+    ``bench.sass_counts`` recorded SEL)."""
     lines, matched, total = [], 0, 0
     for r in rows:
         if r["name"] not in specs or not any("SEL" in v.get("sass", {}).get("loop", {}) for v in r["variants"].values()):

@@ -21,7 +21,7 @@ for p in (ROOT, HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from ll_codegen.verify import gpu  # noqa: E402
+from ll_codegen.run import gpu  # noqa: E402
 from ll_codegen.verify.harness import RunResult  # noqa: E402
 
 

@@ -27,11 +27,11 @@ import random
 import re
 from dataclasses import dataclass, field, replace
 
-from llgen_bench import corpus
+from ll_codegen.testing import corpus
 from ll_codegen.layouts.kinds import from_dict
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.planner import DTYPE_BYTES, plan_conversion
-from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.plan.plans import Transfer
 from ll_codegen.core.target import get_target
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +41,7 @@ DTYPE_OF = {1: "u8", 2: "f16", 4: "f32", 8: "f64"}
 @dataclass
 class Case:
     name: str                 # C identifier, unique in the suite
-    plan: ConversionPlan
+    plan: Transfer
     source: str               # named | kinds | random | generated
     pair: str                 # the pair's label
     variant: str              # auto | register | shuffle | smem | smem_none | vec4 | ... | cand_<st>_<ld>
@@ -51,7 +51,7 @@ class Case:
     @property
     def tag(self) -> str:
         p = self.plan
-        if p.smem is not None:
+        if p.operation == "convert" and p.smem is not None:
             m = p.smem
             return (f"smem/{m.store_instr}->{m.load_instr}/{m.swizzle}/{len(m.rounds)}r/"
                     f"{p.elem_bytes * 8}b")
@@ -131,9 +131,9 @@ KIND_PAIRS: list[tuple[str, dict, dict, tuple[str, ...]]] = [
 
 
 # --------------------------------------------------------------------- variants
-def _variants(src: LinearLayout, dst: LinearLayout, dtype: str) -> list[tuple[str, ConversionPlan]]:
+def _variants(src: LinearLayout, dst: LinearLayout, dtype: str) -> list[tuple[str, Transfer]]:
     from ll_codegen.plan import swizzle as sw
-    out: list[tuple[str, ConversionPlan]] = []
+    out: list[tuple[str, Transfer]] = []
 
     def add(label, **kw):
         try:
@@ -208,7 +208,8 @@ def pair_cases(n_random: int = 230, n_local: int = 40, seed: int = 20250105) -> 
     # --scratch-per-warp for every warp-local shared-memory case (appended: earlier names stay put)
     from ll_codegen.core.layout import layout_of
     done = set()
-    for c in [c for c in cases if c.plan.smem is not None and c.plan.smem.barrier == "warp"]:
+    for c in [c for c in cases if c.plan.operation == "convert" and c.plan.smem is not None
+              and c.plan.smem.barrier == "warp"]:
         if c.pair in done:
             continue
         done.add(c.pair)
@@ -277,7 +278,7 @@ def smem_showcase(cases: list[Case] | None = None, limit: int = 64) -> list[Case
     ``none`` plans that conflict, multi-round plans and narrow vectors, at 8,
     16, 32 and 64 bits, deterministic."""
     cases = pair_cases() if cases is None else cases
-    smem = [c for c in cases if c.plan.smem is not None]
+    smem = [c for c in cases if c.plan.operation == "convert" and c.plan.smem is not None]
     out: list[Case] = []
     names: set[str] = set()
 
@@ -317,8 +318,9 @@ def sanitizer_subset(cases: list[Case] | None = None) -> list[Case]:
     out, seen = [], set()
     for c in cases:
         p = c.plan
-        key = c.tag if p.smem is None else (p.smem.store_instr, p.smem.load_instr, p.smem.swizzle,
-                                             len(p.smem.rounds) > 1, p.elem_bytes, p.smem.per_warp)
+        m = p.smem if p.operation == "convert" else None
+        key = c.tag if m is None else (m.store_instr, m.load_instr, m.swizzle, len(m.rounds) > 1, p.elem_bytes,
+                                       m.per_warp)
         if key in seen:
             continue
         seen.add(key)
@@ -436,14 +438,14 @@ def memory_showcase(cases: list[Case] | None = None) -> list[Case]:
     seen = set()
     for c in cases:
         if c.pair.startswith("random"):
-            key = (c.kinds, c.plan.elem_bytes, c.plan.copy is None)
+            key = (c.kinds, c.plan.elem_bytes, c.plan.operation != "copy")
             if key not in seen:
                 seen.add(key)
                 out.append(c)
     return out
 
 
-# ------------------------------------------------------------------ gather (issue 15)
+# ------------------------------------------------------------------ gather
 @dataclass
 class GatherGpuCase:
     name: str
@@ -456,7 +458,7 @@ def gather_cases(n_random: int = 90, seed: int = 20261125) -> list[GatherGpuCase
     """Gather harnesses for the GPU: every CUDA case of ``corpus.GATHER_NAMED`` with each of
     its dtypes, forced shuffle (where warp-local) and smem, plus seeded random pairs (1-D and
     2-D, warp-local and not, 1-8 warps, every element width and index type)."""
-    from llgen_bench.corpus import GATHER_NAMED, random_gather_pair
+    from ll_codegen.testing.corpus import GATHER_NAMED, random_gather_pair
     from ll_codegen.plan.gather import plan_gather
     from ll_codegen.spec import spec_from_dict
     out: list[GatherGpuCase] = []

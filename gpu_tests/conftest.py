@@ -1,7 +1,7 @@
 """GPU tests: everything here needs a CUDA GPU reachable through CuPy.
 
 Without one (CI, a laptop) every test is skipped with the reason that
-``ll_codegen.verify.gpu.available()`` gives (``LLGEN_REQUIRE_GPU=1`` makes that an error); the test modules also skip themselves at
+``ll_codegen.run.gpu.available()`` gives (``LLGEN_REQUIRE_GPU=1`` makes that an error); the test modules also skip themselves at
 import time, before they plan anything.
 """
 import os
@@ -15,7 +15,7 @@ for p in (ROOT, HERE):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-from ll_codegen.verify import gpu  # noqa: E402
+from ll_codegen.run import gpu  # noqa: E402
 
 REASON = gpu.available()
 

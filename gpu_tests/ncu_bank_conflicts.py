@@ -92,7 +92,7 @@ def available_metrics(ncu: str) -> tuple[list[str], str]:
 
 def predict(plan) -> dict:
     """Per-CTA totals from the plan, and the emulator's brute-force totals."""
-    from ll_codegen.verify.banks import measure_smem
+    from ll_codegen.verify.emulate.banks import measure_smem
     m = plan.smem
     st_warps = sum(1 for w in range(plan.num_warps) if w & m.store_warp_skip == 0)
     ld_warps = plan.num_warps
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     os.makedirs(a.out, exist_ok=True)
     import cases
     import _drive
-    from ll_codegen.verify import gpu
+    from ll_codegen.run import gpu
     t0 = time.time()
     sel = cases.smem_showcase(limit=a.limit)
     work = tempfile.mkdtemp(prefix="llgen_ncu_")

@@ -68,12 +68,12 @@ def predict(plan) -> dict:
     store's bank conflicts -- and wavefronts where it goes through registers; the wavefronts ncu
     counts for a cp.async are reported, not predicted)."""
     import numpy as np
-    from ll_codegen.verify.emulate_common import global_addresses
-    from ll_codegen.verify.emulate_memory import copy_halves
-    if plan.copy is not None:
+    from ll_codegen.verify.emulate.common import global_addresses
+    from ll_codegen.verify.emulate.memory import copy_halves
+    if plan.operation == "copy":
         load, store = (predict(h) for h in copy_halves(plan))
         out = dict(load, conflicts=store["conflicts"])
-        return out if plan.copy.async_copy else dict(out, wavefronts=store["wavefronts"])
+        return out if plan.async_copy else dict(out, wavefronts=store["wavefronts"])
     m = plan.memory
     warps = [w for w in range(plan.num_warps) if not w & m.warp_skip]
     if m.space == "shared":
@@ -96,6 +96,7 @@ def drive(manifest: str) -> int:
     """Launch every plan's probe once (run under ncu by ``main``)."""
     import cupy
     import numpy as np
+    from ll_codegen.emit.harness_tiles import scratch_bytes
     with open(manifest, "rb") as f:
         entries = pickle.load(f)
     mods: dict = {}
@@ -109,7 +110,7 @@ def drive(manifest: str) -> int:
             if smem > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = smem
             sink = cupy.zeros(plan.threads * 8, dtype=np.uint8)
-            scratch = cupy.zeros(max(16, plan.scratch_bytes), dtype=np.uint8)
+            scratch = cupy.zeros(max(16, scratch_bytes(plan)), dtype=np.uint8)
             fn((1,), (plan.threads,), (sink, scratch), shared_mem=smem)
             cupy.cuda.runtime.deviceSynchronize()
             print(f"DRIVE {name} ok", flush=True)
@@ -123,10 +124,10 @@ def drive(manifest: str) -> int:
 def measured(meas: dict | None, plan) -> dict:
     if meas is None:
         return {}
-    if plan.copy is not None:
-        from ll_codegen.verify.emulate_memory import copy_halves
+    if plan.operation == "copy":
+        from ll_codegen.verify.emulate.memory import copy_halves
         load, store = copy_halves(plan)
-        if plan.copy.async_copy:
+        if plan.async_copy:
             return dict(zip(("sectors", "requests", "cp.async wavefronts", "conflicts"), (meas.get(k) for k in LDGSTS)))
         return dict(measured(meas, load), **measured(meas, store))
     m = plan.memory
@@ -176,15 +177,16 @@ def main(argv=None) -> int:
     for c in sel:
         p = c.plan
         pred, got = predict(p), measured(meas.get(f"{c.name}_probe"), p)
-        m = p.memory or p.copy.store
+        copy = p.operation == "copy"
+        m = p.store if copy else p.memory
         exact = bool(got) and all(got.get(k) == v for k, v in pred.items())
         ok = exact or (bool(got) and all(near(got.get(k), v) for k, v in pred.items()))
         verdict = "yes" if exact else "yes within counter noise" if ok else "no" if got else \
             f"not measured ({errors.get(c.name) or 'no ncu row'})"
         if not ok:
             failures.append(f"{c.name} ({c.pair}): {verdict}: predicted {pred}, measured {got}")
-        rows.append({"name": c.name, "pair": c.pair, "space": "global -> shared" if p.copy else m.space,
-                     "direction": "copy" if p.copy else m.direction, "instr": m.instr,
+        rows.append({"name": c.name, "pair": c.pair, "space": "global -> shared" if copy else m.space,
+                     "direction": "copy" if copy else m.direction, "instr": m.instr,
                      "vector_bytes": m.vector_bytes, "pred": pred, "meas": got, "ok": ok})
         fmt = lambda d: ", ".join(f"{k} {_fmt(v)}" for k, v in d.items())  # noqa: E731
         lines.append(f"| {c.name} | {c.pair} | {m.space} | {m.instr} | {m.vector_bytes} | {p.num_warps} "

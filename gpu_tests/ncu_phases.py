@@ -100,7 +100,7 @@ def source(ps: list[dict]) -> str:
 
 def model(p: dict) -> tuple[int, int, int, int]:
     """(brute-force wavefronts, conflicts, predicted wavefronts, conflicts) of one probe on sm_90."""
-    from ll_codegen.verify.banks import count_wavefronts, min_wavefronts
+    from ll_codegen.verify.emulate.banks import count_wavefronts, min_wavefronts
     from ll_codegen.plan.swizzle import predict_wavefronts
     from ll_codegen.core.target import get_target
     t = get_target("cuda", "sm_90")

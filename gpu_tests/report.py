@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     dev = (ncu or {}).get("device") or {}
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     final = [m.group(0) for m in re.finditer(r"^=* ?\d+ (passed|failed|skipped|error).* in [\d.]+s.*$", log, re.M)]
-    lines = ["# GPU verification results (issues 5, 11, 12)", "",
+    lines = ["# GPU verification results", "",
              f"- date: {when}",
              f"- device: {smi or dev.get('name', '?')} (compute capability {dev.get('cc', '?')})",
              f"- CUDA driver API {dev.get('driver', '?')}, runtime {dev.get('runtime', '?')}, {nvcc}, "

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU verification of ll_codegen (issue 5), on a machine with a CUDA GPU, CuPy, ncu and compute-sanitizer:
+# GPU verification of ll_codegen, on a machine with a CUDA GPU, CuPy, ncu and compute-sanitizer:
 #   bash gpu_tests/run_all.sh
 # 1. bit-exact suite (pytest gpu_tests), 2. Nsight Compute bank conflicts vs prediction (2b: memory plans:
 # shared wavefronts/conflicts and global sectors),

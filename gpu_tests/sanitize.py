@@ -49,7 +49,8 @@ def subset():
     # tiles run their masked harness too (an extent that cuts every dim)
     mem = cases.memory_cases()
     # copies (cp.async, and its zero-filling masked form): the named ones (the showcase has some of them)
-    for c in cases.memory_showcase(mem) + [c for c in mem if c.plan.copy is not None and not c.pair.startswith("random")]:
+    copies = [c for c in mem if c.plan.operation == "copy" and not c.pair.startswith("random")]
+    for c in cases.memory_showcase(mem) + copies:
         if c.name not in names:
             sel.append(c)
             names.add(c.name)

@@ -1,4 +1,4 @@
-"""Bit-exact GPU checks of generated harnesses at scale (issue 5).
+"""Bit-exact GPU checks of generated harnesses at scale.
 
 Every case of ``cases.pair_cases()`` and ``cases.memory_cases()`` (stores
 and loads against every memory kind, masked global forms included) -- the named corpus, extra pairs of every
@@ -23,7 +23,8 @@ import time
 
 import pytest
 
-from ll_codegen.verify import gpu
+from ll_codegen.plan.plans import steps
+from ll_codegen.run import gpu
 from ll_codegen.verify.harness import RunResult
 
 REASON = gpu.available()
@@ -80,19 +81,19 @@ def test_coverage():
     strategies = collections.Counter(c.plan.strategy for c in CASES)
     assert set(strategies) == {"noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy"}, strategies
     # lane-dependent shuffle words in every form: select trees, swap stages, fused byte permutes (both steps' shuffles)
-    shuffles = [p.shuffle for c in CASES for p in (c.plan, c.plan.via) if p is not None and p.shuffle is not None
+    shuffles = [p.shuffle for c in CASES for p in steps(c.plan) if p.operation == "convert" and p.shuffle is not None
                 and (p.shuffle.send_select.size > 1 or p.shuffle.recv_select.size > 1)]
     forms = collections.Counter("fused" if s.send_fused or s.recv_fused else "swaps" if s.send_swaps or s.recv_swaps
                                 else "trees" for s in shuffles)
     assert min(forms[f] for f in ("fused", "swaps", "trees")) >= 5, forms
-    mem = [c for c in CASES if c.plan.memory is not None or c.plan.copy is not None]
+    mem = [c for c in CASES if c.plan.operation in ("store", "load", "copy")]
     mem_kinds = {k for c in mem for k in c.kinds}
     assert len(mem) >= 200 and mem_kinds >= {"shared_linear", "swizzled_shared", "nvmma_shared", "global",
                                              "cute"}, mem_kinds
-    assert any(c.plan.copy is not None and c.plan.copy.async_copy for c in mem)
-    assert {(c.plan.strategy, c.plan.memory.instr) for c in mem if c.plan.memory is not None} >= {
+    assert any(c.plan.operation == "copy" and c.plan.async_copy for c in mem)
+    assert {(c.plan.strategy, c.plan.memory.instr) for c in mem if c.plan.operation in ("store", "load")} >= {
         (d, i) for d in ("store", "load") for i in ("vector", "matrix", "matrix.trans")}
-    smem = [c.plan.smem for c in CASES if c.plan.smem is not None]
+    smem = [c.plan.smem for c in CASES if c.plan.operation == "convert" and c.plan.smem is not None]
     pairs = {(m.store_instr, m.load_instr) for m in smem}
     for st in ("vector", "matrix", "matrix.trans"):
         assert any(p[0] == st for p in pairs) and any(p[1] == st for p in pairs), pairs

@@ -22,7 +22,7 @@ import os
 import numpy as np
 import pytest
 
-from ll_codegen.verify import gpu
+from ll_codegen.run import gpu
 
 REASON = gpu.available()
 if REASON is not None:

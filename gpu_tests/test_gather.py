@@ -1,4 +1,4 @@
-"""Bit-exact GPU checks of generated gather harnesses (issue 15).
+"""Bit-exact GPU checks of generated gather harnesses.
 
 Every case of ``cases.gather_cases()`` -- the CUDA cases of
 ``corpus.GATHER_NAMED`` (blocked and mma, 1-D and 2-D, both axes, warp-local
@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pytest
 
-from ll_codegen.verify import gpu
+from ll_codegen.run import gpu
 
 REASON = gpu.available()
 if REASON is not None:

@@ -1,4 +1,4 @@
-"""The GEMM built only from generated headers (``examples/kernels/gemm_mma.cu``, issue 12 item 6):
+"""The GEMM built only from generated headers (``examples/kernels/gemm_mma.cu``):
 exact against numpy on sizes that are and are not multiples of the 128 x 128 x 32 tile.
 
 Inputs are small integers (-3 .. 3) in f16, so every product and every f32 partial sum is exact
@@ -12,7 +12,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from ll_codegen.verify import gpu
+from ll_codegen.run import gpu
 
 REASON = gpu.available()
 if REASON is not None:

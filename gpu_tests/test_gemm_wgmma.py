@@ -1,4 +1,4 @@
-"""The Hopper GEMM built from generated headers (``examples/kernels/gemm_wgmma.cu``, issue 25):
+"""The Hopper GEMM built from generated headers (``examples/kernels/gemm_wgmma.cu``):
 exact against numpy at tile multiples and ragged sizes, f16 and bf16 inputs, f32 and 16-bit C.
 
 Inputs are small integers (-3 .. 3), so every product and every f32 partial sum is exact: an f32 C
@@ -16,8 +16,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from ll_codegen.verify import gpu
-from ll_codegen.verify.reference import round16_bits
+from ll_codegen.run import gpu
+from ll_codegen.verify.emulate.reference import round16_bits
 
 REASON = gpu.available()
 if REASON is not None:

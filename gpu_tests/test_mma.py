@@ -1,4 +1,4 @@
-"""Bit-exact GPU checks of ``llgen mma`` harnesses (issue 24).
+"""Bit-exact GPU checks of ``llgen mma`` harnesses.
 
 Every case of ``corpus.mma_cases()`` -- wgmma with both operands in shared memory (swizzle
 128/64/32, K- and MN-major A and B, f16, bf16, tf32, f8e4m3, i8, one or two warp groups), wgmma
@@ -14,8 +14,8 @@ import tempfile
 import pytest
 
 from ll_codegen.plan.mma import plan_mma
-from ll_codegen.verify import gpu
-from llgen_bench.corpus import mma_cases
+from ll_codegen.run import gpu
+from ll_codegen.testing.corpus import mma_cases
 
 REASON = gpu.available()
 if REASON is not None:

@@ -3,7 +3,7 @@
 CuTe and shared_linear tiles.  Each harness loads the tile in bounds, loads it with part of the box
 beyond the tensor (zero fill), and stores it clipped at the tensor; the tile read back and the whole
 tensor must equal numpy bit for bit.  The tensor map is encoded by the driver
-(``verify/tensor_map.py``, ctypes on libcuda) with the header's parameters; NVRTC compiles for
+(``run/tensor_map.py``, ctypes on libcuda) with the header's parameters; NVRTC compiles for
 sm_90a (``gpu.compile_arch``).  ``test_make_tensor_map`` builds a host program with nvcc that
 encodes the map with the header's own ``make_tensor_map()`` instead.  Needs an sm_90 GPU.
 """
@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from ll_codegen.verify import gpu
+from ll_codegen.run import gpu
 
 REASON = gpu.available()
 if REASON is None and gpu.arch() != "sm_90":

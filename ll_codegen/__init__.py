@@ -1,14 +1,14 @@
 """ll_codegen: layout conversions for CUDA/HIP from linear layouts over F2.
 
 ``plan_conversion(src, dst, dtype=..., target=..., ...)`` takes LinearLayouts,
-spec mappings or spec paths and returns a ``ConversionPlan`` with
+spec mappings or spec paths and returns a ``Transfer`` with
 ``summary()``, ``to_json()``, ``render(kind, name)`` and ``write(dir, name, emit)``."""
 __version__ = "0.2.0"
 
 from ll_codegen.core.layout import LinearLayout, divide_left, divide_right, identity_nd
 from ll_codegen.spec import SpecError, load_spec, spec_from_dict
-from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.plan.plans import Transfer
 from ll_codegen.api import plan_conversion
 
 __all__ = ["LinearLayout", "divide_left", "divide_right", "identity_nd", "SpecError", "load_spec",
-           "spec_from_dict", "ConversionPlan", "plan_conversion"]
+           "spec_from_dict", "Transfer", "plan_conversion"]

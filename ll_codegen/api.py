@@ -18,33 +18,32 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ll_codegen.core import limits
 from ll_codegen.core.dtypes import DTYPE_BYTES
 from ll_codegen.core.files import check_output_dir, quote_path, write_all, write_atomic
-from ll_codegen.core.layout import LinearLayout, layout_of
+from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import Target, get_target
 # the names module is the home of these; the API keeps offering them (README, tests)
 from ll_codegen.emit.names import (C_KEYWORDS, RESERVED_NAMES, check_name, default_name, gather_name, mma_name,
                                    parse_emit, said_all)
-from ll_codegen.emit.render import file_names, render, render_files
+from ll_codegen.emit.render import file_names
 from ll_codegen.layouts.show import layout_params
+from ll_codegen.operations import (OPERATIONS, Endpoint, Operation, Request, command_line, for_endpoints,
+                                   layout_bases, operation_of, render, render_files, summary)
 from ll_codegen.plan import planner
-from ll_codegen.plan.gather import GatherPlan, plan_gather as plan_gather_layouts
-from ll_codegen.plan.mma import AB_BYTES, MmaPlan, plan_mma as plan_mma_layouts
-from ll_codegen.plan.model import ConversionPlan
-from ll_codegen.plan.report import summary
-from ll_codegen.plan.tma import plan_tma
+from ll_codegen.plan.mma import AB_BYTES
+from ll_codegen.plan.mma_model import MmaPlan
+from ll_codegen.plan.plans import ConvertPlan, Transfer
 from ll_codegen.spec import Spec, SpecError, load_spec, spec_from_dict
 
 __all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "check_name", "default_name",
            "layout_text", "back_plan", "write_atomic", "C_KEYWORDS", "RESERVED_NAMES", "DEFAULT_SMEM_BUDGET",
-           "Conversion", "plan_mma", "mma_files"]
+           "Conversion", "plan_mma", "mma_files", "plan_gather", "gather_files", "endpoint"]
 
-DEFAULT_SMEM_BUDGET = 48 * 1024
+DEFAULT_SMEM_BUDGET = planner.DEFAULT_SMEM_BUDGET
 # ------------------------------------------------------------------ layouts
 def load_layout(layout: Any, shape: Any = None, what: str = "layout",
                 memory_ok: bool = False) -> tuple[LinearLayout, Spec | None]:
@@ -73,11 +72,18 @@ def load_layout(layout: Any, shape: Any = None, what: str = "layout",
     return spec.linear, spec
 
 
-def _space(layout: LinearLayout, spec: Spec | None) -> str:
-    """registers, shared or global."""
-    if spec is not None:
-        return spec.layout.space
-    return "shared" if "offset" in layout.in_dims else "registers"
+def endpoint(layout: Any, shape: Any = None, what: str = "layout") -> tuple[Endpoint, Spec | None]:
+    """(Endpoint, Spec or None) of a layout given as ``load_layout`` takes it: the one place a
+    spec's own fields reach the planner -- where the data lives, the alignment a global tile
+    promises (16 bytes unless its spec says), the element width a shared layout was made for.
+    A bare ``LinearLayout`` is a shared tile when it has ``offset`` bases, else registers."""
+    L, spec = load_layout(layout, shape, what, memory_ok=True)
+    if spec is None:
+        return Endpoint(L, "shared" if "offset" in L.in_dims else "registers"), None
+    lay = spec.layout
+    return Endpoint(L, lay.space, getattr(lay, "alignment", 16) if lay.space == "global" else 16,
+                    getattr(lay, "element_bitwidth", None) if lay.space != "registers" else None,
+                    spec.source), spec
 
 
 def _side(role: str, spec: Spec | None) -> str:
@@ -122,30 +128,12 @@ def check_sides(sides: Sequence[tuple[str, LinearLayout, Spec | None]], target: 
                              f"warp size {target.warp_size}{_lane_hint(lanes)}")
 
 
-def _memory_plan(dist: LinearLayout, tile: LinearLayout, tile_spec: Spec | None, direction: str, dtype: str,
-                 target: str, arch: str | None, strategy: str, swizzle: str, strides: Any,
-                 max_vector_bytes: int | None, instr: str) -> ConversionPlan:
-    """A store (registers -> memory) or load (memory -> registers) plan."""
-    if strategy not in ("auto", direction):
-        raise ValueError(f"strategy {strategy} does not apply: {'the destination' if direction == 'store' else 'the source'}"
-                         f" is a memory layout, so the strategy is {direction}")
-    space = _space(tile, tile_spec)
-    _check_element_width(tile_spec, dtype)
-    alignment = tile_spec.layout.alignment if space == "global" and tile_spec is not None else 16
-    if strides is not None:
-        strides = parse_strides(strides)
-    return planner.plan_memory(dist, tile, direction, space, dtype=dtype, target=target, arch=arch,
-                               alignment=alignment, strides=strides, instr=instr,
-                               max_vector_bytes=max_vector_bytes)
-
-
-def _check_element_width(tile_spec: Spec | None, dtype: str) -> None:
-    """A shared layout made for another element width (nvmma_shared, cute) is refused."""
-    bits = getattr(tile_spec.layout, "element_bitwidth", None) if tile_spec is not None else None
+def _check_element_width(e: Endpoint, spec: Spec | None, dtype: str) -> None:
+    """A memory layout made for another element width (nvmma_shared, cute) is refused."""
     width = 8 * DTYPE_BYTES.get(dtype, 0)
-    if bits is not None and width and bits != width:
-        raise ValueError(f"the {tile_spec.kind} layout is for {bits}-bit elements but the dtype {dtype} "
-                         f"has {width} bits")
+    if e.element_bits is not None and width and e.element_bits != width:
+        raise ValueError(f"the {spec.kind if spec else 'memory'} layout is for {e.element_bits}-bit elements but the "
+                         f"dtype {dtype} has {width} bits")
 
 
 def parse_strides(text: Any) -> tuple[int, ...]:
@@ -170,22 +158,64 @@ def parse_strides(text: Any) -> tuple[int, ...]:
     return tuple(out)
 
 
+#: planner options of ``plan_conversion``: (default, the flag, why it is refused where it does not apply)
+OPTIONS: dict[str, tuple[Any, str, str]] = {
+    "swizzle": ("optimal", "--swizzle", "chooses the scratch layout of register conversions; a memory layout given "
+                                        "as --src/--dst is used as it is"),
+    "smem_budget": (DEFAULT_SMEM_BUDGET, "--smem-budget", "bounds the scratch of register conversions"),
+    "scratch_buffers": (1, "--scratch-buffers", "applies to conversions between register layouts; a memory layout "
+                                                "is given as --src/--dst"),
+    "scratch_per_warp": (False, "--scratch-per-warp", "applies to conversions between register layouts; a memory "
+                                                      "layout is given as --src/--dst"),
+    "strides": (None, "--stride", "applies to global tiles"),
+    "instr": ("auto", "--instr", "chooses the instruction of a store or load"),
+    "warps": (None, "--warps", "sets the threads of a copy (global -> shared); register layouts carry their own"),
+    "max_vector_bytes": (None, "--max-vector-bytes", "caps the vectors of conversions, stores, loads and copies"),
+}
+
+
+def _choose(spaces: tuple[str, ...], strategy: str, given: Mapping[str, Any]) -> list[Operation]:
+    """The operations that could plan this pair with these options, in registry order; ValueError
+    with one line when none can (what the pair is, and what it accepts)."""
+    ops = for_endpoints(spaces)
+    pair = " -> ".join(spaces)
+    if not ops:
+        both = " (both layouts are memory layouts)" if "registers" not in spaces else ""
+        takes = "; ".join(f"{' -> '.join(e)} ({op.name})" for op in OPERATIONS.values() if op.command == "convert"
+                          for e in op.endpoints)
+        raise ValueError(f"no operation moves {pair}{both}; llgen convert plans {takes}")
+    what = " or ".join(op.name for op in ops)
+    if strategy != "auto":
+        named = [op for op in ops if strategy in op.strategies]
+        if not named:
+            known = ", ".join(["auto"] + [s for op in ops for s in op.strategies])
+            raise ValueError(f"strategy {strategy} does not apply: {pair} is a {what} (strategies: {known})")
+        ops = named
+    fits = [op for op in ops if set(given) <= op.options]
+    if not fits:
+        key = next(k for k in given if k not in ops[0].options)
+        _, flag, why = OPTIONS[key]
+        raise ValueError(f"{flag} {why}; {pair} is a {what}")
+    return fits
+
+
 def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                     shape: Any = None, max_vector_bytes: int | None = None, strides: Any = None,
                     instr: str = "auto", warps: int | None = None, scratch_buffers: int = 1,
-                    scratch_per_warp: bool = False) -> ConversionPlan:
-    """Plan ``src -> dst``; each layout may be a LinearLayout, a Spec, a spec
-    mapping or a spec path (``shape`` overrides both specs' shapes).  When
-    one side is a memory layout (shared or global) the plan is a ``store``
-    (registers -> memory) or ``load`` (memory -> registers), and a global
-    tile into a shared tile a ``copy`` by ``warps`` warps (default 4);
-    ``strides`` (elements) are the global strides its cost is predicted for,
-    ``instr`` forces vector or matrix (ldmatrix/stmatrix) accesses;
-    ``scratch_buffers=2``: a conversion through shared memory issues no barrier before
-    its stores, for callers that alternate two scratch buffers; ``scratch_per_warp``:
-    a warp-local one keeps each warp in its own slice with warp-scope barriers only.  Raises ValueError
-    (SpecError for a bad spec) with one clear line."""
+                    scratch_per_warp: bool = False) -> Transfer:
+    """Plan ``src -> dst``; each layout may be a LinearLayout, a Spec, a spec mapping or a spec
+    path (``shape`` overrides both specs' shapes).  The registry chooses the operation from
+    where the two layouts live (``operations.for_endpoints``): registers -> registers a
+    ``convert``, registers -> a shared or global tile a ``store``, the reverse a ``load``, a
+    global tile into a shared tile a ``tma`` (sm_90a, when the shared tile is a TMA box) or
+    else a ``copy`` by ``warps`` warps (default 4).  ``strides`` (elements) are the global
+    strides a cost is predicted for, ``instr`` forces vector or matrix (ldmatrix/stmatrix)
+    accesses; ``scratch_buffers=2``: a conversion through shared memory issues no barrier
+    before its stores, for callers that alternate two scratch buffers; ``scratch_per_warp``: a
+    warp-local one keeps each warp in its own slice with warp-scope barriers only.  An option
+    the chosen operation does not take is refused.  Raises ValueError (SpecError for a bad
+    spec) with one clear line."""
     if swizzle not in ("optimal", "none"):
         raise ValueError(f"unknown swizzle {limits.short(swizzle)} (known: optimal, none)")
     if isinstance(smem_budget, bool) or not isinstance(smem_budget, int) \
@@ -194,54 +224,31 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
                          f"{limits.MAX_SMEM_BUDGET}, got {limits.short(smem_budget)}")
     if warps is not None and (isinstance(warps, bool) or not isinstance(warps, int)):
         raise ValueError(f"--warps: expected an integer, got {limits.short(warps)}")
-    s, s_spec = load_layout(src, shape, "source", memory_ok=True)
-    d, d_spec = load_layout(dst, shape, "destination", memory_ok=True)
-    s_space, d_space = _space(s, s_spec), _space(d, d_spec)
-    check_sides([("source", s, s_spec), ("destination", d, d_spec)], get_target(target, arch), shape is not None)
-    if (scratch_buffers != 1 or scratch_per_warp) and (s_space, d_space) != ("registers", "registers"):
-        raise ValueError(f"--scratch-{'buffers' if scratch_buffers != 1 else 'per-warp'} applies to conversions "
-                         f"between register layouts; a memory layout is given as --src/--dst")
-    if swizzle != "optimal" and (s_space, d_space) != ("registers", "registers"):
-        raise ValueError("--swizzle chooses the scratch layout of register conversions; "
-                         "a memory layout given as --src/--dst is used as it is")
-    if s_space != "registers" and d_space != "registers":
-        if (s_space, d_space) != ("global", "shared"):
-            raise ValueError(f"both layouts are memory layouts ({s_space} -> {d_space}); copies go from a global "
-                             f"tile to a shared tile")
-        if strategy not in ("auto", "copy", "tma"):
-            raise ValueError(f"strategy {strategy} does not apply: a global tile into a shared tile is a copy "
-                             f"(copy, or tma on sm_90a)")
-        _check_element_width(d_spec, dtype)
-        g_align = s_spec.layout.alignment if s_spec is not None else 16
-        if strategy == "tma" or (strategy == "auto" and get_target(target, arch).has_hopper_async):
-            try:        # sm_90a: TMA when the shared tile is a box TMA can write (tma.tma_box), else cp.async
-                return plan_tma(s, d, dtype=dtype, target=target, arch=arch, alignment=g_align,
-                                num_warps=4 if warps is None else warps)
-            except ValueError:
-                if strategy == "tma":
-                    raise
-        return planner.plan_copy(s, d, dtype=dtype, target=target, arch=arch,
-                                 alignment=s_spec.layout.alignment if s_spec is not None else 16,
-                                 num_warps=4 if warps is None else warps, strides=parse_strides(strides) if strides is not None else None,
-                                 max_vector_bytes=max_vector_bytes)
-    if warps is not None:
-        raise ValueError("--warps sets the threads of a copy (global -> shared); register layouts carry their own")
-    if d_space != "registers":
-        return _memory_plan(s, d, d_spec, "store", dtype, target, arch, strategy, swizzle, strides,
-                            max_vector_bytes, instr)
-    if s_space != "registers":
-        return _memory_plan(d, s, s_spec, "load", dtype, target, arch, strategy, swizzle, strides,
-                            max_vector_bytes, instr)
-    if strides is not None:
-        raise ValueError("--stride applies to global tiles; neither layout is one")
-    return planner.plan_conversion(s, d, dtype=dtype, target=target, arch=arch, strategy=strategy,
-                                   swizzle=swizzle, smem_budget=smem_budget, max_vector_bytes=max_vector_bytes,
-                                   scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
+    s, s_spec = endpoint(src, shape, "source")
+    d, d_spec = endpoint(dst, shape, "destination")
+    check_sides([("source", s.layout, s_spec), ("destination", d.layout, d_spec)], get_target(target, arch),
+                shape is not None)
+    values = dict(swizzle=swizzle, smem_budget=smem_budget, scratch_buffers=scratch_buffers,
+                  scratch_per_warp=scratch_per_warp, strides=strides, instr=instr, warps=warps,
+                  max_vector_bytes=max_vector_bytes)
+    given = {k: v for k, v in values.items() if v != OPTIONS[k][0]}
+    ops = _choose((s.space, d.space), strategy, given)
+    for e, spec in ((s, s_spec), (d, d_spec)):
+        _check_element_width(e, spec, dtype)
+    if "strides" in given:
+        given["strides"] = parse_strides(strides)
+    for k, op in enumerate(ops):
+        try:
+            return op.plan(Request((s, d), dtype, target, arch, strategy if op.name == "convert" else "auto", given))
+        except ValueError:
+            if k == len(ops) - 1:
+                raise
+    raise AssertionError("unreachable: _choose returns at least one operation")
 
 
-def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strategy: str = "auto",
+def back_plan(plan: ConvertPlan, src: LinearLayout, dst: LinearLayout, strategy: str = "auto",
               swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
-              scratch_buffers: int = 1, scratch_per_warp: bool = False) -> ConversionPlan:
+              scratch_buffers: int = 1, scratch_per_warp: bool = False) -> ConvertPlan:
     """The reverse (dst -> src) plan for the bench: the same options; a forced
     strategy that is illegal in reverse falls back to ``auto``."""
     kw = dict(dtype=plan.dtype, target=plan.target, arch=plan.arch, swizzle=swizzle, smem_budget=smem_budget,
@@ -252,10 +259,6 @@ def back_plan(plan: ConversionPlan, src: LinearLayout, dst: LinearLayout, strate
         if strategy == "auto":
             raise
         return planner.plan_conversion(dst, src, strategy="auto", **kw)
-
-
-def _layouts_of(plan: ConversionPlan) -> tuple[LinearLayout, LinearLayout]:
-    return layout_of(plan.src_bases), layout_of(plan.dst_bases)
 
 
 def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | None = None) -> str:
@@ -269,117 +272,72 @@ def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | No
     return f"{spec.kind} {ptxt} shape={list(spec.shape)}{where}\n{repr(layout)}"
 
 
-def render_command(src: str, dst: str, dtype: str, target: str, arch: str | None, strategy: str, swizzle: str,
-                   smem_budget: int, shape: Any, name: str | None, strides: Any = None,
-                   warps: int | None = None, scratch_buffers: int = 1, scratch_per_warp: bool = False) -> str:
-    """The normalised ``llgen convert`` command recorded in a header (no -o, no --emit)."""
-    q = shlex.quote
-    parts = ["llgen", "convert", "--src", q(os.fspath(src)), "--dst", q(os.fspath(dst)),
-             "--dtype", dtype, "--target", target]
-    if arch:
-        parts += ["--arch", arch]
-    if strategy != "auto":
-        parts += ["--strategy", strategy]
-    if swizzle != "optimal":
-        parts += ["--swizzle", swizzle]
-    if smem_budget != DEFAULT_SMEM_BUDGET:
-        parts += ["--smem-budget", str(smem_budget)]
-    if scratch_buffers != 1:
-        parts += ["--scratch-buffers", str(scratch_buffers)]
-    if scratch_per_warp:
-        parts.append("--scratch-per-warp")
-    if shape is not None:
-        parts += ["--shape", q(",".join(map(str, shape)) if isinstance(shape, (list, tuple)) else str(shape))]
-    if warps is not None:
-        parts += ["--warps", str(warps)]
-    if strides is not None:
-        parts += ["--stride", q(",".join(map(str, strides)) if isinstance(strides, (list, tuple)) else str(strides))]
-    if name is not None:
-        parts += ["--name", name]
-    return " ".join(parts)
-
-
-# ------------------------------------------------------------------ convert
-@dataclass
-class Conversion:
-    """Everything ``llgen convert`` computed: the plan, the name, the header
-    command, and ``files`` (file name -> text), in ``emit`` order."""
-    plan: ConversionPlan
-    name: str
-    command: str
-    files: dict[str, str]
-
-
-def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
-                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
-                     shape: Any = None, name: str | None = None, emit: Sequence[str] | str | None = None,
-                     root: str | None = None, strides: Any = None, warps: int | None = None,
-                     scratch_buffers: int = 1, scratch_per_warp: bool = False) -> Conversion:
-    """Plan and render (in memory) the files ``llgen convert`` writes.
-
-    ``src``/``dst`` are spec paths as the user gave them (recorded in the
-    header's command); they are opened relative to ``root`` when given."""
-    kinds = parse_emit(emit)
-    if name is not None:
-        check_name(name)
-    out_name = name if name is not None else default_name(src, dst)
-    open_src = os.path.join(root, src) if root else src
-    open_dst = os.path.join(root, dst) if root else dst
-    s, s_spec = load_layout(open_src, shape, "source", memory_ok=True)
-    d, d_spec = load_layout(open_dst, shape, "destination", memory_ok=True)
-    plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
-                           swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps,
-                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
-    if plan.operation != "convert" and "bench" in kinds:
-        if not said_all(emit):
-            raise ValueError(f"--emit bench: the bench times register conversions; this pair is a {plan.strategy} "
-                             f"between registers and memory" if plan.operation not in ("copy", "tma") else
-                             "--emit bench: the bench times register conversions; this pair is a copy")
-        kinds = tuple(k for k in kinds if k != "bench")          # `all`: every kind that applies
-    command = render_command(src, dst, dtype, plan.target, plan.arch, strategy, swizzle, smem_budget, shape, name,
-                             strides, warps, scratch_buffers, scratch_per_warp)
-    back = (back_plan(plan, s, d, strategy, swizzle, smem_budget, scratch_buffers, scratch_per_warp)
-            if "bench" in kinds else None)
-    s_text = layout_text(s, s_spec, os.fspath(src))
-    d_text = layout_text(d, d_spec, os.fspath(dst))
-    names = file_names(plan.target, out_name)
-    files = {names[k]: render(plan, k, out_name, command, s_text, d_text, back) for k in kinds}
-    return Conversion(plan, out_name, command, files)
-
-
-# ------------------------------------------------------------------ gather
+# ------------------------------------------------------------------ files of a command
 @dataclass
 class Generated:
-    """Everything ``llgen gather`` or ``llgen mma`` computed: plan, name, header command, files."""
+    """Everything an ``llgen`` command that writes files computed: the plan, the name, the
+    header command, and ``files`` (file name -> text), in ``emit`` order."""
     plan: Any
     name: str
     command: str
     files: dict[str, str]
 
 
+Conversion = Generated          # what ``llgen convert`` computed
+
+
+def _kinds(op: Operation, emit: Sequence[str] | str | None, plan: Any) -> tuple[str, ...]:
+    """The file kinds to render: ``emit`` less those the operation lacks (left out for ``all``,
+    refused when asked for by name)."""
+    kinds = parse_emit(emit)
+    lacking = [k for k in kinds if k not in op.files or (k == "bench" and op.name == "gather" and plan.target != "cuda")]
+    if lacking and not said_all(emit):
+        why = ("the gather bench is CUDA only" if op.name == "gather" else
+               "llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)" if op.name == "mma" else
+               f"the bench times register conversions; this pair is a {op.name} ({op.moves})")
+        raise ValueError(f"--emit {lacking[0]}: {why}")
+    return tuple(k for k in kinds if k not in lacking)
+
+
+def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda", arch: str | None = None,
+                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
+                     shape: Any = None, name: str | None = None, emit: Sequence[str] | str | None = None,
+                     root: str | None = None, strides: Any = None, warps: int | None = None,
+                     scratch_buffers: int = 1, scratch_per_warp: bool = False) -> Generated:
+    """Plan and render (in memory) the files ``llgen convert`` writes.
+
+    ``src``/``dst`` are spec paths as the user gave them (recorded in the
+    header's command); they are opened relative to ``root`` when given."""
+    parse_emit(emit)
+    if name is not None:
+        check_name(name)
+    out_name = name if name is not None else default_name(src, dst)
+    s, s_spec = load_layout(os.path.join(root, src) if root else src, shape, "source", memory_ok=True)
+    d, d_spec = load_layout(os.path.join(root, dst) if root else dst, shape, "destination", memory_ok=True)
+    plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
+                           swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps,
+                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
+    kinds = _kinds(operation_of(plan), emit, plan)
+    command = command_line("convert", src=src, dst=dst, dtype=dtype, target=plan.target, arch=plan.arch,
+                           strategy=strategy, swizzle=swizzle, smem_budget=smem_budget,
+                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp, shape=shape,
+                           warps=warps, strides=strides, name=name)
+    back = (back_plan(plan, s, d, strategy, swizzle, smem_budget, scratch_buffers, scratch_per_warp)
+            if "bench" in kinds else None)
+    files = render_files(plan, out_name, kinds, command, layout_text(s, s_spec, os.fspath(src)),
+                         layout_text(d, d_spec, os.fspath(dst)), back)
+    return Generated(plan, out_name, command, files)
+
+
 def plan_gather(src: Any, index: Any, axis: int, dtype: str = "f16", index_dtype: str = "i32",
                 target: str = "cuda", arch: str | None = None, strategy: str = "auto"):
     """Plan ``out = gather(src, index, axis)`` (``gather.plan_gather``); each
     layout may be a LinearLayout, a Spec, a spec mapping or a spec path."""
-    s, _ = load_layout(src, None, "source")
-    i, _ = load_layout(index, None, "index")
-    return plan_gather_layouts(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
-                         strategy=strategy)
-
-
-def gather_command(src: str, index: str, axis: int, dtype: str, index_dtype: str, target: str, arch: str | None,
-                   strategy: str, name: str | None) -> str:
-    """The normalised ``llgen gather`` command recorded in a header (no -o, no --emit)."""
-    q = shlex.quote
-    parts = ["llgen", "gather", "--src", q(os.fspath(src)), "--index", q(os.fspath(index)), "--axis", str(axis),
-             "--dtype", dtype, "--index-dtype", index_dtype, "--target", target]
-    if arch:
-        parts += ["--arch", arch]
-    if strategy != "auto":
-        parts += ["--strategy", strategy]
-    if name is not None:
-        parts += ["--name", name]
-    return " ".join(parts)
+    s, s_spec = load_layout(src, None, "source")
+    i, i_spec = load_layout(index, None, "index")
+    check_sides([("source", s, s_spec), ("index", i, i_spec)], get_target(target, arch), shapes=False)
+    return OPERATIONS["gather"].plan(Request((Endpoint(s, "registers"), Endpoint(i, "registers")), dtype, target,
+                                             arch, strategy, {"axis": axis, "index_dtype": index_dtype}))
 
 
 def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtype: str = "i32",
@@ -387,26 +345,21 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
                  emit: Sequence[str] | str | None = None, root: str | None = None) -> Generated:
     """Plan and render (in memory) the files ``llgen gather`` writes; spec
     paths are recorded as given and opened relative to ``root`` when given."""
-    kinds = parse_emit(emit)
+    parse_emit(emit)
     if name is not None:
         check_name(name)
     out_name = name if name is not None else gather_name(src, axis)
     s, s_spec = load_layout(os.path.join(root, src) if root else src, None, "source")
     i, i_spec = load_layout(os.path.join(root, index) if root else index, None, "index")
-    check_sides([("source", s, s_spec), ("index", i, i_spec)], get_target(target, arch), shapes=False)
-    plan = plan_gather_layouts(s, i, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch,
-                         strategy=strategy)
-    if "bench" in kinds and plan.target != "cuda":
-        if not said_all(emit):
-            raise ValueError("--emit bench: the gather bench is CUDA only")
-        kinds = tuple(k for k in kinds if k != "bench")
-    command = gather_command(src, index, axis, dtype, index_dtype, plan.target, plan.arch, strategy, name)
+    plan = plan_gather(s_spec or s, i_spec or i, axis, dtype, index_dtype, target, arch, strategy)
+    kinds = _kinds(OPERATIONS["gather"], emit, plan)
+    command = command_line("gather", src=src, index=index, axis=axis, dtype=dtype, index_dtype=index_dtype,
+                           target=plan.target, arch=plan.arch, strategy=strategy, name=name)
     files = render_files(plan, out_name, kinds, command, layout_text(s, s_spec, os.fspath(src)),
                          layout_text(i, i_spec, os.fspath(index)))
     return Generated(plan, out_name, command, files)
 
 
-# ---------------------------------------------------------------------- mma
 def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32", target: str = "cuda",
              arch: str | None = None, version: int | None = None) -> MmaPlan:
     """Plan ``acc += A @ B`` for one CTA tile (``plan/mma.py``): ``acc`` an ``nvidia_mma`` layout (v3:
@@ -428,38 +381,33 @@ def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32
         raise ValueError("give the accumulator's nvidia_mma version (3: wgmma, 2: mma.sync)")
     elif arch is None and target == "cuda" and version == 3:
         arch = "sm_90a"                                  # wgmma exists only there
-    ops = []
+    operands = []
     for what, x in (("A", a), ("B", b)):
-        L, spec = load_layout(x, None, what, memory_ok=True)
-        space = _space(L, spec)
-        if space == "global":
+        e, spec = endpoint(x, None, what)
+        if e.space == "global":
             raise SpecError(spec.source, "kind", f"{what} is a global tile; the MMA reads shared memory or registers")
-        bits = getattr(spec.layout, "element_bitwidth", None) if spec is not None else None
-        if bits is not None and bits != 8 * AB_BYTES.get(dtype, 0):
-            raise SpecError(spec.source, "element_bitwidth", f"{bits}: the layout is made for {bits}-bit elements, "
-                                                             f"--dtype {dtype} has {8 * AB_BYTES.get(dtype, 0)}")
-        ops += [L, space]
-    return plan_mma_layouts(acc_l, ops[0], ops[2], ops[1], ops[3], version, dtype, acc_dtype, target, arch)
+        bits = 8 * AB_BYTES.get(dtype, 0)
+        if e.element_bits is not None and e.element_bits != bits:
+            raise SpecError(spec.source, "element_bitwidth", f"{e.element_bits}: the layout is made for "
+                                                             f"{e.element_bits}-bit elements, --dtype {dtype} has {bits}")
+        operands.append(e)
+    return OPERATIONS["mma"].plan(Request((Endpoint(acc_l, "registers"), *operands), dtype, target, arch,
+                                          options={"version": version, "acc_dtype": acc_dtype}))
 
 
 def mma_files(acc: str, a: str, b: str, dtype: str = "f16", acc_dtype: str = "f32", target: str = "cuda",
               arch: str | None = None, name: str | None = None, emit: Sequence[str] | str | None = None,
               root: str | None = None) -> Generated:
     """Plan and render (in memory) the files ``llgen mma`` writes (header, harness)."""
-    kinds = parse_emit(emit)
-    if "bench" in kinds:
-        if not said_all(emit):
-            raise ValueError("--emit bench: llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)")
-        kinds = tuple(k for k in kinds if k != "bench")
+    parse_emit(emit)
     if name is not None:
         check_name(name)
     out_name = name if name is not None else mma_name(acc)
     at = (lambda p: os.path.join(root, p)) if root else (lambda p: p)
     plan = plan_mma(at(acc), at(a), at(b), dtype, acc_dtype, target, arch)
-    q = shlex.quote
-    command = " ".join(["llgen", "mma", "--acc", q(os.fspath(acc)), "--a", q(os.fspath(a)), "--b", q(os.fspath(b)),
-                        "--dtype", dtype, "--acc-dtype", acc_dtype, "--target", plan.target, "--arch", plan.arch]
-                       + (["--name", name] if name is not None else []))
+    kinds = _kinds(OPERATIONS["mma"], emit, plan)
+    command = command_line("mma", acc=acc, a=a, b=b, dtype=dtype, acc_dtype=acc_dtype, target=plan.target,
+                           arch=plan.arch, name=name)
     return Generated(plan, out_name, command, render_files(plan, out_name, kinds, command))
 
 
@@ -476,25 +424,23 @@ def write_rendered(files: Mapping[str, str], directory: str | os.PathLike, optio
 
 
 # ------------------------------------------------ rendering a plan (by hand)
-def plan_render(plan: ConversionPlan, kind: str = "header", name: str = "cvt", command: str = "",
+def plan_render(plan: Transfer, kind: str = "header", name: str = "cvt", command: str = "",
                 src_layout_text: str | None = None, dst_layout_text: str | None = None,
-                back: ConversionPlan | None = None) -> str:
+                back: Transfer | None = None) -> str:
     check_name(name)
     if kind == "bench" and back is None:
-        s, d = _layouts_of(plan)
-        back = back_plan(plan, s, d)
+        back = back_plan(plan, *layout_bases(plan))
     return render(plan, kind, name, command, src_layout_text, dst_layout_text, back)
 
 
-def plan_write(plan: ConversionPlan, directory: str | os.PathLike, name: str = "cvt",
+def plan_write(plan: Transfer, directory: str | os.PathLike, name: str = "cvt",
                emit: Sequence[str] | str | None = ("header", "harness"), command: str = "",
                src_layout_text: str | None = None, dst_layout_text: str | None = None,
-               back: ConversionPlan | None = None) -> list[str]:
+               back: Transfer | None = None) -> list[str]:
     kinds = parse_emit(emit)
     check_name(name)
     if "bench" in kinds and back is None:
-        s, d = _layouts_of(plan)
-        back = back_plan(plan, s, d)
+        back = back_plan(plan, *layout_bases(plan))
     names = file_names(plan.target, name)
     files = {names[k]: plan_render(plan, k, name, command, src_layout_text, dst_layout_text, back) for k in kinds}
     return write_rendered(files, directory, option="directory")
@@ -503,29 +449,28 @@ def plan_write(plan: ConversionPlan, directory: str | os.PathLike, name: str = "
 # ------------------------------------------- conveniences on the plan classes
 # Plans are data: plan/ imports nothing above it.  The API sees every stage, so it
 # gives the plan classes the methods the README shows (summary, render, write).
-def _summary(self: ConversionPlan | GatherPlan) -> str:
-    """The readable plan (``llgen plan``'s text; ``plan/report.summary``)."""
+def _summary(self: Any) -> str:
+    """The readable plan (``llgen plan``'s text; the operation's summary in the registry)."""
     return summary(self)
 
 
-def _render(self: ConversionPlan, kind: str = "header", name: str = "cvt", command: str = "",
+def _render(self: Transfer, kind: str = "header", name: str = "cvt", command: str = "",
             src_layout_text: str | None = None, dst_layout_text: str | None = None,
-            back_plan: ConversionPlan | None = None) -> str:
+            back_plan: Transfer | None = None) -> str:
     """Source text of one generated file (``header``, ``harness`` or ``bench``; the
     bench plans the reverse conversion itself unless ``back_plan`` is given)."""
     return plan_render(self, kind, name, command, src_layout_text, dst_layout_text, back_plan)
 
 
-def _write(self: ConversionPlan, directory: str, name: str = "cvt", emit: Any = ("header", "harness"),
+def _write(self: Transfer, directory: str, name: str = "cvt", emit: Any = ("header", "harness"),
            command: str = "", src_layout_text: str | None = None, dst_layout_text: str | None = None,
-           back_plan: ConversionPlan | None = None) -> list[str]:
+           back_plan: Transfer | None = None) -> list[str]:
     """Render ``emit`` (kinds, a comma list or ``all``) first, then write each file
     atomically into ``directory`` (created if missing); returns the paths."""
     return plan_write(self, directory, name, emit, command, src_layout_text, dst_layout_text, back_plan)
 
 
-ConversionPlan.summary = _summary
-ConversionPlan.render = _render
-ConversionPlan.write = _write
-GatherPlan.summary = _summary
-MmaPlan.summary = _summary
+for _op in OPERATIONS.values():
+    _op.plan_type.summary = _summary
+Transfer.render = _render
+Transfer.write = _write

@@ -332,7 +332,7 @@ _SCRATCH_PER_WARP = click.option(
 @_conversion_options()
 @click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the plan as JSON (the text ConversionPlan.to_json() returns).")
+              help="Print the plan as JSON (the text Transfer.to_json() returns).")
 @_SCRATCH_BUFFERS
 @_SCRATCH_PER_WARP
 def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
@@ -415,11 +415,11 @@ def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[s
                     target=target, arch=arch, strategy=strategy, swizzle=swizzle, smem_budget=smem_budget,
                     shape=shape, name=None)]
     planned = plan_jobs(jobs)                 # every input checked before looking for a GPU
-    from ll_codegen.verify import gpu
+    from ll_codegen.run import gpu
     reason = gpu.available() if needs_gpu(planned, host) else None
     if reason is not None:
         raise CLIError(f"cannot verify: {reason} (--host runs on the CPU)")
-    from ll_codegen.verify import host as host_runtime
+    from ll_codegen.run import host as host_runtime
     if needs_host(planned, host) and host_runtime.compiler() is None:
         raise CLIError("cannot verify: the host SIMT runtime (HIP rows, --host) needs clang++ (apt-get install clang)")
     rows, failed = run_jobs(planned, runs=runs, seed=seed, echo=click.echo, host=host)
@@ -442,7 +442,7 @@ def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas
     """Time the CUDA conversion --src -> --dst on the GPU (round-trip bench
     kernel, CUDA events, median of repeats) against llgen's naive shared-memory
     plan, Triton's convert_layout and the hardware bound; prints a table."""
-    from ll_codegen.verify import gpu
+    from ll_codegen.run import gpu
     from ll_codegen.api import plan_conversion
     _need(src, dst)
     if iters < 1:

@@ -15,9 +15,10 @@ from ll_codegen.api import DEFAULT_SMEM_BUDGET, plan_conversion
 from ll_codegen.core import limits
 from ll_codegen.core.dtypes import DTYPE_BYTES
 from ll_codegen.emit.names import check_name, stem_ident
-from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.plan.plans import Transfer
 from ll_codegen.spec import SpecError, load_spec, parse_yaml, read_spec_text, spec_from_dict
-from ll_codegen.verify import gpu, host as host_runtime
+from ll_codegen.run import gpu
+from ll_codegen.run import host as host_runtime
 
 
 @dataclass
@@ -134,7 +135,7 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
     return jobs
 
 
-def plan_jobs(jobs: Sequence[VerifyJob]) -> list[tuple[VerifyJob, str, ConversionPlan]]:
+def plan_jobs(jobs: Sequence[VerifyJob]) -> list[tuple[VerifyJob, str, Transfer]]:
     """(job, dtype, plan) for every row; raises ValueError for bad inputs."""
     out = []
     for job in jobs:
@@ -146,22 +147,22 @@ def plan_jobs(jobs: Sequence[VerifyJob]) -> list[tuple[VerifyJob, str, Conversio
     return out
 
 
-def needs_gpu(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], host: bool) -> bool:
+def needs_gpu(planned: Sequence[tuple[VerifyJob, str, Transfer]], host: bool) -> bool:
     """Whether ``run_jobs`` needs a CUDA GPU (CUDA rows not sent to the host runtime)."""
     return not host and any(p.target == "cuda" for _, _, p in planned)
 
 
-def needs_host(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], host: bool) -> bool:
+def needs_host(planned: Sequence[tuple[VerifyJob, str, Transfer]], host: bool) -> bool:
     """Whether ``run_jobs`` runs rows on the host SIMT runtime (HIP rows, every row with ``host``)."""
     return any(host or p.target != "cuda" for _, _, p in planned)
 
 
-def run_jobs(planned: Sequence[tuple[VerifyJob, str, ConversionPlan]], runs: int = 2, seed: int = 0,
+def run_jobs(planned: Sequence[tuple[VerifyJob, str, Transfer]], runs: int = 2, seed: int = 0,
              echo=print, host: bool = False) -> tuple[list[tuple[str, str, str, str]], int]:
     """Verify every planned row and print a table through ``echo`` as rows
     finish; returns (rows, number of failures).  CUDA rows run on the GPU
     (CuPy) unless ``host``; HIP rows (no AMD GPU is driven here) and, with
-    ``host``, CUDA rows run on the host SIMT runtime (``host.py``)."""
+    ``host``, CUDA rows run on the host SIMT runtime (``run/host.py``)."""
     heads = ("pair", "dtype", "strategy", "result")
     w = [max([len(heads[0])] + [len(j.pair) for j, _, _ in planned]),
          max([len(heads[1])] + [len(d) for _, d, _ in planned]),

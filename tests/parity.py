@@ -1,8 +1,8 @@
-"""Compare our bases with Triton's for many seeded random specs (issue 10).
+"""Compare our bases with Triton's for many seeded random specs.
 
 ``compare(specs)`` classifies each spec as ``equal``, ``mismatch``, ``we
 reject``, ``Triton rejects`` or ``both reject``; ``DOCUMENTED`` lists every
-accept/reject disagreement we keep on purpose (README, "Differences from
+accept/reject disagreement we keep on purpose (docs/specs.md, "Parity with
 Triton"), each as a predicate on (spec, message) and its reason.  Used by
 ``tests/test_triton_parity.py`` (a CI sample) and by
 ``python tests/parity.py N`` (the on-demand sweep, a table per kind).
@@ -35,7 +35,7 @@ def _no_empty_block(bases: dict) -> dict:
     return {k: v for k, v in bases.items() if not (k == "block" and not v)}
 
 
-# (side that rejects, predicate(spec, message), reason) -- README lists the same
+# (side that rejects, predicate(spec, message), reason) -- docs/specs.md lists the same
 DOCUMENTED: list[tuple[str, Callable[[dict, str], bool], str]] = [
     ("we reject", lambda s, m: "whole warp groups" in m,
      "wgmma accumulators come from whole warp groups (4 warps along M); Triton's to_linear_layout does not check it"),

@@ -1,4 +1,4 @@
-"""Stratified samples for the host-run, emulator and PTX tests (issue 28): coverage by construction.
+"""Stratified samples for the host-run, emulator and PTX tests: coverage by construction.
 
 A random sample leaves rare forms to luck (stmatrix appeared in 1 of ~860 sampled host runs).
 Here every plan gets *labels* -- its strategy and access forms, read off the plan itself
@@ -49,7 +49,7 @@ def labels(plan, kind: str | None = None) -> set[str]:
     if op == "gather":
         return {f"{t}:gather:{plan.strategy}"}
     if op == "copy":
-        return {f"{t}:copy:{'async' if plan.copy.async_copy else 'sync'}"}
+        return {f"{t}:copy:{'async' if plan.async_copy else 'sync'}"}
     if op in ("store", "load"):
         out.add(f"{t}:{op}:{kind or plan.memory.space}")
         plan = plan.via or plan
@@ -82,14 +82,14 @@ def labels(plan, kind: str | None = None) -> set[str]:
 
 # ------------------------------------------------------------------ recipes
 def _pair(rng: random.Random, lanes: int, same_warps=None):
-    from llgen_bench.corpus import random_pair
+    from ll_codegen.testing.corpus import random_pair
     return random_pair(rng, lanes=lanes, same_warps=same_warps)
 
 
 def _swapped(rng: random.Random, lanes: int):
     """A pair whose destination swaps one or two register bases with lane bases of the source:
     data moves between lanes by a fixed xor (xor-form shuffles)."""
-    from llgen_bench.corpus import random_layout
+    from ll_codegen.testing.corpus import random_layout
     from ll_codegen.core.layout import LinearLayout
     warps = 1 << rng.randint(0, 3)
     total = lanes.bit_length() - 1 + warps.bit_length() - 1 + rng.randint(1, 5)
@@ -159,7 +159,7 @@ def conversions(rng: random.Random, target: str, arch: str, lanes: int, dtype: s
 
 def memory(rng: random.Random, target: str, arch: str, lanes: int, dtype: str, kind: str, direction: str):
     """A random distributed layout stored to / loaded from a random ``kind`` tile."""
-    from llgen_bench.corpus import random_layout, random_memory_tile
+    from ll_codegen.testing.corpus import random_layout, random_memory_tile
     from ll_codegen.plan.planner import DTYPE_BYTES, plan_memory
     warps = 1 << rng.randint(0, 3)
     total = lanes.bit_length() - 1 + warps.bit_length() - 1 + rng.randint(0, 5)
@@ -173,7 +173,7 @@ def memory(rng: random.Random, target: str, arch: str, lanes: int, dtype: str, k
 
 
 def copy(rng: random.Random, target: str, arch: str, lanes: int, dtype: str):
-    from llgen_bench.corpus import random_memory_tile
+    from ll_codegen.testing.corpus import random_memory_tile
     from ll_codegen.plan.planner import DTYPE_BYTES, plan_copy
     total = rng.randint(3, 12)
     d0 = rng.randint(0, total)
@@ -184,7 +184,7 @@ def copy(rng: random.Random, target: str, arch: str, lanes: int, dtype: str):
 
 
 def gathers(rng: random.Random, target: str, arch: str, lanes: int, dtype: str) -> list:
-    from llgen_bench.corpus import random_gather_pair
+    from ll_codegen.testing.corpus import random_gather_pair
     from ll_codegen.plan.gather import plan_gather
     src, idx, axis = random_gather_pair(rng, lanes, local=rng.random() < 0.5)
     out = []

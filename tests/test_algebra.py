@@ -1,4 +1,4 @@
-"""F2 laws of LinearLayout (issue: linear layout core).  Hypothesis, derandomized."""
+"""F2 laws of LinearLayout (``core/layout.py``): composition, products, division, inverses, reshapes.  Hypothesis, derandomized."""
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
@@ -107,7 +107,7 @@ def test_apply_all_matches_apply(L):
         assert list(table[idx]) == list(L.apply(**point).values())
 
 
-def test_product_order_semantics_seed_002():
+def test_product_order_semantics():
     a = LinearLayout.identity_1d(4, "i", "o") * LinearLayout.zeros_1d(2, "i", "o")
     b = LinearLayout.zeros_1d(2, "i", "o") * LinearLayout.identity_1d(4, "i", "o")
     xs = range(8)

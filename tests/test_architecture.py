@@ -5,7 +5,8 @@
   import graph has no cycle.  Function-local imports count: they hide circles, they do
   not remove them.
 * No module imports another module's underscore name (seams where they belong).
-* No GPU timing code in the library (it lives under bench/).
+* No GPU timing code in the library (it lives under bench/); the library does not import the
+  bench package except in ``llgen bench`` (lazily, behind a one-line error).
 * No module over 600 lines.
 * Every stage's per-operation table covers exactly the operations of ``plan/operations.py``.
 
@@ -26,7 +27,14 @@ PKG = "ll_codegen"
 
 #: stage of each top-level module or subpackage; a module may import stages <= its own
 STAGES = {"core": 0, "layouts": 1, "spec": 2, "plan": 2, "emit": 3, "verify": 4,
-          "api": 5, "jobs": 6, "regenerate": 6, "cli": 7, "__main__": 8, "__init__": 8}
+          "api": 5, "jobs": 6, "regenerate": 6, "cli": 7, "__main__": 8, "__init__": 8, "testing": 8}
+
+#: the parts of verify/, in the same one-direction order: the vendor models, the emulators
+#: (numpy references, counters), the compilers' output read back
+VERIFY_PARTS = {"models": 0, "emulate": 1, "ptx": 2}
+
+#: the one place the library may import the bench package: ``llgen bench``, lazily
+BENCH_IMPORTS = {("ll_codegen.cli", "bench")}
 
 TIMING = re.compile(r"gluon\.jit|cudaEventElapsedTime|torch\.cuda\.Event|Event\(\)\.record|do_bench|cuda\.Event\(")
 
@@ -125,6 +133,43 @@ def test_one_direction():
     assert upward(EDGES) == []
 
 
+def test_verify_parts_one_direction():
+    """Inside verify/: models <- emulate <- ptx, never backwards."""
+    def part(m):
+        parts = m.split(".")
+        return VERIFY_PARTS[parts[2]] if len(parts) > 3 and parts[1] == "verify" else None
+    assert all(part(m) is not None for m in EDGES if m.count(".") > 2 and m.split(".")[1] == "verify")
+    assert sorted(f"{m} imports {t}" for m, ts in EDGES.items() for t in ts
+                  if part(m) is not None and part(t) is not None and part(t) > part(m)) == []
+
+
+def bench_imports(root: pathlib.Path, pkg: str = PKG) -> set[tuple[str, str]]:
+    """(module, enclosing function or '') of every import of ``llgen_bench`` in the package."""
+    out = set()
+    for m, path in modules(root, pkg).items():
+        def visit(node, func):
+            for child in ast.iter_child_nodes(node):
+                f = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else func
+                names = ([a.name for a in child.names] if isinstance(child, ast.Import) else
+                         [child.module or ""] if isinstance(child, ast.ImportFrom) and not child.level else [])
+                if any(n == "llgen_bench" or n.startswith("llgen_bench.") for n in names):
+                    out.add((m, func))
+                visit(child, f)
+        visit(ast.parse(path.read_text(encoding="utf-8")), "")
+    return out
+
+
+def test_library_does_not_import_the_bench_package():
+    assert bench_imports(ROOT) <= BENCH_IMPORTS
+
+
+def test_a_planted_bench_import_is_found(tmp_path):
+    root = _package(tmp_path, {"__init__.py": "", "testing/__init__.py": "",
+                               "testing/corpus.py": "def f():\n    from llgen_bench.corpus import NAMED\n",
+                               "cli.py": "import llgen_bench.convert\n"})
+    assert bench_imports(root) == {("ll_codegen.testing.corpus", "f"), ("ll_codegen.cli", "")}
+
+
 def test_every_module_has_a_stage():
     assert all(m.split(".")[1] in STAGES for m in EDGES if m != PKG), sorted(EDGES)
 
@@ -146,9 +191,9 @@ def test_every_stage_dispatches_every_operation():
     from ll_codegen.emit.render import OPERATIONS as RENDERERS
     from ll_codegen.plan.operations import OPERATIONS
     from ll_codegen.plan.report import SUMMARIES
-    from ll_codegen.verify.emulator import CHECKS
+    from ll_codegen.verify.emulate.check import CHECKS
     from ll_codegen.verify.harness import OPERATIONS as HARNESSES
-    from ll_codegen.verify.ptx_check import WANTS
+    from ll_codegen.run.ptx_check import WANTS
     for table in (SUMMARIES, RENDERERS, CHECKS, HARNESSES, WANTS):
         assert set(table) == set(OPERATIONS)
 
@@ -205,3 +250,50 @@ def test_every_package_is_installed():
     listed = set(re.findall(r'"([\w.]+)"', re.search(r"^packages = \[(.*?)\]", text, re.S | re.M).group(1)))
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / PKG).rglob("__init__.py")}
     assert found - listed == set()
+
+
+#: where the project's history may not be cited: code, templates, tests, benches, examples, docs
+HISTORY_SCANNED = ("ll_codegen", "templates", "tests", "gpu_tests", "bench", "examples", "docs", "generated",
+                   "cmake", ".ci", "README.md")
+HISTORY = re.compile(r"\b(?:[Ii]ssues?|[Ss]essions?) #?\d")
+
+
+def history_citations(root: pathlib.Path = ROOT) -> list[str]:
+    """``path:line: text`` of every "issue N" / "session N" in a text file of HISTORY_SCANNED;
+    recorded results (``RESULTS*``, ``results*.json``) may keep their dates and commits."""
+    out = []
+    for top in HISTORY_SCANNED:
+        base = root / top
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for p in files:
+            if "__pycache__" in p.parts or p.name.upper().startswith("RESULTS"):
+                continue
+            try:
+                text = p.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue                                     # binary files (plots, caches)
+            for n, line in enumerate(text.splitlines(), 1):
+                if HISTORY.search(line):
+                    out.append(f"{p.relative_to(root)}:{n}: {line.strip()[:100]}")
+    return out
+
+
+def test_no_history_citations():
+    """A reader meets what the code does, not the tickets it came from: no "issue N" or
+    "session N" in code, comments, docstrings, test names, templates or docs."""
+    assert history_citations() == []
+
+
+def test_history_citations_are_found(tmp_path):
+    issue, session = "issue", "Session"                 # spelled apart so this file does not cite them
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(f'"""Checks ({issue} 12)."""\n# from {session} 28\nx = 1\n')
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "RESULTS.md").write_text(f"run of {session} 28\n")
+    assert history_citations(tmp_path) == [f'tests/test_x.py:1: """Checks ({issue} 12)."""',
+                                           f"tests/test_x.py:2: # from {session} 28"]
+
+
+def test_readme_is_short():
+    """The README is read in ten minutes; the manual lives in docs/."""
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 300

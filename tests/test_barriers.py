@@ -1,4 +1,4 @@
-"""Barrier scope of shared-memory plans (issue 14 item 1): in a plan whose data
+"""Barrier scope of shared-memory plans: in a plan whose data
 stays inside warps, the barrier between the stores and the loads is
 ``__syncwarp()`` (HIP: a wavefront barrier) instead of ``__syncthreads()``.
 The barrier before the stores stays block-wide: the scratch may still be read
@@ -17,12 +17,12 @@ import random
 
 import pytest
 
-from ll_codegen.verify import host
+from ll_codegen.run import host
 from ll_codegen.api import plan_conversion
-from llgen_bench.corpus import MMA, blocked
+from ll_codegen.testing.corpus import MMA, blocked
 from ll_codegen.core.layout import layout_of
-from ll_codegen.verify.emulate_common import SmemError
-from ll_codegen.verify.emulate_convert import check_plan
+from ll_codegen.verify.emulate.common import SmemError
+from ll_codegen.verify.emulate.convert import check_plan
 from ll_codegen.emit.render import render
 from ll_codegen.plan.swizzle import warp_local
 from toolchain import random_plans
@@ -30,7 +30,7 @@ from toolchain import random_plans
 ROW = blocked([1, 8], [4, 8], [4, 1], [1, 0], [64, 64])
 ROW4 = blocked([1, 4], [4, 8], [4, 1], [1, 0], [64, 64])
 COL = blocked([8, 1], [8, 4], [1, 4], [0, 1], [64, 64])
-# the warp-local transpose of issue 14: each warp holds an 8x32 block, registers along
+# a warp-local transpose: each warp holds an 8x32 block, registers along
 # columns before and along rows after (no common register bits), 8 warps
 WARP_T_SRC = blocked([1, 8], [8, 4], [8, 1], [1, 0], [64, 32])
 WARP_T_DST = blocked([8, 1], [1, 32], [8, 1], [1, 0], [64, 32])

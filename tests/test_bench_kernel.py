@@ -10,10 +10,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from ll_codegen.verify import host
+from ll_codegen.run import host
 from ll_codegen.api import back_plan, plan_conversion
 from llgen_bench.timing import expected_output
-from llgen_bench.corpus import COL, MMA, ROW
+from ll_codegen.testing.corpus import COL, MMA, ROW
 from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.emit.render import write_files
 from ll_codegen.spec import spec_from_dict

@@ -1,4 +1,4 @@
-"""The conversion bench's headline is recomputed from a recorded results file (issue 27).
+"""The conversion bench's headline is recomputed from a recorded results file.
 
 ``bench/bench_convert.py`` stores every row and its ``headline`` in ``results.json``; the headline is
 what ``bench/RESULTS.md`` quotes.  Here ``llgen_bench.headline`` recomputes it from the rows alone --

@@ -1,4 +1,4 @@
-"""Issue 13 items 5-7, 11, 14: enumerated options are click Choices (one
+"""The command line's options and output files: enumerated options are click Choices (one
 error line, shell completion), --src/--dst required, ``llgen regenerate``
 from any folder, plan candidates cheapest first, and output files: every
 target checked first, all written or none, paths quoted in the one error
@@ -55,7 +55,7 @@ def _listing(folder):
     return sorted(out)
 
 
-# ------------------------------------------------------ item 5: Choice options
+# -------------------------------------------------------------- Choice options
 @pytest.mark.parametrize("command", ["plan", "convert", "verify"])
 @pytest.mark.parametrize("option, value", [("--target", "metal"), ("--arch", "sm_70"), ("--strategy", "fast"),
                                            ("--swizzle", "xor"), ("--dtype", "f17")])
@@ -100,7 +100,7 @@ def test_shell_completion_offers_choices():
     assert p.returncode == 0 and "_llgen_completion" in p.stdout
 
 
-# ------------------------------------------------------------ item 6: regenerate
+# -------------------------------------------------------------------- regenerate
 def test_regenerate_check_from_another_folder(tmp_path):
     gen = os.path.join(ROOT, "generated")
     env = dict(os.environ, PYTHONPATH=ROOT)
@@ -127,7 +127,7 @@ def test_regenerate_bad_dir_is_one_line(tmp_path):
     _one_error_line(_run(["regenerate", "generated", "--manifest", "generated/manifest.yaml"]), "not both")
 
 
-# ---------------------------------------------------- item 7: sorted candidates
+# ------------------------------------------------------------ sorted candidates
 @pytest.mark.parametrize("src, dst, extra", [
     (ROW, MMA22, []), (ROW, COL, []), (S + "mma_v2_4x1_64x64.yaml", S + "dot_a_4x1_kw4_64x64.yaml",
                                        ["--dtype", "f8e4m3"]),
@@ -151,7 +151,7 @@ def test_to_json_is_text_to_dict_is_data():
     assert json.loads(p.to_json()) == json.loads(json.dumps(p.to_dict()))
 
 
-# ------------------------------------------- items 11, 14: output files and paths
+# --------------------------------------------------------- output files and paths
 def test_long_name_writes_nothing(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -1,5 +1,5 @@
 """``llgen plan``, ``llgen convert``, ``llgen verify`` (its input checks), the
-Python API (``ll_codegen.plan_conversion``, ``ConversionPlan.render/write``)
+Python API (``ll_codegen.plan_conversion``, ``Transfer.render/write``)
 and ``llgen regenerate`` / ``python -m ll_codegen.regenerate`` (reproduces ``generated/`` byte for
 byte: the CI diff check).  CPU only and fast."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import cli  # noqa: E402
-from ll_codegen import ConversionPlan, LinearLayout, load_spec, plan_conversion  # noqa: E402
+from ll_codegen import Transfer, LinearLayout, load_spec, plan_conversion  # noqa: E402
 from ll_codegen.api import default_name, parse_emit  # noqa: E402
 
 S = "examples/specs/"
@@ -304,7 +304,7 @@ def test_verify_corpus_example_is_valid():
     jobs = load_corpus(os.path.join(ROOT, "examples", "verify", "corpus.yaml"))
     rows = plan_jobs(jobs)
     assert len(jobs) >= 10 and {p.strategy for _, _, p in rows} == {"noop", "register", "shuffle", "smem", "shuffle+smem"}
-    assert any(p.smem is not None and len(p.smem.rounds) > 1 for _, _, p in rows)
+    assert any(p.operation == "convert" and p.smem is not None and len(p.smem.rounds) > 1 for _, _, p in rows)
 
 
 def test_verify_usage_errors():
@@ -313,7 +313,7 @@ def test_verify_usage_errors():
 
 
 def test_verify_without_gpu_says_why():
-    from ll_codegen.verify import gpu
+    from ll_codegen.run import gpu
     reason = gpu.available()
     if reason is None:
         pytest.skip("a GPU is present: llgen verify would run")
@@ -326,7 +326,7 @@ def test_verify_without_gpu_says_why():
 def test_verify_on_the_host_without_clang_says_why(monkeypatch):
     """No clang++: one error line and status 2, not a table of FAIL rows (the row count once said
     they had "passed or skipped")."""
-    from ll_codegen.verify import host
+    from ll_codegen.run import host
     monkeypatch.setattr(host, "compiler", lambda: None)
     for args in (["verify", "--host", "--src", ROW, "--dst", COL], ["verify", "--src", ROW, "--dst", COL,
                                                                      "--target", "hip", "--arch", "gfx1030"]):
@@ -336,7 +336,7 @@ def test_verify_on_the_host_without_clang_says_why(monkeypatch):
 
 
 def test_bench_checks_inputs_then_says_why_without_gpu():
-    from ll_codegen.verify import gpu
+    from ll_codegen.run import gpu
     _one_error_line(_run(["bench", "--src", ROW, "--dst", "examples/slice_64.yaml"]), "shapes differ")
     _one_error_line(_run(["bench", "--src", ROW, "--dst", COL, "--iters", "0"]), "--iters")
     reason = gpu.available()
@@ -354,7 +354,7 @@ def test_python_api_accepts_specs_paths_and_layouts(tmp_path):
     p1 = plan_conversion(ROW, MMA22, dtype="f16")
     p2 = plan_conversion(a.linear, b.linear, dtype="f16")
     p3 = plan_conversion(a, d, dtype="f16")
-    assert isinstance(p1, ConversionPlan) and isinstance(a.linear, LinearLayout)
+    assert isinstance(p1, Transfer) and isinstance(a.linear, LinearLayout)
     assert p1 == p2 == p3 and p1.to_json() == p3.to_json()
     assert p1.summary().startswith("strategy: smem")
     header = p1.render("header", name="cvt")
@@ -405,14 +405,15 @@ def test_generated_coverage(manifest_build):
     assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans) + len(gathers) + len(mmas)
     assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy",
                                                     "tma"}
-    assert {(p.memory.space, p.strategy) for p in plans.values() if p.memory is not None} == {
+    assert {(p.memory.space, p.strategy) for p in plans.values() if p.operation in ("store", "load")} == {
         (sp, d) for sp in ("shared", "global") for d in ("store", "load")}
     assert {(p.target, p.arch) for p in plans.values()} >= {("cuda", "sm_90"), ("cuda", "sm_80"),
                                                              ("hip", "gfx90a"), ("hip", "gfx1030")}
     assert {p.elem_bytes for p in plans.values()} == {1, 2, 4, 8}
-    assert any(p.smem is not None and p.arch == "sm_90" and "matrix" in (p.smem.store_instr + p.smem.load_instr)
+    assert any(p.operation == "convert" and p.smem is not None and p.arch == "sm_90" and "matrix" in (p.smem.store_instr + p.smem.load_instr)
                for p in plans.values())
-    assert any(p.smem is not None and len(p.smem.rounds) > 1 and p.smem.bytes < 48 * 1024 for p in plans.values())
+    assert any(p.operation == "convert" and p.smem is not None and len(p.smem.rounds) > 1
+               and p.smem.bytes < 48 * 1024 for p in plans.values())
     assert plans["flash_attn_acc_to_dot_a_f16"].strategy == "noop"
     assert plans["flash_attn_acc_to_dot_a_f8"].strategy == "shuffle"
     assert any(len(p.shape) == 1 for p in plans.values())          # slice layouts
@@ -445,7 +446,7 @@ def test_generated_mma_acc_to_blocked_contract(manifest_build):
     (["convert", "--src", ROW, "--dst", COL, "-o", "README.md"], "is a file"),
 ])
 def test_usage_errors_are_one_line(args, frag):
-    """click's own usage errors follow the same rule as ours: one line, exit 2 (issue 13 item 5)."""
+    """click's own usage errors follow the same rule as ours: one line, exit 2."""
     r = subprocess.run([sys.executable, "-m", "ll_codegen", *args], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2, r.stderr
     assert r.stdout == "" and r.stderr.count("\n") == 1 and r.stderr.startswith("llgen: error: "), r.stderr

@@ -1,6 +1,5 @@
 """The CMake module (``cmake/LLGen.cmake``) and its example project
-(``examples/cmake/``) build with cmake and nvcc -- no GPU needed (issue 13
-item 8).
+(``examples/cmake/``) build with cmake and nvcc -- no GPU needed.
 
 The example is copied with the module and the spec files it reads into a
 temporary folder (so that touching a spec changes nothing in the checkout),

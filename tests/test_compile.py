@@ -40,8 +40,8 @@ import pytest
 import yaml
 
 from ll_codegen.api import plan_conversion as api_plan
-from llgen_bench.corpus import NAMED
-from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.testing.corpus import NAMED
+from ll_codegen.plan.plans import Transfer
 from ll_codegen.plan.planner import plan_conversion
 from ll_codegen.emit.render import file_names, write_files
 from ll_codegen.spec import spec_from_dict
@@ -70,11 +70,11 @@ CUDA_ARCHS = ("sm_80", "sm_90")
 @dataclass
 class Case:
     name: str
-    plan: ConversionPlan
+    plan: Transfer
     what: str                 # how to reproduce it
 
 
-def compile_archs(plan: ConversionPlan) -> tuple[str, ...]:
+def compile_archs(plan: Transfer) -> tuple[str, ...]:
     """The archs a conversion's source is compiled for."""
     if plan.target == "hip" or plan.arch == "sm_90a":       # sm_90a (TMA, wgmma): code for that target only
         return (plan.arch,)
@@ -191,13 +191,13 @@ def test_sample_mix():
     assert {(p.target, p.arch) for p in plans} >= {("cuda", "sm_80"), ("cuda", "sm_90"), ("hip", "gfx90a"),
                                                    ("hip", "gfx1030")}
     assert {"shuffle", "smem"} <= {p.strategy for p in plans}
-    assert {p.smem.swizzle for p in plans if p.smem is not None} == {"optimal", "none"}
+    assert {p.smem.swizzle for p in plans if p.operation == "convert" and p.smem is not None} == {"optimal", "none"}
     assert any(uses_matrix(p) for p in plans), "no ldmatrix/stmatrix plan in the sample"
-    assert any(p.copy is not None and p.copy.async_copy for p in plans)
-    assert any(p.copy is not None and not p.copy.async_copy for p in plans)
-    mem = {(p.memory.space, p.strategy) for p in plans if p.memory is not None}
+    assert any(p.operation == "copy" and p.async_copy for p in plans)
+    assert any(p.operation == "copy" and not p.async_copy for p in plans)
+    mem = {(p.memory.space, p.strategy) for p in plans if p.operation in ("store", "load")}
     assert mem == {(sp, d) for sp in ("shared", "global") for d in ("store", "load")}
-    assert any(p.memory is not None and uses_matrix(p) for p in plans), "no memory plan with ldmatrix"
+    assert any(p.operation in ("store", "load") and uses_matrix(p) for p in plans), "no memory plan with ldmatrix"
 
 
 def _compile_report(results) -> list[str]:
@@ -212,7 +212,7 @@ def test_sample_compiles(sample_build, tool):
     assert not bad, f"{len(bad)} compiler invocation(s) failed or warned; first:\n{bad[0]}"
 
 
-def count_check(plan: ConversionPlan, code: str, tool: str) -> tuple[list[str], list[str]]:
+def count_check(plan: Transfer, code: str, tool: str) -> tuple[list[str], list[str]]:
     """(hard, soft) differences between the plan and the code of one convert().
 
     Hard: every difference (CUDA issues inline PTX of exactly the planned
@@ -222,9 +222,9 @@ def count_check(plan: ConversionPlan, code: str, tool: str) -> tuple[list[str], 
     LDS (the backend promoted a thread-private array to LDS).  No barriers in
     a one-wave AMDGPU workgroup agree with the plan (there they are no-ops
     and the backend drops them)."""
-    if plan.copy is not None:
+    if plan.operation == "copy":
         return _copy_count_check(plan, code, tool), []
-    if plan.memory is not None:
+    if plan.operation in ("store", "load"):
         return _memory_count_check(plan, code, tool), []
     exp = expected(plan)
     hard, soft = [], []
@@ -239,7 +239,7 @@ def count_check(plan: ConversionPlan, code: str, tool: str) -> tuple[list[str], 
     one_wave = tool == "hip" and plan.threads <= plan.warp_size
     if got["bar"] != exp.get("bar", 0) and not (one_wave and got["bar"] == 0):
         hard.append(f"{names['bar']}: code has {got['bar']}, plan says {exp.get('bar', 0)}")
-    m = plan.smem
+    m = plan.smem if plan.operation == "convert" else None
     for kind, instr in (("st", m and m.store_instr), ("ld", m and m.load_instr)):
         g, want = got[kind], exp.get(kind, [])
         if instr and instr.startswith("matrix"):
@@ -262,7 +262,7 @@ def count_check(plan: ConversionPlan, code: str, tool: str) -> tuple[list[str], 
     return hard, soft
 
 
-def _copy_count_check(plan: ConversionPlan, code: str, tool: str) -> list[str]:
+def _copy_count_check(plan: Transfer, code: str, tool: str) -> list[str]:
     """A copy's harness (it moves the tile itself with plain C++, typed
     .u/.f and not counted): cp.async as planned, or the planned ld.global +
     st.shared widths.  HIP copies are compile-checked only (the harness's
@@ -279,7 +279,7 @@ def _copy_count_check(plan: ConversionPlan, code: str, tool: str) -> list[str]:
     return bad
 
 
-def _memory_count_check(plan: ConversionPlan, code: str, tool: str) -> list[str]:
+def _memory_count_check(plan: Transfer, code: str, tool: str) -> list[str]:
     """The probe kernel of a memory plan (only its planned accesses): CUDA st/ld.shared (.b-typed, with widths), stmatrix/ldmatrix
     and st/ld.global (.b-typed, with widths) as planned; AMDGPU ds_write /
     ds_read widths as planned (none for a global tile), none paired.  A
@@ -345,8 +345,10 @@ def _sample_counts(cases: dict[str, Case], results, tool: str) -> tuple[list[str
                 hard.append(f"{key}: {sym} holds counted instructions but belongs to no conversion")
         for n in names:
             p = cases[n].plan
-            if p.paths:     # run-time alignment paths, all in one call: not counted here -- each path's
-                continue    # harness variant runs on the host and through the PTX interpreter (test_ptx_text)
+            # run-time alignment paths, all in one call: not counted here -- each path's harness
+            # variant runs on the host and through the PTX interpreter (test_ptx_text)
+            if p.operation in ("store", "load", "copy") and p.paths:
+                continue
             if not per[n]:
                 hard.append(f"{n} ({arch}): no code found for its harness in {os.path.basename(asm)}")
                 continue
@@ -394,7 +396,7 @@ for _opt in ("--name", "--src", "--dst", "--dtype", "--target", "--arch", "--str
     _CONVERT.add_argument(_opt)
 
 
-def manifest_plans() -> dict[str, ConversionPlan]:
+def manifest_plans() -> dict[str, Transfer]:
     """name -> plan for every manifest entry whose arguments this test understands."""
     path = os.path.join(GENERATED, "manifest.yaml")
     if not os.path.exists(path):
@@ -450,7 +452,7 @@ def _conversion_name(path: str) -> str:
     return re.sub(r"(_harness|_bench)?\.(cuh|cu|h|hip)$", "", base)
 
 
-def file_archs(path: str, plans: dict[str, ConversionPlan]) -> tuple[str, ...]:
+def file_archs(path: str, plans: dict[str, Transfer]) -> tuple[str, ...]:
     """Archs to compile one generated file for: from the re-planned manifest
     entry, else from the file (stmatrix asm -> sm_90 only; a HIP
     header's kWarpSize 64 -> gfx90a, 32 -> gfx1030)."""
@@ -522,7 +524,7 @@ def _generated_counts(generated_build) -> tuple[list[str], list[str], int]:
             continue
         if plans[name].operation == "tma":     # no per-instruction plan counts: boxes, barriers (tests/test_tma.py)
             continue
-        if plans[name].paths:                  # run-time alignment: see _sample_counts
+        if plans[name].operation in ("store", "load", "copy") and plans[name].paths:   # run-time alignment
             continue
         keep = out + "_keep"
         tool = "cuda" if path.endswith(".cu") else "hip"
@@ -530,9 +532,9 @@ def _generated_counts(generated_build) -> tuple[list[str], list[str], int]:
         assert len(asm) == 1, (key, os.listdir(keep))
         with open(os.path.join(keep, asm[0])) as f:
             code = f.read()
-        kernel = f"{name}_probe" if plans[name].memory is not None or plans[name].copy is not None \
-            else f"{name}_harness"   # see counted_kernel
-        if plans[name].memory is not None or plans[name].copy is not None:
+        memory_side = plans[name].operation in ("store", "load", "copy")
+        kernel = f"{name}_probe" if memory_side else f"{name}_harness"   # see counted_kernel
+        if memory_side:
             code = (split_ptx(code) if tool == "cuda" else split_isa(code)).get(kernel, "")
         h, s = count_check(plans[name], code, tool)
         checked += 1
@@ -592,7 +594,7 @@ def test_example_register_order():
     the mma.sync m16n8k16 accumulator fragment (acc[4 j + c]) is Triton's
     nvidia_mma v2 layout, and register r of the blocked store layout holds
     (lane/16 + 2 warp + 8 (r/4), 4 (lane%16) + r%4)."""
-    from llgen_bench.corpus import blocked, mma_v2
+    from ll_codegen.testing.corpus import blocked, mma_v2
     mma = spec_from_dict(mma_v2([4, 1], [64, 64])).linear
     blk = spec_from_dict(blocked([1, 4], [2, 16], [4, 1], [1, 0], [64, 64])).linear
     for warp in range(4):

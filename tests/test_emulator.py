@@ -7,13 +7,13 @@ import os
 import numpy as np
 import pytest
 
-from ll_codegen.verify.banks import count_wavefronts, measure_smem, min_wavefronts
-from ll_codegen.verify.emulate_common import SmemError, shfl_source
-from ll_codegen.verify.emulate_convert import check_plan, emulate
-from ll_codegen.verify.reference import reference
+from ll_codegen.verify.emulate.banks import count_wavefronts, measure_smem, min_wavefronts
+from ll_codegen.verify.emulate.common import SmemError, shfl_source
+from ll_codegen.verify.emulate.convert import check_plan, emulate
+from ll_codegen.verify.emulate.reference import reference
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.model import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan,
-                             ShuffleRound, SmemAccess, SmemPlan, SmemRound, XorForm)
+from ll_codegen.plan.model import AccessCost, LaneSelect, RegisterPlan, ShufflePlan, ShuffleRound, SmemAccess, SmemPlan, SmemRound, XorForm
+from ll_codegen.plan.plans import ConvertPlan
 from ll_codegen.plan.swizzle import predict_wavefronts
 from ll_codegen.core.target import get_target
 
@@ -23,7 +23,7 @@ LANES32 = [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16]]
 
 def make_plan(src, dst, elem_bytes, target="cuda", arch=None, **kw):
     t = get_target(target, arch)
-    return ConversionPlan(
+    return ConvertPlan(
         strategy=kw.pop("strategy"), dtype={1: "u8", 2: "f16", 4: "f32", 8: "f64"}[elem_bytes],
         elem_bytes=elem_bytes, target=t.name, arch=t.arch, warp_size=t.warp_size,
         num_warps=src.in_dim_size("warp"), n_src=src.in_dim_size("register"),
@@ -388,8 +388,8 @@ def test_check_dispatches_on_the_operation():
     from dataclasses import replace
     from ll_codegen.plan.gather import plan_gather
     from ll_codegen.spec import spec_from_dict
-    from ll_codegen.verify.emulator import CHECKS, check
-    from llgen_bench.corpus import GATHER_NAMED
+    from ll_codegen.verify.emulate.check import CHECKS, check
+    from ll_codegen.testing.corpus import GATHER_NAMED
     from toolchain import random_memory_plans
     from ll_codegen.plan.operations import OPERATIONS
     assert set(CHECKS) == set(OPERATIONS)       # tma and mma: tests/test_tma.py, tests/test_mma.py

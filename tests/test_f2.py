@@ -1,4 +1,4 @@
-"""Every public function of ``core/f2.py`` against brute force on small random systems (issue 28).
+"""Every public function of ``core/f2.py`` against brute force on small random systems.
 
 A system is up to 6 column vectors of F2^n, n <= 6, so every combination (2^k of them) and every
 vector of the space (2^n) can be enumerated: the span, the rank, which vectors are independent,

@@ -1,4 +1,4 @@
-"""Issue 13: fuzz the command line with hostile input, one test per class.
+"""Fuzz the command line with hostile input, one test per class.
 
 Every generated case must end with exit status 2, exactly one output line
 starting with ``llgen: error:``, no traceback, nothing on stdout, nothing
@@ -7,9 +7,10 @@ peak memory may not grow by more than ``GROWTH_MIB`` over the whole run
 (the billion-laughs file took 8 GB).  A few valid
 inputs (``test_valid_inputs_succeed``) must exit 0, so the harness can fail;
 so must a valid spec under a hostile file name (``control_chars_in_file_names``,
-which checks the SVG is well-formed XML).  Issue 26 added the classes from
-``hostile_field_names`` down (its items 6-12); SIGINT/SIGTERM during the
-write phase are tested by ``tests/test_cli_promises.py``, which needs a process.
+which checks the SVG is well-formed XML).  The classes from
+``hostile_field_names`` down cover field names, manifest keys and arguments,
+failing stdout, long dtype lists and hostile file names; SIGINT/SIGTERM during the
+write phase are tested by ``tests/test_cli_errors_and_writes.py``, which needs a process.
 
 Hypothesis runs derandomized (a fixed seed, no example database), so every
 run draws the same cases; llgen runs in-process through click's CliRunner.
@@ -130,7 +131,7 @@ def _out(work) -> str:
 
 
 def _assert_error(args: list[str], out: str | None = None, *fragments: str) -> str:
-    """llgen ``args`` fails as the issue asks; returns the error line."""
+    """llgen ``args`` fails with one ``llgen: error:`` line, exit 2, nothing written, in time; returns the error line."""
     t = time.perf_counter()
     r = RUNNER.invoke(cli.main, args)
     elapsed = time.perf_counter() - t
@@ -495,7 +496,7 @@ def test_bad_cli_ints(work, option, data):
     _assert_error(args, out)
 
 
-# ------------------------------------------------ issue 26: items 6 to 12
+# ------------------------------------------------ field names, manifests, stdout, long lists, file names
 #: Characters that end a line for str.splitlines (and so for a reader of the error line), other
 #: control characters, and plain ones around them.
 LINE_BREAKERS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"

@@ -1,4 +1,4 @@
-"""``llgen gather`` (issue 15, paper 000 §5.5): planner, emulator, rendered code, CLI.
+"""``llgen gather`` (the linear-layouts paper, §5.5): planner, emulator, rendered code, CLI.
 
 * the numpy emulator runs every plan (warp 32 and 64, shuffle and smem) on
   random indices -- repeated values, 0, n - 1 and out-of-range ones (negative,
@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from ll_codegen.core import f2
-from llgen_bench.corpus import GATHER_NAMED, random_gather_pair
-from ll_codegen.verify.banks import count_wavefronts
-from ll_codegen.verify.emulate_common import SmemError
-from ll_codegen.verify.emulate_gather import check_gather, emulate_gather
-from ll_codegen.verify.reference import gather_reference, gather_tensors, regs_of
+from ll_codegen.testing.corpus import GATHER_NAMED, random_gather_pair
+from ll_codegen.verify.emulate.banks import count_wavefronts
+from ll_codegen.verify.emulate.common import SmemError
+from ll_codegen.verify.emulate.gather import check_gather, emulate_gather
+from ll_codegen.verify.emulate.reference import gather_reference, gather_tensors, regs_of
 from ll_codegen.plan.gather import plan_gather
 from ll_codegen.spec import spec_from_dict
 from ll_codegen.core.target import get_target
@@ -158,7 +158,7 @@ def test_shuffle_legal_exactly_when_warp_local():
     assert seen[True] >= 10 and seen[False] >= 10, seen
 
 
-def test_issue_case_candidates_and_choice():
+def test_candidate_count_and_strategy_choice():
     """64x64 i32 blocked 1x4/8x4/4x1: along axis 1 there are 16 candidates per element (Triton's count);
     auto takes smem there, and shuffle when the axis lives in lanes (one candidate)."""
     c = GATHER_NAMED[0]
@@ -182,7 +182,7 @@ def test_candidates_are_exactly_the_registers_needed():
             continue
         s = p.shuffle
         lanes, warps = np.arange(p.warp_size)[None, :], np.arange(p.num_warps)[:, None]
-        from ll_codegen.verify.emulate_common import xor_form
+        from ll_codegen.verify.emulate.common import xor_form
         thread = xor_form(s.reg, lanes, warps)
         for o in s.outs:
             need = set()
@@ -251,7 +251,7 @@ def _host_items():
 
 @pytest.mark.compile
 def test_rendered_harnesses_bit_exact_on_host():
-    from ll_codegen.verify import host
+    from ll_codegen.run import host
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     items = _host_items()
@@ -266,7 +266,7 @@ def test_rendered_harnesses_bit_exact_on_host():
 def test_host_run_catches_wrong_code_and_traps_under_check():
     """A corrupted plan renders code the host run rejects; LLGEN_GATHER_CHECK traps on out-of-range indices."""
     from dataclasses import replace
-    from ll_codegen.verify import host
+    from ll_codegen.run import host
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     L = spec_from_dict(GATHER_NAMED[0].src).linear
@@ -392,7 +392,7 @@ def test_cli_writes_files_and_prints_plans(tmp_path):
     (["--axis", "0", "--emit", "bench", "--target", "hip", "--arch", "gfx1030"], "CUDA only"),
 ])
 def test_cli_errors_are_one_line_and_write_nothing(tmp_path, args, message):
-    from llgen_bench.corpus import blocked
+    from ll_codegen.testing.corpus import blocked
     src = _spec(tmp_path / "src.yaml", GATHER_NAMED[0].src)
     _spec(tmp_path / "other.yaml", blocked([1, 4], [8, 4], [4, 1], [1, 0], [64, 32]))
     _spec(tmp_path / "warps.yaml", blocked([1, 4], [8, 4], [2, 1], [1, 0], [64, 64]))
@@ -409,7 +409,7 @@ def test_bench_kernel_writes_the_expected_output(tmp_path):
     """The bench kernel (one CTA here) writes llgen_bench.gather.bench_expected after 1 and 4 iterations, for a
     shuffle and an smem plan; so the GPU bench's output check checks the right thing."""
     import subprocess
-    from ll_codegen.verify import host
+    from ll_codegen.run import host
     from llgen_bench.gather import bench_expected, bench_inputs
     from ll_codegen.core.dtypes import C_RAW
     from ll_codegen.emit.render import render_files

@@ -18,8 +18,8 @@ import re
 import numpy as np
 import pytest
 
-from ll_codegen.verify import host
-from ll_codegen.verify.reference import round16_bits
+from ll_codegen.run import host
+from ll_codegen.verify.emulate.reference import round16_bits
 from toolchain import arch_flags, need, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""HIP plans name AMD instructions (issue 13 item 3), and the names are true.
+"""HIP plans name AMD instructions, and the names are true.
 
 * ``instruction_name``/``shuffle_name`` give AMDGPU mnemonics for HIP:
   ds_write_b8..b128, ds_read_u8/u16/b32..b128, global_load_ubyte/ushort/dword..
@@ -118,9 +118,9 @@ def _lds_ops(isa: str, plan) -> set[str]:
     reads (writes): its probe or harness fills (reads back) the tile itself."""
     ops = {re.sub(r"_d16(?:_hi)?$", "", op)
            for op in re.findall(r"^\s*(ds_(?:read|write|bpermute|swizzle)\w*)", isa, re.M)}
-    if plan.copy is not None:
+    if plan.operation == "copy":
         return {op for op in ops if op.startswith("ds_write")}
-    if plan.memory is not None and plan.memory.space == "shared":
+    if plan.operation in ("store", "load") and plan.memory.space == "shared":
         return {op for op in ops if op.startswith("ds_read" if plan.memory.direction == "load" else "ds_write")}
     return ops
 

@@ -1,4 +1,4 @@
-"""The host SIMT runtime as a public driver for an author's own kernel (issue 26 item 3):
+"""The host SIMT runtime as a public driver for an author's own kernel:
 ``ll_codegen/simt/llgen_host.h`` (device_malloc, launch_grid, LLGEN_HOST_SHARED) and the example
 ``examples/host/epilogue_on_host.cu`` -- a hand-written kernel on a generated store, a grid of
 blocks with blockIdx real, run for leading dimensions that take each run-time alignment path.
@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from ll_codegen.verify import host
+from ll_codegen.run import host
 from toolchain import need
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from ll_codegen.verify import host
+from ll_codegen.run import host
 
 pytestmark = pytest.mark.compile
 

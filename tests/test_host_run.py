@@ -1,11 +1,11 @@
-"""Every rendered line executed on the CPU (issue 11): generated headers and
+"""Every rendered line executed on the CPU: generated headers and
 harnesses compiled for the host unchanged and run on the host SIMT runtime
 (``ll_codegen/simt/simt_host.h``), compared bit for bit with numpy.
 
 * every harness of ``generated/``, as it is on disk (the bench files are only compiled:
   ``test_compile.py``);
 * a stratified sample of CUDA (sm_80, sm_90) and HIP (gfx90a, gfx940 wave64; gfx1030
-  wave32) plans (``strata.py``, issue 28): at least ``strata.QUOTA`` plans for every strategy
+  wave32) plans (``strata.py``): at least ``strata.QUOTA`` plans for every strategy
   and access form -- register permutations of 8/16/32/64-bit elements, shuffles in xor and
   index form with select trees and swap stages, shared-memory accesses of every width,
   ldmatrix/stmatrix and their .trans, several rounds, per-warp scratch, two buffers, stores
@@ -21,12 +21,12 @@ import os
 
 import pytest
 
-from ll_codegen.verify import host
+from ll_codegen.run import host
 from ll_codegen.api import plan_conversion
-from llgen_bench.corpus import NAMED
+from ll_codegen.testing.corpus import NAMED
 from ll_codegen.spec import spec_from_dict
 from ll_codegen.core.layout import layout_of
-from ll_codegen.verify import emulator
+from ll_codegen.operations import check
 import strata
 
 pytestmark = pytest.mark.compile
@@ -114,7 +114,7 @@ def test_emulator_agrees_with_host(sampled):
     items, results = sampled
     for (name, plan), r in zip(items, results):
         assert r.ok
-        emulator.check(plan, 1)
+        check(plan, 1)
 
 
 def test_generated_files_run_unchanged():
@@ -148,7 +148,7 @@ def test_verify_cli_uses_the_host_runtime():
 def test_index_helpers_match_the_layouts(tmp_path):
     """src_index/dst_index of generated headers, called in host code, equal the layouts' row-major indices."""
     import subprocess
-    from ll_codegen.verify.reference import row_major_index
+    from ll_codegen.verify.emulate.reference import row_major_index
     from ll_codegen.emit.render import file_names, render
     # one translation unit: CUDA headers first (a HIP header poisons CUDA-only names such as __syncwarp)
     items = sorted([(n, p) for n, p in sample() if p.operation == "convert"][::70], key=lambda t: t[1].target == "hip")

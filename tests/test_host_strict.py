@@ -1,4 +1,4 @@
-"""The host SIMT runtime is as strict as the hardware and the compilers (issue 28).
+"""The host SIMT runtime is as strict as the hardware and the compilers.
 
 * ``cp.async`` data lands at the ``cp.async.wait_group`` that covers its committed group: a tile
   read without the wait is reported as stale, a store into bytes still in flight as a race, and a
@@ -18,7 +18,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from ll_codegen.verify import host
+from ll_codegen.run import host
 
 pytestmark = pytest.mark.compile
 

@@ -126,7 +126,7 @@ case("BlockedOrder", lambda: blocked([2, 2], [4, 8], [2, 2], [2, 2], [2, 2], [1,
         "{{0, 2}, {0, 4}, {0, 8}, {2, 0}, {4, 0}}", "{{0, 16}, {8, 0}}", "{{0, 64}, {512, 0}}"))
 # Triton 3.9 (the crosscheck pin) drops the register bases that fall outside
 # the shape, where this older unit test kept them as zeros: "{}" not
-# "{{0, 0, 0, 0}, {0, 0, 0, 0}}" (issue 10, rule 1; tests/test_triton_parity.py).
+# "{{0, 0, 0, 0}, {0, 0, 0, 0}}" (the parity rule of tests/test_triton_parity.py).
 case("Blocked4D",
      lambda: blocked([1, 1, 1, 4], [2, 1, 1, 16], [1, 2, 4, 1], [1, 1, 1, 1], [1, 1, 1, 1], [3, 0, 1, 2],
                      [3, 2, 1, 0]), [2, 1, 1, 1],

@@ -1,4 +1,4 @@
-"""Memory as an endpoint (issue 12): registers <-> a given shared tile or a global tile.
+"""Memory as an endpoint: registers <-> a given shared tile or a global tile.
 
 1. Property: random distributed layouts x every memory kind (random bijective
    ``shared_linear`` tiles, ``swizzled_shared``, ``nvmma_shared``, ``global``
@@ -23,9 +23,9 @@ import random
 import pytest
 
 from ll_codegen.api import plan_conversion
-from ll_codegen.verify.banks import measure_memory
-from ll_codegen.verify.emulate_memory import check_memory_plan
-from ll_codegen.plan.model import harness_cut, harness_strides
+from ll_codegen.verify.emulate.banks import measure_memory
+from ll_codegen.verify.emulate.memory import check_memory_plan
+from ll_codegen.emit.harness_tiles import harness_cut, harness_strides
 from toolchain import random_memory_plans
 
 SEED = 1212
@@ -160,7 +160,7 @@ def test_via_when_the_registers_are_poor_for_global_memory():
 
 def test_cute_descriptor_tile():
     """A CuTe descriptor is a shared tile like any other."""
-    from llgen_bench.corpus import blocked
+    from ll_codegen.testing.corpus import blocked
     dist = blocked([1, 8], [8, 4], [4, 1], [1, 0], [128, 64])
     for direction in ("store", "load"):
         src, dst = (dist, "examples/cute_128x64.yaml") if direction == "store" else ("examples/cute_128x64.yaml", dist)
@@ -182,7 +182,7 @@ def test_forced_instruction_and_refusals():
 # ------------------------------------------------------------------ host SIMT runs
 @pytest.mark.compile
 def test_generated_memory_headers_run_bit_exact_on_host():
-    from ll_codegen.verify import host
+    from ll_codegen.run import host
     if host.compiler() is None:
         pytest.skip("the host SIMT runtime needs clang++ (apt-get install -y hipcc brings it)")
     items = [(f"m{i:03d}", x[-1]) for i, x in enumerate(SAMPLE) if i % 4 == 0]
@@ -248,9 +248,9 @@ COPIES = _copies()
 
 @pytest.mark.parametrize("i", range(len(COPIES)))
 def test_copy_plan_executes_as_its_two_halves(i):
-    from ll_codegen.verify.emulate_memory import check_copy_plan, copy_halves
+    from ll_codegen.verify.emulate.memory import check_copy_plan, copy_halves
     target, arch, kind, dtype, warps, gspec, tile, plan = COPIES[i]
-    c = plan.copy
+    c = plan
     strides = harness_strides(plan.shape, c.load.layout["order"], c.load.alignment, plan.elem_bytes)
     try:
         check_copy_plan(plan, rng=i)
@@ -268,18 +268,18 @@ def test_copy_picks_coalesced_conflict_free_threads():
     """Into the 128-byte swizzle (the tile TMA and wgmma use) a 64x64 f16 copy
     takes 16-byte cp.async, every sector used, no bank conflict."""
     p = plan_conversion("examples/global_64x64.yaml", "examples/nvmma_shared_64x64.yaml", dtype="f16")
-    c = p.copy
+    c = p
     assert p.strategy == "copy" and c.async_copy and c.load.vector_bytes == 16
     assert c.load.cost.sectors == c.load.cost.min_sectors and c.store.cost.bank_conflicts == 0
     # a column-major global tile into a row-major swizzled tile cannot be both: the planner says what it costs
     q = plan_conversion({"kind": "global", "order": [0, 1], "alignment": 4, "shape": [64, 64]},
                         "examples/swizzled_shared_64x64.yaml", dtype="f16")
-    assert not q.copy.async_copy and len(q.candidates) == 2
+    assert not q.async_copy and len(q.candidates) == 2
 
 
 @pytest.mark.compile
 def test_copies_run_bit_exact_on_host():
-    from ll_codegen.verify import host
+    from ll_codegen.run import host
     if host.compiler() is None:
         pytest.skip("the host SIMT runtime needs clang++ (apt-get install -y hipcc brings it)")
     items = [(f"k{i:03d}", x[-1]) for i, x in enumerate(COPIES) if i % 3 == 0]

@@ -1,5 +1,5 @@
 """``llgen mma --target hip``: AMD MFMA plans (registers derived from the layouts), checked against
-the independent model written from AMD's ISA (``verify/mfma_model.py``), the host SIMT runtime
+the independent model written from AMD's ISA (``verify/models/mfma_model.py``), the host SIMT runtime
 (``simt/hip/mfma.h``), hipcc's assembly and the CLI."""
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from ll_codegen.layouts.amd import AMDMFMALayout
 from ll_codegen.layouts.dot_operand import DotOperandLayout
 from ll_codegen.plan.mfma import MFMA_INSTRUCTIONS, mfma_fragment_layouts
 from ll_codegen.plan.mma import MmaError, plan_mma
-from ll_codegen.verify import host, mfma_model
-from ll_codegen.verify.emulator import check
-from llgen_bench.corpus import mfma_cases
+from ll_codegen.run import host
+from ll_codegen.verify.models import mfma_model
+from ll_codegen.operations import check
+from ll_codegen.testing.corpus import mfma_cases
 
 from toolchain import HIP_ENV, failures, need, run_all
 

@@ -1,5 +1,5 @@
 """``llgen mma``: the plan (fragments, wgmma descriptors), checked against the independent PTX
-model (``verify/ptx_model.py``), the emulator, the compilers, the host SIMT runtime and the CLI."""
+model (``verify/models/ptx_model.py``), the emulator, the compilers, the host SIMT runtime and the CLI."""
 from __future__ import annotations
 
 import os
@@ -14,9 +14,9 @@ from ll_codegen.layouts.dot_operand import DotOperandLayout
 from ll_codegen.layouts.memory import NVMMASharedLayout
 from ll_codegen.layouts.nvidia import NVMMADistributedLayout
 from ll_codegen.plan.mma import AB_BYTES, MmaError, plan_mma as plan_layouts, tile_offsets
-from ll_codegen.verify import ptx_model
-from ll_codegen.verify.emulator import check
-from llgen_bench.corpus import mma_cases
+from ll_codegen.verify.models import ptx_model
+from ll_codegen.operations import check
+from ll_codegen.testing.corpus import mma_cases
 
 from toolchain import arch_flags, need
 
@@ -235,7 +235,7 @@ def test_a_wrong_f16_accumulator_register_is_caught(name):
     """The emulator and the host runtime can fail: the first instruction's two .f16x2 registers
     swapped (or a step writing the other half of a pair) reads and writes the wrong elements."""
     from dataclasses import replace
-    from ll_codegen.verify import host
+    from ll_codegen.run import host
     p = plan_of(next(c for c in F16_ACC if c.name == name))
     s0 = p.steps[0]
     bad = replace(p, steps=tuple(replace(s, acc=(s0.acc[1], s0.acc[0], *s0.acc[2:])) if s.acc == s0.acc else s
@@ -250,7 +250,7 @@ def test_a_wrong_f16_accumulator_register_is_caught(name):
 def test_f16_accumulators_run_bit_exact_on_the_host_simt_runtime():
     """Every f16-accumulator form of the corpus: wgmma .f16 D (f16, e4m3, e5m2 operands; both
     operands in shared memory or A in registers) and mma.sync .f16 (f16, e4m3), bit for bit."""
-    from ll_codegen.verify import host
+    from ll_codegen.run import host
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     results = host.verify_host([(c.name, plan_of(c)) for c in F16_ACC], runs=1, seed=5)
@@ -274,7 +274,7 @@ def test_cli_f16_accumulator_plan():
 def test_harnesses_run_bit_exact_on_the_host_simt_runtime():
     """The generated headers and harnesses, unchanged, on the host runtime (wgmma, mma.sync): a
     spread of the corpus -- every register-operand form and every fifth shared-operand one."""
-    from ll_codegen.verify import host
+    from ll_codegen.run import host
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     picked = [c for c in CASES if c.a_space == "registers"] + WGMMA_SS[::5]

@@ -5,7 +5,7 @@ The execution of every plan is checked in test_plans_property.py; here we
 check the planner's *choices* against what the paper and Triton say."""
 import pytest
 
-from llgen_bench import corpus
+from ll_codegen.testing import corpus
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.planner import classify, plan_conversion
 from ll_codegen.spec import spec_from_dict
@@ -30,8 +30,8 @@ def test_named_pair_strategy_and_conflicts(pair, dtype):
     assert best.strategy == ("register" if plan.strategy == "noop" else plan.strategy)
 
 
-def test_seed001_worked_example_scores_several_candidates():
-    """Seed 001's 128x64 f16 blocked -> dot operand A: several shared-memory
+def test_blocked_to_dot_a_128x64_scores_several_candidates():
+    """The 128x64 f16 blocked -> dot operand A pair of the corpus: several shared-memory
     instruction pairings (vector and ldmatrix) are scored and reported."""
     p = next(x for x in corpus.NAMED if x.name.startswith("seed001"))
     plan = plan_conversion(*_pair(p), "f16", "cuda", "sm_90")
@@ -135,7 +135,7 @@ def test_candidates_cheapest_first_in_the_targets_instruction_names():
 
 
 def test_per_side_widths_for_an_8bit_transpose():
-    """Issue 14 item 2: an i8 row -> column transpose (128x64, 4 warps) shares only one
+    """An i8 row -> column transpose (128x64, 4 warps) shares only one
     register column (rows r, r + 64).  One side widens that 2-byte tile by its own registers
     that are lanes of the other (16-byte accesses) and the other side accesses the 2-byte
     prefix of the same chunks, whose other bytes neighbouring lanes touch in the same
@@ -144,8 +144,8 @@ def test_per_side_widths_for_an_8bit_transpose():
     emulator executes it against the reference.  (``auto`` now stages it: shuffles first,
     then 4-byte stores -- tests/test_staged.py.)"""
     import numpy as np
-    from llgen_bench.corpus import blocked
-    from ll_codegen.verify.emulate_convert import check_plan
+    from ll_codegen.testing.corpus import blocked
+    from ll_codegen.verify.emulate.convert import check_plan
     src = spec_from_dict(blocked([1, 16], [8, 4], [4, 1], [1, 0], [128, 64])).linear
     dst = spec_from_dict(blocked([16, 1], [4, 8], [1, 4], [0, 1], [128, 64])).linear
     plan = plan_conversion(src, dst, "i8", "cuda", "sm_90", strategy="smem")
@@ -158,7 +158,7 @@ def test_per_side_widths_for_an_8bit_transpose():
 
 
 def test_swap_stages_for_a_warp_local_transpose():
-    """Issue 14 item 3: a warp's 8x32 block, 8 registers along columns -> along rows, has no
+    """A warp's 8x32 block, 8 registers along columns -> along rows, has no
     common register column: 8 rounds whose sent and received registers are 8-way lane-dependent.
     As select trees that is 7 + 7 selects a round (112); as swap stages (Triton's "swap"
     factorisation, r <-> r ^ x for each select bit) 3 stages of 8 words on each side (48).
@@ -167,8 +167,8 @@ def test_swap_stages_for_a_warp_local_transpose():
     clocks a conversion)."""
     import numpy as np
     from dataclasses import replace
-    from llgen_bench.corpus import blocked
-    from ll_codegen.verify.emulate_convert import check_plan
+    from ll_codegen.testing.corpus import blocked
+    from ll_codegen.verify.emulate.convert import check_plan
     from ll_codegen.plan.model import swap_stages
     from ll_codegen.plan.planner import normalise
     from ll_codegen.plan.shuffle import plan_shuffle
@@ -189,11 +189,11 @@ def test_swap_stages_for_a_warp_local_transpose():
 
 
 def test_fused_forms_of_a_warp_local_8bit_transpose():
-    """The same 8x32 block with 8-bit elements (session 28): one side's words draw on at most four
+    """The same 8x32 block with 8-bit elements: one side's words draw on at most four
     words for every select value, so the fused form (byte permutes with per-lane selectors) has no
     select on that side and is scored beside the others; HIP never gets one (its ``__byte_perm``
     indexes a byte array, so a run-time selector would go through memory)."""
-    from llgen_bench.corpus import blocked
+    from ll_codegen.testing.corpus import blocked
     src = spec_from_dict(blocked([1, 8], [8, 4], [8, 1], [1, 0], [64, 32])).linear
     dst = spec_from_dict(blocked([8, 1], [1, 32], [8, 1], [1, 0], [64, 32])).linear
     cuda = plan_conversion(src, dst, "i8", "cuda", "sm_90", strategy="shuffle")
@@ -220,7 +220,7 @@ def test_sass_table_of_the_recorded_run():
 
 
 def test_sass_selects_of_the_recorded_shuffle_run():
-    """Issue 14 item 3: the selects of the shuffle plans against the SASS of bench/results_shuffle_h100.json
+    """The selects of the shuffle plans against the SASS of bench/results_shuffle_h100.json
     (the warp-local pairs with every candidate, SEL recorded): swap stages compile to exactly their selects;
     select trees only when a lane chooses between two registers (ptxas folds wider trees)."""
     import os

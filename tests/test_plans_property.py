@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from ll_codegen.verify.banks import measure_smem
-from ll_codegen.verify.emulate_convert import check_plan
+from ll_codegen.verify.emulate.banks import measure_smem
+from ll_codegen.verify.emulate.convert import check_plan
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.planner import DTYPE_BYTES, normalise, plan_conversion, staged_plans
 from ll_codegen.plan.shuffle import NotShuffleable, plan_shuffle, swap_form
@@ -175,7 +175,7 @@ def test_optimal_swizzle_is_conflict_free_when_lemma_9_5_allows(pair):
 
 
 def _corpus_cases():
-    from llgen_bench import corpus
+    from ll_codegen.testing import corpus
     return [(p, dt) for p in corpus.NAMED for dt in p.dtypes]
 
 

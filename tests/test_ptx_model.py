@@ -1,4 +1,4 @@
-"""The Hopper referee model (ll_codegen.verify.ptx_model) against facts stated in the PTX ISA.
+"""The Hopper referee model (ll_codegen.verify.models.ptx_model) against facts stated in the PTX ISA.
 
 Expectations are literal numbers read off the PTX ISA figures/tables (and the CUDA driver
 API for tensor maps), not re-derivations of the model's own formulas.
@@ -6,7 +6,7 @@ API for tensor maps), not re-derivations of the model's own formulas.
 import numpy as np
 import pytest
 
-from ll_codegen.verify import ptx_model as pm
+from ll_codegen.verify.models import ptx_model as pm
 
 
 # ---------------------------------------------------------------- Matrix Descriptor Format

@@ -1,18 +1,18 @@
-"""The instruction text itself, checked against the plan without a GPU (issue 28).
+"""The instruction text itself, checked against the plan without a GPU.
 
 The host SIMT runtime runs the ``LLGEN_HOST_SIMT`` branch of every instruction wrapper; the device
 branch -- inline PTX on CUDA, the fenced LDS accesses on HIP -- was only counted.  Here:
 
-* CUDA: harnesses compiled with ``nvcc -ptx`` and run by ``verify/ptx_sim.py`` (a PTX interpreter,
-  one CTA); ``verify/ptx_check.py`` compares the outputs with numpy and, per thread and
+* CUDA: harnesses compiled with ``nvcc -ptx`` and run by ``verify/ptx/sim.py`` (a PTX interpreter,
+  one CTA); ``run/ptx_check.py`` compares the outputs with numpy and, per thread and
   instruction, the opcode and modifiers, addresses, the data registers in asm operand order,
   shuffle operands, barrier kinds, cp.async sizes and zero fill, TMA / mbarrier / wgmma /
   mma.sync operands with what the plan says.  The sample: the stratified sample's CUDA part
   (``strata.py``: >= 20 plans for every strategy and access form), the named corpus, gathers,
   TMA copies, mma plans, and every CUDA harness of ``generated/`` as it is on disk.
-* HIP: a smaller sample compiled with ``hipcc -S``; ``verify/isa_check.py`` checks the LDS
+* HIP: a smaller sample compiled with ``hipcc -S``; ``verify/ptx/isa_check.py`` checks the LDS
   instruction sequence (widths, immediate offsets, no pairing), barriers and shuffles.
-* Mutations: each named edit of the rendered text (the issue's: ``.trans`` dropped from
+* Mutations: each named edit of the rendered text (``.trans`` dropped from
   ldmatrix / stmatrix, a vector ld/st.shared register list reversed, shuffle width 16, stmatrix
   input order; and one per instruction form) must make the check fail -- the structural check on
   its own, not only the outputs -- while the unmutated text passes.
@@ -31,9 +31,10 @@ import strata
 from ll_codegen.api import plan_conversion, plan_gather
 from ll_codegen.emit.render import file_names, write_files
 from ll_codegen.spec import spec_from_dict
-from ll_codegen.verify import isa_check, ptx_check
-from ll_codegen.verify.ptx_sim import parse
-from llgen_bench.corpus import GATHER_NAMED, NAMED, mma_cases
+from ll_codegen.verify.ptx import isa_check
+from ll_codegen.run import ptx_check
+from ll_codegen.verify.ptx.sim import parse
+from ll_codegen.testing.corpus import GATHER_NAMED, NAMED, mma_cases
 from toolchain import HIP_ENV, need, run, run_all
 
 pytestmark = pytest.mark.compile
@@ -314,8 +315,8 @@ def test_unmodelled_instruction_is_refused():
     """An instruction the interpreter does not know fails loudly instead of being skipped."""
     ptx = (".visible .entry k(\n.param .u64 k_param_0\n)\n{\n.reg .b32 %r<3>;\n"
            "mov.u32 %r1, %tid.x;\nsin.approx.f32 %r2, %r1;\nret;\n}\n")
-    from ll_codegen.verify.ptx_ops import PtxError
-    from ll_codegen.verify.ptx_sim import run as run_kernel
+    from ll_codegen.verify.ptx.ops import PtxError
+    from ll_codegen.verify.ptx.sim import run as run_kernel
     import numpy as np
     with pytest.raises(PtxError, match="sin.approx.f32"):
         run_kernel(parse(ptx)["k"], [np.zeros(4, np.uint32)], 32, 16)

@@ -13,8 +13,8 @@ import re
 import pytest
 
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.model import (AccessCost, ConversionPlan, LaneSelect, RegisterPlan, ShufflePlan, ShuffleRound,
-                             SmemAccess, SmemPlan, SmemRound, XorForm)
+from ll_codegen.plan.model import AccessCost, LaneSelect, RegisterPlan, ShufflePlan, ShuffleRound, SmemAccess, SmemPlan, SmemRound, XorForm
+from ll_codegen.plan.plans import ConvertPlan
 from ll_codegen.emit.cexpr import linear_expr, parity_expr, select_tree, xor_form_expr
 from ll_codegen.emit.render import file_names, render, write_files
 from toolchain import HIP_ENV, check_isa, check_ptx, need, run_all, uses_matrix
@@ -57,14 +57,14 @@ def plans(seed, strategy, dtype, target="cuda", arch=None, **kw):
 
 def _base(strategy, n_src=4, n_dst=4, elem=2, target="cuda", arch="sm_90", ws=32, **kw):
     A, B = rnd_pair(0, nl=5 if ws == 32 else 6, shape=(16, 16) if ws == 32 else (16, 32))
-    return ConversionPlan(strategy=strategy, dtype={1: "i8", 2: "f16", 4: "f32", 8: "f64"}[elem], elem_bytes=elem,
+    return ConvertPlan(strategy=strategy, dtype={1: "i8", 2: "f16", 4: "f32", 8: "f64"}[elem], elem_bytes=elem,
                           target=target, arch=arch, warp_size=ws, num_warps=2, n_src=n_src, n_dst=n_dst,
                           src_bases={"in_dims": A.bases, "out_dims": A.out_dim_sizes},
                           dst_bases={"in_dims": B.bases, "out_dims": B.out_dim_sizes},
                           shape=(16, 16), **kw)
 
 
-def hand_plans() -> dict[str, ConversionPlan]:
+def hand_plans() -> dict[str, ConvertPlan]:
     """Plans built by hand: every code path whether or not the planner picks it."""
     cost = AccessCost(1, 0, 2, 2)
     out = {
@@ -101,7 +101,7 @@ def hand_plans() -> dict[str, ConversionPlan]:
     return out
 
 
-def real_cases() -> dict[str, tuple[ConversionPlan, ConversionPlan]]:
+def real_cases() -> dict[str, tuple[ConvertPlan, ConvertPlan]]:
     """name -> (forward, backward) plans from the planner."""
     cases = {}
     for seed, dt in ((1, "f16"), (26, "i8"), (0, "f64"), (1, "f32")):
@@ -259,7 +259,7 @@ def test_shuffle_pack_ops_count_the_rendered_permutes():
     the word view renders, for every form of lane-dependent registers (select trees, swap stages, each
     fused: byte permutes with per-lane selectors, whose bodies have no select left)."""
     from dataclasses import replace
-    from llgen_bench.corpus import random_pair
+    from ll_codegen.testing.corpus import random_pair
     from ll_codegen.plan.model import word_view
     from ll_codegen.emit.convert import convert_function, namespace
     from ll_codegen.plan.shuffle import fuse_form, plan_shuffle, swap_form

@@ -1,4 +1,4 @@
-"""Run-time alignment (issue 26 item 1): one header for any leading dimension.
+"""Run-time alignment: one header for any leading dimension.
 
 A global tile's `alignment` is a promise about the tile pointer and the strides; where the layout
 allows wider vectors than the promise, the plan carries a path per vector width (``plan.paths``)
@@ -16,8 +16,9 @@ import re
 import pytest
 
 from ll_codegen import api
-from ll_codegen.plan.model import harness_tile, harness_variants
-from ll_codegen.verify import emulator, host
+from ll_codegen.emit.harness_tiles import global_access, harness_tile, harness_variants
+from ll_codegen.operations import check
+from ll_codegen.run import host
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ACC = os.path.join(ROOT, "examples", "gemm", "acc.yaml")               # mma.sync f32 accumulator, 128 x 128
@@ -36,7 +37,7 @@ def plan(src, dst, dtype, target="cuda", arch=None):
 
 
 def vectors(p) -> list[int]:
-    return [(q.memory or q.copy.load).vector_bytes for q in (p, *p.paths)]
+    return [global_access(q).vector_bytes for q in (p, *p.paths)]
 
 
 def test_paths_widest_first_down_to_the_promise():
@@ -45,7 +46,7 @@ def test_paths_widest_first_down_to_the_promise():
     assert vectors(p) == sorted(set(vectors(p)), reverse=True) and vectors(p)[0] == 8 and vectors(p)[-1] == 4
     assert p.paths[-1].memory.alignment == 4 and p.memory.alignment >= 8
     c = plan(glob((64, 64), 2), NVMMA, "f16", arch="sm_80")                       # a copy: 16, 8, 4, 2 bytes
-    assert vectors(c) == [16, 8, 4, 2] and c.paths[-1].copy.load.alignment == 2
+    assert vectors(c) == [16, 8, 4, 2] and c.paths[-1].load.alignment == 2
     # strides the caller fixes rule alignments out: 999 elements of 4 bytes allow 4 only
     s = api.plan_conversion(ACC, glob((128, 128), 4), dtype="f32", arch="sm_80", strides=(999, 1))
     assert not s.paths and s.memory.vector_bytes == 4
@@ -76,7 +77,7 @@ def test_every_path_emulated_and_host_run(case):
          "hip_store_i8": lambda: plan(WAVE64, glob((64, 64), 1), "i8", "hip", "gfx942"),
          "hip_load_f16": lambda: plan(glob((64, 64), 2), WAVE64, "f16", "hip", "gfx90a")}[case]()
     assert p.paths, case
-    emulator.check(p, 0)
+    check(p, 0)
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     [r] = host.verify_host([(f"rta_{case}", p)])
@@ -99,7 +100,7 @@ def test_a_dispatch_too_wide_is_caught(tmp_path):
 
 
 def test_one_signature_whatever_the_paths():
-    """store()/store_masked() of a plan with paths read like those of one without (item 2)."""
+    """store()/store_masked() of a plan with paths read like those of one without."""
     heads = [api.plan_render(plan(ACC, glob((128, 128), a), "f32", arch="sm_80"), "header", "x") for a in (16, 4)]
     for fn in ("store", "store_masked"):
         pat = re.compile(rf"__device__ __forceinline__ void {fn}\(([^)]*)\)", re.S)

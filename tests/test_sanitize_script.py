@@ -1,4 +1,4 @@
-"""``gpu_tests/sanitize.py`` fails when a harness does not compile (issue 28): such a harness was
+"""``gpu_tests/sanitize.py`` fails when a harness does not compile: such a harness was
 never launched, so never sanitized, and a run that skips it must not read as clean."""
 from __future__ import annotations
 

@@ -5,11 +5,11 @@ import pytest
 
 from ll_codegen.core import f2
 from ll_codegen.plan.planner import normalise, plan_conversion
-from ll_codegen.plan.model import without_via
+from ll_codegen.plan.plans import without_via
 from ll_codegen.plan.staged import mid_layout, mid_layouts
 from ll_codegen.layouts.kinds import from_dict
-from llgen_bench.corpus import COL, ROW, blocked
-from ll_codegen.verify.emulate_convert import check_plan
+from ll_codegen.testing.corpus import COL, ROW, blocked
+from ll_codegen.verify.emulate.convert import check_plan
 
 
 def _layouts(src, dst):

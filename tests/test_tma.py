@@ -1,10 +1,10 @@
-"""TMA copies (``plan/tma.py``, ``emit/tma.py``, ``verify/emulate_tma.py``; ``--arch sm_90a``).
+"""TMA copies (``plan/tma.py``, ``emit/tma.py``, ``verify/emulate/tma.py``; ``--arch sm_90a``).
 
 * ``tma_box`` over ``nvmma_shared`` (swizzle 128/64/32/none, transposed or not, 8/16/32-bit,
   tiles narrower and wider than the swizzle span -> several boxes) and the same bases given as
   ``swizzled_shared``, CuTe and ``shared_linear`` tiles; the refusals, one line each;
 * every box placement against the layout's own offsets: the emulator, and the independent PTX
-  model (``verify/ptx_model.py``) for every swizzle x element width x tile size;
+  model (``verify/models/ptx_model.py``) for every swizzle x element width x tile size;
 * ``tile_alignment`` and the headers' ``kTileAlign``; ``auto`` picks TMA on sm_90a only;
 * the CLI (header written, ``plan --json``, errors: one line, exit 2, nothing written);
 * the header and harness compile with ``nvcc -arch=sm_90a`` (one cp.async.bulk.tensor per box);
@@ -25,8 +25,8 @@ from ll_codegen.cli import main
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.layouts.memory import CuteLayout, GlobalLayout, NVMMASharedLayout, SharedLinearLayout, SwizzledSharedLayout
 from ll_codegen.plan.tma import plan_tma, swizzle, tile_alignment, tma_box
-from ll_codegen.verify import host
-from ll_codegen.verify.emulator import check
+from ll_codegen.run import host
+from ll_codegen.operations import check
 from toolchain import need
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -177,7 +177,7 @@ def test_auto_picks_tma_on_sm90a_only():
     assert list(d["box"]) == [64, 64] and d["swizzle_bytes"] == 128 and d["tx_bytes"] == 8192
     assert d["boxes"] == [{"smem_offset": 0, "coords": [0, 0]}]
     q = plan_conversion(GLOBAL, NVMMA, arch="sm_90")
-    assert q.operation == "copy" and q.copy.store.alignment == 1024
+    assert q.operation == "copy" and q.store.alignment == 1024
     # not a box: cp.async on sm_90a too; forced: the reason
     swz = {"kind": "swizzled_shared", "vec": 4, "per_phase": 1, "max_phase": 8, "order": [1, 0], "shape": [64, 64]}
     assert plan_conversion(GLOBAL, swz, arch="sm_90a").operation == "copy"
@@ -289,13 +289,13 @@ def test_host_simt_bit_exact():
 # ------------------------------------------------------------------ the PTX model as referee
 def _ptx_model():
     try:
-        from ll_codegen.verify import ptx_model
+        from ll_codegen.verify.models import ptx_model
     except ImportError:
         return None
     return ptx_model if hasattr(ptx_model, "tma_box_smem_offsets") else None
 
 
-@pytest.mark.skipif(_ptx_model() is None, reason="ll_codegen/verify/ptx_model.py has no tma_box_smem_offsets yet")
+@pytest.mark.skipif(_ptx_model() is None, reason="ll_codegen/verify/models/ptx_model.py has no tma_box_smem_offsets yet")
 @pytest.mark.parametrize("sw", (128, 64, 32, 0))
 @pytest.mark.parametrize("bits", (8, 16, 32))
 def test_box_placement_matches_the_ptx_model(sw, bits):

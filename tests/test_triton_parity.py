@@ -1,4 +1,4 @@
-"""Our bases equal Triton's on seeded random specs of every legacy kind (issue 10).
+"""Our bases equal Triton's on seeded random specs of every legacy kind.
 
 Triton (the ``crosscheck`` extra, CPU only) computes its own bases in a worker
 process that survives Triton aborting; see ``tests/parity.py``.  The old CTA

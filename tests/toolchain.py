@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 
 import pytest
 
-from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.plan.plans import Transfer
 
 NVCC = shutil.which("nvcc")
 HIPCC = shutil.which("hipcc")
@@ -71,19 +71,19 @@ def failures(results: Iterable[tuple]) -> list[str]:
 
 
 # ------------------------------------------------------------------ expectations
-def expected(plan: ConversionPlan) -> dict[str, object]:
+def expected(plan: Transfer) -> dict[str, object]:
     """What the plan says the machine code contains (one convert(), store() or load() call)."""
     exp: dict[str, object] = {}
-    if plan.copy is not None:
-        c = plan.copy
+    if plan.operation == "copy":
+        c = plan
         if c.async_copy:
             exp["cp_async"] = len(c.load.accesses)
         else:
             exp["gld"] = sorted(c.load.vector_bytes for _ in c.load.accesses)
             exp["st"] = sorted(c.store.vector_bytes for _ in c.store.accesses)
         return exp
-    m = plan.memory
-    if m is not None:
+    if plan.operation in ("store", "load"):
+        m = plan.memory
         side = "st" if m.direction == "store" else "ld"
         if plan.via is not None:                   # the conversion's instructions, then the access
             exp = expected(plan.via)
@@ -93,6 +93,8 @@ def expected(plan: ConversionPlan) -> dict[str, object]:
             exp[side] = len(m.accesses)
         else:
             exp[side] = sorted(len(a.regs) * plan.elem_bytes for a in m.accesses)
+        return exp
+    if plan.operation != "convert":                 # a TMA copy: no shuffle, shared access or barrier counted
         return exp
     shuffled = plan.via if plan.via is not None else plan      # a staged conversion shuffles in its via step
     if shuffled.shuffle is not None:
@@ -114,20 +116,19 @@ def widths(ws) -> str:
     return " + ".join(f"{ws.count(w)}x{w}B" for w in sorted(set(ws))) or "none"
 
 
-def uses_stmatrix(plan: ConversionPlan) -> bool:
+def uses_stmatrix(plan: Transfer) -> bool:
     """stmatrix: sm_90 only (ldmatrix runs on every CUDA arch of ``target.py``)."""
-    if plan.memory is not None:
+    if plan.operation in ("store", "load"):
         return plan.memory.instr.startswith("matrix") and plan.memory.direction == "store"
-    return plan.smem is not None and plan.smem.store_instr.startswith("matrix")
+    return plan.operation == "convert" and plan.smem is not None and plan.smem.store_instr.startswith("matrix")
 
 
-def uses_matrix(plan: ConversionPlan) -> bool:
+def uses_matrix(plan: Transfer) -> bool:
     """ldmatrix or stmatrix."""
-    if plan.copy is not None:
-        return False
-    if plan.memory is not None:
+    if plan.operation in ("store", "load"):
         return plan.memory.instr.startswith("matrix")
-    return plan.smem is not None and "matrix" in (plan.smem.store_instr + plan.smem.load_instr)
+    return (plan.operation == "convert" and plan.smem is not None
+            and "matrix" in (plan.smem.store_instr + plan.smem.load_instr))
 
 
 # ------------------------------------------------------------------ PTX
@@ -151,10 +152,10 @@ def ptx_counts(ptx: str) -> dict[str, object]:
     return got
 
 
-def ptx_mismatches(plan: ConversionPlan, ptx: str) -> list[str]:
+def ptx_mismatches(plan: Transfer, ptx: str) -> list[str]:
     """Differences between the plan's expectations and the PTX of one convert()."""
     exp, got = expected(plan), ptx_counts(ptx)
-    m = plan.smem
+    m = plan.smem if plan.operation == "convert" else None
     bad = []
     for k in ("shfl", "bar", "warpbar"):
         if got[k] != exp.get(k, 0):
@@ -170,7 +171,7 @@ def ptx_mismatches(plan: ConversionPlan, ptx: str) -> list[str]:
     return bad
 
 
-def check_ptx(plan: ConversionPlan, ptx: str, name: str) -> None:
+def check_ptx(plan: Transfer, ptx: str, name: str) -> None:
     bad = ptx_mismatches(plan, ptx)
     assert not bad, (name, bad)
 
@@ -207,7 +208,7 @@ def isa_counts(isa: str) -> dict[str, object]:
     return got
 
 
-def isa_mismatches(plan: ConversionPlan, isa: str) -> list[str]:
+def isa_mismatches(plan: Transfer, isa: str) -> list[str]:
     exp, got = expected(plan), isa_counts(isa)
     bad = [f"ds_{op}2: ISA pairs {got[k + '2']} planned accesses" for k, op in (("st", "write"), ("ld", "read"))
            if got[k + "2"]]
@@ -223,7 +224,7 @@ def isa_mismatches(plan: ConversionPlan, isa: str) -> list[str]:
     return bad
 
 
-def check_isa(plan: ConversionPlan, isa: str, name: str) -> None:
+def check_isa(plan: Transfer, isa: str, name: str) -> None:
     bad = isa_mismatches(plan, isa)
     assert not bad, (name, bad)
 
@@ -249,14 +250,14 @@ def owner(symbol: str, names: Iterable[str]) -> str | None:
     return None
 
 
-def counted_kernel(symbol: str, name: str, plan: ConversionPlan) -> bool:
+def counted_kernel(symbol: str, name: str, plan: Transfer) -> bool:
     """Whether ``symbol`` (owned by conversion ``name``) holds the code the
     plan's counts describe: a conversion's harness, or a memory or copy plan's
     probe (its harnesses move the tile themselves; the probe issues only the
     planned accesses)."""
-    if plan.paths:          # run-time alignment: every path inlined in one call (see count_check)
-        return False
-    if plan.memory is not None or plan.copy is not None:
+    if plan.operation in ("store", "load", "copy"):
+        if plan.paths:      # run-time alignment: every path inlined in one call (see count_check)
+            return False
         return symbol == f"{name}_probe"
     return not symbol.endswith(("_harness_masked", "_probe"))
 
@@ -269,7 +270,7 @@ def random_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes: Sequen
     appears; yields (dtype, strategy, swizzle, src, dst, plan).  A pair for
     which a forced strategy is illegal is redrawn."""
     from ll_codegen.api import plan_conversion
-    from llgen_bench.corpus import random_pair
+    from ll_codegen.testing.corpus import random_pair
     for i in range(n):
         dtype = dtypes[i % len(dtypes)]
         strategy = strategies[i // len(dtypes) % len(strategies)]
@@ -292,7 +293,7 @@ def random_memory_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes:
     (``corpus.MEMORY_KINDS``), stores and loads; the settings cycle (dtype
     fastest, then kind, then direction).  Yields (kind, direction, dtype,
     dist, tile, spec or None, plan)."""
-    from llgen_bench.corpus import MEMORY_KINDS, random_layout, random_memory_tile
+    from ll_codegen.testing.corpus import MEMORY_KINDS, random_layout, random_memory_tile
     from ll_codegen.plan.planner import DTYPE_BYTES, plan_memory
     for i in range(n):
         dtype = dtypes[i % len(dtypes)]
@@ -313,7 +314,7 @@ def random_memory_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes:
 def random_copy_plans(rng, target: str, arch: str, lanes: int, n: int, dtypes: Sequence[str]):
     """``n`` seeded random copies (global tile -> shared tile of a random
     shared kind, 1-8 warps); yields (kind, dtype, warps, global spec, tile, plan)."""
-    from llgen_bench.corpus import random_memory_tile
+    from ll_codegen.testing.corpus import random_memory_tile
     from ll_codegen.plan.planner import DTYPE_BYTES, plan_copy
     kinds = ("shared_linear", "swizzled_shared", "nvmma_shared")
     for i in range(n):

@@ -1,4 +1,4 @@
-"""llgen's GPU benchmarks and the layouts corpus shared by tests, GPU tests and benches.
+"""llgen's GPU benchmarks (their layouts come from ``ll_codegen.testing.corpus``).
 
 Not part of the ``ll_codegen`` library: the timing code (CUDA events, Gluon
 kernels, SASS counts) lives here, installed as the top-level package
@@ -11,5 +11,5 @@ compiled without a GPU), ``words`` (packed words as a Gluon layout), ``sass``
 (opcode counts, loops, STL/LDL), ``integrity`` (registers, spills, local
 memory, equal base work), ``headline`` (the flag rule and the headline of a
 results file), ``convert`` (one pair end to end, tables), ``gather`` (gather
-benches), ``corpus`` (layout pairs).
+benches).
 """

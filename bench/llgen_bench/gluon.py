@@ -1,6 +1,6 @@
 """Triton's side of the benches: Gluon kernels with exactly our layouts, and what they compile to.
 
-Conversions (``gluon_kernels``; issue 27's fair harness): each CTA loads its tile in the source
+Conversions (``gluon_kernels``; the same harness as ours, so the comparison is fair): each CTA loads its tile in the source
 layout and the key (``timing.bench_key`` of every element, one tile in global memory) once in the
 destination layout, then ``iters`` times ``y = convert_layout(x, DST); y ^= key ^ k;
 x = convert_layout(y, SRC)`` and stores ``x`` -- the position-keyed round trip of

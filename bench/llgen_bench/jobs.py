@@ -28,7 +28,8 @@ from ll_codegen.core.dtypes import DTYPE_BYTES
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import get_target
 from ll_codegen.emit.render import write_files
-from ll_codegen.plan.model import ConversionPlan, word_view
+from ll_codegen.plan.model import word_view
+from ll_codegen.plan.plans import ConvertPlan
 from ll_codegen.plan.planner import (ALU, BARRIER, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, classify,
                                      normalise, plan_conversion, shuffle_forms, staged_plans)
 from ll_codegen.plan.shuffle import plan_shuffle
@@ -107,7 +108,7 @@ def bounds(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> dict:
 
 
 # --------------------------------------------------------------- features
-def plan_features(plan: ConversionPlan) -> dict:
+def plan_features(plan: ConvertPlan) -> dict:
     """The cost model's inputs for one plan (per warp, as in planner._score)."""
     f = {"strategy": plan.strategy, "waves": 0, "instrs": 0, "barriers": 0, "shfl": 0, "selects": 0, "packs": 0,
          "moves": 0}
@@ -147,7 +148,7 @@ def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None, warp_ba
             + warp_barrier * f.get("warp_barriers", 0))
 
 
-def describe(plan: ConversionPlan) -> str:
+def describe(plan: ConvertPlan) -> str:
     f = plan_features(plan)
     if plan.smem is not None:
         names = {"vector": "v", "matrix": "stmatrix", "matrix.trans": "stmatrix.trans"}
@@ -169,8 +170,8 @@ def describe(plan: ConversionPlan) -> str:
 @dataclass
 class Variant:
     label: str                 # auto | naive | cand<i>
-    fwd: ConversionPlan
-    back: ConversionPlan
+    fwd: ConvertPlan
+    back: ConvertPlan
     kernel: str                # C identifier of the generated conversion namespace
     source: str = ""           # path of the bench .cu
     cubin: str = ""
@@ -210,18 +211,18 @@ def ident(text: str) -> str:
     return s if s[:1].isalpha() else "k_" + s
 
 
-def _same_plan(a: ConversionPlan, b: ConversionPlan) -> bool:
+def _same_plan(a: ConvertPlan, b: ConvertPlan) -> bool:
     return (a.strategy, a.register, a.shuffle, a.smem, a.via) == (b.strategy, b.register, b.shuffle, b.smem, b.via)
 
 
 def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str = "cuda",
-                 arch: str | None = None) -> list[ConversionPlan]:
+                 arch: str | None = None) -> list[ConvertPlan]:
     """Every candidate plan the planner scores for ``auto`` (register,
     shuffle, each smem instruction pairing, each staged plan), as full plans.
-    The order keeps recorded runs' ``cand<k>`` labels: the shuffle forms scored
-    since session 28 (swap stages with no fewer selects, fused words) come last."""
-    out: list[ConversionPlan] = []
-    later: list[ConversionPlan] = []
+    The order keeps recorded runs' ``cand<k>`` labels: the shuffle forms added
+    after those runs (swap stages with no fewer selects, fused words) come last."""
+    out: list[ConvertPlan] = []
+    later: list[ConvertPlan] = []
     tgt = get_target(target, arch)
     for strategy in ("register", "shuffle", "smem", "shuffle+smem"):
         try:

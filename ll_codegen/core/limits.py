@@ -4,7 +4,7 @@ Specs, CLI options and corpus files come from users (and fuzzers): a number
 that no real tile has must be refused with one clear line long before it
 turns into a gigabyte table or a minute of planning.  Every limit is far
 above what a GPU tile can be, so nothing legitimate is refused (the largest
-spec in ``examples/`` and ``bench/llgen_bench/corpus.py`` is a 128x256 tile of
+spec in ``examples/`` and ``ll_codegen/testing/corpus.py`` is a 128x256 tile of
 32768 elements, at most 128 registers per thread, 8 warps):
 
 * files: ``MAX_SPEC_BYTES`` per spec or corpus file, which must be a regular

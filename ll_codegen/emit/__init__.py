@@ -1,10 +1,10 @@
 """Stage emit: plans -> CUDA/HIP source text through the Jinja2 templates in ``templates/``.
 
-``render`` is the one entry point (``render``, ``render_files``, ``file_names``):
-its ``OPERATIONS`` table, keyed by ``plan.operation``, names each file kind's
-template and the function computing its values.  ``cexpr`` (C expressions of
-GF(2) maps, packing), ``intrinsics`` (target-instruction wrappers), ``env``
-(the template environment) and ``body`` (what every register <-> memory
-operation shares) serve the operations: ``convert``, ``memory`` (store, load),
-``copy`` and ``gather``.  Import from the defining module, not from here.
+One module per operation computes the values of its files (``convert``, ``memory`` (store,
+load), ``copy``, ``tma``, ``gather``, ``mma`` with ``mfma``), each exposing its file table that
+the registry (``ll_codegen/operations.py``) records; ``render.render_template`` renders one
+file from such a table.  ``cexpr`` (C expressions of GF(2) maps, packing), ``intrinsics``
+(target-instruction wrappers), ``env`` (the template environment), ``body`` (what every
+register <-> memory operation shares) and ``harness_tiles`` (what a memory harness runs on)
+serve them.  Import from the defining module, not from here.
 """

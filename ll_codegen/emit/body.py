@@ -21,11 +21,11 @@ from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import (address_expr, aligned, comment_lines, compose_word, hex_const, pack_words,
                                    parity_expr, signature, strip_parens, unpack_elems, xor_form_expr)
-from ll_codegen.emit.intrinsics import intrinsic_spec
-from ll_codegen.plan.model import (ConversionPlan, LaneSelect, XorForm, harness_cut, harness_fill, harness_strides,
-                                   harness_tile,
-                                   harness_variants, word_view)
-from ll_codegen.plan.report import summary
+from ll_codegen.emit.instructions import Instruction, memory
+from ll_codegen.plan.model import LaneSelect, XorForm, word_view
+from ll_codegen.plan.plans import Transfer
+from ll_codegen.emit.harness_tiles import (global_access, harness_cut, harness_fill, harness_strides, harness_tile,
+                                          harness_variants, scratch_bytes)
 
 #: the last parameter of every generated device function
 TID = "unsigned tid = threadIdx.x"
@@ -72,7 +72,7 @@ class Namespace:
     index_functions: list[str] = field(default_factory=list)   # src_index / dst_index / tile_index
     functions: list[Fn] = field(default_factory=list)
     vector_types: list[tuple[str, int]] = field(default_factory=list)
-    intrinsics: list[dict] = field(default_factory=list)   # intrinsic_spec of each target instruction used
+    instructions: list[Instruction] = field(default_factory=list)   # the target instructions its code calls
     uses_smem_ptr: bool = False
     warp_sync: bool = False                # HIP: detail::warp_sync(), a wavefront-scope barrier
     uses_global_ptr: bool = False
@@ -80,19 +80,37 @@ class Namespace:
     nested: list["Namespace"] = field(default_factory=list)   # via plans: namespaces via and coalesced
 
 
-def check_target(plan: ConversionPlan) -> None:
+def use_instruction(conv: Namespace, instr: Instruction) -> str:
+    """``detail::<name>`` of an instruction's wrapper, recorded in ``conv`` (its detail namespace
+    defines each once, by name)."""
+    if instr not in conv.instructions:
+        conv.instructions.append(instr)
+        conv.instructions.sort(key=lambda i: i.name)
+    return f"detail::{instr.name}"
+
+
+def use_instruction(conv: Namespace, instr: Instruction) -> str:
+    """``detail::<name>`` of an instruction's wrapper, recorded in ``conv`` (its detail namespace
+    defines each once, by name)."""
+    if instr not in conv.instructions:
+        conv.instructions.append(instr)
+        conv.instructions.sort(key=lambda i: i.name)
+    return f"detail::{instr.name}"
+
+
+def check_target(plan: Transfer) -> None:
     """ValueError unless the plan is for a target this stage renders."""
     if plan.target not in ("cuda", "hip"):
         raise ValueError(f"unknown target {plan.target!r}")
 
 
-def new_namespace(plan: ConversionPlan, name: str) -> Namespace:
+def new_namespace(plan: Transfer, name: str) -> Namespace:
     """An empty namespace ``name`` for ``plan``'s element type and target."""
     check_target(plan)
     return Namespace(name=name, cuda=plan.target == "cuda", elem_bytes=plan.elem_bytes, raw=C_RAW[plan.elem_bytes])
 
 
-def constants(plan: ConversionPlan, head: list[tuple[str, str]], tail: list[tuple[str, str]] = (),
+def constants(plan: Transfer, head: list[tuple[str, str]], tail: list[tuple[str, str]] = (),
               unused: bool = False) -> list[str]:
     """The namespace's constexpr lines: the operation's own ``head`` rows, the
     rows every namespace has (threads, element size, shape), then ``tail``;
@@ -117,7 +135,7 @@ def path_name(vector_bytes: int) -> str:
     return f"a{vector_bytes}"
 
 
-def alignment_dispatch(plan: ConversionPlan, paths: Sequence[tuple[int, str]],
+def alignment_dispatch(plan: Transfer, paths: Sequence[tuple[int, str]],
                        forms: Sequence[tuple[str, str, str]], smem_doc: str = "") -> list[Fn]:
     """The public functions of a global store/load/copy with run-time alignment
     paths (``plan.paths``; the paths' own functions are nested namespaces
@@ -126,7 +144,7 @@ def alignment_dispatch(plan: ConversionPlan, paths: Sequence[tuple[int, str]],
     path, widest first, whose ``v``-byte vectors it allows; the last path is
     the promise and needs no test.  ``paths``: (v, its cost in words) per path;
     ``forms``: (function, its parameters before ``tid``, the arguments)."""
-    f = (plan.memory or plan.copy.load).layout["order"][0]
+    f = global_access(plan).layout["order"][0]
     bits = " | ".join(["reinterpret_cast<unsigned long long>(tile)"] +
                       [f"static_cast<unsigned long long>(strides[{d}]) * kElemBytes"
                        for d in range(len(plan.shape)) if d != f])
@@ -147,29 +165,25 @@ def alignment_dispatch(plan: ConversionPlan, paths: Sequence[tuple[int, str]],
     return fns
 
 
-def word_counts(plan: ConversionPlan) -> tuple[int, int] | None:
+def word_counts(plan: Transfer) -> tuple[int, int] | None:
     """(source, destination) packed 32-bit words in the word view; None without it."""
     per = word_view(plan)
     return (plan.n_src // per, plan.n_dst // per) if per else None
 
 
-def _summary_lines(plan: ConversionPlan) -> list[str]:
-    try:
-        text = summary(plan)
-    except Exception:  # pragma: no cover - report is optional for rendering
-        text = plan.strategy
+def _summary_lines(plan: Transfer, text: str) -> list[str]:
     lines = text.splitlines()
-    if plan.smem is not None:
+    if plan.strategy in ("smem", "shuffle+smem"):
         lines.insert(2, f"  widest access tile: {plan.smem.vector_bytes} bytes")
     return lines
 
 
-def header_context(plan: ConversionPlan, conv: Namespace, command: str, src_text: str | None,
-                   dst_text: str | None) -> dict:
+def header_context(plan: Transfer, conv: Namespace, command: str, src_text: str | None,
+                   dst_text: str | None, summary: str) -> dict:
     """Template values of a header (``header.cuh.j2``): the namespace and the
-    opening comment (command, both layouts, the plan's summary)."""
+    opening comment (command, both layouts, the plan's ``summary``)."""
     def what(n: int, side: str) -> str:
-        if plan.memory is not None and n == 0:
+        if plan.operation in ("store", "load") and n == 0:
             return f"{side} layout ({plan.memory.space} memory tile)"
         return f"{side} layout ({n} registers x {plan.warp_size} lanes x {plan.num_warps} warps)"
     src, dst = layout_of(plan.src_bases), layout_of(plan.dst_bases)
@@ -180,20 +194,21 @@ def header_context(plan: ConversionPlan, conv: Namespace, command: str, src_text
         f"{src_text if src_text is not None else repr(src)}\n\n"
         f"{what(plan.n_dst, 'Destination')}:\n"
         f"{dst_text if dst_text is not None else repr(dst)}\n\n"
-        "Plan:\n" + "\n".join("  " + line for line in _summary_lines(plan)))
+        "Plan:\n" + "\n".join("  " + line for line in _summary_lines(plan, summary)))
     return dict(conv=conv, comment=comment)
 
 
-def header_values(namespace: Callable[[ConversionPlan, str], "Namespace"]) -> Callable[..., dict]:
+def header_values(namespace: Callable[[Transfer, str], "Namespace"],
+                  summary: Callable[[Transfer], str]) -> Callable[..., dict]:
     """The ``header`` entry of an operation's file table: the values of ``header.cuh.j2``
-    for the namespace that ``namespace(plan, name)`` builds."""
-    def header(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
-               dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
-        return header_context(plan, namespace(plan, name), command, src_text, dst_text)
+    for the namespace that ``namespace(plan, name)`` builds, with the operation's ``summary``."""
+    def header(plan: Transfer, name: str, command: str = "", src_text: str | None = None,
+               dst_text: str | None = None, back_plan: Transfer | None = None) -> dict:
+        return header_context(plan, namespace(plan, name), command, src_text, dst_text, summary(plan))
     return header
 
 
-def harness_context(plan: ConversionPlan, tile) -> dict:
+def harness_context(plan: Transfer, tile) -> dict:
     """Template values of a harness (``harness_base.cu.j2``): one CTA moving the
     row-major tensor through the generated function(s); ``tile`` is the
     operation's global or shared tile plan (None for a conversion), whose
@@ -203,12 +218,12 @@ def harness_context(plan: ConversionPlan, tile) -> dict:
     for s in plan.shape:
         elems *= s
     ctx = dict(tile_elems=elems, variants=harness_variants(plan), smem_bytes=plan.smem_bytes,
-               scratch_bytes=plan.scratch_bytes, strides=[], extent=[], fill="0", shape=list(plan.shape),
+               scratch_bytes=scratch_bytes(plan), strides=[], extent=[], fill="0", shape=list(plan.shape),
                plan_strides=list(tile.strides) if tile is not None else [],
                shared=tile is not None and tile.space == "shared",
                # every global store/load takes smem (a direct plan leaves it alone); a copy does not
-               via_arg=", smem" if plan.via is not None or (
-                   plan.copy is None and tile is not None and tile.space == "global") else "")
+               via_arg=", smem" if (plan.operation in ("convert", "store", "load") and plan.via is not None) or (
+                   plan.operation != "copy" and tile is not None and tile.space == "global") else "")
     if tile is not None and tile.space == "global":
         ctx.update(strides=list(harness_strides(plan.shape, tile.layout["order"], tile.alignment, plan.elem_bytes)),
                    tiles={v: harness_tile(plan, v) for v in ctx["variants"]},
@@ -221,7 +236,7 @@ class Builder:
     target instructions and vector types it uses are recorded in ``conv``.
     Subclasses add ``build()`` for their operation."""
 
-    def __init__(self, plan: ConversionPlan, conv: Namespace, fn: Fn, element_view: bool = False):
+    def __init__(self, plan: Transfer, conv: Namespace, fn: Fn, element_view: bool = False):
         self.p = plan
         self.conv, self.fn = conv, fn
         self.cuda = plan.target == "cuda"
@@ -388,12 +403,8 @@ class Builder:
         return f"detail::{t}"
 
     def intrinsic(self, op: str, nbytes: int = 0, x: int = 0, trans: bool = False) -> str:
-        """Name of a target instruction's wrapper (``intrinsics.j2``), recorded as used."""
-        spec = intrinsic_spec(op, nbytes, x, trans)
-        if spec not in self.conv.intrinsics:
-            self.conv.intrinsics.append(spec)
-            self.conv.intrinsics.sort(key=lambda i: i["name"])
-        return f"detail::{spec['name']}"
+        """Name of a memory instruction's wrapper (``emit/instructions.memory``), recorded as used."""
+        return use_instruction(self.conv, memory(op, nbytes, x, trans))
 
     def store(self, a, instr: str, vec: int, support: int, k: int) -> str:
         """One planned shared-memory store of source registers ``a.regs`` at ``base ^ a.offset``."""

@@ -21,7 +21,9 @@ from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, co
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
                                    linear_expr, row_major_bases, row_major_form, select_tree, strip_parens, term_expr,
                                    xor_form_expr)
-from ll_codegen.plan.model import ConversionPlan, LaneSelect, swap_stages, with_partners, without_via, word_view
+from ll_codegen.plan.model import LaneSelect, swap_stages, with_partners, word_view
+from ll_codegen.plan.plans import Transfer, without_via
+from ll_codegen.plan.report import convert_summary
 from ll_codegen.plan.words import LanePerm, PackTerm, lane_perm
 
 
@@ -211,7 +213,7 @@ class ConvertBuilder(Builder):
         self.finish_prologue(self.smem_rows(("st", m.store_base), ("ld", m.load_base)))
 
 
-def one_line(plan: ConversionPlan) -> str:
+def one_line(plan: Transfer) -> str:
     """How the conversion moves data, in one line (``convert()``'s comment)."""
     p = plan
     if p.via is not None:
@@ -228,7 +230,7 @@ def one_line(plan: ConversionPlan) -> str:
     return "register permutation within each thread"
 
 
-def barrier_contract(plan: ConversionPlan) -> str:
+def barrier_contract(plan: Transfer) -> str:
     """Which barriers convert() issues and what the caller must guarantee: none
     for register moves and shuffles (whole warps call), block or warp barriers
     around each shared-memory round, none before the first stores when the
@@ -270,7 +272,7 @@ def barrier_contract(plan: ConversionPlan) -> str:
             f"with tid in [0, kThreads). {still}")
 
 
-def convert_function(plan: ConversionPlan, conv: Namespace) -> Fn:
+def convert_function(plan: Transfer, conv: Namespace) -> Fn:
     """``convert()`` (and ``convert_words()`` in the word view), its body built into ``conv``."""
     per = word_view(plan)
     fn = Fn("convert", f"const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem, {TID}",
@@ -297,7 +299,7 @@ def convert_function(plan: ConversionPlan, conv: Namespace) -> Fn:
     return fn
 
 
-def namespace(plan: ConversionPlan, name: str, nested: bool = False) -> Namespace:
+def namespace(plan: Transfer, name: str, nested: bool = False) -> Namespace:
     """The generated namespace of a conversion: constants, src_index/dst_index, convert()
     (``nested``: a staged conversion's step, its constants marked unused)."""
     conv = new_namespace(plan, name)
@@ -320,17 +322,17 @@ def namespace(plan: ConversionPlan, name: str, nested: bool = False) -> Namespac
     return conv
 
 
-header = header_values(namespace)
+header = header_values(namespace, convert_summary)
 
 
-def harness(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
-            dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+def harness(plan: Transfer, name: str, command: str = "", src_text: str | None = None,
+            dst_text: str | None = None, back_plan: Transfer | None = None) -> dict:
     """Template values of the harness: source registers from the tensor, convert(), back to the tensor."""
     return dict(conv=namespace(plan, name), **harness_context(plan, None))
 
 
 # ------------------------------------------------------------------ the bench
-def thread_io(layout: LinearLayout, plan: ConversionPlan, var: str, decls: list[str]) -> tuple[str, list[str]]:
+def thread_io(layout: LinearLayout, plan: Transfer, var: str, decls: list[str]) -> tuple[str, list[str]]:
     """(index declaration, per-register index expressions) of the row-major
     global tensor; adds the ``lane``/``warp`` declarations it needs to ``decls``."""
     form, consts = row_major_form(layout)
@@ -365,7 +367,7 @@ def io_vector(layout: LinearLayout, elem_bytes: int, max_bytes: int = 16) -> int
     return 1 << k
 
 
-def bench_smem(plan: ConversionPlan, back_plan: ConversionPlan) -> tuple[int, int]:
+def bench_smem(plan: Transfer, back_plan: Transfer) -> tuple[int, int]:
     """(bytes of one scratch buffer, dynamic shared memory of the bench launch): two buffers, the
     forward conversion in the first and the reverse one in the second, when either plan
     alternates scratch buffers (``SmemPlan.buffers == 2``)."""
@@ -376,8 +378,8 @@ def bench_smem(plan: ConversionPlan, back_plan: ConversionPlan) -> tuple[int, in
     return buffer, 2 * buffer
 
 
-def bench(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
-          dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+def bench(plan: Transfer, name: str, command: str = "", src_text: str | None = None,
+          dst_text: str | None = None, back_plan: Transfer | None = None) -> dict:
     """Template values of the round-trip bench: ``plan`` forward, ``back_plan``
     (the destination -> source conversion) back, ``iters`` times per CTA."""
     conv = namespace(plan, name)

@@ -15,9 +15,12 @@ from dataclasses import replace
 from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.body import (TID, Builder, Fn, Namespace, alignment_dispatch, constants, harness_context,
-                                  header_values, new_namespace, path_name)
+                                  header_values, new_namespace, path_name, use_instruction)
 from ll_codegen.emit.cexpr import tile_index_function
-from ll_codegen.plan.model import ConversionPlan
+from ll_codegen.emit.instructions import CP_ASYNC_GROUPS
+from ll_codegen.emit.instructions import CP_ASYNC_GROUPS
+from ll_codegen.plan.plans import Transfer
+from ll_codegen.plan.report import copy_summary
 from ll_codegen.plan.tma import align_reason
 
 
@@ -32,7 +35,7 @@ class CopyBuilder(Builder):
         """Global tile -> shared tile: per access pair one cp.async (zero-filling
         what lies beyond ``extent`` through its source size) or, without
         cp.async, a global load and a shared store of the same bytes."""
-        p, c = self.p, self.p.copy
+        p = c = self.p
         ld, st = c.load, c.store
         w, v, f = p.elem_bytes, ld.vec, ld.layout["order"][0]
         n = v * w
@@ -112,9 +115,9 @@ class CopyBuilder(Builder):
         return out
 
 
-def copy_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
+def copy_functions(plan: Transfer, conv: Namespace) -> list[Fn]:
     """copy() and copy_masked(): global tile -> shared tile."""
-    c = plan.copy
+    c = plan
     params = "const T* tile, const long long (&strides)[kRank], void* smem"
     how = (f"{len(c.load.accesses)} x cp.async of {c.load.vector_bytes} B per thread (asynchronous: commit(), "
            f"then wait<N>() and __syncthreads() before reading the tile)" if c.async_copy else
@@ -135,42 +138,44 @@ def copy_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
     return [fn, masked]
 
 
-def namespace(plan: ConversionPlan, name: str) -> Namespace:
+def namespace(plan: Transfer, name: str) -> Namespace:
     """The generated namespace of a copy: constants, tile_index, copy(), copy groups."""
     conv = new_namespace(plan, name)
-    p, c = plan, plan.copy
+    p = c = plan
     head = [(f"constexpr int kTileBytes = {c.store.bytes};", "bytes of the shared tile"),
             (f"constexpr int kTileAlign = {c.store.alignment};", align_reason(c.store.alignment)),
             (f"__attribute__((unused)) constexpr int kOrder[{len(p.shape)}] = "
              f"{{{', '.join(map(str, c.load.layout['order']))}}};", "global tile: kOrder[0] has stride 1"),
-            (f"constexpr int kAlignment = {(p.paths[-1].copy if p.paths else c).load.alignment};",
+            (f"constexpr int kAlignment = {(p.paths[-1] if p.paths else c).load.alignment};",
              "bytes the global tile and its strides are aligned to (promised)")]
     conv.constants = constants(plan, head)          # no registers on either side: no word counts
     if plan.paths:                                  # run-time alignment: a nested namespace per path
         every = (replace(plan, paths=()), *plan.paths)
-        conv.nested = [namespace(q, path_name(q.copy.load.vector_bytes)) for q in every]
+        conv.nested = [namespace(q, path_name(q.load.vector_bytes)) for q in every]
         params = "const T* tile, const long long (&strides)[kRank], void* smem"
         conv.functions = alignment_dispatch(
-            plan, [(q.copy.load.vector_bytes, f"{'cp.async' if q.copy.async_copy else 'ld + st'} "
-                    f"{q.copy.load.vector_bytes} B, {q.copy.load.cost.sectors} sectors/instr") for q in every],
+            plan, [(q.load.vector_bytes, f"{'cp.async' if q.async_copy else 'ld + st'} "
+                    f"{q.load.vector_bytes} B, {q.load.cost.sectors} sectors/instr") for q in every],
             [("copy", params, "tile, strides, smem"),
              ("copy_masked", f"{params}, const int (&extent)[kRank]", "tile, strides, smem, extent")])
-        conv.copy_groups = any(q.copy.async_copy for q in every)   # one commit()/wait<N>() for every path
+        conv.copy_groups = any(q.async_copy for q in every)   # one commit()/wait<N>() for every path
     else:
         conv.functions = copy_functions(plan, conv)
         conv.copy_groups = c.async_copy
+    for group in CP_ASYNC_GROUPS if conv.copy_groups else ():   # commit() and wait<N>()
+        use_instruction(conv, group)
     conv.index_functions = ["// Row-major index of the element at element offset `offset` of the shared tile.",
                             tile_index_function(layout_of(plan.dst_bases))]
     return conv
 
 
-header = header_values(namespace)
+header = header_values(namespace, copy_summary)
 
 
-def harness(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
-            dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+def harness(plan: Transfer, name: str, command: str = "", src_text: str | None = None,
+            dst_text: str | None = None, back_plan: Transfer | None = None) -> dict:
     """Template values of the harness (whole and masked tiles) and of the probe kernel."""
-    return dict(conv=namespace(plan, name), **harness_context(plan, plan.copy.load))
+    return dict(conv=namespace(plan, name), **harness_context(plan, plan.load))
 
 
 #: kind -> (template, its values) of a copy's files (no bench: it times register conversions)

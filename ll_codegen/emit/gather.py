@@ -22,7 +22,7 @@ from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, comment_lines, hex_const, index_function,
                                    linear_expr, pack_words, select_tree, signature, strip_parens, xor_form_expr)
 from ll_codegen.plan.gather import GatherPlan
-from ll_codegen.plan.report import summary
+from ll_codegen.plan.report import gather_summary
 
 
 def _bit(var: str, p: int) -> str:
@@ -159,7 +159,7 @@ class _Body:
 
 
 def _summary(plan: GatherPlan) -> list[str]:
-    return summary(plan).rstrip("\n").splitlines()
+    return gather_summary(plan).rstrip("\n").splitlines()
 
 
 def _barriers(plan: GatherPlan) -> str:

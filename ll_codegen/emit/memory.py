@@ -21,7 +21,9 @@ from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, al
                                   harness_context, header_values, new_namespace, path_name, word_counts)
 from ll_codegen.emit.cexpr import aligned, hex_const, index_function, tile_index_function
 from ll_codegen.emit.convert import namespace as convert_namespace
-from ll_codegen.plan.model import ConversionPlan, without_via, instruction_name, word_view
+from ll_codegen.plan.model import instruction_name, word_view
+from ll_codegen.plan.plans import Transfer, without_via
+from ll_codegen.plan.report import memory_summary
 from ll_codegen.plan.tma import align_reason
 
 SMEM = "void* smem"  # the scratch parameter of every global store()/load() (kSmemBytes may be 0)
@@ -137,7 +139,7 @@ class MemoryBuilder(Builder):
         return f"d[{r}] = *reinterpret_cast<const {t}*>({ptr});"
 
 
-def memory_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
+def memory_functions(plan: Transfer, conv: Namespace) -> list[Fn]:
     """store()/load() (+ the packed-word twins, + the masked forms for global tiles)."""
     m = plan.memory
     per = word_view(plan)
@@ -204,7 +206,7 @@ def memory_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
     return fns
 
 
-def via_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
+def via_functions(plan: Transfer, conv: Namespace) -> list[Fn]:
     """store()/load() of a ``via`` plan: the conversion (namespace ``via``)
     and the access in the coalesced layout (namespace ``coalesced``), both
     nested in this one, chained by two small wrappers."""
@@ -241,7 +243,7 @@ def via_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
     return fns
 
 
-def access_name(plan: ConversionPlan) -> str:
+def access_name(plan: Transfer) -> str:
     """The instruction of a shared tile's accesses as the doc comment names it."""
     m = plan.memory
     name = instruction_name(plan.target, m.instr, m.direction, m.vec * plan.elem_bytes)
@@ -250,7 +252,7 @@ def access_name(plan: ConversionPlan) -> str:
     return f"{m.vector_bytes}-byte {name}"
 
 
-def dispatch_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
+def dispatch_functions(plan: Transfer, conv: Namespace) -> list[Fn]:
     """store()/load() (and the masked forms) of a plan with run-time alignment
     paths (``body.alignment_dispatch``), each path a nested namespace."""
     conv.nested = [namespace(p, path_name(p.memory.vector_bytes)) for p in (replace(plan, paths=()), *plan.paths)]
@@ -268,7 +270,7 @@ def dispatch_functions(plan: ConversionPlan, conv: Namespace) -> list[Fn]:
                               "the block calls).")
 
 
-def namespace(plan: ConversionPlan, name: str) -> Namespace:
+def namespace(plan: Transfer, name: str) -> Namespace:
     """The generated namespace of a store or load: constants, the index
     functions of the registers (and of a shared tile), the functions."""
     conv = new_namespace(plan, name)
@@ -300,11 +302,11 @@ def namespace(plan: ConversionPlan, name: str) -> Namespace:
     return conv
 
 
-header = header_values(namespace)
+header = header_values(namespace, memory_summary)
 
 
-def harness(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
-            dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+def harness(plan: Transfer, name: str, command: str = "", src_text: str | None = None,
+            dst_text: str | None = None, back_plan: Transfer | None = None) -> dict:
     """Template values of the harness (whole and masked tiles) and of the probe kernel."""
     return dict(conv=namespace(plan, name), **harness_context(plan, plan.memory))
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.body import check_target, constants
 from ll_codegen.emit.cexpr import comment_lines, tile_index_function
-from ll_codegen.plan.model import ConversionPlan
-from ll_codegen.plan.report import summary
-from ll_codegen.plan.tma import DATA_TYPE_NAMES, align_reason, harness_origin
+from ll_codegen.plan.plans import Transfer
+from ll_codegen.plan.report import tma_summary
+from ll_codegen.plan.tma import DATA_TYPE_NAMES, align_reason
+from ll_codegen.emit.harness_tiles import harness_origin, scratch_bytes
 
 SWIZZLE_NAMES = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B", 64: "CU_TENSOR_MAP_SWIZZLE_64B",
                  128: "CU_TENSOR_MAP_SWIZZLE_128B"}
@@ -35,8 +36,8 @@ def _operands(first: int, rank: int) -> str:
     return "{" + ", ".join(f"%{first + i}" for i in range(rank)) + "}"
 
 
-def header_values(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
-                  dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+def header_values(plan: Transfer, name: str, command: str = "", src_text: str | None = None,
+                  dst_text: str | None = None, back_plan: Transfer | None = None) -> dict:
     """Template values of ``tma.cuh.j2``."""
     check_target(plan)
     if plan.target != "cuda":
@@ -63,7 +64,7 @@ def header_values(plan: ConversionPlan, name: str, command: str = "", src_text: 
         f"Command: {command or '(library call)'}\n\n"
         f"Global tile (the tensor TMA reads and writes):\n{src_text if src_text is not None else repr(src)}\n\n"
         f"Shared tile:\n{dst_text if dst_text is not None else repr(dst)}\n\n"
-        "Plan:\n" + "\n".join("  " + line for line in summary(plan).splitlines()))
+        "Plan:\n" + "\n".join("  " + line for line in tma_summary(plan).splitlines()))
     boxes = []
     for off, c in t.boxes:
         coords = [_coord(d, c[d]) for d in t.dims]           # innermost first
@@ -83,8 +84,8 @@ def header_values(plan: ConversionPlan, name: str, command: str = "", src_text: 
         swizzle_name=SWIZZLE_NAMES[t.swizzle_bytes], data_type_name=DATA_TYPE_NAMES[t.data_type])
 
 
-def harness_values(plan: ConversionPlan, name: str, command: str = "", src_text: str | None = None,
-                   dst_text: str | None = None, back_plan: ConversionPlan | None = None) -> dict:
+def harness_values(plan: Transfer, name: str, command: str = "", src_text: str | None = None,
+                   dst_text: str | None = None, back_plan: Transfer | None = None) -> dict:
     """Template values of ``harness_tma.cu.j2``: the in-bounds load, the load at ``harness_origin``
     (part of the box beyond the tensor: zero fill) and the store at that origin (clipped)."""
     check_target(plan)
@@ -97,7 +98,7 @@ def harness_values(plan: ConversionPlan, name: str, command: str = "", src_text:
                 {"suffix": "_store", "origin": origin, "store": True,
                  "what": f"TMA store of the tile (from `in` through tile_index) at {origin}, clipped at the tensor"}]
     return dict(variants=variants, smem_bytes=plan.smem_bytes, tile_elems=plan.tma.bytes // plan.elem_bytes,
-                tensor_bytes=plan.scratch_bytes)
+                tensor_bytes=scratch_bytes(plan))
 
 
 #: kind -> (template, its values) of a TMA copy's files (no bench)

@@ -1,6 +1,6 @@
 """Stage ``plan``: what moves where, as data; imports ``core`` and ``layouts`` only.
 
-* ``model``: the plan dataclasses (``ConversionPlan`` and its parts: shuffle rounds,
+* ``model``: the plan dataclasses (``Transfer`` and its parts: shuffle rounds,
   shared-memory rounds, memory accesses, costs), serialisable, nothing planned here;
 * ``operations``: the operations (``convert``, ``store``, ``load``, ``copy``, ``gather``),
   each with its plan type and planner -- the keys every later stage dispatches on;

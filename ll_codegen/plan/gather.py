@@ -280,7 +280,7 @@ def _wavefronts(addr: np.ndarray, nbytes: int, target: Target) -> np.ndarray:
     """Wavefronts of warp-wide accesses (``addr``: byte address per lane, one
     access per row): phases of ``wavefront_bytes // max(nbytes, bank_bytes)``
     lanes, per phase the most distinct words in one bank (the project's bank
-    model, ``emulator.py``); a negative address is an inactive lane."""
+    model, ``verify/emulate/``); a negative address is an inactive lane."""
     addr = np.atleast_2d(addr)
     n, lanes = addr.shape
     phase = max(1, min(lanes, target.wavefront_bytes // max(nbytes, target.bank_bytes)))

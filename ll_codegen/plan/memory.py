@@ -1,7 +1,7 @@
 """Registers <-> memory laid out as given (issue 12): the access plans of a
 distributed layout ``L`` (register, lane, warp -> tensor) against a shared
 tile or a global tile the caller fixes.  ``planner.plan_memory`` scores the
-candidates and wraps the chosen one in a ``ConversionPlan``.
+candidates and wraps the chosen one in a ``Transfer``.
 
 Shared tiles (paper 000 §5.1, §5.3, App. 9)
 -------------------------------------------

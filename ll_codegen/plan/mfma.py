@@ -29,7 +29,7 @@ gfx94x     bf16    v_mfma_f32_32x32x8_bf16        v_mfma_f32_16x16x16_bf16
 gfx94x     i8      v_mfma_i32_32x32x16_i8         v_mfma_i32_16x16x32_i8
 =========  ======  =============================  ==============================
 
-The independent check is ``verify/mfma_model.py``, written from the ISA's register layouts.
+The independent check is ``verify/models/mfma_model.py``, written from the ISA's register layouts.
 """
 from __future__ import annotations
 

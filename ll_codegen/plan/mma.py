@@ -27,7 +27,7 @@ MN         S          start + (r % (S/e)) * e + (r // (S/e)) * LBO + (k % 8) * S
 or S/e and of k 8 or T) and accepts the first (major, swizzle) whose formula reproduces every
 element of the slice.  The tile must start on the swizzle pattern's repeat (8 S bytes, the header's
 alignment), so swizzling tile offsets equals swizzling absolute addresses.  The independent check
-is ``verify/ptx_model.py``, written from the PTX ISA, and the GPU.
+is ``verify/models/ptx_model.py``, written from the PTX ISA, and the GPU.
 """
 from __future__ import annotations
 

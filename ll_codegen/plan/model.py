@@ -1,5 +1,6 @@
-"""Conversion plans: pure, serialisable data read by the emulator, the cost
-report and the renderer.  Nothing here plans; see ``planner.py``.
+"""The parts plans are made of: pure, serialisable data read by the emulator, the
+cost report and the renderer.  Nothing here plans (``planner.py``); the plan
+types that compose these parts are in ``plans.py``.
 
 Conventions shared by every plan
 --------------------------------
@@ -17,14 +18,11 @@ Conventions shared by every plan
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ll_codegen.core import f2
 from ll_codegen.plan.words import compose_ops, lane_perms, perm_count
-from ll_codegen.plan.harness_tiles import (harness_cut, harness_extent, harness_fill, harness_strides,  # noqa: F401
-                                           harness_tile, harness_variants, variant_masked)
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,7 @@ class ShuffleRound:
     recv: tuple[tuple[int, ...], ...]
 
 
-def word_view(plan: "ConversionPlan") -> int:
+def word_view(plan: "ConvertPlan") -> int:
     """Elements per 32-bit word when the generated code moves 8/16-bit data
     as packed words (both register counts divide), else 0."""
     per = 4 // plan.elem_bytes if plan.elem_bytes < 4 else 0
@@ -332,7 +330,7 @@ class GlobalCost:
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """Registers <-> memory laid out as given (issue 12): the distributed side's
+    """Registers <-> memory laid out as given: the distributed side's
     registers are stored to (``direction="store"``) or loaded from (``"load"``)
     a shared tile or a global tile.
 
@@ -349,7 +347,7 @@ class MemoryPlan:
 
     Stores skip warps with ``warp & warp_skip != 0`` (they hold broadcast
     copies) and, for global stores, lanes with ``lane & lane_skip != 0``.
-    Loads fill the canonical registers; ``ConversionPlan.dst_copies`` fills
+    Loads fill the canonical registers; the plan's ``dst_copies`` fills
     the broadcast ones."""
     space: str                        # shared | global
     direction: str                    # store | load
@@ -369,141 +367,10 @@ class MemoryPlan:
 
 
 @dataclass(frozen=True)
-class CopyPlan:
-    """Global tile -> shared tile (strategy ``copy``).  ``threads`` is the
-    thread mapping the planner built (register, lane, warp -> tensor bases);
-    ``load`` reads the global tile into registers of that mapping, ``store``
-    writes them into the shared tile, and access k of both moves the same
-    registers (``load.accesses[k].regs == store.accesses[k].regs``), so one
-    ``cp.async`` per pair copies global -> shared directly (``async_copy``:
-    sm_80+ and 4/8/16-byte vectors) or a load and a store move it through a
-    register."""
-    threads: dict[str, Any]
-    load: MemoryPlan
-    store: MemoryPlan
-    async_copy: bool
-
-
-@dataclass(frozen=True)
 class Candidate:
     strategy: str
     score: float
     detail: str
-
-
-@dataclass(frozen=True)
-class ConversionPlan:
-    """A complete, deterministic plan for one conversion or memory access.
-    Exactly one of ``register``/``shuffle``/``smem``/``memory`` is set
-    (``register`` for noop too); the strategy fills the canonical destination
-    registers and ``dst_copies`` then fills registers that ``dst`` broadcasts.
-    A staged conversion (strategy ``shuffle+smem``) has two steps: ``via``
-    (warp shuffles) to a layout in between, then ``smem`` from that layout to
-    the destination (``without_via`` is that second step as a plan).
-
-    For ``memory`` plans one side is the memory layout: ``store`` plans have
-    ``n_dst = 0`` (``dst_bases`` is the memory tile), ``load`` plans
-    ``n_src = 0`` (``src_bases`` is the memory tile); ``copy`` plans (global
-    tile -> shared tile) have no registers on either side.  A memory plan
-    with ``via`` converts first (store: registers -> ``via``'s destination
-    layout, whose registers ``memory`` then stores) or last (load: ``memory``
-    loads registers of ``via``'s source layout, ``via`` converts them)."""
-    strategy: str                     # noop | register | shuffle | smem | shuffle+smem | store | load | copy
-    dtype: str
-    elem_bytes: int
-    target: str
-    arch: str
-    warp_size: int
-    num_warps: int
-    n_src: int
-    n_dst: int
-    src_bases: dict[str, Any]
-    dst_bases: dict[str, Any]
-    shape: tuple[int, ...]
-    dst_copies: tuple[tuple[int, int], ...] = ()   # (dst, from_dst) after the strategy: broadcast registers
-    register: RegisterPlan | None = None
-    shuffle: ShufflePlan | None = None
-    smem: SmemPlan | None = None
-    memory: MemoryPlan | None = None
-    copy: CopyPlan | None = None
-    tma: "TmaPlan | None" = None          # plan/tma.py (which imports this module): a TMA copy, strategy tma
-    via: "ConversionPlan | None" = None   # store: convert, then ``memory`` (of via's dst); load: the reverse;
-    #                                       convert (staged): shuffle to via's dst, then ``smem`` from it
-    # a global store/load whose tile promises less alignment than its widest vector: the plans for
-    # smaller run-time alignments, widest vector first (this plan is the fastest; see runtime_alignments)
-    paths: tuple["ConversionPlan", ...] = ()
-    candidates: tuple[Candidate, ...] = ()
-
-    @property
-    def operation(self) -> str:
-        """The operation this plan performs (a key of ``OPERATIONS``): ``convert``
-        (registers -> registers), ``store``, ``load`` or ``copy``."""
-        if self.copy is not None:
-            return "copy"
-        if self.tma is not None:
-            return "tma"
-        return self.memory.direction if self.memory is not None else "convert"
-
-    @property
-    def threads(self) -> int:
-        return self.warp_size * self.num_warps
-
-    @property
-    def smem_bytes(self) -> int:
-        """Shared memory the generated function uses: a conversion's scratch,
-        or a shared tile for a memory plan (a TMA plan's harness: the tile, then its
-        8-byte mbarrier)."""
-        if self.copy is not None:
-            return self.copy.store.bytes
-        if self.tma is not None:
-            return self.tma.bytes + 8
-        if self.paths:
-            return max(p.smem_bytes for p in (replace(self, paths=()), *self.paths))
-        if self.via is not None:
-            return max(self.via.smem_bytes, without_via(self).smem_bytes)
-        if self.memory is not None:
-            return self.memory.bytes if self.memory.space == "shared" else 0
-        return self.smem.bytes if self.smem else 0
-
-    @property
-    def scratch_bytes(self) -> int:
-        """Global bytes the test harness needs for a global tile (padded strides), else 0."""
-        if self.tma is not None:        # the tensor TMA reads and writes: 16-byte aligned strides
-            return self.elem_bytes * harness_extent(self.shape, harness_strides(self.shape, list(self.tma.order),
-                                                                                16, self.elem_bytes))
-        m = self.copy.load if self.copy is not None else self.memory
-        if m is None or m.space != "global":
-            return 0
-        return self.elem_bytes * max(off + harness_extent(self.shape, st)
-                                     for st, off in (harness_tile(self, v) for v in harness_variants(self)))
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data; a memory plan's ``memory`` also states, per warp
-        instruction, the target instruction (``instr``; the access kind moves
-        to ``access``) and its cost at top level."""
-        d = asdict(self)
-        m = self.memory
-        if self.copy is not None:
-            c = self.copy
-            d["memory"] = {"space": "global -> shared", "instr": "cp.async" if c.async_copy else
-                           f"{instruction_name(self.target, 'vector', 'load', c.load.vector_bytes, 'global')} + "
-                           f"{instruction_name(self.target, 'vector', 'store', c.store.vector_bytes)}",
-                           "vector_bytes": c.load.vector_bytes, "instructions": c.load.cost.instructions,
-                           "sectors": c.load.cost.sectors, "requests": c.load.cost.instructions,
-                           "wavefronts": c.store.cost.wavefronts, "bank_conflicts": c.store.cost.bank_conflicts}
-        if m is not None:
-            mem = d["memory"]
-            mem["access"] = m.instr
-            mem["instr"] = instruction_name(self.target, m.instr, m.direction, m.vec * self.elem_bytes, m.space)
-            mem.update({k: v for k, v in mem["cost"].items()})
-            if m.space == "global":
-                mem["requests"] = m.cost.instructions
-        if self.tma is not None:        # boxes readable: shared byte offset and coordinate offsets
-            d["tma"]["boxes"] = [{"smem_offset": off, "coords": list(c)} for off, c in self.tma.boxes]
-        return d
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
 
 _INSTR = {("vector", "store"): "st", ("vector", "load"): "ld", ("matrix", "store"): "stmatrix",
@@ -532,19 +399,3 @@ def shuffle_name(target: str) -> str:
     """The instruction one warp shuffle (``__shfl``/``__shfl_xor`` of 32 bits)
     compiles to: ``shfl.sync`` (PTX) or ``ds_bpermute_b32`` (AMDGPU)."""
     return "ds_bpermute_b32" if target == "hip" else "shfl.sync"
-
-
-def without_via(plan: "ConversionPlan") -> "ConversionPlan":
-    """The step of a ``via`` plan after (store, convert) or before (load) its
-    conversion, as a plan of its own: the memory access over the layout ``via``
-    converts to (store) or from (load); for a staged conversion the
-    shared-memory step from ``via``'s destination layout.  ``plan`` itself
-    when it has no ``via``."""
-    v = plan.via
-    if v is None:
-        return plan
-    if plan.operation == "convert":
-        return replace(plan, via=None, strategy="smem", src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
-    if plan.memory.direction == "store":
-        return replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
-    return replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=(), candidates=())

@@ -53,13 +53,14 @@ from ll_codegen.core.dtypes import DTYPE_BYTES, dtype_bytes
 from ll_codegen.core.layout import LinearLayout, divide_left
 from ll_codegen.core.limits import short
 from ll_codegen.plan.memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
-from ll_codegen.plan.model import (Candidate, ConversionPlan, CopyPlan, RegisterPlan, ShufflePlan, SmemPlan, instruction_name,
-                   shuffle_name, without_via, word_view)
+from ll_codegen.plan.model import Candidate, RegisterPlan, ShufflePlan, SmemPlan, instruction_name, shuffle_name, word_view
+from ll_codegen.plan.plans import AccessPlan, ConvertPlan, CopyPlan, LoadPlan, StorePlan, without_via
 from ll_codegen.plan.shuffle import NotShuffleable, fuse_form, plan_shuffle, swap_form
 from ll_codegen.plan.staged import mid_layouts
 from ll_codegen.plan.swizzle import plan_smem
 from ll_codegen.core.target import Target, get_target
 
+DEFAULT_SMEM_BUDGET = 48 * 1024      # bytes of scratch a conversion may use unless told otherwise
 STRATEGIES = ("noop", "register", "shuffle", "smem")
 STAGED = "shuffle+smem"     # warp shuffles to a layout in between, then smem (plan/staged.py): legal with shuffle/smem
 WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.25, 4.0, 1.25
@@ -161,15 +162,15 @@ def _canonical_copies(dst: LinearLayout) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def _score(plan: ConversionPlan) -> tuple[float, str]:
-    if plan.via is not None and plan.operation == "convert":       # staged: the two steps' costs add up
+def _score(plan: ConvertPlan | AccessPlan) -> tuple[float, str]:
+    if isinstance(plan, AccessPlan):
+        return _memory_score(plan)
+    if plan.staged:                                                # the two steps' costs add up
         (a, how_a), (b, how_b) = _score(plan.via), _score(without_via(plan))
         return a + b, f"{how_a}; then {how_b}"
-    if plan.memory is not None:
-        return _memory_score(plan)
-    if plan.register is not None:
+    if plan.strategy in ("noop", "register"):
         return 0.0, f"{plan.n_dst} register moves"
-    if plan.shuffle is not None:
+    if plan.strategy == "shuffle":
         s = plan.shuffle
         shfl, selects, packs = s.shuffles, s.selects, s.pack_ops(word_view(plan), plan.dst_copies)
         score = SHUFFLE * shfl + SELECT * selects + ALU * packs
@@ -191,14 +192,14 @@ def _score(plan: ConversionPlan) -> tuple[float, str]:
                           f"{f' ({m.warp_barriers} warp-scope)' if m.warp_barriers else ''}")
 
 
-def _load_instructions(plan: ConversionPlan) -> int:
+def _load_instructions(plan: ConvertPlan) -> int:
     """Tie-break between equal scores: fewer (wider) shared-memory loads.  A load's result is
     waited for and a store's is not; on the H100 the wide-load side of two equal per-side-width
     plans measured up to 11% faster (T_row_col_128_f8_8w: st4B+ld16B 364 clk, st16B+ld4B 407)."""
-    return plan.smem.load.instructions if plan.smem is not None else 0
+    return plan.smem.load.instructions if plan.strategy in ("smem", STAGED) else 0
 
 
-def _instr_name(plan: ConversionPlan, instr: str, side: str, vec: int) -> str:
+def _instr_name(plan: ConvertPlan | AccessPlan, instr: str, side: str, vec: int) -> str:
     """The target's name of a shared-memory access (``plan.instruction_name``)."""
     return instruction_name(plan.target, instr, "store" if side == "st" else "load", vec * plan.elem_bytes)
 
@@ -206,8 +207,8 @@ def _instr_name(plan: ConversionPlan, instr: str, side: str, vec: int) -> str:
 def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                     target: Target | str = "cuda", arch: str | None = None,
                     strategy: str = "auto", swizzle: str = "optimal",
-                    smem_budget: int = 48 * 1024, max_vector_bytes: int | None = None,
-                    scratch_buffers: int = 1, scratch_per_warp: bool = False) -> ConversionPlan:
+                    smem_budget: int = DEFAULT_SMEM_BUDGET, max_vector_bytes: int | None = None,
+                    scratch_buffers: int = 1, scratch_per_warp: bool = False) -> ConvertPlan:
     """Plan ``src -> dst`` for one element type and target; see the module docstring.
     ``scratch_buffers=2``: a shared-memory plan leaves out the barrier before
     its first stores (``SmemPlan.buffers``); the caller alternates two buffers.
@@ -230,7 +231,7 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     src, dst = normalise(src), normalise(dst)
     w = DTYPE_BYTES[dtype]
     level = classify(src, dst)
-    base = ConversionPlan(
+    base = ConvertPlan(
         strategy=level, dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,
         warp_size=target.warp_size, num_warps=src.in_dim_size("warp"),
         n_src=src.in_dim_size("register"), n_dst=dst.in_dim_size("register"),
@@ -246,7 +247,7 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
             f"no data crosses lanes (needs {level})" if strategy == STAGED else
             f"data crosses {'warps' if level == 'smem' else 'lanes'} (needs {level})"))
 
-    candidates: list[ConversionPlan] = []
+    candidates: list[ConvertPlan] = []
     for s in legal if strategy in ("auto", "noop") else [strategy]:
         if s == "register":
             candidates.append(replace(base, strategy="register", register=register_plan(src, dst)))
@@ -278,16 +279,16 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     scored = sorted(((_score(p), p) for p in candidates), key=lambda t: (t[0][0], _load_instructions(t[1])))
     reports = tuple(Candidate(p.strategy, sc, detail) for (sc, detail), p in scored)
     best = scored[0][1]
-    if level == "noop" and best.register is not None and best.register.dst_from_src == tuple(range(best.n_dst)):
+    if level == "noop" and best.strategy == "register" and best.register.dst_from_src == tuple(range(best.n_dst)):
         best = replace(best, strategy="noop")
-    if best.smem is not None and scratch_buffers == 2:
+    if best.strategy in ("smem", STAGED) and scratch_buffers == 2:
         # the stores -> loads barrier is then what orders the previous call's reads of the other
         # buffer before the next call's stores into it: it must be block-wide
         best = replace(best, smem=replace(best.smem, buffers=2, barrier="block"))
     return replace(best, candidates=reports)
 
 
-def shuffle_forms(step: ConversionPlan, sp: ShufflePlan) -> list[ConversionPlan]:
+def shuffle_forms(step: ConvertPlan, sp: ShufflePlan) -> list[ConvertPlan]:
     """``step`` with each form of the shuffle plan ``sp``: select trees, swap stages, and
     (CUDA, 8/16-bit words) each of those with its lane-dependent words fused into byte
     permutes (``shuffle.fuse_form``).  HIP's ``__byte_perm`` indexes a byte array, so a
@@ -298,9 +299,9 @@ def shuffle_forms(step: ConversionPlan, sp: ShufflePlan) -> list[ConversionPlan]
     return [replace(step, shuffle=f) for k, f in enumerate(forms) if f not in forms[:k]]
 
 
-def staged_plans(base: ConversionPlan, src: LinearLayout, dst: LinearLayout, target: Target, swizzle: str = "optimal",
+def staged_plans(base: ConvertPlan, src: LinearLayout, dst: LinearLayout, target: Target, swizzle: str = "optimal",
                  smem_budget: int = 48 * 1024, max_vector_bytes: int | None = None,
-                 per_warp: bool = False) -> list[ConversionPlan]:
+                 per_warp: bool = False) -> list[ConvertPlan]:
     """One staged candidate per layout in between (``staged.mid_layouts``): the
     cheaper form of its shuffle plan, then its cheapest shared-memory plan."""
     out = []
@@ -325,8 +326,8 @@ def staged_plans(base: ConversionPlan, src: LinearLayout, dst: LinearLayout, tar
 MEMORY_STRATEGIES = ("store", "load")
 
 
-def _via_candidate(base: ConversionPlan, dist: LinearLayout, order: list[int], alignment: int, dtype: str,
-                   target: Target, direction: str, strides, max_vector_bytes) -> ConversionPlan | None:
+def _via_candidate(base: AccessPlan, dist: LinearLayout, order: list[int], alignment: int, dtype: str,
+                   target: Target, direction: str, strides, max_vector_bytes) -> AccessPlan | None:
     """Convert to the coalesced layout, then access (store), or access, then
     convert (load) -- what Triton does in epilogues; None when ``dist`` is
     that layout already."""
@@ -341,7 +342,7 @@ def _via_candidate(base: ConversionPlan, dist: LinearLayout, order: list[int], a
     return replace(base, memory=m, via=cv, dst_copies=())
 
 
-def _memory_score(plan: ConversionPlan) -> tuple[float, str]:
+def _memory_score(plan: AccessPlan) -> tuple[float, str]:
     if plan.via is not None:
         (cs, cd), (ms, md) = _score(plan.via), _memory_score(replace(plan, via=None))
         return cs + ms, f"via {plan.via.strategy} ({cd}), then {md}"
@@ -364,7 +365,7 @@ def _memory_score(plan: ConversionPlan) -> tuple[float, str]:
 def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: str, dtype: str = "f16",
                 target: Target | str = "cuda", arch: str | None = None, alignment: int = 16,
                 strides: tuple[int, ...] | None = None, instr: str = "auto",
-                max_vector_bytes: int | None = None) -> ConversionPlan:
+                max_vector_bytes: int | None = None) -> AccessPlan:
     """Plan ``store`` (registers of ``dist`` -> the memory ``tile``) or
     ``load`` (the tile -> registers); ``space`` is ``shared`` (``tile``: offset
     -> tensor, any bijective layout) or ``global`` (``tile``: the dense
@@ -379,21 +380,21 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
     (``memory.vector_bytes`` = v), its ``paths`` the narrower, and the header
     takes a path when the pointer and every stride are multiples of its v --
     one header for every leading dimension, the fast path whenever it can."""
-    def at(a: int) -> ConversionPlan:
+    def at(a: int) -> AccessPlan:
         return _plan_memory(dist, tile, direction, space, dtype, target, arch, a, strides, instr, max_vector_bytes)
     if space != "global":
         return at(alignment)
     return _with_paths(at, alignment, strides, lambda p: p.memory.vector_bytes)
 
 
-def _with_paths(at: Callable[[int], ConversionPlan], alignment: int, strides: tuple[int, ...] | None,
-                vector_of: Callable[[ConversionPlan], int]) -> ConversionPlan:
+def _with_paths(at: Callable[[int], AccessPlan | CopyPlan], alignment: int, strides: tuple[int, ...] | None,
+                vector_of: Callable[[AccessPlan | CopyPlan], int]) -> AccessPlan | CopyPlan:
     """The plan at the promised ``alignment`` or, where wider alignments give
     wider vectors, the widest plan with the narrower ones (down to the
     promise) as its run-time ``paths``; alignments the given ``strides`` rule
     out are skipped."""
     promised = at(alignment)
-    plans: list[ConversionPlan] = []
+    plans: list[AccessPlan | CopyPlan] = []
     for a in (16, 8, 4, 2):
         if alignment < a and (strides is None or all(s * promised.elem_bytes % a == 0 for s in strides)):
             p = at(a)
@@ -405,7 +406,7 @@ def _with_paths(at: Callable[[int], ConversionPlan], alignment: int, strides: tu
 
 def _plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: str, dtype: str, target,
                  arch: str | None, alignment: int, strides: tuple[int, ...] | None, instr: str,
-                 max_vector_bytes: int | None) -> ConversionPlan:
+                 max_vector_bytes: int | None) -> AccessPlan:
     """``plan_memory`` for one alignment."""
     if isinstance(target, str):
         target = get_target(target, arch)
@@ -442,12 +443,13 @@ def _plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: 
     bases = {"in_dims": dist.bases, "out_dims": dist.out_dim_sizes}
     tile_bases = {"in_dims": tile.bases, "out_dims": tile.out_dim_sizes}
     store = direction == "store"
-    base = ConversionPlan(
+    base = (StorePlan if store else LoadPlan)(
         strategy=direction, dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,
         warp_size=target.warp_size, num_warps=dist.in_dim_size("warp"),
         n_src=n if store else 0, n_dst=0 if store else n,
         src_bases=bases if store else tile_bases, dst_bases=tile_bases if store else bases,
-        shape=tuple(dist.out_dim_sizes.values()), dst_copies=() if store else _canonical_copies(dist))
+        shape=tuple(dist.out_dim_sizes.values()), dst_copies=() if store else _canonical_copies(dist),
+        memory=plans[0])
     candidates = [replace(base, memory=m) for m in plans]
     if space == "global" and instr in ("auto", "via"):
         v = _via_candidate(base, dist, global_order(tile), alignment, dtype, target, direction, strides,
@@ -457,7 +459,7 @@ def _plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: 
         elif instr == "via":
             raise ValueError("a via plan needs a register layout other than the coalesced one")
     scored = [(_score(p), p) for p in candidates]
-    reports = tuple(sorted((Candidate("via" if p.via else p.memory.instr, sc, detail) for (sc, detail), p in scored),
+    reports = tuple(sorted((Candidate("via" if p.via is not None else p.memory.instr, sc, detail) for (sc, detail), p in scored),
                            key=lambda c: c.score))
     best = min(scored, key=lambda t: t[0][0])[1]
     return replace(best, candidates=reports)
@@ -465,7 +467,7 @@ def _plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: 
 
 def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str = "f16", target: Target | str = "cuda",
               arch: str | None = None, alignment: int = 16, num_warps: int = 4,
-              strides: tuple[int, ...] | None = None, max_vector_bytes: int | None = None) -> ConversionPlan:
+              strides: tuple[int, ...] | None = None, max_vector_bytes: int | None = None) -> CopyPlan:
     """Plan a copy of a global tile into a shared tile (strategy ``copy``)
     by ``num_warps`` warps: for each thread mapping of
     ``memory.copy_threads`` the global load and the shared store with the
@@ -474,14 +476,14 @@ def plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str =
     cheapest wins.  ``cp.async`` on CUDA (sm_80+) when the vector is 4, 8 or
     16 bytes, else through registers.  Run-time alignment paths as in
     ``plan_memory`` when ``alignment`` promises less than the widest vector."""
-    def at(a: int) -> ConversionPlan:
+    def at(a: int) -> CopyPlan:
         return _plan_copy(global_tile, shared_tile, dtype, target, arch, a, num_warps, strides, max_vector_bytes)
-    return _with_paths(at, alignment, strides, lambda p: p.copy.load.vector_bytes)
+    return _with_paths(at, alignment, strides, lambda p: p.load.vector_bytes)
 
 
 def _plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str, target, arch: str | None,
                alignment: int, num_warps: int, strides: tuple[int, ...] | None,
-               max_vector_bytes: int | None) -> ConversionPlan:
+               max_vector_bytes: int | None) -> CopyPlan:
     """``plan_copy`` for one alignment."""
     if isinstance(target, str):
         target = get_target(target, arch)
@@ -507,11 +509,12 @@ def _plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str,
         store = replace(store, accesses=tuple(pairs[a.regs] for a in load.accesses),
                         warp_skip=skip_mask(threads.flat_bases("warp")), lane_skip=skip_mask(threads.flat_bases("lane")))
         vb = load.vec * w
-        copy = CopyPlan(threads={"in_dims": threads.bases, "out_dims": threads.out_dim_sizes}, load=load, store=store,
-                        async_copy=target.is_cuda and vb in (4, 8, 16))
+        async_copy = target.is_cuda and vb in (4, 8, 16)
+        copy = dict(mapping={"in_dims": threads.bases, "out_dims": threads.out_dim_sizes}, load=load, store=store,
+                    async_copy=async_copy)
         score = (SECTOR * load.cost.total_sectors + WAVEFRONT * store.cost.total_wavefronts
-                 + ALU * (load.cost.instructions + (0 if copy.async_copy else store.cost.instructions)))
-        how = f"{'cp.async' if copy.async_copy else 'ld + st'} {vb} B" if target.is_cuda else \
+                 + ALU * (load.cost.instructions + (0 if async_copy else store.cost.instructions)))
+        how = f"{'cp.async' if async_copy else 'ld + st'} {vb} B" if target.is_cuda else \
             (f"{instruction_name('hip', 'vector', 'load', vb, 'global')} + "      # HIP: the AMD instructions
              f"{instruction_name('hip', 'vector', 'store', vb)}")
         detail = (f"threads in {label} order: {how} "
@@ -520,10 +523,10 @@ def _plan_copy(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str,
         candidates.append((score, detail, copy))
     candidates.sort(key=lambda c: c[0])
     best = candidates[0][2]
-    return ConversionPlan(
+    return CopyPlan(
         strategy="copy", dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,
         warp_size=target.warp_size, num_warps=num_warps, n_src=0, n_dst=0,
         src_bases={"in_dims": global_tile.bases, "out_dims": global_tile.out_dim_sizes},
         dst_bases={"in_dims": shared_tile.bases, "out_dims": shared_tile.out_dim_sizes},
-        shape=tuple(shared_tile.out_dim_sizes.values()), copy=best,
+        shape=tuple(shared_tile.out_dim_sizes.values()), **best,
         candidates=tuple(Candidate("copy", sc, d) for sc, d, _ in candidates))

@@ -1,4 +1,5 @@
-"""Human-readable plan summaries (``llgen plan`` and generated headers)."""
+"""Human-readable plan summaries (``llgen plan`` and generated headers), one function per
+operation; the registry (``ll_codegen/operations.py``) records which is whose."""
 from __future__ import annotations
 
 from typing import Callable
@@ -6,7 +7,8 @@ from typing import Callable
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.mma import MmaPlan
-from ll_codegen.plan.model import ConversionPlan, instruction_name, shuffle_name
+from ll_codegen.plan.model import instruction_name, shuffle_name
+from ll_codegen.plan.plans import Transfer
 from ll_codegen.plan.tma import tma_summary_lines
 from ll_codegen.core.target import get_target
 
@@ -16,14 +18,8 @@ def _vec(v: int, sizes: dict[str, int]) -> str:
     return repr(tuple(LinearLayout.from_flat({"x": [v]}, sizes).bases["x"][0]))
 
 
-def summary(plan: ConversionPlan | GatherPlan) -> str:
-    """The readable plan of any operation (``llgen plan``, ``llgen gather --plan``, the
-    headers' opening comment): strategy, its steps and costs, every candidate's score."""
-    return SUMMARIES[plan.operation](plan)
-
-
-def _plan_text(p: ConversionPlan, detail: list[str]) -> str:
-    """A ConversionPlan's summary: the headline, the operation's ``detail`` lines,
+def _plan_text(p: Transfer, detail: list[str]) -> str:
+    """A Transfer's summary: the headline, the operation's ``detail`` lines,
     broadcast copies and the candidates (the chosen one starred)."""
     lines = [f"strategy: {p.strategy}  ({p.dtype}, {p.elem_bytes} B/elem, {p.target} {p.arch}, "
              f"{p.num_warps} warps x {p.warp_size} lanes, {p.n_src} -> {p.n_dst} registers)"] + detail
@@ -37,14 +33,14 @@ def _plan_text(p: ConversionPlan, detail: list[str]) -> str:
     return "\n".join(lines)
 
 
-def convert_summary(p: ConversionPlan) -> str:
+def convert_summary(p: Transfer) -> str:
     """registers -> registers: the register permutation, the shuffle rounds or the trip
     through shared memory (swizzled layout, accesses, wavefronts, barriers); a staged
     conversion's shuffles to the layout in between first."""
     return _plan_text(p, convert_lines(p))
 
 
-def convert_lines(p: ConversionPlan) -> list[str]:
+def convert_lines(p: Transfer) -> list[str]:
     """The steps of a conversion (``convert_summary`` without the headline and candidates)."""
     lines: list[str] = []
     if p.via is not None:
@@ -99,17 +95,17 @@ def convert_lines(p: ConversionPlan) -> list[str]:
     return lines
 
 
-def memory_summary(p: ConversionPlan) -> str:
+def memory_summary(p: Transfer) -> str:
     """A store or load: the memory side's instruction and cost (and a ``via`` conversion)."""
     return _plan_text(p, memory_lines(p))
 
 
-def copy_summary(p: ConversionPlan) -> str:
+def copy_summary(p: Transfer) -> str:
     """A copy, global tile -> shared tile."""
     return _plan_text(p, copy_lines(p))
 
 
-def memory_lines(p: ConversionPlan) -> list[str]:
+def memory_lines(p: Transfer) -> list[str]:
     """The memory side of a store/load plan: where, which instruction, the cost."""
     m = p.memory
     if m.space == "shared":
@@ -137,12 +133,12 @@ def memory_lines(p: ConversionPlan) -> list[str]:
         when = "before the stores" if m.direction == "store" else "after the loads"
         out.append(f"  via: {when}, a conversion to the coalesced layout "
                    f"{v.dst_bases['in_dims'] if m.direction == 'store' else v.src_bases['in_dims']}:")
-        out += ["    " + line for line in summary(v).splitlines()]
+        out += ["    " + line for line in convert_summary(v).splitlines()]
     return out + path_lines(p, memory_lines, lambda q: q.memory.vector_bytes)
 
 
-def path_lines(p: ConversionPlan, lines_of: Callable[[ConversionPlan], list[str]],
-               vector_of: Callable[[ConversionPlan], int]) -> list[str]:
+def path_lines(p: Transfer, lines_of: Callable[[Transfer], list[str]],
+               vector_of: Callable[[Transfer], int]) -> list[str]:
     """Run-time alignment: each narrower path (``p.paths``) stated like the plan itself."""
     out = []
     for q in p.paths:
@@ -153,14 +149,14 @@ def path_lines(p: ConversionPlan, lines_of: Callable[[ConversionPlan], list[str]
     return out
 
 
-def tma_summary(p: ConversionPlan) -> str:
+def tma_summary(p: Transfer) -> str:
     """A TMA copy: the box, the swizzle, each box's shared offset and coordinates."""
     return _plan_text(p, tma_summary_lines(p.tma))
 
 
-def copy_lines(p: ConversionPlan) -> list[str]:
+def copy_lines(p: Transfer) -> list[str]:
     """A copy plan: the thread mapping, the global reads and the shared writes."""
-    c = p.copy
+    c = p
     ld, st = c.load.cost, c.store.cost
     how = "cp.async" if c.async_copy else "a global load and a shared store through a register"
     if p.target == "hip":
@@ -168,11 +164,11 @@ def copy_lines(p: ConversionPlan) -> list[str]:
                f"{instruction_name(p.target, 'vector', 'store', c.store.vector_bytes)} through a register")
     return [f"copy: global tile (order {c.load.layout['order']}, {c.load.alignment}-byte aligned) -> shared tile of "
             f"{c.store.bytes} bytes, {c.load.vector_bytes} B per thread per copy, by {how}",
-            f"  thread mapping (register, lane, warp -> tensor): {c.threads['in_dims']}",
+            f"  thread mapping (register, lane, warp -> tensor): {c.mapping['in_dims']}",
             f"  global: {ld.instructions} copies/warp, {ld.sectors} sectors/instr ({ld.min_sectors} at best) at strides "
             f"{list(c.load.strides)}",
             f"  shared: {st.wavefronts} wavefronts/instr, {st.bank_conflicts} bank conflicts/instr, "
-            f"{st.total_wavefronts} wavefronts/warp"] + path_lines(p, copy_lines, lambda q: q.copy.load.vector_bytes)
+            f"{st.total_wavefronts} wavefronts/warp"] + path_lines(p, copy_lines, lambda q: q.load.vector_bytes)
 
 
 def gather_summary(p: GatherPlan) -> str:
@@ -196,7 +192,6 @@ def gather_summary(p: GatherPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: The summary of each operation (``ConversionPlan.operation`` / ``GatherPlan.operation``).
 def mma_summary(p: MmaPlan) -> str:
     """An MMA: the instruction, how each operand is read, the steps."""
     M, N, K = p.shape
@@ -215,8 +210,3 @@ def mma_summary(p: MmaPlan) -> str:
                          f"{'K' if d.k_major else 'MN'}-major, swizzle {d.swizzle_bytes or 'none'}, "
                          f"LBO {d.lbo_bytes} B, SBO {d.sbo_bytes} B")
     return "\n".join(lines)
-
-
-SUMMARIES = {"convert": convert_summary, "store": memory_summary, "load": memory_summary, "copy": copy_summary,
-             "gather": gather_summary, "mma": mma_summary,
-             "tma": tma_summary}

@@ -145,7 +145,7 @@ def matrix_side(reg: list[int], thr: list[int], elem_bytes: int, trans: bool) ->
 
 def _widened(V: list[int], reg: list[int], other_lanes: list[int], Rd: list[int], max_vec: int,
              elem_bytes: int, target: Target) -> list[list[int]]:
-    """Access tiles ``V + more`` for one side alone (per-side widths, issue 14),
+    """Access tiles ``V + more`` for one side alone (each side may access wider than the common ``V``),
     ``more`` from that side's registers outside ``V`` and the round bits:
 
     * its registers in order, as wide as it goes (up to 16 bytes);

@@ -1,6 +1,6 @@
 """A shared tile as TMA (the Tensor Memory Accelerator, ``cp.async.bulk.tensor``, sm_90a) and
 the hardware swizzle see it: the one home of that question (``tma_box``, ``tile_alignment``)
-and the plan of a TMA copy (``TmaPlan``, ``plan_tma``).
+and the plan of a TMA copy (``TmaPlan`` with its ``TmaBoxes``, ``plan_tma``).
 
 The hardware swizzle
 --------------------
@@ -38,13 +38,14 @@ tile of the same bases give the same box.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from ll_codegen.core import f2
 from ll_codegen.core.dtypes import dtype_bytes
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import Target, get_target
-from ll_codegen.plan.model import Candidate, ConversionPlan, harness_cut
+from ll_codegen.plan.model import Candidate
+from ll_codegen.plan.plans import Transfer
 
 SPANS = (128, 64, 32, 0)
 MAX_BOX = 256           # cuTensorMapEncodeTiled: every boxDim <= 256
@@ -218,9 +219,8 @@ def dense_order(tile: LinearLayout) -> list[int]:
 
 
 @dataclass(frozen=True)
-class TmaPlan:
-    """Global tile <-> shared tile by TMA (strategy ``tma``): one ``cp.async.bulk.tensor`` per box
-    from one thread.  ``box`` extents innermost first over the tensor ``dims``; ``boxes``: per box
+class TmaBoxes:
+    """The boxes of a TMA copy: one ``cp.async.bulk.tensor`` per box from one thread.  ``box`` extents innermost first over the tensor ``dims``; ``boxes``: per box
     (shared byte offset, coordinate offset per tensor dim) from the tile's origin; ``tx_bytes``
     the bytes a load of the tile brings (the mbarrier's expected transaction count);
     ``bytes``/``alignment`` the shared tile's; ``order`` the global tensor's dims fastest first;
@@ -242,7 +242,25 @@ class TmaPlan:
         return SWIZZLE_ENUM[self.swizzle_bytes]
 
 
-def tma_summary_lines(t: TmaPlan) -> list[str]:
+@dataclass(frozen=True, kw_only=True)
+class TmaPlan(Transfer):
+    """A global tile <-> a shared tile by TMA (strategy ``tma``, sm_90a): ``tma`` holds the boxes;
+    no registers on either side.  Its harness uses the tile and an 8-byte mbarrier after it."""
+    operation: ClassVar[str] = "tma"
+    tma: TmaBoxes
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.tma.bytes + 8
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data; the boxes readable: shared byte offset and coordinate offsets."""
+        d = super().to_dict()
+        d["tma"]["boxes"] = [{"smem_offset": off, "coords": list(c)} for off, c in self.tma.boxes]
+        return d
+
+
+def tma_summary_lines(t: TmaBoxes) -> list[str]:
     """The TMA part of a plan's summary."""
     sw = f"{t.swizzle_bytes}-byte swizzle" if t.swizzle_bytes else "no swizzle"
     lines = [f"tma: {len(t.boxes)} box(es) of {list(t.box)} (dims {list(t.dims)}, innermost first), {t.box_bytes} B "
@@ -255,7 +273,7 @@ def tma_summary_lines(t: TmaPlan) -> list[str]:
 
 def plan_tma(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str = "f16",
              target: Target | str = "cuda", arch: str | None = None, alignment: int = 16,
-             num_warps: int = 4) -> ConversionPlan:
+             num_warps: int = 4) -> TmaPlan:
     """Plan a TMA copy between a global tile and a shared tile (strategy ``tma``, sm_90a):
     the shared tile must be a TMA box (``tma_box``) whose inner dim is the global tensor's
     contiguous dim; the global tensor 16-byte aligned.  ``num_warps``: the harness's block (one
@@ -277,34 +295,16 @@ def plan_tma(global_tile: LinearLayout, shared_tile: LinearLayout, dtype: str = 
         raise ValueError(f"TMA writes box rows along the global tensor's contiguous dim {order[0]}; "
                          f"the shared layout's rows run along dim {box.dims[0]}")
     nbytes = w << shared_tile.in_dim_size_log2("offset")
-    tma = TmaPlan(box=box.box, dims=box.dims, swizzle_bytes=box.swizzle_bytes, boxes=box.boxes,
+    tma = TmaBoxes(box=box.box, dims=box.dims, swizzle_bytes=box.swizzle_bytes, boxes=box.boxes,
                   box_bytes=box.bytes, tx_bytes=box.bytes * len(box.boxes), bytes=nbytes,
                   alignment=box.alignment, order=tuple(order), data_type=TMA_DATA_TYPE[dtype])
     sw = f"swizzle {box.swizzle_bytes} B" if box.swizzle_bytes else "no swizzle"
     detail = (f"one thread: {len(box.boxes)} x cp.async.bulk.tensor.{len(box.box)}d of {box.bytes} B "
               f"(box {list(box.box)}, {sw})")
-    return ConversionPlan(
+    return TmaPlan(
         strategy="tma", dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,
         warp_size=target.warp_size, num_warps=num_warps, n_src=0, n_dst=0,
         src_bases={"in_dims": global_tile.bases, "out_dims": global_tile.out_dim_sizes},
         dst_bases={"in_dims": shared_tile.bases, "out_dims": shared_tile.out_dim_sizes},
         shape=tuple(shared_tile.out_dim_sizes.values()), tma=tma,
         candidates=(Candidate("tma", float(len(box.boxes)), detail),))
-
-
-def harness_origin(shape: Sequence[int], inner: int, elem_bytes: int) -> tuple[int, ...]:
-    """The tile origin of the TMA harness's ``_oob`` and ``_store`` kernels: ``n - cut`` along each
-    dim (``model.harness_cut``: 64 -> 17), so only the first ``cut`` elements of each dim lie inside
-    the tensor and the rest of the box is zero-filled (load) or clipped (store).  Along the
-    ``inner`` (contiguous) dim rounded up to 16 bytes -- TMA's rule: a box whose innermost start
-    is not 16-byte aligned is an illegal instruction (measured on an H200) -- or 0 when that
-    leaves nothing inside."""
-    out = []
-    for d, (n, c) in enumerate(zip(shape, harness_cut(tuple(shape)))):
-        o = n - c
-        if d == inner:
-            q = max(1, 16 // elem_bytes)
-            o = -(-o // q) * q
-            o = o if o < n else 0
-        out.append(o)
-    return tuple(out)

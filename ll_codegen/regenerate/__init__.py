@@ -43,7 +43,6 @@ from typing import Any, Mapping
 from ll_codegen.api import conversion_files, gather_files, mma_files
 from ll_codegen.core.files import check_output_dir, quote_path, write_all
 from ll_codegen.core.limits import field_name, short
-from ll_codegen.plan.model import ConversionPlan
 from ll_codegen.spec import SpecError, parse_yaml, read_spec_text
 
 #: The checkout this package was imported from (in an installed copy: site-packages, with no generated/).
@@ -141,19 +140,20 @@ def build(entries: list[Entry], manifest: str, parsers: Mapping[str, Any], root:
 
 
 def _conflicts(plan) -> str:
-    m = getattr(plan, "smem", None)
-    if m is None or not isinstance(plan, ConversionPlan):
+    if plan.operation != "convert" or plan.smem is None:
         return "—"
-    return f"{m.store.bank_conflicts} / {m.load.bank_conflicts}"
+    return f"{plan.smem.store.bank_conflicts} / {plan.smem.load.bank_conflicts}"
 
 
 def _instrs(plan) -> str:
     if plan.operation == "mma":
         return f"{len(plan.steps)} x {plan.instr}"
-    if not isinstance(plan, ConversionPlan):          # a gather
-        if plan.shuffle is not None:
+    if plan.operation == "gather":
+        if plan.strategy == "shuffle":
             return f"{plan.shuffle.shuffles} shuffles, {len(plan.shuffle.outs[0].cands)} candidates/element"
         return f"{plan.smem_bytes} B, {plan.n_idx} loads"
+    if plan.operation != "convert":
+        return "—"
     if plan.smem is not None:
         m = plan.smem
         return f"{m.bytes} B, {len(m.rounds)} round(s), st {m.store_instr} / ld {m.load_instr}"

@@ -1,5 +1,5 @@
 // Host SIMT runtime: enough of CUDA and HIP to run ll_codegen's generated
-// headers and harnesses, unchanged, on the CPU (issue 11).
+// headers and harnesses, unchanged, on the CPU.
 //
 //   clang++ -std=c++17 -x c++ -I ll_codegen/simt -include simt_host.h driver.cpp
 //

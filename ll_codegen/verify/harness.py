@@ -1,9 +1,10 @@
-"""What a harness run is, per operation: the one table both drivers (``host.py``
-on the CPU, ``gpu.py`` on a GPU) dispatch on ``plan.operation``.
+"""What a harness run is, per operation: the rows (``HarnessOp``) the registry
+(``ll_codegen/operations.py``) gives each operation, which both drivers
+(``run/host.py`` on the CPU, ``run/gpu.py`` on a GPU) use.
 
 Every generated harness is ``<name>_harness<variant>(args...)``: one CTA of
 ``plan.threads`` threads and ``plan.smem_bytes`` bytes of dynamic shared
-memory.  A row of ``OPERATIONS`` (a ``HarnessOp``) says, for its plans:
+memory.  A row (a ``HarnessOp``) says, for its plans:
 
 * ``variants(plan)``: the kernel name suffixes (``_masked`` too for global tiles);
 * ``c_types(plan)``: the C parameter types of the harness, in call order;
@@ -11,7 +12,7 @@ memory.  A row of ``OPERATIONS`` (a ``HarnessOp``) says, for its plans:
   in, outputs poisoned with the bitwise complement of what must arrive (so
   every element or register left unwritten differs) -- and, per output
   argument, what it must hold afterwards (the numpy reference,
-  ``reference.py``);
+  ``emulate/reference.py``);
 * ``compare(name, plan, run, got, ok, entropy)``: the outputs against the
   reference, bit for bit: a ``RunResult`` naming the first difference;
 * ``tensor_map(plan)`` (TMA only): the argument the driver fills with a
@@ -41,10 +42,10 @@ import numpy as np
 
 from ll_codegen.core.dtypes import C_RAW, INDEX_DTYPES, NP_RAW
 from ll_codegen.core.layout import layout_of
-from ll_codegen.plan.model import (ConversionPlan, harness_cut, harness_extent, harness_fill, harness_strides,
-                                   harness_variants, variant_masked)
-from ll_codegen.plan.tma import harness_origin
-from ll_codegen.verify.reference import (acc_bits, encode_small, gather_expected, mma_tensors, reference_registers,
+from ll_codegen.plan.plans import Transfer
+from ll_codegen.emit.harness_tiles import harness_cut, harness_extent, harness_fill, harness_strides, harness_variants, variant_masked
+from ll_codegen.emit.harness_tiles import harness_origin, scratch_bytes
+from ll_codegen.verify.emulate.reference import (acc_bits, encode_small, gather_expected, mma_tensors, reference_registers,
                                          row_major_index)
 
 
@@ -72,11 +73,13 @@ class RunData:
 
 
 # ------------------------------------------------------------ conversions
-def plan_step(plan: ConversionPlan, lane: int, reg: int) -> str:
+def plan_step(plan: Transfer, lane: int, reg: int) -> str:
     """Which step of the plan writes destination register ``reg`` of ``lane``."""
     for d, f in plan.dst_copies:
         if d == reg:
             return f"copy of dst[{f}] (broadcast register)"
+    if plan.operation != "convert":
+        return "no step writes it"
     if plan.register is not None:
         return f"register move dst[{reg}] = src[{plan.register.dst_from_src[reg]}]"
     if plan.shuffle is not None:
@@ -94,7 +97,7 @@ def plan_step(plan: ConversionPlan, lane: int, reg: int) -> str:
     return "no step writes it"
 
 
-def random_data(plan: ConversionPlan, rng: np.random.Generator,
+def random_data(plan: Transfer, rng: np.random.Generator,
                 variant: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(fresh random raw bits of the row-major tensor ``in``, the output
     tensor and the (threads, registers) array a correct harness run of
@@ -121,7 +124,7 @@ def random_data(plan: ConversionPlan, rng: np.random.Generator,
     return flat, np.where(inside, flat, fill), np.where(inside[idx], want, fill)
 
 
-def compare(name: str, p: ConversionPlan, flat: np.ndarray, want: np.ndarray, out: np.ndarray, regs: np.ndarray,
+def compare(name: str, p: Transfer, flat: np.ndarray, want: np.ndarray, out: np.ndarray, regs: np.ndarray,
             ok_message: str, entropy: int | None = None) -> RunResult:
     """A harness run's output tensor (``flat``: what it must be) and
     destination registers (``want``) against numpy:
@@ -146,13 +149,13 @@ def compare(name: str, p: ConversionPlan, flat: np.ndarray, want: np.ndarray, ou
     return RunResult(True, ok_message, entropy=entropy)
 
 
-def _conversion_data(plan: ConversionPlan, rng: np.random.Generator, variant: str) -> RunData:
+def _conversion_data(plan: Transfer, rng: np.random.Generator, variant: str) -> RunData:
     flat, out_want, want = random_data(plan, rng, variant)
-    scratch = np.zeros(max(16, plan.scratch_bytes), dtype=np.uint8)
+    scratch = np.zeros(max(16, scratch_bytes(plan)), dtype=np.uint8)
     return RunData([flat, ~out_want, np.ascontiguousarray(~want), scratch], {1: out_want, 2: want})
 
 
-def _conversion_compare(name: str, plan: ConversionPlan, run: RunData, got: dict[int, np.ndarray], ok: str,
+def _conversion_compare(name: str, plan: Transfer, run: RunData, got: dict[int, np.ndarray], ok: str,
                         entropy: int | None) -> RunResult:
     return compare(name, plan, run.wants[1], run.wants[2], got[1], got[2], ok, entropy)
 
@@ -220,13 +223,13 @@ class TensorMapArgs:
     strides: tuple[int, ...]
 
 
-def tma_tensor_map(plan: ConversionPlan) -> TensorMapArgs:
+def tma_tensor_map(plan: Transfer) -> TensorMapArgs:
     """The TMA harness's tensor: the tile's shape at 16-byte aligned padded strides."""
     return TensorMapArgs(3, 2, tuple(plan.shape),
                          harness_strides(plan.shape, list(plan.tma.order), 16, plan.elem_bytes))
 
 
-def _tma_data(plan: ConversionPlan, rng: np.random.Generator, variant: str) -> RunData:
+def _tma_data(plan: Transfer, rng: np.random.Generator, variant: str) -> RunData:
     """``in`` (the row-major tile), ``out`` (poisoned), ``tensor`` (the global tensor at the harness
     strides, random bits in its padding) and the 128-byte map.  Loads (``""`` at the origin,
     ``_oob`` at ``harness_origin``): out[c] = the tensor's element origin + c, zero beyond the
@@ -256,7 +259,7 @@ def _tma_data(plan: ConversionPlan, rng: np.random.Generator, variant: str) -> R
     return RunData([flat, ~out, tensor, map_bytes], {1: out, 2: tensor.copy()})
 
 
-def _tma_compare(name: str, plan: ConversionPlan, run: RunData, got: dict[int, np.ndarray], ok: str,
+def _tma_compare(name: str, plan: Transfer, run: RunData, got: dict[int, np.ndarray], ok: str,
                  entropy: int | None) -> RunResult:
     for k, what in ((1, "output tile element"), (2, "global tensor element")):
         want, have = run.wants[k], got[k]
@@ -279,41 +282,28 @@ class HarnessOp:
     tensor_map: Callable[..., TensorMapArgs] | None = None     # an argument the driver fills with a CUtensorMap
 
 
-_CONVERSION = HarnessOp(
+CONVERSION = HarnessOp(
     variants=harness_variants,
     c_types=lambda p: [f"const {C_RAW[p.elem_bytes]}*"] + [f"{C_RAW[p.elem_bytes]}*"] * 3,
     data=_conversion_data,
     compare=_conversion_compare)
 
-_GATHER = HarnessOp(
+GATHER = HarnessOp(
     variants=lambda p: ("",),
     c_types=lambda p: [f"const {C_RAW[p.elem_bytes]}*", f"const {INDEX_DTYPES[p.index_dtype][1]}*",
                        f"{C_RAW[p.elem_bytes]}*", f"{C_RAW[p.elem_bytes]}*"],
     data=_gather_data,
     compare=_gather_compare)
 
-_MMA = HarnessOp(
+MMA = HarnessOp(
     variants=lambda p: ("",),
     c_types=lambda p: [f"const {C_RAW[p.elem_bytes]}*"] * 2 + ["uint32_t*"] * 2,
     data=_mma_data,
     compare=_mma_compare)
 
-_TMA = HarnessOp(
+TMA = HarnessOp(
     variants=harness_variants,
     c_types=lambda p: [f"const {C_RAW[p.elem_bytes]}*"] + [f"{C_RAW[p.elem_bytes]}*"] * 2 + ["const uint64_t*"],
     data=_tma_data,
     compare=_tma_compare,
     tensor_map=tma_tensor_map)
-
-#: plan.operation -> how its harness is called, fed and checked
-OPERATIONS: dict[str, HarnessOp] = {"convert": _CONVERSION, "store": _CONVERSION, "load": _CONVERSION,
-                                    "copy": _CONVERSION, "gather": _GATHER,
-                                    "mma": _MMA, "tma": _TMA}
-
-
-def operation(plan) -> HarnessOp:
-    """The ``OPERATIONS`` row of ``plan``."""
-    try:
-        return OPERATIONS[plan.operation]
-    except KeyError:
-        raise ValueError(f"no harness driver for operation {plan.operation!r}") from None

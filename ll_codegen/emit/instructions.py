@@ -1,0 +1,299 @@
+"""Every target instruction a generated CUDA file issues, one record each: the one home of inline asm.
+
+As CuTe's ``arch/`` does, each instruction is one wrapper, ``detail::<name>(...)``, and one
+``Instruction`` here holds all of it:
+
+* the device branch: the inline asm (no other module or template of the package writes ``asm``);
+* the host branch (``LLGEN_HOST_SIMT``): the host SIMT runtime's model of the same instruction
+  (``ll_codegen/simt/``), so every generated file also runs on the CPU;
+* the arch guard: the oldest arch whose PTX has the instruction (``arch``), or the
+  architecture-specific feature it needs (``feature``: ``sm_90a``, seen by the preprocessor as
+  ``__CUDA_ARCH_FEAT_SM90_ALL``, as CUTLASS tests it).  A device pass without it compiles the
+  wrapper to ``__trap()``.  ``nvcc -arch=sm_90a`` runs two device passes: compute_90a (the sm_90a
+  code an H100 runs, with ``__CUDA_ARCH_FEAT_SM90_ALL``) and compute_90 (PTX kept for later GPUs to
+  compile, without it), and ptxas rejects wgmma and setmaxnreg in the second; the guard lets both
+  passes compile.  Instructions every CUDA arch the package targets has (``BASE_ARCH``) need no guard.
+
+``templates/instructions.j2``'s macro ``define`` renders any list of records, each the same way.
+The functions below build the records the emitters use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ll_codegen.core.target import CUDA_ARCHS
+
+#: the oldest CUDA arch the package targets (``core/target.CUDA_ARCHS``): an instruction it has needs no guard
+BASE_ARCH = min(int(a[3:5]) for a in CUDA_ARCHS)
+
+#: the preprocessor macro of each architecture-specific feature
+FEATURE_MACROS = {"sm_90a": "__CUDA_ARCH_FEAT_SM90_ALL"}
+
+PTX_SHARED_TYPES = {1: ".b8", 2: ".b16", 4: ".b32", 8: ".v2.b32", 16: ".v4.b32"}
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One target instruction behind one inline wrapper:
+    ``[template]  __device__ __forceinline__ <result> <name>(<params>)``."""
+    name: str
+    params: str
+    device: tuple[str, ...]          # the device branch: the asm statement(s)
+    host: tuple[str, ...]            # the LLGEN_HOST_SIMT branch: the host SIMT runtime's model
+    ptx: str                         # the instruction, as the PTX ISA names it
+    arch: int = BASE_ARCH            # the oldest sm_XY whose PTX has it
+    feature: str = ""                # the architecture-specific feature it needs ("sm_90a")
+    template: str = ""               # "template <int kImm>", ...
+    result: str = "void"
+    doc: tuple[str, ...] = ()        # comment lines above the wrapper
+
+    @property
+    def guard(self) -> str:
+        """The preprocessor condition of the device branch ("" when every target arch has it)."""
+        if self.feature:
+            return f"defined({FEATURE_MACROS[self.feature]})"
+        return f"__CUDA_ARCH__ >= {self.arch * 10}" if self.arch > BASE_ARCH else ""
+
+    @property
+    def missing(self) -> str:
+        """What the ``__trap()`` of a device pass without the guard says."""
+        if self.feature:
+            return (f"{self.ptx} needs {self.feature}: this device pass lacks {FEATURE_MACROS[self.feature]} "
+                    f"(nvcc -arch={self.feature} also builds compute_{self.arch} PTX, which has no {self.ptx})")
+        return f"{self.ptx} needs sm_{self.arch} or newer"
+
+
+# ---------------------------------------------------------------- shared / global memory, cp.async
+def memory(op: str, nbytes: int = 0, x: int = 0, trans: bool = False) -> Instruction:
+    """One ld/st.shared, ld/st.global, ldmatrix, stmatrix or cp.async: ``detail::<name><kImm>(addr, words...)``.
+
+    ``addr`` is a 32-bit shared-window address (a generic pointer for global accesses), ``kImm`` a
+    byte offset the PTX keeps as an immediate, ``words`` 32-bit registers (sub-word stores take the
+    low bits).
+
+    ``op``: ``st_shared``/``ld_shared``/``st_global``/``ld_global`` (``nbytes`` 1, 2, 4, 8, 16),
+    ``stmatrix``/``ldmatrix`` (m8n8 b16, ``x`` 1, 2, 4 matrices, ``trans``) or
+    ``cp_async``/``cp_async_zfill`` (``nbytes`` 4, 8, 16: global -> shared, the zfill form reading
+    ``src_bytes`` and zeroing the rest)."""
+    glob = op.endswith("global")
+    arch = BASE_ARCH
+    if op in ("st_shared", "ld_shared", "st_global", "ld_global"):
+        t = PTX_SHARED_TYPES[nbytes]
+        words = max(1, nbytes // 4)
+        name = f"{op}{t.replace('.', '_')}"
+        ptx = f"{op.replace('_', '.')}{t}"
+    elif op in ("stmatrix", "ldmatrix"):
+        words, nbytes = x, 0
+        name = f"{op}_x{x}{'_trans' if trans else ''}"
+        ptx = f"{op}.sync.aligned.m8n8.x{x}{'.trans' if trans else ''}.shared.b16"
+        arch = 90 if op == "stmatrix" else 75
+    elif op in ("cp_async", "cp_async_zfill"):
+        zfill = op.endswith("zfill")
+        cache = "cg" if nbytes == 16 else "ca"          # .cg (L2 only) takes 16-byte copies alone
+        src_size = ", %2" if zfill else ""
+        imm = 3 if zfill else 2
+        ops = '"r"(addr), "l"(src)' + (', "r"(src_bytes)' if zfill else "") + ', "n"(kImm)'
+        return Instruction(
+            f"{op}_{nbytes}", "unsigned addr, const void* src" + (", unsigned src_bytes" if zfill else ""),
+            (f'asm volatile("cp.async.{cache}.shared.global [%0+%{imm}], [%1], {nbytes}{src_size};" '
+             f':: {ops} : "memory");',),
+            (f"llgen_host::cp_async(addr + kImm, src, {nbytes}, {'src_bytes' if zfill else nbytes});",),
+            f"cp.async.{cache}.shared.global", template="template <int kImm>")
+    else:
+        raise ValueError(f"unknown target instruction {op!r}")
+    store = op.startswith("st")
+    regs = [f"%{j + (1 if store else 0)}" for j in range(words)]
+    regs_text = regs[0] if words == 1 and not op.endswith("matrix") else "{" + ", ".join(regs) + "}"
+    addr_op, imm_op = (0, words + 1) if store else (words, words + 1)
+    operand = f"[%{addr_op}+%{imm_op}]"
+    asm = f"{ptx} {operand}, {regs_text};" if store else f"{ptx} {regs_text}, {operand};"
+    rs = [f"r{j}" for j in range(words)]
+    a = '"l"(addr)' if glob else '"r"(addr)'
+    if store:
+        constraints = ":: " + ", ".join([a] + [f'"r"({r})' for r in rs] + ['"n"(kImm)'])
+    else:
+        constraints = ": " + ", ".join(f'"=r"({r})' for r in rs) + f' : {a}, "n"(kImm)'
+    if op.endswith("matrix"):
+        model = f"{op}(addr + kImm, {x}, {'true' if trans else 'false'}, regs)"
+    elif glob:
+        model = f"{op}(static_cast<{'' if store else 'const '}char*>(addr) + kImm, {nbytes}, regs)"
+    else:
+        model = f"{op}(addr + kImm, {nbytes}, regs)"
+    addr_t = ("void* addr" if store else "const void* addr") if glob else "unsigned addr"
+    return Instruction(name, ", ".join([addr_t] + [f"uint32_t{'' if store else '&'} {r}" for r in rs]),
+                       (f'asm volatile("{asm}" {constraints} : "memory");',),
+                       (f"uint32_t* regs[] = {{{', '.join(f'&{r}' for r in rs)}}};", f"llgen_host::{model};"),
+                       ptx, arch=arch, template="template <int kImm>")
+
+
+#: cp.async groups: commit_group closes the group of cp.async issued since the last one; wait_group<N>
+#: returns once at most N are in flight (the host SIMT runtime lands each cp.async at the wait that covers it)
+CP_ASYNC_GROUPS = (
+    Instruction("cp_async_commit_group", "", ('asm volatile("cp.async.commit_group;" ::: "memory");',),
+                ("llgen_host::cp_async_commit();",), "cp.async.commit_group"),
+    Instruction("cp_async_wait_group", "", ('asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");',),
+                ("llgen_host::cp_async_wait(N);",), "cp.async.wait_group", template="template <int N>"))
+
+
+# ---------------------------------------------------------------- mma.sync, wgmma
+def mma(name: str, instr: str, nd: int, acc_c: str, constraint: str, a_words: int, b_words: int, tail: str,
+        host_call: str, wgmma: bool) -> Instruction:
+    """One mma.sync or wgmma form: ``name(d0.., [a0..], [b0..], [desc_a], desc_b[, accumulate])``.
+
+    ``instr`` the full PTX instruction; ``nd`` accumulator words of C type ``acc_c`` (asm constraint
+    ``constraint``); ``a_words``/``b_words`` operand registers (0: the operand through a descriptor);
+    ``tail`` the immediates after wgmma's scale-d predicate; ``host_call`` the host SIMT runtime's call
+    (``w`` the word array, ``a``/``b`` the operand arrays); ``wgmma``: ``accumulate`` sets the scale-d
+    predicate (0: D = A * B)."""
+    d = "{" + ", ".join(f"%{i}" for i in range(nd)) + "}"
+    k = nd
+    if a_words:
+        a = "{" + ", ".join(f"%{k + i}" for i in range(a_words)) + "}"
+        k += a_words
+    else:
+        a, k = f"%{k}", k + 1
+    if b_words:
+        b = "{" + ", ".join(f"%{k + i}" for i in range(b_words)) + "}"
+        k += b_words
+    else:
+        b, k = f"%{k}", k + 1
+    operands = f"{d}, {a}, {b}, p{tail}" if wgmma else f"{d}, {a}, {b}, {d}"
+    outputs = [f'"+{constraint}"(d{i})' for i in range(nd)]
+    out_lines = [", ".join(outputs[i:i + 8]) + ("," if i + 8 < len(outputs) else "") for i in range(0, nd, 8)]
+    inputs = ([f'"r"(a{i})' for i in range(a_words)] or ['"l"(desc_a)']) + \
+             ([f'"r"(b{i})' for i in range(b_words)] or ['"l"(desc_b)']) + (['"r"(accumulate)'] if wgmma else [])
+    pad = " " * 17
+    if wgmma:
+        device = [f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k}, 0;\\n"',
+                  f'{pad}"{instr} {operands};\\n}}\\n"']
+    else:
+        device = [f'asm volatile("{instr} {operands};\\n"']
+    device += [f"{pad}{': ' if j == 0 else '  '}{line}" for j, line in enumerate(out_lines)]
+    device += [f"{pad}: {', '.join(inputs)}", pad + (': "memory");' if wgmma else ");")]
+    host = [f"{acc_c}* const d[{nd}] = {{{', '.join(f'&d{i}' for i in range(nd))}}};", f"uint32_t w[{nd}];",
+            f"for (int i = 0; i < {nd}; ++i) memcpy(&w[i], d[i], 4);"]
+    if a_words:
+        host.append(f"const uint32_t a[{a_words}] = {{{', '.join(f'a{i}' for i in range(a_words))}}};")
+    if b_words:
+        host.append(f"const uint32_t b[{b_words}] = {{{', '.join(f'b{i}' for i in range(b_words))}}};")
+    host += [f"{host_call};", f"for (int i = 0; i < {nd}; ++i) memcpy(d[i], &w[i], 4);"]
+    params = ([f"{acc_c}& d{i}" for i in range(nd)] + ([f"uint32_t a{i}" for i in range(a_words)] or ["uint64_t desc_a"])
+              + ([f"uint32_t b{i}" for i in range(b_words)] or ["uint64_t desc_b"]) + (["int accumulate"] if wgmma else []))
+    doc = (f"// {instr}: {nd} accumulator word(s)"
+           f"{', A by descriptor' if not a_words else f', A in {a_words} registers'}"
+           f"{', B by descriptor' if not b_words else f', B in {b_words} registers'}.")
+    fp8 = ".e4m3" in instr or ".e5m2" in instr                  # mma.sync on 8-bit floats: sm_89
+    return Instruction(name, ", ".join(params), tuple(device), tuple(host),
+                       "wgmma.mma_async" if wgmma else "mma.sync", arch=90 if wgmma else (89 if fp8 else BASE_ARCH),
+                       feature="sm_90a" if wgmma else "", doc=(doc,))
+
+
+#: wgmma's fence / commit / wait (every warp of the warp group), sm_90a
+WGMMA_FENCE = Instruction("wgmma_fence", "", ('asm volatile("wgmma.fence.sync.aligned;" ::: "memory");',),
+                          ("llgen_host::wgmma_fence();",), "wgmma.fence", arch=90, feature="sm_90a")
+WGMMA_COMMIT_GROUP = Instruction(
+    "wgmma_commit_group", "", ('asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");',),
+    ("llgen_host::wgmma_commit_group();",), "wgmma.commit_group", arch=90, feature="sm_90a")
+WGMMA_WAIT_GROUP = Instruction(
+    "wgmma_wait_group", "", ('asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");',),
+    ("llgen_host::wgmma_wait_group(N);",), "wgmma.wait_group", arch=90, feature="sm_90a", template="template <int N>")
+
+
+def setmaxnreg(inc: bool) -> Instruction:
+    """``setmaxnreg.inc`` / ``.dec`` to ``R`` registers per thread (every warp of the warp group), sm_90a;
+    the host SIMT runtime has no register file to resize."""
+    action = "inc" if inc else "dec"
+    return Instruction(f"setmaxnreg_{action}", "",
+                       (f'asm volatile("setmaxnreg.{action}.sync.aligned.u32 %0;" :: "n"(R));',),
+                       ("// the host SIMT runtime has no register budget",), f"setmaxnreg.{action}", arch=90,
+                       feature="sm_90a", template="template <int R>")
+
+
+def register_pin(c_type: str, constraint: str) -> Instruction:
+    """An empty asm that reads and writes ``x``: the compiler keeps ``x`` in place across it (no PTX);
+    nothing to model on the host."""
+    return Instruction(f"pin_{constraint}", f"{c_type}& x", (f'asm volatile("" : "+{constraint}"(x) :: "memory");',),
+                       ("(void)x;",), "(none: a compiler barrier on one register)")
+
+
+# ---------------------------------------------------------------- mbarrier, TMA, the async proxy
+#: fence.proxy.async: this thread's shared-memory writes visible to the async proxy (TMA, wgmma)
+FENCE_PROXY_ASYNC = Instruction("fence_proxy_async_shared", "",
+                                ('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',),
+                                ("llgen_host::fence_proxy_async();",), "fence.proxy.async", arch=90)
+
+MBARRIER = (
+    Instruction("mbarrier_init", "unsigned bar, unsigned count",
+                ('asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");',),
+                ("llgen_host::mbarrier_init(bar, count);",), "mbarrier.init"),
+    Instruction("fence_mbarrier_init", "", ('asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',),
+                ("// the host SIMT runtime's barriers are visible to its TMA at once",), "fence.mbarrier_init",
+                arch=90),
+    Instruction("mbarrier_arrive_expect_tx", "unsigned bar, unsigned bytes",
+                ('asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes)',
+                 '             : "memory");'),
+                ("llgen_host::mbarrier_arrive_expect_tx(bar, bytes);",), "mbarrier.arrive.expect_tx", arch=90),
+    Instruction("mbarrier_arrive", "unsigned bar",
+                ('asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");',),
+                ("llgen_host::mbarrier_arrive(bar);",), "mbarrier.arrive"),
+    Instruction("mbarrier_try_wait_parity", "unsigned bar, unsigned parity",
+                ("unsigned done;",
+                 'asm volatile("{\\n\\t.reg .pred p;\\n\\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n\\t"',
+                 '             "selp.u32 %0, 1, 0, p;\\n\\t}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");',
+                 "return done != 0;"),
+                ("return llgen_host::mbarrier_try_wait_parity(bar, parity);",), "mbarrier.try_wait.parity", arch=90,
+                result="bool"))
+
+#: cp.async.bulk groups of TMA stores: commit_group closes one, wait_group.read<N> returns once at most N
+#: still read shared memory
+BULK_GROUPS = (
+    Instruction("bulk_commit_group", "", ('asm volatile("cp.async.bulk.commit_group;" ::: "memory");',),
+                ("llgen_host::bulk_commit_group();",), "cp.async.bulk.commit_group", arch=90),
+    Instruction("bulk_wait_group_read", "",
+                ('asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");',),
+                ("llgen_host::bulk_wait_group_read(N);",), "cp.async.bulk.wait_group.read", arch=90,
+                template="template <int N>"))
+
+
+def _coords(rank: int) -> tuple[str, str, str]:
+    """(parameters ``int c0, ..``, asm inputs ``"r"(c0), ..``, the host array's initialiser ``c0, ..``)."""
+    cs = [f"c{i}" for i in range(rank)]
+    return ", ".join(f"int {c}" for c in cs), ", ".join(f'"r"({c})' for c in cs), ", ".join(cs)
+
+
+def tma_load(rank: int) -> Instruction:
+    """``cp.async.bulk.tensor.<rank>d`` global -> shared: the box at map coordinates ``c0..`` (innermost
+    first) of the tensor map ``map`` to the shared address ``dst``, completing ``bar``'s transaction bytes."""
+    params, inputs, init = _coords(rank)
+    ops = "{" + ", ".join(f"%{2 + i}" for i in range(rank)) + "}"
+    asm = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
+           f"[%0], [%1, {ops}], [%{2 + rank}];")
+    return Instruction(f"tma_load_{rank}d", f"unsigned dst, const void* map, {params}, unsigned bar",
+                       (f'asm volatile("{asm}"', f'             :: "r"(dst), "l"(map), {inputs}, "r"(bar) : "memory");'),
+                       (f"const int c[{rank}] = {{{init}}};", "llgen_host::tma_load(map, dst, bar, c);"),
+                       "cp.async.bulk.tensor", arch=90)
+
+
+def tma_store(rank: int) -> Instruction:
+    """``cp.async.bulk.tensor.<rank>d`` shared -> global: the shared box at ``src`` to map coordinates
+    ``c0..`` (innermost first) of the tensor map ``map``, in the thread's current bulk group."""
+    params, inputs, init = _coords(rank)
+    ops = "{" + ", ".join(f"%{2 + i}" for i in range(rank)) + "}"
+    asm = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [%0, {ops}], [%1];"
+    return Instruction(f"tma_store_{rank}d", f"const void* map, unsigned src, {params}",
+                       (f'asm volatile("{asm}"', f'             :: "l"(map), "r"(src), {inputs} : "memory");'),
+                       (f"const int c[{rank}] = {{{init}}};", "llgen_host::tma_store(map, src, c);"),
+                       "cp.async.bulk.tensor", arch=90)
+
+
+# ---------------------------------------------------------------- bench loops
+#: lop3.b32 d = LUT(a, kB, c) with kB an immediate (LUT bit (a << 2 | b << 1 | c) of kLut); the host
+#: evaluates the truth table bit by bit
+LOP3 = Instruction(
+    "lop3_b32", "uint32_t a, uint32_t c",
+    ("uint32_t d;", 'asm("lop3.b32 %0, %1, %2, %3, %4;" : "=r"(d) : "r"(a), "n"(kB), "r"(c), "n"(kLut));', "return d;"),
+    ("uint32_t d = 0;",
+     "for (int i = 0; i < 8; ++i)",
+     "    if (kLut >> i & 1) d |= (i & 4 ? a : ~a) & (i & 2 ? kB : ~kB) & (i & 1 ? c : ~c);",
+     "return d;"),
+    "lop3.b32", template="template <uint32_t kB, int kLut>", result="uint32_t")

@@ -1,0 +1,168 @@
+"""Brute-force shared-memory bank and global-sector counters: the costs the
+planner reports, measured from the byte addresses plans actually execute.
+
+Bank model and the numbers the planner must match
+-------------------------------------------------
+For ONE warp-wide instruction with byte address ``a[l]`` per lane (``-1`` =
+inactive), access size ``v`` bytes (16 for ldmatrix/stmatrix rows, whose
+active lanes are the ``8x`` row providers):
+
+* lanes are served in phases of ``P = wavefront_bytes // max(v, bank_bytes)``
+  consecutive lanes (one phase if ``P >= warp size``); an 8/16-byte vector
+  LOAD on NVIDIA whose every quad of lanes reads at most two distinct
+  addresses is served in phases of ``2P`` lanes (``Target.load_quad_merge``,
+  measured: ``gpu_tests/ncu_phases.py``);
+* in a phase, the touched words are ``a // bank_bytes + k`` for
+  ``k < max(1, v // bank_bytes)`` over the active lanes, deduplicated
+  (sub-word accesses touch the one word that holds them; equal words are a
+  broadcast, not a conflict);
+* wavefronts(phase) = max over banks ``b`` of the number of distinct words
+  ``word % banks == b`` (0 for a phase with no active lane);
+* ``wavefronts`` = sum over phases;
+* ``minimal`` = sum over phases with an active lane of
+  ``max(1, ceil(distinct bytes touched in the phase / wavefront_bytes))``
+  -- a phase of ``P`` lanes touches at most ``wavefront_bytes`` distinct
+  bytes, so this is the number of phases that contain an active lane (a
+  double phase may touch twice that: 2 with a conflict-free layout);
+* ``bank_conflicts`` = ``wavefronts - minimal``.
+
+``measure_smem(plan)`` replays every instruction of every (storing) warp and
+round and reports, per kind (store, load), ``wavefronts`` and
+``bank_conflicts`` per instruction (they must agree over all instructions;
+otherwise the maximum is reported and ``uniform`` is False),
+``instructions`` per warp over all rounds (a storing warp for stores) and
+``total_wavefronts`` per warp (sum over its instructions; the maximum over
+warps).  The planner's ``SmemPlan.store``/``load`` (``AccessCost``) must
+
+``measure_memory(plan)`` does the same for a memory plan's access: shared ->
+``MeasuredCost``; global -> ``GlobalCost`` (distinct 32-byte sectors per warp
+instruction, and the fewest any layout could touch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ll_codegen.core.target import Target, get_target
+from ll_codegen.plan.model import AccessCost, GlobalCost
+from ll_codegen.plan.plans import Transfer, without_via
+from ll_codegen.verify.emulate.common import global_addresses, smem_access, store_warps
+
+
+def phases(addresses: np.ndarray, access_bytes: int, target: Target, load: bool = False):
+    """(wavefronts, minimal wavefronts) of every phase with an active lane; module docstring."""
+    a = np.asarray(addresses, dtype=np.int64).ravel()
+    P = max(1, target.wavefront_bytes // max(access_bytes, target.bank_bytes))
+    if target.merges_quads(access_bytes, load) and all(
+            np.unique(q[q >= 0]).size <= 2 for q in a[:a.size - a.size % 4].reshape(-1, 4)):
+        P = min(2 * P, a.size)            # every quad reads at most two places: double phases
+    nw = max(1, access_bytes // target.bank_bytes)
+    for s in range(0, a.size, P):
+        ph = a[s:s + P]
+        ph = ph[ph >= 0]
+        if ph.size == 0:
+            continue
+        words = np.unique((ph[:, None] // target.bank_bytes + np.arange(nw)).ravel())
+        wave = int(np.bincount(words % target.banks, minlength=target.banks).max())
+        nbytes = np.unique((ph[:, None] + np.arange(access_bytes)).ravel()).size
+        yield wave, max(1, -(-nbytes // target.wavefront_bytes))
+
+
+def count_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target, load: bool = False) -> int:
+    """Wavefronts of one warp-wide access (addresses per lane, -1 inactive); module docstring."""
+    return sum(w for w, _ in phases(addresses, access_bytes, target, load))
+
+
+def min_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target, load: bool = False) -> int:
+    """The minimum any layout could reach for this access's active lanes; module docstring."""
+    return sum(m for _, m in phases(addresses, access_bytes, target, load))
+
+
+@dataclass(frozen=True)
+class MeasuredCost:
+    wavefronts: int          # per instruction (max if not uniform)
+    bank_conflicts: int      # per instruction (max if not uniform)
+    instructions: int        # per warp, over all rounds
+    total_wavefronts: int    # per warp (max over warps)
+    uniform: bool            # all instructions of this kind had the same wavefronts and conflicts
+    per_instruction: tuple[tuple[int, int, int, int], ...] = ()   # (round, index, warp, wavefronts)
+
+    def as_access_cost(self) -> AccessCost:
+        return AccessCost(self.wavefronts, self.bank_conflicts, self.instructions, self.total_wavefronts)
+
+
+def _measure(plan: Transfer, target: Target, which: str) -> MeasuredCost:
+    m = plan.smem
+    base, instr = (m.store_base, m.store_instr) if which == "store" else (m.load_base, m.load_instr)
+    warps = store_warps(plan) if which == "store" else np.arange(plan.num_warps)
+    seen, per, totals = set(), [], {int(w): 0 for w in warps}
+    n = 0
+    for ri, rnd in enumerate(m.rounds):
+        accs = rnd.stores if which == "store" else rnd.loads
+        n += len(accs)
+        for ai, acc in enumerate(accs):
+            _, _, _, lane_addr, access = smem_access(plan, acc, base, instr, warps)
+            load = which == "load" and instr == "vector"
+            for wi, w in enumerate(warps):
+                wav = count_wavefronts(lane_addr[wi], access, target, load)
+                mn = min_wavefronts(lane_addr[wi], access, target, load)
+                seen.add((wav, wav - mn))
+                per.append((ri, ai, int(w), wav))
+                totals[int(w)] += wav
+    if not seen:
+        return MeasuredCost(0, 0, 0, 0, True, ())
+    return MeasuredCost(max(s[0] for s in seen), max(s[1] for s in seen), n, max(totals.values()),
+                        len(seen) == 1, tuple(per))
+
+
+def measure_smem(plan: Transfer, target: Target | None = None) -> tuple[MeasuredCost, MeasuredCost]:
+    """(store, load) costs measured from the actual addresses of every instruction (of a staged
+    conversion: its shared-memory step, ``plan.smem``)."""
+    if plan.operation != "convert" or plan.smem is None:
+        raise ValueError("not a shared-memory plan")
+    target = target or get_target(plan.target, plan.arch)
+    return _measure(plan, target, "store"), _measure(plan, target, "load")
+
+
+def measure_memory(plan: Transfer, target: Target | None = None, strides=None):
+    """Brute-force cost of a memory plan's access (for a ``via`` plan, the access after or before its
+    conversion) from the addresses it executes:
+    shared -> ``MeasuredCost`` (bank model above); global -> ``GlobalCost``
+    (distinct 32-byte sectors per warp instruction)."""
+    m = plan.memory
+    plan = without_via(plan)
+    target = target or get_target(plan.target, plan.arch)
+    warps = np.arange(plan.num_warps)
+    if m.direction == "store":
+        warps = warps[(warps & m.warp_skip) == 0]
+    if m.space == "shared":
+        seen, per, totals = set(), [], {int(w): 0 for w in warps}
+        for ai, acc in enumerate(m.accesses):
+            _, _, _, lane_addr, access = smem_access(plan, acc, m.base, m.instr, warps)
+            load = m.direction == "load" and m.instr == "vector"
+            for wi, w in enumerate(warps):
+                wav = count_wavefronts(lane_addr[wi], access, target, load)
+                mn = min_wavefronts(lane_addr[wi], access, target, load)
+                seen.add((wav, wav - mn))
+                per.append((0, ai, int(w), wav))
+                totals[int(w)] += wav
+        if not seen:
+            return MeasuredCost(0, 0, 0, 0, True, ())
+        return MeasuredCost(max(s[0] for s in seen), max(s[1] for s in seen), len(m.accesses),
+                            max(totals.values()), len(seen) == 1, tuple(per))
+    strides = tuple(strides) if strides is not None else m.strides
+    nbytes = m.vec * plan.elem_bytes
+    lanes_on = (np.arange(plan.warp_size) & m.lane_skip) == 0
+    worst = best = 0
+    totals = np.zeros(len(warps), dtype=np.int64)
+    for acc in m.accesses:
+        elem, _ = global_addresses(plan, acc, warps, strides)
+        start = elem[:, :, 0] * plan.elem_bytes                              # (nw, L) byte address
+        for wi in range(len(warps)):
+            b = (start[wi][lanes_on][:, None] + np.arange(nbytes)[None, :]).ravel()
+            sec = np.unique(b // 32).size
+            worst = max(worst, sec)
+            best = max(best, -(-np.unique(b).size // 32))
+            totals[wi] += sec
+    return GlobalCost(worst, best, len(m.accesses), int(totals.max()) if len(totals) else 0)

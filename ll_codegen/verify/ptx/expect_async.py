@@ -1,0 +1,170 @@
+"""What the plan says one thread of a gather, TMA or mma harness issues (issue 28), as
+``expect`` does for conversions and memory plans; ``check`` compares.
+
+* gather: per output register the ``shfl.sync.idx`` of every candidate word from lane
+  ``lane(lane, warp) ^ v_lane(v) ^ out.lane`` (``v`` the index's low bits), or the shared-memory
+  path's block barrier, its stores at ``store_base ^ offset`` (threads holding broadcast copies
+  skip) and a barrier; its loads at ``load_base ^ offset ^ v_offset(v)``.
+* TMA (``cp.async.bulk.tensor``, mbarrier, sm_90a): thread 0 initialises the mbarrier at the end of
+  the tile to one arrival, expects ``tx_bytes`` and issues one box per ``TmaPlan.boxes``: shared
+  address ``tile + offset``, the tensor map, the coordinates ``origin + offset`` *innermost dim
+  first* (``TmaPlan.dims``), the mbarrier; every thread waits on parity 0.  A store: the boxes the
+  other way, then ``cp.async.bulk.commit_group`` and ``wait_group.read 0``.
+* mma: per ``MmaPlan.steps`` one instruction with the shape and types spelt out; wgmma: the
+  accumulator registers in fragment order (``step.acc``), the descriptors (``ptx_model``'s encoding
+  of the plan's LBO / SBO / swizzle with the slice's start address: tile + (warp offset ^ slice
+  offset)), scale-d, imm-scale-a/b = 1 and, for 16-bit operands, imm-trans-a/b = MN-major;
+  mma.sync: the A, B and C registers in fragment order.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ll_codegen.core import f2
+from ll_codegen.plan.mma import ACC_PTX, AB_BYTES, AB_TYPES
+from ll_codegen.emit.harness_tiles import harness_origin
+from ll_codegen.verify.ptx.expect import (BLOCK_BARRIER, FULL, WARP_CLAMP, PtxWants, Want, barrier, elements, generated_only,
+                                         pack, through_wrappers)
+from ll_codegen.verify.models.ptx_model import encode_descriptor
+from ll_codegen.verify.ptx.ops import SMEM_WINDOW
+from ll_codegen.verify.ptx.sim import GLOBAL_BASE
+
+TMA_LOAD = "cp.async.bulk.tensor.{r}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+TMA_STORE = "cp.async.bulk.tensor.{r}d.global.shared::cta.bulk_group"
+MAP_ARG = 3                    # the TMA harness's tensor-map argument (verify/harness.py: TensorMapArgs)
+
+
+def gather_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
+    w = p.elem_bytes
+    src = elements(p.src_bases, args[0], p.num_warps, p.warp_size)[warp, lane]
+    idx = elements(p.idx_bases, args[1], p.num_warps, p.warp_size)[warp, lane]
+    vs = [int(i) & (p.axis_size - 1) for i in idx]                 # indices wrap modulo the axis
+    if p.shuffle is not None:
+        s = p.shuffle
+        lp = min(int(math.log2(s.per)), len(s.select_bits))          # candidates packed per word
+        per = 1 << lp if w < 4 else 1
+        shfl = []
+        for r, o in enumerate(s.outs):
+            lane_src = s.lane(lane, warp) ^ f2.apply(s.v_lane, vs[r]) ^ o.lane
+            for k in range(-(-len(o.cands) // per)):
+                payload = pack([src[c] for c in o.cands[k * per:(k + 1) * per]], w)
+                for h in range(s.words):
+                    shfl.append(Want(("shfl.sync.idx.b32",), payload=payload[4 * h:4 * h + 4],
+                                     prefix=len(payload) < 4, extra=(lane_src, WARP_CLAMP, FULL)))
+        return [], shfl
+    m = p.smem
+    seq = [barrier("block")]
+    if not (lane & m.lane_skip or warp & m.warp_skip):
+        for a in m.stores:
+            seq.append(Want(shared_ops("st", len(a.regs) * w), "shared",
+                            SMEM_WINDOW + (m.store_base(lane, warp) ^ a.offset), pack([src[r] for r in a.regs], w)))
+    seq.append(barrier("block"))
+    for r, off in enumerate(m.load_offsets):
+        addr = SMEM_WINDOW + (m.load_base(lane, warp) ^ off ^ f2.apply(m.v_offset, vs[r]))
+        seq.append(Want(shared_ops("ld", w), "shared", addr))
+    return seq, []
+
+
+def shared_ops(kind: str, n: int) -> tuple[str, ...]:
+    """Every spelling of an n-byte shared access nvcc picks for plain C++ (any integer type,
+    scalar or vector)."""
+    out = []
+    for total, parts in ((n, 1), (n // 2, 2), (n // 4, 4)):
+        if total in (1, 2, 4, 8) and total * parts == n:
+            v = f".v{parts}" if parts > 1 else ""
+            out += [f"{kind}.shared{v}.{t}{8 * total}" for t in ("u", "b", "s", "f")]
+    return tuple(out)
+
+
+def tma_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
+    t = p.tma
+    rank = len(p.shape)
+    origin = harness_origin(p.shape, t.order[0], p.elem_bytes) if variant else (0,) * rank
+    bar, tile, tmap = SMEM_WINDOW + t.bytes, SMEM_WINDOW, GLOBAL_BASE * (MAP_ARG + 1)
+
+    def coords(c) -> tuple[int, ...]:
+        return tuple(origin[d] + c[d] for d in t.dims)               # innermost first
+    tid = warp * p.warp_size + lane
+    if variant == "_store":
+        seq = [Want(("fence.proxy.async.shared::cta",))]
+        if tid == 0:
+            seq += [Want(BLOCK_BARRIER, extra=(0,)), Want(("fence.proxy.async.shared::cta",))]
+            seq += [Want((TMA_STORE.format(r=rank),), extra=((tmap, coords(c)), tile + off)) for off, c in t.boxes]
+            seq += [Want(("cp.async.bulk.commit_group",)), Want(("cp.async.bulk.wait_group.read",), extra=(0,))]
+        return seq, []
+    seq = []
+    if tid == 0:
+        seq += [Want(("mbarrier.init.shared::cta.b64",), extra=(bar, 1)), Want(("fence.mbarrier_init.release.cluster",)),
+                Want(BLOCK_BARRIER, extra=(0,)),
+                Want(("mbarrier.arrive.expect_tx.shared::cta.b64",), extra=(None, bar, t.tx_bytes))]
+        seq += [Want((TMA_LOAD.format(r=rank),), extra=(tile + off, (tmap, coords(c)), bar)) for off, c in t.boxes]
+    seq.append(Want(("mbarrier.try_wait.parity.shared::cta.b64",), extra=(True, bar, 0)))
+    return seq, []
+
+
+def mma_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
+    ab, acc_t = AB_TYPES[p.dtype][0], ACC_PTX[p.acc_dtype]
+    M, N, K = p.instr_shape
+    acc0 = elements(p.acc_layout, args[2], p.num_warps, p.warp_size)[warp, lane]     # the initial accumulator
+    if getattr(p, "acc_per_reg", 1) == 2:          # f16: register r packs elements 2r (low half), 2r + 1
+        acc0 = (acc0[0::2] & 0xffff) | (acc0[1::2] & 0xffff) << 16
+    seq = []
+    if p.kind == "wgmma":
+        op = f"wgmma.mma_async.sync.aligned.m{M}n{N}k{K}.{acc_t}.{ab}.{ab}"
+        a_off = 0
+        b_off = -(-p.a.bytes // p.b.align) * p.b.align if p.a.space == "shared" else 0
+        for s in p.steps:
+            accs = tuple(int(acc0[r]) for r in s.acc)      # the interpreter leaves wgmma's results out
+            a = desc(p.a, SMEM_WINDOW + a_off, s.a[0], lane, warp) if p.a.space == "shared" else \
+                tuple(int(x) for x in operand_words(p, "a", args, lane, warp)[list(s.a)])
+            b = desc(p.b, SMEM_WINDOW + b_off, s.b[0], lane, warp)
+            seq.append(Want((op,), extra=(accs, a, b, True) + immediates(p)))
+        return seq, []
+    op = f"mma.sync.aligned.m{M}n{N}k{K}.row.col.{acc_t}.{ab}.{ab}.{acc_t}"
+    a_words, b_words = operand_words(p, "a", args, lane, warp), operand_words(p, "b", args, lane, warp)
+    for s in p.steps:
+        accs = tuple(int(acc0[r]) for r in s.acc)
+        seq.append(Want((op,), extra=(accs, tuple(int(a_words[i]) for i in s.a),
+                                      tuple(int(b_words[i]) for i in s.b), accs)))
+    return seq, []
+
+
+def immediates(p) -> tuple[int, ...]:
+    """wgmma's immediates after scale-d (PTX ISA "wgmma.mma_async"): none for integer types;
+    imm-scale-a, imm-scale-b = 1 (no negation) for floating-point ones; then for .f16 / .bf16
+    imm-trans-a (only with A in shared memory) and imm-trans-b, 1 for an MN-major operand."""
+    if p.dtype in ("i8", "u8"):
+        return ()
+    if AB_BYTES[p.dtype] != 2:
+        return (1, 1)
+    trans_a = (int(not p.a.descriptor.k_major),) if p.a.space == "shared" else ()
+    return (1, 1) + trans_a + (int(not p.b.descriptor.k_major),)
+
+
+def desc(op, tile: int, start: int, lane: int, warp: int) -> int:
+    """The descriptor of a slice at byte ``start`` of the tile at ``tile`` as this thread's warp
+    reads it (``ptx_model.encode_descriptor``, written from the PTX ISA)."""
+    d = op.descriptor
+    off = op.warp_offset(lane, warp) ^ start if op.warp_offset is not None else start
+    return encode_descriptor(tile + off, d.lbo_bytes, d.sbo_bytes, d.swizzle_bytes, d.base_offset)
+
+
+def operand_words(p, which: str, args, lane: int, warp: int) -> np.ndarray:
+    """A register operand's 32-bit words as the harness packs them (element r in word r e / 4,
+    lowest first)."""
+    op = getattr(p, which)
+    e = AB_BYTES[p.dtype]
+    vals = elements(op.layout, args[0 if which == "a" else 1], p.num_warps, p.warp_size)[warp, lane]
+    blob = pack([int(v) for v in vals], e)
+    return np.frombuffer(blob.ljust(4 * op.regs, b"\0"), dtype="<u4").astype(np.int64)
+
+
+def _mma_instruction(e) -> bool:
+    return e.op.startswith(("wgmma.mma_async", "mma.sync"))
+
+
+GATHER_PTX = PtxWants(gather_wants, generated_only, False, plain_loads=True)
+TMA_PTX = PtxWants(tma_wants, through_wrappers, True)
+MMA_PTX = PtxWants(mma_wants, _mma_instruction, False)

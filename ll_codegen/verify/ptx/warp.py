@@ -1,0 +1,189 @@
+"""Warp collectives and asynchronous instructions of ``sim``: ``shfl.sync``, ``ldmatrix`` /
+``stmatrix`` (the whole warp's operands at once), the ``cp.async`` family (copies that land at the
+``cp.async.wait_group`` covering their committed group) and the Hopper instructions recorded for
+their operands (mbarrier, fences, TMA, wgmma, mma.sync).  Semantics: the PTX ISA sections named
+at each function.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from ll_codegen.verify.ptx.ops import SMEM_WINDOW, UNMODELLED, Compiler, PtxError, advancing, record_event
+
+
+def shfl_instr(c: Compiler, ins, mods) -> Callable:
+    mode = next(x for x in mods if x in ("up", "down", "bfly", "idx"))
+    a = ins.args
+    names = a[0].split("|")
+    d, p = Compiler.setter(names[0], 32), (Compiler.setter(names[1], 1) if len(names) > 1 else None)
+    x, b, cc, mask = (c.get(v) for v in a[1:5])
+
+    def shfl(th):
+        th.state = "warp"
+        th.waiting = ("shfl", mode, x(th) & 0xffffffff, b(th) & 0xffffffff, cc(th) & 0xffffffff,
+                      mask(th) & 0xffffffff, d, p, ins)
+    return shfl
+
+
+def shuffle_op(m, lanes) -> None:
+    """shfl.sync for one warp (PTX ISA): j from the mode, then ``j <= maxLane`` (``>= minLane``
+    for .up) or the lane keeps its own value; the member mask must name every lane."""
+    full = (1 << len(lanes)) - 1
+    vals = [t.waiting[2] for t in lanes]
+    for t in lanes:
+        _, mode, _, b, cval, mask, d, p, ins = t.waiting
+        if len({u.waiting[1] for u in lanes}) != 1:
+            raise PtxError(f"warp {t.warp}: lanes run different shfl modes")
+        if mask & full != full:
+            raise PtxError(f"thread {t.tid}: shfl.sync member mask {mask:#x} does not name every lane of the warp")
+        lane, segmask, clamp = t.lane, (cval >> 8) & 0x1f, cval & 0x1f
+        max_lane, min_lane = (lane & segmask) | (clamp & ~segmask & 0x1f), lane & segmask
+        bv = b & 0x1f
+        if mode == "up":
+            j, ok = lane - bv, lane - bv >= max_lane
+        elif mode == "down":
+            j, ok = lane + bv, lane + bv <= max_lane
+        elif mode == "bfly":
+            j, ok = lane ^ bv, (lane ^ bv) <= max_lane
+        else:
+            j = min_lane | (bv & ~segmask & 0x1f)
+            ok = j <= max_lane
+        j = j if ok else lane
+        got = vals[j] if 0 <= j < len(lanes) else 0
+        d(t, got)
+        if p is not None:
+            p(t, ok)
+        record_event(t, ins, data=(t.waiting[2],), extra=(b, cval, mask))
+
+
+def matrix_instr(c: Compiler, ins, base: str, mods) -> Callable:
+    x = int(next(v for v in mods if re.fullmatch(r"x\d", v))[1:])
+    trans = "trans" in mods
+    a = ins.args
+    if base == "ldmatrix":
+        sets, addr = c.setv(a[0], 32), c.addr(a[1])
+        gets = None
+    else:
+        addr, gets, sets = c.addr(a[0]), c.getv(a[1]), None
+    if len(sets or gets) != x:
+        raise PtxError(f"{ins.op}: {len(sets or gets)} registers for .x{x}")
+
+    def matrix(th):
+        th.state = "warp"
+        words = [g(th) & 0xffffffff for g in gets] if gets else None
+        th.waiting = ("matrix", base, x, trans, addr(th), words, sets, ins)
+    return matrix
+
+
+def matrix_op(m, lanes) -> None:
+    """ldmatrix / stmatrix .m8n8 .b16 for one warp: lane 8 mat + row gives the address of row ``row``
+    of matrix ``mat``; fragment element (i, j) of matrix mat is register mat of lane 4 i + j // 2,
+    half j % 2; .trans: fragment (i, j) is memory row j, column i."""
+    _, base, x, trans, _, _, _, ins = lanes[0].waiting
+    if len(lanes) != 32:
+        raise PtxError(f"{ins.op} needs a 32-lane warp")
+    if any(t.waiting[:4] != lanes[0].waiting[:4] for t in lanes):
+        raise PtxError(f"warp {lanes[0].warp}: lanes run different ldmatrix/stmatrix shapes")
+    words = [[0] * x for _ in lanes] if base == "ldmatrix" else [list(t.waiting[5]) for t in lanes]
+    for mat in range(x):
+        for row in range(8):
+            provider = lanes[8 * mat + row]
+            ad = provider.waiting[4]
+            if base == "ldmatrix":
+                raw = m.read("shared", ad, 16, provider)
+            else:
+                raw = bytearray(16)
+            for col in range(8):
+                i, j = (col, row) if trans else (row, col)
+                holder, shift = 4 * i + j // 2, 16 * (j % 2)
+                if base == "ldmatrix":
+                    words[holder][mat] |= int.from_bytes(raw[2 * col:2 * col + 2], "little") << shift
+                else:
+                    raw[2 * col:2 * col + 2] = ((words[holder][mat] >> shift) & 0xffff).to_bytes(2, "little")
+            if base == "stmatrix":
+                m.write("shared", ad, bytes(raw), provider)
+    for t, w in zip(lanes, words):
+        if base == "ldmatrix":
+            for s, v in zip(t.waiting[6], w):
+                s(t, v)
+        record_event(t, ins, "shared", t.waiting[4], w)
+
+
+def cp_async_instr(m, c: Compiler, ins, mods) -> Callable:
+    op, a = ins.op, ins.args
+    if op == "cp.async.commit_group":
+        def commit(th):
+            th.cp_groups.append(th.cp_pending)
+            th.cp_pending = []
+            record_event(th, ins)
+        return advancing(commit)
+    if op in ("cp.async.wait_group", "cp.async.wait_all"):
+        keep = c.get(a[0]) if a else (lambda th: 0)
+
+        def wait(th):
+            if op == "cp.async.wait_all":
+                th.cp_groups.append(th.cp_pending)
+                th.cp_pending = []
+            m.land(th, keep(th))
+            record_event(th, ins, extra=(keep(th),))
+        return advancing(wait)
+    if not {"shared", "global"} <= {x.split("::")[0] for x in mods}:
+        raise PtxError(f"{op} is not modelled")
+    dst, src, size = c.addr(a[0]), c.addr(a[1]), c.get(a[2])
+    src_size = c.get(a[3]) if len(a) > 3 else None
+
+    def cp(th):
+        n = size(th)
+        k = src_size(th) if src_size is not None else n
+        d, s = dst(th), src(th)
+        if n not in (4, 8, 16) or d % n or (k and s % n) or ("cg" in mods and n != 16):
+            raise PtxError(f"thread {th.tid}: {op} of {n} bytes from {s:#x} to {d:#x}: bad size or alignment")
+        data = (m.read(*m.resolve("global", s, th), min(k, n), th) if k else b"") + bytes(n - min(k, n))
+        off = d - SMEM_WINDOW
+        for x in range(off, off + n):
+            m.inflight[x] = m.inflight.get(x, 0) + 1
+        th.cp_pending.append((d, data))
+        record_event(th, ins, "shared", d, (), (n, k, s))
+    return advancing(cp)
+
+
+def recorded_instr(m, c: Compiler, ins) -> Callable:
+    """mbarrier / fence / TMA / wgmma / mma.sync: the operands' values are recorded, no data moves
+    (``mbarrier.try_wait`` succeeds at once, so a kernel waiting on a TMA load goes on)."""
+    op, a = ins.op, ins.args
+
+    def values(th) -> tuple:
+        out = []
+        for x in a:
+            x = x.strip()
+            if x == "_":
+                out.append(None)
+            elif x.startswith("["):
+                inner = x[1:-1]
+                if "," in inner:                    # [map, {c0, c1}]
+                    head, rest = inner.split(",", 1)
+                    out.append((c.get(head)(th), tuple(g(th) for g in c.getv(rest.strip()))))
+                else:
+                    out.append(c.addr(x)(th))
+            elif x.startswith("{"):
+                out.append(tuple(g(th) if not undefined(th, v) else None
+                                 for g, v in zip(c.getv(x), x[1:-1].split(","))))
+            else:
+                out.append(c.get(x)(th) if not undefined(th, x) else None)
+        return tuple(out)
+    first_dst = op.startswith("mbarrier.try_wait")
+
+    def rec(th):
+        if first_dst:
+            Compiler.setter(a[0], 1)(th, True)
+        record_event(th, ins, extra=values(th))
+        if op.startswith(UNMODELLED):
+            m.unmodelled.add(op)
+    return advancing(rec)
+
+
+def undefined(th, tok: str) -> bool:
+    """A register operand never written (wgmma accumulators the first step ignores)."""
+    tok = tok.strip()
+    return tok.startswith("%") and "." not in tok and tok not in th.r

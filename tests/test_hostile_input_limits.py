@@ -1,0 +1,240 @@
+"""The hostile-input limits (``ll_codegen/core/limits.py``): one test per
+reproducer -- special files, oversized files, deep or aliased YAML, huge
+numbers, too many warps, registers or elements, non-integer fields.  Each
+must fail with one ``llgen: error:`` line, exit 2, in well under a second
+(asserted < 5 s so a busy machine does not flake); the Python API raises
+SpecError (or ValueError) for the same inputs.  CPU only and fast."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from ll_codegen import cli, plan_conversion
+from ll_codegen.core import limits  # noqa: E402
+from ll_codegen.spec import SpecError, load_spec, spec_from_dict  # noqa: E402
+
+BLOCKED = os.path.join(ROOT, "examples", "blocked_64x64.yaml")
+MMA = os.path.join(ROOT, "examples", "mma_v2_64x64.yaml")
+FAST_S = 5.0
+
+# 323 bytes: 9^7 = 4.8 million strings once expanded (the "billion laughs")
+LAUGHS = """a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+kind: blocked
+"""
+
+BLOCKED_TEXT = """kind: blocked
+size_per_thread: [1, 4]
+threads_per_warp: [4, 8]
+warps_per_cta: [4, 1]
+order: [1, 0]
+shape: [64, 64]
+"""
+
+
+def _runner() -> CliRunner:
+    try:  # click < 8.2 mixes stderr into stdout unless told not to
+        return CliRunner(mix_stderr=False)
+    except TypeError:
+        return CliRunner()
+
+
+def _fails(args: list[str], *fragments: str) -> str:
+    """Run llgen in-process: exit 2, one error line naming ``fragments``, fast."""
+    t = time.perf_counter()
+    r = _runner().invoke(cli.main, args)
+    elapsed = time.perf_counter() - t
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llgen: error: "), r.stderr
+    assert "Traceback" not in r.stdout + r.stderr and len(lines[0]) < 500
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    assert elapsed < FAST_S, elapsed
+    return lines[0]
+
+
+def _spec(tmp_path, text: str, name: str = "s.yaml") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+# ------------------------------------------------------------ files and YAML
+def _subprocess_fails(args: list[str], *fragments: str) -> None:
+    """In a child process with a timeout: a regression must not hang the suite."""
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "ll_codegen", *args], capture_output=True, text=True, timeout=30,
+                       cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("llgen: error: "), r.stderr
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    assert time.perf_counter() - t < FAST_S + 5       # interpreter start-up included
+
+
+def test_dev_zero():
+    _subprocess_fails(["show", "/dev/zero"], "/dev/zero", "not a regular file")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifo_does_not_block(tmp_path):
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    _subprocess_fails(["show", str(fifo)], "a FIFO, not a regular file")
+
+
+def test_file_over_one_mib(tmp_path):
+    p = _spec(tmp_path, BLOCKED_TEXT + "#" * limits.MAX_SPEC_BYTES)
+    _fails(["show", p], "at most 1048576")
+    with pytest.raises(SpecError, match="at most 1048576"):
+        load_spec(p)
+
+
+def test_deep_nesting(tmp_path):
+    _fails(["show", _spec(tmp_path, "[" * 500)], "nested more than 64 levels deep")
+    _fails(["show", _spec(tmp_path, "a: " + "{b: " * 200)], "nested more than 64")
+
+
+def test_billion_laughs(tmp_path):
+    assert len(LAUGHS.encode()) < 400
+    _fails(["show", _spec(tmp_path, LAUGHS)], "anchors and aliases")
+
+
+def test_alias_in_shape(tmp_path):
+    text = BLOCKED_TEXT.replace("shape: [64, 64]", "x: &x [64, 64]\nshape: *x")
+    _fails(["show", _spec(tmp_path, text)], "anchors and aliases")
+
+
+def test_too_many_values(tmp_path):
+    _fails(["show", _spec(tmp_path, "[" + ",".join(["1"] * (limits.MAX_YAML_NODES + 10)) + "]")],
+           f"more than {limits.MAX_YAML_NODES} values")
+
+
+def test_number_with_too_many_digits(tmp_path):
+    _fails(["show", _spec(tmp_path, BLOCKED_TEXT.replace("[4, 1]", "[" + "9" * 5000 + ", 1]"))],
+           "s.yaml: YAML: malformed YAML: cannot read a value: a number with too many digits")
+    _fails(["show", _spec(tmp_path, BLOCKED_TEXT.replace("[4, 1]", "[" + "9" * 4000 + ", 1]"))],
+           "warps_per_cta[0]: an integer of 13288 bits is out of range")
+
+
+def test_long_value_is_cut(tmp_path):
+    line = _fails(["show", _spec(tmp_path, BLOCKED_TEXT.replace("kind: blocked", "kind: " + "x" * 100_000))],
+                  "unknown kind")
+    assert len(line) < 300
+
+
+# ------------------------------------------------------- warps, registers
+@pytest.mark.parametrize("warps, most", [("[1048576, 1]", "at most 32 warps"),
+                                         ("[4611686018427387904, 1]", "out of range"),
+                                         ("[64, 1]", "at most 32 warps of 32 threads")])
+def test_warps_per_cta(tmp_path, warps, most):
+    _fails(["show", _spec(tmp_path, BLOCKED_TEXT.replace("[4, 1]", warps))], "warps_per_cta", most)
+
+
+def test_wave64_warps(tmp_path):
+    text = ("kind: amd_mfma\nversion: 3\ninstr_shape: [32, 32]\ntransposed: true\n"
+            "warps_per_cta: [8, 4]\nshape: [256, 256]\n")
+    _fails(["show", _spec(tmp_path, text)], "at most 16 warps of 64 threads")
+
+
+def test_shape_elements():
+    _fails(["show", BLOCKED, "--shape", "65536,65536"], "--shape", "at most 1048576")
+    with pytest.raises(SpecError, match="at most 1048576"):
+        plan_conversion(BLOCKED, BLOCKED, shape=(65536, 65536))
+
+
+def test_linear_zero_register_bases(tmp_path):
+    text = "kind: linear\nregister: [" + ",".join(["[0]"] * 28) + "]\nlane: [[1],[2],[4],[8],[16]]\nshape: [32]\n"
+    _fails(["show", _spec(tmp_path, text)], "register", "at most 4096")
+
+
+def test_registers_per_thread(tmp_path):
+    _fails(["show", _spec(tmp_path, BLOCKED_TEXT.replace("[1, 4]", "[64, 128]"))],
+           "size_per_thread", "registers per thread")
+    # one warp over a 1024x1024 tile: 32768 registers per thread
+    text = BLOCKED_TEXT.replace("[4, 1]", "[1, 1]").replace("[64, 64]", "[1024, 1024]")
+    _fails(["show", _spec(tmp_path, text)], "shape", "registers per thread")
+
+
+def test_api_same_limits():
+    spec = {"kind": "blocked", "size_per_thread": [1, 4], "threads_per_warp": [4, 8],
+            "warps_per_cta": [1 << 20, 1], "order": [1, 0], "shape": [64, 64]}
+    with pytest.raises(SpecError, match="warps_per_cta"):
+        spec_from_dict(spec)
+    deep: dict = {"kind": "slice", "dim": 0}
+    d = deep
+    for _ in range(5000):          # nested without end from Python: no RecursionError
+        d["parent"] = {"kind": "slice", "dim": 0}
+        d = d["parent"]
+    with pytest.raises(SpecError, match="nested more than"):
+        spec_from_dict(deep)
+
+
+# ------------------------------------------------------------------- types
+@pytest.mark.parametrize("old, new, field", [
+    ("[4, 1]", "[4.0, 1]", "warps_per_cta[0]"),
+    ("[4, 1]", "[true, 1]", "warps_per_cta[0]"),
+    ("[4, 1]", "['4', 1]", "warps_per_cta[0]"),
+    ("[4, 1]", "[-4, 1]", "out of range"),
+    ("[4, 1]", "[0, 1]", "power of two"),
+])
+def test_ints_are_ints(tmp_path, old, new, field):
+    _fails(["show", _spec(tmp_path, BLOCKED_TEXT.replace(old, new))], field)
+
+
+@pytest.mark.parametrize("text, field", [
+    ("kind: nvmma_shared\nswizzle_byte_width: 128.0\nelement_bitwidth: 16\nshape: [64, 64]\n",
+     "swizzle_byte_width: expected an integer, got 128.0"),
+    ("kind: nvidia_mma\nversion: [2, 1099511627776]\nwarps_per_cta: [2, 2]\ninstr_shape: [16, 8]\n"
+     "shape: [64, 64]\n", "version[1]: 1099511627776 is out of range"),
+    ("kind: amd_mfma\nversion: 3.0\ninstr_shape: [32, 32]\ntransposed: true\nwarps_per_cta: [2, 2]\n"
+     "shape: [64, 64]\n", "version: expected an integer, got 3.0"),
+    ("kind: amd_wmma\nversion: true\ntransposed: false\nwarps_per_cta: [2, 2]\nshape: [32, 32]\n",
+     "version: expected an integer, got the boolean true"),
+    ("kind: global\norder: [1, 0]\nalignment: 16.0\nshape: [64, 64]\n", "alignment: expected an integer"),
+    ("kind: cute\ndescriptor: '<(64,64),(64,1)>'\nelement_bitwidth: '16'\nshape: [64, 64]\n",
+     "element_bitwidth: expected an integer"),
+    ("kind: cute\ndescriptor: '<(99999999999,64),(64,1)>'\nshape: [64, 64]\n", "out of range"),
+    ("kind: cute\ndescriptor: '<" + "(" * 100 + "'\nshape: [64, 64]\n", "nested more than"),
+])
+def test_field_types(tmp_path, text, field):
+    _fails(["show", _spec(tmp_path, text)], field)
+
+
+# ----------------------------------------------------------- CLI integers
+@pytest.mark.parametrize("budget", ["1", "0", "-1", str(1 << 40)])
+def test_smem_budget(budget):
+    line = _fails(["plan", "--src", BLOCKED, "--dst", MMA, "--smem-budget", budget], "--smem-budget")
+    if budget == "1":
+        assert "too small: this conversion needs at least 1024 bytes" in line
+    else:
+        assert "from 1 to 1073741824" in line
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["bench", "--iters", "0"], "--iters"),
+    (["bench", "--ctas", "-1"], "--ctas"),
+    (["verify", "--runs", "100000"], "--runs"),
+    (["verify", "--seed", "-1"], "--seed"),
+    (["plan", "--shape", "64.0,64"], "--shape"),
+    (["plan", "--shape", "9" * 5000], "--shape"),
+    (["plan", "--stride", "1e3,1"], "--stride"),
+])
+def test_cli_ints(args, fragment):
+    line = _fails(args[:1] + ["--src", BLOCKED, "--dst", BLOCKED] + args[1:], fragment)
+    assert len(line) < 300
