@@ -78,6 +78,21 @@ __device__ __forceinline__ void cp_async_16(unsigned addr, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0+%2], [%1], 16;" :: "r"(addr), "l"(src), "n"(kImm) : "memory");
 #endif
 }
+__device__ __forceinline__ void cp_async_commit_group() {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::cp_async_commit();
+#else
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::cp_async_wait(N);
+#else
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+#endif
+}
 template <int kImm>
 __device__ __forceinline__ void cp_async_zfill_16(unsigned addr, const void* src, unsigned src_bytes) {
 #if defined(LLGEN_HOST_SIMT)
@@ -91,13 +106,8 @@ __device__ __forceinline__ void cp_async_zfill_16(unsigned addr, const void* src
 
 // Copy groups: commit() closes the group of copy() calls issued since the last commit; wait<N>()
 // returns once at most N groups are still in flight; then __syncthreads() before reading the tile.
-#if defined(LLGEN_HOST_SIMT)  // the host SIMT runtime lands each cp.async at the wait that covers it
-__device__ __forceinline__ void commit() { llgen_host::cp_async_commit(); }
-template <int N> __device__ __forceinline__ void wait() { llgen_host::cp_async_wait(N); }
-#else
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
-#endif
+__device__ __forceinline__ void commit() { detail::cp_async_commit_group(); }
+template <int N> __device__ __forceinline__ void wait() { detail::cp_async_wait_group<N>(); }
 
 // copy(): the global tile at `tile` (element (i0, i1, ..) at tile[i0 * strides[0] + i1 * strides[1] + ..],
 // strides in elements, strides[kOrder[0]] = 1 and not read; tile and strides kAlignment-byte aligned)

@@ -7,6 +7,24 @@
 // Triton's base loop writes it.  16384 bytes of dynamic shared memory.
 #include "gather_rows_across_warps.cuh"
 
+namespace gather_rows_across_warps {
+namespace base_loop {
+template <uint32_t kB, int kLut>
+__device__ __forceinline__ uint32_t lop3_b32(uint32_t a, uint32_t c) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t d = 0;
+    for (int i = 0; i < 8; ++i)
+        if (kLut >> i & 1) d |= (i & 4 ? a : ~a) & (i & 2 ? kB : ~kB) & (i & 1 ? c : ~c);
+    return d;
+#else
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, %4;" : "=r"(d) : "r"(a), "n"(kB), "r"(c), "n"(kLut));
+    return d;
+#endif
+}
+}  // namespace base_loop
+}  // namespace gather_rows_across_warps
+
 extern "C" __global__ void __launch_bounds__(gather_rows_across_warps::kThreads)
 gather_rows_across_warps_bench(const uint32_t* __restrict__ in, const int32_t* __restrict__ index, uint32_t* __restrict__ out,
         int iters) {
@@ -60,13 +78,7 @@ gather_rows_across_warps_base(const uint32_t* __restrict__ in, const int32_t* __
     }
     for (int k = 0; k < iters; ++k) {
 #pragma unroll
-        for (int r = 0; r < kIdxRegs; ++r) {
-#if defined(__CUDA_ARCH__)
-            asm("lop3.b32 %0, %1, 0xfffffffe, %2, 0xea;" : "=r"(w[r]) : "r"(w[r]), "r"(s1[r]));
-#else  // the host SIMT runtime runs no inline PTX
-            w[r] = (w[r] & 0xfffffffeu) | s1[r];
-#endif
-        }
+        for (int r = 0; r < kIdxRegs; ++r) w[r] = base_loop::lop3_b32<0xfffffffeu, 0xea>(w[r], s1[r]);
     }
 #pragma unroll
     for (int r = 0; r < kIdxRegs; ++r) o[r] = static_cast<uint32_t>(w[r]) ^ src[r % kSrcRegs];

@@ -126,69 +126,132 @@ namespace detail {
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
+__device__ __forceinline__ void mbarrier_init(unsigned bar, unsigned count) {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::mbarrier_init(bar, count);
+#else
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void fence_mbarrier_init() {
+#if defined(LLGEN_HOST_SIMT)
+    // the host SIMT runtime's barriers are visible to its TMA at once
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#else
+    __trap();  // fence.mbarrier_init needs sm_90 or newer
+#endif
+}
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(unsigned bar, unsigned bytes) {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::mbarrier_arrive_expect_tx(bar, bytes);
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes)
+                 : "memory");
+#else
+    __trap();  // mbarrier.arrive.expect_tx needs sm_90 or newer
+#endif
+}
+__device__ __forceinline__ void mbarrier_arrive(unsigned bar) {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::mbarrier_arrive(bar);
+#else
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+#endif
+}
+__device__ __forceinline__ bool mbarrier_try_wait_parity(unsigned bar, unsigned parity) {
+#if defined(LLGEN_HOST_SIMT)
+    return llgen_host::mbarrier_try_wait_parity(bar, parity);
+#elif __CUDA_ARCH__ >= 900
+    unsigned done;
+    asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    return done != 0;
+#else
+    __trap();  // mbarrier.try_wait.parity needs sm_90 or newer
+    return {};
+#endif
+}
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::fence_proxy_async();
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#else
+    __trap();  // fence.proxy.async needs sm_90 or newer
+#endif
+}
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
+#if defined(LLGEN_HOST_SIMT)
+    const int c[2] = {c0, c1};
+    llgen_host::tma_load(map, dst, bar, c);
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+#else
+    __trap();  // cp.async.bulk.tensor needs sm_90 or newer
+#endif
+}
+__device__ __forceinline__ void tma_store_2d(const void* map, unsigned src, int c0, int c1) {
+#if defined(LLGEN_HOST_SIMT)
+    const int c[2] = {c0, c1};
+    llgen_host::tma_store(map, src, c);
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
+#else
+    __trap();  // cp.async.bulk.tensor needs sm_90 or newer
+#endif
+}
+__device__ __forceinline__ void bulk_commit_group() {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::bulk_commit_group();
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#else
+    __trap();  // cp.async.bulk.commit_group needs sm_90 or newer
+#endif
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::bulk_wait_group_read(N);
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+#else
+    __trap();  // cp.async.bulk.wait_group.read needs sm_90 or newer
+#endif
+}
 }  // namespace detail
 
 // mbarrier helpers (`bar`: an 8-byte aligned uint64_t in shared memory).
 // mbar_init(bar, count): `count` arrivals complete a phase; then fence_barrier_init() and a block
 // barrier before other threads use it.
 __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-#if defined(LLGEN_HOST_SIMT)
-    llgen_host::mbarrier_init(detail::smem_u32(bar), count);
-#else
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(detail::smem_u32(bar)), "r"(count) : "memory");
-#endif
+    detail::mbarrier_init(detail::smem_u32(bar), count);
 }
 
 // fence_barrier_init(): the initialisation is visible to the async proxy (TMA's complete_tx).
-__device__ __forceinline__ void fence_barrier_init() {
-#if !defined(LLGEN_HOST_SIMT)
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void fence_barrier_init() { detail::fence_mbarrier_init(); }
 
 // mbar_arrive_expect_tx(bar, bytes): one arrival, and the phase also waits for `bytes` transaction bytes.
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, unsigned bytes) {
-#if defined(LLGEN_HOST_SIMT)
-    llgen_host::mbarrier_arrive_expect_tx(detail::smem_u32(bar), bytes);
-#else
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(detail::smem_u32(bar)), "r"(bytes)
-                 : "memory");
-#endif
+    detail::mbarrier_arrive_expect_tx(detail::smem_u32(bar), bytes);
 }
 
 // mbar_arrive(bar): one arrival (a consumer releasing a stage it has read, say).
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-#if defined(LLGEN_HOST_SIMT)
-    llgen_host::mbarrier_arrive(detail::smem_u32(bar));
-#else
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(detail::smem_u32(bar)) : "memory");
-#endif
-}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) { detail::mbarrier_arrive(detail::smem_u32(bar)); }
 
 // mbar_wait(bar, parity): returns once the phase of parity `parity` (0 first, then 1, 0, ..) completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
     const unsigned addr = detail::smem_u32(bar);
-#if defined(LLGEN_HOST_SIMT)
-    while (!llgen_host::mbarrier_try_wait_parity(addr, parity)) {
+    while (!detail::mbarrier_try_wait_parity(addr, parity)) {
     }
-#else
-    unsigned done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(addr), "r"(parity) : "memory");
-    } while (!done);
-#endif
 }
 
 // fence_proxy_async(): this thread's shared-memory writes are visible to TMA (the async proxy).
 // Every thread that wrote the tile calls it before the block barrier that precedes store().
-__device__ __forceinline__ void fence_proxy_async() {
-#if defined(LLGEN_HOST_SIMT)
-    llgen_host::fence_proxy_async();
-#else
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void fence_proxy_async() { detail::fence_proxy_async_shared(); }
 
 // load(): the tile whose origin is `coords` (tensor dim order) from the tensor of `map` (a
 // CUtensorMap from make_tensor_map(): the address of a __grid_constant__ kernel parameter, or in
@@ -200,15 +263,7 @@ __device__ __forceinline__ void fence_proxy_async() {
 // 1 x cp.async.bulk.tensor.2d of 64x128 elements (CU_TENSOR_MAP_SWIZZLE_128B).
 __device__ __forceinline__ void load(const void* map, const int (&coords)[kRank], void* smem_tile, uint64_t* mbar) {
     const unsigned tile = detail::smem_u32(smem_tile), bar = detail::smem_u32(mbar);
-#if defined(LLGEN_HOST_SIMT)
-    {  // box at shared byte 0, tensor origin + [0, 0]
-        const int c[kRank] = {coords[1], coords[0]};
-        llgen_host::tma_load(map, tile + 0u, bar, c);
-    }
-#else
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"  // box at shared byte 0, tensor origin + [0, 0]
-                 :: "r"(tile + 0u), "l"(map), "r"(coords[1]), "r"(coords[0]), "r"(bar) : "memory");
-#endif
+    detail::tma_load_2d(tile + 0u, map, coords[1], coords[0], bar);  // box at shared byte 0, tensor origin + [0, 0]
 }
 
 // store(): the shared tile at smem_tile into the tensor of `map` at origin `coords` (tensor dim
@@ -219,33 +274,13 @@ __device__ __forceinline__ void load(const void* map, const int (&coords)[kRank]
 __device__ __forceinline__ void store(const void* map, const int (&coords)[kRank], const void* smem_tile) {
     const unsigned tile = detail::smem_u32(smem_tile);
     fence_proxy_async();
-#if defined(LLGEN_HOST_SIMT)
-    {  // box at shared byte 0, tensor origin + [0, 0]
-        const int c[kRank] = {coords[1], coords[0]};
-        llgen_host::tma_store(map, tile + 0u, c);
-    }
-#else
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"  // box at shared byte 0, tensor origin + [0, 0]
-                 :: "l"(map), "r"(tile + 0u), "r"(coords[1]), "r"(coords[0]) : "memory");
-#endif
+    detail::tma_store_2d(map, tile + 0u, coords[1], coords[0]);  // box at shared byte 0, tensor origin + [0, 0]
 }
 
 // store_commit(): closes the group of store() calls issued since the last commit (this thread's).
-__device__ __forceinline__ void store_commit() {
-#if defined(LLGEN_HOST_SIMT)
-    llgen_host::bulk_commit_group();
-#else
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void store_commit() { detail::bulk_commit_group(); }
 
 // store_wait<N>(): returns once at most N committed store groups still read shared memory.
 template <int N>
-__device__ __forceinline__ void store_wait() {
-#if defined(LLGEN_HOST_SIMT)
-    llgen_host::bulk_wait_group_read(N);
-#else
-    asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
-#endif
-}
+__device__ __forceinline__ void store_wait() { detail::bulk_wait_group_read<N>(); }
 }  // namespace gemm_wgmma_tma_a_f16

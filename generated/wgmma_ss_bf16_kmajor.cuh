@@ -48,7 +48,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_ss(float& d0, float& d
     for (int i = 0; i < 64; ++i) memcpy(&w[i], d[i], 4);
     llgen_host::wgmma(128, llgen_host::MmaType::kBF16, llgen_host::MmaType::kF32, false, false, desc_a, nullptr, desc_b, w, accumulate != 0);
     for (int i = 0; i < 64; ++i) memcpy(d[i], &w[i], 4);
-#else
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
                  : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3), "+f"(d4), "+f"(d5), "+f"(d6), "+f"(d7),
@@ -61,6 +61,72 @@ __device__ __forceinline__ void wgmma_m64n128k16_f32_bf16_ss(float& d0, float& d
                    "+f"(d56), "+f"(d57), "+f"(d58), "+f"(d59), "+f"(d60), "+f"(d61), "+f"(d62), "+f"(d63)
                  : "l"(desc_a), "l"(desc_b), "r"(accumulate)
                  : "memory");
+#else
+    __trap();  // wgmma.mma_async is sm_90a only: code built without __CUDA_ARCH_FEAT_SM90_ALL traps (-arch=sm_90a's compute_90 PTX, say)
+#endif
+}
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::wgmma_fence();
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#else
+    __trap();  // wgmma.fence is sm_90a only: code built without __CUDA_ARCH_FEAT_SM90_ALL traps (-arch=sm_90a's compute_90 PTX, say)
+#endif
+}
+__device__ __forceinline__ void wgmma_commit_group() {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::wgmma_commit_group();
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#else
+    __trap();  // wgmma.commit_group is sm_90a only: code built without __CUDA_ARCH_FEAT_SM90_ALL traps (-arch=sm_90a's compute_90 PTX, say)
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait_group() {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::wgmma_wait_group(N);
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+#else
+    __trap();  // wgmma.wait_group is sm_90a only: code built without __CUDA_ARCH_FEAT_SM90_ALL traps (-arch=sm_90a's compute_90 PTX, say)
+#endif
+}
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(LLGEN_HOST_SIMT)
+    llgen_host::fence_proxy_async();
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#else
+    __trap();  // fence.proxy.async needs sm_90 or newer
+#endif
+}
+__device__ __forceinline__ void pin_f(float& x) {
+#if defined(LLGEN_HOST_SIMT)
+    (void)x;
+#else
+    asm volatile("" : "+f"(x) :: "memory");
+#endif
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if defined(LLGEN_HOST_SIMT)
+    // the host SIMT runtime has no register budget
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(R));
+#else
+    __trap();  // setmaxnreg.dec is sm_90a only: code built without __CUDA_ARCH_FEAT_SM90_ALL traps (-arch=sm_90a's compute_90 PTX, say)
+#endif
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if defined(LLGEN_HOST_SIMT)
+    // the host SIMT runtime has no register budget
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(R));
+#else
+    __trap();  // setmaxnreg.inc is sm_90a only: code built without __CUDA_ARCH_FEAT_SM90_ALL traps (-arch=sm_90a's compute_90 PTX, say)
 #endif
 }
 
@@ -71,26 +137,23 @@ __device__ __forceinline__ uint64_t desc(uint64_t fields, unsigned addr) { retur
 // wgmma runs asynchronously in the warp group (kThreads threads take part; every warp calls every function):
 //   fence();  mma(acc, ...);  commit();  ...  wait_acc(acc);   // acc is valid only after it (wait<0>() + acc pinned)
 // fence() orders earlier register writes of acc (and shared stores, with fence_smem()) before the next mma().
-#if defined(LLGEN_HOST_SIMT)
-__device__ __forceinline__ void fence() { llgen_host::wgmma_fence(); }
-__device__ __forceinline__ void commit() { llgen_host::wgmma_commit_group(); }
-template <int N> __device__ __forceinline__ void wait() { llgen_host::wgmma_wait_group(N); }
-__device__ __forceinline__ void fence_smem() { llgen_host::fence_proxy_async(); }
-__device__ __forceinline__ void wait_acc(float (&acc)[kAccRegs]) { (void)acc; wait<0>(); }
-#else
-__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void fence() { detail::wgmma_fence(); }
+__device__ __forceinline__ void commit() { detail::wgmma_commit_group(); }
+template <int N> __device__ __forceinline__ void wait() { detail::wgmma_wait_group<N>(); }
 // Shared stores by threads (not TMA) become visible to wgmma's async proxy: every writer, then a barrier.
-__device__ __forceinline__ void fence_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void fence_smem() { detail::fence_proxy_async_shared(); }
 // wait_acc(acc): every wgmma done, then the accumulator pinned after the wait, so the compiler reads acc
 // no earlier.  (Between wgmma a wait<N>() with N > 0 leaves acc alone: touching registers a wgmma in
 // flight writes makes ptxas serialise every wgmma.)
 __device__ __forceinline__ void wait_acc(float (&acc)[kAccRegs]) {
     wait<0>();
-    for (int i = 0; i < kAccRegs; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
+    for (int i = 0; i < kAccRegs; ++i) detail::pin_f(acc[i]);
 }
-#endif
+// Register budgets of warp specialisation (setmaxnreg; every warp of a warp group calls it): regs_dec<R>()
+// gives registers back to the CTA's pool down to R per thread, regs_inc<R>() takes them up to R (R a
+// multiple of 8 in [24, 256]).
+template <int R> __device__ __forceinline__ void regs_dec() { detail::setmaxnreg_dec<R>(); }
+template <int R> __device__ __forceinline__ void regs_inc() { detail::setmaxnreg_inc<R>(); }
 
 // mma(): acc += A * B over the whole tile (8 x wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 per thread, asynchronous).
 // A: the shared tile at smem_a (kTileBytesA bytes, kTileAlignA-aligned, element at offset o is A[a_tile_index(o)]).

@@ -239,7 +239,7 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
         given["strides"] = parse_strides(strides)
     for k, op in enumerate(ops):
         try:
-            return op.plan(Request((s, d), dtype, target, arch, strategy if op.name == "convert" else "auto", given))
+            return op.plan(Request((s, d), dtype, target, arch, strategy, given))
         except ValueError:
             if k == len(ops) - 1:
                 raise
@@ -290,12 +290,10 @@ def _kinds(op: Operation, emit: Sequence[str] | str | None, plan: Any) -> tuple[
     """The file kinds to render: ``emit`` less those the operation lacks (left out for ``all``,
     refused when asked for by name)."""
     kinds = parse_emit(emit)
-    lacking = [k for k in kinds if k not in op.files or (k == "bench" and op.name == "gather" and plan.target != "cuda")]
+    lacking = [k for k in kinds if k not in op.kinds(plan)]
     if lacking and not said_all(emit):
-        why = ("the gather bench is CUDA only" if op.name == "gather" else
-               "llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)" if op.name == "mma" else
-               f"the bench times register conversions; this pair is a {op.name} ({op.moves})")
-        raise ValueError(f"--emit {lacking[0]}: {why}")
+        raise ValueError(f"--emit {lacking[0]}: {op.bench[1]}; this plan is a {op.name} ({op.moves}) "
+                         f"for {plan.target}")
     return tuple(k for k in kinds if k not in lacking)
 
 

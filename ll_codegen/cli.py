@@ -332,7 +332,7 @@ _SCRATCH_PER_WARP = click.option(
 @_conversion_options()
 @click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=_DTYPE_HELP)
 @click.option("--json", "as_json", is_flag=True,
-              help="Print the plan as JSON (the text Transfer.to_json() returns).")
+              help="Print the plan as JSON (the text the plan's to_json() returns).")
 @_SCRATCH_BUFFERS
 @_SCRATCH_PER_WARP
 def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,

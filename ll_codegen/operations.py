@@ -90,7 +90,8 @@ class Operation:
     back_plan)); ``emulate(plan, rng, **options)``: the emulator check;
     ``harness``: the harness's data and comparison (host and GPU drivers);
     ``ptx``: what each harness thread issues (the PTX check); ``command``: the
-    ``llgen`` subcommand that plans it."""
+    ``llgen`` subcommand that plans it; ``bench``: the targets whose plans have a
+    bench file, and what is timed instead where none has one."""
     name: str
     plan_type: type
     moves: str
@@ -104,6 +105,11 @@ class Operation:
     harness: harness.HarnessOp
     ptx: expect.PtxWants
     command: str
+    bench: tuple[tuple[str, ...], str] = ((), "the bench times register conversions")
+
+    def kinds(self, plan: Any) -> tuple[str, ...]:
+        """The file kinds ``plan`` has."""
+        return tuple(k for k in self.files if k != "bench" or plan.target in self.bench[0])
 
 
 def _opts(r: Request, *names: str) -> dict[str, Any]:
@@ -163,7 +169,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
               planner.STRATEGIES + (planner.STAGED,),
               frozenset({"swizzle", "smem_budget", "max_vector_bytes", "scratch_buffers", "scratch_per_warp"}),
               _plan_convert, report.convert_summary, emit_convert.CONVERT_FILES, check_convert,
-              harness.CONVERSION, expect.CONVERSION_PTX, "convert"),
+              harness.CONVERSION, expect.CONVERSION_PTX, "convert", (("cuda", "hip"), "")),
     Operation("store", StorePlan, "registers -> a shared or global tile", _STORE_ENDS, ("store",), _ACCESS_OPTIONS,
               _plan_access("store"), report.memory_summary, emit_memory.STORE_FILES, _check_access,
               harness.CONVERSION, expect.ACCESS_PTX, "convert"),
@@ -178,12 +184,13 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
               emit_copy.COPY_FILES, check_copy_plan, harness.CONVERSION, expect.ACCESS_PTX, "convert"),
     Operation("gather", GatherPlan, "out = src gathered by index along one axis", (("registers", "registers"),),
               ("shuffle", "smem"), frozenset({"axis", "index_dtype"}), _plan_gather, report.gather_summary,
-              emit_gather.GATHER_FILES, check_gather, harness.GATHER, expect_async.GATHER_PTX, "gather"),
+              emit_gather.GATHER_FILES, check_gather, harness.GATHER, expect_async.GATHER_PTX, "gather",
+              (("cuda",), "the gather bench is CUDA only")),
     Operation("mma", MmaPlan, "acc += A @ B for one CTA tile (wgmma, mma.sync, MFMA)",
               (("registers", "shared", "shared"), ("registers", "registers", "shared"),
                ("registers", "registers", "registers")), ("auto",), frozenset({"version", "acc_dtype"}),
               _plan_mma, report.mma_summary, emit_mma.MMA_FILES, check_mma, harness.MMA, expect_async.MMA_PTX,
-              "mma"),
+              "mma", ((), "llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)")),
 )}
 
 

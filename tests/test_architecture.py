@@ -1,14 +1,16 @@
 """The shape of the package (docs/ARCHITECTURE.md), read from its source with ``ast``.
 
 * One direction: a module imports only modules of its own stage or of stages before it
-  (core -> layouts -> spec, plan -> emit -> verify -> the API and CLI on top), so the
-  import graph has no cycle.  Function-local imports count: they hide circles, they do
+  (core -> layouts -> spec, plan -> emit -> verify -> the registry (operations) -> the
+  drivers (run) -> the API and CLI on top), so the import graph has no cycle.  Function-local imports count: they hide circles, they do
   not remove them.
 * No module imports another module's underscore name (seams where they belong).
 * No GPU timing code in the library (it lives under bench/); the library does not import the
   bench package except in ``llgen bench`` (lazily, behind a one-line error).
 * No module over 600 lines.
-* Every stage's per-operation table covers exactly the operations of ``plan/operations.py``.
+* One registry (``operations.py``): every operation's record has every field; no other module
+  keeps a table keyed by operation or probes a plan's payloads to learn what it is; the API
+  asks the registry and never branches on an operation by name.
 
 The checkers run on synthetic packages too, so a test here can fail: a planted cycle,
 an upward import and a borrowed private name must each be reported.
@@ -26,8 +28,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = "ll_codegen"
 
 #: stage of each top-level module or subpackage; a module may import stages <= its own
-STAGES = {"core": 0, "layouts": 1, "spec": 2, "plan": 2, "emit": 3, "verify": 4,
-          "api": 5, "jobs": 6, "regenerate": 6, "cli": 7, "__main__": 8, "__init__": 8, "testing": 8}
+STAGES = {"core": 0, "layouts": 1, "spec": 2, "plan": 2, "emit": 3, "verify": 4, "operations": 5, "run": 6,
+          "api": 7, "jobs": 8, "regenerate": 8, "cli": 9, "__main__": 10, "__init__": 10, "testing": 10}
 
 #: the parts of verify/, in the same one-direction order: the vendor models, the emulators
 #: (numpy references, counters), the compilers' output read back
@@ -187,15 +189,69 @@ def test_modules_under_600_lines():
     assert {m: n for m, n in sizes.items() if n > 600} == {}
 
 
-def test_every_stage_dispatches_every_operation():
-    from ll_codegen.emit.render import OPERATIONS as RENDERERS
-    from ll_codegen.plan.operations import OPERATIONS
-    from ll_codegen.plan.report import SUMMARIES
-    from ll_codegen.verify.emulate.check import CHECKS
-    from ll_codegen.verify.harness import OPERATIONS as HARNESSES
-    from ll_codegen.run.ptx_check import WANTS
-    for table in (SUMMARIES, RENDERERS, CHECKS, HARNESSES, WANTS):
-        assert set(table) == set(OPERATIONS)
+def test_every_operation_has_every_record_field():
+    from dataclasses import fields
+    from ll_codegen.operations import OPERATIONS, Operation
+    assert set(OPERATIONS) >= {"convert", "store", "load", "copy", "tma", "gather", "mma"}
+    for name, op in OPERATIONS.items():
+        assert op.name == name and op.plan_type.operation == name
+        assert all(getattr(op, f.name) is not None for f in fields(Operation)), name
+        assert {"header", "harness"} <= set(op.files) and op.endpoints and op.command
+
+
+#: payloads that once told which operation a plan was (``plan.copy is not None`` ...)
+PROBE = re.compile(r"\.(memory|copy|tma|register|shuffle|smem)\s+is\s+(not\s+)?None|"
+                   r"\b(memory|copy|tma|register|shuffle|smem)\s*=\s*None\)\s*$")
+def probes(root: pathlib.Path = ROOT) -> list[str]:
+    """Payload probes on a Transfer plan outside the plan types' own module (a gather's own
+    ``shuffle``/``smem`` are its strategy's parts: the gather modules may look at them)."""
+    own = {"plan/plans.py", "plan/gather.py", "emit/gather.py", "verify/emulate/gather.py"}
+    out = []
+    for m, p in modules(root).items():
+        rel = p.relative_to(root / PKG).as_posix()
+        if rel in own:
+            continue
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            if PROBE.search(line.split("#")[0]):
+                out.append(f"{rel}:{n}: {line.strip()}")
+    return out
+
+
+def test_no_payload_probes():
+    """What a plan is, is its type: ``plan.operation``, never which optional payload is set."""
+    assert probes() == []
+
+
+def operation_tables(root: pathlib.Path = ROOT) -> list[str]:
+    """Dict literals keyed by two or more operation names, one of them an operation only (store,
+    load, copy, tma: ``convert``, ``gather`` and ``mma`` are commands too), outside the registry."""
+    ops, only = {"convert", "store", "load", "copy", "tma", "gather", "mma"}, {"store", "load", "copy", "tma"}
+    out = []
+    for m, p in modules(root).items():
+        if m == f"{PKG}.operations":
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in ops}
+                if len(keys) >= 2 and keys & only:
+                    out.append(f"{m}:{node.lineno}: {sorted(keys)}")
+    return out
+
+
+def test_no_table_keyed_by_operation_outside_the_registry():
+    assert operation_tables() == []
+
+
+def test_a_planted_operation_table_is_found(tmp_path):
+    root = _package(tmp_path, {"__init__.py": "", "emit/__init__.py": "",
+                               "emit/render.py": 'TABLE = {"convert": 1, "store": 2}\nCMD = {"convert": 1, "mma": 2}\n'})
+    assert operation_tables(root) == ["ll_codegen.emit.render:1: ['convert', 'store']"]
+
+
+def test_api_has_no_per_operation_branch():
+    """The API asks the registry: no comparison of a plan's or a record's operation with a name."""
+    text = (ROOT / PKG / "api.py").read_text(encoding="utf-8")
+    assert re.findall(r"\.operation\s*[!=]=|\.name\s*[!=]=\s*\"|\bisinstance\([^)]*Plan", text) == []
 
 
 # ------------------------------------------------ the checkers can fail

@@ -11,11 +11,11 @@
 //   gemm_wgmma_tma_c_<t>  that shared tile -> global C (four TMA boxes; TMA clips at the edges)
 //
 // What is written here by hand is control: the stage ring and its two mbarriers per stage, the
-// producer / consumer split and its register budgets (setmaxnreg), the tile order, the f32 -> 16-bit
-// rounding.  Edges: TMA zero-fills what lies beyond M, N, K on loads and clips the store; the f32
+// producer / consumer split and its register budgets, the tile order, the f32 -> 16-bit rounding.
+// Every instruction is a generated header's wrapper (no inline asm here).  Edges: TMA zero-fills what lies beyond M, N, K on loads and clips the store; the f32
 // store is masked.  Sizes: any M; N and K multiples of 8 (TMA: 16-byte aligned row strides).
 //
-//   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I generated -o gemm_wgmma.so \
+//   nvcc -std=c++17 -O3 -arch=sm_90a -I generated -o gemm_wgmma.so \
 //        -shared -Xcompiler -fPIC examples/kernels/gemm_wgmma.cu
 //
 // Host: llgen_gemm_wgmma_prepare() encodes the tensor maps with the headers'
@@ -94,18 +94,11 @@ static_assert(stage_c::kTileBytes == f16::c::kTileBytes && f16::c::kTileBytes <=
               "the C tile is staged in the (then idle) operand stages");
 static_assert(f16::c::kShape[0] == BM && f16::c::kShape[1] == BN && store_f32::kShape[1] == BN, "C tile shape");
 
-// Register budgets of warp specialisation: the producer (one thread issuing TMA) gives registers back,
-// the consumers take them for the 128 accumulator registers.  40 * 128 + 232 * 256 <= 65536.
-template <int R> __device__ __forceinline__ void regs_dec() {
-#if !defined(LLGEN_HOST_SIMT)
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(R));
-#endif
-}
-template <int R> __device__ __forceinline__ void regs_inc() {
-#if !defined(LLGEN_HOST_SIMT)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(R));
-#endif
-}
+// Register budgets of warp specialisation (the mma header's regs_dec / regs_inc, setmaxnreg): the
+// producer (one thread issuing TMA) gives registers back, the consumers take them for the 128
+// accumulator registers.  40 * 128 + 232 * 256 <= 65536.
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * mma::kThreads <= 65536, "the register file");
 
 inline __device__ uint16_t round16(float x, bool bf) {
     return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
@@ -147,7 +140,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
     const int ktiles = (K + BK - 1) / BK;
 
     if (wg == 0) {  // producer: one thread keeps the ring full
-        regs_dec<40>();
+        mma::regs_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             for (int kt = 0; kt < ktiles; ++kt) {
                 const int s = kt % STAGES;
@@ -167,7 +160,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         return;
     }
 
-    regs_inc<232>();
+    mma::regs_inc<CONSUMER_REGS>();
     const unsigned tid = threadIdx.x - 128;  // 0 .. 255: the mma's and the epilogue's thread index
     float acc[mma::kAccRegs];
 #pragma unroll

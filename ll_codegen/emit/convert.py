@@ -32,19 +32,19 @@ class ConvertBuilder(Builder):
 
     def build(self, masked: bool = False) -> Fn:
         p = self.p
-        if p.register is not None and p.shuffle is None and p.smem is None and self.per:
+        if p.in_registers and self.per:
             at = [(f"s[{j // self.per}]", j % self.per) for j in p.register.dst_from_src]
             self.fn.steps = [{"comment": "Register moves: whole words where they line up, else byte permutes",
                                 "lines": [f"d[{k}] = {compose_word(at[k * self.per:(k + 1) * self.per], p.elem_bytes)};"
                                           for k in range(p.n_dst // self.per)]}]
             return self.fn
-        if p.register is not None and p.shuffle is None and p.smem is None:
+        if p.in_registers:
             pairs = [(f"dst[{i}] = src[{j}];", "") for i, j in enumerate(p.register.dst_from_src)]
             self.fn.moves = [c for c, _ in pairs] + [f"dst[{a}] = dst[{b}];" for a, b in p.dst_copies]
             return self.fn
-        if p.shuffle is not None:
+        if p.by_shuffle:
             self.shuffle()
-        elif p.smem is not None:
+        elif p.through_smem:
             self.smem()
         else:
             raise ValueError(f"plan with strategy {p.strategy!r} has no register, shuffle or smem part")
@@ -218,10 +218,10 @@ def one_line(plan: Transfer) -> str:
     p = plan
     if p.via is not None:
         return f"{one_line(p.via)} to a layout in between (via::), then {one_line(without_via(p))} (then::)"
-    if p.shuffle is not None:
+    if p.by_shuffle:
         s = p.shuffle
         return f"warp shuffles: {len(s.rounds)} round(s) x {s.words} word(s)"
-    if p.smem is not None:
+    if p.through_smem:
         m = p.smem
         return (f"through shared memory: {len(m.rounds)} round(s), {m.bytes} bytes, "
                 f"{m.store.bank_conflicts}/{m.load.bank_conflicts} bank conflicts per store/load")
@@ -238,10 +238,10 @@ def barrier_contract(plan: Transfer) -> str:
     shared-memory step's (its shuffles need whole warps, which those do too)."""
     if plan.via is not None:
         return barrier_contract(without_via(plan))
-    if plan.shuffle is not None:
+    if plan.by_shuffle:
         return ("Barriers: none; smem is not touched. Each warp exchanges data within itself (shuffles), so "
                 "the call must be made by whole warps (all lanes active).")
-    if plan.smem is None:
+    if not plan.through_smem:
         return "Barriers: none; smem is not touched and no data leaves the thread."
     m, n = plan.smem, len(plan.smem.rounds)
     every = "Every thread of the block must make the call, with tid in [0, kThreads)."
@@ -307,9 +307,9 @@ def namespace(plan: Transfer, name: str, nested: bool = False) -> Namespace:
     head = [(f"constexpr int kSrcRegs   = {p.n_src};", "elements per thread before convert()"),
             (f"constexpr int kDstRegs   = {p.n_dst};", "elements per thread after convert()"),
             (f"constexpr int kSmemBytes = {p.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
-    if p.smem is not None and p.smem.buffers == 2:
+    if p.through_smem and p.smem.buffers == 2:
         head.append(("constexpr int kScratchBuffers = 2;", "alternate two kSmemBytes buffers between calls"))
-    if p.smem is not None and p.smem.per_warp:
+    if p.through_smem and p.smem.per_warp:
         head.append((f"constexpr int kWarpSliceBytes = {p.smem.bytes // p.num_warps};",
                      "warp w uses scratch bytes [w * kWarpSliceBytes, (w + 1) * kWarpSliceBytes)"))
     words = word_counts(plan)
@@ -372,7 +372,7 @@ def bench_smem(plan: Transfer, back_plan: Transfer) -> tuple[int, int]:
     forward conversion in the first and the reverse one in the second, when either plan
     alternates scratch buffers (``SmemPlan.buffers == 2``)."""
     buffer = max(plan.smem_bytes, back_plan.smem_bytes)
-    if not any(p.smem is not None and p.smem.buffers == 2 for p in (plan, back_plan)):
+    if not any(p.through_smem and p.smem.buffers == 2 for p in (plan, back_plan)):
         return buffer, buffer
     buffer = -(-buffer // 16) * 16            # the second buffer 16-byte aligned, as the first
     return buffer, 2 * buffer

@@ -21,6 +21,7 @@ from ll_codegen.core.dtypes import C_RAW, INDEX_DTYPES
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, comment_lines, hex_const, index_function,
                                    linear_expr, pack_words, select_tree, signature, strip_parens, xor_form_expr)
+from ll_codegen.emit.instructions import LOP3
 from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.report import gather_summary
 
@@ -237,7 +238,7 @@ def bench(plan: GatherPlan, name: str, command: str = "", src_text: str | None =
     """Template values of the bench (CUDA only): the gather ``iters`` times, each index depending on the last output."""
     if plan.target != "cuda":
         raise ValueError("the gather bench is CUDA only")
-    return _values(plan)
+    return dict(_values(plan), base_loop=[LOP3])
 
 
 #: kind -> (template, its values) of a gather's files

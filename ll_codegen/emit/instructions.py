@@ -58,8 +58,8 @@ class Instruction:
     def missing(self) -> str:
         """What the ``__trap()`` of a device pass without the guard says."""
         if self.feature:
-            return (f"{self.ptx} needs {self.feature}: this device pass lacks {FEATURE_MACROS[self.feature]} "
-                    f"(nvcc -arch={self.feature} also builds compute_{self.arch} PTX, which has no {self.ptx})")
+            return (f"{self.ptx} is {self.feature} only: code built without {FEATURE_MACROS[self.feature]} traps "
+                    f"(-arch={self.feature}'s compute_{self.arch} PTX, say)")
         return f"{self.ptx} needs sm_{self.arch} or newer"
 
 
@@ -162,7 +162,7 @@ def mma(name: str, instr: str, nd: int, acc_c: str, constraint: str, a_words: in
     out_lines = [", ".join(outputs[i:i + 8]) + ("," if i + 8 < len(outputs) else "") for i in range(0, nd, 8)]
     inputs = ([f'"r"(a{i})' for i in range(a_words)] or ['"l"(desc_a)']) + \
              ([f'"r"(b{i})' for i in range(b_words)] or ['"l"(desc_b)']) + (['"r"(accumulate)'] if wgmma else [])
-    pad = " " * 17
+    pad = " " * 13                                               # under `asm volatile(`
     if wgmma:
         device = [f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{k}, 0;\\n"',
                   f'{pad}"{instr} {operands};\\n}}\\n"']

@@ -2,8 +2,9 @@
 
 Everything is decided here as plain data; ``templates/mma.cuh.j2`` loops over it:
 
-* one instruction wrapper per instruction form (``Wrapper``): the PTX text and its operands, and
-  the host SIMT call that replaces it on the CPU;
+* one instruction wrapper per instruction form (``Wrapper``): the PTX instruction, its operands and
+  the host SIMT call that replaces it on the CPU, rendered through ``emit/instructions.py`` (with
+  wgmma also fence / commit / wait, the async-proxy fence and setmaxnreg);
 * ``calls``: one line per ``MmaStep`` -- the accumulator registers in fragment order, then the
   operands: register words, or a descriptor ``detail::desc(kDescA, address)`` whose address is the
   operand tile's plus the slice's byte offset (XOR the thread's warp-group offset);
@@ -16,6 +17,9 @@ from dataclasses import dataclass
 
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import comment_lines, hex_const, index_function, tile_index_function, xor_form_expr
+from ll_codegen.emit.instructions import (FENCE_PROXY_ASYNC, WGMMA_COMMIT_GROUP, WGMMA_FENCE, WGMMA_WAIT_GROUP,
+                                          Instruction, register_pin, setmaxnreg)
+from ll_codegen.emit.instructions import mma as mma_instruction
 from ll_codegen.emit.mfma import MFMA_FILES
 from ll_codegen.plan.mma import AB_BYTES, MmaPlan
 from ll_codegen.plan.report import mma_summary
@@ -43,34 +47,15 @@ class Wrapper:
     wgmma: bool
 
     @property
-    def asm_operands(self) -> str:
-        """The PTX operand list: {d..}, A, B[, p<tail>] (mma.sync: {d..}, {a..}, {b..}, {d..})."""
-        d = "{" + ", ".join(f"%{i}" for i in range(self.nd)) + "}"
-        k = self.nd
-        if self.a_words:
-            a = "{" + ", ".join(f"%{k + i}" for i in range(self.a_words)) + "}"
-            k += self.a_words
-        else:
-            a, k = f"%{k}", k + 1
-        if self.b_words:
-            b = "{" + ", ".join(f"%{k + i}" for i in range(self.b_words)) + "}"
-            k += self.b_words
-        else:
-            b, k = f"%{k}", k + 1
+    def instructions(self) -> list[Instruction]:
+        """The header's instruction wrappers (``emit/instructions.py``): this form; with wgmma also
+        fence / commit / wait, the async-proxy fence, the accumulator pin and setmaxnreg."""
+        form = mma_instruction(self.name, self.instr, self.nd, self.acc_c, self.constraint, self.a_words,
+                               self.b_words, self.tail, self.host_call, self.wgmma)
         if not self.wgmma:
-            return f"{d}, {a}, {b}, {d}"
-        return f"{d}, {a}, {b}, p{self.tail}"
-
-    @property
-    def output_lines(self) -> list[str]:
-        """The accumulator operands ``"+f"(d0), ..``, eight per line."""
-        ops = [f'"+{self.constraint}"(d{i})' for i in range(self.nd)]
-        return [", ".join(ops[i:i + 8]) + ("," if i + 8 < len(ops) else "") for i in range(0, len(ops), 8)]
-
-    @property
-    def pred_operand(self) -> int:
-        """Operand number of ``accumulate`` (wgmma: it sets the scale-d predicate)."""
-        return self.nd + (self.a_words or 1) + (self.b_words or 1)
+            return [form]
+        return [form, WGMMA_FENCE, WGMMA_COMMIT_GROUP, WGMMA_WAIT_GROUP, FENCE_PROXY_ASYNC,
+                register_pin(self.acc_c, self.constraint), setmaxnreg(False), setmaxnreg(True)]
 
 
 def wrapper(plan: MmaPlan) -> Wrapper:

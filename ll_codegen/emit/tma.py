@@ -10,14 +10,15 @@ Every value is decided here as plain data; the templates loop and substitute.  T
   strides permuted innermost first (map dim ``i`` is tensor dim ``kBoxDims[i]``);
 * on the device, the mbarrier helpers and ``load()`` / ``store()``: box ``k`` of the plan at
   shared byte ``smem_off[k]`` of the tile and tensor coordinates ``coords + coord_off[k]``, one
-  ``cp.async.bulk.tensor`` each.  Under ``LLGEN_HOST_SIMT`` every instruction is a call into
-  the host SIMT runtime (``simt/hopper.h``).
+  ``cp.async.bulk.tensor`` each, every instruction a wrapper of ``emit/instructions.py`` (under
+  ``LLGEN_HOST_SIMT`` a call into the host SIMT runtime, ``simt/hopper.h``).
 """
 from __future__ import annotations
 
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.body import check_target, constants
 from ll_codegen.emit.cexpr import comment_lines, tile_index_function
+from ll_codegen.emit.instructions import BULK_GROUPS, FENCE_PROXY_ASYNC, MBARRIER, tma_load, tma_store
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.plan.report import tma_summary
 from ll_codegen.plan.tma import DATA_TYPE_NAMES, align_reason
@@ -70,9 +71,7 @@ def header_values(plan: Transfer, name: str, command: str = "", src_text: str | 
         coords = [_coord(d, c[d]) for d in t.dims]           # innermost first
         boxes.append({"smem_off": off, "coords": coords, "comment": f"box at shared byte {off}, tensor origin + "
                                                                     f"{list(c)}"})
-    load_asm = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                f"[%0], [%1, {_operands(2, rank)}], [%{2 + rank}];")
-    store_asm = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [%0, {_operands(2, rank)}], [%1];"
+    load, store = tma_load(rank), tma_store(rank)
     return dict(
         comment=comment, constants=constants(plan, head),
         index_functions=["// Row-major index of the element at element offset `offset` of the shared tile.",
@@ -80,7 +79,8 @@ def header_values(plan: Transfer, name: str, command: str = "", src_text: str | 
         rank=rank, strides_rank=max(1, rank - 1),
         map_dims=[f"dims[{d}]" for d in t.dims],
         map_strides=[f"strides[{d}] * kElemBytes" for d in t.dims[1:]] or ["0"],
-        box=list(t.box), boxes=boxes, load_asm=load_asm, store_asm=store_asm,
+        box=list(t.box), boxes=boxes, tma_load=load.name, tma_store=store.name,
+        records=[*MBARRIER, FENCE_PROXY_ASYNC, load, store, *BULK_GROUPS],
         swizzle_name=SWIZZLE_NAMES[t.swizzle_bytes], data_type_name=DATA_TYPE_NAMES[t.data_type])
 
 

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -140,6 +140,7 @@ class GatherPlan:
     """A complete, deterministic gather plan; exactly one of ``shuffle`` /
     ``smem`` is set (``strategy``).  ``axis_size``: the source's size along
     ``axis`` (indices are taken modulo it)."""
+    operation: ClassVar[str] = "gather"
     strategy: str
     dtype: str
     index_dtype: str
@@ -162,9 +163,6 @@ class GatherPlan:
     candidates: tuple[Candidate, ...] = ()
     kind: str = field(default="gather")
 
-    @property
-    def operation(self) -> str:
-        return "gather"
 
     @property
     def threads(self) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ll_codegen.plan.model import XorForm
 
@@ -76,6 +76,7 @@ class MmaStep:
 @dataclass(frozen=True)
 class MmaPlan:
     """``acc += A @ B`` for one CTA tile: ``steps`` in issue order (k-steps outermost)."""
+    operation: ClassVar[str] = "mma"
     kind: str                          # wgmma | mma.sync | mfma
     instr: str                         # the PTX instruction or the AMD mnemonic
     dtype: str
@@ -93,9 +94,6 @@ class MmaPlan:
     steps: tuple[MmaStep, ...]
     swap_ab: bool = False              # the instruction computes D^T = B^T A^T: its first source is B (mfma)
 
-    @property
-    def operation(self) -> str:
-        return "mma"
 
     @property
     def strategy(self) -> str:

@@ -92,7 +92,23 @@ class ConvertPlan(Transfer):
 
     @property
     def staged(self) -> bool:
+        """Warp shuffles to a layout in between (``via``), then shared memory."""
         return self.via is not None
+
+    @property
+    def in_registers(self) -> bool:
+        """No data leaves the thread (``noop``, ``register``: a ``RegisterPlan``)."""
+        return self.strategy in ("noop", "register")
+
+    @property
+    def by_shuffle(self) -> bool:
+        """Warp shuffles only (a ``ShufflePlan``)."""
+        return self.strategy == "shuffle"
+
+    @property
+    def through_smem(self) -> bool:
+        """A trip through shared memory (an ``SmemPlan``; a staged plan's second step)."""
+        return self.strategy in ("smem", "shuffle+smem")
 
     @property
     def smem_bytes(self) -> int:

@@ -47,9 +47,9 @@ def convert_lines(p: Transfer) -> list[str]:
         lines.append(f"via: warp shuffles to the layout in between {p.via.dst_bases['in_dims']}:")
         lines += ["  " + line for line in convert_lines(p.via)]
         lines.append("then, from that layout:")
-    if p.register is not None:
+    if p.in_registers:
         lines.append(f"registers: dst[i] = src[{list(p.register.dst_from_src)}[i]]")
-    if p.shuffle is not None:
+    if p.by_shuffle:
         s = p.shuffle
         sizes = dict(zip([f"dim{i}" for i in range(len(p.shape))], p.shape))
         lane = "lane ^ c" if s.src_lane is None else f"L(lane) ^ c with L = {list(s.src_lane)}"
@@ -69,7 +69,7 @@ def convert_lines(p: Transfer) -> list[str]:
             lines.append(f"  round {i}: send src{send}, source lane ^ {r.lane_xor:#x}, receive dst{recv}")
         for k in ("V", "I", "E", "F", "G", "R"):
             lines.append(f"  {k} = [{', '.join(_vec(v, sizes) for v in s.sets.get(k, ()))}]")
-    if p.smem is not None:
+    if p.through_smem:
         m = p.smem
         lines.append(f"smem: {m.bytes} bytes, {len(m.rounds)} round(s), swizzle {m.swizzle}, "
                      f"store {m.store_instr} x{m.store_vec} elements, load {m.load_instr} x{m.load_vec} elements, "
@@ -177,12 +177,12 @@ def gather_summary(p: GatherPlan) -> str:
              f"{p.target} {p.arch}, warp {p.warp_size} x {p.num_warps} warps)",
              f"  source {list(p.src_shape)}: {p.n_src} registers/thread; index/output "
              f"{list(p.idx_shape)}: {p.n_idx} registers/thread; indices mod {p.axis_size}"]
-    if p.shuffle is not None:
+    if p.strategy == "shuffle":
         s = p.shuffle
         n = len(s.outs[0].cands) if s.outs else 0
         lines.append(f"  shuffle: {n} candidate register(s) per output element, {s.per} per word, "
                      f"{s.shuffles} shuffles per thread")
-    if p.smem is not None:
+    if p.strategy == "smem":
         m = p.smem
         lines.append(f"  smem: {m.bytes} bytes; store {m.vector_bytes}-byte vectors x{len(m.stores)} "
                      f"({m.store.wavefronts} wavefront(s), {m.store.bank_conflicts} conflicts/instr); "

@@ -140,7 +140,7 @@ def build(entries: list[Entry], manifest: str, parsers: Mapping[str, Any], root:
 
 
 def _conflicts(plan) -> str:
-    if plan.operation != "convert" or plan.smem is None:
+    if plan.operation != "convert" or not plan.through_smem:
         return "—"
     return f"{plan.smem.store.bank_conflicts} / {plan.smem.load.bank_conflicts}"
 
@@ -154,10 +154,10 @@ def _instrs(plan) -> str:
         return f"{plan.smem_bytes} B, {plan.n_idx} loads"
     if plan.operation != "convert":
         return "—"
-    if plan.smem is not None:
+    if plan.through_smem:
         m = plan.smem
         return f"{m.bytes} B, {len(m.rounds)} round(s), st {m.store_instr} / ld {m.load_instr}"
-    if plan.shuffle is not None:
+    if plan.by_shuffle:
         s = plan.shuffle
         return f"{len(s.rounds)} round(s) x {s.words} word(s)"
     if plan.strategy == "register":

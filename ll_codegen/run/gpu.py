@@ -18,8 +18,8 @@ shared memory raise the kernel's dynamic limit (up to the device's opt-in
 maximum; beyond it the run fails with a clear message).
 
 Every operation (conversions, stores, loads, copies, gathers) runs through
-the same ``Batch``/``Kernel``: ``harness.OPERATIONS`` (keyed by
-``plan.operation``) gives each harness's arguments, the numpy reference and
+the same ``Batch``/``Kernel``: its record in the registry
+(``operations.harness_of(plan)``) gives each harness's arguments, the numpy reference and
 the comparison, exactly as on the host (``host.py``).
 
 CuPy is optional (``pip install .[gpu]``); ``available()`` says whether a GPU
@@ -35,8 +35,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ll_codegen.emit.render import write_files
-from ll_codegen.verify.harness import RunResult, operation
+from ll_codegen.operations import harness_of, write_files
+from ll_codegen.verify.harness import RunResult
 from ll_codegen.run.tensor_map import encode_tiled
 
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo")
@@ -80,7 +80,7 @@ class Kernel:
 
     def __init__(self, plan, name: str, module):
         self.plan, self.name = plan, name
-        self.op = operation(plan)
+        self.op = harness_of(plan)
         self.kernels = {v: module.get_function(f"{name}_harness{v}") for v in self.op.variants(plan)}
         self.kernel = self.kernels[""]
         self.smem_error = None

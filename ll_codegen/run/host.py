@@ -10,8 +10,8 @@ one ``gpu.py`` makes on a GPU: fresh random bits in, complement-poisoned
 outputs, the output tensor and every thread's destination registers compared
 with the numpy reference bit for bit.
 
-Every operation runs through the same driver: ``harness.OPERATIONS`` (keyed
-by ``plan.operation``) gives each harness's C parameter types, its random
+Every operation runs through the same driver: its record in the registry
+(``operations.harness_of(plan)``) gives each harness's C parameter types, its random
 arguments with poisoned outputs, the numpy reference and the comparison.
 Many harnesses share one driver (one compile); batches compile in parallel.
 Needs clang++ (HIP headers use clang's vector extensions); ``compiler()`` says
@@ -28,8 +28,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ll_codegen.emit.render import file_names, write_files
-from ll_codegen.verify.harness import RunResult, operation
+from ll_codegen.emit.render import file_names
+from ll_codegen.operations import harness_of, write_files
+from ll_codegen.verify.harness import RunResult
 
 SIMT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "simt")
 FLAGS = ("-std=c++17", "-x", "c++", "-O1", "-w")
@@ -65,7 +66,7 @@ def driver_source(cases: Sequence[tuple[str, object]]) -> str:
               "void (*run)(unsigned char* const*); int (*setup)(unsigned char* const*); };", ""]
     runs = []
     for name, plan in cases:
-        op = operation(plan)
+        op = harness_of(plan)
         types = op.c_types(plan)
         run = op.data(plan, np.random.default_rng(0), "")
         sizes = [a.nbytes for a in run.args]
@@ -171,7 +172,7 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, object]],
     (its first failing variant, else its last)."""
     inputs, runs = [], []
     for name, p in cases:
-        op = operation(p)
+        op = harness_of(p)
         for v in op.variants(p):
             run = op.data(p, rng, v)
             inputs += [np.ascontiguousarray(a).tobytes() for a in run.args]
@@ -192,7 +193,7 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, object]],
             per_run.append(op.compare(name, p, run, got, f"bit-exact, host SIMT wave{p.warp_size}", None))
     results, k = [], 0
     for _, p in cases:
-        n = len(operation(p).variants(p))
+        n = len(harness_of(p).variants(p))
         mine = per_run[k:k + n]
         k += n
         results.append(next((r for r in mine if not r.ok), mine[-1]))

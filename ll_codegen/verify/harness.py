@@ -80,14 +80,14 @@ def plan_step(plan: Transfer, lane: int, reg: int) -> str:
             return f"copy of dst[{f}] (broadcast register)"
     if plan.operation != "convert":
         return "no step writes it"
-    if plan.register is not None:
+    if plan.in_registers:
         return f"register move dst[{reg}] = src[{plan.register.dst_from_src[reg]}]"
-    if plan.shuffle is not None:
+    if plan.by_shuffle:
         s = plan.shuffle
         for i, rnd in enumerate(s.rounds):
             if reg in s.received(rnd)[s.recv_select(lane)]:
                 return f"shuffle round {i} (lane_xor {rnd.lane_xor:#x})"
-    if plan.smem is not None:
+    if plan.through_smem:
         m = plan.smem
         for i, rnd in enumerate(m.rounds):
             for j, acc in enumerate(rnd.loads):

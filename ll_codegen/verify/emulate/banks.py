@@ -119,7 +119,7 @@ def _measure(plan: Transfer, target: Target, which: str) -> MeasuredCost:
 def measure_smem(plan: Transfer, target: Target | None = None) -> tuple[MeasuredCost, MeasuredCost]:
     """(store, load) costs measured from the actual addresses of every instruction (of a staged
     conversion: its shared-memory step, ``plan.smem``)."""
-    if plan.operation != "convert" or plan.smem is None:
+    if plan.operation != "convert" or not plan.through_smem:
         raise ValueError("not a shared-memory plan")
     target = target or get_target(plan.target, plan.arch)
     return _measure(plan, target, "store"), _measure(plan, target, "load")

@@ -135,13 +135,13 @@ def emulate(plan: Transfer, src_regs: np.ndarray) -> np.ndarray:
     kinds = [k for k in ("register", "shuffle", "smem") if getattr(plan, k) is not None]
     if len(kinds) != 1:
         raise AssertionError(f"plan sets {kinds or 'none'} of register/shuffle/smem (exactly one expected)")
-    if plan.register is not None:
+    if kinds == ["register"]:
         idx = np.array(plan.register.dst_from_src, dtype=np.int64)
         if idx.size != plan.n_dst:
             raise AssertionError(f"register plan fills {idx.size} of {plan.n_dst} registers")
         dst[...] = src[:, :, idx]
         written[...] = True
-    elif plan.shuffle is not None:
+    elif kinds == ["shuffle"]:
         _emulate_shuffle(plan, src, dst, written)
     else:
         _emulate_smem(plan, src, dst, written)

@@ -126,7 +126,7 @@ def convert_wants(p: Transfer, vals: np.ndarray, lane: int, warp: int) -> tuple[
     w, v = p.elem_bytes, vals[warp, lane]
     seq: list[Want] = []
     shfl: list[Want] = []
-    if p.smem is not None:
+    if p.through_smem:
         m = p.smem
         visible = "warp" if m.barrier == "warp" else "block"
         free = visible if m.per_warp else "block"          # before each round's stores
@@ -139,7 +139,7 @@ def convert_wants(p: Transfer, vals: np.ndarray, lane: int, warp: int) -> tuple[
             seq.append(barrier(visible))
             seq += [smem_access(False, m.load_instr, a.regs, w, SMEM_WINDOW + (m.load_base(lane, warp) ^ a.offset),
                                 v) for a in rnd.loads]
-    if p.shuffle is not None:
+    if p.by_shuffle:
         s = p.shuffle
         xor = s.src_lane is None
         sel = s.send_select(lane)

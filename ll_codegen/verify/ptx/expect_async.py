@@ -41,7 +41,7 @@ def gather_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want
     src = elements(p.src_bases, args[0], p.num_warps, p.warp_size)[warp, lane]
     idx = elements(p.idx_bases, args[1], p.num_warps, p.warp_size)[warp, lane]
     vs = [int(i) & (p.axis_size - 1) for i in idx]                 # indices wrap modulo the axis
-    if p.shuffle is not None:
+    if p.strategy == "shuffle":
         s = p.shuffle
         lp = min(int(math.log2(s.per)), len(s.select_bits))          # candidates packed per word
         per = 1 << lp if w < 4 else 1
