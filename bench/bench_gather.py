@@ -42,7 +42,7 @@ from llgen_bench.sass import functions, sass_counts, sass_text  # noqa: E402
 from llgen_bench.timing import measure_clock_mhz  # noqa: E402
 from ll_codegen.testing.corpus import GATHER_NAMED, blocked  # noqa: E402
 from ll_codegen.plan.gather import plan_gather  # noqa: E402
-from ll_codegen.emit.render import render_files  # noqa: E402
+from ll_codegen.operations import render_files  # noqa: E402
 from ll_codegen.spec import spec_from_dict  # noqa: E402
 
 

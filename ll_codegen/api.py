@@ -26,7 +26,7 @@ from ll_codegen.core.dtypes import DTYPE_BYTES
 from ll_codegen.core.files import check_output_dir, quote_path, write_all, write_atomic
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import Target, get_target
-# the names module is the home of these; the API keeps offering them (README, tests)
+# the names module is the home of these; the API keeps offering them (docs/python-api.md, tests)
 from ll_codegen.emit.names import (C_KEYWORDS, RESERVED_NAMES, check_name, default_name, gather_name, mma_name,
                                    parse_emit, said_all)
 from ll_codegen.emit.render import file_names
@@ -446,7 +446,7 @@ def plan_write(plan: Transfer, directory: str | os.PathLike, name: str = "cvt",
 
 # ------------------------------------------- conveniences on the plan classes
 # Plans are data: plan/ imports nothing above it.  The API sees every stage, so it
-# gives the plan classes the methods the README shows (summary, render, write).
+# gives the plan classes the methods docs/python-api.md shows (summary, render, write).
 def _summary(self: Any) -> str:
     """The readable plan (``llgen plan``'s text; the operation's summary in the registry)."""
     return summary(self)

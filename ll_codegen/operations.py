@@ -135,13 +135,13 @@ def _plan_access(direction: str) -> Callable[[Request], StorePlan | LoadPlan]:
 def _plan_copy(r: Request) -> CopyPlan:
     g, s = r.endpoints
     return planner.plan_copy(g.layout, s.layout, dtype=r.dtype, target=r.target, arch=r.arch, alignment=g.alignment,
-                             num_warps=r.options.get("warps") or 4, **_opts(r, "strides", "max_vector_bytes"))
+                             num_warps=r.options.get("warps", 4), **_opts(r, "strides", "max_vector_bytes"))
 
 
 def _plan_tma(r: Request) -> TmaPlan:
     g, s = r.endpoints
     return plan_tma(g.layout, s.layout, dtype=r.dtype, target=r.target, arch=r.arch, alignment=g.alignment,
-                    num_warps=r.options.get("warps") or 4)
+                    num_warps=r.options.get("warps", 4))
 
 
 def _plan_gather(r: Request) -> GatherPlan:

@@ -8,6 +8,8 @@
 * No GPU timing code in the library (it lives under bench/); the library does not import the
   bench package except in ``llgen bench`` (lazily, behind a one-line error).
 * No module over 600 lines.
+* One home for target instructions: inline asm only in ``emit/instructions.py`` (no other module,
+  template or example kernel writes ``asm(``).
 * One registry (``operations.py``): every operation's record has every field; no other module
   keeps a table keyed by operation or probes a plan's payloads to learn what it is; the API
   asks the registry and never branches on an operation by name.
@@ -222,6 +224,12 @@ def test_no_payload_probes():
     assert probes() == []
 
 
+def test_a_planted_payload_probe_is_found(tmp_path):
+    root = _package(tmp_path, {"__init__.py": "", "emit/__init__.py": "",
+                               "emit/x.py": "def f(plan):\n    if plan.copy is not None:\n        return 1\n"})
+    assert probes(root) == ["emit/x.py:2: if plan.copy is not None:"]
+
+
 def operation_tables(root: pathlib.Path = ROOT) -> list[str]:
     """Dict literals keyed by two or more operation names, one of them an operation only (store,
     load, copy, tma: ``convert``, ``gather`` and ``mma`` are commands too), outside the registry."""
@@ -353,3 +361,47 @@ def test_history_citations_are_found(tmp_path):
 def test_readme_is_short():
     """The README is read in ten minutes; the manual lives in docs/."""
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 300
+
+
+#: where inline asm may appear: the instruction home (one record per target instruction)
+INSTRUCTION_HOME = ("ll_codegen/emit/instructions.py",)
+#: the trees scanned for inline asm: the library, its templates, the examples.  Not scanned:
+#: bench/ and gpu_tests/, measurement code that times or profiles raw PTX itself (llgen_bench/timing.py
+#: reads %globaltimer in its clock probe, gpu_tests/ncu_phases.py issues one bare shared-memory
+#: instruction per probe kernel for Nsight Compute; llgen_bench/gluon.py's lop3 is Triton's
+#: inline_asm_elementwise, not C++), and tests/, which plant asm to check the host runtime rejects it.
+ASM_TREES = ("ll_codegen", "templates", "examples")
+_ASM = re.compile(r"\b(?:asm|__asm__)\s*(?:volatile\s*|__volatile__\s*)?\(")
+
+
+def inline_asm(root: pathlib.Path = ROOT) -> list[str]:
+    """``path:line: text`` of every inline-asm statement outside the instruction home."""
+    out = []
+    for tree in ASM_TREES:
+        for p in sorted((root / tree).rglob("*")):
+            rel = p.relative_to(root).as_posix()
+            if not p.is_file() or rel in INSTRUCTION_HOME or p.suffix not in (".py", ".j2", ".cu", ".cuh", ".h",
+                                                                                ".hip", ".cpp"):
+                continue
+            for no, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+                if _ASM.search(line if p.suffix == ".py" else line.split("//")[0]):   # C++: not in comments
+                    out.append(f"{rel}:{no}: {line.strip()}")
+    return out
+
+
+def test_inline_asm_only_in_the_instruction_home():
+    """Every target instruction is one wrapper of ``emit/instructions.py`` (device asm, host branch,
+    arch guard); templates, emitters and the example kernels call wrappers."""
+    assert inline_asm() == []
+
+
+def test_planted_inline_asm_is_found(tmp_path):
+    for tree in ASM_TREES:
+        (tmp_path / tree).mkdir()
+    (tmp_path / "templates" / "x.j2").write_text('    asm volatile("bar.sync 0;");\n')
+    (tmp_path / "examples" / "k.cu").write_text('int f() { __asm__ __volatile__ ("trap;"); }\n'
+                                                'int g();  // no asm (here)\n')
+    (tmp_path / "ll_codegen" / "emit").mkdir()
+    (tmp_path / "ll_codegen" / "emit" / "instructions.py").write_text("ASM = 'asm(\"x\")'\n")
+    assert inline_asm(tmp_path) == ['templates/x.j2:1: asm volatile("bar.sync 0;");',
+                                    'examples/k.cu:1: int f() { __asm__ __volatile__ ("trap;"); }']

@@ -23,7 +23,7 @@ from ll_codegen.testing.corpus import MMA, blocked
 from ll_codegen.core.layout import layout_of
 from ll_codegen.verify.emulate.common import SmemError
 from ll_codegen.verify.emulate.convert import check_plan
-from ll_codegen.emit.render import render
+from ll_codegen.operations import render
 from ll_codegen.plan.swizzle import warp_local
 from toolchain import random_plans
 

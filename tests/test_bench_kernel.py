@@ -15,7 +15,7 @@ from ll_codegen.api import back_plan, plan_conversion
 from llgen_bench.timing import expected_output
 from ll_codegen.testing.corpus import COL, MMA, ROW
 from ll_codegen.core.dtypes import C_RAW
-from ll_codegen.emit.render import write_files
+from ll_codegen.operations import write_files
 from ll_codegen.spec import spec_from_dict
 
 pytestmark = pytest.mark.compile

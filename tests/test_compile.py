@@ -43,7 +43,8 @@ from ll_codegen.api import plan_conversion as api_plan
 from ll_codegen.testing.corpus import NAMED
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.plan.planner import plan_conversion
-from ll_codegen.emit.render import file_names, write_files
+from ll_codegen.emit.render import file_names
+from ll_codegen.operations import write_files
 from ll_codegen.spec import spec_from_dict
 from toolchain import (HIPCC, HIP_ENV, NVCC, arch_flags, counted_kernel, expected, failures, isa_counts, need, owner,
                        ptx_counts, random_copy_plans, random_memory_plans, random_plans, run, run_all, split_isa,
@@ -569,8 +570,9 @@ def test_example_kernel_compiles(tmp_path, arch):
     assert os.path.exists(EXAMPLE), EXAMPLE
     with open(EXAMPLE) as f:
         src = f.read()
-    # NVRTC (CuPy, gpu_tests/) has no host headers: only the generated header may be included
-    assert _HEADER_OF.findall(src) == ["../../generated/mma_acc_to_blocked.cuh"]
+    # NVRTC (CuPy, gpu_tests/) has no host headers: only generated headers may be included (the
+    # conversion, and the mma header whose mma.sync wrapper the kernel calls)
+    assert _HEADER_OF.findall(src) == ["../../generated/mma_acc_to_blocked.cuh", "../../generated/gemm_mma_sync.cuh"]
     assert not re.search(r"#include\s*<", src)
     keep = str(tmp_path / "keep")
     os.makedirs(keep)

@@ -290,7 +290,7 @@ def test_headers_compile(tmp_path, tool):
     """Every header + harness compiles without warnings: nvcc sm_90, and sm_80 with
     LLGEN_GATHER_CHECK; hipcc gfx90a (wave64) and gfx1030 (wave32)."""
     from toolchain import HIP_ENV, failures, need, run_all
-    from ll_codegen.emit.render import render_files
+    from ll_codegen.operations import render_files
     exe = need("nvcc" if tool == "cuda" else "hipcc")
     items = [(n, p) for n, p in _compile_items() if p.target == tool]
     assert len(items) >= 5
@@ -318,7 +318,7 @@ def test_headers_compile(tmp_path, tool):
 def test_ptx_shuffle_count_matches_the_plan(tmp_path):
     """The PTX of a shuffle gather has exactly the planned shfl.sync count; an smem gather none."""
     from toolchain import need, run
-    from ll_codegen.emit.render import render_files
+    from ll_codegen.operations import render_files
     nvcc = need("nvcc")
     L = spec_from_dict(GATHER_NAMED[0].src).linear
     lanes = spec_from_dict(GATHER_NAMED[3].src).linear
@@ -412,7 +412,7 @@ def test_bench_kernel_writes_the_expected_output(tmp_path):
     from ll_codegen.run import host
     from llgen_bench.gather import bench_expected, bench_inputs
     from ll_codegen.core.dtypes import C_RAW
-    from ll_codegen.emit.render import render_files
+    from ll_codegen.operations import render_files
     if host.compiler() is None:
         pytest.skip("no clang++ for the host SIMT runtime")
     L = spec_from_dict(GATHER_NAMED[0].src).linear

@@ -19,8 +19,8 @@ import pytest
 
 from ll_codegen.api import plan_conversion
 from ll_codegen.plan.model import instruction_name, shuffle_name
-from ll_codegen.emit.render import file_names, write_files
-from ll_codegen.plan.report import summary
+from ll_codegen.emit.render import file_names
+from ll_codegen.operations import summary, write_files
 from toolchain import HIP_ENV, counted_kernel, need, run, split_isa
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -149,7 +149,8 @@ def test_index_helpers_match_the_layouts(tmp_path):
     """src_index/dst_index of generated headers, called in host code, equal the layouts' row-major indices."""
     import subprocess
     from ll_codegen.verify.emulate.reference import row_major_index
-    from ll_codegen.emit.render import file_names, render
+    from ll_codegen.emit.render import file_names
+    from ll_codegen.operations import render
     # one translation unit: CUDA headers first (a HIP header poisons CUDA-only names such as __syncwarp)
     items = sorted([(n, p) for n, p in sample() if p.operation == "convert"][::70], key=lambda t: t[1].target == "hip")
     lines = []

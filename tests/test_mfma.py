@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ll_codegen.core.target import get_target
-from ll_codegen.emit.render import render_files
+from ll_codegen.operations import render_files
 from ll_codegen.layouts.amd import AMDMFMALayout
 from ll_codegen.layouts.dot_operand import DotOperandLayout
 from ll_codegen.plan.mfma import MFMA_INSTRUCTIONS, mfma_fragment_layouts

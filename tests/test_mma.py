@@ -178,7 +178,7 @@ def test_f16_accumulator_corpus_compiles(tmp_path):
     """Every f16-accumulator form of the corpus (wgmma .f16 D with f16 / e4m3 / e5m2 operands, A in
     shared memory or registers; mma.sync .f16 with f16 and, PTX ISA 8.7, e4m3 operands) assembles
     for its arch: one translation unit per arch, every harness in it."""
-    from ll_codegen.emit.render import render_files
+    from ll_codegen.operations import render_files
     from toolchain import failures, run_all
     nvcc = need("nvcc")
     jobs = []

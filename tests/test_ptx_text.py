@@ -29,7 +29,8 @@ import pytest
 
 import strata
 from ll_codegen.api import plan_conversion, plan_gather
-from ll_codegen.emit.render import file_names, write_files
+from ll_codegen.emit.render import file_names
+from ll_codegen.operations import write_files
 from ll_codegen.spec import spec_from_dict
 from ll_codegen.verify.ptx import isa_check
 from ll_codegen.run import ptx_check

@@ -16,7 +16,8 @@ from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.model import AccessCost, LaneSelect, RegisterPlan, ShufflePlan, ShuffleRound, SmemAccess, SmemPlan, SmemRound, XorForm
 from ll_codegen.plan.plans import ConvertPlan
 from ll_codegen.emit.cexpr import linear_expr, parity_expr, select_tree, xor_form_expr
-from ll_codegen.emit.render import file_names, render, write_files
+from ll_codegen.emit.render import file_names
+from ll_codegen.operations import render, write_files
 from toolchain import HIP_ENV, check_isa, check_ptx, need, run_all, uses_matrix
 
 from ll_codegen.plan import planner

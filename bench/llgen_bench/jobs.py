@@ -27,7 +27,7 @@ import numpy as np
 from ll_codegen.core.dtypes import DTYPE_BYTES
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import get_target
-from ll_codegen.emit.render import write_files
+from ll_codegen.operations import write_files
 from ll_codegen.plan.model import word_view
 from ll_codegen.plan.plans import ConvertPlan
 from ll_codegen.plan.planner import (ALU, BARRIER, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, classify,

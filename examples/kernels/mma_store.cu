@@ -2,7 +2,8 @@
 //
 //   C[M x N] (f32, row-major) = A[M x K] (f16, row-major) * B[K x N] (f16, row-major)
 //
-// One CTA of 4 warps computes one 64x64 tile of C with mma.sync.m16n8k16 (inline PTX): warps stack
+// One CTA of 4 warps computes one 64x64 tile of C with mma.sync.m16n8k16 (the instruction wrapper of the
+// generated mma header gemm_mma_sync.cuh): warps stack
 // along M (Triton's warps_per_cta [4, 1]), each warp owns 16 rows x 64 columns = 8 mma tiles of
 // 16x8, and the loop runs over K in steps of 16.  The fp32 accumulator is held in exactly the
 // register order of Triton's nvidia_mma layout (version [2, 0], warps_per_cta [4, 1],
@@ -33,11 +34,13 @@
 // Regenerate the header with `python -m ll_codegen.regenerate` (generated/manifest.yaml, entry
 // mma_acc_to_blocked).  Launch: grid (N / 64, M / 64), 128 threads, no dynamic shared memory;
 // M and N multiples of 64, K a multiple of 16, A, B and C 16-byte aligned.
-// This file includes nothing but the generated header, so NVRTC (CuPy) compiles it as it is, given
-// -I examples/kernels and the CUDA include folder (the header includes <cuda_runtime.h>); it uses
-// no CUDA vector types or intrinsics from headers (the 16-byte store is inline PTX).
+// This file includes nothing but generated headers, so NVRTC (CuPy) compiles it as it is, given
+// -I examples/kernels and the CUDA include folder (the headers include <cuda_runtime.h>); it uses
+// no CUDA vector types or intrinsics from headers and no inline asm (the mma is the generated
+// wrapper, the 16-byte store a 16-byte-aligned struct).
 
 #include "../../generated/mma_acc_to_blocked.cuh"
+#include "../../generated/gemm_mma_sync.cuh"  // for its mma.sync.m16n8k16 f32 += f16 * f16 wrapper
 
 namespace {
 
@@ -50,12 +53,15 @@ static_assert(mma_acc_to_blocked::kSrcRegs == kAccRegs && mma_acc_to_blocked::kD
               "the conversion must take and give 32 floats per thread");
 static_assert(mma_acc_to_blocked::kElemBytes == sizeof(float), "the conversion must be planned for f32");
 
-// One 16-byte global store (st.global.v4.f32); p must be 16-byte aligned.  Inline PTX, so that it
-// needs no CUDA header and the compiler cannot split it.
+// Four floats as one 16-byte value: its alignment lets the compiler store it with one st.global.v4.f32
+// (CUDA's float4 without its header).
+struct alignas(16) Float4 {
+    float x, y, z, w;
+};
+
+// One 16-byte global store; p must be 16-byte aligned.
 __device__ __forceinline__ void st_global_v4(float* p, float x, float y, float z, float w) {
-    asm volatile(
-        "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %0;\n\tst.global.v4.f32 [g], {%1, %2, %3, %4};\n\t}"
-        :: "l"(p), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+    *reinterpret_cast<Float4*>(p) = Float4{x, y, z, w};
 }
 
 // Two consecutive f16 (raw bits) as one .f16x2 register: the lower address in the low half.
@@ -67,14 +73,11 @@ __device__ __forceinline__ unsigned pack(unsigned short lo, unsigned short hi) {
     return static_cast<unsigned>(lo) | (static_cast<unsigned>(hi) << 16);
 }
 
-// (d0, d1, d2, d3) += a (16x16 f16, row-major fragment) * b (16x8 f16, column fragment).
+// (d0, d1, d2, d3) += a (16x16 f16, row-major fragment) * b (16x8 f16, column fragment): one
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 through the generated header's wrapper.
 __device__ __forceinline__ void mma_m16n8k16(float& d0, float& d1, float& d2, float& d3, const unsigned (&a)[4],
                                              unsigned b0, unsigned b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    gemm_mma_sync::detail::mma_m16n8k16_f32_f16(d0, d1, d2, d3, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 }  // namespace

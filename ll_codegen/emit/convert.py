@@ -398,7 +398,7 @@ def bench(plan: Transfer, name: str, command: str = "", src_text: str | None = N
     src = layout_of(plan.src_bases)
     ctx["src_idx"], at = thread_io(src, plan, "src_idx", ctx["thread_decls"])
     # the tile moves in and out with the widest vectors the source layout allows, as Triton's kernel
-    # does: a harness of scalar accesses made our base loop up to 3x slower than Triton's (issue 27)
+    # does: with scalar accesses the base loop ran up to 3x slower than Triton's
     vec = io_vector(src, plan.elem_bytes)
     ctx.update(io_vec=vec, io_type=VECTOR_TYPES[vec * plan.elem_bytes], io_at=at[::vec])
     # 8/16-bit elements: the loop keeps packed words and calls convert_words;

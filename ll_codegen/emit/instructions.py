@@ -177,8 +177,10 @@ def mma(name: str, instr: str, nd: int, acc_c: str, constraint: str, a_words: in
     if b_words:
         host.append(f"const uint32_t b[{b_words}] = {{{', '.join(f'b{i}' for i in range(b_words))}}};")
     host += [f"{host_call};", f"for (int i = 0; i < {nd}; ++i) memcpy(d[i], &w[i], 4);"]
-    params = ([f"{acc_c}& d{i}" for i in range(nd)] + ([f"uint32_t a{i}" for i in range(a_words)] or ["uint64_t desc_a"])
-              + ([f"uint32_t b{i}" for i in range(b_words)] or ["uint64_t desc_b"]) + (["int accumulate"] if wgmma else []))
+    params = ([f"{acc_c}& d{i}" for i in range(nd)]
+              + ([f"uint32_t a{i}" for i in range(a_words)] or ["uint64_t desc_a"])
+              + ([f"uint32_t b{i}" for i in range(b_words)] or ["uint64_t desc_b"])
+              + (["int accumulate"] if wgmma else []))
     doc = (f"// {instr}: {nd} accumulator word(s)"
            f"{', A by descriptor' if not a_words else f', A in {a_words} registers'}"
            f"{', B by descriptor' if not b_words else f', B in {b_words} registers'}.")
@@ -269,7 +271,8 @@ def tma_load(rank: int) -> Instruction:
     asm = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "
            f"[%0], [%1, {ops}], [%{2 + rank}];")
     return Instruction(f"tma_load_{rank}d", f"unsigned dst, const void* map, {params}, unsigned bar",
-                       (f'asm volatile("{asm}"', f'             :: "r"(dst), "l"(map), {inputs}, "r"(bar) : "memory");'),
+                       (f'asm volatile("{asm}"',
+                        f'             :: "r"(dst), "l"(map), {inputs}, "r"(bar) : "memory");'),
                        (f"const int c[{rank}] = {{{init}}};", "llgen_host::tma_load(map, dst, bar, c);"),
                        "cp.async.bulk.tensor", arch=90)
 

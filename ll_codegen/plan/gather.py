@@ -42,7 +42,7 @@ XOR of one term per set bit of ``r``, ``l``, ``w`` and ``v``.
   conflict-free.  Barrier; then one load per output element at
   ``M(c') = M(N(c)) ^ M(A(v))`` -- again an XOR form plus a per-bit term of v.
 
-Worked example (the issue's case): 64x64 i32, blocked size_per_thread [1, 4],
+Worked example (``testing.corpus.GATHER_NAMED[0]``): 64x64 i32, blocked size_per_thread [1, 4],
 threads [8, 4], warps [4, 1], axis 1.  Axis bits: registers {0, 1}, lanes
 {2, 3}, registers {4, 5} (repetitions): warp-local.  ``Rv`` spans 4 register
 bits, so 16 candidates per output element: 32 x 16 = 512 shuffles per

@@ -1,4 +1,4 @@
-"""Registers <-> memory laid out as given (issue 12): the access plans of a
+"""Registers <-> memory laid out as given: the access plans of a
 distributed layout ``L`` (register, lane, warp -> tensor) against a shared
 tile or a global tile the caller fixes.  ``planner.plan_memory`` scores the
 candidates and wraps the chosen one in a ``Transfer``.

@@ -1,4 +1,4 @@
-"""What the plan says one thread's harness issues, instruction by instruction (issue 28): the
+"""What the plan says one thread's harness issues, instruction by instruction: the
 expected ``Event``s of ``sim`` for conversions, stores, loads and copies, written from the
 plan's data and the PTX ISA's opcode spellings (not from the templates or ``emit/``).
 

@@ -1,4 +1,4 @@
-"""What the plan says one thread of a gather, TMA or mma harness issues (issue 28), as
+"""What the plan says one thread of a gather, TMA or mma harness issues, as
 ``expect`` does for conversions and memory plans; ``check`` compares.
 
 * gather: per output register the ``shfl.sync.idx`` of every candidate word from lane

@@ -1,4 +1,4 @@
-"""The AMDGPU assembly hipcc emits for a HIP header, checked against the plan (issue 28).
+"""The AMDGPU assembly hipcc emits for a HIP header, checked against the plan.
 
 HIP headers have no inline asm: each LDS access is plain C++ (``detail::st/ld``) followed by a
 scheduling fence (``__builtin_amdgcn_sched_barrier(0)``), so the backend keeps the planned

@@ -1,4 +1,4 @@
-"""A PTX interpreter for one CTA: runs what nvcc emitted, not what the templates say (issue 28).
+"""A PTX interpreter for one CTA: runs what nvcc emitted, not what the templates say.
 
 ``parse(ptx)`` reads the kernels of a PTX file; ``run(kernel, args, threads, smem_bytes)`` executes
 one kernel on the CPU for every thread of one block and returns the arguments as the kernel left

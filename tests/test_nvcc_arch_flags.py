@@ -1,0 +1,82 @@
+"""Every generated CUDA file and every example kernel compiles with the nvcc flags a user types.
+
+``nvcc -arch=sm_90a`` runs two device passes: compute_90a (the sm_90a code an H100 runs, with
+``__CUDA_ARCH_FEAT_SM90_ALL``) and compute_90 (PTX kept for later GPUs, without it), and ptxas
+rejects wgmma and setmaxnreg in the second.  The instruction wrappers' arch guards
+(``ll_codegen/emit/instructions.py``) keep that pass compiling (a trap in place of the
+instruction), so a generated header needs no special flags.  Each file is compiled
+
+* with ``-arch=sm_90a``, as users type it;
+* with ``-gencode arch=compute_90a,code=sm_90a`` (the sm_90a pass alone);
+* with ``-arch=sm_80`` unless it is planned for sm_90a (or, for an example, includes a header
+  that is): the guards also keep a newer instruction's wrapper out of an older arch's code.
+
+Files: every ``.cu`` in ``generated/`` (each harness and bench includes its header; every ``.cuh``
+must be included by one of them) and every example under ``examples/kernels/``.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shlex
+
+import pytest
+import yaml
+
+from toolchain import failures, need, run_all
+
+pytestmark = pytest.mark.compile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GENERATED = os.path.join(ROOT, "generated")
+KERNELS = os.path.join(ROOT, "examples", "kernels")
+FLAGS = {"sm_90a": ["-arch=sm_90a"], "sm_90a_gencode": ["-gencode", "arch=compute_90a,code=sm_90a"],
+         "sm_80": ["-arch=sm_80"]}
+_INCLUDE = re.compile(r'^#include "(?:\.\./\.\./generated/)?([^"/]+\.cuh)"', re.M)
+
+
+def planned_archs() -> dict[str, str]:
+    """Generated header name (``<name>.cuh``) -> the arch ``generated/manifest.yaml`` plans it for."""
+    with open(os.path.join(GENERATED, "manifest.yaml")) as f:
+        entries = yaml.safe_load(f)
+    out = {}
+    for e in entries:
+        args = shlex.split(e["args"])
+        if args[args.index("--target") + 1] == "cuda":
+            out[args[args.index("--name") + 1] + ".cuh"] = args[args.index("--arch") + 1]
+    return out
+
+
+def sources() -> list[str]:
+    """The CUDA translation units: generated harnesses and benches, the example kernels."""
+    return sorted(glob.glob(os.path.join(GENERATED, "*.cu"))) + sorted(glob.glob(os.path.join(KERNELS, "*.cu")))
+
+
+def headers_of(path: str) -> list[str]:
+    with open(path) as f:
+        return _INCLUDE.findall(f.read())
+
+
+def test_every_generated_header_is_compiled():
+    """Each generated .cuh is included by a compiled source; each source's headers are planned in the manifest."""
+    archs = planned_archs()
+    included = {h for s in sources() for h in headers_of(s)}
+    assert {os.path.basename(p) for p in glob.glob(os.path.join(GENERATED, "*.cuh"))} <= included
+    assert included <= set(archs), sorted(included - set(archs))
+    assert len(glob.glob(os.path.join(KERNELS, "*.cu"))) >= 3
+
+
+@pytest.mark.parametrize("flags", sorted(FLAGS))
+def test_compiles_with(tmp_path, flags):
+    nvcc = need("nvcc")
+    archs = planned_archs()
+    jobs = []
+    for k, src in enumerate(sources()):
+        if flags == "sm_80" and any(archs[h] == "sm_90a" for h in headers_of(src)):
+            continue                                   # wgmma, TMA: planned for sm_90a only
+        cmd = [nvcc, "-std=c++17", *FLAGS[flags], "-I", GENERATED, "-c", src, "-o", str(tmp_path / f"{k}.o")]
+        jobs.append((os.path.relpath(src, ROOT), cmd))
+    assert len(jobs) > (20 if flags == "sm_80" else 60)
+    bad = failures(run_all(jobs, str(tmp_path)))
+    assert not bad, f"{len(bad)} of {len(jobs)} files fail with {' '.join(FLAGS[flags])}:\n" + "\n".join(bad)
