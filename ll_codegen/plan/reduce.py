@@ -1,0 +1,240 @@
+"""Reductions of a distributed layout over some of its tensor dims (``tt.reduce``), planned from the layout.
+
+The source layout ``L`` maps (register, lane, warp) to tensor coordinates; ``P`` drops the reduced
+dims.  Every input basis ``b`` of ``L`` is one of three kinds:
+
+* broadcast: ``L(b) = 0`` -- the two hardware locations hold the same element, so the reduction
+  must take it once (a sum would count it twice);
+* reduced: ``L(b) != 0`` and ``P(L(b)) = 0`` -- the two locations hold two elements of one output;
+* kept: ``P(L(b)) != 0`` -- the two locations hold elements of different outputs.
+
+The plan combines over the reduced bases only, level by level, in a fixed order that the numpy
+reference repeats exactly (floating-point sums depend on it):
+
+1. in each thread, destination register ``j`` (the source's kept register bits, broadcast bits 0)
+   is ``src[r_0] op src[r_1] op ...`` left to right over the source registers that differ from
+   ``r_0`` in reduced register bits only, in ascending order (``RegisterGroup``);
+2. across lanes, one butterfly round per reduced lane bit, lowest first:
+   ``v = op(v, shfl_xor(v, 1 << bit))`` -- both partners compute the same value, as ``op`` is
+   commutative (for max/min of non-NaN values, and for IEEE sums, ``op(a, b) == op(b, a)``
+   bit for bit);
+3. across warps, only when a reduced basis is a warp bit: each warp stores its partial of every
+   output element to shared memory (one writer per element: the lanes whose reduced and broadcast
+   lane bits are 0, in the warps whose broadcast warp bits are 0), a block barrier, then every
+   thread combines the ``2^k`` partials of each of its outputs in ascending order of the warp's
+   reduced bits (``k``: the number of reduced warp bits).  A barrier before the stores keeps the
+   scratch free of an earlier call's reads.
+
+The result is the slice layout of the reduced dims (Triton's ``SliceEncodingAttr``): ``P o L``
+with the register bases that become zero removed; lane and warp bases of reduced or broadcast
+bits map to 0 (every thread of a row holds the row's result).  ``broadcast`` copies the result
+back to the source's registers (``dst_of_src``), for ``x - max(x)`` without a conversion.
+
+The plan needs the nonzero images ``L(b)`` to be linearly independent (a distributed layout
+duplicates data only through zero bases) and likewise the nonzero ``P(L(b))``, so that the
+elements of one output are exactly the span of the reduced bases; legacy layouts always are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ll_codegen.core import f2
+from ll_codegen.core.dtypes import dtype_bytes
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.core.limits import short
+from ll_codegen.core.target import Target, get_target
+from ll_codegen.plan.model import Candidate
+from ll_codegen.plan.plans import Transfer
+
+#: the combines every header offers; an author's functor may replace them (same order rules)
+COMBINES = ("sum", "max", "min")
+#: element types a reduction computes in (the harness's arithmetic types)
+REDUCE_DTYPES = ("f32", "f16", "bf16", "i32")
+#: cost weights (SM issue slots per warp, as the conversion planner's): a shuffle, an ALU combine,
+#: a shared-memory wavefront, a block barrier
+SHUFFLE, ALU, WAVEFRONT, BARRIER = 1.0, 0.25, 1.0, 4.0
+
+
+@dataclass(frozen=True)
+class RegisterGroup:
+    """Destination register ``dst`` = ``src[srcs[0]] op src[srcs[1]] op ...``, left to right."""
+    dst: int
+    srcs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class WarpStage:
+    """The cross-warp step: partial ``k`` of output element ``e`` (the row-major index of its kept
+    coordinates in the result tensor) lives at scratch element ``k * outputs + e``.  A thread
+    stores its result registers when ``lane & lane_skip == 0`` and ``warp & warp_skip == 0``, as
+    partial ``f2.apply(warp_k, warp)``-th: ``k`` is the warp's reduced bits, compressed; after a
+    block barrier it loads the ``parts`` partials of each output register and combines them in
+    ascending ``k``.  ``bytes``: the scratch it needs."""
+    outputs: int
+    parts: int
+    warp_bits: tuple[int, ...]       # the reduced warp bits, lowest first (k's bits in this order)
+    lane_skip: int
+    warp_skip: int
+    bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReducePlan(Transfer):
+    """``dst = reduce(src, dims, combine)``: ``src_bases`` the source layout, ``dst_bases`` its
+    slice over ``dims`` (the result); ``strategy`` the deepest level the reduction crosses
+    (``registers``, ``shuffle`` or ``smem``).  ``groups`` the in-thread step, ``lane_xors`` the
+    butterfly rounds (lane masks, in order), ``warps`` the cross-warp step or None;
+    ``dst_of_src[r]``: the result register that source register ``r``'s output is in (the
+    broadcast back to the source layout)."""
+    operation: ClassVar[str] = "reduce"
+    dims: tuple[int, ...]
+    combine: str
+    groups: tuple[RegisterGroup, ...]
+    lane_xors: tuple[int, ...]
+    warps: WarpStage | None
+    dst_of_src: tuple[int, ...]
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.warps.bytes if self.warps is not None else 0
+
+    @property
+    def shuffles(self) -> int:
+        """Warp shuffles per thread (one per round and result register)."""
+        return len(self.lane_xors) * self.n_dst
+
+    @property
+    def result_shape(self) -> tuple[int, ...]:
+        return tuple(n for d, n in enumerate(self.shape) if d not in self.dims)
+
+
+def kinds(L: LinearLayout, dims: tuple[int, ...], dim: str) -> tuple[list[int], list[int], list[int]]:
+    """(kept, reduced, broadcast) bit positions of ``L``'s input dim ``dim`` for a reduction over ``dims``."""
+    kept, reduced, bcast = [], [], []
+    for i, b in enumerate(L.bases.get(dim, [])):
+        if not any(b):
+            bcast.append(i)
+        elif any(c for d, c in enumerate(b) if d not in dims):
+            kept.append(i)
+        else:
+            reduced.append(i)
+    return kept, reduced, bcast
+
+
+def result_layout(L: LinearLayout, dims: tuple[int, ...]) -> LinearLayout:
+    """The slice of ``L`` over ``dims``: the reduced dims dropped, then the register bases that
+    became zero removed (Triton's ``SliceEncodingAttr::toLinearLayout`` for one dim)."""
+    keep = [d for d in range(len(L.out_dims)) if d not in dims]
+    bases = {k: [[b[d] for d in keep] for b in bs] for k, bs in L.bases.items()}
+    bases["register"] = [b for b in bases["register"] if any(b)]
+    names = [L.out_dims[d] for d in keep]
+    sizes = L.out_dim_sizes
+    renamed = {f"dim{i}": sizes[n] for i, n in enumerate(names)}
+    return LinearLayout(bases, renamed)
+
+
+def _check(L: LinearLayout, dims: tuple[int, ...]) -> None:
+    """ValueError unless the reduction is well defined on ``L`` (see the module docstring)."""
+    rank = len(L.out_dims)
+    if not dims or len(set(dims)) != len(dims) or any(not 0 <= d < rank for d in dims):
+        raise ValueError(f"--dim {short(list(dims))}: one or more distinct dims of the rank-{rank} layout")
+    if len(dims) == rank:
+        raise ValueError("a reduction keeps at least one dim (reduce over fewer dims than the layout has)")
+    flat = [v for d in ("register", "lane", "warp") for v in L.flat_bases(d) if v]
+    if f2.rank(flat) != len(flat):
+        raise ValueError("the layout holds one element in two places through nonzero bases; a reduction "
+                         "needs broadcasts as zero bases only")
+    sizes = list(L.out_dim_sizes.values())
+    kept = [v for d in ("register", "lane", "warp") for v in (_project(b, dims, sizes) for b in L.bases.get(d, []))
+            if v]
+    if f2.rank(kept) != len(kept):
+        raise ValueError("a basis of the layout mixes reduced and kept dims so that two inputs reach the same "
+                         "output through different bases; llgen reduces layouts whose kept images are independent")
+
+
+def _project(b: list[int], dims: tuple[int, ...], sizes: list[int]) -> int:
+    """The flat bit vector of ``b`` with the reduced dims dropped."""
+    v, shift = 0, 0
+    for d, (c, n) in enumerate(zip(b, sizes)):
+        if d in dims:
+            continue
+        v |= c << shift
+        shift += n.bit_length() - 1
+    return v
+
+
+def _compress(x: int, bits: list[int]) -> int:
+    """The bits of ``x`` at positions ``bits`` (lowest first), packed."""
+    return sum(((x >> b) & 1) << i for i, b in enumerate(bits))
+
+
+def _expand(v: int, bits: list[int]) -> int:
+    return sum(((v >> i) & 1) << b for i, b in enumerate(bits))
+
+
+def row_major(coords: list[int], shape: tuple[int, ...]) -> int:
+    i = 0
+    for c, n in zip(coords, shape):
+        i = i * n + c
+    return i
+
+
+def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, combine: str = "sum",
+                dtype: str = "f32", target: Target | str = "cuda", arch: str | None = None) -> ReducePlan:
+    """Plan ``reduce(src, dims, combine)`` (see the module docstring).  ValueError in one line for
+    a bad request."""
+    if isinstance(target, str):
+        target = get_target(target, arch)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if combine not in COMBINES:
+        raise ValueError(f"unknown combine {short(combine)} (known: {', '.join(COMBINES)})")
+    if dtype not in REDUCE_DTYPES:
+        raise ValueError(f"a reduction computes in {', '.join(REDUCE_DTYPES)}, not {short(dtype)}")
+    w = dtype_bytes(dtype)
+    if not {"register", "lane"} <= set(src.in_dims) or "offset" in src.in_dims:
+        raise ValueError("the source of a reduction is a distributed (register) layout")
+    L = src.with_in_dims({d: src.in_dim_size(d) for d in ("register", "lane", "warp", "block")})
+    if L.in_dim_size("lane") != target.warp_size:
+        raise ValueError(f"the layout has {L.in_dim_size('lane')} lanes but target {target.name} {target.arch} "
+                         f"has warp size {target.warp_size}")
+    if L.in_dim_size("block") != 1:
+        raise ValueError("reductions across CTAs (block size > 1) are not supported")
+    _check(L, dims)
+    dst = result_layout(L, dims)
+    r_kept, r_red, r_bc = kinds(L, dims, "register")
+    _, l_red, l_bc = kinds(L, dims, "lane")
+    _, w_red, w_bc = kinds(L, dims, "warp")
+    n_src = L.in_dim_size("register")
+    groups = tuple(RegisterGroup(j, tuple(_expand(j, r_kept) | _expand(k, r_red) for k in range(1 << len(r_red))))
+                   for j in range(1 << len(r_kept)))
+    dst_of_src = tuple(_compress(r, r_kept) for r in range(n_src))
+    shape = tuple(L.out_dim_sizes.values())
+    result_shape = tuple(n for d, n in enumerate(shape) if d not in dims)
+    outputs = 1
+    for n in result_shape:
+        outputs *= n
+    warps = None
+    if w_red:
+        parts = 1 << len(w_red)
+        warps = WarpStage(outputs=outputs, parts=parts, warp_bits=tuple(w_red),
+                          lane_skip=sum(1 << b for b in l_red + l_bc), warp_skip=sum(1 << b for b in w_bc),
+                          bytes=w * outputs * parts)
+    strategy = "smem" if warps else "shuffle" if l_red else "registers"
+    n_dst = 1 << len(r_kept)
+    combines = (n_src // (1 << len(r_bc)) - n_dst) + len(l_red) * n_dst + (n_dst * (warps.parts - 1) if warps else 0)
+    score = SHUFFLE * len(l_red) * n_dst + ALU * combines
+    how = [f"{len(r_red)} register bit(s) in each thread", f"{len(l_red)} shuffle round(s) x {n_dst} register(s)"]
+    if warps:
+        # stores of the writing warps and loads of every thread, one element each (4-byte accesses)
+        waves = -(-n_dst * target.warp_size * w // target.wavefront_bytes)
+        score += WAVEFRONT * waves * (1 + warps.parts) + BARRIER * 2
+        how.append(f"{warps.parts} warp partials through {warps.bytes} B of shared memory, 2 barriers")
+    return ReducePlan(
+        strategy=strategy, dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,
+        warp_size=target.warp_size, num_warps=L.in_dim_size("warp"), n_src=n_src, n_dst=n_dst,
+        src_bases={"in_dims": L.bases, "out_dims": L.out_dim_sizes},
+        dst_bases={"in_dims": dst.bases, "out_dims": dst.out_dim_sizes}, shape=shape,
+        candidates=(Candidate(strategy, score, ", then ".join(how)),),
+        dims=tuple(sorted(dims)), combine=combine, groups=groups, lane_xors=tuple(1 << b for b in l_red),
+        warps=warps, dst_of_src=dst_of_src)
