@@ -30,9 +30,9 @@ KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_wgmma.cu")
 
 
 def build(directory: str, extra: tuple[str, ...] = ()) -> str:
-    """nvcc -O3 for sm_90a into a shared library; its path."""
+    """nvcc -O3 -arch=sm_90a (the kernel's own build line) into a shared library; its path."""
     out = os.path.join(directory, "gemm_wgmma.so")
-    subprocess.run(["nvcc", "-std=c++17", "-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-I",
+    subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90a", "-I",
                     os.path.join(ROOT, "generated"), "-shared", "-Xcompiler", "-fPIC", *extra, "-o", out, KERNEL],
                    check=True, capture_output=True, text=True)
     return out

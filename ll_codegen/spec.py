@@ -261,7 +261,7 @@ def build_layout(d: Any, source: str = "<dict>", path: str = "", top: bool = Tru
                 raise SpecError(source, path + k, f"parents nested more than {limits.MAX_RANK} deep")
             v = build_layout(v, source, path + "parent.", top=False)
         elif isinstance(v, Mapping):
-            raise SpecError(source, path + k, f"expected a value, got a mapping")
+            raise SpecError(source, path + k, "expected a value, got a mapping")
         else:
             _check_type(v, types[k], kind, source, path + k)
         args[k] = v

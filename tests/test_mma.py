@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from ll_codegen.api import mma_files, plan_mma
+from ll_codegen.api import mma_files
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.layouts.dot_operand import DotOperandLayout
 from ll_codegen.layouts.memory import NVMMASharedLayout

@@ -1,7 +1,5 @@
 """Shape operations (ll_codegen.layouts.shape_ops) on distributed layouts."""
-import itertools
 
-import numpy as np
 import pytest
 
 from ll_codegen.layouts.amd import AMDMFMALayout

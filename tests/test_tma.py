@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from ll_codegen.api import plan_conversion
 from ll_codegen.cli import main
-from ll_codegen.core.layout import LinearLayout, layout_of
+from ll_codegen.core.layout import LinearLayout
 from ll_codegen.layouts.memory import CuteLayout, GlobalLayout, NVMMASharedLayout, SharedLinearLayout, SwizzledSharedLayout
 from ll_codegen.plan.tma import plan_tma, swizzle, tile_alignment, tma_box
 from ll_codegen.run import host

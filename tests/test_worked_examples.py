@@ -13,7 +13,6 @@ outside the repository):
 * the notes "Linear Layouts in Triton": product order, the swizzled-shared
   offset tables, a blocked layout over a CGA, the MFMA tables, a slice layout.
 """
-import numpy as np
 import pytest
 
 from ll_codegen.core.layout import LinearLayout, identity_nd

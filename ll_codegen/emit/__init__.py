@@ -3,8 +3,8 @@
 One module per operation computes the values of its files (``convert``, ``memory`` (store,
 load), ``copy``, ``tma``, ``gather``, ``mma`` with ``mfma``), each exposing its file table that
 the registry (``ll_codegen/operations.py``) records; ``render.render_template`` renders one
-file from such a table.  ``cexpr`` (C expressions of GF(2) maps, packing), ``intrinsics``
-(target-instruction wrappers), ``env`` (the template environment), ``body`` (what every
+file from such a table.  ``cexpr`` (C expressions of GF(2) maps, packing), ``instructions``
+(the instruction home: every target instruction's wrapper, the only inline asm), ``env`` (the template environment), ``body`` (what every
 register <-> memory operation shares) and ``harness_tiles`` (what a memory harness runs on)
 serve them.  Import from the defining module, not from here.
 """

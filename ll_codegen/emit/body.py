@@ -89,15 +89,6 @@ def use_instruction(conv: Namespace, instr: Instruction) -> str:
     return f"detail::{instr.name}"
 
 
-def use_instruction(conv: Namespace, instr: Instruction) -> str:
-    """``detail::<name>`` of an instruction's wrapper, recorded in ``conv`` (its detail namespace
-    defines each once, by name)."""
-    if instr not in conv.instructions:
-        conv.instructions.append(instr)
-        conv.instructions.sort(key=lambda i: i.name)
-    return f"detail::{instr.name}"
-
-
 def check_target(plan: Transfer) -> None:
     """ValueError unless the plan is for a target this stage renders."""
     if plan.target not in ("cuda", "hip"):

@@ -18,7 +18,6 @@ from ll_codegen.emit.body import (TID, Builder, Fn, Namespace, alignment_dispatc
                                   header_values, new_namespace, path_name, use_instruction)
 from ll_codegen.emit.cexpr import tile_index_function
 from ll_codegen.emit.instructions import CP_ASYNC_GROUPS
-from ll_codegen.emit.instructions import CP_ASYNC_GROUPS
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.plan.report import copy_summary
 from ll_codegen.plan.tma import align_reason

@@ -214,7 +214,7 @@ def header(plan: GatherPlan, name: str, command: str = "", src_text: str | None 
             + "\n".join("  " + line for line in _summary(plan))),
         constants=aligned(rows),
         index_functions=[index_function("src_index", src), index_function("idx_index", idx)],
-        doc=[f"// out[r] = src element at idx_index(r, lane, warp) with coordinate kAxis replaced by idx[r] mod kAxisSize,",
+        doc=["// out[r] = src element at idx_index(r, lane, warp) with coordinate kAxis replaced by idx[r] mod kAxisSize,",
              f"// through {what}. Out-of-range indices wrap (index & (kAxisSize - 1): -1 -> kAxisSize - 1); compile with",
              "// -DLLGEN_GATHER_CHECK to trap on them instead.",
              "// tid: this thread's index among the kThreads threads (default threadIdx.x); smem: kSmemBytes bytes,",

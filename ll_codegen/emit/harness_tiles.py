@@ -37,7 +37,7 @@ def harness_fill(elem_bytes: int) -> int:
     return 0x5A5A5A5A5A5A5A5A & ((1 << (8 * elem_bytes)) - 1)
 
 
-def global_access(plan) -> "MemoryPlan | None":
+def global_access(plan):
     """The access of a plan's global tile (a store's or load's ``memory``, a copy's ``load``), else None."""
     if plan.operation == "copy":
         return plan.load

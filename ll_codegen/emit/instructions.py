@@ -10,7 +10,7 @@ As CuTe's ``arch/`` does, each instruction is one wrapper, ``detail::<name>(...)
   architecture-specific feature it needs (``feature``: ``sm_90a``, seen by the preprocessor as
   ``__CUDA_ARCH_FEAT_SM90_ALL``, as CUTLASS tests it).  A device pass without it compiles the
   wrapper to ``__trap()``.  ``nvcc -arch=sm_90a`` runs two device passes: compute_90a (the sm_90a
-  code an H100 runs, with ``__CUDA_ARCH_FEAT_SM90_ALL``) and compute_90 (PTX kept for later GPUs to
+  code an H100 or H200 runs, with ``__CUDA_ARCH_FEAT_SM90_ALL``) and compute_90 (PTX kept for later GPUs to
   compile, without it), and ptxas rejects wgmma and setmaxnreg in the second; the guard lets both
   passes compile.  Instructions every CUDA arch the package targets has (``BASE_ARCH``) need no guard.
 

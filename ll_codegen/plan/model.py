@@ -80,7 +80,7 @@ class ShuffleRound:
     recv: tuple[tuple[int, ...], ...]
 
 
-def word_view(plan: "ConvertPlan") -> int:
+def word_view(plan) -> int:
     """Elements per 32-bit word when the generated code moves 8/16-bit data
     as packed words (both register counts divide), else 0."""
     per = 4 // plan.elem_bytes if plan.elem_bytes < 4 else 0
