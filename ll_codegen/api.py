@@ -28,7 +28,7 @@ from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import Target, get_target
 # the names module is the home of these; the API keeps offering them (docs/python-api.md, tests)
 from ll_codegen.emit.names import (C_KEYWORDS, RESERVED_NAMES, check_name, default_name, gather_name, mma_name,
-                                   parse_emit, said_all)
+                                   parse_emit, reduce_name, said_all)
 from ll_codegen.emit.render import file_names
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.operations import (OPERATIONS, Endpoint, Operation, Request, command_line, for_endpoints,
@@ -41,7 +41,8 @@ from ll_codegen.spec import Spec, SpecError, load_spec, spec_from_dict
 
 __all__ = ["plan_conversion", "load_layout", "conversion_files", "parse_emit", "check_name", "default_name",
            "layout_text", "back_plan", "write_atomic", "C_KEYWORDS", "RESERVED_NAMES", "DEFAULT_SMEM_BUDGET",
-           "Conversion", "plan_mma", "mma_files", "plan_gather", "gather_files", "endpoint"]
+           "Conversion", "plan_mma", "mma_files", "plan_gather", "gather_files", "plan_reduce", "reduce_files", "parse_dims",
+           "endpoint"]
 
 DEFAULT_SMEM_BUDGET = planner.DEFAULT_SMEM_BUDGET
 # ------------------------------------------------------------------ layouts
@@ -355,6 +356,54 @@ def gather_files(src: str, index: str, axis: int, dtype: str = "f16", index_dtyp
                            target=plan.target, arch=plan.arch, strategy=strategy, name=name)
     files = render_files(plan, out_name, kinds, command, layout_text(s, s_spec, os.fspath(src)),
                          layout_text(i, i_spec, os.fspath(index)))
+    return Generated(plan, out_name, command, files)
+
+
+def parse_dims(values: Any) -> tuple[int, ...]:
+    """``--dim`` values (repeatable, comma lists: ``("0,1",)``, ``"1"``, ``[0, 2]``) -> the tensor dims,
+    in the order given; ValueError in one line otherwise."""
+    out = []
+    for v in ([values] if isinstance(values, (str, int)) else values):
+        for item in (str(v).split(",") if not isinstance(v, int) else [v]):
+            try:
+                out.append(item if isinstance(item, int) else int(item.strip(), 10))
+            except ValueError:
+                raise ValueError(f"--dim {limits.short(v)}: a tensor dim (an integer) or a comma list of them") from None
+    return tuple(out)
+
+
+def plan_reduce(src: Any, dims: int | Sequence[int], combine: str = "sum", dtype: str = "f32", target: str = "cuda",
+                arch: str | None = None):
+    """Plan ``reduce(src, dims, combine)`` (``plan/reduce.py``): ``src`` a distributed layout (a
+    LinearLayout, Spec, spec mapping or path), ``dims`` one tensor dim or several, ``combine``
+    ``sum``, ``max`` or ``min``; the result is the slice layout of ``dims``."""
+    s, s_spec = load_layout(src, None, "source")
+    t = get_target(target, arch)
+    lanes = s.in_dim_size("lane") if "lane" in s.in_dims else 0
+    if lanes and lanes != t.warp_size:
+        where = f" ({quote_path(s_spec.source)})" if s_spec is not None else ""
+        raise ValueError(f"the source layout{where} has {lanes} lanes but target {t.name} {t.arch} has warp size "
+                         f"{t.warp_size}{_lane_hint(lanes)}")
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return OPERATIONS["reduce"].plan(Request((Endpoint(s, "registers"),), dtype, target, arch,
+                                             options={"dims": dims, "combine": combine}))
+
+
+def reduce_files(src: str, dims: int | Sequence[int], combine: str = "sum", dtype: str = "f32", target: str = "cuda",
+                 arch: str | None = None, name: str | None = None, emit: Sequence[str] | str | None = None,
+                 root: str | None = None) -> Generated:
+    """Plan and render (in memory) the files ``llgen reduce`` writes (header, harness); the spec
+    path is recorded as given and opened relative to ``root`` when given."""
+    parse_emit(emit)
+    if name is not None:
+        check_name(name)
+    out_name = name if name is not None else reduce_name(src, dims, combine)
+    s, s_spec = load_layout(os.path.join(root, src) if root else src, None, "source")
+    plan = plan_reduce(s_spec or s, dims, combine, dtype, target, arch)
+    kinds = _kinds(OPERATIONS["reduce"], emit, plan)
+    command = command_line("reduce", src=src, dims=plan.dims, combine=plan.combine, dtype=dtype, target=plan.target,
+                           arch=plan.arch, name=name)
+    files = render_files(plan, out_name, kinds, command, layout_text(s, s_spec, os.fspath(src)))
     return Generated(plan, out_name, command, files)
 
 

@@ -27,7 +27,7 @@ import yaml
 from ll_codegen import __version__
 from ll_codegen.core import limits
 from ll_codegen.core.files import check_output_dir, check_targets, quote_path, write_all, write_atomic
-from ll_codegen.emit.names import check_name, default_name, gather_name, mma_name, output_names
+from ll_codegen.emit.names import check_name, default_name, gather_name, mma_name, output_names, reduce_name
 from ll_codegen.layouts.base import LayoutError
 from ll_codegen.layouts.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
 from ll_codegen.spec import SpecError, load_spec
@@ -180,6 +180,7 @@ class LLGenGroup(click.Group):
 from ll_codegen.core.dtypes import DTYPE_BYTES, INDEX_DTYPES  # noqa: E402
 from ll_codegen.core.target import CUDA_ARCHS, HIP_WAVE32, HIP_WAVE64  # noqa: E402
 from ll_codegen.plan.mma import AB_TYPES  # noqa: E402
+from ll_codegen.plan.reduce import COMBINES, REDUCE_DTYPES  # noqa: E402
 
 DTYPES = tuple(DTYPE_BYTES)
 MMA_DTYPES = tuple(AB_TYPES)
@@ -259,16 +260,19 @@ def show(spec: str, shape: Optional[str], as_json: bool, svg_path: Optional[str]
     click.echo(text, nl=not text.endswith("\n"))
 
 
-
 # ------------------------------------------------- plan / convert / verify
+def _options(*opts: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """One decorator applying the click options ``opts`` (in ``--help`` order)."""
+    return lambda f: functools.reduce(lambda g, o: o(g), reversed(opts), f)
+
+
 def _conversion_options(required: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Options shared by ``plan``, ``convert`` and ``verify`` (the enumerated
     ones are ``click.Choice``s: checked by click and offered by shell
     completion; the rest validated by the planner -- a bad value is one
     ``llgen: error:`` line, exit 2).  ``verify`` takes --corpus instead of
     --src/--dst, so there they are not required."""
-    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-        opts = [
+    return _options(
             _spec_option("--src", "Source layout spec (distributed; or a shared/global memory layout: a load).",
                          required),
             _spec_option("--dst", "Destination layout spec (distributed; or a shared/global memory layout: a store).",
@@ -288,12 +292,7 @@ def _conversion_options(required: bool = True) -> Callable[[Callable[..., Any]],
                          help="Global tile strides in elements, one per dim, for the predicted sectors "
                               "(default: the dense tile)."),
             click.option("--warps", "warps", default=None, type=int, metavar="N",
-                         help="Warps of a copy (global -> shared tile; default 4)."),
-        ]
-        for o in reversed(opts):
-            f = o(f)
-        return f
-    return deco
+                         help="Warps of a copy (global -> shared tile; default 4)."))
 
 
 def _check_outputs(output: str, target: str, name: str, emit: tuple[str, ...], given: Optional[str]) -> None:
@@ -306,13 +305,46 @@ def _check_outputs(output: str, target: str, name: str, emit: tuple[str, ...], g
     check_targets([os.path.join(output, f) for f in output_names(target, name, emit or None)], "-o", make_dirs=True)
 
 
-def _need(src: Optional[str], dst: Optional[str]) -> None:
-    for o, v in (("--src", src), ("--dst", dst)):
-        if v == "":
-            raise CLIError(f"{o} '': an empty path (a spec file)")
-    missing = [o for o, v in (("--src", src), ("--dst", dst)) if v is None]
+def _generator_options(default: str, emit: str, plan_type: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """-o, --name, --emit, --plan and --json of the commands generating one operation's files (gather, mma, reduce)."""
+    return _options(
+        click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
+                     type=click.Path(file_okay=False), help="Folder to write into (created if missing)."),
+        click.option("--name", default=None, metavar="NAME",
+                     help=f"C identifier for the namespace and file names (default: {default})."),
+        click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
+                     help=f"{emit}; repeatable or a comma list (default header,harness)."),
+        click.option("--plan", "show_plan", is_flag=True, help="Print the plan instead of writing files."),
+        click.option("--json", "as_json", is_flag=True, help=f"With --plan: the plan as JSON ({plan_type}.to_json())."))
+
+
+def _given(*opts: tuple[str, Any], tail: str = "") -> None:
+    """An empty spec path, or a missing option, is one error line."""
+    for o in [o for o, v in opts if v == ""][:1]:
+        raise CLIError(f"{o} '': an empty path (a spec file)")
+    missing = [o for o, v in opts if v is None or v == ()]
     if missing:
-        raise CLIError(f"missing option {' and '.join(missing)} (a spec file each)")
+        raise CLIError(f"missing option {' and '.join(missing)}{tail}")
+
+
+def _generate(files_of: Callable[[], Any], default: str, output: str, target: str, name: Optional[str],
+              emit: tuple[str, ...], show_plan: bool, as_json: bool) -> None:
+    """Outputs checked before planning (``default``: the name without --name), then the plan printed or the files."""
+    from ll_codegen.api import write_rendered
+    if as_json and not show_plan:
+        raise CLIError("--json needs --plan (the files are the output otherwise)")
+    if not show_plan:
+        _check_outputs(output, target, name if name is not None else default, emit, name)
+    g = files_of()
+    if show_plan:
+        text = g.plan.to_json() if as_json else g.plan.summary()
+        click.echo(text, nl=not text.endswith("\n"))
+        return
+    write_rendered(g.files, output, "-o", announce=say)
+
+
+def _need(src: Optional[str], dst: Optional[str]) -> None:
+    _given(("--src", src), ("--dst", dst), tail=" (a spec file each)")
 
 
 _DTYPE_HELP = "Element type (only its width matters)."
@@ -478,14 +510,7 @@ GATHER_STRATEGIES = ("auto", "shuffle", "smem")
               help="Architecture of --target: sm_* for cuda (default sm_90), gfx* for hip (default gfx90a).")
 @click.option("--strategy", default="auto", show_default=True, type=click.Choice(GATHER_STRATEGIES),
               help="Force a strategy (shuffle needs a warp-local gather; an illegal one is an error).")
-@click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
-              type=click.Path(file_okay=False), help="Folder to write into (created if missing).")
-@click.option("--name", default=None, metavar="NAME",
-              help="C identifier for the namespace and file names (default: <src stem>_gather<axis>).")
-@click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
-              help="header, harness, bench (CUDA) or all; repeatable or a comma list (default header,harness).")
-@click.option("--plan", "show_plan", is_flag=True, help="Print the plan instead of writing files.")
-@click.option("--json", "as_json", is_flag=True, help="With --plan: the plan as JSON (GatherPlan.to_json()).")
+@_generator_options("<src stem>_gather<axis>", "header, harness, bench (CUDA) or all", "GatherPlan")
 def gather(src: Optional[str], index: Optional[str], axis: Optional[int], dtype: str, index_dtype: str, target: str,
            arch: Optional[str], strategy: str, output: str, name: Optional[str], emit: tuple[str, ...],
            show_plan: bool, as_json: bool) -> None:
@@ -496,24 +521,9 @@ def gather(src: Optional[str], index: Optional[str], axis: Optional[int], dtype:
     function gather(src, idx, out, smem) and a test harness (prints each
     path), or with --plan prints the plan.  All files are written or none."""
     from ll_codegen.api import gather_files as files_of
-    for o, v in (("--src", src), ("--index", index)):
-        if v == "":
-            raise CLIError(f"{o} '': an empty path (a spec file)")
-    missing = [o for o, v in (("--src", src), ("--index", index), ("--axis", axis)) if v is None]
-    if missing:
-        raise CLIError(f"missing option {' and '.join(missing)}")
-    if as_json and not show_plan:
-        raise CLIError("--json needs --plan (the files are the output otherwise)")
-    if not show_plan:
-        _check_outputs(output, target, name if name is not None else gather_name(src, axis), emit, name)
-    g = files_of(src, index, axis, dtype=dtype, index_dtype=index_dtype, target=target, arch=arch, strategy=strategy,
-                 name=name, emit=emit or None)
-    if show_plan:
-        text = g.plan.to_json() if as_json else g.plan.summary()
-        click.echo(text, nl=not text.endswith("\n"))
-        return
-    from ll_codegen.api import write_rendered
-    write_rendered(g.files, output, "-o", announce=say)
+    _given(("--src", src), ("--index", index), ("--axis", axis))
+    _generate(lambda: files_of(src, index, axis, dtype, index_dtype, target, arch, strategy, name, emit or None),
+              gather_name(src, axis), output, target, name, emit, show_plan, as_json)
 
 
 @main.command()
@@ -527,14 +537,7 @@ def gather(src: Optional[str], index: Optional[str], axis: Optional[int], dtype:
 @click.option("--target", default="cuda", show_default=True, type=click.Choice(TARGETS), help="Target.")
 @click.option("--arch", default=None, type=click.Choice(ARCHS),
               help="Architecture: sm_90a for wgmma (default sm_90a with a v3 accumulator), sm_80+ for mma.sync.")
-@click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
-              type=click.Path(file_okay=False), help="Folder to write into (created if missing).")
-@click.option("--name", default=None, metavar="NAME",
-              help="C identifier for the namespace and file names (default: <acc stem>_mma).")
-@click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
-              help="header, harness or all; repeatable or a comma list (default header,harness).")
-@click.option("--plan", "show_plan", is_flag=True, help="Print the plan instead of writing files.")
-@click.option("--json", "as_json", is_flag=True, help="With --plan: the plan as JSON (MmaPlan.to_json()).")
+@_generator_options("<acc stem>_mma", "header, harness or all", "MmaPlan")
 def mma(acc: str, a: str, b: str, dtype: str, acc_dtype: str, target: str, arch: Optional[str], output: str,
         name: Optional[str], emit: tuple[str, ...], show_plan: bool, as_json: bool) -> None:
     """Generate acc += A @ B for one CTA tile: mma(acc, a, b) issuing every
@@ -542,21 +545,30 @@ def mma(acc: str, a: str, b: str, dtype: str, acc_dtype: str, target: str, arch:
     derived from the layouts' offsets, or A in registers) or mma.sync (register
     operands), with fence()/commit()/wait<N>() for wgmma.  Writes a header and
     a test harness (prints each path), or with --plan prints the plan."""
-    from ll_codegen.api import mma_files, write_rendered
-    for o, v in (("--acc", acc), ("--a", a), ("--b", b)):
-        if v == "":
-            raise CLIError(f"{o} '': an empty path (a spec file)")
-    if as_json and not show_plan:
-        raise CLIError("--json needs --plan (the files are the output otherwise)")
-    if not show_plan:
-        _check_outputs(output, target, name if name is not None else mma_name(acc), emit, name)
-    g = mma_files(acc, a, b, dtype=dtype, acc_dtype=acc_dtype, target=target, arch=arch, name=name,
-                  emit=emit or None)
-    if show_plan:
-        text = g.plan.to_json() if as_json else g.plan.summary()
-        click.echo(text, nl=not text.endswith("\n"))
-        return
-    write_rendered(g.files, output, "-o", announce=say)
+    from ll_codegen.api import mma_files
+    _given(("--acc", acc), ("--a", a), ("--b", b))
+    _generate(lambda: mma_files(acc, a, b, dtype=dtype, acc_dtype=acc_dtype, target=target, arch=arch, name=name,
+                                emit=emit or None), mma_name(acc), output, target, name, emit, show_plan, as_json)
+
+
+@main.command()
+@_spec_option("--src", "Source layout spec (distributed).", required=False)
+@click.option("--dim", "dim", multiple=True, metavar="D", help="A tensor dim to reduce; repeatable or a comma list.")
+@click.option("--op", "combine", default="sum", show_default=True, type=click.Choice(COMBINES), help="The combine.")
+@click.option("--dtype", default="f32", show_default=True, type=click.Choice(REDUCE_DTYPES), help="Element type.")
+@click.option("--target", default="cuda", show_default=True, type=click.Choice(TARGETS), help="Target.")
+@click.option("--arch", default=None, type=click.Choice(ARCHS),
+              help="Architecture of --target: sm_* for cuda (default sm_90), gfx* for hip (default gfx90a).")
+@_generator_options("<src stem>_<op><dims>", "header, harness or all", "ReducePlan")
+def reduce(src: Optional[str], dim: tuple[str, ...], combine: str, dtype: str, target: str, arch: Optional[str],
+           output: str, name: Optional[str], emit: tuple[str, ...], show_plan: bool, as_json: bool) -> None:
+    """Generate dst = reduce(src, dims, op) (Triton's tt.reduce) in the slice layout of --dim: reduce() and
+    broadcast() in a header, and a test harness (prints each path), or with --plan prints the plan."""
+    from ll_codegen.api import parse_dims, reduce_files
+    _given(("--src", src), ("--dim", dim))
+    dims = parse_dims(dim)
+    _generate(lambda: reduce_files(src, dims, combine, dtype, target, arch, name, emit or None),
+              reduce_name(src, dims, combine), output, target, name, emit, show_plan, as_json)
 
 
 @main.command()

@@ -17,6 +17,7 @@ operation   moves                                       endpoints               
 ``copy``    a global tile -> a shared tile              global, shared            ``llgen convert``
 ``gather``  out = src gathered by index along one axis  registers (src, index)    ``llgen gather``
 ``mma``     acc += A @ B for one CTA tile               acc, A, B                 ``llgen mma``
+``reduce``  dst = reduce(src, dims, combine)            registers                 ``llgen reduce``
 ==========  ==========================================  ========================  ================
 
 Where several operations take the same endpoints (``tma`` and ``copy``), the first
@@ -34,19 +35,21 @@ import numpy as np
 from ll_codegen.core.files import write_all
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit import convert as emit_convert, copy as emit_copy, gather as emit_gather
-from ll_codegen.emit import memory as emit_memory, mma as emit_mma, tma as emit_tma
+from ll_codegen.emit import memory as emit_memory, mma as emit_mma, reduce as emit_reduce, tma as emit_tma
 from ll_codegen.emit.render import file_names, render_template
 from ll_codegen.plan import planner, report
 from ll_codegen.plan.gather import GatherPlan, plan_gather
 from ll_codegen.plan.mma import plan_mma
 from ll_codegen.plan.mma_model import MmaPlan
 from ll_codegen.plan.plans import ConvertPlan, CopyPlan, LoadPlan, StorePlan
+from ll_codegen.plan.reduce import ReducePlan, plan_reduce
 from ll_codegen.plan.tma import TmaPlan, plan_tma
 from ll_codegen.verify import harness
 from ll_codegen.verify.emulate.convert import check_convert
 from ll_codegen.verify.emulate.gather import check_gather
 from ll_codegen.verify.emulate.memory import check_copy_plan, check_memory_plan
 from ll_codegen.verify.emulate.mma import check_mma
+from ll_codegen.verify.emulate.reduce import check_reduce
 from ll_codegen.verify.emulate.tma import check_tma
 from ll_codegen.verify.ptx import expect, expect_async
 
@@ -157,6 +160,11 @@ def _plan_mma(r: Request) -> MmaPlan:
                     r.options.get("acc_dtype", "f32"), r.target, r.arch)
 
 
+def _plan_reduce(r: Request) -> ReducePlan:
+    (src,) = r.endpoints
+    return plan_reduce(src.layout, r.options["dims"], r.options["combine"], r.dtype, r.target, r.arch)
+
+
 def _check_access(plan, rng=0, **options) -> None:
     check_memory_plan(plan, rng, **options)
 
@@ -191,6 +199,10 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
                ("registers", "registers", "registers")), ("auto",), frozenset({"version", "acc_dtype"}),
               _plan_mma, report.mma_summary, emit_mma.MMA_FILES, check_mma, harness.MMA, expect_async.MMA_PTX,
               "mma", ((), "llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)")),
+    Operation("reduce", ReducePlan, "dst = reduce(src, dims, combine) over tensor dims", (("registers",),),
+              ("registers", "shuffle", "smem"), frozenset({"dims", "combine"}), _plan_reduce, report.reduce_summary,
+              emit_reduce.REDUCE_FILES, check_reduce, harness.REDUCE, expect_async.REDUCE_PTX, "reduce",
+              ((), "llgen reduce has no bench")),
 )}
 
 
@@ -257,7 +269,8 @@ def harness_of(plan: Any) -> harness.HarnessOp:
 FLAGS: tuple[tuple[str, str, bool, Any], ...] = (
     ("src", "--src", True, None), ("index", "--index", True, None), ("acc", "--acc", True, None),
     ("a", "--a", True, None), ("b", "--b", True, None), ("dst", "--dst", True, None),
-    ("axis", "--axis", True, None), ("dtype", "--dtype", True, None), ("index_dtype", "--index-dtype", True, None),
+    ("axis", "--axis", True, None), ("dims", "--dim", True, None), ("combine", "--op", True, None),
+    ("dtype", "--dtype", True, None), ("index_dtype", "--index-dtype", True, None),
     ("acc_dtype", "--acc-dtype", True, None), ("target", "--target", True, None), ("arch", "--arch", False, None),
     ("strategy", "--strategy", False, "auto"), ("swizzle", "--swizzle", False, "optimal"),
     ("smem_budget", "--smem-budget", False, planner.DEFAULT_SMEM_BUDGET),

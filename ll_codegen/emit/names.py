@@ -18,7 +18,7 @@ from ll_codegen.core import limits
 from ll_codegen.emit.render import file_names
 
 __all__ = ["C_KEYWORDS", "RESERVED_NAMES", "EMIT_KINDS", "check_name", "stem_ident", "default_name",
-           "gather_name", "mma_name", "parse_emit", "said_all", "output_names"]
+           "gather_name", "mma_name", "reduce_name", "parse_emit", "said_all", "output_names"]
 
 EMIT_KINDS = ("header", "harness", "bench")
 
@@ -49,6 +49,7 @@ extent fill
 gather index index_bits idx_index kIdxRegs kIndexBytes kAxis kAxisSize kSrcShape kIdxShape V8 V16
 make_tensor_map mbar_init mbar_wait mbar_arrive_expect_tx fence_barrier_init fence_proxy_async store_commit
 store_wait smem_u32 kBox kBoxDims kSwizzle kDataType kBoxes kBoxBytes kTxBytes CUtensorMap
+reduce broadcast shfl_xor Sum Max Min kOutputs kParts hip_bfloat16
 """.split())
 
 
@@ -114,6 +115,13 @@ def gather_name(src: Any, axis: int) -> str:
     """``llgen gather``'s default name: ``<src stem>_gather<axis>``."""
     name = f"{stem_ident(src)}_gather{axis}"
     return "gather_" + name if name[0].isdigit() else name
+
+
+def reduce_name(src: Any, dims: Any, combine: str) -> str:
+    """``llgen reduce``'s default name: ``<src stem>_<combine><dims>`` (``acc_max1``, ``tile_sum0_1``)."""
+    dims = [dims] if isinstance(dims, int) else sorted(dims)
+    name = f"{stem_ident(src)}_{combine}{'_'.join(map(str, dims))}"
+    return "reduce_" + name if name[0].isdigit() else name
 
 
 def mma_name(acc: Any) -> str:

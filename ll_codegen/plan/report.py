@@ -9,6 +9,7 @@ from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.mma import MmaPlan
 from ll_codegen.plan.model import instruction_name, shuffle_name
 from ll_codegen.plan.plans import Transfer
+from ll_codegen.plan.reduce import ReducePlan
 from ll_codegen.plan.tma import tma_summary_lines
 from ll_codegen.core.target import get_target
 
@@ -210,3 +211,33 @@ def mma_summary(p: MmaPlan) -> str:
                          f"{'K' if d.k_major else 'MN'}-major, swizzle {d.swizzle_bytes or 'none'}, "
                          f"LBO {d.lbo_bytes} B, SBO {d.sbo_bytes} B")
     return "\n".join(lines)
+
+
+def reduce_summary(p: ReducePlan) -> str:
+    """A reduction: sizes, the in-thread groups, the butterfly lane rounds, the warp stage, the candidate."""
+    dims = ", ".join(map(str, p.dims))
+    lines = [f"reduce {p.combine} over dim(s) {dims}: {p.strategy}  ({p.dtype}, {p.target} {p.arch}, "
+             f"{p.num_warps} warps x {p.warp_size} lanes, {p.n_src} -> {p.n_dst} registers)",
+             f"  source {list(p.shape)} -> result {list(p.result_shape)} (the slice layout of dim(s) {dims})"]
+    sizes = sorted({len(g.srcs) for g in p.groups})
+    lines.append(f"  in thread: {len(p.groups)} result register(s), each a left fold of "
+                 f"{' or '.join(map(str, sizes))} source register(s) in ascending order"
+                 + (f"; {p.n_src - sum(len(g.srcs) for g in p.groups)} broadcast register(s) skipped"
+                    if p.n_src > sum(len(g.srcs) for g in p.groups) else ""))
+    if p.lane_xors:
+        masks = ", ".join(f"{m:#x}" for m in p.lane_xors)
+        lines.append(f"  lanes: {len(p.lane_xors)} butterfly round(s), lane xor {masks} (lowest first), "
+                     f"{p.shuffles} shuffle(s) per thread")
+    else:
+        lines.append("  lanes: none (no reduced lane bit)")
+    w = p.warps
+    if w is not None:
+        who = " and ".join(f"{v} & {m:#x} == 0" for v, m in (("lane", w.lane_skip), ("warp", w.warp_skip)) if m)
+        lines.append(f"  warps: {w.parts} partials per output (reduced warp bit(s) {list(w.warp_bits)}) through "
+                     f"{w.bytes} B of shared memory ({w.outputs} outputs); writers: {who or 'every thread'}; "
+                     f"2 barriers")
+    else:
+        lines.append("  warps: none (no reduced warp bit; no shared memory, no barrier)")
+    lines.append("  candidates (cheapest first):")
+    lines += [f"    {c.strategy:9s} {c.score:9.2f}  {c.detail}" for c in p.candidates]
+    return "\n".join(lines) + "\n"

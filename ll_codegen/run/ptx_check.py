@@ -113,6 +113,8 @@ def check_kernels(plan, kernels: dict[str, Kernel], name: str, seed: int = 0, ma
             lane, warp = t % plan.warp_size, t // plan.warp_size
             wants, shfl = want.wants(plan, data.args, v, lane, warp)
             mine = [e for e in events if want.counts(e)]
+            if want.normalise is not None:
+                mine = want.normalise(mine, plan)
             if want.plain_loads:
                 mine = first_loads(mine, lambda e: (e.op in BLOCK_BARRIER, e.op.startswith("ld.shared"), e.addr))
                 wants = first_loads(wants, lambda w: (w.ops == BLOCK_BARRIER, w.ops[0].startswith("ld.shared"), w.addr))

@@ -24,3 +24,23 @@ inline float __bfloat162float(__nv_bfloat16 h) {
     std::memcpy(&f, &x, 4);
     return f;
 }
+
+// The arithmetic generated reductions use, as the device computes it (see cuda_fp16.h): a sum rounded once
+// to nearest even; max/min return the other operand for one NaN, the canonical NaN for two, -0 below +0.
+inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return __float2bfloat16_rn(__bfloat162float(a) + __bfloat162float(b));
+}
+inline __nv_bfloat16 __hmax(__nv_bfloat16 a, __nv_bfloat16 b) {
+    const float x = __bfloat162float(a), y = __bfloat162float(b);
+    if (x != x) return y != y ? __nv_bfloat16{0x7fffu} : b;
+    if (y != y) return a;
+    if (x == y) return (a.__x & 0x8000u) ? b : a;
+    return x > y ? a : b;
+}
+inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) {
+    const float x = __bfloat162float(a), y = __bfloat162float(b);
+    if (x != x) return y != y ? __nv_bfloat16{0x7fffu} : b;
+    if (y != y) return a;
+    if (x == y) return (a.__x & 0x8000u) ? a : b;
+    return x < y ? a : b;
+}

@@ -48,3 +48,22 @@ inline float __half2float(__half h) {
     std::memcpy(&f, &x, 4);
     return f;
 }
+
+// The arithmetic generated reductions use, as the device computes it: a sum rounded once to nearest even
+// (through float, which holds more than twice the precision plus 2 bits, so rounding twice is rounding once);
+// max/min return the other operand for one NaN, the canonical NaN for two, and order -0 below +0.
+inline __half __hadd(__half a, __half b) { return __float2half_rn(__half2float(a) + __half2float(b)); }
+inline __half __hmax(__half a, __half b) {
+    const float x = __half2float(a), y = __half2float(b);
+    if (x != x) return y != y ? __half{0x7fffu} : b;
+    if (y != y) return a;
+    if (x == y) return (a.__x & 0x8000u) ? b : a;
+    return x > y ? a : b;
+}
+inline __half __hmin(__half a, __half b) {
+    const float x = __half2float(a), y = __half2float(b);
+    if (x != x) return y != y ? __half{0x7fffu} : b;
+    if (y != y) return a;
+    if (x == y) return (a.__x & 0x8000u) ? a : b;
+    return x < y ? a : b;
+}

@@ -376,3 +376,61 @@ def mfma_cases() -> list[MmaCase]:
                            DotOperandLayout(1, par, kw).to_linear([K, 64]),
                            "registers", "registers", 0, dtype, "i32" if dtype == "i8" else "f32", arch))
     return out
+
+
+# ------------------------------------------------------------------ reductions
+@dataclass(frozen=True)
+class ReduceCase:
+    """A reduction (``plan/reduce.py``): the source spec, the reduced dims, the target."""
+    name: str
+    src: dict
+    dims: tuple[int, ...]
+    target: str = "cuda"
+    arch: str | None = None
+    note: str = ""
+
+
+_BLK3 = blocked([1, 1, 4], [2, 4, 4], [2, 2, 1], [2, 1, 0], [8, 16, 32])
+REDUCE_NAMED: tuple[ReduceCase, ...] = (
+    ReduceCase("wgmma_rows", wgmma([4, 1], 128, [128, 128]), (1,), note="softmax row max/sum: lanes 0x3"),
+    ReduceCase("wgmma_cols", wgmma([4, 1], 128, [128, 128]), (0,), note="across the 4 warps"),
+    ReduceCase("wgmma_8warps_rows", wgmma([8, 1], 256, [128, 256]), (1,)),
+    ReduceCase("wgmma_4x2_rows", wgmma([4, 2], 128, [64, 256]), (1,), note="rows span two warps"),
+    ReduceCase("mma_v2_rows", mma_v2([2, 2], [64, 64]), (1,)),
+    ReduceCase("mma_v2_cols", mma_v2([2, 2], [64, 64]), (0,)),
+    ReduceCase("dot_a_rows", dot(MMA_4x1, 0, 2, [64, 64]), (1,)),
+    ReduceCase("blocked_rows", ROW, (1,)),
+    ReduceCase("blocked_cols", ROW, (0,), note="across the 4 warps"),
+    ReduceCase("blocked_col_major_rows", COL, (1,)),
+    ReduceCase("blocked_small_bcast", blocked([1, 4], [4, 8], [4, 1], [1, 0], [16, 16]), (1,),
+               note="the tile is smaller than the CTA: broadcast lane and warp bits"),
+    ReduceCase("blocked_small_bcast_cols", blocked([1, 4], [4, 8], [4, 1], [1, 0], [16, 16]), (0,)),
+    ReduceCase("blocked_warp_per_row", blocked([1, 4], [1, 32], [4, 1], [1, 0], [4, 128]), (1,)),
+    ReduceCase("blocked_row_per_thread", blocked([1, 8], [32, 1], [4, 1], [1, 0], [128, 8]), (1,),
+               note="each row in one thread's registers: no data leaves the thread"),
+    ReduceCase("blocked_3d_inner", _BLK3, (2,)),
+    ReduceCase("blocked_3d_outer_two", _BLK3, (0, 2)),
+    ReduceCase("blocked_3d_middle", _BLK3, (1,)),
+    ReduceCase("slice_of_3d", sliced(_BLK3, 1, [8, 32]), (1,)),
+    ReduceCase("mfma_rows_wave64", mfma([2, 2], [32, 32, 8], [64, 64]), (1,), "hip", "gfx90a"),
+    ReduceCase("mfma_cols_wave64", mfma([2, 2], [32, 32, 8], [64, 64]), (0,), "hip", "gfx90a"),
+    ReduceCase("blocked_wave64_rows", blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]), (1,), "hip", "gfx90a"),
+    ReduceCase("blocked_wave64_cols", blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]), (0,), "hip", "gfx90a"),
+    ReduceCase("blocked_wave32_rdna_cols", ROW, (0,), "hip", "gfx1030"),
+)
+
+
+def random_reduce(rng: random.Random, lanes: int = 32, broadcast: float = 0.2,
+                  max_bits: int = 4) -> tuple[LinearLayout, tuple[int, ...]]:
+    """A random distributed layout of rank 2 or 3 (1-8 warps, broadcast bases with probability
+    ``broadcast``) and a random non-empty proper subset of its dims to reduce."""
+    warps = 1 << rng.randint(0, 3)
+    nl, nw = lanes.bit_length() - 1, warps.bit_length() - 1
+    total = nl + nw + rng.randint(0, max_bits)
+    rank = rng.choice((2, 2, 3))
+    cuts = sorted(rng.randint(0, total) for _ in range(rank - 1))
+    sizes = [b - a for a, b in zip([0] + cuts, cuts + [total])]
+    shape = {f"dim{d}": 1 << b for d, b in enumerate(sizes)}
+    L = random_layout(rng, shape, lanes, warps, broadcast=broadcast)
+    k = rng.randint(1, rank - 1)
+    return L, tuple(sorted(rng.sample(range(rank), k)))

@@ -31,6 +31,10 @@ mma                       ``a``, ``b`` (row-major raw bits),      ``out`` (= C +
 tma                       ``in`` (row-major tile), ``out``,      ``out`` (the tile read back) and
                           ``tensor`` (global, padded strides),   the whole ``tensor`` (loads: as it
                           ``map`` (its CUtensorMap, 128 bytes)   was; stores: in at the origin)
+reduce                    ``in`` (row-major), ``out`` (the        every thread's result registers,
+                          result, reduced dims dropped),         the broadcast back, ``out`` (every
+                          ``regs`` (threads x n_dst), ``back``   holder writes the same value)
+                          (threads x n_src)
 ========================= ====================================== ===================================
 """
 from __future__ import annotations
@@ -45,8 +49,8 @@ from ll_codegen.core.layout import layout_of
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.emit.harness_tiles import harness_cut, harness_extent, harness_fill, harness_strides, harness_variants, variant_masked
 from ll_codegen.emit.harness_tiles import harness_origin, scratch_bytes
-from ll_codegen.verify.emulate.reference import (acc_bits, encode_small, gather_expected, mma_tensors, reference_registers,
-                                         row_major_index)
+from ll_codegen.verify.emulate.reference import (acc_bits, encode_small, gather_expected, mma_tensors, reduce_reference,
+                                         reduce_tensor, reference_registers, row_major_index)
 
 
 @dataclass
@@ -272,6 +276,39 @@ def _tma_compare(name: str, plan: Transfer, run: RunData, got: dict[int, np.ndar
     return RunResult(True, ok, entropy=entropy)
 
 
+# ------------------------------------------------------------------ reduce
+def _reduce_data(plan, rng: np.random.Generator, variant: str) -> RunData:
+    """``in``: random values of the element type as raw bits (``reduce_tensor``); ``out``, ``regs``,
+    ``back`` poisoned with the complement of ``reduce_reference``'s result tensor, result
+    registers and broadcast back."""
+    flat = reduce_tensor(plan.dtype, plan.combine, int(np.prod(plan.shape)), rng)
+    out, regs, back = reduce_reference(layout_of(plan.src_bases), plan.dims, plan.combine, plan.dtype, flat)
+    return RunData([flat, ~out, np.ascontiguousarray(~regs), np.ascontiguousarray(~back)], {1: out, 2: regs, 3: back})
+
+
+def _reduce_compare(name: str, plan, run: RunData, got: dict[int, np.ndarray], ok: str,
+                    entropy: int | None) -> RunResult:
+    tail = f"; data: default_rng({entropy})" if entropy is not None else ""
+    for k, what in ((2, "result register"), (3, "broadcast-back register")):
+        want, have = run.wants[k], got[k]
+        bad = np.argwhere(have != want)
+        if len(bad):
+            t, r = (int(x) for x in bad[0])
+            e, a = int(want[t, r]), int(have[t, r])
+            return RunResult(False, f"{name}: thread {t} (warp {t // plan.warp_size}, lane {t % plan.warp_size}) "
+                                    f"{what} {r}: expected {e:#x}, got {a:#x}"
+                                    f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
+                                    f"({len(bad)} of {want.size} differ){tail}", t, r, e, a, what, entropy)
+    want, have = run.wants[1], got[1]
+    if not np.array_equal(want, have):
+        i = int(np.argmax(want != have))
+        poison = " (never written: poison)" if have[i] == ~want[i] else ""
+        return RunResult(False, f"{name}: result tensor element {i}: expected {int(want[i]):#x}, got "
+                                f"{int(have[i]):#x}{poison} ({int((want != have).sum())} of {want.size} differ){tail}",
+                         expected=int(want[i]), actual=int(have[i]), entropy=entropy)
+    return RunResult(True, ok, entropy=entropy)
+
+
 # ------------------------------------------------------------------ table
 @dataclass(frozen=True)
 class HarnessOp:
@@ -307,3 +344,9 @@ TMA = HarnessOp(
     data=_tma_data,
     compare=_tma_compare,
     tensor_map=tma_tensor_map)
+
+REDUCE = HarnessOp(
+    variants=lambda p: ("",),
+    c_types=lambda p: [f"const {C_RAW[p.elem_bytes]}*"] + [f"{C_RAW[p.elem_bytes]}*"] * 3,
+    data=_reduce_data,
+    compare=_reduce_compare)

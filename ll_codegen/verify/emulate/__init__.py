@@ -21,9 +21,12 @@ gather     ``gather.emulate_gather``            ``reference.gather_reference``
 tma        ``tma`` (box by box)                 ``tma.tile_reference`` (the layout's offsets)
 mma        ``mma.emulate`` (PTX model;          ``reference.mma_tensors``
            MFMA: ``mfma_model``)
+reduce     ``reduce.emulate_reduce`` (groups,   ``reference.reduce_reference`` (the
+           xor rounds, a modelled scratch)      plan's order, the type's rounding)
 ========== ==================================== =====================================
 
 Every check draws random raw bits (full range: NaN payloads, signed zeros
-occur naturally) and raises AssertionError (``SmemError`` for an access the
+occur naturally; reductions, which compute, draw finite values: random normal floats,
+small and full-range integers) and raises AssertionError (``SmemError`` for an access the
 hardware would not perform as planned) on any difference.
 """

@@ -234,3 +234,155 @@ def acc_bits(values: np.ndarray, acc_dtype: str) -> np.ndarray:
     if acc_dtype == "f16":
         return np.asarray(values).astype(np.float16).view(np.uint16).astype(np.uint32)
     return np.asarray(values).astype(np.int32).view(np.uint32)
+
+
+# ------------------------------------------------------------------ reduce
+#: the element types a reduction computes in -> the numpy type its values are held in (bf16 values
+#: in float32, every result rounded back to bf16: ``bf16_round``)
+REDUCE_VALUES = {"f32": np.float32, "f16": np.float16, "bf16": np.float32, "i32": np.int32}
+
+
+def bf16_round(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bf16, ties to even (finite values; the result is
+    float32 holding a bf16 value exactly)."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+
+
+def reduce_values(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """Raw bits of a reduction's element type -> the values it computes with (``REDUCE_VALUES``)."""
+    raw = np.asarray(raw)
+    if dtype == "bf16":
+        return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return raw.view(REDUCE_VALUES[dtype])
+
+
+def reduce_raw(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Values (``reduce_values``) -> raw bits of the element type."""
+    v = np.asarray(values, dtype=REDUCE_VALUES[dtype])
+    if dtype == "bf16":
+        return (v.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    return v.view(NP_RAW[v.dtype.itemsize])
+
+
+def reduce_op(combine: str, dtype: str):
+    """``op(a, b)`` of a reduction on value arrays with the element type's arithmetic: IEEE
+    round-to-nearest sums (f32 in float32; f16 in float16 -- numpy adds in float32 and rounds
+    once, exact since 24 >= 2 * 11 + 2; bf16 in float32 rounded to bf16 after every op, likewise
+    exact), i32 sums wrap modulo 2^32; max / min exact (no NaN in the data)."""
+    if combine == "max":
+        return np.maximum
+    if combine == "min":
+        return np.minimum
+    if combine != "sum":
+        raise ValueError(f"no combine {combine!r}")
+    if dtype == "bf16":
+        return lambda a, b: bf16_round(np.add(a, b, dtype=np.float32))
+    if dtype == "i32":
+        return lambda a, b: (np.asarray(a, dtype=np.int64) + b).astype(np.int32)
+    t = REDUCE_VALUES[dtype]
+    return lambda a, b: np.add(a, b, dtype=t)
+
+
+def reduce_tensor(dtype: str, combine: str, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Random raw bits of a reduction's input (``size`` elements): floats normal (finite, no NaN,
+    no zero -- max/min of signed zeros is left out), rounded to the type; i32: small integers
+    mixed with full-range ones (sums wrap)."""
+    if dtype == "i32":
+        small = rng.integers(-1000, 1000, size=size, endpoint=True)
+        full = rng.integers(-(1 << 31), 1 << 31, size=size)
+        v = np.where(rng.random(size) < 0.5, small, full).astype(np.int32)
+        return v.view(np.uint32)
+    x = rng.standard_normal(size).astype(np.float32)
+    x = np.where(np.abs(x) < 1e-3, np.float32(1.0), x)
+    if dtype == "f16":
+        return x.astype(np.float16).view(np.uint16)
+    if dtype == "bf16":
+        return reduce_raw(bf16_round(x), "bf16")
+    return x.view(np.uint32)
+
+
+def reduce_reference(L: LinearLayout, dims, combine: str, dtype: str, flat: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What ``reduce(flat, dims, combine)`` over the distributed layout ``L`` yields, in the order
+    the plan promises (``plan/reduce.py``), from ``L`` and the row-major raw bits ``flat`` alone:
+    ``(out, regs, back)`` -- the row-major result tensor (the reduced dims dropped), every
+    thread's result registers ``(threads, n_dst)`` (register ``j``: the layout's kept register
+    bits, the bits of ``j`` lowest first) and the result broadcast back to every source register
+    ``(threads, n_src)``; all raw bits.
+
+    Order: per thread, output register ``j`` is the left fold of the source registers whose bits
+    are ``j``'s kept bits plus any reduced register bits (broadcast register bits 0), ascending;
+    then per reduced lane bit, lowest first, ``v = op(v, v of lane ^ bit)``; then, if warp bits
+    are reduced, the left fold over the ``2^k`` warps that differ in them, ascending in the
+    reduced warp bits (compressed, lowest first).  A basis is broadcast (image 0), reduced (image
+    inside the reduced dims) or kept."""
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    sizes = list(L.out_dim_sizes.values())
+    shape = tuple(sizes)
+    red_mask, shift = 0, 0
+    for d, n in enumerate(sizes):
+        k = n.bit_length() - 1
+        if d in dims:
+            red_mask |= ((1 << k) - 1) << shift
+        shift += k
+
+    def kinds(dim: str) -> tuple[list[int], list[int]]:
+        kept, red = [], []
+        for i, v in enumerate(L.flat_bases(dim) if dim in L.in_dims else []):
+            if v and v & ~red_mask:
+                kept.append(i)
+            elif v:
+                red.append(i)
+        return kept, red
+
+    def expand(x: int, bits: list[int]) -> int:
+        return sum(((x >> i) & 1) << b for i, b in enumerate(bits))
+
+    r_kept, r_red = kinds("register")
+    _, l_red = kinds("lane")
+    _, w_red = kinds("warp")
+    op = reduce_op(combine, dtype)
+    vals = regs_of(L, reduce_values(np.asarray(flat).reshape(shape), dtype))      # (W, lanes, n_src)
+    W, lanes, n_src = vals.shape
+    n_dst = 1 << len(r_kept)
+    v = None
+    for k in range(1 << len(r_red)):                               # in each thread, ascending registers
+        regs = [expand(j, r_kept) | expand(k, r_red) for j in range(n_dst)]
+        v = vals[:, :, regs] if v is None else op(v, vals[:, :, regs])
+    lane = np.arange(lanes)
+    for b in l_red:                                                # butterfly, lowest lane bit first
+        v = op(v, v[:, lane ^ (1 << b)])
+    if w_red:                                                      # warp partials, ascending k
+        warp = np.arange(W)
+        base = warp & ~sum(1 << b for b in w_red)
+        acc = v[base | expand(0, w_red)]
+        for k in range(1, 1 << len(w_red)):
+            acc = op(acc, v[base | expand(k, w_red)])
+        v = acc
+    bits = reduce_raw(v, dtype)                                    # (W, lanes, n_dst)
+    # where each result lives: the kept coordinates of its elements, row-major in the result
+    img = {d: dim_images(L, d) if d in L.in_dims else np.zeros(1, np.int64) for d in ("register", "lane", "warp")}
+    point = img["warp"][:, None, None] ^ img["lane"][None, :, None]          # (W, lanes, 1)
+    keep = [d for d in range(len(sizes)) if d not in dims]
+    rshape = tuple(sizes[d] for d in keep)
+
+    def result_index(flat_pts: np.ndarray) -> np.ndarray:
+        coords = coords_of(flat_pts, sizes)
+        e = np.zeros(flat_pts.shape, dtype=np.int64)
+        for d in keep:
+            e = e * sizes[d] + coords[d]
+        return e
+    e_dst = result_index(point ^ img["register"][[expand(j, r_kept) for j in range(n_dst)]][None, None, :])
+    e_src = result_index(point ^ img["register"][None, None, :n_src])
+    n_out = int(np.prod(rshape)) if rshape else 1
+    out = np.zeros(n_out, dtype=bits.dtype)
+    seen = np.zeros(n_out, dtype=bool)
+    out[e_dst.reshape(-1)] = bits.reshape(-1)
+    seen[e_dst.reshape(-1)] = True
+    if not seen.all():
+        raise AssertionError(f"reduce reference: {int((~seen).sum())} result element(s) held by no thread")
+    if (out[e_dst] != bits).any():
+        raise AssertionError("reduce reference: two holders of one result disagree (op not commutative?)")
+    threads = W * lanes
+    return out, bits.reshape(threads, n_dst), out[e_src].reshape(threads, n_src)

@@ -4,13 +4,15 @@ collectives and asynchronous copies are ``warp``'s.
 
 Registers hold Python ints; every operation masks its inputs to its type's width and
 sign-extends ``.s`` inputs where the PTX ISA widens (``mul.wide``, ``cvt``, ``shr.s``, ``setp``
-orderings, ``min``/``max``).  An opcode not modelled raises ``PtxError`` naming it.
+orderings, ``min``/``max``); floating-point arithmetic and conversions are ``floats``' (exact
+values rounded once).  An opcode not modelled raises ``PtxError`` naming it.
 """
 from __future__ import annotations
 
 import re
 from typing import Callable
 
+from ll_codegen.verify.ptx import floats
 from ll_codegen.verify.ptx.ops import (LOCAL_GENERIC, SHARED_GENERIC, Compiler, PtxError, advancing, bits_of,
                                        record_event, signed, split_op)
 from ll_codegen.verify.ptx.warp import cp_async_instr, matrix_instr, recorded_instr, shfl_instr
@@ -25,6 +27,8 @@ def _alu(base: str, mods: list[str], t: str) -> Callable[..., int] | None:
 
     def s(v: int) -> int:
         return signed(v, bits) if sgn else v & mask
+    if t in floats.FORMATS and base in ("add", "sub", "mul", "mad", "fma", "min", "max", "neg", "abs"):
+        return floats.arith(base, mods, t)
     if base in ("add", "sub", "mul", "mad"):
         if t.startswith("f"):
             return None
@@ -151,8 +155,11 @@ def _body(m, ins, c: Compiler) -> Callable:
     if base == "mov":
         return _mov(c, a, t)
     if base == "cvt":
+        if len(types) == 2 and any(x in floats.FORMATS for x in types):
+            f, src, dst = floats.convert(types[0], types[1], mods), c.get(a[1]), c.setter(a[0], bits_of(types[0]))
+            return advancing(lambda th: dst(th, f(src(th))))
         if len(types) != 2 or any(x.startswith("f") or x.startswith("bf") for x in types):
-            raise PtxError(f"{op}: only integer conversions are modelled")
+            raise PtxError(f"{op}: only integer and float conversions are modelled")
         st, src, dst = types[1], c.get(a[1]), c.setter(a[0], bits_of(types[0]))
         sb, ss = bits_of(st), st.startswith("s")
         return advancing(lambda th: dst(th, signed(src(th), sb) if ss else src(th) & ((1 << sb) - 1)))

@@ -14,7 +14,7 @@ strides the harness's (``harness_strides``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -294,11 +294,14 @@ class PtxWants:
     ``counts(event)``: which recorded events those speak of; ``trim``: whether the harness's own
     barriers around the generated call are dropped before comparing; ``plain_loads``: its shared
     loads are plain C++, not our wrappers, so the compiler may merge loads of one address and
-    repeats are dropped."""
+    repeats are dropped; ``normalise(events, plan)``: the counted events of one thread put in a
+    canonical form before comparing (plain C++ accesses the compiler may vectorise and reorder
+    between barriers: ``expect_async.element_accesses``)."""
     wants: Callable[..., tuple[list[Want], list[Want]]]
     counts: Callable[[Event], bool]
     trim: bool
     plain_loads: bool = False
+    normalise: Callable[[list[Event], Any], list[Event]] | None = None
 
 
 def generated_only(e: Event) -> bool:

@@ -15,6 +15,11 @@
   of the plan's LBO / SBO / swizzle with the slice's start address: tile + (warp offset ^ slice
   offset)), scale-d, imm-scale-a/b = 1 and, for 16-bit operands, imm-trans-a/b = MN-major;
   mma.sync: the A, B and C registers in fragment order.
+* reduce: per butterfly round and result register one ``shfl.sync.bfly.b32`` (the round's mask,
+  clamp 0x1f, full member mask, the register's bits before the round, zero-extended); with a warp
+  stage, element by element (``element_accesses``: the compiler vectorises and reorders these
+  plain C++ accesses): a block barrier, the writer's stores of its result registers, a block
+  barrier, the loads of every partial, each with the bits its writer stored.
 """
 from __future__ import annotations
 
@@ -25,10 +30,13 @@ import numpy as np
 from ll_codegen.core import f2
 from ll_codegen.plan.mma import ACC_PTX, AB_BYTES, AB_TYPES
 from ll_codegen.emit.harness_tiles import harness_origin
-from ll_codegen.verify.ptx.expect import (BLOCK_BARRIER, FULL, WARP_CLAMP, PtxWants, Want, barrier, elements, generated_only,
-                                         pack, through_wrappers)
+from ll_codegen.core.layout import layout_of
+from ll_codegen.verify.emulate.reduce import emulate_reduce, result_elements
+from ll_codegen.verify.emulate.reference import reduce_raw, reduce_values, regs_of
+from ll_codegen.verify.ptx.expect import (BLOCK_BARRIER, FULL, WARP_CLAMP, PtxWants, Want, barrier, elements,
+                                         event_bytes, generated_only, pack, through_wrappers)
 from ll_codegen.verify.models.ptx_model import encode_descriptor
-from ll_codegen.verify.ptx.ops import SMEM_WINDOW
+from ll_codegen.verify.ptx.ops import SMEM_WINDOW, Event
 from ll_codegen.verify.ptx.sim import GLOBAL_BASE
 
 TMA_LOAD = "cp.async.bulk.tensor.{r}d.shared::cluster.global.mbarrier::complete_tx::bytes"
@@ -165,6 +173,94 @@ def _mma_instruction(e) -> bool:
     return e.op.startswith(("wgmma.mma_async", "mma.sync"))
 
 
+# ------------------------------------------------------------------ reduce
+_REDUCE_TRACE: list = []          # (plan, input array, result layout's elements, trace): the last one computed
+
+
+def _reduce_trace(p, flat) -> tuple[np.ndarray, list]:
+    """(result element of every (warp, lane, register), the emulator's trace of ``p`` on the
+    row-major raw input ``flat``), computed once per harness run."""
+    if _REDUCE_TRACE and _REDUCE_TRACE[0] is p and _REDUCE_TRACE[1] is flat:
+        return _REDUCE_TRACE[2], _REDUCE_TRACE[3]
+    src = regs_of(layout_of(p.src_bases), reduce_values(np.asarray(flat).reshape(p.shape), p.dtype))
+    trace: list = []
+    emulate_reduce(p, src, trace)
+    e = result_elements(p)
+    _REDUCE_TRACE[:] = [p, flat, e, [reduce_raw(t, p.dtype) for t in trace]]
+    return e, _REDUCE_TRACE[3]
+
+
+def element_op(kind: str, w: int) -> str:
+    """The opcode ``element_accesses`` gives one element's access of a plain shared ld / st."""
+    return f"{kind}.shared.b{8 * w}"
+
+
+def element_accesses(events: list, p) -> list:
+    """A thread's events with every shared ld / st split into one event per element (``element_op``,
+    its address, its bits) and, between two barriers, those sorted by kind and address: the plain
+    C++ accesses of a reduction's warp stage may be vectorised (``st.shared.v4.u32`` of eight
+    halves) and reordered by the compiler; what is compared is every element's address and bits
+    and the barriers between them."""
+    w = p.elem_bytes
+    out, seg = [], []
+
+    def flush():
+        out.extend(sorted(seg, key=lambda e: (e.op, e.addr)))
+        seg.clear()
+    for e in events:
+        kind = e.op.split(".")[0]
+        if e.space == "shared" and kind in ("ld", "st"):
+            blob = event_bytes(e)
+            seg.extend(Event(element_op(kind, w), e.asm, "shared", e.addr + i,
+                             (int.from_bytes(blob[i:i + w], "little"),), (), e.line) for i in range(0, len(blob), w))
+            continue
+        if e.op in BLOCK_BARRIER or e.op == "bar.warp.sync":
+            flush()
+        out.append(e)
+    flush()
+    return out
+
+
+def reduce_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
+    """One thread of a reduction's harness: per butterfly round and result register a
+    ``shfl.sync.bfly.b32`` with the round's lane mask, clamp 0x1f, the full member mask and the
+    register's bits (zero-extended to the word) before the round; with a warp stage, in element
+    form (``element_accesses``): a block barrier, the stores of its result registers at scratch
+    element ``k * outputs + e`` (only where ``lane & lane_skip`` and ``warp & warp_skip`` are 0),
+    a block barrier, the loads of the ``parts`` partials of each result register, each with the
+    bits its writer stored."""
+    w = p.elem_bytes
+    e, trace = _reduce_trace(p, args[0])
+    shfl = []
+    for i, x in enumerate(p.lane_xors):
+        for j in range(p.n_dst):
+            payload = pack([int(trace[i][warp, lane, j])], w).ljust(4, b"\0")
+            shfl.append(Want(("shfl.sync.bfly.b32",), payload=payload, extra=(x, WARP_CLAMP, FULL)))
+    m = p.warps
+    if m is None:
+        return [], shfl
+    final = trace[len(p.lane_xors)]                      # what the warp stage stores
+
+    def k_of(wp: int) -> int:
+        return sum(((wp >> b) & 1) << i for i, b in enumerate(m.warp_bits))
+
+    def at(k: int, j: int) -> int:
+        return SMEM_WINDOW + (k * m.outputs + int(e[warp, lane, j])) * w
+    seq = [barrier("block")]
+    if not (lane & m.lane_skip or warp & m.warp_skip):
+        stores = [(at(k_of(warp), j), int(final[warp, lane, j])) for j in range(p.n_dst)]
+        seq += [Want((element_op("st", w),), "shared", a, pack([v], w)) for a, v in sorted(stores)]
+    seq.append(barrier("block"))
+    red = sum(1 << b for b in m.warp_bits)
+    loads = []
+    for k in range(m.parts):
+        src_warp = (warp & ~red) | sum(((k >> i) & 1) << b for i, b in enumerate(m.warp_bits))
+        loads += [(at(k, j), int(final[src_warp, lane, j])) for j in range(p.n_dst)]
+    seq += [Want((element_op("ld", w),), "shared", a, pack([v], w)) for a, v in sorted(loads)]
+    return seq, shfl
+
+
 GATHER_PTX = PtxWants(gather_wants, generated_only, False, plain_loads=True)
+REDUCE_PTX = PtxWants(reduce_wants, generated_only, False, normalise=element_accesses)
 TMA_PTX = PtxWants(tma_wants, through_wrappers, True)
 MMA_PTX = PtxWants(mma_wants, _mma_instruction, False)

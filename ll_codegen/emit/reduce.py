@@ -1,0 +1,204 @@
+"""Render a reduction (``plan.operation == "reduce"``, a ``ReducePlan``): ``reduce()``,
+``broadcast()`` and the harness.
+
+``reduce()`` runs the plan's steps in the plan's order (``plan/reduce.py``): the
+in-thread left folds (``RegisterGroup``), one butterfly round per reduced lane
+bit, lowest first (``v = op(v, shfl_xor(v, mask))``), and, when warps span a
+reduced dim, the warp stage: a block barrier, the guarded stores of each
+warp's partial ``k`` of output element ``e`` to scratch element
+``k * kOutputs + e``, a block barrier, the left fold of the ``parts`` partials
+in ascending ``k``.  ``broadcast()`` copies result register ``dst_of_src[r]``
+into source register ``r``.  Every register number, lane mask, guard and
+index expression is computed here; the templates (``templates/reduce.cuh.j2``,
+``reduce_harness.cu.j2``) only loop and substitute.  Shuffles are the
+``__shfl_xor_sync`` (CUDA) / ``__shfl_xor`` (HIP) intrinsics on the element's
+bits in a 32-bit word: no inline asm.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+from typing import Sequence
+
+from ll_codegen.core.layout import layout_of
+from ll_codegen.emit.cexpr import (address_expr, aligned, comment_lines, hex_const, index_function, linear_expr,
+                                   row_major_form, xor_form_expr)
+from ll_codegen.plan.reduce import ReducePlan
+from ll_codegen.plan.report import reduce_summary
+
+#: target -> element type -> the C type ``reduce<T>`` computes in (the harness's ``T``)
+ELEM_TYPES = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "i32": "int32_t"},
+              "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16", "i32": "int32_t"}}
+#: combine -> the header's functor
+FUNCTORS = {"sum": "Sum", "max": "Max", "min": "Min"}
+#: the longest line of statements a fold or the broadcast packs together (the indentation aside)
+WIDTH = 112
+
+
+def _wrap(statements: Sequence[str], width: int = WIDTH) -> list[str]:
+    """``statements`` packed into lines of at most ``width`` characters (one a line where longer)."""
+    lines: list[str] = []
+    for st in statements:
+        if lines and len(lines[-1]) + 1 + len(st) <= width:
+            lines[-1] += " " + st
+        else:
+            lines.append(st)
+    return lines
+
+
+def _fold(dst: str, srcs: Sequence[str]) -> list[str]:
+    """``dst = srcs[0] op srcs[1] op ...``, left to right."""
+    return _wrap([f"{dst} = {srcs[0]};"] + [f"{dst} = op({dst}, {s});" for s in srcs[1:]])
+
+
+def _bits_expr(var: str, bits: Sequence[int], nbits: int) -> str:
+    """The bits of ``var`` (``nbits`` wide) at positions ``bits`` (lowest first), packed, as C."""
+    coefs = [0] * nbits
+    for i, b in enumerate(bits):
+        coefs[b] = 1 << i
+    return linear_expr(coefs, var, nbits) or "0u"
+
+
+def _comment(text: str, width: int = 112) -> list[str]:
+    """``text`` as ``//`` lines of at most ``width`` characters."""
+    return ["// " + line for line in textwrap.wrap(text, width - 3)]
+
+
+class _Body:
+    """The steps of ``reduce()`` for one plan: (comment, lines) each, plus the declarations they need."""
+
+    def __init__(self, plan: ReducePlan):
+        self.p = plan
+        self.cuda = plan.target == "cuda"
+        self.lane_bits = plan.warp_size.bit_length() - 1
+        self.warp_bits = plan.num_warps.bit_length() - 1
+        self.prologue: list[tuple[str, str]] = []
+        self.steps: list[dict] = []
+        self.unused: list[str] = []
+
+    def registers(self) -> None:
+        p = self.p
+        n = sorted({len(g.srcs) for g in p.groups})
+        lines = []
+        for g in p.groups:
+            lines += _fold(f"dst[{g.dst}]", [f"src[{s}]" for s in g.srcs])
+        skipped = p.n_src - sum(len(g.srcs) for g in p.groups)
+        self.steps.append(dict(
+            comment=_comment(f"In each thread: result register j is the left fold of {' or '.join(map(str, n))} source "
+                    f"register(s), ascending" + (f" ({skipped} broadcast copies skipped)" if skipped else "")),
+            lines=lines))
+
+    def lanes(self) -> None:
+        p = self.p
+        if not p.lane_xors:
+            return
+        lines = []
+        for m in p.lane_xors:
+            lines += [f"dst[{j}] = op(dst[{j}], detail::shfl_xor(dst[{j}], {hex_const(m)}));" for j in range(p.n_dst)]
+        self.steps.append(dict(
+            comment=_comment(f"Across lanes: {len(p.lane_xors)} butterfly round(s), lane xor "
+                             f"{', '.join(hex_const(m) for m in p.lane_xors)} (lowest bit first); both partners get "
+                             f"the same value"), lines=lines))
+
+    def warps(self) -> None:
+        p, w = self.p, self.p.warps
+        if w is None:
+            self.unused += ["smem", "tid"]
+            return
+        form, consts = row_major_form(layout_of(p.dst_bases))
+        e = xor_form_expr(form, self.lane_bits, self.warp_bits)
+        uses = {v for v in ("lane", "warp") if v in e}
+        guard = []
+        if w.lane_skip:
+            uses.add("lane")
+            guard.append(f"(lane & {hex_const(w.lane_skip)}) == 0")
+        if w.warp_skip:
+            uses.add("warp")
+            guard.append(f"(warp & {hex_const(w.warp_skip)}) == 0")
+        uses.add("warp")                                     # k: the warp's reduced bits
+        if "lane" in uses:
+            self.prologue.append(("const unsigned lane = static_cast<unsigned>(tid) % kWarpSize;", ""))
+        self.prologue.append(("const unsigned warp = static_cast<unsigned>(tid) / kWarpSize;", ""))
+        self.prologue.append(("T* const scratch = static_cast<T*>(smem);", f"{w.parts} x kOutputs elements"))
+        self.prologue.append((f"const unsigned e = {e};",
+                              "result element of dst[0] (row-major in the result tensor)"))
+        sup = form.support
+        at = [address_expr("e", c, sup) for c in consts]
+        k = _bits_expr("warp", w.warp_bits, self.warp_bits)
+        at = [f"({a})" if "^" in a else a for a in at]                  # e + 0x10 needs no parentheses
+        stores = [f"detail::st(scratch + k * kOutputs + {at[j]}, dst[{j}]);" for j in range(p.n_dst)]
+        loads = []
+        for j in range(p.n_dst):
+            loads += _fold(f"dst[{j}]", [f"detail::ld(scratch + {q * w.outputs} + {at[j]})" if q else
+                                         f"detail::ld(scratch + {at[j]})" for q in range(w.parts)])
+        self.steps.append(dict(
+            comment=_comment(f"Across warps: partial k (the warp's reduced bit(s) {list(w.warp_bits)}) of output e "
+                             f"at scratch[k * kOutputs + e], one writer each; then the {w.parts} partials folded in "
+                             f"ascending k"),
+            free="__syncthreads();  // scratch free (an earlier use by the caller is done)",
+            guard=" && ".join(guard), k=f"const unsigned k = {k};", stores=stores,
+            visible="__syncthreads();  // every partial stored", lines=loads))
+
+
+def _barriers(plan: ReducePlan) -> list[str]:
+    if plan.warps is None:
+        return ["// Barriers: none; smem is not touched" + (" and no data leaves the thread." if not plan.lane_xors
+                else ". Each warp exchanges data within itself (shuffles), so the call must be made by whole warps "
+                     "(all lanes active)."),
+                "// tid and smem are unused (kSmemBytes is 0)."]
+    return ["// Barriers: 2 __syncthreads() (one before the stores, so the scratch may still be in use by the caller",
+            "// or an earlier call when this one starts; one between the stores and the loads). Every thread of the",
+            "// block must make the call, with tid = its index in [0, kThreads) (lane = tid % kWarpSize, warp =",
+            "// tid / kWarpSize), and smem must hold kSmemBytes bytes of scratch, aligned to sizeof(T), shared by",
+            "// the block. When it returns other threads may still be reading the scratch: __syncthreads() before",
+            "// writing it again."]
+
+
+def _values(plan: ReducePlan) -> dict:
+    return dict(elem_t=ELEM_TYPES[plan.target][plan.dtype], src_elems=math.prod(plan.shape),
+                dst_elems=math.prod(plan.result_shape), smem_bytes=plan.smem_bytes)
+
+
+def header(plan: ReducePlan, name: str, command: str = "", src_text: str | None = None,
+           dst_text: str | None = None, back_plan: None = None) -> dict:
+    """Template values of the header (``dst_text``: the result layout's text, default its dump)."""
+    src, dst = layout_of(plan.src_bases), layout_of(plan.dst_bases)
+    body = _Body(plan)
+    body.registers()
+    body.lanes()
+    body.warps()
+    functor = FUNCTORS[plan.combine]
+    w = plan.warps
+    rows = [(f"constexpr int kSrcRegs   = {plan.n_src};", "source elements per thread (reduce() reads)"),
+            (f"constexpr int kDstRegs   = {plan.n_dst};", "result elements per thread (reduce() writes)"),
+            (f"constexpr int kSmemBytes = {plan.smem_bytes};", "shared-memory scratch reduce() needs (0: none)"),
+            (f"constexpr int kThreads   = {plan.threads};", "threads taking part: tid in [0, kThreads)"),
+            (f"constexpr int kWarpSize  = {plan.warp_size};", ""),
+            (f"constexpr int kElemBytes = {plan.elem_bytes};", f"sizeof(T) ({plan.dtype})"),
+            (f"constexpr int kOutputs   = {math.prod(plan.result_shape)};", "elements of the result tensor"),
+            (f"constexpr int kParts     = {w.parts if w is not None else 1};", "partials per output across warps")]
+    dims = ", ".join(map(str, plan.dims))
+    return dict(
+        _values(plan),
+        comment=comment_lines(
+            f"Generated by ll_codegen. Do not edit.\nCommand: {command or '(library call)'}\n\n"
+            f"Source layout ({plan.n_src} registers x {plan.warp_size} lanes x {plan.num_warps} warps):\n"
+            f"{src_text if src_text is not None else repr(src)}\n\n"
+            f"Result layout, the slice of dim(s) {dims} ({plan.n_dst} registers x {plan.warp_size} lanes x "
+            f"{plan.num_warps} warps):\n{dst_text if dst_text is not None else repr(dst)}\n\nPlan:\n"
+            + "\n".join("  " + line for line in reduce_summary(plan).rstrip("\n").splitlines())),
+        constants=aligned(rows), functor=functor, combine=plan.combine, dims=dims,
+        index_functions=[index_function("src_index", src), index_function("dst_index", dst)],
+        barriers=_barriers(plan), unused=body.unused, prologue=aligned(body.prologue), steps=body.steps,
+        uses_smem=w is not None,
+        broadcast=_wrap([f"out[{r}] = red[{j}];" for r, j in enumerate(plan.dst_of_src)]))
+
+
+def harness(plan: ReducePlan, name: str, command: str = "", src_text: str | None = None,
+            dst_text: str | None = None, back_plan: None = None) -> dict:
+    """Template values of the harness: one CTA reducing the row-major tensor and broadcasting back."""
+    return _values(plan)
+
+
+#: kind -> (template, its values) of a reduction's files
+REDUCE_FILES = {"header": ("reduce.cuh.j2", header), "harness": ("reduce_harness.cu.j2", harness)}

@@ -1,0 +1,160 @@
+"""Emulator of reduction plans (``plan/reduce.py``), executed from their data alone.
+
+``emulate_reduce(plan, src)`` runs a ``ReducePlan`` on every thread's source values
+``(num_warps, warp_size, n_src)`` (the element type's arithmetic values,
+``reference.reduce_values``), step by step:
+
+1. ``groups``: each destination register the left fold of its source registers (every
+   destination written exactly once);
+2. ``lane_xors``: per round every register ``v = op(v, shfl_xor(v, mask))`` with the target's
+   real ``shfl_xor`` semantics (``common.shfl_source``: CUDA warp 32, HIP wave 32 / 64);
+3. ``warps``: a modelled scratch of ``bytes`` bytes, one slot per element: the threads with
+   ``lane & lane_skip == 0`` and ``warp & warp_skip == 0`` store every result register as partial
+   ``k`` (the warp's reduced bits, compressed) of its result element ``e`` (the element's
+   row-major index in the result, from the result layout ``dst_bases``) at slot
+   ``k * outputs + e``; a block barrier; every thread loads the ``parts`` partials of each result
+   register and folds them in ascending ``k``.  Two stores of different values to one slot (a
+   race), a load of a slot never written and a slot outside the scratch are ``SmemError``;
+4. the broadcast back: source register ``r`` gets result register ``dst_of_src[r]``.
+
+``check_reduce`` draws random inputs (``reference.reduce_tensor``) and compares every thread's
+result registers and broadcast-back registers with ``reference.reduce_reference``, which knows
+only the source layout, bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ll_codegen.core.layout import layout_of
+from ll_codegen.verify.emulate.common import SmemError, shfl_source
+from ll_codegen.verify.emulate.reference import (coords_of, dim_images, reduce_op, reduce_raw, reduce_reference,
+                                                 reduce_tensor, reduce_values, regs_of)
+
+
+def _compress(x: np.ndarray, bits) -> np.ndarray:
+    out = np.zeros_like(x)
+    for i, b in enumerate(bits):
+        out |= ((x >> b) & 1) << i
+    return out
+
+
+def result_elements(plan) -> np.ndarray:
+    """``(num_warps, warp_size, n_dst)``: the row-major index in the result tensor of the element
+    each result register holds, by the plan's result layout (``dst_bases``)."""
+    D = layout_of(plan.dst_bases)
+    sizes = list(D.out_dim_sizes.values())
+    img = {d: dim_images(D, d) if d in D.in_dims else np.zeros(1, np.int64) for d in ("register", "lane", "warp")}
+    flat = img["warp"][:, None, None] ^ img["lane"][None, :, None] ^ img["register"][None, None, :]
+    coords = coords_of(flat, sizes)
+    e = np.zeros(flat.shape, dtype=np.int64)
+    for c, n in zip(coords, sizes):
+        e = e * n + c
+    return np.broadcast_to(e, (plan.num_warps, plan.warp_size, plan.n_dst))
+
+
+def emulate_reduce(plan, src: np.ndarray, trace: list | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(result registers ``(W, L, n_dst)``, broadcast back ``(W, L, n_src)``) a ``ReducePlan``
+    computes from the source values ``src`` ``(W, L, n_src)``; see the module docstring.
+    ``trace``: a list that gets the result registers after the in-thread step and after each
+    shuffle round (what each round sends, then what the warp stage stores)."""
+    W, L = plan.num_warps, plan.warp_size
+    if src.shape != (W, L, plan.n_src):
+        raise ValueError(f"source registers of shape {src.shape}, the plan has {(W, L, plan.n_src)}")
+    op = reduce_op(plan.combine, plan.dtype)
+    dst = np.zeros((W, L, plan.n_dst), dtype=src.dtype)
+    written = np.zeros(plan.n_dst, dtype=int)
+    for g in plan.groups:                                           # 1. in each thread
+        if not 0 <= g.dst < plan.n_dst or not g.srcs or any(not 0 <= r < plan.n_src for r in g.srcs):
+            raise AssertionError(f"register group {g}: a register out of range (n_src {plan.n_src}, "
+                                 f"n_dst {plan.n_dst})")
+        acc = src[:, :, g.srcs[0]]
+        for r in g.srcs[1:]:
+            acc = op(acc, src[:, :, r])
+        dst[:, :, g.dst] = acc
+        written[g.dst] += 1
+    if (written != 1).any():
+        j = int(np.argmax(written != 1))
+        raise AssertionError(f"result register {j} is written by {written[j]} register groups, not 1")
+    if trace is not None:
+        trace.append(dst.copy())
+    lanes = np.arange(L)
+    for i, x in enumerate(plan.lane_xors):                          # 2. butterfly rounds
+        if not 0 < x < L:
+            raise AssertionError(f"shuffle round {i}: lane mask {x:#x} outside the warp of {L} lanes")
+        partner = shfl_source(plan.target, L, lanes, x, xor=True)
+        dst = op(dst, dst[:, partner])
+        if trace is not None:
+            trace.append(dst)
+    if plan.warps is not None:                                      # 3. across warps, through shared memory
+        dst = _warp_stage(plan, dst, op)
+    back = dst[:, :, list(plan.dst_of_src)]                         # 4. the broadcast back
+    return dst, back
+
+
+def _warp_stage(plan, dst: np.ndarray, op) -> np.ndarray:
+    m, w = plan.warps, plan.elem_bytes
+    W, L = plan.num_warps, plan.warp_size
+    slots = m.bytes // w
+    if m.bytes % w or slots < m.outputs * m.parts:
+        raise SmemError(f"scratch of {m.bytes} B holds {slots} elements of {w} B, the warp stage needs "
+                        f"{m.outputs} outputs x {m.parts} partials")
+    if m.parts != 1 << len(m.warp_bits) or any(not 1 <= 1 << b < W for b in m.warp_bits):
+        raise AssertionError(f"warp stage: {m.parts} partials over warp bits {m.warp_bits} of {W} warps")
+    raw = reduce_raw(dst, plan.dtype)
+    e = result_elements(plan)
+    if (e >= m.outputs).any():
+        raise SmemError(f"a result element index {int(e.max())} beyond the stage's {m.outputs} outputs")
+    warps = np.arange(W)[:, None, None]
+    lanes = np.arange(L)[None, :, None]
+    k = _compress(np.broadcast_to(warps, e.shape), m.warp_bits)
+    slot = k * m.outputs + e
+    writer = np.broadcast_to(((warps & m.warp_skip) == 0) & ((lanes & m.lane_skip) == 0), e.shape)
+    s, v = slot[writer], raw[writer]
+    if (s >= slots).any() or (s < 0).any():
+        raise SmemError(f"a store to scratch element {int(s.max())} beyond the {slots} of {m.bytes} B")
+    order = np.lexsort((v, s))
+    s, v = s[order], v[order]
+    if (((s[1:] == s[:-1]) & (v[1:] != v[:-1]))).any():
+        i = int(np.argmax((s[1:] == s[:-1]) & (v[1:] != v[:-1])))
+        raise SmemError(f"race: two threads store different values to scratch element {int(s[i])} "
+                        f"(partial {int(s[i]) // m.outputs} of output {int(s[i]) % m.outputs})")
+    scratch = np.zeros(slots, dtype=raw.dtype)
+    full = np.zeros(slots, dtype=bool)
+    scratch[s], full[s] = v, True
+    # block barrier, then every thread loads its partials in ascending k
+    acc = None
+    for kk in range(m.parts):
+        at = kk * m.outputs + e
+        if not full[at].all():
+            bad = np.argwhere(~full[at])[0]
+            raise SmemError(f"warp {bad[0]} lane {bad[1]} result register {bad[2]}: partial {kk} of output "
+                            f"{int(e[tuple(bad)])} (scratch element {int(at[tuple(bad)])}) was never stored")
+        part = reduce_values(scratch[at], plan.dtype)
+        acc = part if acc is None else op(acc, part)
+    return acc
+
+
+def check_reduce(plan, rng: np.random.Generator | int | None = 0, runs: int = 2, **_) -> None:
+    """Emulate ``plan`` on random data (``reduce_tensor``) and compare every thread's result and
+    broadcast-back registers with ``reduce_reference`` bit for bit; AssertionError naming the
+    first difference."""
+    rng = np.random.default_rng(rng)
+    L = layout_of(plan.src_bases)
+    for _ in range(runs):
+        flat = reduce_tensor(plan.dtype, plan.combine, int(np.prod(plan.shape)), rng)
+        _, want, want_back = reduce_reference(L, plan.dims, plan.combine, plan.dtype, flat)
+        src = regs_of(L, reduce_values(flat.reshape(plan.shape), plan.dtype))
+        got, back = emulate_reduce(plan, src)
+        for what, g, wnt in (("result register", reduce_raw(got, plan.dtype).reshape(plan.threads, -1), want),
+                             ("broadcast-back register", reduce_raw(back, plan.dtype).reshape(plan.threads, -1),
+                              want_back)):
+            if g.shape != wnt.shape:
+                raise AssertionError(f"reduce {plan.combine} {plan.dtype}: {what}s of shape {g.shape}, the "
+                                     f"reference has {wnt.shape}")
+            bad = np.argwhere(g != wnt)
+            if len(bad):
+                t, r = (int(x) for x in bad[0])
+                raise AssertionError(f"reduce {plan.combine} {plan.dtype} over dims {list(plan.dims)}: {len(bad)} "
+                                     f"wrong {what}s; first thread {t} (warp {t // plan.warp_size}, lane "
+                                     f"{t % plan.warp_size}) register {r}: got {int(g[t, r]):#x}, "
+                                     f"want {int(wnt[t, r]):#x}")
