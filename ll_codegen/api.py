@@ -389,12 +389,13 @@ def plan_reduce(src: Any, dims: int | Sequence[int], combine: str = "sum", dtype
                                              options={"dims": dims, "combine": combine}))
 
 
-def reduce_files(src: str, dims: int | Sequence[int], combine: str = "sum", dtype: str = "f32", target: str = "cuda",
+def reduce_files(src: str, dims: Any, combine: str = "sum", dtype: str = "f32", target: str = "cuda",
                  arch: str | None = None, name: str | None = None, emit: Sequence[str] | str | None = None,
                  root: str | None = None) -> Generated:
-    """Plan and render (in memory) the files ``llgen reduce`` writes (header, harness); the spec
-    path is recorded as given and opened relative to ``root`` when given."""
+    """Plan and render (in memory) the files ``llgen reduce`` writes (header, harness); ``dims`` as
+    ``parse_dims`` reads them; the spec path is recorded as given and opened relative to ``root``."""
     parse_emit(emit)
+    dims = parse_dims(dims)
     if name is not None:
         check_name(name)
     out_name = name if name is not None else reduce_name(src, dims, combine)

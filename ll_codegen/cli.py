@@ -553,22 +553,21 @@ def mma(acc: str, a: str, b: str, dtype: str, acc_dtype: str, target: str, arch:
 
 @main.command()
 @_spec_option("--src", "Source layout spec (distributed).", required=False)
-@click.option("--dim", "dim", multiple=True, metavar="D", help="A tensor dim to reduce; repeatable or a comma list.")
+@click.option("--dim", "dims", multiple=True, metavar="D", help="A tensor dim to reduce; repeatable or a comma list.")
 @click.option("--op", "combine", default="sum", show_default=True, type=click.Choice(COMBINES), help="The combine.")
 @click.option("--dtype", default="f32", show_default=True, type=click.Choice(REDUCE_DTYPES), help="Element type.")
 @click.option("--target", default="cuda", show_default=True, type=click.Choice(TARGETS), help="Target.")
 @click.option("--arch", default=None, type=click.Choice(ARCHS),
               help="Architecture of --target: sm_* for cuda (default sm_90), gfx* for hip (default gfx90a).")
 @_generator_options("<src stem>_<op><dims>", "header, harness or all", "ReducePlan")
-def reduce(src: Optional[str], dim: tuple[str, ...], combine: str, dtype: str, target: str, arch: Optional[str],
+def reduce(src: Optional[str], dims: tuple[str, ...], combine: str, dtype: str, target: str, arch: Optional[str],
            output: str, name: Optional[str], emit: tuple[str, ...], show_plan: bool, as_json: bool) -> None:
     """Generate dst = reduce(src, dims, op) (Triton's tt.reduce) in the slice layout of --dim: reduce() and
     broadcast() in a header, and a test harness (prints each path), or with --plan prints the plan."""
     from ll_codegen.api import parse_dims, reduce_files
-    _given(("--src", src), ("--dim", dim))
-    dims = parse_dims(dim)
+    _given(("--src", src), ("--dim", dims))
     _generate(lambda: reduce_files(src, dims, combine, dtype, target, arch, name, emit or None),
-              reduce_name(src, dims, combine), output, target, name, emit, show_plan, as_json)
+              reduce_name(src, parse_dims(dims), combine), output, target, name, emit, show_plan, as_json)
 
 
 @main.command()
@@ -597,4 +596,4 @@ if __name__ == "__main__":  # pragma: no cover
 
 
 #: The commands a ``generated/manifest.yaml`` entry may use, whose option parsers are its grammar.
-MANIFEST_COMMANDS = {"convert": convert, "gather": gather, "mma": mma}
+MANIFEST_COMMANDS = {"convert": convert, "gather": gather, "mma": mma, "reduce": reduce}
