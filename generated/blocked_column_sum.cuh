@@ -35,7 +35,7 @@
 // Plan:
 //   reduce sum over dim(s) 0: smem  (f32, cuda sm_90, 4 warps x 32 lanes, 32 -> 8 registers)
 //     source [64, 64] -> result [64] (the slice layout of dim(s) 0)
-//     in thread: 8 result register(s), each a left fold of 4 source register(s) in ascending order
+//     in thread: 8 result register(s), each a pairwise tree of 4 source register(s), neighbours first
 //     lanes: 2 butterfly round(s), lane xor 0x8, 0x10 (lowest first), 16 shuffle(s) per thread
 //     warps: 4 partials per output (reduced warp bit(s) [0, 1]) through 1024 B of shared memory (64 outputs); writers: lane & 0x18 == 0; 2 barriers
 //     candidates (cheapest first):
@@ -130,15 +130,39 @@ __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRe
     T* const scratch = static_cast<T*>(smem);  // 4 x kOutputs elements
     const unsigned e = (lane & 0x7) << 3;      // result element of dst[0] (row-major in the result tensor)
 
-    // In each thread: result register j is the left fold of 4 source register(s), ascending
-    dst[0] = src[0]; dst[0] = op(dst[0], src[8]); dst[0] = op(dst[0], src[16]); dst[0] = op(dst[0], src[24]);
-    dst[1] = src[1]; dst[1] = op(dst[1], src[9]); dst[1] = op(dst[1], src[17]); dst[1] = op(dst[1], src[25]);
-    dst[2] = src[2]; dst[2] = op(dst[2], src[10]); dst[2] = op(dst[2], src[18]); dst[2] = op(dst[2], src[26]);
-    dst[3] = src[3]; dst[3] = op(dst[3], src[11]); dst[3] = op(dst[3], src[19]); dst[3] = op(dst[3], src[27]);
-    dst[4] = src[4]; dst[4] = op(dst[4], src[12]); dst[4] = op(dst[4], src[20]); dst[4] = op(dst[4], src[28]);
-    dst[5] = src[5]; dst[5] = op(dst[5], src[13]); dst[5] = op(dst[5], src[21]); dst[5] = op(dst[5], src[29]);
-    dst[6] = src[6]; dst[6] = op(dst[6], src[14]); dst[6] = op(dst[6], src[22]); dst[6] = op(dst[6], src[30]);
-    dst[7] = src[7]; dst[7] = op(dst[7], src[15]); dst[7] = op(dst[7], src[23]); dst[7] = op(dst[7], src[31]);
+    // In each thread: result register j is the pairwise tree of 4 source register(s), neighbours first
+    {
+    T t0 = op(src[0], src[8]); T t1 = op(src[16], src[24]);
+    dst[0] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[1], src[9]); T t1 = op(src[17], src[25]);
+    dst[1] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[2], src[10]); T t1 = op(src[18], src[26]);
+    dst[2] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[3], src[11]); T t1 = op(src[19], src[27]);
+    dst[3] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[4], src[12]); T t1 = op(src[20], src[28]);
+    dst[4] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[5], src[13]); T t1 = op(src[21], src[29]);
+    dst[5] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[6], src[14]); T t1 = op(src[22], src[30]);
+    dst[6] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[7], src[15]); T t1 = op(src[23], src[31]);
+    dst[7] = op(t0, t1);
+    }
 
     // Across lanes: 2 butterfly round(s), lane xor 0x8, 0x10 (lowest bit first); both partners get the same value
     dst[0] = op(dst[0], detail::shfl_xor(dst[0], 0x8));
@@ -159,7 +183,7 @@ __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRe
     dst[7] = op(dst[7], detail::shfl_xor(dst[7], 0x10));
 
     // Across warps: partial k (the warp's reduced bit(s) [0, 1]) of output e at scratch[k * kOutputs + e], one
-    // writer each; then the 4 partials folded in ascending k
+    // writer each; then the 4 partials combined as a pairwise tree over k
     __syncthreads();  // scratch free (an earlier use by the caller is done)
     if ((lane & 0x18) == 0) {  // one writer per output element and partial
         const unsigned k = warp;
@@ -173,29 +197,46 @@ __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRe
         detail::st(scratch + k * kOutputs + e + 0x7, dst[7]);
     }
     __syncthreads();  // every partial stored
-    dst[0] = detail::ld(scratch + e); dst[0] = op(dst[0], detail::ld(scratch + 64 + e));
-    dst[0] = op(dst[0], detail::ld(scratch + 128 + e)); dst[0] = op(dst[0], detail::ld(scratch + 192 + e));
-    dst[1] = detail::ld(scratch + e + 0x1); dst[1] = op(dst[1], detail::ld(scratch + 64 + e + 0x1));
-    dst[1] = op(dst[1], detail::ld(scratch + 128 + e + 0x1));
-    dst[1] = op(dst[1], detail::ld(scratch + 192 + e + 0x1));
-    dst[2] = detail::ld(scratch + e + 0x2); dst[2] = op(dst[2], detail::ld(scratch + 64 + e + 0x2));
-    dst[2] = op(dst[2], detail::ld(scratch + 128 + e + 0x2));
-    dst[2] = op(dst[2], detail::ld(scratch + 192 + e + 0x2));
-    dst[3] = detail::ld(scratch + e + 0x3); dst[3] = op(dst[3], detail::ld(scratch + 64 + e + 0x3));
-    dst[3] = op(dst[3], detail::ld(scratch + 128 + e + 0x3));
-    dst[3] = op(dst[3], detail::ld(scratch + 192 + e + 0x3));
-    dst[4] = detail::ld(scratch + e + 0x4); dst[4] = op(dst[4], detail::ld(scratch + 64 + e + 0x4));
-    dst[4] = op(dst[4], detail::ld(scratch + 128 + e + 0x4));
-    dst[4] = op(dst[4], detail::ld(scratch + 192 + e + 0x4));
-    dst[5] = detail::ld(scratch + e + 0x5); dst[5] = op(dst[5], detail::ld(scratch + 64 + e + 0x5));
-    dst[5] = op(dst[5], detail::ld(scratch + 128 + e + 0x5));
-    dst[5] = op(dst[5], detail::ld(scratch + 192 + e + 0x5));
-    dst[6] = detail::ld(scratch + e + 0x6); dst[6] = op(dst[6], detail::ld(scratch + 64 + e + 0x6));
-    dst[6] = op(dst[6], detail::ld(scratch + 128 + e + 0x6));
-    dst[6] = op(dst[6], detail::ld(scratch + 192 + e + 0x6));
-    dst[7] = detail::ld(scratch + e + 0x7); dst[7] = op(dst[7], detail::ld(scratch + 64 + e + 0x7));
-    dst[7] = op(dst[7], detail::ld(scratch + 128 + e + 0x7));
-    dst[7] = op(dst[7], detail::ld(scratch + 192 + e + 0x7));
+    {
+    T t0 = op(detail::ld(scratch + e), detail::ld(scratch + 64 + e));
+    T t1 = op(detail::ld(scratch + 128 + e), detail::ld(scratch + 192 + e));
+    dst[0] = op(t0, t1);
+    }
+    {
+    T t0 = op(detail::ld(scratch + e + 0x1), detail::ld(scratch + 64 + e + 0x1));
+    T t1 = op(detail::ld(scratch + 128 + e + 0x1), detail::ld(scratch + 192 + e + 0x1));
+    dst[1] = op(t0, t1);
+    }
+    {
+    T t0 = op(detail::ld(scratch + e + 0x2), detail::ld(scratch + 64 + e + 0x2));
+    T t1 = op(detail::ld(scratch + 128 + e + 0x2), detail::ld(scratch + 192 + e + 0x2));
+    dst[2] = op(t0, t1);
+    }
+    {
+    T t0 = op(detail::ld(scratch + e + 0x3), detail::ld(scratch + 64 + e + 0x3));
+    T t1 = op(detail::ld(scratch + 128 + e + 0x3), detail::ld(scratch + 192 + e + 0x3));
+    dst[3] = op(t0, t1);
+    }
+    {
+    T t0 = op(detail::ld(scratch + e + 0x4), detail::ld(scratch + 64 + e + 0x4));
+    T t1 = op(detail::ld(scratch + 128 + e + 0x4), detail::ld(scratch + 192 + e + 0x4));
+    dst[4] = op(t0, t1);
+    }
+    {
+    T t0 = op(detail::ld(scratch + e + 0x5), detail::ld(scratch + 64 + e + 0x5));
+    T t1 = op(detail::ld(scratch + 128 + e + 0x5), detail::ld(scratch + 192 + e + 0x5));
+    dst[5] = op(t0, t1);
+    }
+    {
+    T t0 = op(detail::ld(scratch + e + 0x6), detail::ld(scratch + 64 + e + 0x6));
+    T t1 = op(detail::ld(scratch + 128 + e + 0x6), detail::ld(scratch + 192 + e + 0x6));
+    dst[6] = op(t0, t1);
+    }
+    {
+    T t0 = op(detail::ld(scratch + e + 0x7), detail::ld(scratch + 64 + e + 0x7));
+    T t1 = op(detail::ld(scratch + 128 + e + 0x7), detail::ld(scratch + 192 + e + 0x7));
+    dst[7] = op(t0, t1);
+    }
 }
 
 // out[r] = red[the result register holding source register r's output]: the result back in the source layout

@@ -35,7 +35,7 @@
 // Plan:
 //   reduce sum over dim(s) 1: shuffle  (f16, hip gfx90a, 4 warps x 64 lanes, 16 -> 4 registers)
 //     source [64, 64] -> result [64] (the slice layout of dim(s) 1)
-//     in thread: 4 result register(s), each a left fold of 4 source register(s) in ascending order
+//     in thread: 4 result register(s), each a pairwise tree of 4 source register(s), neighbours first
 //     lanes: 4 butterfly round(s), lane xor 0x1, 0x2, 0x4, 0x8 (lowest first), 16 shuffle(s) per thread
 //     warps: none (no reduced warp bit; no shared memory, no barrier)
 //     candidates (cheapest first):
@@ -125,11 +125,23 @@ __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRe
     (void)smem;
     (void)tid;
 
-    // In each thread: result register j is the left fold of 4 source register(s), ascending
-    dst[0] = src[0]; dst[0] = op(dst[0], src[1]); dst[0] = op(dst[0], src[2]); dst[0] = op(dst[0], src[3]);
-    dst[1] = src[4]; dst[1] = op(dst[1], src[5]); dst[1] = op(dst[1], src[6]); dst[1] = op(dst[1], src[7]);
-    dst[2] = src[8]; dst[2] = op(dst[2], src[9]); dst[2] = op(dst[2], src[10]); dst[2] = op(dst[2], src[11]);
-    dst[3] = src[12]; dst[3] = op(dst[3], src[13]); dst[3] = op(dst[3], src[14]); dst[3] = op(dst[3], src[15]);
+    // In each thread: result register j is the pairwise tree of 4 source register(s), neighbours first
+    {
+    T t0 = op(src[0], src[1]); T t1 = op(src[2], src[3]);
+    dst[0] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[4], src[5]); T t1 = op(src[6], src[7]);
+    dst[1] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[8], src[9]); T t1 = op(src[10], src[11]);
+    dst[2] = op(t0, t1);
+    }
+    {
+    T t0 = op(src[12], src[13]); T t1 = op(src[14], src[15]);
+    dst[3] = op(t0, t1);
+    }
 
     // Across lanes: 4 butterfly round(s), lane xor 0x1, 0x2, 0x4, 0x8 (lowest bit first); both partners get the
     // same value

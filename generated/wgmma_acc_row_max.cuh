@@ -36,7 +36,7 @@
 // Plan:
 //   reduce max over dim(s) 1: shuffle  (f32, cuda sm_90a, 4 warps x 32 lanes, 128 -> 4 registers)
 //     source [128, 128] -> result [128] (the slice layout of dim(s) 1)
-//     in thread: 4 result register(s), each a left fold of 32 source register(s) in ascending order
+//     in thread: 4 result register(s), each a pairwise tree of 32 source register(s), neighbours first
 //     lanes: 2 butterfly round(s), lane xor 0x1, 0x2 (lowest first), 8 shuffle(s) per thread
 //     warps: none (no reduced warp bit; no shared memory, no barrier)
 //     candidates (cheapest first):
@@ -118,51 +118,57 @@ __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRe
     (void)smem;
     (void)tid;
 
-    // In each thread: result register j is the left fold of 32 source register(s), ascending
-    dst[0] = src[0]; dst[0] = op(dst[0], src[1]); dst[0] = op(dst[0], src[4]); dst[0] = op(dst[0], src[5]);
-    dst[0] = op(dst[0], src[8]); dst[0] = op(dst[0], src[9]); dst[0] = op(dst[0], src[12]);
-    dst[0] = op(dst[0], src[13]); dst[0] = op(dst[0], src[16]); dst[0] = op(dst[0], src[17]);
-    dst[0] = op(dst[0], src[20]); dst[0] = op(dst[0], src[21]); dst[0] = op(dst[0], src[24]);
-    dst[0] = op(dst[0], src[25]); dst[0] = op(dst[0], src[28]); dst[0] = op(dst[0], src[29]);
-    dst[0] = op(dst[0], src[32]); dst[0] = op(dst[0], src[33]); dst[0] = op(dst[0], src[36]);
-    dst[0] = op(dst[0], src[37]); dst[0] = op(dst[0], src[40]); dst[0] = op(dst[0], src[41]);
-    dst[0] = op(dst[0], src[44]); dst[0] = op(dst[0], src[45]); dst[0] = op(dst[0], src[48]);
-    dst[0] = op(dst[0], src[49]); dst[0] = op(dst[0], src[52]); dst[0] = op(dst[0], src[53]);
-    dst[0] = op(dst[0], src[56]); dst[0] = op(dst[0], src[57]); dst[0] = op(dst[0], src[60]);
-    dst[0] = op(dst[0], src[61]);
-    dst[1] = src[2]; dst[1] = op(dst[1], src[3]); dst[1] = op(dst[1], src[6]); dst[1] = op(dst[1], src[7]);
-    dst[1] = op(dst[1], src[10]); dst[1] = op(dst[1], src[11]); dst[1] = op(dst[1], src[14]);
-    dst[1] = op(dst[1], src[15]); dst[1] = op(dst[1], src[18]); dst[1] = op(dst[1], src[19]);
-    dst[1] = op(dst[1], src[22]); dst[1] = op(dst[1], src[23]); dst[1] = op(dst[1], src[26]);
-    dst[1] = op(dst[1], src[27]); dst[1] = op(dst[1], src[30]); dst[1] = op(dst[1], src[31]);
-    dst[1] = op(dst[1], src[34]); dst[1] = op(dst[1], src[35]); dst[1] = op(dst[1], src[38]);
-    dst[1] = op(dst[1], src[39]); dst[1] = op(dst[1], src[42]); dst[1] = op(dst[1], src[43]);
-    dst[1] = op(dst[1], src[46]); dst[1] = op(dst[1], src[47]); dst[1] = op(dst[1], src[50]);
-    dst[1] = op(dst[1], src[51]); dst[1] = op(dst[1], src[54]); dst[1] = op(dst[1], src[55]);
-    dst[1] = op(dst[1], src[58]); dst[1] = op(dst[1], src[59]); dst[1] = op(dst[1], src[62]);
-    dst[1] = op(dst[1], src[63]);
-    dst[2] = src[64]; dst[2] = op(dst[2], src[65]); dst[2] = op(dst[2], src[68]); dst[2] = op(dst[2], src[69]);
-    dst[2] = op(dst[2], src[72]); dst[2] = op(dst[2], src[73]); dst[2] = op(dst[2], src[76]);
-    dst[2] = op(dst[2], src[77]); dst[2] = op(dst[2], src[80]); dst[2] = op(dst[2], src[81]);
-    dst[2] = op(dst[2], src[84]); dst[2] = op(dst[2], src[85]); dst[2] = op(dst[2], src[88]);
-    dst[2] = op(dst[2], src[89]); dst[2] = op(dst[2], src[92]); dst[2] = op(dst[2], src[93]);
-    dst[2] = op(dst[2], src[96]); dst[2] = op(dst[2], src[97]); dst[2] = op(dst[2], src[100]);
-    dst[2] = op(dst[2], src[101]); dst[2] = op(dst[2], src[104]); dst[2] = op(dst[2], src[105]);
-    dst[2] = op(dst[2], src[108]); dst[2] = op(dst[2], src[109]); dst[2] = op(dst[2], src[112]);
-    dst[2] = op(dst[2], src[113]); dst[2] = op(dst[2], src[116]); dst[2] = op(dst[2], src[117]);
-    dst[2] = op(dst[2], src[120]); dst[2] = op(dst[2], src[121]); dst[2] = op(dst[2], src[124]);
-    dst[2] = op(dst[2], src[125]);
-    dst[3] = src[66]; dst[3] = op(dst[3], src[67]); dst[3] = op(dst[3], src[70]); dst[3] = op(dst[3], src[71]);
-    dst[3] = op(dst[3], src[74]); dst[3] = op(dst[3], src[75]); dst[3] = op(dst[3], src[78]);
-    dst[3] = op(dst[3], src[79]); dst[3] = op(dst[3], src[82]); dst[3] = op(dst[3], src[83]);
-    dst[3] = op(dst[3], src[86]); dst[3] = op(dst[3], src[87]); dst[3] = op(dst[3], src[90]);
-    dst[3] = op(dst[3], src[91]); dst[3] = op(dst[3], src[94]); dst[3] = op(dst[3], src[95]);
-    dst[3] = op(dst[3], src[98]); dst[3] = op(dst[3], src[99]); dst[3] = op(dst[3], src[102]);
-    dst[3] = op(dst[3], src[103]); dst[3] = op(dst[3], src[106]); dst[3] = op(dst[3], src[107]);
-    dst[3] = op(dst[3], src[110]); dst[3] = op(dst[3], src[111]); dst[3] = op(dst[3], src[114]);
-    dst[3] = op(dst[3], src[115]); dst[3] = op(dst[3], src[118]); dst[3] = op(dst[3], src[119]);
-    dst[3] = op(dst[3], src[122]); dst[3] = op(dst[3], src[123]); dst[3] = op(dst[3], src[126]);
-    dst[3] = op(dst[3], src[127]);
+    // In each thread: result register j is the pairwise tree of 32 source register(s), neighbours first
+    {
+    T t0 = op(src[0], src[1]); T t1 = op(src[4], src[5]); T t2 = op(src[8], src[9]); T t3 = op(src[12], src[13]);
+    T t4 = op(src[16], src[17]); T t5 = op(src[20], src[21]); T t6 = op(src[24], src[25]);
+    T t7 = op(src[28], src[29]); T t8 = op(src[32], src[33]); T t9 = op(src[36], src[37]);
+    T t10 = op(src[40], src[41]); T t11 = op(src[44], src[45]); T t12 = op(src[48], src[49]);
+    T t13 = op(src[52], src[53]); T t14 = op(src[56], src[57]); T t15 = op(src[60], src[61]);
+    t0 = op(t0, t1); t2 = op(t2, t3); t4 = op(t4, t5); t6 = op(t6, t7); t8 = op(t8, t9); t10 = op(t10, t11);
+    t12 = op(t12, t13); t14 = op(t14, t15);
+    t0 = op(t0, t2); t4 = op(t4, t6); t8 = op(t8, t10); t12 = op(t12, t14);
+    t0 = op(t0, t4); t8 = op(t8, t12);
+    dst[0] = op(t0, t8);
+    }
+    {
+    T t0 = op(src[2], src[3]); T t1 = op(src[6], src[7]); T t2 = op(src[10], src[11]); T t3 = op(src[14], src[15]);
+    T t4 = op(src[18], src[19]); T t5 = op(src[22], src[23]); T t6 = op(src[26], src[27]);
+    T t7 = op(src[30], src[31]); T t8 = op(src[34], src[35]); T t9 = op(src[38], src[39]);
+    T t10 = op(src[42], src[43]); T t11 = op(src[46], src[47]); T t12 = op(src[50], src[51]);
+    T t13 = op(src[54], src[55]); T t14 = op(src[58], src[59]); T t15 = op(src[62], src[63]);
+    t0 = op(t0, t1); t2 = op(t2, t3); t4 = op(t4, t5); t6 = op(t6, t7); t8 = op(t8, t9); t10 = op(t10, t11);
+    t12 = op(t12, t13); t14 = op(t14, t15);
+    t0 = op(t0, t2); t4 = op(t4, t6); t8 = op(t8, t10); t12 = op(t12, t14);
+    t0 = op(t0, t4); t8 = op(t8, t12);
+    dst[1] = op(t0, t8);
+    }
+    {
+    T t0 = op(src[64], src[65]); T t1 = op(src[68], src[69]); T t2 = op(src[72], src[73]);
+    T t3 = op(src[76], src[77]); T t4 = op(src[80], src[81]); T t5 = op(src[84], src[85]);
+    T t6 = op(src[88], src[89]); T t7 = op(src[92], src[93]); T t8 = op(src[96], src[97]);
+    T t9 = op(src[100], src[101]); T t10 = op(src[104], src[105]); T t11 = op(src[108], src[109]);
+    T t12 = op(src[112], src[113]); T t13 = op(src[116], src[117]); T t14 = op(src[120], src[121]);
+    T t15 = op(src[124], src[125]);
+    t0 = op(t0, t1); t2 = op(t2, t3); t4 = op(t4, t5); t6 = op(t6, t7); t8 = op(t8, t9); t10 = op(t10, t11);
+    t12 = op(t12, t13); t14 = op(t14, t15);
+    t0 = op(t0, t2); t4 = op(t4, t6); t8 = op(t8, t10); t12 = op(t12, t14);
+    t0 = op(t0, t4); t8 = op(t8, t12);
+    dst[2] = op(t0, t8);
+    }
+    {
+    T t0 = op(src[66], src[67]); T t1 = op(src[70], src[71]); T t2 = op(src[74], src[75]);
+    T t3 = op(src[78], src[79]); T t4 = op(src[82], src[83]); T t5 = op(src[86], src[87]);
+    T t6 = op(src[90], src[91]); T t7 = op(src[94], src[95]); T t8 = op(src[98], src[99]);
+    T t9 = op(src[102], src[103]); T t10 = op(src[106], src[107]); T t11 = op(src[110], src[111]);
+    T t12 = op(src[114], src[115]); T t13 = op(src[118], src[119]); T t14 = op(src[122], src[123]);
+    T t15 = op(src[126], src[127]);
+    t0 = op(t0, t1); t2 = op(t2, t3); t4 = op(t4, t5); t6 = op(t6, t7); t8 = op(t8, t9); t10 = op(t10, t11);
+    t12 = op(t12, t13); t14 = op(t14, t15);
+    t0 = op(t0, t2); t4 = op(t4, t6); t8 = op(t8, t10); t12 = op(t12, t14);
+    t0 = op(t0, t4); t8 = op(t8, t12);
+    dst[3] = op(t0, t8);
+    }
 
     // Across lanes: 2 butterfly round(s), lane xor 0x1, 0x2 (lowest bit first); both partners get the same value
     dst[0] = op(dst[0], detail::shfl_xor(dst[0], 0x1));

@@ -110,9 +110,10 @@ def test_header_states_and_does_the_plan(items):
         assert includes <= INCLUDES[p.target], (name, includes)
         assert "asm" not in re.sub(r"//.*", "", text)
         body = _reduce_body(text)
-        # in-thread folds: every group's registers in order, each source register at most once
-        folds = re.findall(r"dst\[(\d+)\] = (?:op\(dst\[\d+\], )?src\[(\d+)\]", body)
-        assert [(int(d), int(s)) for d, s in folds] == [(g.dst, s) for g in p.groups for s in g.srcs], name
+        # in-thread trees: every group's source registers in the plan's order, then its destination
+        assert [int(r) for r in re.findall(r"\bsrc\[(\d+)\]", body)] == [r for g in p.groups for r in g.srcs], name
+        finals = re.findall(r"\bdst\[(\d+)\] = (?:op\(t0, t\d+\)|t0|src\[\d+\]);", body)
+        assert [int(d) for d in finals[:len(p.groups)]] == [g.dst for g in p.groups], name
         # lane rounds: one shuffle per round and result register, the plan's masks in order
         masks = [int(m, 16) for m in re.findall(r"shfl_xor\(dst\[\d+\], (0x[0-9a-f]+)\)", body)]
         assert masks == [m for m in p.lane_xors for _ in range(p.n_dst)], name

@@ -2,12 +2,12 @@
 ``broadcast()`` and the harness.
 
 ``reduce()`` runs the plan's steps in the plan's order (``plan/reduce.py``): the
-in-thread left folds (``RegisterGroup``), one butterfly round per reduced lane
+in-thread pairwise trees (``RegisterGroup``), one butterfly round per reduced lane
 bit, lowest first (``v = op(v, shfl_xor(v, mask))``), and, when warps span a
 reduced dim, the warp stage: a block barrier, the guarded stores of each
 warp's partial ``k`` of output element ``e`` to scratch element
-``k * kOutputs + e``, a block barrier, the left fold of the ``parts`` partials
-in ascending ``k``.  ``broadcast()`` copies result register ``dst_of_src[r]``
+``k * kOutputs + e``, a block barrier, the pairwise tree of the ``parts`` partials
+over ``k``.  ``broadcast()`` copies result register ``dst_of_src[r]``
 into source register ``r``.  Every register number, lane mask, guard and
 index expression is computed here; the templates (``templates/reduce.cuh.j2``,
 ``reduce_harness.cu.j2``) only loop and substitute.  Shuffles are the
@@ -47,8 +47,18 @@ def _wrap(statements: Sequence[str], width: int = WIDTH) -> list[str]:
 
 
 def _fold(dst: str, srcs: Sequence[str]) -> list[str]:
-    """``dst = srcs[0] op srcs[1] op ...``, left to right."""
-    return _wrap([f"{dst} = {srcs[0]};"] + [f"{dst} = op({dst}, {s});" for s in srcs[1:]])
+    """``dst`` = the pairwise tree of ``srcs`` (``plan.reduce.tree``: neighbours first, then pairs of
+    pairs), one line of statements per level in a block of temporaries: its latency is log2 of a chain's."""
+    half = len(srcs) // 2
+    if not half:
+        return [f"{dst} = {srcs[0]};"]
+    t = [f"t{i}" for i in range(half)]
+    lines = ["{"] + _wrap([f"T {t[i]} = op({srcs[2 * i]}, {srcs[2 * i + 1]});" for i in range(half)])
+    step = 1
+    while 2 * step < half:
+        lines += _wrap([f"{t[i]} = op({t[i]}, {t[i + step]});" for i in range(0, half, 2 * step)])
+        step *= 2
+    return lines + [f"{dst} = {f'op({t[0]}, {t[step]})' if half > 1 else t[0]};", "}"]
 
 
 def _bits_expr(var: str, bits: Sequence[int], nbits: int) -> str:
@@ -84,8 +94,8 @@ class _Body:
             lines += _fold(f"dst[{g.dst}]", [f"src[{s}]" for s in g.srcs])
         skipped = p.n_src - sum(len(g.srcs) for g in p.groups)
         self.steps.append(dict(
-            comment=_comment(f"In each thread: result register j is the left fold of {' or '.join(map(str, n))} source "
-                    f"register(s), ascending" + (f" ({skipped} broadcast copies skipped)" if skipped else "")),
+            comment=_comment(f"In each thread: result register j is the pairwise tree of {' or '.join(map(str, n))} source "
+                    f"register(s), neighbours first" + (f" ({skipped} broadcast copies skipped)" if skipped else "")),
             lines=lines))
 
     def lanes(self) -> None:
@@ -133,8 +143,8 @@ class _Body:
                                          f"detail::ld(scratch + {at[j]})" for q in range(w.parts)])
         self.steps.append(dict(
             comment=_comment(f"Across warps: partial k (the warp's reduced bit(s) {list(w.warp_bits)}) of output e "
-                             f"at scratch[k * kOutputs + e], one writer each; then the {w.parts} partials folded in "
-                             f"ascending k"),
+                             f"at scratch[k * kOutputs + e], one writer each; then the {w.parts} partials combined "
+                             f"as a pairwise tree over k"),
             free="__syncthreads();  // scratch free (an earlier use by the caller is done)",
             guard=" && ".join(guard), k=f"const unsigned k = {k};", stores=stores,
             visible="__syncthreads();  // every partial stored", lines=loads))

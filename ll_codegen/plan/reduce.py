@@ -9,11 +9,14 @@ dims.  Every input basis ``b`` of ``L`` is one of three kinds:
 * kept: ``P(L(b)) != 0`` -- the two locations hold elements of different outputs.
 
 The plan combines over the reduced bases only, level by level, in a fixed order that the numpy
-reference repeats exactly (floating-point sums depend on it):
+reference repeats exactly (floating-point sums depend on it).  Every level combines as a
+butterfly over its reduced bits, lowest first: values ``v_0 .. v_{2^m - 1}`` indexed by the
+reduced bits give ``op(op(v_0, v_1), op(v_2, v_3))`` for m = 2 (neighbours first, then pairs of
+pairs), a tree whose latency is ``m`` combines rather than a chain's ``2^m - 1``:
 
 1. in each thread, destination register ``j`` (the source's kept register bits, broadcast bits 0)
-   is ``src[r_0] op src[r_1] op ...`` left to right over the source registers that differ from
-   ``r_0`` in reduced register bits only, in ascending order (``RegisterGroup``);
+   is that tree over the source registers that differ from ``r_0`` in reduced register bits only,
+   listed in the order of those bits (``RegisterGroup.srcs``);
 2. across lanes, one butterfly round per reduced lane bit, lowest first:
    ``v = op(v, shfl_xor(v, 1 << bit))`` -- both partners compute the same value, as ``op`` is
    commutative (for max/min of non-NaN values, and for IEEE sums, ``op(a, b) == op(b, a)``
@@ -21,8 +24,8 @@ reference repeats exactly (floating-point sums depend on it):
 3. across warps, only when a reduced basis is a warp bit: each warp stores its partial of every
    output element to shared memory (one writer per element: the lanes whose reduced and broadcast
    lane bits are 0, in the warps whose broadcast warp bits are 0), a block barrier, then every
-   thread combines the ``2^k`` partials of each of its outputs in ascending order of the warp's
-   reduced bits (``k``: the number of reduced warp bits).  A barrier before the stores keeps the
+   thread combines the ``2^k`` partials of each of its outputs as that tree over ``k`` (the
+   warp's reduced bits, compressed).  A barrier before the stores keeps the
    scratch free of an earlier call's reads.
 
 The result is the slice layout of the reduced dims (Triton's ``SliceEncodingAttr``): ``P o L``
@@ -58,7 +61,8 @@ SHUFFLE, ALU, WAVEFRONT, BARRIER = 1.0, 0.25, 1.0, 4.0
 
 @dataclass(frozen=True)
 class RegisterGroup:
-    """Destination register ``dst`` = ``src[srcs[0]] op src[srcs[1]] op ...``, left to right."""
+    """Destination register ``dst`` = the pairwise tree of ``src[srcs[0]], src[srcs[1]], ...`` (the
+    module docstring: neighbours first, then pairs of pairs)."""
     dst: int
     srcs: tuple[int, ...]
 
@@ -69,8 +73,8 @@ class WarpStage:
     coordinates in the result tensor) lives at scratch element ``k * outputs + e``.  A thread
     stores its result registers when ``lane & lane_skip == 0`` and ``warp & warp_skip == 0``, as
     partial ``f2.apply(warp_k, warp)``-th: ``k`` is the warp's reduced bits, compressed; after a
-    block barrier it loads the ``parts`` partials of each output register and combines them in
-    ascending ``k``.  ``bytes``: the scratch it needs."""
+    block barrier it loads the ``parts`` partials of each output register and combines them as a
+    pairwise tree over ``k``.  ``bytes``: the scratch it needs."""
     outputs: int
     parts: int
     warp_bits: tuple[int, ...]       # the reduced warp bits, lowest first (k's bits in this order)

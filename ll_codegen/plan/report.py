@@ -220,8 +220,8 @@ def reduce_summary(p: ReducePlan) -> str:
              f"{p.num_warps} warps x {p.warp_size} lanes, {p.n_src} -> {p.n_dst} registers)",
              f"  source {list(p.shape)} -> result {list(p.result_shape)} (the slice layout of dim(s) {dims})"]
     sizes = sorted({len(g.srcs) for g in p.groups})
-    lines.append(f"  in thread: {len(p.groups)} result register(s), each a left fold of "
-                 f"{' or '.join(map(str, sizes))} source register(s) in ascending order"
+    lines.append(f"  in thread: {len(p.groups)} result register(s), each a pairwise tree of "
+                 f"{' or '.join(map(str, sizes))} source register(s), neighbours first"
                  + (f"; {p.n_src - sum(len(g.srcs) for g in p.groups)} broadcast register(s) skipped"
                     if p.n_src > sum(len(g.srcs) for g in p.groups) else ""))
     if p.lane_xors:

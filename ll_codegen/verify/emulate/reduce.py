@@ -4,8 +4,8 @@
 ``(num_warps, warp_size, n_src)`` (the element type's arithmetic values,
 ``reference.reduce_values``), step by step:
 
-1. ``groups``: each destination register the left fold of its source registers (every
-   destination written exactly once);
+1. ``groups``: each destination register the pairwise tree (``reference.tree_fold``) of its
+   source registers (every destination written exactly once);
 2. ``lane_xors``: per round every register ``v = op(v, shfl_xor(v, mask))`` with the target's
    real ``shfl_xor`` semantics (``common.shfl_source``: CUDA warp 32, HIP wave 32 / 64);
 3. ``warps``: a modelled scratch of ``bytes`` bytes, one slot per element: the threads with
@@ -13,7 +13,7 @@
    ``k`` (the warp's reduced bits, compressed) of its result element ``e`` (the element's
    row-major index in the result, from the result layout ``dst_bases``) at slot
    ``k * outputs + e``; a block barrier; every thread loads the ``parts`` partials of each result
-   register and folds them in ascending ``k``.  Two stores of different values to one slot (a
+   register and combines them as a pairwise tree over ``k``.  Two stores of different values to one slot (a
    race), a load of a slot never written and a slot outside the scratch are ``SmemError``;
 4. the broadcast back: source register ``r`` gets result register ``dst_of_src[r]``.
 
@@ -28,7 +28,7 @@ import numpy as np
 from ll_codegen.core.layout import layout_of
 from ll_codegen.verify.emulate.common import SmemError, shfl_source
 from ll_codegen.verify.emulate.reference import (coords_of, dim_images, reduce_op, reduce_raw, reduce_reference,
-                                                 reduce_tensor, reduce_values, regs_of)
+                                                 reduce_tensor, reduce_values, regs_of, tree_fold)
 
 
 def _compress(x: np.ndarray, bits) -> np.ndarray:
@@ -67,10 +67,10 @@ def emulate_reduce(plan, src: np.ndarray, trace: list | None = None) -> tuple[np
         if not 0 <= g.dst < plan.n_dst or not g.srcs or any(not 0 <= r < plan.n_src for r in g.srcs):
             raise AssertionError(f"register group {g}: a register out of range (n_src {plan.n_src}, "
                                  f"n_dst {plan.n_dst})")
-        acc = src[:, :, g.srcs[0]]
-        for r in g.srcs[1:]:
-            acc = op(acc, src[:, :, r])
-        dst[:, :, g.dst] = acc
+        if len(g.srcs) & (len(g.srcs) - 1):
+            raise AssertionError(f"register group {g}: {len(g.srcs)} source registers, not a power of two "
+                                 f"(a tree over reduced register bits)")
+        dst[:, :, g.dst] = tree_fold([src[:, :, r] for r in g.srcs], op)
         written[g.dst] += 1
     if (written != 1).any():
         j = int(np.argmax(written != 1))
@@ -121,17 +121,16 @@ def _warp_stage(plan, dst: np.ndarray, op) -> np.ndarray:
     scratch = np.zeros(slots, dtype=raw.dtype)
     full = np.zeros(slots, dtype=bool)
     scratch[s], full[s] = v, True
-    # block barrier, then every thread loads its partials in ascending k
-    acc = None
+    # block barrier, then every thread loads its partials and combines them as a pairwise tree over k
+    parts = []
     for kk in range(m.parts):
         at = kk * m.outputs + e
         if not full[at].all():
             bad = np.argwhere(~full[at])[0]
             raise SmemError(f"warp {bad[0]} lane {bad[1]} result register {bad[2]}: partial {kk} of output "
                             f"{int(e[tuple(bad)])} (scratch element {int(at[tuple(bad)])}) was never stored")
-        part = reduce_values(scratch[at], plan.dtype)
-        acc = part if acc is None else op(acc, part)
-    return acc
+        parts.append(reduce_values(scratch[at], plan.dtype))
+    return tree_fold(parts, op)
 
 
 def check_reduce(plan, rng: np.random.Generator | int | None = 0, runs: int = 2, **_) -> None:

@@ -302,6 +302,19 @@ def reduce_tensor(dtype: str, combine: str, size: int, rng: np.random.Generator)
     return x.view(np.uint32)
 
 
+def tree_fold(values: list, op):
+    """The pairwise tree of ``values`` (a power of two of them), the order every step of a
+    reduction combines in: neighbours first (0 with 1, 2 with 3, ...), then pairs of pairs --
+    a butterfly over the bits of the index, lowest first."""
+    values = list(values)
+    step = 1
+    while step < len(values):
+        for i in range(0, len(values), 2 * step):
+            values[i] = op(values[i], values[i + step])
+        step *= 2
+    return values[0]
+
+
 def reduce_reference(L: LinearLayout, dims, combine: str, dtype: str, flat: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """What ``reduce(flat, dims, combine)`` over the distributed layout ``L`` yields, in the order
@@ -311,11 +324,11 @@ def reduce_reference(L: LinearLayout, dims, combine: str, dtype: str, flat: np.n
     bits, the bits of ``j`` lowest first) and the result broadcast back to every source register
     ``(threads, n_src)``; all raw bits.
 
-    Order: per thread, output register ``j`` is the left fold of the source registers whose bits
-    are ``j``'s kept bits plus any reduced register bits (broadcast register bits 0), ascending;
-    then per reduced lane bit, lowest first, ``v = op(v, v of lane ^ bit)``; then, if warp bits
-    are reduced, the left fold over the ``2^k`` warps that differ in them, ascending in the
-    reduced warp bits (compressed, lowest first).  A basis is broadcast (image 0), reduced (image
+    Order: per thread, output register ``j`` is the pairwise tree (``tree_fold``) of the source
+    registers whose bits are ``j``'s kept bits plus any reduced register bits (broadcast register
+    bits 0), indexed by those reduced bits; then per reduced lane bit, lowest first,
+    ``v = op(v, v of lane ^ bit)``; then, if warp bits are reduced, the pairwise tree over the
+    ``2^k`` warps that differ in them, indexed by the reduced warp bits (compressed, lowest first).  A basis is broadcast (image 0), reduced (image
     inside the reduced dims) or kept."""
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     sizes = list(L.out_dim_sizes.values())
@@ -346,20 +359,14 @@ def reduce_reference(L: LinearLayout, dims, combine: str, dtype: str, flat: np.n
     vals = regs_of(L, reduce_values(np.asarray(flat).reshape(shape), dtype))      # (W, lanes, n_src)
     W, lanes, n_src = vals.shape
     n_dst = 1 << len(r_kept)
-    v = None
-    for k in range(1 << len(r_red)):                               # in each thread, ascending registers
-        regs = [expand(j, r_kept) | expand(k, r_red) for j in range(n_dst)]
-        v = vals[:, :, regs] if v is None else op(v, vals[:, :, regs])
+    v = tree_fold([vals[:, :, [expand(j, r_kept) | expand(k, r_red) for j in range(n_dst)]]   # in each thread
+                   for k in range(1 << len(r_red))], op)
     lane = np.arange(lanes)
     for b in l_red:                                                # butterfly, lowest lane bit first
         v = op(v, v[:, lane ^ (1 << b)])
-    if w_red:                                                      # warp partials, ascending k
-        warp = np.arange(W)
-        base = warp & ~sum(1 << b for b in w_red)
-        acc = v[base | expand(0, w_red)]
-        for k in range(1, 1 << len(w_red)):
-            acc = op(acc, v[base | expand(k, w_red)])
-        v = acc
+    if w_red:                                                      # the warp partials
+        base = np.arange(W) & ~sum(1 << b for b in w_red)
+        v = tree_fold([v[base | expand(k, w_red)] for k in range(1 << len(w_red))], op)
     bits = reduce_raw(v, dtype)                                    # (W, lanes, n_dst)
     # where each result lives: the kept coordinates of its elements, row-major in the result
     img = {d: dim_images(L, d) if d in L.in_dims else np.zeros(1, np.int64) for d in ("register", "lane", "warp")}
