@@ -165,10 +165,6 @@ def _plan_reduce(r: Request) -> ReducePlan:
     return plan_reduce(src.layout, r.options["dims"], r.options["combine"], r.dtype, r.target, r.arch)
 
 
-def _check_access(plan, rng=0, **options) -> None:
-    check_memory_plan(plan, rng, **options)
-
-
 _ACCESS_OPTIONS = frozenset({"strides", "instr", "max_vector_bytes"})
 _STORE_ENDS = (("registers", "shared"), ("registers", "global"))
 
@@ -179,11 +175,11 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
               _plan_convert, report.convert_summary, emit_convert.CONVERT_FILES, check_convert,
               harness.CONVERSION, expect.CONVERSION_PTX, "convert", (("cuda", "hip"), "")),
     Operation("store", StorePlan, "registers -> a shared or global tile", _STORE_ENDS, ("store",), _ACCESS_OPTIONS,
-              _plan_access("store"), report.memory_summary, emit_memory.STORE_FILES, _check_access,
+              _plan_access("store"), report.memory_summary, emit_memory.STORE_FILES, check_memory_plan,
               harness.CONVERSION, expect.ACCESS_PTX, "convert"),
     Operation("load", LoadPlan, "a shared or global tile -> registers", tuple(e[::-1] for e in _STORE_ENDS),
               ("load",), _ACCESS_OPTIONS, _plan_access("load"), report.memory_summary, emit_memory.LOAD_FILES,
-              _check_access, harness.CONVERSION, expect.ACCESS_PTX, "convert"),
+              check_memory_plan, harness.CONVERSION, expect.ACCESS_PTX, "convert"),
     Operation("tma", TmaPlan, "a global tile <-> a shared tile by TMA (sm_90a)", (("global", "shared"),),
               ("tma",), frozenset({"warps"}), _plan_tma, report.tma_summary, emit_tma.TMA_FILES, check_tma,
               harness.TMA, expect_async.TMA_PTX, "convert"),
@@ -202,7 +198,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("reduce", ReducePlan, "dst = reduce(src, dims, combine) over tensor dims", (("registers",),),
               ("registers", "shuffle", "smem"), frozenset({"dims", "combine"}), _plan_reduce, report.reduce_summary,
               emit_reduce.REDUCE_FILES, check_reduce, harness.REDUCE, expect_async.REDUCE_PTX, "reduce",
-              ((), "llgen reduce has no bench")),
+              ((), "llgen reduce has no bench (bench/bench_reduce.py times reductions against Triton)")),
 )}
 
 
