@@ -1,7 +1,7 @@
 """Benchmark generated reductions against Triton's ``tl.max`` / ``tl.sum`` over the same layouts (GPU).
 
     python bench/bench_reduce.py --out DIR [--cases REGEX] [--ops max,sum] [--iters 64] [--ctas N]
-                                 [--repeats 7] [--no-triton]
+                                 [--repeats 7] [--no-triton] [--form auto|direct|spread]
 
 One device call.  Every 2-D CUDA case of ``corpus.REDUCE_NAMED`` (the wgmma accumulator's rows --
 the softmax row max and row sum -- with 4 and 8 warps, its columns across warps, a 4x2-warp tile
@@ -148,6 +148,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ctas", type=int, default=0, help="CTAs per launch (default 16 per SM)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--no-triton", action="store_true")
+    ap.add_argument("--form", choices=("auto", "direct", "spread"), default="auto",
+                    help="the cross-warp stage's form (auto: the planner's choice by cost)")
     args = ap.parse_args(argv)
 
     import cupy
@@ -174,7 +176,7 @@ def main(argv=None) -> int:
         if not pat.search(name):
             continue
         for op in ops:
-            p = plan_reduce(L, dims, op, "f32", "cuda", "sm_90")
+            p = plan_reduce(L, dims, op, "f32", "cuda", "sm_90", form=None if args.form == "auto" else args.form)
             if not additive(p):
                 print(f"{name}: skipped (an element's index is not its thread's plus its register's)")
                 continue
@@ -213,7 +215,8 @@ def main(argv=None) -> int:
     for j in jobs:
         p, tile = j["plan"], j["tile"]
         scale = 1.0 if p.combine != "sum" else 1.0 / int(np.prod([p.shape[d] for d in p.dims]))
-        row = {"case": j["case"], "op": p.combine, "strategy": p.strategy, "shape": list(p.shape), "dims": list(p.dims),
+        form = "-spread" if p.warps is not None and p.warps.spread else ""       # the warp stage's form
+        row = {"case": j["case"], "op": p.combine, "strategy": p.strategy + form, "shape": list(p.shape), "dims": list(p.dims),
                "warps": p.num_warps, "n_src": p.n_src, "n_dst": p.n_dst, "rounds": len(p.lane_xors),
                "shuffles": p.shuffles, "bound": shuffle_bound(p), "smem_bytes": p.smem_bytes}
         rows.append(row)

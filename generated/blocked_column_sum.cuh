@@ -37,9 +37,11 @@
 //     source [64, 64] -> result [64] (the slice layout of dim(s) 0)
 //     in thread: 8 result register(s), each a pairwise tree of 4 source register(s), neighbours first
 //     lanes: 2 butterfly round(s), lane xor 0x8, 0x10 (lowest first), 16 shuffle(s) per thread
-//     warps: 4 partials per output (reduced warp bit(s) [0, 1]) through 1024 B of shared memory (64 outputs); writers: lane & 0x18 == 0; 2 barriers
-//     candidates (cheapest first):
-//       smem          80.00  2 register bit(s) in each thread, then 2 shuffle round(s) x 8 register(s), then 4 warp partials through 1024 B of shared memory, 2 barriers
+//     warps: 4 partials per output (reduced warp bit(s) [0, 1]) through 1024 B of shared memory (64 outputs); writers: lane & 0x18 == 0; 3 barriers
+//     form: spread -- thread t combines the partials of outputs t, t + 128, ... (at most 1 a thread), stores each result at scratch element o (partial 0 of o, read only by that thread), a barrier, then every thread loads its 8 result(s)
+//     candidates (cheapest first; * the plan's):
+//      *smem-spread     59.75  2 register bit(s) in each thread, then 2 shuffle round(s) x 8 register(s), then 4 warp partials through 1024 B of shared memory, spread: each thread combines 1 output(s) and stores the result, 3 barriers
+//       smem            80.00  2 register bit(s) in each thread, then 2 shuffle round(s) x 8 register(s), then 4 warp partials through 1024 B of shared memory, direct: each thread combines its 8 output(s), 2 barriers
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give
@@ -115,8 +117,9 @@ template <class T> __device__ __forceinline__ T ld(const T* p) { return *p; }
 // dst_index(j, lane, warp), combined in the plan's order (the header's opening comment), so a numpy reference
 // that folds in that order reproduces it bit for bit. Every thread holding a copy of an output gets it.
 // tid: this thread's index among the kThreads threads (default threadIdx.x); smem: kSmemBytes bytes of scratch.
-// Barriers: 2 __syncthreads() (one before the stores, so the scratch may still be in use by the caller
-// or an earlier call when this one starts; one between the stores and the loads). Every thread of the
+// Barriers: 3 __syncthreads() (one before the stores, so the scratch may still be in use by the caller
+// or an earlier call when this one starts; one between the partials' stores and their combine; one
+// between the combined results' stores and every thread's loads of its results). Every thread of the
 // block must make the call, with tid = its index in [0, kThreads) (lane = tid % kWarpSize, warp =
 // tid / kWarpSize), and smem must hold kSmemBytes bytes of scratch, aligned to sizeof(T), shared by
 // the block. When it returns other threads may still be reading the scratch: __syncthreads() before
@@ -183,7 +186,8 @@ __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRe
     dst[7] = op(dst[7], detail::shfl_xor(dst[7], 0x10));
 
     // Across warps: partial k (the warp's reduced bit(s) [0, 1]) of output e at scratch[k * kOutputs + e], one
-    // writer each; then the 4 partials combined as a pairwise tree over k
+    // writer each; then thread tid combines the 4 partials of outputs tid, tid + 128, ... as a pairwise tree over k
+    // and stores the result at scratch[o]; then every thread loads its 8 result(s)
     __syncthreads();  // scratch free (an earlier use by the caller is done)
     if ((lane & 0x18) == 0) {  // one writer per output element and partial
         const unsigned k = warp;
@@ -197,46 +201,21 @@ __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRe
         detail::st(scratch + k * kOutputs + e + 0x7, dst[7]);
     }
     __syncthreads();  // every partial stored
-    {
-    T t0 = op(detail::ld(scratch + e), detail::ld(scratch + 64 + e));
-    T t1 = op(detail::ld(scratch + 128 + e), detail::ld(scratch + 192 + e));
-    dst[0] = op(t0, t1);
+    if (static_cast<unsigned>(tid) < 64u) {  // output o = tid
+        const unsigned o = static_cast<unsigned>(tid);
+        T r;
+        {
+        T t0 = op(detail::ld(scratch + o), detail::ld(scratch + 64 + o));
+        T t1 = op(detail::ld(scratch + 128 + o), detail::ld(scratch + 192 + o));
+        r = op(t0, t1);
+        }
+        detail::st(scratch + o, r);  // only this thread read partial 0 of o
     }
-    {
-    T t0 = op(detail::ld(scratch + e + 0x1), detail::ld(scratch + 64 + e + 0x1));
-    T t1 = op(detail::ld(scratch + 128 + e + 0x1), detail::ld(scratch + 192 + e + 0x1));
-    dst[1] = op(t0, t1);
-    }
-    {
-    T t0 = op(detail::ld(scratch + e + 0x2), detail::ld(scratch + 64 + e + 0x2));
-    T t1 = op(detail::ld(scratch + 128 + e + 0x2), detail::ld(scratch + 192 + e + 0x2));
-    dst[2] = op(t0, t1);
-    }
-    {
-    T t0 = op(detail::ld(scratch + e + 0x3), detail::ld(scratch + 64 + e + 0x3));
-    T t1 = op(detail::ld(scratch + 128 + e + 0x3), detail::ld(scratch + 192 + e + 0x3));
-    dst[3] = op(t0, t1);
-    }
-    {
-    T t0 = op(detail::ld(scratch + e + 0x4), detail::ld(scratch + 64 + e + 0x4));
-    T t1 = op(detail::ld(scratch + 128 + e + 0x4), detail::ld(scratch + 192 + e + 0x4));
-    dst[4] = op(t0, t1);
-    }
-    {
-    T t0 = op(detail::ld(scratch + e + 0x5), detail::ld(scratch + 64 + e + 0x5));
-    T t1 = op(detail::ld(scratch + 128 + e + 0x5), detail::ld(scratch + 192 + e + 0x5));
-    dst[5] = op(t0, t1);
-    }
-    {
-    T t0 = op(detail::ld(scratch + e + 0x6), detail::ld(scratch + 64 + e + 0x6));
-    T t1 = op(detail::ld(scratch + 128 + e + 0x6), detail::ld(scratch + 192 + e + 0x6));
-    dst[6] = op(t0, t1);
-    }
-    {
-    T t0 = op(detail::ld(scratch + e + 0x7), detail::ld(scratch + 64 + e + 0x7));
-    T t1 = op(detail::ld(scratch + 128 + e + 0x7), detail::ld(scratch + 192 + e + 0x7));
-    dst[7] = op(t0, t1);
-    }
+    __syncthreads();  // every result stored
+    dst[0] = detail::ld(scratch + e); dst[1] = detail::ld(scratch + e + 0x1);
+    dst[2] = detail::ld(scratch + e + 0x2); dst[3] = detail::ld(scratch + e + 0x3);
+    dst[4] = detail::ld(scratch + e + 0x4); dst[5] = detail::ld(scratch + e + 0x5);
+    dst[6] = detail::ld(scratch + e + 0x6); dst[7] = detail::ld(scratch + e + 0x7);
 }
 
 // out[r] = red[the result register holding source register r's output]: the result back in the source layout

@@ -38,8 +38,8 @@
 //     in thread: 4 result register(s), each a pairwise tree of 4 source register(s), neighbours first
 //     lanes: 4 butterfly round(s), lane xor 0x1, 0x2, 0x4, 0x8 (lowest first), 16 shuffle(s) per thread
 //     warps: none (no reduced warp bit; no shared memory, no barrier)
-//     candidates (cheapest first):
-//       shuffle       23.00  2 register bit(s) in each thread, then 4 shuffle round(s) x 4 register(s)
+//     candidates (cheapest first; * the plan's):
+//      *shuffle         23.00  2 register bit(s) in each thread, then 4 shuffle round(s) x 4 register(s)
 #pragma once
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>

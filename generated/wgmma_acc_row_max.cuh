@@ -39,8 +39,8 @@
 //     in thread: 4 result register(s), each a pairwise tree of 32 source register(s), neighbours first
 //     lanes: 2 butterfly round(s), lane xor 0x1, 0x2 (lowest first), 8 shuffle(s) per thread
 //     warps: none (no reduced warp bit; no shared memory, no barrier)
-//     candidates (cheapest first):
-//       shuffle       41.00  5 register bit(s) in each thread, then 2 shuffle round(s) x 4 register(s)
+//     candidates (cheapest first; * the plan's):
+//      *shuffle         41.00  5 register bit(s) in each thread, then 2 shuffle round(s) x 4 register(s)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

@@ -9,7 +9,9 @@ through shared memory, blocked wave64 rows) with every element type x combine.
 * the header is self-contained (only the runtime header, <cstdint> and the 16-bit float headers),
   states the plan, and its reduce() issues exactly the plan's steps in the plan's order: the
   in-thread folds, one shuffle per round and result register with the plan's lane masks (lowest
-  first), the warp stage's two barriers only when a warp bit is reduced;
+  first), the warp stage's two barriers (three in the spread form: the threads share the outputs'
+  combines, then load their results) only when a warp bit is reduced; both forms of every named
+  case with a warp stage are rendered, compiled and run;
 * the CUDA headers and harnesses compile with nvcc for sm_80, sm_90 and ``-arch=sm_90a``, the HIP
   ones with hipcc (gfx90a for wave64, gfx1030 for wave32), without a warning (``compile``);
 * every harness runs on the host SIMT runtime bit for bit against the numpy reference, and a
@@ -34,6 +36,7 @@ from ll_codegen.api import plan_reduce, reduce_files
 from ll_codegen.emit.render import file_names
 from ll_codegen.operations import render, write_files
 from ll_codegen.plan.reduce import COMBINES, REDUCE_DTYPES
+from ll_codegen.plan.reduce import plan_reduce as plan_reduce_form
 from ll_codegen.run import host
 from ll_codegen.spec import spec_from_dict
 from ll_codegen.testing.corpus import REDUCE_NAMED
@@ -55,9 +58,12 @@ ROW_IN_THREAD = {"kind": "blocked", "size_per_thread": [1, 4], "threads_per_warp
                  "order": [1, 0], "shape": [128, 4]}
 
 
-def _plan(case, dtype: str, combine: str):
+def _plan(case, dtype: str, combine: str, form: str | None = None):
     arch = case.arch or ("sm_90a" if case.src.get("kind") == "nvidia_mma" and case.src.get("version", [0])[0] == 3
                          else "sm_90" if case.target == "cuda" else None)
+    if form is not None:                       # a given form of the warp stage: the planner module itself
+        return plan_reduce_form(spec_from_dict(dict(case.src)).linear, case.dims, combine, dtype, case.target, arch,
+                                form=form)
     return plan_reduce(spec_from_dict(dict(case.src)).linear, case.dims, combine, dtype, case.target, arch)
 
 
@@ -70,6 +76,13 @@ def sample() -> list[tuple[str, object]]:
     for dtype, combine in COMBOS[::5]:
         items.append((f"r_in_thread_{dtype}_{combine}",
                       plan_reduce(spec_from_dict(dict(ROW_IN_THREAD)).linear, 1, combine, dtype)))
+    # the warp stage's other form of each named case (the planner picks one by cost), dtypes in turn
+    for i, case in enumerate(REDUCE_NAMED):
+        dtype, combine = COMBOS[(7 * i + 3) % len(COMBOS)]
+        p = _plan(case, dtype, combine)
+        if p.warps is not None:
+            other = "direct" if p.warps.spread else "spread"
+            items.append((f"r_{other}_{case.name}_{dtype}_{combine}", _plan(case, dtype, combine, other)))
     return items
 
 
@@ -85,6 +98,12 @@ def test_sample_covers_the_brief(items):
     assert {(p.target, p.warp_size) for p in plans} == {("cuda", 32), ("hip", 64), ("hip", 32)}
     assert any(p.arch == "sm_90a" for p in plans) and any(p.smem_bytes and p.target == "hip" for p in plans)
     assert any(len(p.dims) == 2 for p in plans)
+    # both forms of the warp stage, on CUDA and HIP (wave64 and wave32), a share of more than one output
+    forms = {(p.warps.spread, p.target, p.warp_size) for p in plans if p.warps is not None}
+    assert forms == {(s, t, n) for s in (False, True) for t, n in (("cuda", 32), ("hip", 64), ("hip", 32))}, forms
+    assert any(p.warps.spread and p.warps.outputs > p.warps.stride for p in plans if p.warps is not None)
+    assert any(p.warps.spread and p.warps.outputs < p.warps.stride for p in plans if p.warps is not None)
+    assert any(p.warps.spread and p.warps.outputs == p.warps.stride for p in plans if p.warps is not None)
     for want in ("wgmma_rows", "blocked_rows", "blocked_cols", "mma_v2_rows", "slice_of_3d", "blocked_wave64_rows",
                  "blocked_small_bcast"):
         assert any(n.startswith(f"r_{want}_") for n, _ in items), want
@@ -119,12 +138,32 @@ def test_header_states_and_does_the_plan(items):
         assert masks == [m for m in p.lane_xors for _ in range(p.n_dst)], name
         intrinsic = "__shfl_xor_sync(0xffffffffu, w, mask)" if p.target == "cuda" else "__shfl_xor(w, mask)"
         assert intrinsic in text
-        # the warp stage: two barriers, n_dst guarded stores, parts loads per register, after the rounds
-        assert body.count("__syncthreads()") == (2 if p.warps is not None else 0), name
-        if p.warps is not None:
-            assert body.count("detail::st(") == p.n_dst and body.count("detail::ld(") == p.n_dst * p.warps.parts
+        # the warp stage: two barriers (three in the spread form), n_dst guarded stores, parts loads per
+        # register (direct) or parts loads and a store per output of the thread's share, then n_dst loads
+        # (spread), after the rounds
+        w = p.warps
+        assert body.count("__syncthreads()") == (w.barriers if w is not None else 0), name
+        if w is not None and not w.spread:
+            assert body.count("detail::st(") == p.n_dst and body.count("detail::ld(") == p.n_dst * w.parts
+        if w is not None and w.spread:
+            assert body.count("detail::st(") == p.n_dst + 1 and body.count("detail::ld(") == w.parts + p.n_dst
+            loop = (f"for (unsigned o = static_cast<unsigned>(tid); o < {w.outputs}u; o += {w.stride}u) {{"
+                    if w.outputs > w.stride else "{  // output o = tid" if w.outputs == w.stride else
+                    f"if (static_cast<unsigned>(tid) < {w.outputs}u) {{  // output o = tid")
+            assert loop in body, name
+            combine = body[body.index(loop):body.index("__syncthreads();  // every result stored")]
+            assert body.index("__syncthreads();  // every partial stored") < body.index(loop), name
+            assert re.findall(r"detail::ld\(scratch \+ (?:(\d+) \+ )?o\)", combine) == \
+                [str(q * w.outputs) if q else "" for q in range(w.parts)], name
+            assert "detail::st(scratch + o, r);" in combine and w.results == 0
+            after = body[body.index("__syncthreads();  // every result stored"):]
+            assert after.count("detail::ld(scratch + e") == p.n_dst and "detail::st(" not in after
+            assert "Barriers: 3 __syncthreads()" in text
+        elif w is not None:
+            assert "Barriers: 2 __syncthreads()" in text
+        if w is not None:
             assert body.index("__syncthreads()") > max([body.rfind("shfl_xor")] + [0])
-            assert f"scratch + {p.warps.outputs}" in body or p.warps.parts == 1
+            assert f"scratch + {w.outputs}" in body or w.parts == 1
         else:
             assert "(void)smem;" in body and "(void)tid;" in body
         bc = re.findall(r"out\[(\d+)\] = red\[(\d+)\];", text)

@@ -16,9 +16,13 @@ combine and element type.
 * counts: the rounds are exactly the reduced lane bits, lowest first (never a broadcast lane
   bit), shuffles = rounds x n_dst, the warp stage exactly when a warp basis is reduced, the
   in-thread groups take every source register with broadcast bits 0 once;
+* both forms of the warp stage (direct; spread: the threads share the outputs' combines) equal
+  the reference on every named case with a warp stage and on the random ones; both are scored
+  candidates, the plan's form the cheaper;
 * mutations caught: a wrong shuffle mask, a dropped lane round, a swapped warp-partial order on
   a float sum, a broadcast register combined twice, a warp stage that races or reads an
-  unwritten slot.
+  unwritten slot, a spread stage whose results land one output along or whose outputs are
+  shared among too few or too many threads.
 """
 import itertools
 import random
@@ -86,6 +90,35 @@ def flat_kinds(L, dims, dim):
 def test_named_every_combine_and_dtype(case):
     for combine, dtype in itertools.product(COMBINES, REDUCE_DTYPES):
         check_reduce(plan(case, combine, dtype), rng=SEED)
+
+
+@pytest.mark.parametrize("case", [c for c in NAMED if plan(c).warps is not None],
+                         ids=[c[0] for c in NAMED if plan(c).warps is not None])
+def test_named_both_warp_stage_forms(case):
+    """Either form of the warp stage (direct: every thread combines the partials of each of its
+    outputs; spread: the threads share the outputs' combines, then load their results) gives the
+    reference's bits: the same tree over k per output."""
+    _, L, dims, target, arch, _ = case
+    for form in ("direct", "spread"):
+        for combine, dtype in itertools.product(COMBINES, REDUCE_DTYPES):
+            p = plan_reduce(L, dims, combine, dtype, target, arch, form=form)
+            assert p.warps.spread == (form == "spread") and p.strategy == "smem"
+            check_reduce(p, rng=SEED)
+
+
+def test_random_layouts_both_warp_stage_forms():
+    rng = random.Random(SEED + 2)
+    n = 0
+    for case in RANDOM:
+        _, L, dims, target, arch, _ = case
+        for form in ("direct", "spread"):
+            combine, dtype = rng.choice(list(itertools.product(COMBINES, REDUCE_DTYPES)))
+            p = plan_reduce(L, dims, combine, dtype, target, arch, form=form)
+            if p.warps is None:
+                break
+            check_reduce(p, rng=rng.randrange(1 << 30))
+            n += 1
+    assert n >= 10, n
 
 
 def test_random_layouts_emulator_equals_reference():
@@ -199,6 +232,44 @@ def test_counts(case):
     assert all(list(g.srcs) == sorted(g.srcs) and len(g.srcs) == 1 << len(r_red) for g in p.groups)
 
 
+@pytest.mark.parametrize("case", ALL, ids=[c[0] for c in ALL])
+def test_warp_stage_forms_scored(case):
+    """With a warp stage both forms are candidates, cheapest first, the plan's form the cheapest's
+    (the direct form on a tie); the spread form shares the outputs among all the block's threads,
+    reuses partial 0's slots for the results (no more scratch) and takes a third barrier."""
+    from ll_codegen.plan.report import reduce_summary
+    for dtype in ("f32", "f16"):
+        p = plan(case, "sum", dtype)
+        names = [c.strategy for c in p.candidates]
+        scores = [c.score for c in p.candidates]
+        assert scores == sorted(scores)
+        if p.warps is None:
+            assert names == [p.strategy]
+            continue
+        assert sorted(names) == ["smem", "smem-spread"]
+        assert names[0] == ("smem-spread" if p.warps.spread else "smem")
+        if scores[0] == scores[1]:
+            assert not p.warps.spread
+        d, sp = (plan_reduce(case[1], case[2], "sum", dtype, case[3], case[4], form=f).warps
+                 for f in ("direct", "spread"))
+        assert (d.spread, d.stride, d.results, d.barriers) == (False, 0, 0, 2)
+        assert (sp.spread, sp.stride, sp.results, sp.barriers) == (True, p.threads, 0, 3)
+        assert sp.bytes == d.bytes == d.outputs * d.parts * p.elem_bytes
+        assert sp.share == -(-sp.outputs // p.threads)
+        text = reduce_summary(p)
+        assert f"form: {'spread' if p.warps.spread else 'direct'}" in text and f"{p.warps.barriers} barriers" in text
+        assert f"*{names[0]}" in text
+
+
+def test_wgmma_cols_spreads_the_cross_warp_combine():
+    """The wgmma accumulator summed over dim 0 (32 result registers x 4 warp partials): the spread
+    form (each of the 128 threads combines one output's 4 partials) beats 128 loads a thread."""
+    case = next(c for c in NAMED if c[0] == "wgmma_cols")
+    p = plan(case, "sum", "f32")
+    assert p.n_dst == 32 and p.warps.parts == 4 and p.warps.outputs == 128 and p.threads == 128
+    assert p.warps.spread and p.warps.share == 1 and p.candidates[0].score < p.candidates[1].score
+
+
 def test_wgmma_rows_is_two_rounds_no_smem():
     """The softmax row reduction of a wgmma accumulator: lanes 0x1, 0x2, no shared memory."""
     case = next(c for c in NAMED if c[0] == "wgmma_rows")
@@ -304,6 +375,46 @@ def test_mutation_warp_stage_race_and_unwritten_slot():
                 check_reduce(_with(p, warps=replace(m, lane_skip=m.lane_skip | 1 << kept[0])))
             unwritten += 1
     assert races >= 3 and unwritten >= 3
+
+
+def test_mutation_spread_share_shifted():
+    """The spread form with a thread's result stored one output along (at its neighbour's partial 0,
+    which the neighbour loads between the same barriers: a race), with the outputs shared among
+    half the threads (two threads combine one output while the other stores it: a race), and with
+    the stride doubled where a thread has several outputs (results never stored) -- all caught."""
+    shifted = overlap = missing = 0
+    for dtype in ("f32", "i32"):
+        for p in _plans(lambda p: p.warps is not None, "sum", dtype):
+            sp = plan_reduce(layout_of(p.src_bases), p.dims, "sum", dtype, p.target, p.arch, form="spread")
+            m = sp.warps
+            if m.outputs > 1:                  # one output: slot 1 is its own partial 1, a correct variant
+                with pytest.raises(SmemError, match="race"):
+                    check_reduce(_with(sp, warps=replace(m, results=1)))
+                shifted += 1
+            if m.outputs > m.stride // 2:
+                with pytest.raises(SmemError, match="race"):
+                    check_reduce(_with(sp, warps=replace(m, stride=m.stride // 2)))
+                overlap += 1
+            if m.outputs > m.stride:
+                with pytest.raises(SmemError, match="never stored"):
+                    check_reduce(_with(sp, warps=replace(m, stride=2 * m.stride)))
+                missing += 1
+            # a correct variant the emulator must accept: the results at partial 1's slots (only the
+            # combining thread reads them, before it stores)
+            check_reduce(_with(sp, warps=replace(m, results=m.outputs)))
+    assert shifted >= 6 and overlap >= 2 and missing >= 2, (shifted, overlap, missing)
+
+
+def test_mutation_spread_result_read_before_it_is_stored():
+    """Without the third barrier's effect -- a result slot outside every thread's share -- the
+    loads read a slot no result was stored to."""
+    case = next(c for c in NAMED if c[0] == "blocked_cols")
+    p = plan_reduce(case[1], case[2], "max", "f32", case[3], case[4], form="spread")
+    m = p.warps
+    with pytest.raises(SmemError, match="never stored|race|beyond"):
+        check_reduce(_with(p, warps=replace(m, results=(m.parts - 1) * m.outputs + 1)))
+    with pytest.raises(SmemError, match="beyond"):
+        check_reduce(_with(p, warps=replace(m, results=m.parts * m.outputs)))
 
 
 def test_emulator_uses_the_targets_shuffle_semantics():
@@ -415,6 +526,8 @@ def test_ptx_is_what_the_plans_say(tmp_path):
     nvcc = need("nvcc")
     items = _ptx_items()
     assert {p.strategy for _, p in items} >= {"shuffle", "smem"}
+    forms = {(p.warps.spread, p.warps.outputs > p.warps.stride) for _, p in items if p.warps is not None}
+    assert forms >= {(False, True), (True, False), (True, True)}, forms     # direct; spread, 1 and 2 outputs a thread
     jobs = []
     for name, p in items:
         write_files(p, str(tmp_path), name, emit=("header", "harness"))
@@ -436,6 +549,10 @@ PTX_MUTATIONS = (
     ("blocked_cols", "sum", "f32", "detail::st(scratch + k * kOutputs + e, dst[0]);",
      "detail::st(scratch + k * kOutputs + (e ^ 1), dst[0]);", "instruction"),
     ("blocked_cols", "max", "bf16", "__syncthreads();  // every partial stored", "", "instruction"),
+    # the spread form (blocked_cols f32: the planner's choice): a result stored one output along, the
+    # results' barrier dropped
+    ("blocked_cols", "sum", "f32", "detail::st(scratch + o, r);", "detail::st(scratch + (o ^ 1), r);", "instruction"),
+    ("blocked_cols", "max", "f32", "__syncthreads();  // every result stored", "", "instruction"),
 )
 
 

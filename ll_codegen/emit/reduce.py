@@ -7,7 +7,10 @@ bit, lowest first (``v = op(v, shfl_xor(v, mask))``), and, when warps span a
 reduced dim, the warp stage: a block barrier, the guarded stores of each
 warp's partial ``k`` of output element ``e`` to scratch element
 ``k * kOutputs + e``, a block barrier, the pairwise tree of the ``parts`` partials
-over ``k``.  ``broadcast()`` copies result register ``dst_of_src[r]``
+over ``k`` -- in each thread for each of its outputs (the direct form), or, in the
+spread form (``WarpStage.spread``), by thread ``tid`` for outputs ``tid, tid +
+stride, ...``, stored at scratch element ``results + o``, a third block barrier,
+then every thread's loads of its results.  ``broadcast()`` copies result register ``dst_of_src[r]``
 into source register ``r``.  Every register number, lane mask, guard and
 index expression is computed here; the templates (``templates/reduce.cuh.j2``,
 ``reduce_harness.cu.j2``) only loop and substitute.  Shuffles are the
@@ -137,17 +140,40 @@ class _Body:
         k = _bits_expr("warp", w.warp_bits, self.warp_bits)
         at = [f"({a})" if "^" in a else a for a in at]                  # e + 0x10 needs no parentheses
         stores = [f"detail::st(scratch + k * kOutputs + {at[j]}, dst[{j}]);" for j in range(p.n_dst)]
-        loads = []
-        for j in range(p.n_dst):
-            loads += _fold(f"dst[{j}]", [f"detail::ld(scratch + {q * w.outputs} + {at[j]})" if q else
-                                         f"detail::ld(scratch + {at[j]})" for q in range(w.parts)])
+        loads, spread = [], []
+        if w.spread:
+            # thread tid combines outputs o = tid, tid + stride, ... (below kOutputs): the same tree over k
+            base = f"scratch + {w.results} + " if w.results else "scratch + "
+            one = w.outputs <= w.stride
+            head = ("{  // output o = tid" if w.outputs == w.stride else
+                    f"if (static_cast<unsigned>(tid) < {w.outputs}u) {{  // output o = tid" if one else
+                    f"for (unsigned o = static_cast<unsigned>(tid); o < {w.outputs}u; o += {w.stride}u) {{"
+                    f"  // outputs tid, tid + {w.stride}, ...")
+            body = (["const unsigned o = static_cast<unsigned>(tid);"] if one else []) + ["T r;"]
+            body += _fold("r", [f"detail::ld(scratch + {q * w.outputs} + o)" if q else "detail::ld(scratch + o)"
+                                for q in range(w.parts)])
+            body.append(f"detail::st({base}o, r);  // only this thread read partial 0 of o" if not w.results
+                        else f"detail::st({base}o, r);")
+            spread = [head] + ["    " + line for line in body] + ["}",
+                                                                     "__syncthreads();  // every result stored"]
+            for j in range(p.n_dst):
+                loads.append(f"dst[{j}] = detail::ld({base}{at[j]});")
+            loads = _wrap(loads)
+            what = (f"then thread tid combines the {w.parts} partials of outputs tid, tid + {w.stride}, ... as a "
+                    f"pairwise tree over k and stores the result at scratch[{f'{w.results} + ' if w.results else ''}o]; "
+                    f"then every thread "
+                    f"loads its {p.n_dst} result(s)")
+        else:
+            for j in range(p.n_dst):
+                loads += _fold(f"dst[{j}]", [f"detail::ld(scratch + {q * w.outputs} + {at[j]})" if q else
+                                             f"detail::ld(scratch + {at[j]})" for q in range(w.parts)])
+            what = f"then the {w.parts} partials combined as a pairwise tree over k"
         self.steps.append(dict(
             comment=_comment(f"Across warps: partial k (the warp's reduced bit(s) {list(w.warp_bits)}) of output e "
-                             f"at scratch[k * kOutputs + e], one writer each; then the {w.parts} partials combined "
-                             f"as a pairwise tree over k"),
+                             f"at scratch[k * kOutputs + e], one writer each; {what}"),
             free="__syncthreads();  // scratch free (an earlier use by the caller is done)",
             guard=" && ".join(guard), k=f"const unsigned k = {k};", stores=stores,
-            visible="__syncthreads();  // every partial stored", lines=loads))
+            visible="__syncthreads();  // every partial stored", spread=spread, lines=loads))
 
 
 def _barriers(plan: ReducePlan) -> list[str]:
@@ -156,8 +182,14 @@ def _barriers(plan: ReducePlan) -> list[str]:
                 else ". Each warp exchanges data within itself (shuffles), so the call must be made by whole warps "
                      "(all lanes active)."),
                 "// tid and smem are unused (kSmemBytes is 0)."]
-    return ["// Barriers: 2 __syncthreads() (one before the stores, so the scratch may still be in use by the caller",
-            "// or an earlier call when this one starts; one between the stores and the loads). Every thread of the",
+    if plan.warps.spread:
+        head = ["// Barriers: 3 __syncthreads() (one before the stores, so the scratch may still be in use by the caller",
+                "// or an earlier call when this one starts; one between the partials' stores and their combine; one",
+                "// between the combined results' stores and every thread's loads of its results). Every thread of the"]
+    else:
+        head = ["// Barriers: 2 __syncthreads() (one before the stores, so the scratch may still be in use by the caller",
+                "// or an earlier call when this one starts; one between the stores and the loads). Every thread of the"]
+    return head + [
             "// block must make the call, with tid = its index in [0, kThreads) (lane = tid % kWarpSize, warp =",
             "// tid / kWarpSize), and smem must hold kSmemBytes bytes of scratch, aligned to sizeof(T), shared by",
             "// the block. When it returns other threads may still be reading the scratch: __syncthreads() before",

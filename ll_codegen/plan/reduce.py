@@ -26,7 +26,22 @@ pairs), a tree whose latency is ``m`` combines rather than a chain's ``2^m - 1``
    lane bits are 0, in the warps whose broadcast warp bits are 0), a block barrier, then every
    thread combines the ``2^k`` partials of each of its outputs as that tree over ``k`` (the
    warp's reduced bits, compressed).  A barrier before the stores keeps the
-   scratch free of an earlier call's reads.
+   scratch free of an earlier call's reads.  Two forms of this stage (``WarpStage.spread``), both
+   scored and kept as ``candidates`` (cheapest first; the plan has the cheaper's form):
+
+   * direct (2 barriers): after the barrier every thread loads the ``parts`` partials of each of
+     its ``n_dst`` outputs and combines them itself -- ``n_dst * parts`` loads a thread;
+   * spread (3 barriers, Triton's form): after the barrier thread ``t`` combines, for each output
+     ``e = t, t + stride, ... < outputs`` (``stride`` = the block's threads), the ``parts``
+     partials at ``k * outputs + e`` as the same tree over ``k`` and stores the result at element
+     ``results + e`` (``results`` = 0: partial 0's slot, which only the thread combining ``e``
+     ever reads, and it reads it before it stores there); a block barrier; every thread loads its
+     ``n_dst`` results -- ``ceil(outputs / stride) * (parts + 1) + n_dst`` accesses a thread.
+
+   Both combine each output's partials in the same tree over ``k``, so every result bit is the
+   same in either form (the reference does not know the form).  Scores: the module's weights, a
+   warp's accesses of ``n`` elements each costing ``ceil(n * warp_size * w / wavefront_bytes)``
+   wavefronts, a barrier ``BARRIER``, a combine ``ALU``.
 
 The result is the slice layout of the reduced dims (Triton's ``SliceEncodingAttr``): ``P o L``
 with the register bases that become zero removed; lane and warp bases of reduced or broadcast
@@ -39,7 +54,7 @@ elements of one output are exactly the span of the reduced bases; legacy layouts
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from ll_codegen.core import f2
@@ -74,13 +89,30 @@ class WarpStage:
     stores its result registers when ``lane & lane_skip == 0`` and ``warp & warp_skip == 0``, as
     partial ``f2.apply(warp_k, warp)``-th: ``k`` is the warp's reduced bits, compressed; after a
     block barrier it loads the ``parts`` partials of each output register and combines them as a
-    pairwise tree over ``k``.  ``bytes``: the scratch it needs."""
+    pairwise tree over ``k``.  ``bytes``: the scratch it needs.
+
+    ``spread`` (the module docstring's spread form): after that barrier thread ``t`` combines the
+    partials of outputs ``t, t + stride, ...`` (below ``outputs``) instead, storing each result at
+    scratch element ``results + e``; a block barrier; then every thread loads result ``results + e``
+    of each of its registers.  ``stride`` and ``results`` are 0 in the direct form."""
     outputs: int
     parts: int
     warp_bits: tuple[int, ...]       # the reduced warp bits, lowest first (k's bits in this order)
     lane_skip: int
     warp_skip: int
     bytes: int
+    spread: bool = False
+    stride: int = 0                  # spread form: threads sharing the outputs (the block's threads)
+    results: int = 0                 # spread form: scratch element of output 0's result
+
+    @property
+    def barriers(self) -> int:
+        return 3 if self.spread else 2
+
+    @property
+    def share(self) -> int:
+        """Spread form: outputs a thread combines at most (``ceil(outputs / stride)``)."""
+        return -(-self.outputs // self.stride) if self.spread else 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +120,8 @@ class ReducePlan(Transfer):
     """``dst = reduce(src, dims, combine)``: ``src_bases`` the source layout, ``dst_bases`` its
     slice over ``dims`` (the result); ``strategy`` the deepest level the reduction crosses
     (``registers``, ``shuffle`` or ``smem``).  ``groups`` the in-thread step, ``lane_xors`` the
-    butterfly rounds (lane masks, in order), ``warps`` the cross-warp step or None;
+    butterfly rounds (lane masks, in order), ``warps`` the cross-warp step (in the cheaper form:
+    ``WarpStage.spread``; ``candidates`` score both) or None;
     ``dst_of_src[r]``: the result register that source register ``r``'s output is in (the
     broadcast back to the source layout)."""
     operation: ClassVar[str] = "reduce"
@@ -185,9 +218,13 @@ def row_major(coords: list[int], shape: tuple[int, ...]) -> int:
 
 
 def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, combine: str = "sum",
-                dtype: str = "f32", target: Target | str = "cuda", arch: str | None = None) -> ReducePlan:
-    """Plan ``reduce(src, dims, combine)`` (see the module docstring).  ValueError in one line for
-    a bad request."""
+                dtype: str = "f32", target: Target | str = "cuda", arch: str | None = None,
+                form: str | None = None) -> ReducePlan:
+    """Plan ``reduce(src, dims, combine)`` (see the module docstring).  ``form``: the warp stage's
+    form, ``"direct"`` or ``"spread"`` (default: the cheaper; ignored without a warp stage).
+    ValueError in one line for a bad request."""
+    if form not in (None, "direct", "spread"):
+        raise ValueError(f"unknown warp-stage form {short(form)} (known: direct, spread)")
     if isinstance(target, str):
         target = get_target(target, arch)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
@@ -218,27 +255,47 @@ def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, comb
     outputs = 1
     for n in result_shape:
         outputs *= n
-    warps = None
-    if w_red:
-        parts = 1 << len(w_red)
-        warps = WarpStage(outputs=outputs, parts=parts, warp_bits=tuple(w_red),
-                          lane_skip=sum(1 << b for b in l_red + l_bc), warp_skip=sum(1 << b for b in w_bc),
-                          bytes=w * outputs * parts)
-    strategy = "smem" if warps else "shuffle" if l_red else "registers"
+    strategy = "smem" if w_red else "shuffle" if l_red else "registers"
     n_dst = 1 << len(r_kept)
-    combines = (n_src // (1 << len(r_bc)) - n_dst) + len(l_red) * n_dst + (n_dst * (warps.parts - 1) if warps else 0)
-    score = SHUFFLE * len(l_red) * n_dst + ALU * combines
+    combines = (n_src // (1 << len(r_bc)) - n_dst) + len(l_red) * n_dst
+    base = SHUFFLE * len(l_red) * n_dst + ALU * combines
     how = [f"{len(r_red)} register bit(s) in each thread", f"{len(l_red)} shuffle round(s) x {n_dst} register(s)"]
-    if warps:
-        # stores of the writing warps and loads of every thread, one element each (4-byte accesses)
-        waves = -(-n_dst * target.warp_size * w // target.wavefront_bytes)
-        score += WAVEFRONT * waves * (1 + warps.parts) + BARRIER * 2
-        how.append(f"{warps.parts} warp partials through {warps.bytes} B of shared memory, 2 barriers")
+    warps = None
+    if not w_red:
+        scored = [(base, strategy, ", then ".join(how), None)]
+    else:
+        parts = 1 << len(w_red)
+        threads = L.in_dim_size("warp") * target.warp_size
+        direct = WarpStage(outputs=outputs, parts=parts, warp_bits=tuple(w_red),
+                           lane_skip=sum(1 << b for b in l_red + l_bc), warp_skip=sum(1 << b for b in w_bc),
+                           bytes=w * outputs * parts)
+        spread = replace(direct, spread=True, stride=threads, results=0)
+
+        def waves(n: int) -> int:
+            """Wavefronts of a warp's ``n`` shared accesses of one element a lane."""
+            return -(-n * target.warp_size * w // target.wavefront_bytes)
+        scored = []
+        for stage in (direct, spread):
+            if stage.spread:
+                c = stage.share
+                cost = (WAVEFRONT * (2 * waves(n_dst) + waves(c) * (parts + 1)) + BARRIER * 3
+                        + ALU * c * (parts - 1))
+                step = (f"{parts} warp partials through {stage.bytes} B of shared memory, spread: each thread "
+                        f"combines {c} output(s) and stores the result, 3 barriers")
+            else:
+                cost = WAVEFRONT * waves(n_dst) * (1 + parts) + BARRIER * 2 + ALU * n_dst * (parts - 1)
+                step = (f"{parts} warp partials through {stage.bytes} B of shared memory, direct: each thread "
+                        f"combines its {n_dst} output(s), 2 barriers")
+            scored.append((base + cost, "smem-spread" if stage.spread else "smem", ", then ".join(how + [step]),
+                           stage))
+        scored.sort(key=lambda t: t[0])                  # stable: the direct form on a tie
+        warps = scored[0][3] if form is None else spread if form == "spread" else direct
+    candidates = tuple(Candidate(name, score, detail) for score, name, detail, _ in scored)
     return ReducePlan(
         strategy=strategy, dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,
         warp_size=target.warp_size, num_warps=L.in_dim_size("warp"), n_src=n_src, n_dst=n_dst,
         src_bases={"in_dims": L.bases, "out_dims": L.out_dim_sizes},
         dst_bases={"in_dims": dst.bases, "out_dims": dst.out_dim_sizes}, shape=shape,
-        candidates=(Candidate(strategy, score, ", then ".join(how)),),
+        candidates=candidates,
         dims=tuple(sorted(dims)), combine=combine, groups=groups, lane_xors=tuple(1 << b for b in l_red),
         warps=warps, dst_of_src=dst_of_src)

@@ -235,9 +235,19 @@ def reduce_summary(p: ReducePlan) -> str:
         who = " and ".join(f"{v} & {m:#x} == 0" for v, m in (("lane", w.lane_skip), ("warp", w.warp_skip)) if m)
         lines.append(f"  warps: {w.parts} partials per output (reduced warp bit(s) {list(w.warp_bits)}) through "
                      f"{w.bytes} B of shared memory ({w.outputs} outputs); writers: {who or 'every thread'}; "
-                     f"2 barriers")
+                     f"{w.barriers} barriers")
+        if w.spread:
+            lines.append(f"  form: spread -- thread t combines the partials of outputs t, t + {w.stride}, ... "
+                         f"(at most {w.share} a thread), stores each result at scratch element "
+                         f"{f'{w.results} + o' if w.results else 'o (partial 0 of o, read only by that thread)'}, "
+                         f"a barrier, then every thread loads its {p.n_dst} result(s)")
+        else:
+            lines.append(f"  form: direct -- every thread loads and combines the {w.parts} partials of each of its "
+                         f"{p.n_dst} output(s)")
     else:
         lines.append("  warps: none (no reduced warp bit; no shared memory, no barrier)")
-    lines.append("  candidates (cheapest first):")
-    lines += [f"    {c.strategy:9s} {c.score:9.2f}  {c.detail}" for c in p.candidates]
+    chosen = ("smem-spread" if w.spread else "smem") if w is not None else p.strategy
+    lines.append("  candidates (cheapest first; * the plan's):")
+    lines += [f"   {'*' if c.strategy == chosen else ' '}{c.strategy:11s} {c.score:9.2f}  {c.detail}"
+              for c in p.candidates]
     return "\n".join(lines) + "\n"

@@ -14,7 +14,13 @@
    row-major index in the result, from the result layout ``dst_bases``) at slot
    ``k * outputs + e``; a block barrier; every thread loads the ``parts`` partials of each result
    register and combines them as a pairwise tree over ``k``.  Two stores of different values to one slot (a
-   race), a load of a slot never written and a slot outside the scratch are ``SmemError``;
+   race), a load of a slot never written and a slot outside the scratch are ``SmemError``.  In the
+   spread form (``warps.spread``) thread ``t`` (of all the block's threads) instead combines, for
+   each output ``o = t, t + stride, ...`` below ``outputs``, the ``parts`` partials of ``o`` the same
+   way and stores the result at slot ``results + o``; a block barrier; every thread loads slot
+   ``results + e`` of each result register.  Between those barriers a slot one thread stores and
+   another loads is a race too, two different results stored to one slot are a race, and a
+   final load of a slot no thread stored a result to reads an unwritten slot;
 4. the broadcast back: source register ``r`` gets result register ``dst_of_src[r]``.
 
 ``check_reduce`` draws random inputs (``reference.reduce_tensor``) and compares every thread's
@@ -56,7 +62,8 @@ def emulate_reduce(plan, src: np.ndarray, trace: list | None = None) -> tuple[np
     """(result registers ``(W, L, n_dst)``, broadcast back ``(W, L, n_src)``) a ``ReducePlan``
     computes from the source values ``src`` ``(W, L, n_src)``; see the module docstring.
     ``trace``: a list that gets the result registers after the in-thread step and after each
-    shuffle round (what each round sends, then what the warp stage stores)."""
+    shuffle round (what each round sends, then what the warp stage stores) and, with a warp
+    stage, after it (the results)."""
     W, L = plan.num_warps, plan.warp_size
     if src.shape != (W, L, plan.n_src):
         raise ValueError(f"source registers of shape {src.shape}, the plan has {(W, L, plan.n_src)}")
@@ -87,6 +94,8 @@ def emulate_reduce(plan, src: np.ndarray, trace: list | None = None) -> tuple[np
             trace.append(dst)
     if plan.warps is not None:                                      # 3. across warps, through shared memory
         dst = _warp_stage(plan, dst, op)
+        if trace is not None:
+            trace.append(dst)
     back = dst[:, :, list(plan.dst_of_src)]                         # 4. the broadcast back
     return dst, back
 
@@ -121,6 +130,8 @@ def _warp_stage(plan, dst: np.ndarray, op) -> np.ndarray:
     scratch = np.zeros(slots, dtype=raw.dtype)
     full = np.zeros(slots, dtype=bool)
     scratch[s], full[s] = v, True
+    if m.spread:                     # block barrier, then the threads share the outputs' combines
+        return _spread(plan, m, e, scratch, full, slots, op)
     # block barrier, then every thread loads its partials and combines them as a pairwise tree over k
     parts = []
     for kk in range(m.parts):
@@ -131,6 +142,57 @@ def _warp_stage(plan, dst: np.ndarray, op) -> np.ndarray:
                             f"{int(e[tuple(bad)])} (scratch element {int(at[tuple(bad)])}) was never stored")
         parts.append(reduce_values(scratch[at], plan.dtype))
     return tree_fold(parts, op)
+
+
+def _spread(plan, m, e: np.ndarray, scratch: np.ndarray, full: np.ndarray, slots: int, op) -> np.ndarray:
+    """The spread form's combine (after the partials' barrier) and its results' loads."""
+    threads = plan.num_warps * plan.warp_size
+    if m.stride < 1:
+        raise AssertionError(f"warp stage: spread form with a stride of {m.stride} threads")
+    reps = -(-m.outputs // m.stride)
+    t = np.repeat(np.arange(threads), reps)
+    o = t + np.tile(np.arange(reps), threads) * m.stride
+    t, o = t[o < m.outputs], o[o < m.outputs]                       # (thread, output) pairs of the loops
+    reads = [kk * m.outputs + o for kk in range(m.parts)]
+    for kk, at in enumerate(reads):
+        if (at >= slots).any():
+            raise SmemError(f"a load of scratch element {int(at.max())} beyond the {slots} of {m.bytes} B")
+        if not full[at].all():
+            i = int(np.argmin(full[at]))
+            raise SmemError(f"thread {int(t[i])}: partial {kk} of output {int(o[i])} (scratch element "
+                            f"{int(at[i])}) was never stored")
+    res = reduce_raw(tree_fold([reduce_values(scratch[at], plan.dtype) for at in reads], op), plan.dtype)
+    ws = m.results + o
+    if (ws >= slots).any() or (ws < 0).any():
+        raise SmemError(f"a result store to scratch element {int(ws.max())} beyond the {slots} of {m.bytes} B")
+    order = np.lexsort((res, ws))
+    s, v = ws[order], res[order]
+    clash = (s[1:] == s[:-1]) & (v[1:] != v[:-1])
+    if clash.any():
+        i = int(np.argmax(clash))
+        raise SmemError(f"race: two threads store different results to scratch element {int(s[i])}")
+    # between the two barriers: a slot stored by one thread and loaded by another is a race
+    writer = np.full(slots, -1, dtype=np.int64)
+    writer[ws] = t
+    for at in reads:
+        other = (writer[at] >= 0) & (writer[at] != t)
+        if other.any():
+            i = int(np.argmax(other))
+            raise SmemError(f"race: thread {int(writer[at[i]])} stores a result to scratch element {int(at[i])} "
+                            f"while thread {int(t[i])} loads it (partial of output {int(o[i])}) between the same "
+                            f"barriers")
+    scratch = scratch.copy()
+    scratch[ws] = res
+    # block barrier, then every thread loads its results
+    at = m.results + e
+    if (at >= slots).any() or (at < 0).any():
+        raise SmemError(f"a result load of scratch element {int(at.max())} beyond the {slots} of {m.bytes} B")
+    done = writer >= 0
+    if not done[at].all():
+        bad = np.argwhere(~done[at])[0]
+        raise SmemError(f"warp {bad[0]} lane {bad[1]} result register {bad[2]}: the result of output "
+                        f"{int(e[tuple(bad)])} (scratch element {int(at[tuple(bad)])}) was never stored")
+    return reduce_values(scratch[at], plan.dtype)
 
 
 def check_reduce(plan, rng: np.random.Generator | int | None = 0, runs: int = 2, **_) -> None:

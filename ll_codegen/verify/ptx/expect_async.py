@@ -228,7 +228,9 @@ def reduce_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want
     form (``element_accesses``): a block barrier, the stores of its result registers at scratch
     element ``k * outputs + e`` (only where ``lane & lane_skip`` and ``warp & warp_skip`` are 0),
     a block barrier, the loads of the ``parts`` partials of each result register, each with the
-    bits its writer stored."""
+    bits its writer stored -- or, in the spread form, the loads of the partials of the outputs the
+    thread combines and the stores of their results, a block barrier, the loads of its results
+    (``_spread_wants``)."""
     w = p.elem_bytes
     e, trace = _reduce_trace(p, args[0])
     shfl = []
@@ -256,8 +258,41 @@ def reduce_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want
     for k in range(m.parts):
         src_warp = (warp & ~red) | sum(((k >> i) & 1) << b for i, b in enumerate(m.warp_bits))
         loads += [(at(k, j), int(final[src_warp, lane, j])) for j in range(p.n_dst)]
+    if m.spread:
+        seq += _spread_wants(p, m, e, final, trace[-1], warp * p.warp_size + lane, warp, lane, w)
+        return seq, shfl
     seq += [Want((element_op("ld", w),), "shared", a, pack([v], w)) for a, v in sorted(loads)]
     return seq, shfl
+
+
+def _spread_wants(p, m, e, final, results, tid: int, warp: int, lane: int, w: int) -> list[Want]:
+    """The spread form after the partials' barrier: thread ``tid`` loads the ``parts`` partials of
+    each of its outputs ``o = tid, tid + stride, ...`` (each with the bits its writer stored) and
+    stores the result at ``results + o``; a block barrier; it loads its ``n_dst`` results."""
+    ee = np.asarray(e).reshape(-1)
+    fin = np.asarray(final).reshape(-1)
+    writer = np.broadcast_to(((np.arange(p.num_warps)[:, None, None] & m.warp_skip) == 0)
+                             & ((np.arange(p.warp_size)[None, :, None] & m.lane_skip) == 0), np.shape(e)).reshape(-1)
+    wp = np.broadcast_to(np.arange(p.num_warps)[:, None, None], np.shape(e)).reshape(-1)
+    k = sum(((wp >> b) & 1) << i for i, b in enumerate(m.warp_bits))
+    part = {}                                              # scratch element -> the partial's bits stored there
+    for s, v in zip((k * m.outputs + ee)[writer].tolist(), fin[writer].tolist()):
+        part[s] = v
+    res = {}                                               # output -> its result's bits
+    for o, v in zip(ee.tolist(), np.asarray(results).reshape(-1).tolist()):
+        res[o] = v
+
+    def at(slot: int) -> int:
+        return SMEM_WINDOW + slot * w
+    loads, stores = [], []
+    for o in range(tid, m.outputs, m.stride):
+        loads += [(at(q * m.outputs + o), part[q * m.outputs + o]) for q in range(m.parts)]
+        stores.append((at(m.results + o), res[o]))
+    seq = [Want((element_op("ld", w),), "shared", a, pack([v], w)) for a, v in sorted(loads)]
+    seq += [Want((element_op("st", w),), "shared", a, pack([v], w)) for a, v in sorted(stores)]
+    seq.append(barrier("block"))
+    mine = sorted((at(m.results + int(e[warp, lane, j])), int(results[warp, lane, j])) for j in range(p.n_dst))
+    return seq + [Want((element_op("ld", w),), "shared", a, pack([v], w)) for a, v in mine]
 
 
 GATHER_PTX = PtxWants(gather_wants, generated_only, False, plain_loads=True)
