@@ -400,9 +400,13 @@ def test_generated_coverage(manifest_build):
                                                                   ("smem", "hip")}
     mmas = {e.conv.name: e.conv.plan for e in entries if e.command == "mma"}
     assert {p.strategy for p in mmas.values()} == {"wgmma", "mma.sync", "mfma"}
+    reduces = {e.conv.name: e.conv.plan for e in entries if e.command == "reduce"}
+    assert {(p.strategy, p.target) for p in reduces.values()} >= {("shuffle", "cuda"), ("smem", "cuda"),
+                                                                  ("shuffle", "hip")}
     entries = [e for e in entries if e.command == "convert"]
     plans = {e.conv.name: e.conv.plan for e in entries}
-    assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == len(plans) + len(gathers) + len(mmas)
+    assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == (
+        len(plans) + len(gathers) + len(mmas) + len(reduces))
     assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy",
                                                     "tma"}
     assert {(p.memory.space, p.strategy) for p in plans.values() if p.operation in ("store", "load")} == {
