@@ -131,10 +131,6 @@ class AccessPlan(Transfer):
     paths: tuple[AccessPlan, ...] = ()
 
     @property
-    def direction(self) -> str:
-        return self.operation
-
-    @property
     def smem_bytes(self) -> int:
         if self.paths:
             return max(p.smem_bytes for p in (replace(self, paths=()), *self.paths))
