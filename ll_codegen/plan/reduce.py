@@ -54,6 +54,7 @@ elements of one output are exactly the span of the reduced bases; legacy layouts
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -63,6 +64,7 @@ from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.limits import short
 from ll_codegen.core.target import Target, get_target
 from ll_codegen.plan.model import Candidate
+from ll_codegen.plan.planner import check_distributed, check_threads, normalise
 from ll_codegen.plan.plans import Transfer
 
 #: the combines every header offers; an author's functor may replace them (same order rules)
@@ -171,34 +173,26 @@ def result_layout(L: LinearLayout, dims: tuple[int, ...]) -> LinearLayout:
     return LinearLayout(bases, renamed)
 
 
-def _check(L: LinearLayout, dims: tuple[int, ...]) -> None:
-    """ValueError unless the reduction is well defined on ``L`` (see the module docstring)."""
+def _check_dims(L: LinearLayout, dims: tuple[int, ...]) -> None:
+    """ValueError unless ``dims`` are distinct dims of ``L`` and leave at least one."""
     rank = len(L.out_dims)
     if not dims or len(set(dims)) != len(dims) or any(not 0 <= d < rank for d in dims):
         raise ValueError(f"--dim {short(list(dims))}: one or more distinct dims of the rank-{rank} layout")
     if len(dims) == rank:
         raise ValueError("a reduction keeps at least one dim (reduce over fewer dims than the layout has)")
-    flat = [v for d in ("register", "lane", "warp") for v in L.flat_bases(d) if v]
-    if f2.rank(flat) != len(flat):
-        raise ValueError("the layout holds one element in two places through nonzero bases; a reduction "
-                         "needs broadcasts as zero bases only")
-    sizes = list(L.out_dim_sizes.values())
-    kept = [v for d in ("register", "lane", "warp") for v in (_project(b, dims, sizes) for b in L.bases.get(d, []))
-            if v]
-    if f2.rank(kept) != len(kept):
-        raise ValueError("a basis of the layout mixes reduced and kept dims so that two inputs reach the same "
-                         "output through different bases; llgen reduces layouts whose kept images are independent")
 
 
-def _project(b: list[int], dims: tuple[int, ...], sizes: list[int]) -> int:
-    """The flat bit vector of ``b`` with the reduced dims dropped."""
-    v, shift = 0, 0
-    for d, (c, n) in enumerate(zip(b, sizes)):
-        if d in dims:
-            continue
-        v |= c << shift
-        shift += n.bit_length() - 1
-    return v
+def _check_independent(L: LinearLayout, dst: LinearLayout) -> None:
+    """ValueError unless the nonzero images of ``L``'s bases are independent, and so those of its
+    slice ``dst`` (the kept images ``P(L(b))``): the module docstring's condition."""
+    for layout, why in ((L, "the layout holds one element in two places through nonzero bases; a reduction "
+                            "needs broadcasts as zero bases only"),
+                        (dst, "a basis of the layout mixes reduced and kept dims so that two inputs reach the same "
+                              "output through different bases; llgen reduces layouts whose kept images are "
+                              "independent")):
+        flat = [v for d in ("register", "lane", "warp") for v in layout.flat_bases(d) if v]
+        if f2.rank(flat) != len(flat):
+            raise ValueError(why)
 
 
 def _compress(x: int, bits: list[int]) -> int:
@@ -208,13 +202,6 @@ def _compress(x: int, bits: list[int]) -> int:
 
 def _expand(v: int, bits: list[int]) -> int:
     return sum(((v >> i) & 1) << b for i, b in enumerate(bits))
-
-
-def row_major(coords: list[int], shape: tuple[int, ...]) -> int:
-    i = 0
-    for c, n in zip(coords, shape):
-        i = i * n + c
-    return i
 
 
 def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, combine: str = "sum",
@@ -233,16 +220,12 @@ def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, comb
     if dtype not in REDUCE_DTYPES:
         raise ValueError(f"a reduction computes in {', '.join(REDUCE_DTYPES)}, not {short(dtype)}")
     w = dtype_bytes(dtype)
-    if not {"register", "lane"} <= set(src.in_dims) or "offset" in src.in_dims:
-        raise ValueError("the source of a reduction is a distributed (register) layout")
-    L = src.with_in_dims({d: src.in_dim_size(d) for d in ("register", "lane", "warp", "block")})
-    if L.in_dim_size("lane") != target.warp_size:
-        raise ValueError(f"the layout has {L.in_dim_size('lane')} lanes but target {target.name} {target.arch} "
-                         f"has warp size {target.warp_size}")
-    if L.in_dim_size("block") != 1:
-        raise ValueError("reductions across CTAs (block size > 1) are not supported")
-    _check(L, dims)
+    check_distributed("source", src)
+    L = normalise(src)
+    check_threads("source", L, target, "reductions")
+    _check_dims(L, dims)
     dst = result_layout(L, dims)
+    _check_independent(L, dst)
     r_kept, r_red, r_bc = kinds(L, dims, "register")
     _, l_red, l_bc = kinds(L, dims, "lane")
     _, w_red, w_bc = kinds(L, dims, "warp")
@@ -251,10 +234,7 @@ def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, comb
                    for j in range(1 << len(r_kept)))
     dst_of_src = tuple(_compress(r, r_kept) for r in range(n_src))
     shape = tuple(L.out_dim_sizes.values())
-    result_shape = tuple(n for d, n in enumerate(shape) if d not in dims)
-    outputs = 1
-    for n in result_shape:
-        outputs *= n
+    outputs = math.prod(dst.out_dim_sizes.values())
     strategy = "smem" if w_red else "shuffle" if l_red else "registers"
     n_dst = 1 << len(r_kept)
     combines = (n_src // (1 << len(r_bc)) - n_dst) + len(l_red) * n_dst
