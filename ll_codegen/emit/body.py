@@ -212,9 +212,10 @@ def harness_context(plan: Transfer, tile) -> dict:
                scratch_bytes=scratch_bytes(plan), strides=[], extent=[], fill="0", shape=list(plan.shape),
                plan_strides=list(tile.strides) if tile is not None else [],
                shared=tile is not None and tile.space == "shared",
-               # every global store/load takes smem (a direct plan leaves it alone); a copy does not
-               via_arg=", smem" if (plan.operation in ("convert", "store", "load") and plan.via is not None) or (
-                   plan.operation != "copy" and tile is not None and tile.space == "global") else "")
+               # a store/load harness passes smem to a via plan and to every global access (a direct
+               # plan leaves it alone); no other harness reads via_arg
+               via_arg=", smem" if plan.operation in ("store", "load") and (
+                   plan.via is not None or tile.space == "global") else "")
     if tile is not None and tile.space == "global":
         ctx.update(strides=list(harness_strides(plan.shape, tile.layout["order"], tile.alignment, plan.elem_bytes)),
                    tiles={v: harness_tile(plan, v) for v in ctx["variants"]},
