@@ -4,7 +4,7 @@
 
 Planning: ``plan_conversion`` (classification, every legal strategy and every
 shared-memory candidate, scoring) for pairs of up to 64K elements; budget
-20 ms median.  Emulation: ``emulator.check_plan`` (execute the plan on every
+20 ms median.  Emulation: ``verify.emulate.convert.check_plan`` (execute the plan on every
 thread and compare with the numpy reference) for a 16K-element pair; budget
 50 ms median.  Medians and minima of ``--runs`` runs after one warm-up.
 """
