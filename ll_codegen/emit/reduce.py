@@ -172,7 +172,8 @@ class _Body:
             comment=_comment(f"Across warps: partial k (the warp's reduced bit(s) {list(w.warp_bits)}) of output e "
                              f"at scratch[k * kOutputs + e], one writer each; {what}"),
             free="__syncthreads();  // scratch free (an earlier use by the caller is done)",
-            guard=" && ".join(guard), k=f"const unsigned k = {k};", stores=stores,
+            open=f"if ({' && '.join(guard)}) {{  // one writer per output element and partial" if guard else "{",
+            k=f"const unsigned k = {k};", stores=stores,
             visible="__syncthreads();  // every partial stored", spread=spread, lines=loads))
 
 
