@@ -238,13 +238,13 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
         _check_element_width(e, spec, dtype)
     if "strides" in given:
         given["strides"] = parse_strides(strides)
-    for k, op in enumerate(ops):
+    request = Request((s, d), dtype, target, arch, strategy, given)
+    for op in ops[:-1]:
         try:
-            return op.plan(Request((s, d), dtype, target, arch, strategy, given))
+            return op.plan(request)
         except ValueError:
-            if k == len(ops) - 1:
-                raise
-    raise AssertionError("unreachable: _choose returns at least one operation")
+            continue                # the next operation of these endpoints may take the pair (tma -> copy)
+    return ops[-1].plan(request)
 
 
 def back_plan(plan: ConvertPlan, src: LinearLayout, dst: LinearLayout, strategy: str = "auto",
