@@ -1,0 +1,302 @@
+"""Shared tile -> shared tile relayouts (``relayout``, ``plan/relayout.py``): the planner's
+properties checked by the numpy emulator and the brute-force bank counters, the wavefront bound of
+the transposes, the CLI, the generated harness on the host SIMT runtime, the PTX read back, and
+mutations the checks must catch."""
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from ll_codegen.api import plan_conversion
+from ll_codegen.core import f2
+from ll_codegen.core.layout import layout_of
+from ll_codegen.core.target import get_target
+from ll_codegen.operations import check, write_files
+from ll_codegen.plan.model import RegisterPlan
+from ll_codegen.plan.planner import plan_memory
+from ll_codegen.plan.relayout import fill_side, plan_relayout, templates
+from ll_codegen.spec import spec_from_dict
+from ll_codegen.testing.corpus import random_memory_tile
+from ll_codegen.verify.emulate.banks import count_wavefronts, measure_memory, min_wavefronts
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECS = os.path.join(ROOT, "examples", "specs")
+
+
+def nvmma(shape, bits, transposed, swizzle=128) -> dict:
+    return dict(kind="nvmma_shared", swizzle_byte_width=swizzle, element_bitwidth=bits, rank=2,
+                transposed=transposed, fp4_padded=False, shape=list(shape))
+
+
+def tile(d: dict):
+    return spec_from_dict(dict(d)).linear
+
+
+def bound(plan, side: str) -> int:
+    """The wavefront bound counted here, apart from the planner: the bytes one warp moves (the tile
+    over the warps whose register layout holds distinct data) over 128-byte wavefronts."""
+    regs = layout_of(plan.load.dst_bases if side == "load" else plan.store.src_bases)
+    distinct = 1 << sum(1 for v in regs.flat_bases("warp") if v)
+    tile_bytes = plan.elem_bytes * int(np.prod(plan.shape))
+    return -(-(tile_bytes // distinct) // 128)
+
+
+def same_candidates(plan, src, dst):
+    """R1 = R2 plans built apart from the relayout planner: each tile's own offset order (vector
+    registers first, then lanes, warps, registers), loaded and stored by the memory planner."""
+    t = get_target(plan.target, plan.arch)
+    out = []
+    for T in (src, dst):
+        units = T.flat_bases("offset")
+        k = min((16 // plan.elem_bytes).bit_length() - 1, len(units))
+        nl, nw = 5, (plan.num_warps.bit_length() - 1)
+        nwv = min(nw, max(0, len(units) - nl - k))
+        rest = units[k:]
+        lanes, warps = rest[:nl], rest[nl:nl + nwv]
+        regs = units[:k] + rest[nl + nwv:]
+        from ll_codegen.core.layout import LinearLayout
+        R = LinearLayout.from_flat({"register": regs, "lane": lanes, "warp": warps + [0] * (nw - nwv), "block": []},
+                                   dict(T.out_dim_sizes), require_surjective=True)
+        ld = plan_memory(R, src, "load", "shared", plan.dtype, t)
+        st = plan_memory(R, dst, "store", "shared", plan.dtype, t)
+        out.append(min(c.score for c in ld.candidates) + min(c.score for c in st.candidates))
+    return out
+
+
+def random_pairs(n: int, seed: int = 7):
+    rng = random.Random(seed)
+    kinds = ("shared_linear", "swizzled_shared", "nvmma_shared")
+    for i in range(n):
+        dtype = rng.choice(["f16", "f8e4m3", "f32", "bf16", "i8"])
+        w = {"f16": 2, "bf16": 2, "f32": 4}.get(dtype, 1)
+        shape = rng.choice([{"dim0": 32, "dim1": 32}, {"dim0": 64, "dim1": 64}, {"dim0": 16, "dim1": 128},
+                            {"dim0": 64, "dim1": 32}])
+        _, a = random_memory_tile(rng, shape, w, rng.choice(kinds))
+        _, b = random_memory_tile(rng, shape, w, rng.choice(kinds))
+        yield i, dtype, a, b, rng.choice([1, 2, 4])
+
+
+@pytest.mark.parametrize("i,dtype,src,dst,warps", list(random_pairs(10)))
+def test_random_pairs_emulate_and_count(i, dtype, src, dst, warps):
+    """Every element arrives (emulator), both sides' predicted wavefronts are what the brute-force
+    counters see, and no R1 = R2 plan built apart is cheaper."""
+    p = plan_relayout(src, dst, dtype, num_warps=warps)
+    check(p, rng=i)
+    for step in (p.load, p.store):
+        got = measure_memory(step)
+        c = step.memory.cost
+        assert (got.wavefronts, got.bank_conflicts, got.total_wavefronts) == \
+            (c.wavefronts, c.bank_conflicts, c.total_wavefronts), (step.memory.direction, got, c)
+    assert min(c.score for c in p.candidates) <= min(same_candidates(p, src, dst)) + 1e-9
+    assert p.convert.strategy in ("noop", "register", "shuffle")
+
+
+@pytest.mark.parametrize("dtype,bits,shape,sides", [("f16", 16, (64, 64), ("load", "store")),
+                                                   ("bf16", 16, (64, 128), ("load", "store")),
+                                                   ("f8e4m3", 8, (128, 128), ("load",))])
+def test_transposes_of_the_128b_swizzle_reach_the_wavefront_bound(dtype, bits, shape, sides):
+    """MN-major -> K-major of a 128-byte swizzled nvmma tile: each listed side spends exactly the
+    bound of wavefronts a warp, counted by the brute-force counter over every instruction."""
+    src, dst = tile(nvmma(shape, bits, True)), tile(nvmma(shape, bits, False))
+    p = plan_relayout(src, dst, dtype)
+    check(p)
+    t = get_target("cuda")
+    for side in sides:
+        step = p.load if side == "load" else p.store
+        got = measure_memory(step, t)
+        assert got.total_wavefronts == bound(p, side), (side, got, bound(p, side))
+        assert got.bank_conflicts == 0
+
+
+def test_e4m3_transpose_store_side_is_within_twice_the_bound():
+    """The e4m3 transpose's store side: not yet at the bound (the candidates lack a lane choice
+    conflict-free on both 128-byte swizzles at 7 register bits); pinned so a regression shows."""
+    src, dst = tile(nvmma((128, 128), 8, True)), tile(nvmma((128, 128), 8, False))
+    p = plan_relayout(src, dst, "f8e4m3")
+    assert measure_memory(p.store).total_wavefronts <= 2 * bound(p, "store")
+
+
+def test_counter_sees_a_conflict():
+    """The counter the bound tests rely on can fail: eight lanes on one bank cost eight wavefronts."""
+    t = get_target("cuda")
+    addrs = np.arange(32) * 128
+    assert count_wavefronts(addrs, 4, t) == 32 and min_wavefronts(addrs, 4, t) == 1
+
+
+def test_mutations_are_caught_by_the_emulator():
+    """A wrong register permutation (a byte permute selector in the word view), a shuffled store
+    offset and a chained layout that does not fit are each caught."""
+    src, dst = tile(nvmma((128, 128), 8, True)), tile(nvmma((128, 128), 8, False))
+    p = plan_relayout(src, dst, "f8e4m3")
+    assert p.convert.strategy == "register"
+    perm = list(p.convert.register.dst_from_src)
+    perm[0], perm[1] = perm[1], perm[0]
+    bad = replace(p, convert=replace(p.convert, register=RegisterPlan(tuple(perm))))
+    with pytest.raises(AssertionError, match="conversion"):
+        check(bad)
+    m = p.store.memory
+    acc = list(m.accesses)
+    acc[0], acc[1] = replace(acc[0], offset=acc[1].offset), replace(acc[1], offset=acc[0].offset)
+    with pytest.raises(AssertionError):
+        check(replace(p, store=replace(p.store, memory=replace(m, accesses=tuple(acc)))))
+    with pytest.raises(AssertionError, match="does not start"):
+        check(replace(p, load=replace(p.load, dst_bases=p.store.src_bases)))
+
+
+def fill_side_by_span(t, other, fill, warps, nl, nr, cross):
+    """``fill_side`` as the module docstring states it, apart from the planner: every vector is
+    tested against the span of everything placed so far by ``f2.in_span``."""
+    regs, lanes = list(t.regs[:nr]), [0] * nl
+    for s, v in t.lanes:
+        lanes[s] = v
+    used = regs + [v for v in lanes if v] + [w for w in warps if w]
+
+    def put(v, slot=None, as_reg=False):
+        if v == 0 or f2.in_span(v, used):
+            return
+        if slot is not None and not lanes[slot]:
+            lanes[slot] = v
+        elif as_reg and len(regs) < nr:
+            regs.append(v)
+        elif 0 in lanes:
+            lanes[lanes.index(0)] = v
+        elif len(regs) < nr:
+            regs.append(v)
+        else:
+            return
+        used.append(v)
+    if cross:
+        for s, v in other.lanes:
+            if not lanes[s]:
+                put(v, s)
+        for _, v in other.lanes:
+            put(v)
+        for v in other.regs:
+            put(v, as_reg=True)
+    for v in fill:
+        put(v)
+    return regs, lanes
+
+
+def test_fill_side_places_what_a_span_test_places():
+    """The planner's incremental span (``fill_side``) places every vector where the plain
+    span test does, for the templates and fill orders of random tile pairs."""
+    t = get_target("cuda")
+    for i, dtype, src, dst, warps in random_pairs(12, seed=5):
+        S, D = src.flat_bases("offset"), dst.flat_bases("offset")
+        w = {"f32": 4, "f16": 2, "bf16": 2}.get(dtype, 1)
+        for a in templates(S, w, t, "load", 16):
+            for b in templates(D, w, t, "store", 16):
+                for fill in (S + D, D + S, [x ^ y for x, y in zip(S, D)] + S + D):
+                    for nr, warps_ in ((len(S) - 5, []), (len(S) - 6, fill[-1:])):
+                        for cross in (True, False):
+                            assert fill_side(a, b, fill, warps_, 5, nr, cross) == \
+                                fill_side_by_span(a, b, fill, warps_, 5, nr, cross), (i, a, b, cross)
+
+
+def test_bad_input_is_one_line():
+    src = tile(nvmma((64, 64), 16, True))
+    with pytest.raises(ValueError, match="power of two"):
+        plan_relayout(src, src, "f16", num_warps=3)
+    with pytest.raises(ValueError, match="shapes differ"):
+        plan_relayout(src, tile(nvmma((64, 128), 16, False)), "f16")
+    with pytest.raises(ValueError, match="fewer than the 32 lanes"):
+        small = spec_from_dict({"kind": "shared_linear", "offset": [[0, 1], [0, 2], [1, 0], [2, 0]],
+                                "shape": [4, 4]}).linear
+        plan_relayout(small, small, "f16")
+
+
+def llgen(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ll_codegen", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_cli_convert_between_two_shared_layouts(tmp_path):
+    r = llgen("convert", "--src", "examples/specs/nvmma_f8_128x128_t.yaml", "--dst",
+              "examples/specs/nvmma_f8_128x128.yaml", "--dtype", "f8e4m3", "--warps", "8", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    header = (tmp_path / "nvmma_f8_128x128_t_to_nvmma_f8_128x128.cuh").read_text()
+    assert "relayout(const void* src_smem, void* dst_smem" in header and "kThreads   = 256" in header
+    r = llgen("plan", "--src", "examples/specs/nvmma_f16_64x64_t.yaml", "--dst", "examples/nvmma_shared_64x64.yaml",
+              "--dtype", "f16")
+    assert r.returncode == 0 and "strategy: relayout" in r.stdout and "bound 16" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--warps", "3"], "--warps 3: a power of two"),
+    (["--dtype", "f16"], "is for 8-bit elements"),
+    (["--strategy", "smem"], "strategy smem does not apply"),
+    (["--swizzle", "none"], "--swizzle"),
+])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, message):
+    base = ["convert", "--src", "examples/specs/nvmma_f8_128x128_t.yaml", "--dst",
+            "examples/specs/nvmma_f8_128x128.yaml", "--dtype", "f8e4m3", "-o", str(tmp_path)]
+    r = llgen(*(base + args))
+    assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1 \
+        and "Traceback" not in r.stderr, r.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def host_items():
+    f16 = plan_conversion(nvmma((64, 64), 16, True), nvmma((64, 64), 16, False), "f16")
+    e4m3 = plan_conversion(nvmma((128, 128), 8, True), nvmma((128, 128), 8, False), "f8e4m3")
+    swz = {"kind": "swizzled_shared", "vec": 8, "per_phase": 1, "max_phase": 8, "order": [1, 0], "shape": [64, 64]}
+    reswizzle = plan_conversion(swz, nvmma((64, 64), 16, False), "bf16", warps=2)
+    shfl = plan_conversion(nvmma((64, 64), 32, True), nvmma((64, 64), 32, False), "f32", warps=4)
+    hip = plan_conversion(nvmma((64, 64), 16, True), nvmma((64, 64), 16, False), "f16", target="hip")
+    return [("rl_f16", f16), ("rl_e4m3", e4m3), ("rl_reswizzle", reswizzle), ("rl_f32", shfl), ("rl_hip", hip)]
+
+
+@pytest.mark.compile
+def test_generated_harness_runs_bit_exact_on_the_host():
+    from ll_codegen.run import host
+    if host.compiler() is None:
+        pytest.skip("no clang++ for the host SIMT runtime")
+    items = host_items()
+    for _, p in items:
+        check(p)
+    results = host.verify_host(items)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+
+
+@pytest.mark.compile
+def test_host_run_catches_a_wrong_byte_permute_selector(tmp_path):
+    """The e4m3 transpose's in-register byte transpose with one selector changed fails on the host."""
+    from ll_codegen.run import host
+    if host.compiler() is None:
+        pytest.skip("no clang++ for the host SIMT runtime")
+    name, p = host_items()[1]
+    write_files(p, str(tmp_path), name)
+    path = tmp_path / f"{name}.cuh"
+    text = path.read_text()
+    sels = re.findall(r"__byte_perm\(([^;]*?), (0x[0-9a-f]+)u?\)", text)
+    assert sels, "the e4m3 transpose should permute bytes"
+    old = sels[0][1]
+    new = hex(int(old, 16) ^ 0x1)
+    text, n = re.subn(re.escape(old), new, text, count=1)
+    assert n == 1
+    path.write_text(text)
+    r = host.verify_host([(name, p)], sources=str(tmp_path))
+    assert not r[0].ok
+
+
+@pytest.mark.compile
+def test_ptx_is_what_the_plan_says():
+    from ll_codegen.run import ptx_check
+    import shutil
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    for name, p in host_items()[:4]:
+        d = tempfile.mkdtemp(prefix="llgen_rl_")
+        write_files(p, d, "m", emit=("header", "harness"))
+        ptx, log = ptx_check.compile_ptx(nvcc, os.path.join(d, "m_harness.cu"), p.arch, os.path.join(d, "m.ptx"))
+        assert ptx, log
+        assert ptx_check.check(p, ptx, "m") == [], name
