@@ -28,17 +28,27 @@
 //   bytes may not be written until that wait (an error otherwise), and the global
 //   tensor is written at the wait -- a store never waited for is reported at exit.
 // * TMA loads land when issued (visible only through their mbarrier phase, see
-//   above) and wgmma/mma compute when the (warp|warpgroup) issues them: wgmma's
-//   commit/wait groups are bookkeeping, so reusing a buffer before
-//   wgmma_wait_group passes here (a GPU run catches it).
-//   Proxy fences are no-ops.  wgmma reads shared memory as the warpgroup: a write
-//   is visible when it happens before any member's issue; the reads are recorded
-//   as the first member's (thread 128 g), so release the operand buffers through
-//   a chain that includes that thread (its mbarrier arrival, or __syncthreads).
+//   above); their conflicts are reported once per box and other party, with the
+//   byte range.  mma.sync computes when the warp issues it.  Proxy fences are no-ops.
+// * wgmma (wgmma.h) is asynchronous as the PTX ISA says: pending from the
+//   warpgroup's issue to the wgmma.wait_group that covers its committed group,
+//   where it reads its shared operands and writes its accumulator registers.  Its
+//   operand bytes must be visible at the issue (written before any member's
+//   issue) and stay untouched until the wait (a stage released early is a race);
+//   the reads are recorded as the completing member's and every member learns
+//   them at its covering wait, so any member's release (mbarrier arrival) orders
+//   them.  Accumulator registers are poisoned in flight; reading them through the
+//   accumulator pin or writing them before the wait, a missing wgmma.fence, a
+//   wait without commit and an exit with a wgmma in flight are errors.
+// * A race by a thread whose last mbarrier wait returned at once without
+//   ordering anything (the parity of the phase before the first, or of one the
+//   thread had seen complete) is reported as that wrong-parity wait, one line.
+//   docs/host-runtime.md lists what is modelled and what is not.
 #pragma once
 
 #include <cmath>
 #include <map>
+#include <utility>
 
 #define __grid_constant__
 
@@ -102,6 +112,46 @@ struct MmaOperands {  // one thread's operands of the wgmma / mma.sync it waits 
     uint64_t a_desc = 0, b_desc = 0;
     const uint32_t *a = nullptr, *b = nullptr, *c = nullptr;
     uint32_t* d = nullptr;
+    void* const* dregs = nullptr;  // wgmma: the addresses of the thread's `nd` accumulator registers
+    int nd = 0;
+};
+
+// an accumulator register a wgmma in flight will write holds this (a NaN as f32 and as both f16 halves)
+constexpr uint32_t kAccPoison = 0x7fbb7fbbu;
+
+struct PendingWgmma {  // one wgmma.mma_async of a warpgroup, from its issue (wgmma.h)
+    int group = 0, order = 0;                  // its warpgroup, its issue order there (1, 2, ...)
+    MmaOperands o;                             // shape, types, descriptors
+    int nd = 0;                                // accumulator registers per member
+    std::vector<void*> regs;                   // [member * nd + i]: the address of register d_i
+    std::vector<uint32_t> c, d;                // C saved at the issue; D once computed
+    std::vector<std::pair<int, int>> chain;    // C from this wgmma's D at that index instead (-1: saved C)
+    std::vector<uint32_t> a;                   // A's words per member, taken at the issue (A in registers)
+    std::vector<unsigned> addrs;               // every operand element's shared address, A then B per k
+    bool computed = false;
+    int completer = -1;                        // the member whose wait completed it, and its clock then
+    uint64_t stamp = 0;
+};
+
+struct WgmmaState {
+    struct Owner {
+        int id, t, i;  // wgmma, member, register index
+    };
+    std::vector<PendingWgmma> ops;                     // every wgmma issued, in issue order
+    std::map<const void*, Owner> owner;                // accumulator register -> the last wgmma in flight writing it
+    std::vector<std::vector<int>> open;                // per thread: issued since its last commit_group
+    std::vector<std::vector<std::vector<int>>> groups; // per thread: committed, oldest first
+    std::vector<char> fenced;                          // per thread: a wgmma.fence since its registers were its own
+    std::vector<int> issued;                           // per warpgroup: wgmma issued
+    std::map<unsigned, int> reader;                    // shared byte -> a wgmma in flight reading it
+    bool said = false;                                 // a wgmma error was reported: the rest follow from it
+};
+
+struct LastWait {  // a thread's last successful mbarrier.try_wait.parity
+    unsigned bar = 0, parity = 0;
+    uint64_t phase = 0;      // the barrier's current phase (since its init) then
+    bool vacuous = false;    // it waited for a phase that ordered nothing new: the one before the
+    bool before_first = false;  // first (none completed since init), or one the thread had seen complete
 };
 
 struct BulkStore {  // a TMA store not yet covered by a cp.async.bulk.wait_group.read
@@ -118,6 +168,9 @@ struct HopperState {
     std::vector<std::vector<BulkStore>> bulk_open;                 // per thread: since the last commit
     std::vector<std::vector<std::vector<BulkStore>>> bulk_groups;  // per thread: committed, oldest first
     std::map<unsigned, int> tma_reader;                            // shared byte -> a TMA store's issuer
+    WgmmaState wg;                                                 // wgmma in flight (wgmma.h)
+    std::vector<LastWait> last_wait;                               // per thread
+    std::vector<unsigned> parity_reported;                         // barriers whose wrong-parity wait was reported
 };
 
 inline HopperState& hopper() {
@@ -128,6 +181,7 @@ inline HopperState& hopper() {
         b.hopper->ops.resize(b.fibers.size());
         b.hopper->bulk_open.resize(b.fibers.size());
         b.hopper->bulk_groups.resize(b.fibers.size());
+        b.hopper->last_wait.resize(b.fibers.size());
     }
     return *b.hopper;
 }
@@ -166,6 +220,33 @@ inline void warp_synced(int w0, int lanes) {  // __syncwarp: the lanes' knowledg
         all.join(k);
     }
     for (int l = 0; l < lanes; ++l) h->know[w0 + l] = all;
+}
+
+// wgmma.h: who of the wgmma in flight reads a byte (""; its warpgroup, -1), and the wgmma a thread exits with
+inline std::string wgmma_reader(unsigned addr);
+inline int wgmma_reader_group(unsigned addr);
+inline void wg_error(const std::string& what);  // one wgmma error per launch
+inline void wgmma_exit_check();
+
+// A race by thread t whose last mbarrier wait returned at once without ordering anything (it waited
+// for the parity of the phase before the barrier's current one, and that phase is the one before
+// the first, or one the thread had seen complete already): the wait's parity is the bug, reported
+// as one line (once per barrier) instead of the race's per-access reports; true when it did.
+inline bool parity_explains(int t) {
+    HopperState* h = g_block->hopper.get();
+    if (!h || t < 0 || size_t(t) >= h->last_wait.size() || !h->last_wait[t].vacuous) return false;
+    const LastWait& lw = h->last_wait[t];
+    auto& done = h->parity_reported;
+    if (std::find(done.begin(), done.end(), lw.bar) != done.end()) return true;
+    done.push_back(lw.bar);
+    error(where(t) + ": wrong mbarrier parity: mbarrier.try_wait.parity on the mbarrier at " + std::to_string(lw.bar) +
+          " waited for parity " + std::to_string(lw.parity) + " while the barrier is in phase " +
+          std::to_string(lw.phase) + " (parity " + std::to_string(lw.phase & 1) + "), so it returned at once for " +
+          (lw.before_first ? "the phase before the first (none has completed since mbarrier.init)"
+                           : "phase " + std::to_string(lw.phase - 1) + ", which this thread had seen complete") +
+          " and ordered nothing; the thread's next shared-memory access races (the phase it needs has parity " +
+          std::to_string(lw.phase & 1) + ")");
+    return true;
 }
 
 // ------------------------------------------------------------ mbarrier
@@ -253,6 +334,11 @@ inline bool mbarrier_try_wait_parity(unsigned addr, unsigned parity) {
     Fiber& f = self();
     if (bar && ((bar->phase - bar->base) & 1) != (parity & 1)) {
         Knowledge& k = hopper().know[t];  // acquire
+        auto seen = k.seen.find(addr);
+        LastWait& lw = hopper().last_wait[t];
+        lw.bar = addr, lw.parity = parity & 1, lw.phase = bar->phase - bar->base;
+        lw.before_first = bar->phase == bar->base;
+        lw.vacuous = lw.before_first || (seen != k.seen.end() && seen->second >= bar->phase);
         k.join(bar->done);
         k.seen[addr] = std::max(k.seen[addr], bar->phase);
         return true;
@@ -328,17 +414,56 @@ inline unsigned tma_box(const void* map, unsigned smem_addr, const int* coords, 
     return rows * n[0] * eb;
 }
 
+// the thread whose TMA store still reads a byte, or -1
+inline int h_tma_reader(unsigned addr) {
+    auto it = hopper().tma_reader.find(addr);
+    return it == hopper().tma_reader.end() ? -1 : it->second;
+}
+
+// the conflicts of one TMA load's box: one report per (kind, other party), with its byte range
+struct BoxConflicts {
+    struct Range {
+        unsigned lo, hi, n;
+    };
+    // kind (0 wrote, 1 read, 2 still reads) and the other party (a thread; a warpgroup's wgmma in flight
+    // count as one) -> the bytes, and the first byte's description of the party
+    std::map<std::pair<int, std::string>, Range> found;
+    std::map<std::pair<int, std::string>, std::string> who;
+    template <typename Who>
+    void add(int kind, const std::string& party, unsigned a, Who describe) {
+        auto it = found.find({kind, party});
+        if (it == found.end()) found[{kind, party}] = {a, a, 1}, who[{kind, party}] = describe();
+        else it->second.lo = std::min(it->second.lo, a), it->second.hi = std::max(it->second.hi, a), ++it->second.n;
+    }
+    void report(int t) const {  // the issuer's wrong-parity wait explains them all, when it has one
+        if (found.empty() || parity_explains(t)) return;
+        for (auto& [key, r] : found) {  // landing on a wgmma's operands: once (every box of the stage does)
+            std::string what = "race: the TMA load issued by " + where(t) + " writes shared bytes " +
+                               std::to_string(r.lo) + ".." + std::to_string(r.hi) + " (" + std::to_string(r.n) +
+                               " bytes) that " + who.at(key) +
+                               (key.first == 0 ? " wrote (other values), unordered before the issue"
+                                : key.first == 1 ? " read, unordered before the issue" : "");
+            if (key.first == 2 && key.second.rfind("wgmma", 0) == 0) wg_error(what);
+            else error(what);
+        }
+    }
+};
+
 // a shared write by the asynchronous proxy on behalf of thread t (async write `id`)
-inline void async_write(unsigned addr, const unsigned char* src, unsigned bytes, int t, int id) {
+inline void async_write(unsigned addr, const unsigned char* src, unsigned bytes, int t, int id, BoxConflicts& bad) {
     Block& b = *g_block;
     for (unsigned i = 0; i < bytes; ++i) {
         Shadow& s = b.shadow[addr + i];
-        if (s.writer >= 0 && !write_before(s, t) && b.shared[addr + i] != src[i])
-            error("race: the TMA load issued by " + where(t) + " writes shared byte " + std::to_string(addr + i) +
-                  " that " + where(s.writer) + " wrote (another value), unordered before the issue");
+        unsigned a = addr + i;
+        if (s.tma_reads)
+            bad.add(2, wgmma_reader_group(a) >= 0 ? "wgmma " + std::to_string(wgmma_reader_group(a))
+                                                   : "tma " + std::to_string(h_tma_reader(a)), a,
+                    [&] { return async_reader(a); });
+        else if (s.writer >= 0 && !write_before(s, t) && b.shared[a] != src[i])
+            bad.add(0, std::to_string(s.async >= 0) + " " + std::to_string(s.writer), a, [&] {
+                return s.async >= 0 ? "the TMA load issued by " + where(s.writer) : where(s.writer); });
         else if (s.reader >= 0 && !read_before(s, t))
-            error("race: the TMA load issued by " + where(t) + " writes shared byte " + std::to_string(addr + i) +
-                  " that " + where(s.reader) + " read, unordered before the issue");
+            bad.add(1, std::to_string(s.reader), a, [&] { return where(s.reader); });
         s.writer = t;
         s.write_epoch = b.epoch;
         s.write_wepoch = b.warp_epoch[t / b.warp_size];
@@ -355,13 +480,15 @@ inline void tma_load(const void* map, unsigned smem_addr, unsigned mbar_addr, co
     HopperState& h = hopper();
     int id = int(h.writes.size());
     h.writes.push_back({mbar_addr, bar->phase});  // complete_tx counts towards the current phase
+    BoxConflicts bad;
     unsigned bytes = tma_box(map, smem_addr, coords, false, "cp.async.bulk.tensor (TMA load)", t,
                              [&](unsigned dst, const unsigned char* src, const TensorMapDesc& m) {
         unsigned char fill[8] = {0};  // out of bounds: zero, or (NAN_REQUEST_ZERO_FMA) 0x7f..ff
         if (m.oob) std::memset(fill, 0xff, m.elem_bytes - 1), fill[m.elem_bytes - 1] = 0x7f;
-        async_write(dst, src ? src : fill, m.elem_bytes, t, id);
+        async_write(dst, src ? src : fill, m.elem_bytes, t, id, bad);
         return true;
     });
+    bad.report(t);
     bar->tx -= bytes;  // complete_tx: the whole box, filled elements included
     if (bytes) try_complete(mbar_addr, *bar);
 }
@@ -416,18 +543,25 @@ inline void bulk_wait_group_read(int n) {
     }
 }
 
-// the hooks simt_host.h declares: who still reads a byte, and what a thread may not exit with
-inline std::string tma_reader(unsigned addr) {
+// the hooks simt_host.h declares: who still reads a byte (a TMA store or a wgmma in flight), and
+// what a thread may not exit with
+inline std::string async_reader(unsigned addr) {
     if (HopperState* h = g_block->hopper.get()) {
+        std::string wgmma = wgmma_reader(addr);
+        if (!wgmma.empty()) return wgmma;
         auto it = h->tma_reader.find(addr);
-        if (it != h->tma_reader.end()) return "the TMA store issued by " + where(it->second);
+        if (it != h->tma_reader.end())
+            return "the TMA store issued by " + where(it->second) + " still reads (no cp.async.bulk.wait_group.read "
+                   "covers it)";
     }
-    return "a TMA store";
+    return "a TMA store still reads (no cp.async.bulk.wait_group.read covers it)";
 }
 
 inline void async_exit_check() {
     HopperState* h = g_block->hopper.get();
     if (!h) return;
+    wgmma_exit_check();
+    if (!g_block->errors.empty()) return;
     for (size_t t = 0; t < h->bulk_open.size(); ++t)
         if (!h->bulk_open[t].empty() || !h->bulk_groups[t].empty()) {
             error(where(int(t)) + " exits with TMA stores that no cp.async.bulk.wait_group.read covered "
@@ -597,152 +731,11 @@ inline void mma_sync_op(int w0, int lanes) {
     for (int l = 0; l < 32; ++l) move_c(p, 0, l, ops[w0 + l].d, true);
 }
 
-// ------------------------------------------------------------ wgmma
-// PTX ISA "Asynchronous Warpgroup Level Matrix Shared Memory Layout": "Matrix Descriptor Format"
-// (start address, leading/stride dimension byte offsets: bits 0-13, 16-29, 32-45, each >> 4;
-// base offset: bits 49-51; layout: bits 62-63, 0 none, 1 128B, 2 64B, 3 32B swizzle) and the
-// canonical layouts (CUTLASS cute/atom/mma_traits_sm90_gmma.hpp writes them as cute layouts):
-// with e-byte elements, S = the swizzle span (16 without swizzle), element (mn, k), c = mn e:
-//   K-major,  no swizzle: (mn % 8) 16 + (mn / 8) SBO + (k e) % 16 + (k e / 16) LBO
-//   K-major,  swizzled:   (mn % 8) S  + (mn / 8) SBO + k e                        (LBO unused)
-//   MN-major, no swizzle: c % 16 + (c / 16) SBO + (k % 8) 16 + (k / 8) LBO
-//   MN-major, swizzled:   c % S  + (c / S)  LBO + (k % 8) S  + (k / 8) SBO
-// then the swizzle of the absolute address (as TMA writes it) with the descriptor's base offset:
-// the PTX ISA's "base offset = (pattern start addr >> 7) & 7" for a pattern that does not start
-// at its repeat boundary, which an H200 reads as pattern row ((address >> 7) - base offset).
-// (Measured there too: every layout above, start addresses advanced by 32 / 128 / 256 bytes.)
-inline unsigned wgmma_address(uint64_t desc, bool mn_major, unsigned eb, int mn, int k) {
-    unsigned start = unsigned(desc & 0x3fff) << 4, lbo = unsigned((desc >> 16) & 0x3fff) << 4,
-             sbo = unsigned((desc >> 32) & 0x3fff) << 4, base = unsigned((desc >> 49) & 7),
-             layout = unsigned(desc >> 62);
-    unsigned bits = layout ? 4 - layout : 0, span = 16u << bits, c = unsigned(mn) * eb, off;
-    if (!mn_major)
-        off = bits ? (mn % 8) * span + (mn / 8) * sbo + k * eb
-                   : (mn % 8) * 16 + (mn / 8) * sbo + (k * eb) % 16 + (k * eb / 16) * lbo;
-    else
-        off = bits ? c % span + (c / span) * lbo + (k % 8) * span + (k / 8) * sbo
-                   : c % 16 + (c / 16) * sbo + (k % 8) * 16 + (k / 8) * lbo;
-    return swizzle_address(start + off, bits, base);
-}
+}  // namespace llgen_host
 
-// a wgmma operand read: visible when the write happens before any member's issue (`k`: the
-// members' joined knowledge); recorded as a read by the first member g0
-inline bool group_read(unsigned addr, unsigned bytes, int g0, const Knowledge& k, uint32_t& out) {
-    Block& b = *g_block;
-    HopperState& h = hopper();
-    if (!check_range("wgmma operand load", addr, bytes, bytes, g0)) return false;
-    for (unsigned i = 0; i < bytes; ++i) {
-        Shadow& s = b.shadow[addr + i];
-        bool member = s.writer >= g0 && s.writer < g0 + 128, visible;
-        if (s.async >= 0)
-            visible = seen_complete(k, h.writes[s.async]);
-        else
-            visible = s.writer >= 0 && (member || ordered(s.writer, s.write_epoch, s.write_wepoch, g0) ||
-                                        (size_t(s.writer) < k.vc.size() && s.write_clk <= k.vc[s.writer]));
-        if (s.writer < 0)
-            error(where(g0) + ": wgmma reads shared byte " + std::to_string(addr + i) + " before any thread wrote it");
-        else if (!visible)
-            error("race: the wgmma of " + where(g0) + "'s warpgroup reads shared byte " + std::to_string(addr + i) +
-                  (s.async >= 0 ? " that a TMA load wrote, before any member saw its mbarrier phase complete"
-                                : " that " + where(s.writer) + " wrote, unordered before the wgmma"));
-        if (!b.errors.empty()) return false;
-        s.reader = g0;
-        s.read_epoch = b.epoch;
-        s.read_wepoch = b.warp_epoch[g0 / 32];
-        s.read_clk = b.fibers[g0].clk;
-    }
-    out = 0;
-    std::memcpy(&out, b.shared + addr, bytes);
-    return true;
-}
+#include "wgmma.h"  // wgmma.mma_async / fence / commit_group / wait_group
 
-// wgmma.mma_async.sync.aligned.m64nNkK (warpgroup-collective)
-inline void wgmma(int n, MmaType ab, MmaType acc, bool tnsp_a, bool tnsp_b, uint64_t a_desc, const uint32_t* a_regs,
-                  uint64_t b_desc, uint32_t* d, bool scale_d) {
-    Fiber& f = self();
-    MmaOperands& o = hopper().ops[self_id()];
-    o = MmaOperands();
-    o.m = 64, o.n = n, o.k = int(32 / element_bytes(ab)), o.ab = ab, o.acc = acc, o.tnsp_a = tnsp_a,
-    o.tnsp_b = tnsp_b, o.a_desc = a_desc, o.a = a_regs, o.b_desc = b_desc, o.d = d, o.scale_d = scale_d;
-    f.op = WarpOp::kWgmma;
-    warp_op(f);
-}
-
-// wgmma.fence / commit_group / wait_group N: the products are in the registers already
-inline void wgmma_fence() {}
-inline void wgmma_commit_group() {}
-inline void wgmma_wait_group(int) {}
-
-inline bool wgmma_n_ok(MmaType ab, int n) {
-    if (n < 8 || n > 256 || n % 8) return false;
-    return !integer_type(ab) || n <= 24 || n % 16 == 0;  // .s8/.u8: 8, 16, 24, then multiples of 16
-}
-
-// the warpgroup of the warp at w0 runs its wgmma once all four warps wait in it
-inline bool wgmma_op(int w0) {
-    Block& b = *g_block;
-    HopperState& h = hopper();
-    int group = w0 / 128, g0 = 128 * group, threads = int(b.fibers.size());
-    if (b.warp_size != 32) {
-        error("wgmma needs 32-lane warps");
-        return true;
-    }
-    for (int w = g0; w < g0 + 128; w += 32) {
-        bool exited = w < threads;
-        for (int l = 0; l < 32 && w + l < threads; ++l) exited = exited && b.fibers[w + l].state == State::kDone;
-        if (w >= threads || exited) {
-            error("wgmma of warpgroup " + std::to_string(group) + ": its warp " + std::to_string(w / 32) +
-                  (w >= threads ? " is not in the block (" + std::to_string(threads) + " threads)" : " has exited"));
-            return true;
-        }
-        for (int l = 0; l < 32; ++l)
-            if (w + l >= threads || b.fibers[w + l].state != State::kWarpOp || b.fibers[w + l].op != WarpOp::kWgmma)
-                return false;  // not all members issued it yet
-    }
-    const MmaOperands& o = h.ops[g0];
-    Knowledge k;
-    for (int t = g0; t < g0 + 128; ++t) {
-        const MmaOperands& q = h.ops[t];
-        if (q.n != o.n || q.ab != o.ab || q.acc != o.acc || q.tnsp_a != o.tnsp_a || q.tnsp_b != o.tnsp_b ||
-            q.a_desc != o.a_desc || q.b_desc != o.b_desc || (q.a == nullptr) != (o.a == nullptr) ||
-            q.scale_d != o.scale_d) {
-            error("warpgroup divergence: " + where(t) + " issues a different wgmma than " + where(g0));
-            return true;
-        }
-        k.join(h.know[t]);
-        if (k.vc.size() <= size_t(t)) k.vc.resize(t + 1, 0);
-        k.vc[t] = std::max(k.vc[t], b.fibers[t].clk);  // the members' own accesses before the issue
-    }
-    bool sixteen = o.ab == MmaType::kF16 || o.ab == MmaType::kBF16;
-    if (!wgmma_n_ok(o.ab, o.n) || !mma_shape_ok(o.ab, o.acc, o.k) || ((o.tnsp_a || o.tnsp_b) && !sixteen)) {
-        error(where(g0) + ": wgmma m64n" + std::to_string(o.n) + "k" + std::to_string(o.k) +
-              " with these types / transposes is not a PTX wgmma");
-        return true;
-    }
-    Product p;
-    p.rows = 64, p.n = o.n, p.k = o.k, p.ab = o.ab, p.acc = o.acc;
-    p.a.assign(64 * o.k, 0), p.b.assign(o.n * o.k, 0), p.c.assign(64 * o.n, 0);
-    unsigned eb = element_bytes(o.ab);
-    auto load = [&](uint64_t desc, bool mn_major, int mn, int kk, uint32_t& v) {
-        return group_read(wgmma_address(desc, mn_major, eb, mn, kk), eb, g0, k, v);
-    };
-    for (int kk = 0; kk < o.k; ++kk) {
-        for (int r = 0; r < 64 && !o.a; ++r)
-            if (!load(o.a_desc, o.tnsp_a, r, kk, p.a[r * o.k + kk])) return true;
-        for (int c = 0; c < o.n; ++c)
-            if (!load(o.b_desc, o.tnsp_b, c, kk, p.b[c * o.k + kk])) return true;
-    }
-    for (int t = 0; t < 128; ++t) {
-        if (o.a) gather_a(p, 16 * (t / 32), t % 32, h.ops[g0 + t].a);
-        move_c(p, 16 * (t / 32), t % 32, h.ops[g0 + t].d, false, !o.scale_d);
-    }
-    p.compute();
-    for (int t = 0; t < 128; ++t) {
-        move_c(p, 16 * (t / 32), t % 32, h.ops[g0 + t].d, true);
-        b.fibers[g0 + t].state = State::kRunnable;
-    }
-    return true;
-}
+namespace llgen_host {
 
 inline bool mfma_op(int w0, int lanes);  // hip/mfma.h (included after this file)
 
