@@ -1,0 +1,50 @@
+"""The files of a planned chain: every step's header (and harness) under the chosen layouts,
+and the index header of the relabelled indices."""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from ll_codegen.api import check_name, layout_text, parse_emit
+from ll_codegen.chain.description import Chain
+from ll_codegen.chain.search import ROUNDS, ChainPlan, tensor_spec
+from ll_codegen.emit.index_map import index_header
+from ll_codegen.emit.render import file_names
+from ll_codegen.operations import command_line, operation_of, render_files
+
+
+def step_name(name: str, k: int, src: str, dst: str) -> str:
+    """The name of step ``k``'s files and namespace: ``<chain>_<k>_<src>_to_<dst>``."""
+    return f"{name}_{k}_{src}_to_{dst}"
+
+
+def chain_file_names(chain: Chain, name: str, emit: Sequence[str] | str | None = None) -> list[str]:
+    """The files ``chain_files`` writes, known before any planning (every operation has a header
+    and a harness; a chain writes no bench)."""
+    kinds = [k for k in parse_emit(emit) if k != "bench"]
+    out = [file_names(chain.target, step_name(name, k, s.src, s.dst))[kind]
+           for k, s in enumerate(chain.steps) for kind in kinds]
+    return out + ([file_names(chain.target, f"{name}_indices")["header"]] if chain.indices else [])
+
+
+def chain_files(cp: ChainPlan, name: str, file_arg: str, emit: Sequence[str] | str | None = None) -> dict[str, str]:
+    """file name -> text: per step the ``emit`` kinds its operation has (header and harness by
+    default), rendered from the step's plan under the chosen layouts; and ``<name>_indices``
+    (the relabelled indices' maps) when the chain has free indices.  ``file_arg``: the chain
+    file as the user gave it (recorded in every header's command)."""
+    check_name(name)
+    kinds = tuple(k for k in parse_emit(emit) if k != "bench")
+    command = command_line("chain", file=file_arg, rounds=None if cp.rounds == ROUNDS else cp.rounds, name=name)
+    choice = dict(cp.choice)
+    files: dict[str, str] = {}
+    for k, (step, plan) in enumerate(zip(cp.chain.steps, cp.plans)):
+        src, dst = cp.chain.tensor(step.src), cp.chain.tensor(step.dst)
+        s_spec, d_spec = tensor_spec(src, choice), tensor_spec(dst, choice)
+        have = [x for x in kinds if x in operation_of(plan).kinds(plan)]
+        files.update(render_files(plan, step_name(name, k, step.src, step.dst), have, command,
+                                  layout_text(s_spec.linear, s_spec, os.fspath(src.spec.source)),
+                                  layout_text(d_spec.linear, d_spec, os.fspath(dst.spec.source))))
+    if cp.choice:
+        index_file = file_names(cp.chain.target, f"{name}_indices")["header"]
+        files[index_file] = index_header(cp.choice, command, cp.chain.target)
+    return files
