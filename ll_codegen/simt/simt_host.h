@@ -8,6 +8,9 @@
 // on the calling OS thread, scheduled round-robin until it blocks:
 //
 // * `__syncthreads()` releases when every live thread of the block waits;
+//   a named barrier (`bar.sync id, threads`, `named_barrier`) when whole warps
+//   totalling `threads` threads wait at `id`, and orders the shared-memory
+//   accesses of exactly those threads (see "named barriers" below);
 //   `__syncwarp()` and every warp-collective instruction (shuffles, ldmatrix,
 //   stmatrix) complete when every live lane of the warp has issued the same
 //   one -- anything else is reported as divergence or deadlock.
@@ -45,6 +48,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,7 +70,8 @@ struct Dim3 {
 };
 
 // kAsyncWait: blocked in mbarrier_try_wait_parity until the barrier completes a phase (hopper.h)
-enum class State { kRunnable, kBlockBarrier, kWarpOp, kDone, kAsyncWait };
+// kNamedBarrier: waiting at a named barrier (bar.sync id, threads) until its count arrives
+enum class State { kRunnable, kBlockBarrier, kWarpOp, kDone, kAsyncWait, kNamedBarrier };
 enum class WarpOp {
     kNone, kSyncWarp, kShflIdx, kShflXor, kAmdShfl, kAmdShflXor, kLdMatrix, kStMatrix, kWgmma, kMmaSync, kMfma
 };
@@ -83,6 +88,7 @@ struct Fiber {
     int x = 0;
     bool trans = false;
     uint32_t words[4] = {0, 0, 0, 0};
+    unsigned bar_id = 0, bar_threads = 0;  // the named barrier this thread waits at, and its count
     uint64_t clk = 1;  // this thread's clock: stamps its shared accesses, advanced by mbarrier arrivals (hopper.h)
     // cp.async: copies issued since the last commit, and committed groups not yet waited for (oldest first)
     struct AsyncCopy {
@@ -99,7 +105,7 @@ struct Shadow {  // one shared-memory byte
     uint64_t write_clk = 0, read_clk = 0;  // the accessing thread's clock (hopper.h: ordering through mbarriers)
     int async = -1;                        // >= 0: the last write was this asynchronous (TMA) copy's (hopper.h)
     int inflight = 0, copier = -1;         // cp.async copies into this byte not landed yet, and the last issuer
-    int tma_reads = 0;                     // TMA stores that still read this byte (hopper.h)
+    int tma_reads = 0;                     // TMA stores and wgmma in flight that still read this byte (hopper.h)
 };
 
 struct HopperState;  // hopper.h: mbarriers, asynchronous copies, warpgroup operands
@@ -155,9 +161,11 @@ inline bool async_visible(int id, int now);
 inline void block_synced();
 inline void warp_synced(int w0, int lanes);
 inline void async_exit_check();
-inline std::string tma_reader(unsigned addr);
+inline std::string async_reader(unsigned addr);  // "<who> still reads (<what would order it>)"
+inline bool parity_explains(int t);              // reports t's wrong-parity mbarrier wait behind a race
 inline bool hopper_warp_op(int w0, int lanes, WarpOp op);
 inline std::string deadlock_detail();
+inline void named_synced(const std::vector<int>& members);  // defined after hopper.h: its clocks
 
 // does the byte's last write (read) happen before thread `now`'s access?
 inline bool write_before(const Shadow& s, int now) {
@@ -197,12 +205,13 @@ inline void shared_write(unsigned addr, const void* src, unsigned bytes, unsigne
                   where(s.copier) + " still copies into (no cp.async.wait_group covers it)");
         else if (s.tma_reads)
             error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
-                  tma_reader(addr + i) + " still reads (no cp.async.bulk.wait_group.read covers it)");
+                  async_reader(addr + i));
         // threads holding broadcast copies store the same value: benign, as for racecheck
-        else if (!write_before(s, t) && b.shared[addr + i] != v)
-            error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
-                  where(s.writer) + " wrote (another value) in the same barrier interval");
-        else if (!read_before(s, t))
+        else if (!write_before(s, t) && b.shared[addr + i] != v) {
+            if (!parity_explains(t))
+                error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
+                      where(s.writer) + " wrote (another value) in the same barrier interval");
+        } else if (!read_before(s, t) && !parity_explains(t))
             error("race: " + where(t) + " writes shared byte " + std::to_string(addr + i) + " that " +
                   where(s.reader) + " read in the same barrier interval");
         s.writer = t;
@@ -231,7 +240,7 @@ inline void shared_read(unsigned addr, void* dst, unsigned bytes, unsigned align
         else if (s.writer < 0)
             error(where(t) + " reads shared byte " + std::to_string(addr + i) +
                   " before any thread wrote it (uninitialised, or a missing barrier)");
-        else if (!write_before(s, t))
+        else if (!write_before(s, t) && !parity_explains(t))
             error("race: " + where(t) + " reads shared byte " + std::to_string(addr + i) + " that " +
                   where(s.writer) + " wrote in the same barrier interval");
         s.reader = t;
@@ -525,6 +534,156 @@ inline bool resolve_warps() {
     return any;
 }
 
+// ------------------------------------------------------------ named barriers
+// PTX ISA "bar.sync / barrier.sync": `bar.sync a, b` waits at barrier a (0..15) until b threads
+// arrived; barriers count whole warps (b is a multiple of the warp size, and a warp's arrival
+// counts warp-size threads), and every thread of a warp executes the same bar.sync.  When the
+// count is reached the barrier completes, its waiting threads resume and it resets.  Modelled:
+// a warp arrives when every live lane waits at the same id; the barrier completes when the
+// arrived warps' threads equal the count; the members' shared-memory accesses before it then
+// happen before their accesses after it (a join of their clocks, hopper.h's Knowledge) -- no
+// other thread is ordered.  Reported, one line each, naming the barrier, the counts and the
+// warps: a count that is not a multiple of the warp size or exceeds the block, threads that
+// give different counts for one id in one phase, more warps arriving than the count, and a
+// barrier still short of its count when nothing else can run (a warp that never arrives).
+inline void named_barrier(unsigned id, unsigned threads) {
+    Block& b = *g_block;
+    Fiber& f = self();
+    const std::string bar = "named barrier " + std::to_string(id) + " (bar.sync " + std::to_string(id) + ", " +
+                            std::to_string(threads) + ")";
+    std::string wrong;  // one line for every thread that issues it (error() keeps one copy)
+    if (id > 15) wrong = bar + ": barrier ids are 0..15";
+    else if (threads == 0 || threads % unsigned(b.warp_size) || threads > b.fibers.size())
+        wrong = bar + ": the thread count must be a nonzero multiple of the warp size " +
+                std::to_string(b.warp_size) + " and at most the block's " + std::to_string(b.fibers.size()) +
+                " threads";
+    if (!wrong.empty()) {
+        error(wrong);
+        f.state = State::kBlockBarrier;  // blocked for good: the launch stops at this error
+        yield_to_scheduler();
+        return;
+    }
+    f.bar_id = id;
+    f.bar_threads = threads;
+    f.state = State::kNamedBarrier;
+    yield_to_scheduler();
+}
+
+// "warps 0-3, 8" for an ascending list of warp indices
+inline std::string warp_ranges(const std::vector<int>& warps) {
+    std::string out;
+    for (size_t i = 0; i < warps.size();) {
+        size_t j = i;
+        while (j + 1 < warps.size() && warps[j + 1] == warps[j] + 1) ++j;
+        out += (out.empty() ? "" : ", ") + std::to_string(warps[i]) +
+               (j > i ? "-" + std::to_string(warps[j]) : std::string());
+        i = j + 1;
+    }
+    return out.empty() ? "none" : out;
+}
+
+// the warps whose every live lane waits at named barrier `id` (arrived), and whether any lane waits there
+inline std::vector<int> arrived_warps(unsigned id, bool* any) {
+    Block& b = *g_block;
+    std::vector<int> out;
+    *any = false;
+    const int n = int(b.fibers.size());
+    for (int w0 = 0; w0 < n; w0 += b.warp_size) {
+        int live = 0, here = 0;
+        for (int t = w0; t < std::min(n, w0 + b.warp_size); ++t) {
+            const Fiber& f = b.fibers[t];
+            live += f.state != State::kDone;
+            here += f.state == State::kNamedBarrier && f.bar_id == id;
+        }
+        *any = *any || here;
+        if (here && here == live) out.push_back(w0 / b.warp_size);
+    }
+    return out;
+}
+
+// Completes every named barrier whose count has arrived; false when none did (or on an error).
+inline bool resolve_named_barriers() {
+    Block& b = *g_block;
+    bool progress = false;
+    for (unsigned id = 0; id < 16; ++id) {
+        bool any = false;
+        const std::vector<int> warps = arrived_warps(id, &any);
+        if (!any) continue;
+        std::map<unsigned, std::vector<int>> by_count;  // count -> warps with a lane waiting with it
+        for (size_t t = 0; t < b.fibers.size(); ++t) {
+            const Fiber& f = b.fibers[t];
+            if (f.state != State::kNamedBarrier || f.bar_id != id) continue;
+            auto& ws = by_count[f.bar_threads];
+            if (ws.empty() || ws.back() != int(t) / b.warp_size) ws.push_back(int(t) / b.warp_size);
+        }
+        if (by_count.size() > 1) {
+            std::string counts;
+            for (auto& [c, ws] : by_count)
+                counts += (counts.empty() ? "" : ", ") + std::to_string(c) + " (warps " + warp_ranges(ws) + ")";
+            error("named barrier " + std::to_string(id) + ": threads give different counts in one phase: " + counts);
+            return false;
+        }
+        const unsigned count = by_count.begin()->first;
+        const unsigned arrived = unsigned(warps.size()) * unsigned(b.warp_size);
+        if (arrived > count) {
+            error("named barrier " + std::to_string(id) + " (bar.sync " + std::to_string(id) + ", " +
+                  std::to_string(count) + "): " + std::to_string(arrived) + " threads (warps " + warp_ranges(warps) +
+                  ") arrive for a count of " + std::to_string(count));
+            return false;
+        }
+        if (arrived < count) continue;  // more warps may still come
+        std::vector<int> members;
+        for (int w : warps)
+            for (int t = w * b.warp_size; t < std::min(int(b.fibers.size()), (w + 1) * b.warp_size); ++t)
+                if (b.fibers[t].state == State::kNamedBarrier) members.push_back(t);
+        named_synced(members);
+        for (int t : members) b.fibers[t].state = State::kRunnable;
+        progress = true;
+    }
+    return progress;
+}
+
+// what a warp that has not arrived at a named barrier does instead
+inline std::string warp_state(int w) {
+    Block& b = *g_block;
+    std::string what;
+    for (int t = w * b.warp_size; t < std::min(int(b.fibers.size()), (w + 1) * b.warp_size); ++t) {
+        const Fiber& f = b.fibers[t];
+        const std::string s = f.state == State::kDone ? "exited" : f.state == State::kBlockBarrier ? "in __syncthreads()"
+                            : f.state == State::kNamedBarrier ? "at named barrier " + std::to_string(f.bar_id)
+                            : f.state == State::kAsyncWait ? "waiting on an mbarrier" : "in a warp-wide operation";
+        if (what.empty()) what = s;
+        else if (what != s) return "diverged";
+    }
+    return what;
+}
+
+// The deadlock line when a named barrier is short of its count: "" when no thread waits at one.
+inline std::string named_barrier_deadlock() {
+    Block& b = *g_block;
+    for (unsigned id = 0; id < 16; ++id) {
+        bool any = false;
+        const std::vector<int> warps = arrived_warps(id, &any);
+        if (!any) continue;
+        unsigned count = 0;
+        for (auto& f : b.fibers)
+            if (f.state == State::kNamedBarrier && f.bar_id == id) count = f.bar_threads;
+        std::map<std::string, std::vector<int>> missing;  // what the other warps do -> those warps
+        const int nwarps = int((b.fibers.size() + b.warp_size - 1) / b.warp_size);
+        for (int w = 0; w < nwarps; ++w)
+            if (std::find(warps.begin(), warps.end(), w) == warps.end()) missing[warp_state(w)].push_back(w);
+        std::string rest;
+        for (auto& [what, ws] : missing) rest += (rest.empty() ? "" : ", ") + std::string("warps ") +
+                                                 warp_ranges(ws) + " " + what;
+        const unsigned arrived = unsigned(warps.size()) * unsigned(b.warp_size);
+        return "deadlock: named barrier " + std::to_string(id) + " (bar.sync " + std::to_string(id) + ", " +
+               std::to_string(count) + ") waits for " + std::to_string(count) + " threads: " +
+               std::to_string(arrived) + " arrived (warps " + warp_ranges(warps) + "), " +
+               std::to_string(count - arrived) + " missing; " + (rest.empty() ? "no other warp" : rest);
+    }
+    return "";
+}
+
 // Runs `kernel` in `threads` threads of one block (warps of `warp_size`) on
 // `shared_bytes` bytes of shared memory at `shared`; returns the errors seen.  `block` is the
 // block's blockIdx and `grid` gridDim (a grid runs as one launch per block, in any order: blocks do
@@ -571,6 +730,8 @@ inline std::vector<std::string> launch(int threads, int warp_size, unsigned char
         if (runnable) continue;
         if (resolve_warps()) continue;
         if (!b.errors.empty()) break;
+        if (resolve_named_barriers()) continue;
+        if (!b.errors.empty()) break;
         if (at_barrier && at_barrier + done == threads) {
             if (done) {
                 error("__syncthreads() reached by " + std::to_string(at_barrier) + " threads while " +
@@ -582,7 +743,9 @@ inline std::vector<std::string> launch(int threads, int warp_size, unsigned char
             for (auto& f : b.fibers) f.state = State::kRunnable;
             continue;
         }
-        error("deadlock: threads wait in different barriers or warp-wide operations" + deadlock_detail());
+        const std::string named = named_barrier_deadlock();
+        error(named.empty() ? "deadlock: threads wait in different barriers or warp-wide operations" +
+                              deadlock_detail() : named);
         break;
     }
     if (b.errors.empty()) {
@@ -669,5 +832,22 @@ struct uint4 {
 
 // Hopper (sm_90a) asynchronous operations: mbarrier, TMA, wgmma, mma.sync
 #include "hopper.h"
+
+namespace llgen_host {
+// A named barrier's completion orders its members' shared-memory accesses, and only theirs: each
+// member's clock is stamped (its accesses so far) and the members' knowledge joined, as __syncwarp
+// does for a warp (hopper.h's vector clocks; mbarrier phases any member saw complete, all know).
+inline void named_synced(const std::vector<int>& members) {
+    HopperState& h = hopper();
+    Knowledge all;
+    for (int t : members) {
+        Knowledge& k = h.know[t];
+        k.vc.resize(g_block->fibers.size(), 0);
+        k.vc[t] = g_block->fibers[t].clk++;
+        all.join(k);
+    }
+    for (int t : members) h.know[t] = all;
+}
+}  // namespace llgen_host
 // AMD CDNA matrix instructions (v_mfma_*), on hopper.h's operand records and products
 #include "hip/mfma.h"

@@ -1,0 +1,154 @@
+"""``llgen plan``, ``convert``, ``verify`` and ``bench``: one tensor moved between two layouts
+(a conversion, or a store/load/copy/TMA when a layout is in memory)."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import click
+
+from ll_codegen.cli.app import CLIError, main, say
+from ll_codegen.cli.options import (BARRIER, DTYPE_HELP, DTYPES, EMIT_CHOICES, SCRATCH_BUFFERS, SCRATCH_PER_WARP,
+                                    CommaChoice, check_outputs, conversion_options, need, spec_option)
+from ll_codegen.core import limits
+from ll_codegen.emit.names import default_name
+from ll_codegen.spec import load_spec
+
+__all__ = ["plan", "convert", "verify", "bench"]
+
+
+@main.command()
+@conversion_options()
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=DTYPE_HELP)
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the plan as JSON (the text the plan's to_json() returns).")
+@SCRATCH_BUFFERS
+@SCRATCH_PER_WARP
+@BARRIER
+def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
+         smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
+         as_json: bool, scratch_buffers: int, scratch_per_warp: bool, barrier: str) -> None:
+    """Plan the conversion from --src to --dst and print it: strategy,
+    register permutation, shuffle rounds, shared memory and swizzle, predicted
+    wavefronts and bank conflicts, and every candidate with its score,
+    cheapest first."""
+    from ll_codegen.api import plan_conversion
+    need(src, dst)
+    p = plan_conversion(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
+                        smem_budget=smem_budget, shape=shape, strides=strides, warps=warps,
+                        scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp, barrier=barrier)
+    text = p.to_json() if as_json else p.summary()
+    click.echo(text, nl=not text.endswith("\n"))
+
+
+@main.command()
+@conversion_options()
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=DTYPE_HELP)
+@click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
+              type=click.Path(file_okay=False), help="Folder to write into (created if missing).")
+@click.option("--name", default=None, metavar="NAME",
+              help="C identifier for the namespace and file names (default: <src stem>_to_<dst stem>).")
+@click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
+              help="header, harness, bench or all; repeatable or a comma list (default header,harness).")
+@SCRATCH_BUFFERS
+@SCRATCH_PER_WARP
+@BARRIER
+def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
+            smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
+            output: str, name: Optional[str], emit: tuple[str, ...], scratch_buffers: int,
+            scratch_per_warp: bool, barrier: str) -> None:
+    """Generate the conversion from --src to --dst: a header with the
+    device function (and a test harness, a round-trip bench); prints each
+    written path.  Same inputs give byte-identical files.  Every target is
+    checked before anything is written, and all files are written or none."""
+    from ll_codegen.api import conversion_files, write_rendered
+    need(src, dst)
+    check_outputs(output, target, name if name is not None else default_name(src, dst), emit, name)
+    conv = conversion_files(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
+                            smem_budget=smem_budget, shape=shape, name=name, emit=emit or None, strides=strides,
+                            warps=warps, scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp,
+                            barrier=barrier)
+    write_rendered(conv.files, output, "-o", announce=say)
+
+
+@main.command()
+@conversion_options(required=False)
+@click.option("--dtype", "dtypes", multiple=True, type=CommaChoice(DTYPES),
+              help="Element type(s): repeatable or a comma list (default f16).")
+@click.option("--corpus", default=None, metavar="FILE", type=click.Path(dir_okay=False),
+              help="YAML list of conversions to verify instead of --src/--dst.")
+@click.option("--runs", default=2, show_default=True, type=click.IntRange(1, limits.MAX_RUNS),
+              help="Random tensors per conversion.")
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, limits.MAX_SEED), help="Random seed.")
+@click.option("--host", is_flag=True, help="Run CUDA harnesses on the host SIMT runtime instead of a GPU.")
+def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
+           smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int],
+           dtypes: tuple[str, ...], corpus: Optional[str], runs: int, seed: int, host: bool) -> None:
+    """Compile and run generated harnesses and check them bit for bit: one
+    conversion (--src/--dst, one row per --dtype) or every entry of --corpus.
+    CUDA runs on the GPU (CuPy), or on the host SIMT runtime with --host; HIP
+    runs on the host SIMT runtime (wave64 or wave32).  Prints a table; exit
+    status 1 on any failure."""
+    from ll_codegen.jobs import VerifyJob as Job, load_corpus, needs_gpu, needs_host, plan_jobs, run_jobs
+    if runs < 1:
+        raise CLIError(f"--runs must be at least 1, got {runs}")
+    if strides is not None:
+        raise CLIError("--stride: verify runs global tiles at padded strides of its own")
+    if corpus:
+        if src or dst:
+            raise CLIError("give either --corpus or --src/--dst, not both")
+        jobs = load_corpus(corpus)
+    else:
+        need(src, dst)
+        dts = limits.dtype_list([d.strip() for v in (dtypes or ("f16",)) for d in v.split(",") if d.strip()], "--dtype")
+        if not dts:
+            raise CLIError("--dtype: no element type given")
+        jobs = [Job(pair=f"{os.path.basename(src)} -> {os.path.basename(dst)}", src=src, dst=dst, dtypes=tuple(dts),
+                    target=target, arch=arch, strategy=strategy, swizzle=swizzle, smem_budget=smem_budget,
+                    shape=shape, name=None)]
+    planned = plan_jobs(jobs)                 # every input checked before looking for a GPU
+    from ll_codegen.run import gpu
+    reason = gpu.available() if needs_gpu(planned, host) else None
+    if reason is not None:
+        raise CLIError(f"cannot verify: {reason} (--host runs on the CPU)")
+    from ll_codegen.run import host as host_runtime
+    if needs_host(planned, host) and host_runtime.compiler() is None:
+        raise CLIError("cannot verify: the host SIMT runtime (HIP rows, --host) needs clang++ (apt-get install clang)")
+    rows, failed = run_jobs(planned, runs=runs, seed=seed, echo=click.echo, host=host)
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+@main.command()
+@spec_option("--src", "Source layout spec (a distributed layout).")
+@spec_option("--dst", "Destination layout spec (a distributed layout).")
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=DTYPE_HELP)
+@click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape').")
+@click.option("--iters", default=64, show_default=True, type=click.IntRange(1, limits.MAX_ITERS),
+              help="Round trips src->dst->src per CTA.")
+@click.option("--ctas", default=0, type=click.IntRange(0, limits.MAX_CTAS), help="CTAs per launch (default 48 per SM).")
+@click.option("--triton/--no-triton", default=True, show_default=True,
+              help="Also time Triton's convert_layout (Gluon) with the same layouts.")
+def bench(src: str, dst: str, dtype: str, shape: Optional[str], iters: int, ctas: int,
+          triton: bool) -> None:
+    """Time the CUDA conversion --src -> --dst on the GPU (round-trip bench
+    kernel, CUDA events, median of repeats) against llgen's naive shared-memory
+    plan, Triton's convert_layout and the hardware bound; prints a table."""
+    from ll_codegen.run import gpu
+    from ll_codegen.api import plan_conversion
+    need(src, dst)
+    if iters < 1:
+        raise CLIError(f"--iters must be at least 1, got {iters}")
+    a, b = load_spec(src, shape_override=shape), load_spec(dst, shape_override=shape)
+    plan_conversion(a, b, dtype=dtype, target="cuda")      # every input checked before looking for a GPU
+    reason = gpu.available()
+    if reason is not None:
+        raise CLIError(f"cannot bench: {reason}")
+    try:   # the benchmarks are not library code: bench/llgen_bench, installed as llgen_bench
+        from llgen_bench.convert import bench_pair, format_table
+    except ImportError as e:
+        raise CLIError(f"cannot bench: the llgen_bench package is not importable ({type(e).__name__}: {e})")
+    row = bench_pair(a, b, dtype, iters=iters, ctas=ctas or None, triton=triton,
+                     name=f"{os.path.splitext(os.path.basename(src))[0]}_to_{os.path.splitext(os.path.basename(dst))[0]}")
+    click.echo(format_table([row]))
+
