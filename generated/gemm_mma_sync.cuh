@@ -125,4 +125,6 @@ __device__ __forceinline__ void mma(float (&acc)[kAccRegs], const uint32_t (&a)[
     detail::mma_m16n8k16_f32_f16(acc[124], acc[125], acc[126], acc[127], a[28], a[29], a[30], a[31], b[30], b[31]);
 }
 
+// No pack_operand(): pack_operand (f16 A): operand element 16 of lane 0, warp 0 is (32, 0), which the accumulator keeps in another thread.
+
 }  // namespace gemm_mma_sync

@@ -43,11 +43,8 @@ namespace detail {
 // wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16: 64 accumulator word(s), A by descriptor, B by descriptor.
 __device__ __forceinline__ void wgmma_m64n128k16_f32_f16_ss(float& d0, float& d1, float& d2, float& d3, float& d4, float& d5, float& d6, float& d7, float& d8, float& d9, float& d10, float& d11, float& d12, float& d13, float& d14, float& d15, float& d16, float& d17, float& d18, float& d19, float& d20, float& d21, float& d22, float& d23, float& d24, float& d25, float& d26, float& d27, float& d28, float& d29, float& d30, float& d31, float& d32, float& d33, float& d34, float& d35, float& d36, float& d37, float& d38, float& d39, float& d40, float& d41, float& d42, float& d43, float& d44, float& d45, float& d46, float& d47, float& d48, float& d49, float& d50, float& d51, float& d52, float& d53, float& d54, float& d55, float& d56, float& d57, float& d58, float& d59, float& d60, float& d61, float& d62, float& d63, uint64_t desc_a, uint64_t desc_b, int accumulate) {
 #if defined(LLGEN_HOST_SIMT)
-    float* const d[64] = {&d0, &d1, &d2, &d3, &d4, &d5, &d6, &d7, &d8, &d9, &d10, &d11, &d12, &d13, &d14, &d15, &d16, &d17, &d18, &d19, &d20, &d21, &d22, &d23, &d24, &d25, &d26, &d27, &d28, &d29, &d30, &d31, &d32, &d33, &d34, &d35, &d36, &d37, &d38, &d39, &d40, &d41, &d42, &d43, &d44, &d45, &d46, &d47, &d48, &d49, &d50, &d51, &d52, &d53, &d54, &d55, &d56, &d57, &d58, &d59, &d60, &d61, &d62, &d63};
-    uint32_t w[64];
-    for (int i = 0; i < 64; ++i) memcpy(&w[i], d[i], 4);
-    llgen_host::wgmma(128, llgen_host::MmaType::kF16, llgen_host::MmaType::kF32, false, true, desc_a, nullptr, desc_b, w, accumulate != 0);
-    for (int i = 0; i < 64; ++i) memcpy(d[i], &w[i], 4);
+    void* const d[64] = {&d0, &d1, &d2, &d3, &d4, &d5, &d6, &d7, &d8, &d9, &d10, &d11, &d12, &d13, &d14, &d15, &d16, &d17, &d18, &d19, &d20, &d21, &d22, &d23, &d24, &d25, &d26, &d27, &d28, &d29, &d30, &d31, &d32, &d33, &d34, &d35, &d36, &d37, &d38, &d39, &d40, &d41, &d42, &d43, &d44, &d45, &d46, &d47, &d48, &d49, &d50, &d51, &d52, &d53, &d54, &d55, &d56, &d57, &d58, &d59, &d60, &d61, &d62, &d63};
+    llgen_host::wgmma(128, llgen_host::MmaType::kF16, llgen_host::MmaType::kF32, false, true, desc_a, nullptr, desc_b, d, 64, accumulate != 0);
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 1;\n}\n"
@@ -104,7 +101,7 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 }
 __device__ __forceinline__ void pin_f(float& x) {
 #if defined(LLGEN_HOST_SIMT)
-    (void)x;
+    llgen_host::register_read(&x);
 #else
     asm volatile("" : "+f"(x) :: "memory");
 #endif

@@ -44,11 +44,8 @@ namespace detail {
 // wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16: 32 accumulator word(s), A by descriptor, B by descriptor.
 __device__ __forceinline__ void wgmma_m64n128k16_f16_f16_ss(uint32_t& d0, uint32_t& d1, uint32_t& d2, uint32_t& d3, uint32_t& d4, uint32_t& d5, uint32_t& d6, uint32_t& d7, uint32_t& d8, uint32_t& d9, uint32_t& d10, uint32_t& d11, uint32_t& d12, uint32_t& d13, uint32_t& d14, uint32_t& d15, uint32_t& d16, uint32_t& d17, uint32_t& d18, uint32_t& d19, uint32_t& d20, uint32_t& d21, uint32_t& d22, uint32_t& d23, uint32_t& d24, uint32_t& d25, uint32_t& d26, uint32_t& d27, uint32_t& d28, uint32_t& d29, uint32_t& d30, uint32_t& d31, uint64_t desc_a, uint64_t desc_b, int accumulate) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* const d[32] = {&d0, &d1, &d2, &d3, &d4, &d5, &d6, &d7, &d8, &d9, &d10, &d11, &d12, &d13, &d14, &d15, &d16, &d17, &d18, &d19, &d20, &d21, &d22, &d23, &d24, &d25, &d26, &d27, &d28, &d29, &d30, &d31};
-    uint32_t w[32];
-    for (int i = 0; i < 32; ++i) memcpy(&w[i], d[i], 4);
-    llgen_host::wgmma(128, llgen_host::MmaType::kF16, llgen_host::MmaType::kF16, false, true, desc_a, nullptr, desc_b, w, accumulate != 0);
-    for (int i = 0; i < 32; ++i) memcpy(d[i], &w[i], 4);
+    void* const d[32] = {&d0, &d1, &d2, &d3, &d4, &d5, &d6, &d7, &d8, &d9, &d10, &d11, &d12, &d13, &d14, &d15, &d16, &d17, &d18, &d19, &d20, &d21, &d22, &d23, &d24, &d25, &d26, &d27, &d28, &d29, &d30, &d31};
+    llgen_host::wgmma(128, llgen_host::MmaType::kF16, llgen_host::MmaType::kF16, false, true, desc_a, nullptr, desc_b, d, 32, accumulate != 0);
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 1;\n}\n"
@@ -101,7 +98,7 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 }
 __device__ __forceinline__ void pin_r(uint32_t& x) {
 #if defined(LLGEN_HOST_SIMT)
-    (void)x;
+    llgen_host::register_read(&x);
 #else
     asm volatile("" : "+r"(x) :: "memory");
 #endif

@@ -81,13 +81,19 @@ def ncu_bin() -> str:
     raise SystemExit("ncu not found")
 
 
-def available_metrics(ncu: str) -> tuple[list[str], str]:
-    """The OPTIONAL metrics this ncu knows on this GPU, and the shared-memory lines of --query-metrics."""
+def query_metrics(ncu: str) -> tuple[set[str], str]:
+    """(the base metric names, the full text) of ``ncu --query-metrics`` on this GPU."""
     r = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120)
-    names = set(re.findall(r"^\s*([a-z0-9_]+__[a-z0-9_]+)", r.stdout, re.M))
-    shared = "\n".join(ln for ln in r.stdout.splitlines()
+    return set(re.findall(r"^\s*([a-z0-9_]+__[a-z0-9_]+)", r.stdout, re.M)), r.stdout
+
+
+def available_metrics(ncu: str, wanted: list[str] | None = None) -> tuple[list[str], str]:
+    """The ``wanted`` metrics (default OPTIONAL) this ncu knows on this GPU, and the shared-memory
+    lines of --query-metrics."""
+    names, text = query_metrics(ncu)
+    shared = "\n".join(ln for ln in text.splitlines()
                        if re.search(r"shared|ldsm|stsm", ln.split(" ")[0] if ln.strip() else ""))
-    return [m for m in OPTIONAL if m.rsplit(".", 1)[0] in names], shared
+    return [m for m in (OPTIONAL if wanted is None else wanted) if m.rsplit(".", 1)[0] in names], shared
 
 
 def predict(plan) -> dict:
@@ -108,14 +114,16 @@ def predict(plan) -> dict:
     }
 
 
-def sass_shared_ops(cubin: str, kernel: str) -> dict[str, int]:
-    """Shared-memory SASS opcodes (STS.64, LDS.U8, LDSM.16.M88.4, STSM..., with their widths) of one kernel."""
+def sass_shared_ops(cubin: str, kernel: str, opcodes: str = "STS|LDS|LDSM|STSM") -> dict[str, int]:
+    """Shared-memory SASS opcodes (STS.64, LDS.U8, LDSM.16.M88.4, STSM..., with their widths) of one
+    kernel -- or those of the ``opcodes`` alternatives (``SHFL``: SHFL.BFLY, ...) -- and how often each
+    occurs in its code."""
     try:
         r = subprocess.run(["cuobjdump", "-sass", "-fun", kernel, cubin], capture_output=True, text=True, timeout=60)
     except Exception as e:
         return {"error": str(e)}
     ops: dict[str, int] = {}
-    for m in re.finditer(r"\b((?:STS|LDS|LDSM|STSM)(?:\.[A-Z0-9_]+)*)\b", r.stdout):
+    for m in re.finditer(rf"\b((?:{opcodes})(?:\.[A-Z0-9_]+)*)\b", r.stdout):
         ops[m.group(1)] = ops.get(m.group(1), 0) + 1
     return ops
 

@@ -28,6 +28,10 @@ tail -12 "$OUT/ncu_memory.log"
 echo "== 2c/3 Nsight Compute, wavefront phases of one-instruction probes ($(( $(date +%s) - t0 )) s)"
 timeout "${NCU_TIMEOUT:-150}" "$PY" gpu_tests/ncu_phases.py --out "$OUT" > "$OUT/ncu_phases.log" 2>&1 || failed+=("ncu_phases")
 tail -5 "$OUT/ncu_phases.log"
+echo "== 2d/3 Nsight Compute, relayouts and reductions ($(( $(date +%s) - t0 )) s)"
+timeout "${NCU_TIMEOUT:-150}" "$PY" gpu_tests/ncu_relayout_reduce.py --out "$OUT" --timeout 120 > "$OUT/ncu_relayout_reduce.log" 2>&1 \
+    || failed+=("ncu_relayout_reduce")
+tail -25 "$OUT/ncu_relayout_reduce.log"
 echo "== 3/3 compute-sanitizer ($(( $(date +%s) - t0 )) s)"
 timeout "${SAN_TIMEOUT:-200}" "$PY" gpu_tests/sanitize.py --out "$OUT" > "$OUT/sanitize.log" 2>&1 || failed+=("sanitize")
 tail -30 "$OUT/sanitize.log"

@@ -35,6 +35,7 @@ from ll_codegen.operations import (OPERATIONS, Endpoint, Operation, Request, com
                                    layout_bases, operation_of, render, render_files, summary)
 from ll_codegen.plan import planner
 from ll_codegen.plan.mma import AB_BYTES
+from ll_codegen.plan.model import parse_barrier
 from ll_codegen.plan.mma_model import MmaPlan
 from ll_codegen.plan.plans import ConvertPlan, Transfer
 from ll_codegen.spec import Spec, SpecError, load_spec, spec_from_dict
@@ -170,8 +171,11 @@ OPTIONS: dict[str, tuple[Any, str, str]] = {
                                                       "layout is given as --src/--dst"),
     "strides": (None, "--stride", "applies to global tiles"),
     "instr": ("auto", "--instr", "chooses the instruction of a store or load"),
-    "warps": (None, "--warps", "sets the threads of a copy (global -> shared); register layouts carry their own"),
+    "warps": (None, "--warps", "sets the threads of a copy (global -> shared) or a relayout (shared -> shared); "
+                                "register layouts carry their own"),
     "max_vector_bytes": (None, "--max-vector-bytes", "caps the vectors of conversions, stores, loads and copies"),
+    "barrier": (None, "--barrier", "names the block barrier of plans that synchronise (conversions through shared "
+                                   "memory, stores and loads via one); a copy or TMA issues none"),
 }
 
 
@@ -204,7 +208,7 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                     shape: Any = None, max_vector_bytes: int | None = None, strides: Any = None,
                     instr: str = "auto", warps: int | None = None, scratch_buffers: int = 1,
-                    scratch_per_warp: bool = False) -> Transfer:
+                    scratch_per_warp: bool = False, barrier: int | str | None = None) -> Transfer:
     """Plan ``src -> dst``; each layout may be a LinearLayout, a Spec, a spec mapping or a spec
     path (``shape`` overrides both specs' shapes).  The registry chooses the operation from
     where the two layouts live (``operations.for_endpoints``): registers -> registers a
@@ -214,8 +218,10 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     strides a cost is predicted for, ``instr`` forces vector or matrix (ldmatrix/stmatrix)
     accesses; ``scratch_buffers=2``: a conversion through shared memory issues no barrier
     before its stores, for callers that alternate two scratch buffers; ``scratch_per_warp``: a
-    warp-local one keeps each warp in its own slice with warp-scope barriers only.  An option
-    the chosen operation does not take is refused.  Raises ValueError (SpecError for a bad
+    warp-local one keeps each warp in its own slice with warp-scope barriers only; ``barrier``:
+    ``"block"``/None (``__syncthreads()``) or a named barrier id 1..15, the plan's block barriers
+    then ``bar.sync id, threads`` over its threads only (CUDA).  An option the chosen operation
+    does not take is refused.  Raises ValueError (SpecError for a bad
     spec) with one clear line."""
     if swizzle not in ("optimal", "none"):
         raise ValueError(f"unknown swizzle {limits.short(swizzle)} (known: optimal, none)")
@@ -225,13 +231,14 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
                          f"{limits.MAX_SMEM_BUDGET}, got {limits.short(smem_budget)}")
     if warps is not None and (isinstance(warps, bool) or not isinstance(warps, int)):
         raise ValueError(f"--warps: expected an integer, got {limits.short(warps)}")
+    barrier = parse_barrier(barrier, target)
     s, s_spec = endpoint(src, shape, "source")
     d, d_spec = endpoint(dst, shape, "destination")
     check_sides([("source", s.layout, s_spec), ("destination", d.layout, d_spec)], get_target(target, arch),
                 shape is not None)
     values = dict(swizzle=swizzle, smem_budget=smem_budget, scratch_buffers=scratch_buffers,
                   scratch_per_warp=scratch_per_warp, strides=strides, instr=instr, warps=warps,
-                  max_vector_bytes=max_vector_bytes)
+                  max_vector_bytes=max_vector_bytes, barrier=barrier)
     given = {k: v for k, v in values.items() if v != OPTIONS[k][0]}
     ops = _choose((s.space, d.space), strategy, given)
     for e, spec in ((s, s_spec), (d, d_spec)):
@@ -302,7 +309,8 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
                      strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                      shape: Any = None, name: str | None = None, emit: Sequence[str] | str | None = None,
                      root: str | None = None, strides: Any = None, warps: int | None = None,
-                     scratch_buffers: int = 1, scratch_per_warp: bool = False) -> Generated:
+                     scratch_buffers: int = 1, scratch_per_warp: bool = False,
+                     barrier: int | str | None = None) -> Generated:
     """Plan and render (in memory) the files ``llgen convert`` writes.
 
     ``src``/``dst`` are spec paths as the user gave them (recorded in the
@@ -315,11 +323,12 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     d, d_spec = load_layout(os.path.join(root, dst) if root else dst, shape, "destination", memory_ok=True)
     plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
                            swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps,
-                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
+                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp, barrier=barrier)
     kinds = _kinds(operation_of(plan), emit, plan)
     command = command_line("convert", src=src, dst=dst, dtype=dtype, target=plan.target, arch=plan.arch,
                            strategy=strategy, swizzle=swizzle, smem_budget=smem_budget,
-                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp, shape=shape,
+                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp,
+                           barrier=parse_barrier(barrier, plan.target), shape=shape,
                            warps=warps, strides=strides, name=name)
     back = (back_plan(plan, s, d, strategy, swizzle, smem_budget, scratch_buffers, scratch_per_warp)
             if "bench" in kinds else None)
@@ -373,10 +382,12 @@ def parse_dims(values: Any) -> tuple[int, ...]:
 
 
 def plan_reduce(src: Any, dims: int | Sequence[int], combine: str = "sum", dtype: str = "f32", target: str = "cuda",
-                arch: str | None = None):
+                arch: str | None = None, barrier: int | str | None = None):
     """Plan ``reduce(src, dims, combine)`` (``plan/reduce.py``): ``src`` a distributed layout (a
     LinearLayout, Spec, spec mapping or path), ``dims`` one tensor dim or several, ``combine``
-    ``sum``, ``max`` or ``min``; the result is the slice layout of ``dims``."""
+    ``sum``, ``max`` or ``min``; the result is the slice layout of ``dims``.  ``barrier``: as for
+    ``plan_conversion`` (a named barrier for the warp stage's block barriers)."""
+    barrier = parse_barrier(barrier, target)
     s, s_spec = load_layout(src, None, "source")
     t = get_target(target, arch)
     lanes = s.in_dim_size("lane") if "lane" in s.in_dims else 0
@@ -386,12 +397,12 @@ def plan_reduce(src: Any, dims: int | Sequence[int], combine: str = "sum", dtype
                          f"{t.warp_size}{_lane_hint(lanes)}")
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     return OPERATIONS["reduce"].plan(Request((Endpoint(s, "registers"),), dtype, target, arch,
-                                             options={"dims": dims, "combine": combine}))
+                                             options={"dims": dims, "combine": combine, "barrier": barrier}))
 
 
 def reduce_files(src: str, dims: Any, combine: str = "sum", dtype: str = "f32", target: str = "cuda",
                  arch: str | None = None, name: str | None = None, emit: Sequence[str] | str | None = None,
-                 root: str | None = None) -> Generated:
+                 root: str | None = None, barrier: int | str | None = None) -> Generated:
     """Plan and render (in memory) the files ``llgen reduce`` writes (header, harness); ``dims`` as
     ``parse_dims`` reads them; the spec path is recorded as given and opened relative to ``root``."""
     parse_emit(emit)
@@ -400,10 +411,10 @@ def reduce_files(src: str, dims: Any, combine: str = "sum", dtype: str = "f32", 
         check_name(name)
     out_name = name if name is not None else reduce_name(src, dims, combine)
     s, s_spec = load_layout(os.path.join(root, src) if root else src, None, "source")
-    plan = plan_reduce(s_spec or s, dims, combine, dtype, target, arch)
+    plan = plan_reduce(s_spec or s, dims, combine, dtype, target, arch, barrier)
     kinds = _kinds(OPERATIONS["reduce"], emit, plan)
     command = command_line("reduce", src=src, dims=plan.dims, combine=plan.combine, dtype=dtype, target=plan.target,
-                           arch=plan.arch, name=name)
+                           arch=plan.arch, barrier=parse_barrier(barrier, plan.target), name=name)
     files = render_files(plan, out_name, kinds, command, layout_text(s, s_spec, os.fspath(src)))
     return Generated(plan, out_name, command, files)
 

@@ -15,6 +15,8 @@ operation   moves                                       endpoints               
 ``load``    a shared or global tile -> registers        shared|global, registers  ``llgen convert``
 ``tma``     a global tile <-> a shared tile by TMA      global, shared            ``llgen convert``
 ``copy``    a global tile -> a shared tile              global, shared            ``llgen convert``
+``relayout`` a shared tile -> a shared tile (transpose, shared, shared            ``llgen convert``
+            re-swizzle) through registers
 ``gather``  out = src gathered by index along one axis  registers (src, index)    ``llgen gather``
 ``mma``     acc += A @ B for one CTA tile               acc, A, B                 ``llgen mma``
 ``reduce``  dst = reduce(src, dims, combine)            registers                 ``llgen reduce``
@@ -36,12 +38,14 @@ from ll_codegen.core.files import write_all
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit import convert as emit_convert, copy as emit_copy, gather as emit_gather
 from ll_codegen.emit import memory as emit_memory, mma as emit_mma, reduce as emit_reduce, tma as emit_tma
+from ll_codegen.emit import relayout as emit_relayout
 from ll_codegen.emit.render import file_names, render_template
 from ll_codegen.plan import planner, report
 from ll_codegen.plan.gather import GatherPlan, plan_gather
 from ll_codegen.plan.mma import plan_mma
 from ll_codegen.plan.mma_model import MmaPlan
-from ll_codegen.plan.plans import ConvertPlan, CopyPlan, LoadPlan, StorePlan
+from ll_codegen.plan.plans import ConvertPlan, CopyPlan, LoadPlan, RelayoutPlan, StorePlan
+from ll_codegen.plan.relayout import plan_relayout
 from ll_codegen.plan.reduce import ReducePlan, plan_reduce
 from ll_codegen.plan.tma import TmaPlan, plan_tma
 from ll_codegen.verify import harness
@@ -50,6 +54,7 @@ from ll_codegen.verify.emulate.gather import check_gather
 from ll_codegen.verify.emulate.memory import check_copy_plan, check_memory_plan
 from ll_codegen.verify.emulate.mma import check_mma
 from ll_codegen.verify.emulate.reduce import check_reduce
+from ll_codegen.verify.emulate.relayout import check_relayout
 from ll_codegen.verify.emulate.tma import check_tma
 from ll_codegen.verify.ptx import expect, expect_async
 
@@ -123,7 +128,7 @@ def _plan_convert(r: Request) -> ConvertPlan:
     src, dst = r.endpoints
     return planner.plan_conversion(src.layout, dst.layout, dtype=r.dtype, target=r.target, arch=r.arch,
                                    strategy=r.strategy, **_opts(r, "swizzle", "smem_budget", "max_vector_bytes",
-                                                                "scratch_buffers", "scratch_per_warp"))
+                                                                "scratch_buffers", "scratch_per_warp", "barrier"))
 
 
 def _plan_access(direction: str) -> Callable[[Request], StorePlan | LoadPlan]:
@@ -131,7 +136,7 @@ def _plan_access(direction: str) -> Callable[[Request], StorePlan | LoadPlan]:
         dist, tile = r.endpoints if direction == "store" else r.endpoints[::-1]
         return planner.plan_memory(dist.layout, tile.layout, direction, tile.space, dtype=r.dtype, target=r.target,
                                    arch=r.arch, alignment=tile.alignment,
-                                   **_opts(r, "strides", "instr", "max_vector_bytes"))
+                                   **_opts(r, "strides", "instr", "max_vector_bytes", "barrier"))
     return plan
 
 
@@ -145,6 +150,12 @@ def _plan_tma(r: Request) -> TmaPlan:
     g, s = r.endpoints
     return plan_tma(g.layout, s.layout, dtype=r.dtype, target=r.target, arch=r.arch, alignment=g.alignment,
                     num_warps=r.options.get("warps", 4))
+
+
+def _plan_relayout(r: Request) -> RelayoutPlan:
+    s, d = r.endpoints
+    return plan_relayout(s.layout, d.layout, dtype=r.dtype, target=r.target, arch=r.arch,
+                         num_warps=r.options.get("warps", 4), max_vector_bytes=r.options.get("max_vector_bytes"))
 
 
 def _plan_gather(r: Request) -> GatherPlan:
@@ -162,16 +173,18 @@ def _plan_mma(r: Request) -> MmaPlan:
 
 def _plan_reduce(r: Request) -> ReducePlan:
     (src,) = r.endpoints
-    return plan_reduce(src.layout, r.options["dims"], r.options["combine"], r.dtype, r.target, r.arch)
+    return plan_reduce(src.layout, r.options["dims"], r.options["combine"], r.dtype, r.target, r.arch,
+                       barrier=r.options.get("barrier"))
 
 
-_ACCESS_OPTIONS = frozenset({"strides", "instr", "max_vector_bytes"})
+_ACCESS_OPTIONS = frozenset({"strides", "instr", "max_vector_bytes", "barrier"})
 _STORE_ENDS = (("registers", "shared"), ("registers", "global"))
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("convert", ConvertPlan, "registers -> registers", (("registers", "registers"),),
               planner.STRATEGIES + (planner.STAGED,),
-              frozenset({"swizzle", "smem_budget", "max_vector_bytes", "scratch_buffers", "scratch_per_warp"}),
+              frozenset({"swizzle", "smem_budget", "max_vector_bytes", "scratch_buffers", "scratch_per_warp",
+                         "barrier"}),
               _plan_convert, report.convert_summary, emit_convert.CONVERT_FILES, check_convert,
               harness.CONVERSION, expect.CONVERSION_PTX, "convert", (("cuda", "hip"), "")),
     Operation("store", StorePlan, "registers -> a shared or global tile", _STORE_ENDS, ("store",), _ACCESS_OPTIONS,
@@ -186,6 +199,10 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("copy", CopyPlan, "a global tile -> a shared tile", (("global", "shared"),), ("copy",),
               frozenset({"warps", "strides", "max_vector_bytes"}), _plan_copy, report.copy_summary,
               emit_copy.COPY_FILES, check_copy_plan, harness.CONVERSION, expect.ACCESS_PTX, "convert"),
+    Operation("relayout", RelayoutPlan, "a shared tile -> a shared tile through registers (a transpose, a re-swizzle)",
+              (("shared", "shared"),), ("relayout",), frozenset({"warps", "max_vector_bytes"}), _plan_relayout,
+              report.relayout_summary, emit_relayout.RELAYOUT_FILES, check_relayout, harness.CONVERSION,
+              expect.RELAYOUT_PTX, "convert", ((), "a relayout has no bench file (bench/bench_relayout.py times it)")),
     Operation("gather", GatherPlan, "out = src gathered by index along one axis", (("registers", "registers"),),
               ("shuffle", "smem"), frozenset({"axis", "index_dtype"}), _plan_gather, report.gather_summary,
               emit_gather.GATHER_FILES, check_gather, harness.GATHER, expect_async.GATHER_PTX, "gather",
@@ -196,8 +213,9 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
               _plan_mma, report.mma_summary, emit_mma.MMA_FILES, check_mma, harness.MMA, expect_async.MMA_PTX,
               "mma", ((), "llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)")),
     Operation("reduce", ReducePlan, "dst = reduce(src, dims, combine) over tensor dims", (("registers",),),
-              ("registers", "shuffle", "smem"), frozenset({"dims", "combine"}), _plan_reduce, report.reduce_summary,
-              emit_reduce.REDUCE_FILES, check_reduce, harness.REDUCE, expect_async.REDUCE_PTX, "reduce",
+              ("registers", "shuffle", "smem"), frozenset({"dims", "combine", "barrier"}), _plan_reduce,
+              report.reduce_summary, emit_reduce.REDUCE_FILES, check_reduce, harness.REDUCE, expect_async.REDUCE_PTX,
+              "reduce",
               ((), "llgen reduce has no bench (bench/bench_reduce.py times reductions against Triton)")),
 )}
 
@@ -263,6 +281,7 @@ def harness_of(plan: Any) -> harness.HarnessOp:
 #: every option of every command in the order a command line states them: (parameter, flag,
 #: always stated, or else its default); flags whose value is True are stated bare
 FLAGS: tuple[tuple[str, str, bool, Any], ...] = (
+    ("file", "", True, None),
     ("src", "--src", True, None), ("index", "--index", True, None), ("acc", "--acc", True, None),
     ("a", "--a", True, None), ("b", "--b", True, None), ("dst", "--dst", True, None),
     ("axis", "--axis", True, None), ("dims", "--dim", True, None), ("combine", "--op", True, None),
@@ -271,7 +290,9 @@ FLAGS: tuple[tuple[str, str, bool, Any], ...] = (
     ("strategy", "--strategy", False, "auto"), ("swizzle", "--swizzle", False, "optimal"),
     ("smem_budget", "--smem-budget", False, planner.DEFAULT_SMEM_BUDGET),
     ("scratch_buffers", "--scratch-buffers", False, 1), ("scratch_per_warp", "--scratch-per-warp", False, False),
+    ("barrier", "--barrier", False, None),
     ("shape", "--shape", False, None), ("warps", "--warps", False, None), ("strides", "--stride", False, None),
+    ("rounds", "--rounds", False, None),
     ("name", "--name", False, None))
 
 
@@ -294,7 +315,8 @@ def command_line(command: str, **values: Any) -> str:
             continue
         if isinstance(v, (list, tuple)):
             v = ",".join(map(str, v))
-        parts += [flag, shlex.quote(os.fspath(v)) if isinstance(v, (str, os.PathLike)) else str(v)]
+        text = shlex.quote(os.fspath(v)) if isinstance(v, (str, os.PathLike)) else str(v)
+        parts += [flag, text] if flag else [text]           # a flag "" is the command's positional argument
     return " ".join(parts)
 
 

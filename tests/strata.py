@@ -12,18 +12,35 @@ the sampler or the planner cannot silently thin them.
 from __future__ import annotations
 
 import functools
+import os
 import random
 from collections import Counter
 from dataclasses import replace
 from typing import Iterator
 
 QUOTA = 20
+#: the environment variables that set a whole-sample test's quota (``quota_from_env``)
+#: (host run and PTX text: plans per required label; compile: random conversions per target and arch)
+QUOTA_ENV = {"host": "LLGEN_HOST_QUOTA", "ptx": "LLGEN_PTX_QUOTA", "compile": "LLGEN_COMPILE_QUOTA"}
 #: (target, arch, lanes) the sample cycles through
 CONFIGS = (("cuda", "sm_80", 32), ("cuda", "sm_90", 32), ("hip", "gfx90a", 64), ("hip", "gfx940", 64),
            ("hip", "gfx1030", 32))
 DTYPES = ("i8", "f16", "f32", "f64")
 WIDTH = {"i8": 8, "f16": 16, "f32": 32, "f64": 64}
 MEMORY_KINDS = ("shared_linear", "swizzled_shared", "nvmma_shared", "global")
+
+
+def quota_from_env(sample: str, default: int) -> int:
+    """The quota of a whole-sample test (``sample``: a key of ``QUOTA_ENV``): ``default``, or the
+    positive integer its environment variable names (lower for a quick run, higher for a deeper one;
+    whatever it is, every required label must reach it: ``shortfall``)."""
+    var = QUOTA_ENV[sample]
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{var}={text!r}: expected a positive integer (plans per strategy x access form)")
+    return int(text)
 
 
 def required(target: str) -> set[str]:

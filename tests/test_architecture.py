@@ -31,14 +31,14 @@ PKG = "ll_codegen"
 
 #: stage of each top-level module or subpackage; a module may import stages <= its own
 STAGES = {"core": 0, "layouts": 1, "spec": 2, "plan": 2, "emit": 3, "verify": 4, "operations": 5, "run": 6,
-          "api": 7, "jobs": 8, "regenerate": 8, "cli": 9, "__main__": 10, "__init__": 10, "testing": 10}
+          "api": 7, "jobs": 8, "regenerate": 8, "chain": 8, "cli": 9, "__main__": 10, "__init__": 10, "testing": 10}
 
 #: the parts of verify/, in the same one-direction order: the vendor models, the emulators
 #: (numpy references, counters), the compilers' output read back
 VERIFY_PARTS = {"models": 0, "emulate": 1, "ptx": 2}
 
 #: the one place the library may import the bench package: ``llgen bench``, lazily
-BENCH_IMPORTS = {("ll_codegen.cli", "bench")}
+BENCH_IMPORTS = {("ll_codegen.cli.conversion", "bench")}
 
 TIMING = re.compile(r"gluon\.jit|cudaEventElapsedTime|torch\.cuda\.Event|Event\(\)\.record|do_bench|cuda\.Event\(")
 

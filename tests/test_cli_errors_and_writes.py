@@ -23,7 +23,7 @@ from click.testing import CliRunner
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from ll_codegen import cli  # noqa: E402
+from ll_codegen import cli, jobs  # noqa: E402
 from ll_codegen.core import files as F, limits  # noqa: E402
 from ll_codegen.jobs import load_corpus  # noqa: E402
 from ll_codegen.regenerate import GENERATED_STAMP, is_generated  # noqa: E402
@@ -277,9 +277,12 @@ def _interrupt(tmp_path, phase: str, sig: int, out, old: bool) -> tuple[subproce
             (out / name).write_text("old\n")
     before = {n: (out / n).read_text() for n in os.listdir(out)} if out.exists() else {}
     env = dict(_env(), **{F.PAUSE_ENV: f"{phase}:{2 if phase == 'temp' else 1}:{marker}"})
+    # SIGINT back to its default in the child: a background job (CI runners, `cmd &`) or a pytest-xdist
+    # worker may have inherited it ignored, and Python then never raises KeyboardInterrupt
     p = subprocess.Popen(LLGEN + ["convert", *PAIR, "-o", str(out), "--emit", "all", "--name", "cvt"], cwd=ROOT,
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    end = time.monotonic() + 120
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    end = time.monotonic() + 600        # a hang guard only: the child normally gets there in a second
     while not marker.exists():
         assert p.poll() is None, p.communicate()
         assert time.monotonic() < end, "the write phase was never reached"
@@ -327,15 +330,17 @@ def test_interrupt_during_the_renames_writes_everything(tmp_path, sig, old):
 
 
 # -------------------------------------------------------- refused before any work
-def test_long_dtype_lists_are_refused_at_once(tmp_path):
-    t = time.perf_counter()
+def test_long_dtype_lists_are_refused_at_once(tmp_path, monkeypatch):
+    """Refused before any row is planned (planning 20,000 rows took > 60 s): the planner is never called."""
+    planned = []
+    monkeypatch.setattr(jobs, "plan_conversion", lambda *a, **k: planned.append(a))
     _one_error_line(_run(["verify", *PAIR, "--dtype", ",".join(["f16"] * 1000)]), "--dtype", "1000", "at most 64")
     corpus = tmp_path / "c.yaml"
     corpus.write_text(f"- src: {BLOCKED}\n  dst: {MMA}\n  dtypes: [{', '.join(['f16'] * 19990)}]\n")
     _one_error_line(_run(["verify", "--corpus", corpus]), "entry 1.dtypes", "at most 64")
     many = [{"src": BLOCKED, "dst": MMA, "dtypes": ["f16"]} for _ in range(limits.MAX_VERIFY_ROWS + 1)]
     _one_error_line(_run(["verify", "--corpus", _dump(tmp_path / "many.yaml", many)]), "at most 256")
-    assert time.perf_counter() - t < 3.0                 # three refusals; planning 20,000 rows took > 60 s
+    assert planned == []
 
 
 def test_dtype_lists_are_deduplicated(tmp_path):

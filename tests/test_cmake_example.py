@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -79,11 +80,17 @@ def test_cmake_example_builds(tmp_path):
 
     # up to date: nothing runs again; a touched spec regenerates the one header that reads it
     assert "llgen: " not in _run([cmake, "--build", build, "-j", "2"])
+    headers = {name: build / "llgen" / f"{name}.cuh" for name in HEADERS}
+    before = {name: os.stat(h).st_mtime_ns for name, h in headers.items()}
+    # "touched" means newer than every header make compares it with: the spec's own mtime plus a
+    # constant is not (the build between the copy and here can take longer than any constant)
+    touched = max(time.time(), max(before.values()) / 1e9 + 1.0)
     spec = src / "examples" / "mma_v2_64x64.yaml"
-    st = os.stat(spec)
-    os.utime(spec, (st.st_atime + 10, st.st_mtime + 10))
+    os.utime(spec, (touched, touched))
     out = _run([cmake, "--build", build, "-j", "2"])
     assert out.count("llgen: ") == 1 and "llgen: to_mma.cuh" in out, out
+    assert os.stat(headers["load_tile"]).st_mtime_ns == before["load_tile"]      # not rewritten
+    assert os.stat(headers["to_mma"]).st_mtime_ns != before["to_mma"]
 
 
 def test_cmake_hopper_gemm_builds(tmp_path):

@@ -46,6 +46,7 @@ from ll_codegen.plan.planner import plan_conversion
 from ll_codegen.emit.render import file_names
 from ll_codegen.operations import write_files
 from ll_codegen.spec import spec_from_dict
+import strata
 from toolchain import (HIPCC, HIP_ENV, NVCC, arch_flags, counted_kernel, expected, failures, isa_counts, need, owner,
                        ptx_counts, random_copy_plans, random_memory_plans, random_plans, run, run_all, split_isa,
                        split_ptx, uses_matrix, uses_stmatrix, widths)
@@ -57,9 +58,9 @@ GENERATED = os.path.join(ROOT, "generated")
 EXAMPLE = os.path.join(ROOT, "examples", "kernels", "mma_store.cu")
 
 SEED = 20240607
-PER_CONFIG = 60          # random conversions per (target, arch)
-MEMORY_PER_CONFIG = 32   # random store/load plans per (target, arch)
-COPY_PER_CONFIG = 12     # random global -> shared copies per (target, arch)
+PER_CONFIG = strata.quota_from_env("compile", 60)   # random conversions per (target, arch): LLGEN_COMPILE_QUOTA
+MEMORY_PER_CONFIG = PER_CONFIG * 8 // 15             # random store/load plans per (target, arch): 32 of 60
+COPY_PER_CONFIG = PER_CONFIG // 5                    # random global -> shared copies per (target, arch): 12 of 60
 BATCH = 12               # conversions per translation unit
 CONFIGS = (("cuda", "sm_80", 32), ("cuda", "sm_90", 32), ("hip", "gfx90a", 64), ("hip", "gfx1030", 32))
 DTYPES = ("i8", "f16", "f32", "f64")

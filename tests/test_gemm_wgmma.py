@@ -22,6 +22,8 @@ from ll_codegen.run import host
 from ll_codegen.verify.emulate.reference import round16_bits
 from toolchain import arch_flags, need, run
 
+pytestmark = pytest.mark.compile
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_wgmma.cu")
 GENERATED = os.path.join(ROOT, "generated")

@@ -15,6 +15,8 @@ import pytest
 from ll_codegen.run import host
 from toolchain import need
 
+pytestmark = pytest.mark.compile
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "host", "epilogue_on_host.cu")
 SIMT = os.path.join(ROOT, "ll_codegen", "simt")

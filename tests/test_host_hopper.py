@@ -164,6 +164,7 @@ __global__ void k_tma_wgmma(const CUtensorMap* map_a, const CUtensorMap* map_b) 
     while (!mbarrier_try_wait_parity(bar, 0)) {}
     uint32_t d[4] = {0, 0, 0, 0};
     const uint64_t sw128 = uint64_t(1) << 62, sbo = uint64_t(1024 >> 4) << 32, lbo = uint64_t(1) << 16;
+    wgmma_fence();  // PTX ISA: before the first wgmma (d was written by this thread)
     for (int s = 0; s < 4; ++s)
         wgmma(8, MmaType::kF16, MmaType::kF32, false, false, sw128 | sbo | lbo | ((a + 32 * s) >> 4), nullptr,
               sw128 | sbo | lbo | ((b + 32 * s) >> 4), d, s > 0);

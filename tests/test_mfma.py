@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -122,6 +123,7 @@ def test_instructions_follow_the_arch_and_the_layout():
     assert len({s.acc for s in p.steps}) == 2 and p.acc_regs == 32
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("mutate", ["swap", "acc", "a_word"])
 def test_a_wrong_plan_is_caught(mutate):
     """The emulator and the host runtime can fail: sources in the other order, two accumulator
@@ -141,6 +143,7 @@ def test_a_wrong_plan_is_caught(mutate):
         assert not r.ok and "acc[" in r.message, r.message
 
 
+@pytest.mark.compile
 def test_harnesses_run_bit_exact_on_the_host_simt_runtime():
     """Every case's generated header and harness, unchanged, on the host runtime (wave64)."""
     if host.compiler() is None:
@@ -149,6 +152,7 @@ def test_harnesses_run_bit_exact_on_the_host_simt_runtime():
     assert all(r.ok for r in results), [r.message for r in results if not r.ok][:3]
 
 
+@pytest.mark.compile
 def test_hipcc_compiles_to_the_planned_instructions(tmp_path):
     """hipcc (gfx90a; gfx942 as gfx940) compiles every harness, and each kernel's assembly holds
     exactly the plan's instruction, once per step."""
@@ -192,7 +196,7 @@ def test_refusals_are_one_line(change, message):
 
 
 def test_cli(tmp_path):
-    run = lambda *a: subprocess.run(["llgen", "mma", *a], capture_output=True, text=True, cwd=ROOT)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "ll_codegen", "mma", *a], capture_output=True, text=True, cwd=ROOT)
     args = ["--acc", EX + "mfma_acc_64x64.yaml", "--a", EX + "a_dot_64x32.yaml", "--b", EX + "b_dot_32x64.yaml",
             "--target", "hip"]
     r = run(*args, "--plan", "--json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -140,7 +141,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_cli_plan_json_and_files(tmp_path):
     import json
-    run = lambda *a: subprocess.run(["llgen", "mma", *a], capture_output=True, text=True, cwd=ROOT)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "ll_codegen", "mma", *a], capture_output=True, text=True, cwd=ROOT)
     args = ["--acc", EX + "wgmma_acc_128x128.yaml", "--a", EX + "a_smem_128x64.yaml", "--b", EX + "b_smem_64x128.yaml"]
     r = run(*args, "--plan", "--json")
     assert r.returncode == 0, r.stderr
@@ -154,6 +155,7 @@ def test_cli_plan_json_and_files(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and not (tmp_path / "x").exists()
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("acc_dtype", ["f32", "f16"])
 def test_compiles_for_sm_90a_and_sm_80(tmp_path, acc_dtype):
     """The header and harness from the example specs compile (f16 accumulators: wgmma's .f16 D and
@@ -174,6 +176,7 @@ def test_compiles_for_sm_90a_and_sm_80(tmp_path, acc_dtype):
 F16_ACC = [c for c in CASES if c.acc_dtype == "f16"]
 
 
+@pytest.mark.compile
 def test_f16_accumulator_corpus_compiles(tmp_path):
     """Every f16-accumulator form of the corpus (wgmma .f16 D with f16 / e4m3 / e5m2 operands, A in
     shared memory or registers; mma.sync .f16 with f16 and, PTX ISA 8.7, e4m3 operands) assembles
@@ -230,6 +233,7 @@ def test_f16_accumulator_pairs_must_be_words_of_the_layout():
         plan_layouts(swapped, a, b, "registers", "registers", 2, "f16", "f16", "cuda", "sm_80")
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("name", ["wgmma_f16_sw128_ak_bmn_64x256x128_w4x2_f16acc", "mma_sync_f16_f16acc"])
 def test_a_wrong_f16_accumulator_register_is_caught(name):
     """The emulator and the host runtime can fail: the first instruction's two .f16x2 registers
@@ -247,6 +251,7 @@ def test_a_wrong_f16_accumulator_register_is_caught(name):
         assert not r.ok and "acc[" in r.message
 
 
+@pytest.mark.compile
 def test_f16_accumulators_run_bit_exact_on_the_host_simt_runtime():
     """Every f16-accumulator form of the corpus: wgmma .f16 D (f16, e4m3, e5m2 operands; both
     operands in shared memory or A in registers) and mma.sync .f16 (f16, e4m3), bit for bit."""
@@ -259,18 +264,19 @@ def test_f16_accumulators_run_bit_exact_on_the_host_simt_runtime():
 
 def test_cli_f16_accumulator_plan():
     import json
-    r = subprocess.run(["llgen", "mma", "--acc", EX + "wgmma_acc_128x128.yaml", "--a", EX + "a_smem_128x64.yaml",
+    r = subprocess.run([sys.executable, "-m", "ll_codegen", "mma", "--acc", EX + "wgmma_acc_128x128.yaml", "--a", EX + "a_smem_128x64.yaml",
                         "--b", EX + "b_smem_64x128.yaml", "--acc-dtype", "f16", "--plan", "--json"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["instr"] == "wgmma.mma_async.sync.aligned.m64n128k16.f16.f16.f16" and d["acc_regs"] == 64
-    r = subprocess.run(["llgen", "mma", "--acc", EX + "wgmma_acc_128x128.yaml", "--a", EX + "a_smem_128x64.yaml",
+    r = subprocess.run([sys.executable, "-m", "ll_codegen", "mma", "--acc", EX + "wgmma_acc_128x128.yaml", "--a", EX + "a_smem_128x64.yaml",
                         "--b", EX + "b_smem_64x128.yaml", "--dtype", "bf16", "--acc-dtype", "f16", "--plan"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "accumulate in f32" in r.stderr
 
 
+@pytest.mark.compile
 def test_harnesses_run_bit_exact_on_the_host_simt_runtime():
     """The generated headers and harnesses, unchanged, on the host runtime (wgmma, mma.sync): a
     spread of the corpus -- every register-operand form and every fifth shared-operand one."""

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.compile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED = 20261126
-QUOTA = 10               # plans per strategy x access form (the host run has strata.QUOTA of each)
+QUOTA = strata.quota_from_env("ptx", 10)   # LLGEN_PTX_QUOTA: plans per strategy x access form
 BATCH = 12
 PAIRS = {p.name: p for p in NAMED}
 

@@ -66,6 +66,7 @@ def test_harness_variants_steer_each_path():
         assert all((align & -align) < w for w in narrower), variant   # and no wider path's
 
 
+@pytest.mark.compile
 @pytest.mark.parametrize("case", ["store_f32", "store_f16", "store_i8", "load_f16", "copy_f16", "hip_store_i8",
                                   "hip_load_f16"])
 def test_every_path_emulated_and_host_run(case):
@@ -84,6 +85,7 @@ def test_every_path_emulated_and_host_run(case):
     assert r.ok, r.message
 
 
+@pytest.mark.compile
 def test_a_dispatch_too_wide_is_caught(tmp_path):
     """Mutation: the header's dispatch always takes the widest path -- the misaligned harness
     variants then make misaligned vector accesses, which the host runtime reports."""

@@ -251,6 +251,7 @@ def tma_items():
     return items
 
 
+@pytest.mark.compile
 def test_header_compiles_for_sm90a(tmp_path):
     nvcc = need("nvcc")
     items = tma_items()
@@ -277,6 +278,7 @@ def test_header_compiles_for_sm90a(tmp_path):
 HOPPER = os.path.exists(os.path.join(SIMT, "hopper.h")) and os.path.exists(os.path.join(SIMT, "cuda.h"))
 
 
+@pytest.mark.compile
 @pytest.mark.skipif(host.compiler() is None, reason="no clang++ for the host SIMT runtime")
 @pytest.mark.skipif(not HOPPER, reason="ll_codegen/simt/hopper.h (mbarrier, TMA on the host) is not there yet")
 def test_host_simt_bit_exact():

@@ -176,6 +176,8 @@ def header_context(plan: Transfer, conv: Namespace, command: str, src_text: str 
     def what(n: int, side: str) -> str:
         if plan.operation in ("store", "load") and n == 0:
             return f"{side} layout ({plan.memory.space} memory tile)"
+        if plan.operation == "relayout":
+            return f"{side} layout (shared memory tile)"
         return f"{side} layout ({n} registers x {plan.warp_size} lanes x {plan.num_warps} warps)"
     src, dst = layout_of(plan.src_bases), layout_of(plan.dst_bases)
     comment = comment_lines(

@@ -17,10 +17,11 @@ from typing import Sequence
 from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, harness_context,
-                                  header_values, new_namespace, word_counts)
+                                  header_values, new_namespace, use_instruction, word_counts)
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
                                    linear_expr, row_major_bases, row_major_form, select_tree, strip_parens, term_expr,
                                    xor_form_expr)
+from ll_codegen.emit.instructions import BAR_SYNC
 from ll_codegen.plan.model import LaneSelect, swap_stages, with_partners, word_view
 from ll_codegen.plan.plans import Transfer, without_via
 from ll_codegen.plan.report import convert_summary
@@ -189,13 +190,20 @@ class ConvertBuilder(Builder):
             guard = f"(warp & {hex_const(m.store_warp_skip)}) == 0"
         steps = []
         nround = len(m.rounds)
-        visible = "__syncthreads()"     # stores -> loads; the barrier before the stores stays block-wide
+        # the block barrier: __syncthreads(), or a named barrier over the calling warps only
+        block, note = "__syncthreads()", ""
+        if m.named_barrier is not None:
+            b = m.named_barrier
+            block = f"{use_instruction(self.conv, BAR_SYNC)}({b.id}, {b.threads})"
+            note = f" (named barrier {b.id}: the kThreads threads of this call)"
+        visible = block                 # stores -> loads; the barrier before the stores stays block-wide
         if m.barrier == "warp":
             visible = "__syncwarp()" if self.cuda else "detail::warp_sync()"
+            note = " (each warp reads only its own bytes)"
             self.conv.warp_sync = not self.cuda
         # the barrier before each round's stores (none before round 0 with two scratch buffers)
         free = (f"{visible};  // scratch free (previous use done by this warp: its own slice)" if m.per_warp
-                else "__syncthreads();  // scratch free (previous use done)")
+                else f"{block};  // scratch free (previous use done)")
         for i, rnd in enumerate(m.rounds):
             stores = [self.store(a, m.store_instr, m.store_vec, st_sup, k) for k, a in enumerate(rnd.stores)]
             loads, unpack = [], []
@@ -207,7 +215,7 @@ class ConvertBuilder(Builder):
             steps.append({
                 "comment": f"{tag}{len(stores)} store(s) of {self.width(m.store_instr, m.store_vec)}, "
                            f"{len(loads)} load(s) of {self.width(m.load_instr, m.load_vec)}",
-                "stores": stores, "guard": guard, "loads": loads, "unpack": unpack, "visible": visible,
+                "stores": stores, "guard": guard, "loads": loads, "unpack": unpack, "visible": visible, "note": note,
                 "free": free if i > 0 or m.buffers == 1 else None})
         self.fn.steps = steps
         self.finish_prologue(self.smem_rows(("st", m.store_base), ("ld", m.load_base)))
@@ -235,7 +243,9 @@ def barrier_contract(plan: Transfer) -> str:
     for register moves and shuffles (whole warps call), block or warp barriers
     around each shared-memory round, none before the first stores when the
     caller alternates two scratch buffers; a staged plan's are its
-    shared-memory step's (its shuffles need whole warps, which those do too)."""
+    shared-memory step's (its shuffles need whole warps, which those do too).
+    With a named barrier every block barrier is ``bar.sync id, threads`` and only
+    the calling warps take part."""
     if plan.via is not None:
         return barrier_contract(without_via(plan))
     if plan.by_shuffle:
@@ -243,17 +253,23 @@ def barrier_contract(plan: Transfer) -> str:
                 "the call must be made by whole warps (all lanes active).")
     if not plan.through_smem:
         return "Barriers: none; smem is not touched and no data leaves the thread."
-    m, n = plan.smem, len(plan.smem.rounds)
+    m, n, b = plan.smem, len(plan.smem.rounds), plan.smem.named_barrier
+    bar = "__syncthreads()" if b is None else f"bar.sync {b.id}, {b.threads}"
     every = "Every thread of the block must make the call, with tid in [0, kThreads)."
-    still = ("When it returns, other threads may still be reading smem: __syncthreads() before writing smem "
-             "again (another convert() does that itself).")
+    all_call = "Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads)."
+    if b is not None:
+        every = all_call = (f"Named barrier {b.id} counts {b.threads} threads: exactly the kThreads threads that "
+                            f"make the call (whole warps, tid in [0, kThreads)) arrive at it; the block's other "
+                            f"warps do not take part and must not use barrier {b.id} during the call.")
+    still = (f"When it returns, other threads may still be reading smem: {bar} before writing smem "
+             f"again (another convert() does that itself).")
     sync = "__syncwarp()" if plan.target == "cuda" else "wavefront barrier(s) (detail::warp_sync())"
     if m.buffers == 2:
-        return (f"Barriers: {m.block_barriers} __syncthreads() ({n} round(s)), none before the first stores: "
+        return (f"Barriers: {m.block_barriers} {bar} ({n} round(s)), none before the first stores: "
                 f"kScratchBuffers = 2 -- consecutive conversions must use different scratch buffers (allocate "
                 f"two of kSmemBytes and alternate), so that the block barrier between this call's stores and "
                 f"loads has ordered every read of the buffer by the call before the previous one. Before the "
-                f"first call, and before reusing a buffer for anything else, __syncthreads(). {every}")
+                f"first call, and before reusing a buffer for anything else, {bar}. {every}")
     if m.per_warp:
         return (f"Barriers: {m.warp_barriers} {sync}, no block barrier ({n} round(s)); the scratch is "
                 f"split per warp (--scratch-per-warp): warp w stores and loads only bytes [w * kWarpSliceBytes, "
@@ -262,14 +278,13 @@ def barrier_contract(plan: Transfer) -> str:
                 f"the same kSmemBytes on one scratch need nothing between them); before using the scratch for "
                 f"anything else, __syncthreads(). {every}")
     if m.barrier == "warp":
-        return (f"Barriers: {m.block_barriers} __syncthreads() and {m.warp_barriers} {sync} ({n} round(s)): a "
+        return (f"Barriers: {m.block_barriers} {bar} and {m.warp_barriers} {sync} ({n} round(s)): a "
                 f"block barrier before each round's stores, so the scratch may still be in use by the caller or "
                 f"an earlier convert() when this one starts; a warp barrier between stores and loads, enough "
                 f"because every warp reads back only bytes it wrote itself. {every} {still}")
-    return (f"Barriers: {2 * n} __syncthreads() ({n} round(s): one before each round's stores, so the "
+    return (f"Barriers: {2 * n} {bar} ({n} round(s): one before each round's stores, so the "
             f"scratch may still be in use by the caller or an earlier convert() when this one starts; one "
-            f"between stores and loads). Every thread of the block must make the call (block-wide barriers), "
-            f"with tid in [0, kThreads). {still}")
+            f"between stores and loads). {all_call} {still}")
 
 
 def convert_function(plan: Transfer, conv: Namespace) -> Fn:

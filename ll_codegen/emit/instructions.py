@@ -135,6 +135,18 @@ CP_ASYNC_GROUPS = (
                 ("llgen_host::cp_async_wait(N);",), "cp.async.wait_group", template="template <int N>"))
 
 
+# ---------------------------------------------------------------- named barriers
+#: bar.sync id, threads (PTX ISA "bar.sync / barrier.sync"): waits until ``threads`` threads -- whole
+#: warps -- arrived at barrier ``id`` (1..15; 0 is __syncthreads()'s), ordering their shared-memory
+#: accesses; the block's other warps are not involved.  The host runtime models the count, the
+#: arrivals and the ordering (simt_host.h, named barriers).
+BAR_SYNC = Instruction(
+    "bar_sync", "unsigned id, unsigned threads",
+    ('asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");',),
+    ("llgen_host::named_barrier(id, threads);",), "bar.sync",
+    doc=("// bar.sync id, threads: a named barrier over `threads` threads (whole warps) only.",))
+
+
 # ---------------------------------------------------------------- mma.sync, wgmma
 def mma(name: str, instr: str, nd: int, acc_c: str, constraint: str, a_words: int, b_words: int, tail: str,
         host_call: str, wgmma: bool) -> Instruction:
@@ -143,8 +155,8 @@ def mma(name: str, instr: str, nd: int, acc_c: str, constraint: str, a_words: in
     ``instr`` the full PTX instruction; ``nd`` accumulator words of C type ``acc_c`` (asm constraint
     ``constraint``); ``a_words``/``b_words`` operand registers (0: the operand through a descriptor);
     ``tail`` the immediates after wgmma's scale-d predicate; ``host_call`` the host SIMT runtime's call
-    (``w`` the word array, ``a``/``b`` the operand arrays); ``wgmma``: ``accumulate`` sets the scale-d
-    predicate (0: D = A * B)."""
+    (``w`` the word array -- wgmma: ``d`` the accumulator registers' addresses --, ``a``/``b`` the
+    operand arrays); ``wgmma``: ``accumulate`` sets the scale-d predicate (0: D = A * B)."""
     d = "{" + ", ".join(f"%{i}" for i in range(nd)) + "}"
     k = nd
     if a_words:
@@ -170,13 +182,17 @@ def mma(name: str, instr: str, nd: int, acc_c: str, constraint: str, a_words: in
         device = [f'asm volatile("{instr} {operands};\\n"']
     device += [f"{pad}{': ' if j == 0 else '  '}{line}" for j, line in enumerate(out_lines)]
     device += [f"{pad}: {', '.join(inputs)}", pad + (': "memory");' if wgmma else ");")]
-    host = [f"{acc_c}* const d[{nd}] = {{{', '.join(f'&d{i}' for i in range(nd))}}};", f"uint32_t w[{nd}];",
-            f"for (int i = 0; i < {nd}; ++i) memcpy(&w[i], d[i], 4);"]
+    # wgmma is asynchronous: the host runtime keeps the accumulator registers' addresses (``d``) and
+    # writes them at the wgmma.wait_group that covers the instruction; mma.sync computes in ``w`` during the call
+    regs = f"{{{', '.join(f'&d{i}' for i in range(nd))}}}"
+    host = [f"void* const d[{nd}] = {regs};"] if wgmma else \
+        [f"{acc_c}* const d[{nd}] = {regs};", f"uint32_t w[{nd}];",
+         f"for (int i = 0; i < {nd}; ++i) memcpy(&w[i], d[i], 4);"]
     if a_words:
         host.append(f"const uint32_t a[{a_words}] = {{{', '.join(f'a{i}' for i in range(a_words))}}};")
     if b_words:
         host.append(f"const uint32_t b[{b_words}] = {{{', '.join(f'b{i}' for i in range(b_words))}}};")
-    host += [f"{host_call};", f"for (int i = 0; i < {nd}; ++i) memcpy(d[i], &w[i], 4);"]
+    host += [f"{host_call};"] + ([] if wgmma else [f"for (int i = 0; i < {nd}; ++i) memcpy(d[i], &w[i], 4);"])
     params = ([f"{acc_c}& d{i}" for i in range(nd)]
               + ([f"uint32_t a{i}" for i in range(a_words)] or ["uint64_t desc_a"])
               + ([f"uint32_t b{i}" for i in range(b_words)] or ["uint64_t desc_b"])
@@ -190,7 +206,8 @@ def mma(name: str, instr: str, nd: int, acc_c: str, constraint: str, a_words: in
                        feature="sm_90a" if wgmma else "", doc=(doc,))
 
 
-#: wgmma's fence / commit / wait (every warp of the warp group), sm_90a
+#: wgmma's fence / commit / wait (every warp of the warp group), sm_90a; on the host a wgmma lands at
+#: the wait covering its group (``simt/wgmma.h``)
 WGMMA_FENCE = Instruction("wgmma_fence", "", ('asm volatile("wgmma.fence.sync.aligned;" ::: "memory");',),
                           ("llgen_host::wgmma_fence();",), "wgmma.fence", arch=90, feature="sm_90a")
 WGMMA_COMMIT_GROUP = Instruction(
@@ -212,10 +229,10 @@ def setmaxnreg(inc: bool) -> Instruction:
 
 
 def register_pin(c_type: str, constraint: str) -> Instruction:
-    """An empty asm that reads and writes ``x``: the compiler keeps ``x`` in place across it (no PTX);
-    nothing to model on the host."""
+    """An empty asm that reads and writes ``x``: the compiler keeps ``x`` in place across it (no PTX).
+    On the host a read of ``x``: an error while a wgmma in flight writes it (``simt/wgmma.h``)."""
     return Instruction(f"pin_{constraint}", f"{c_type}& x", (f'asm volatile("" : "+{constraint}"(x) :: "memory");',),
-                       ("(void)x;",), "(none: a compiler barrier on one register)")
+                       ("llgen_host::register_read(&x);",), "(none: a compiler barrier on one register)")
 
 
 # ---------------------------------------------------------------- mbarrier, TMA, the async proxy
@@ -287,6 +304,42 @@ def tma_store(rank: int) -> Instruction:
                        (f'asm volatile("{asm}"', f'             :: "l"(map), "r"(src), {inputs} : "memory");'),
                        (f"const int c[{rank}] = {{{init}}};", "llgen_host::tma_store(map, src, c);"),
                        "cp.async.bulk.tensor", arch=90)
+
+
+# ---------------------------------------------------------------- f32 -> packed 16- and 8-bit floats
+#: the packed conversion of each element type: (PTX instruction, result type, asm constraint, oldest arch,
+#: the host stand-in's call on (lo, hi))
+_CVT_PACK = {
+    "f16": ("cvt.rn.f16x2.f32", "uint32_t", "r", 80,
+            "const __half2 h = __floats2half2_rn(lo, hi);"),
+    "bf16": ("cvt.rn.bf16x2.f32", "uint32_t", "r", 80,
+             "const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);"),
+    "f8e4m3": ("cvt.rn.satfinite.e4m3x2.f32", "uint16_t", "h", 89,
+               "const __nv_fp8x2_storage_t h = __nv_cvt_float2_to_fp8x2(float2{lo, hi}, __NV_SATFINITE, __NV_E4M3);"),
+    "f8e5m2": ("cvt.rn.satfinite.e5m2x2.f32", "uint16_t", "h", 89,
+               "const __nv_fp8x2_storage_t h = __nv_cvt_float2_to_fp8x2(float2{lo, hi}, __NV_SATFINITE, __NV_E5M2);"),
+}
+
+#: the element types ``cvt_pack`` converts f32 pairs to
+CVT_PACK_TYPES = tuple(_CVT_PACK)
+
+
+def cvt_pack(dtype: str) -> Instruction:
+    """``cvt_pack_<dtype>(hi, lo)``: two f32 rounded to nearest even into one packed pair, ``lo`` in the
+    low half (bits 0-15 of the .b32 for f16/bf16, bits 0-7 of the .b16 for fp8), ``hi`` in the high half.
+
+    PTX ISA "cvt": ``cvt.rn.f16x2.f32 d, a, b`` (likewise bf16x2, and e4m3x2/e5m2x2 with the mandatory
+    ``.satfinite``) stores the value converted from ``a`` in the upper half of ``d`` and from ``b`` in the
+    lower half, so the wrapper passes (hi, lo) in that order.  ``.satfinite``: a finite value beyond the
+    format's largest and +-infinity become +-MAXNORM (448 e4m3, 57344 e5m2), a NaN the NaN 0x7f.  The host
+    branch is the stand-ins' conversion (``simt/cuda_fp16.h``, ``cuda_bf16.h``, ``cuda_fp8.h``)."""
+    ptx, result, constraint, arch, host = _CVT_PACK[dtype]
+    return Instruction(
+        f"cvt_pack_{dtype}", "float hi, float lo",
+        (f"{result} d;", f'asm("{ptx} %0, %1, %2;" : "={constraint}"(d) : "f"(hi), "f"(lo));', "return d;"),
+        (host, f"{result} d;", f"memcpy(&d, &h, sizeof d);", "return d;"),
+        ptx, arch=arch, result=result,
+        doc=(f"// {ptx}: hi -> the upper {'8' if result == 'uint16_t' else '16'} bits, lo -> the lower.",))
 
 
 # ---------------------------------------------------------------- bench loops

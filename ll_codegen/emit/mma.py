@@ -9,7 +9,10 @@ Everything is decided here as plain data; ``templates/mma.cuh.j2`` loops over it
   operands: register words, or a descriptor ``detail::desc(kDescA, address)`` whose address is the
   operand tile's plus the slice's byte offset (XOR the thread's warp-group offset);
 * the index functions the harness and users place data with (``acc_index``, ``a_index`` or
-  ``a_tile_index``, ...).
+  ``a_tile_index``, ...);
+* with A in registers, ``pack_operand(p, a)``: an f32 accumulator of A's M x K tile converted into A's
+  words, one ``cvt`` per pair of elements, in the register order ``plan/mma.pack_map`` reads off the
+  layouts (or, where the layouts put an accumulator element in another thread, the reason there is none).
 """
 from __future__ import annotations
 
@@ -18,10 +21,10 @@ from dataclasses import dataclass
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import comment_lines, hex_const, index_function, tile_index_function, xor_form_expr
 from ll_codegen.emit.instructions import (FENCE_PROXY_ASYNC, WGMMA_COMMIT_GROUP, WGMMA_FENCE, WGMMA_WAIT_GROUP,
-                                          Instruction, register_pin, setmaxnreg)
+                                          Instruction, cvt_pack, register_pin, setmaxnreg)
 from ll_codegen.emit.instructions import mma as mma_instruction
 from ll_codegen.emit.mfma import MFMA_FILES
-from ll_codegen.plan.mma import AB_BYTES, MmaPlan
+from ll_codegen.plan.mma import AB_BYTES, MmaError, MmaPlan, pack_map, pack_source
 from ll_codegen.plan.report import mma_summary
 
 #: dtype -> the host SIMT runtime's MmaType
@@ -43,7 +46,7 @@ class Wrapper:
     a_words: int             # 0: A through a descriptor
     b_words: int             # 0: B through a descriptor
     tail: str                # immediates after the scale-d predicate (wgmma), e.g. ", 1, 1, 0, 1"
-    host_call: str           # the llgen_host call (with `w` the word array, `a`/`b` the operand arrays)
+    host_call: str           # the llgen_host call (`w` the word array; wgmma: `d` the registers' addresses)
     wgmma: bool
 
     @property
@@ -77,7 +80,7 @@ def wrapper(plan: MmaPlan) -> Wrapper:
     if wg:
         flag = {0: "false", 1: "true"}
         host = (f"llgen_host::wgmma({n}, {ab}, {acc}, {flag[tnsp_a]}, {flag[tnsp_b]}, "
-                f"{'0' if a_words else 'desc_a'}, {'a' if a_words else 'nullptr'}, desc_b, w, accumulate != 0)")
+                f"{'0' if a_words else 'desc_a'}, {'a' if a_words else 'nullptr'}, desc_b, d, {nd}, accumulate != 0)")
     else:
         host = f"llgen_host::mma_sync(16, 8, {k}, {ab}, {acc}, a, b, w, w)"
     name = (f"wgmma_m64n{n}k{k}_{plan.acc_dtype}_{plan.dtype}_{'r' if a_words else 's'}s" if wg
@@ -143,6 +146,39 @@ def _params(plan: MmaPlan) -> str:
     return ", ".join(ps)
 
 
+#: the C headers whose host stand-ins the cvt wrappers of each A type call (``simt/``)
+PACK_HEADERS = {"f16": "<cuda_fp16.h>", "bf16": "<cuda_bf16.h>", "f8e4m3": "<cuda_fp8.h>", "f8e5m2": "<cuda_fp8.h>"}
+
+
+def pack_values(plan: MmaPlan) -> dict:
+    """``pack_operand``'s constant, index function, body lines, cvt wrapper and host include -- or, when the
+    accumulator's elements are not A's in the same thread, comment lines saying why there is none."""
+    none = dict(pack_consts=[], pack_index=[], pack_note=[], pack_lines=[], pack_instructions=[], pack_includes=[])
+    if plan.a.space != "registers":
+        return none
+    try:
+        pack = pack_map(plan)
+    except MmaError as e:
+        return dict(none, pack_note=[f"// No pack_operand(): {e}."])
+    wrap = f"detail::cvt_pack_{plan.dtype}"
+    lines = []
+    for w, regs in enumerate(pack):
+        pairs = [f"{wrap}(p[{regs[j + 1]}], p[{regs[j]}])" for j in range(0, len(regs), 2)]
+        if len(pairs) == 1:
+            lines.append(f"a[{w}] = {pairs[0]};")
+        else:                                            # 8-bit: two .b16 pairs, the first in the low half
+            lines.append(f"a[{w}] = uint32_t({pairs[0]}) | uint32_t({pairs[1]}) << 16;")
+    src = pack_source(plan)
+    M, _, K = plan.shape
+    return dict(pack_consts=[(f"constexpr int kPackRegs = {src.in_dim_size('register')};",
+                              f"f32 registers per thread of the {M} x {K} accumulator pack_operand() takes")],
+                pack_index=[f"// Row-major index in the {M} x {K} accumulator pack_operand() takes of the element "
+                            f"register `reg` of (lane, warp) holds ({plan.kind}, warps along M).",
+                            index_function("p_index", src)],
+                pack_note=[], pack_lines=lines, pack_instructions=[cvt_pack(plan.dtype)],
+                pack_includes=[f"#include {PACK_HEADERS[plan.dtype]}"])
+
+
 def namespace_values(plan: MmaPlan, name: str) -> dict:
     """Everything the header's namespace holds."""
     wrap = wrapper(plan)
@@ -180,10 +216,16 @@ def namespace_values(plan: MmaPlan, name: str) -> dict:
                         f"LBO {d.lbo_bytes} B, SBO {d.sbo_bytes} B (start address added per instruction)")]
             index += [f"// Row-major index in {W} ({dims}) of the element at element offset `offset` of {W}'s tile.",
                       tile_index_function(L).replace("int tile_index(", f"int {which}_tile_index(")]
-    return dict(constants=consts, index=index, wrapper=wrap, calls=calls(plan, wrap), prologue=_prologue(plan),
+    pack = pack_values(plan)
+    return dict(constants=consts + pack["pack_consts"], index=index + pack["pack_index"], wrapper=wrap,
+                records=wrap.instructions + pack["pack_instructions"], pack_lines=pack["pack_lines"],
+                pack_note=pack["pack_note"],
+                host_includes=["#include <cstring>"] + pack["pack_includes"],
+                calls=calls(plan, wrap), prologue=_prologue(plan),
                 params=_params(plan), wgmma=plan.kind == "wgmma", ab_raw=RAW[AB_BYTES[plan.dtype]],
                 acc_c=ACC_C[plan.acc_dtype], acc_constraint=ACC_CONSTRAINT[plan.acc_dtype],
                 acc_per_reg=plan.acc_per_reg,
+                acc_wait=0,          # wait_acc: acc is read next, so no wgmma group writing it may stay in flight
                 shared_a=plan.a.space == "shared", shared_b=plan.b.space == "shared")
 
 

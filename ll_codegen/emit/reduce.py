@@ -26,6 +26,8 @@ from typing import Sequence
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import (address_expr, aligned, comment_lines, hex_const, index_function, linear_expr,
                                    row_major_form, xor_form_expr)
+from ll_codegen.emit.instructions import BAR_SYNC
+from ll_codegen.plan.model import Barrier
 from ll_codegen.plan.reduce import ReducePlan
 from ll_codegen.plan.report import reduce_summary
 
@@ -138,6 +140,7 @@ class _Body:
         sup = form.support
         at = [address_expr("e", c, sup) for c in consts]
         k = _bits_expr("warp", w.warp_bits, self.warp_bits)
+        block = block_barrier(w.named_barrier)
         at = [f"({a})" if "^" in a else a for a in at]                  # e + 0x10 needs no parentheses
         stores = [f"detail::st(scratch + k * kOutputs + {at[j]}, dst[{j}]);" for j in range(p.n_dst)]
         loads, spread = [], []
@@ -154,8 +157,7 @@ class _Body:
                                 for q in range(w.parts)])
             body.append(f"detail::st({base}o, r);  // only this thread read partial 0 of o" if not w.results
                         else f"detail::st({base}o, r);")
-            spread = [head] + ["    " + line for line in body] + ["}",
-                                                                     "__syncthreads();  // every result stored"]
+            spread = [head] + ["    " + line for line in body] + ["}", f"{block};  // every result stored"]
             for j in range(p.n_dst):
                 loads.append(f"dst[{j}] = detail::ld({base}{at[j]});")
             loads = _wrap(loads)
@@ -171,10 +173,16 @@ class _Body:
         self.steps.append(dict(
             comment=_comment(f"Across warps: partial k (the warp's reduced bit(s) {list(w.warp_bits)}) of output e "
                              f"at scratch[k * kOutputs + e], one writer each; {what}"),
-            free="__syncthreads();  // scratch free (an earlier use by the caller is done)",
+            free=f"{block};  // scratch free (an earlier use by the caller is done)",
             open=f"if ({' && '.join(guard)}) {{  // one writer per output element and partial" if guard else "{",
             k=f"const unsigned k = {k};", stores=stores,
-            visible="__syncthreads();  // every partial stored", spread=spread, lines=loads))
+            visible=f"{block};  // every partial stored", spread=spread, lines=loads))
+
+
+def block_barrier(b: Barrier | None) -> str:
+    """The C of the warp stage's block barrier: ``__syncthreads()``, or the named barrier's wrapper
+    (``emit/instructions.BAR_SYNC``, defined in the header's detail namespace)."""
+    return "__syncthreads()" if b is None else f"detail::{BAR_SYNC.name}({b.id}, {b.threads})"
 
 
 def _barriers(plan: ReducePlan) -> list[str]:
@@ -183,6 +191,19 @@ def _barriers(plan: ReducePlan) -> list[str]:
                 else ". Each warp exchanges data within itself (shuffles), so the call must be made by whole warps "
                      "(all lanes active)."),
                 "// tid and smem are unused (kSmemBytes is 0)."]
+    b = plan.warps.named_barrier
+    if b is not None:
+        rounds = ("one between the partials' stores and their combine; one between the results' stores and the "
+                  "loads" if plan.warps.spread else "one between the stores and the loads")
+        text = (f"Barriers: {plan.warps.barriers} bar.sync {b.id}, {b.threads} (named barrier {b.id}, in place of "
+                f"__syncthreads(): one before the stores, so the scratch may still be in use by the caller or an "
+                f"earlier call; {rounds}). Named barrier {b.id} counts {b.threads} threads: exactly the kThreads "
+                f"threads that make the call (whole warps, tid = its index in [0, kThreads): lane = tid % kWarpSize, "
+                f"warp = tid / kWarpSize) arrive at it; the block's other warps do not take part and must not use "
+                f"barrier {b.id} during the call. smem must hold kSmemBytes bytes of scratch, aligned to sizeof(T), "
+                f"shared by those threads. When it returns other threads may still be reading the scratch: "
+                f"bar.sync {b.id}, {b.threads} before writing it again.")
+        return ["// " + line for line in textwrap.wrap(text, 110)]
     if plan.warps.spread:
         head = ["// Barriers: 3 __syncthreads() (one before the stores, so the scratch may still be in use by the caller",
                 "// or an earlier call when this one starts; one between the partials' stores and their combine; one",
@@ -234,6 +255,7 @@ def header(plan: ReducePlan, name: str, command: str = "", src_text: str | None 
         index_functions=[index_function("src_index", src), index_function("dst_index", dst)],
         barriers=_barriers(plan), unused=body.unused, prologue=aligned(body.prologue), steps=body.steps,
         uses_smem=w is not None,
+        instructions_used=[BAR_SYNC] if w is not None and w.named_barrier is not None else [],
         broadcast=_wrap([f"out[{r}] = red[{j}];" for r, j in enumerate(plan.dst_of_src)]))
 
 

@@ -36,19 +36,20 @@ from typing import Callable
 
 import numpy as np
 
-from ll_codegen.core.layout import LinearLayout
+from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.core.target import Target, get_target
 from ll_codegen.layouts.dot_operand import DotOperandLayout
 from ll_codegen.layouts.nvidia import NVMMADistributedLayout
 from ll_codegen.plan.mfma import plan_mfma
-from ll_codegen.plan.mma_fragments import bases, fragment_instructions, register_fetch
+from ll_codegen.plan.mma_fragments import bases, fragment_instructions, operand_from_accumulator, register_fetch
 from ll_codegen.plan.mma_model import (AB_BYTES, ACC_PER_REG, SWIZZLE_MODE, Descriptor, MmaError, MmaPlan, MmaStep,
                                        Operand)
 from ll_codegen.plan.model import XorForm
 from ll_codegen.plan.tma import swizzle, tile_alignment
 
 __all__ = ["AB_TYPES", "ACC_PTX", "AB_BYTES", "ACC_PER_REG", "SWIZZLE_MODE", "Descriptor", "MmaError", "MmaPlan",
-           "MmaStep", "Operand", "fragment_layouts", "tile_offsets", "descriptor_of", "plan_mma"]
+           "MmaStep", "Operand", "fragment_layouts", "tile_offsets", "descriptor_of", "plan_mma", "PACK_TYPES",
+           "pack_source", "pack_map"]
 
 
 #: operand dtype -> (PTX type, accumulator dtypes allowed, wgmma may read it MN-major).  PTX ISA
@@ -241,3 +242,42 @@ def _shared_operand(tile: LinearLayout, e: int, rows_first: bool, rows: int, mn_
     op = Operand("shared", bases(tile), bytes=int(offs.size * e), align=tile_alignment(tile, e),
                  warp_offset=XorForm((), tuple(warp_coefs)))
     return op, fetch
+
+
+# ------------------------------------------------------- accumulator -> register A (pack_operand)
+#: the A element types an f32 accumulator is packed into (one cvt per pair, emit/instructions.cvt_pack)
+PACK_TYPES = ("f16", "bf16", "f8e4m3", "f8e5m2")
+
+
+def pack_source(plan: MmaPlan) -> LinearLayout:
+    """The f32 accumulator ``pack_operand`` packs into A: the one an MMA of the plan's family leaves
+    over A's M x K tile with the plan's warps all along M (FlashAttention's P = softmax(Q K^T), fed
+    to the next MMA as A) -- wgmma m64nXk16 (its register order is the same for every instruction N
+    dividing K) or mma.sync m16n8."""
+    M, _, K = plan.shape
+    if plan.kind == "wgmma":
+        n = 8
+        while n < 256 and K % (2 * n) == 0:
+            n *= 2
+        parent = NVMMADistributedLayout(version=(3, 0), warps_per_cta=(plan.num_warps, 1), instr_shape=(16, n, 16))
+    else:
+        parent = NVMMADistributedLayout(version=(2, 0), warps_per_cta=(plan.num_warps, 1), instr_shape=(16, 8))
+    try:
+        return parent.to_linear([M, K])
+    except ValueError as e:
+        raise MmaError(f"pack_operand: no {plan.kind} accumulator of {plan.num_warps} warps spans {M} x {K} ({e})") \
+            from None
+
+
+def pack_map(plan: MmaPlan) -> tuple[tuple[int, ...], ...]:
+    """``pack[w]``: the ``pack_source`` registers whose values, converted to ``plan.dtype``, fill A's
+    32-bit word w, low part first (``mma_fragments.operand_from_accumulator``).  Raises ``MmaError``
+    (one line) when A is not in registers, its type is not in ``PACK_TYPES``, or the accumulator's
+    elements are not A's in the same thread -- 8-bit A (k_width 4) reads four consecutive K per
+    thread where the accumulator holds two: that takes warp shuffles (``llgen convert``)."""
+    if plan.kind == "mfma" or plan.a.space != "registers":
+        raise MmaError("pack_operand: A is not in registers")
+    if plan.dtype not in PACK_TYPES:
+        raise MmaError(f"pack_operand: {plan.dtype} is none of {', '.join(PACK_TYPES)}")
+    return operand_from_accumulator(pack_source(plan), layout_of(plan.a.layout), 4 // AB_BYTES[plan.dtype],
+                                    f"pack_operand ({plan.dtype} A)")

@@ -135,3 +135,38 @@ def register_fetch(ins: dict[tuple[int, ...], tuple[int, ...]], shift: list[tupl
 def bases(L: LinearLayout) -> dict[str, object]:
     """A layout as plan data (``core.layout.layout_of`` rebuilds it)."""
     return {"in_dims": L.bases, "out_dims": L.out_dim_sizes}
+
+
+def operand_from_accumulator(source: LinearLayout, operand: LinearLayout, word: int,
+                             what: str) -> tuple[tuple[int, ...], ...]:
+    """Where each element of a register operand sits in an accumulator of the same M x K tile held by
+    the same threads: ``pack[w][h]`` is the ``source`` register holding part h (low first) of the
+    operand's 32-bit word w, i.e. of operand element ``word * w + h``.
+
+    The pack is a thread-local register renaming only when, for every thread, operand element i and
+    source register ``pack`` of it hold the same (row, col) and that register index is the same for
+    every thread (a register index is a compile-time name); else ``MmaError`` names the first element
+    that lives in another thread or another register."""
+    S, A = register_coords(source), register_coords(operand)
+    if S.shape[1:3] != A.shape[1:3]:
+        raise MmaError(f"{what}: the accumulator spans {S.shape[2]} warps of {S.shape[1]} lanes, the operand "
+                       f"{A.shape[2]} of {A.shape[1]}")
+    regs = A.shape[0]
+    if regs % word:
+        raise MmaError(f"{what}: {regs} operand registers are no whole number of {word}-element words")
+    found: list[int] = [-1] * regs
+    for lane in range(A.shape[1]):
+        for warp in range(A.shape[2]):
+            at = {(int(c[0]), int(c[1])): r for r, c in enumerate(S[:, lane, warp])}
+            for i in range(regs):
+                c = (int(A[i, lane, warp, 0]), int(A[i, lane, warp, 1]))
+                r = at.get(c)
+                if r is None:
+                    raise MmaError(f"{what}: operand element {i} of lane {lane}, warp {warp} is {c}, which the "
+                                   f"accumulator keeps in another thread")
+                if found[i] < 0:
+                    found[i] = r
+                elif found[i] != r:
+                    raise MmaError(f"{what}: operand element {i} is accumulator register {found[i]} in one thread "
+                                   f"and {r} in lane {lane}, warp {warp}")
+    return tuple(tuple(found[w * word:(w + 1) * word]) for w in range(regs // word))

@@ -19,9 +19,11 @@ Conventions shared by every plan
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Sequence
 
 from ll_codegen.core import f2
+from ll_codegen.core.limits import short
 from ll_codegen.plan.words import compose_ops, lane_perms, perm_count
 
 
@@ -171,24 +173,17 @@ class ShufflePlan:
                              + side(self.recv_select, self.recv_swaps, [r.recv[0][0] for r in self.rounds],
                                     self.recv_fused))
 
-    def send_words(self, per: int) -> list[tuple[list[tuple[int, int]], ...]]:
+    def send_words(self, per: int) -> list[tuple[tuple[tuple[int, int], ...], ...]]:
         """Word view (``per`` elements a word): every payload word, round by round, as its
         elements (source word, index) for each value of ``send_select``."""
-        return [tuple([(r // per, r % per) for r in t[i:i + per]] for t in self.sent(rnd))
-                for rnd in self.rounds for i in range(0, len(rnd.send[0]), per)]
+        return list(_send_words(tuple((self.sent(rnd), len(rnd.send[0])) for rnd in self.rounds), per))
 
     def recv_words(self, per: int, copies: Sequence[tuple[int, int]] = ()
-                   ) -> dict[int, tuple[list[tuple[tuple[int, int], int] | None], ...]]:
+                   ) -> dict[int, tuple[tuple[tuple[tuple[int, int], int] | None, ...], ...]]:
         """Word view: destination word j -> its elements ((round, payload word), index) for each
         value of ``recv_select``; ``copies`` (the plan's ``dst_copies``) are composed in."""
-        out: dict[int, list] = {}
-        for c in range(self.recv_select.size):
-            src_of = {r: ((i, k // per), k % per)
-                      for i, rnd in enumerate(self.rounds) for k, r in enumerate(self.received(rnd)[c])}
-            src_of.update((a, src_of[b]) for a, b in copies if b in src_of)
-            for j in sorted({r // per for r in src_of}):
-                out.setdefault(j, []).append([src_of.get(r) for r in range(j * per, (j + 1) * per)])
-        return {j: tuple(alts) for j, alts in out.items()}
+        received = tuple(self.received(rnd) for rnd in self.rounds)
+        return dict(_recv_words(received, self.recv_select.size, per, tuple(copies)))
 
     def pack_ops(self, per: int, copies: Sequence[tuple[int, int]] = ()) -> int:
         """Byte permutes per thread, as rendered: payloads built from source words and
@@ -219,11 +214,36 @@ class ShufflePlan:
         return _choices(rnd.recv, self.recv_select, self.recv_swaps)
 
 
+@lru_cache(maxsize=1 << 10)            # pure; a plan's forms (select trees, swaps, fused) share their words
+def _send_words(sent: tuple[tuple[tuple[tuple[int, ...], ...], int], ...], per: int
+                ) -> tuple[tuple[tuple[tuple[int, int], ...], ...], ...]:
+    """``ShufflePlan.send_words`` of the rounds' (sent registers per select value, payload length)."""
+    return tuple(tuple(tuple((r // per, r % per) for r in t[i:i + per]) for t in regs)
+                 for regs, n in sent for i in range(0, n, per))
+
+
+@lru_cache(maxsize=1 << 10)            # pure; a plan's forms (select trees, swaps, fused) share their words
+def _recv_words(received: tuple[tuple[tuple[int, ...], ...], ...], size: int, per: int,
+                copies: tuple[tuple[int, int], ...]) -> tuple[tuple[int, tuple], ...]:
+    """``ShufflePlan.recv_words`` of the rounds' received registers (``received[i][c]``: round i's
+    for select value c), as (word, alternatives) pairs of tuples."""
+    out: dict[int, list] = {}
+    for c in range(size):
+        src_of = {r: ((i, k // per), k % per) for i, got in enumerate(received) for k, r in enumerate(got[c])}
+        src_of.update((a, src_of[b]) for a, b in copies if b in src_of)
+        for j in sorted({r // per for r in src_of}):
+            out.setdefault(j, []).append(tuple(src_of.get(r) for r in range(j * per, (j + 1) * per)))
+    return tuple((j, tuple(alts)) for j, alts in out.items())
+
+
 def _choices(listed: tuple[tuple[int, ...], ...], sel: LaneSelect,
              swaps: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-    if not swaps:
-        return listed
-    return tuple(tuple(r ^ f2.apply(swaps, c) for r in listed[0]) for c in range(sel.size))
+    return _swapped(listed[0], sel.size, swaps) if swaps else listed
+
+
+@lru_cache(maxsize=1 << 12)            # pure; the word views ask for every round's registers, form after form
+def _swapped(first: tuple[int, ...], size: int, swaps: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(r ^ f2.apply(swaps, c) for r in first) for c in range(size))
 
 
 @dataclass(frozen=True)
@@ -247,6 +267,49 @@ class AccessCost:
     bank_conflicts: int      # wavefronts beyond the minimum, per instruction
     instructions: int        # per warp, over all rounds
     total_wavefronts: int    # per warp, over all rounds
+
+
+#: named barriers of a CTA (PTX ISA "bar.sync / barrier.sync": ids 0..15; 0 is ``__syncthreads()``'s)
+BARRIER_IDS = range(1, 16)
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """A named barrier standing in for ``__syncthreads()``: ``bar.sync id, threads`` (PTX ISA
+    "bar.sync / barrier.sync").  The barrier completes when ``threads`` threads -- whole warps,
+    a multiple of the warp size -- arrived at ``id``, so a plan's barriers need only the warps that
+    call it: ``threads`` is the plan's ``num_warps * warp_size``, and the block's other warps (a
+    producer warp group) neither call nor wait.  Id 0 is ``__syncthreads()``'s barrier and is not
+    offered (a named use of it would meet the block's own ``__syncthreads()``)."""
+    id: int
+    threads: int
+
+    @property
+    def call(self) -> str:
+        """The PTX instruction, as a reader of the header sees it."""
+        return f"bar.sync {self.id}, {self.threads}"
+
+
+def parse_barrier(value: Any, target: str = "cuda") -> int | None:
+    """The barrier id of a ``--barrier`` value: ``None``/``"block"`` -> None (``__syncthreads()``),
+    an id 1..15 (int or digits) -> that id.  ValueError in one line for anything else, for id 0, and
+    on HIP targets, whose ISA has no named barriers (``s_barrier`` is the workgroup's one barrier)."""
+    if value is None or value == "block":
+        return None
+    text = str(value).strip()
+    if isinstance(value, bool) or not (isinstance(value, int) or text.isdigit()):
+        hint = ("; ID:THREADS is not offered: the barrier counts the threads that call the header, kThreads"
+                if ":" in text else "")
+        raise ValueError(f"--barrier {short(value)}: give block (__syncthreads()) or a named barrier id "
+                         f"{BARRIER_IDS.start}..{BARRIER_IDS.stop - 1}{hint}")
+    bid = int(text) if len(text) <= 3 else -1
+    if bid not in BARRIER_IDS:
+        why = " (0 is __syncthreads()'s barrier)" if bid == 0 else ""
+        raise ValueError(f"--barrier {bid if bid >= 0 else short(value)}: a named barrier id is "
+                         f"{BARRIER_IDS.start}..{BARRIER_IDS.stop - 1}{why}")
+    if target != "cuda":
+        raise ValueError(f"--barrier {bid}: named barriers are not on {target} targets (block is the only barrier)")
+    return bid
 
 
 @dataclass(frozen=True)
@@ -275,7 +338,8 @@ class SmemPlan:
     ``[w * bytes / warps, (w + 1) * bytes / warps)`` -- the warp bits are the
     top offset bits -- and the barrier before the stores is warp-scope too: the
     caller guarantees that those bytes were last used by warp w (or that a
-    block barrier came since)."""
+    block barrier came since).  ``named_barrier``: each block barrier is that named barrier over
+    the plan's threads instead of ``__syncthreads()`` (warp-specialised kernels)."""
     layout: dict[str, Any]
     swizzle: str                      # "optimal" | "none"
     store_vec: int
@@ -293,6 +357,7 @@ class SmemPlan:
     barrier: str = "block"            # "block" | "warp"
     buffers: int = 1                  # 2: the caller alternates two scratch buffers (no barrier before round 0)
     per_warp: bool = False            # each warp in its own slice of the scratch: both barriers warp-scope
+    named_barrier: Barrier | None = None   # the block barriers as bar.sync id, threads (None: __syncthreads())
 
     @property
     def warp_barriers(self) -> int:

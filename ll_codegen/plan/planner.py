@@ -47,13 +47,14 @@ from __future__ import annotations
 from typing import Callable
 
 from dataclasses import replace
+from functools import lru_cache
 
 from ll_codegen.core import f2
 from ll_codegen.core.dtypes import DTYPE_BYTES, dtype_bytes
 from ll_codegen.core.layout import LinearLayout, divide_left
 from ll_codegen.core.limits import short
 from ll_codegen.plan.memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
-from ll_codegen.plan.model import Candidate, RegisterPlan, ShufflePlan, SmemPlan, instruction_name, shuffle_name, word_view
+from ll_codegen.plan.model import Barrier, Candidate, RegisterPlan, ShufflePlan, SmemPlan, instruction_name, shuffle_name, word_view
 from ll_codegen.plan.plans import AccessPlan, ConvertPlan, CopyPlan, LoadPlan, StorePlan, without_via
 from ll_codegen.plan.shuffle import NotShuffleable, fuse_form, plan_shuffle, swap_form
 from ll_codegen.plan.staged import mid_layouts
@@ -112,6 +113,7 @@ def conversion_layout(src: LinearLayout, dst: LinearLayout) -> LinearLayout:
     return LinearLayout(bases, conv.out_dim_sizes, require_surjective=False)
 
 
+@lru_cache(maxsize=1 << 10)            # pure; a caller that chose the strategy by it plans the pair next
 def classify(src: LinearLayout, dst: LinearLayout) -> str:
     """The lowest level at which data must move: noop, register, shuffle or smem."""
     conv = conversion_layout(src, dst)
@@ -208,12 +210,15 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                     target: Target | str = "cuda", arch: str | None = None,
                     strategy: str = "auto", swizzle: str = "optimal",
                     smem_budget: int = DEFAULT_SMEM_BUDGET, max_vector_bytes: int | None = None,
-                    scratch_buffers: int = 1, scratch_per_warp: bool = False) -> ConvertPlan:
+                    scratch_buffers: int = 1, scratch_per_warp: bool = False,
+                    barrier: int | None = None) -> ConvertPlan:
     """Plan ``src -> dst`` for one element type and target; see the module docstring.
     ``scratch_buffers=2``: a shared-memory plan leaves out the barrier before
     its first stores (``SmemPlan.buffers``); the caller alternates two buffers.
     ``scratch_per_warp``: a warp-local shared-memory plan keeps each warp in its
     own slice of the scratch and issues warp-scope barriers only (``SmemPlan.per_warp``).
+    ``barrier``: a named barrier id (``model.parse_barrier``) for the block barriers
+    (``with_named_barrier``); None keeps ``__syncthreads()``.
 
     Raises ValueError with one clear sentence for any bad input or an illegal
     forced strategy."""
@@ -285,7 +290,31 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
         # the stores -> loads barrier is then what orders the previous call's reads of the other
         # buffer before the next call's stores into it: it must be block-wide
         best = replace(best, smem=replace(best.smem, buffers=2, barrier="block"))
-    return replace(best, candidates=reports)
+    return with_named_barrier(replace(best, candidates=reports), barrier)
+
+
+def with_named_barrier(plan: ConvertPlan | AccessPlan, barrier: int | None) -> ConvertPlan | AccessPlan:
+    """``plan`` with every block barrier it issues -- a shared-memory conversion's, a staged one's
+    shared-memory step's, a store's or load's ``via`` conversion's, on every run-time path -- as
+    the named barrier ``barrier`` over the plan's ``num_warps * warp_size`` threads
+    (``model.Barrier``).  ValueError in one line when the plan issues none: a named barrier
+    there would be a promise the header does not keep."""
+    if barrier is None:
+        return plan
+    named = _named(plan, Barrier(barrier, plan.threads))
+    if named == plan:
+        raise ValueError(f"--barrier {barrier}: this {plan.operation} ({plan.strategy}) issues no block barrier; "
+                         f"only plans through shared memory synchronise (leave --barrier out)")
+    return named
+
+
+def _named(plan: ConvertPlan | AccessPlan, barrier: Barrier) -> ConvertPlan | AccessPlan:
+    if isinstance(plan, ConvertPlan):
+        if plan.through_smem and plan.smem.block_barriers:
+            return replace(plan, smem=replace(plan.smem, named_barrier=barrier))
+        return plan
+    return replace(plan, via=_named(plan.via, barrier) if plan.via else None,
+                   paths=tuple(_named(p, barrier) for p in plan.paths))
 
 
 def shuffle_forms(step: ConvertPlan, sp: ShufflePlan) -> list[ConvertPlan]:
@@ -365,7 +394,7 @@ def _memory_score(plan: AccessPlan) -> tuple[float, str]:
 def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: str, dtype: str = "f16",
                 target: Target | str = "cuda", arch: str | None = None, alignment: int = 16,
                 strides: tuple[int, ...] | None = None, instr: str = "auto",
-                max_vector_bytes: int | None = None) -> AccessPlan:
+                max_vector_bytes: int | None = None, barrier: int | None = None) -> AccessPlan:
     """Plan ``store`` (registers of ``dist`` -> the memory ``tile``) or
     ``load`` (the tile -> registers); ``space`` is ``shared`` (``tile``: offset
     -> tensor, any bijective layout) or ``global`` (``tile``: the dense
@@ -383,8 +412,8 @@ def plan_memory(dist: LinearLayout, tile: LinearLayout, direction: str, space: s
     def at(a: int) -> AccessPlan:
         return _plan_memory(dist, tile, direction, space, dtype, target, arch, a, strides, instr, max_vector_bytes)
     if space != "global":
-        return at(alignment)
-    return _with_paths(at, alignment, strides, lambda p: p.memory.vector_bytes)
+        return with_named_barrier(at(alignment), barrier)
+    return with_named_barrier(_with_paths(at, alignment, strides, lambda p: p.memory.vector_bytes), barrier)
 
 
 def _with_paths(at: Callable[[int], AccessPlan | CopyPlan], alignment: int, strides: tuple[int, ...] | None,

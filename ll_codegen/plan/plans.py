@@ -16,6 +16,9 @@ type            moves                                             parts
 ``LoadPlan``    a shared or global tile -> registers              optional ``via`` conversion, ``paths``
 ``CopyPlan``    a global tile -> a shared tile                    a thread ``mapping``, its ``load`` and
                 (cp.async, or through registers)                  ``store`` (``MemoryPlan`` each)
+``RelayoutPlan`` a shared tile -> a shared tile (a transpose,    ``load`` (a ``LoadPlan``), ``convert``
+                a re-swizzle) through registers                   (a ``ConvertPlan`` without shared
+                                                                  memory), ``store`` (a ``StorePlan``)
 ==============  ================================================  =====================================
 
 ``TmaPlan`` (``plan/tma.py``), ``GatherPlan`` (``plan/gather.py``) and ``MmaPlan``
@@ -60,6 +63,12 @@ class Transfer:
     @property
     def threads(self) -> int:
         return self.warp_size * self.num_warps
+
+    @property
+    def cost(self) -> float:
+        """The planner's score of this plan (its cost model's weights): the candidates are listed
+        cheapest first and the plan is the first of them; 0 for a plan with no candidates."""
+        return self.candidates[0].score if self.candidates else 0.0
 
     @property
     def smem_bytes(self) -> int:
@@ -204,6 +213,47 @@ class CopyPlan(Transfer):
                        "instructions": ld.cost.instructions, "sectors": ld.cost.sectors,
                        "requests": ld.cost.instructions, "wavefronts": st.cost.wavefronts,
                        "bank_conflicts": st.cost.bank_conflicts}
+        return d
+
+
+@dataclass(frozen=True, kw_only=True)
+class RelayoutPlan(Transfer):
+    """A shared tile -> a shared tile (strategy ``relayout``), no registers on either side
+    (``n_src = n_dst = 0``; ``src_bases``/``dst_bases`` are the tiles).  ``load`` reads the
+    source tile into the register layout R1 the planner chose (its ``dst_bases``), ``convert``
+    moves R1 -> R2 in registers or by warp shuffles (``noop`` when R1 = R2), ``store`` writes R2
+    into the destination tile.  The tiles are separate buffers: the source at offset 0 of the
+    harness's shared memory, the destination at ``dst_offset``."""
+    operation: ClassVar[str] = "relayout"
+    load: LoadPlan
+    convert: ConvertPlan
+    store: StorePlan
+
+    @property
+    def dst_offset(self) -> int:
+        """Byte offset of the destination tile after the source tile in the harness (aligned to both)."""
+        align = max(16, self.store.memory.alignment, self.load.memory.alignment)
+        return -(-self.load.memory.bytes // align) * align
+
+    @property
+    def smem_bytes(self) -> int:
+        """Both tiles, as the harness lays them out (the header itself needs no scratch)."""
+        return self.dst_offset + self.store.memory.bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data and a ``memory`` summary: each side's instruction, wavefronts and conflicts
+        (``read``: the source tile's loads, ``write``: the destination tile's stores)."""
+        d = super().to_dict()
+        ld, st = self.load.memory, self.store.memory
+        d["memory"] = {"space": "shared -> shared", "conversion": self.convert.strategy,
+                       "read": {"instr": instruction_name(self.target, ld.instr, "load", ld.vector_bytes),
+                                "vector_bytes": ld.vector_bytes, "instructions": ld.cost.instructions,
+                                "wavefronts": ld.cost.wavefronts, "bank_conflicts": ld.cost.bank_conflicts,
+                                "total_wavefronts": ld.cost.total_wavefronts},
+                       "write": {"instr": instruction_name(self.target, st.instr, "store", st.vector_bytes),
+                                 "vector_bytes": st.vector_bytes, "instructions": st.cost.instructions,
+                                 "wavefronts": st.cost.wavefronts, "bank_conflicts": st.cost.bank_conflicts,
+                                 "total_wavefronts": st.cost.total_wavefronts}}
         return d
 
 

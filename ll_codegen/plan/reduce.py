@@ -63,7 +63,7 @@ from ll_codegen.core.dtypes import dtype_bytes
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.limits import short
 from ll_codegen.core.target import Target, get_target
-from ll_codegen.plan.model import Candidate
+from ll_codegen.plan.model import Barrier, Candidate
 from ll_codegen.plan.planner import check_distributed, check_threads, normalise
 from ll_codegen.plan.plans import Transfer
 
@@ -96,7 +96,9 @@ class WarpStage:
     ``spread`` (the module docstring's spread form): after that barrier thread ``t`` combines the
     partials of outputs ``t, t + stride, ...`` (below ``outputs``) instead, storing each result at
     scratch element ``results + e``; a block barrier; then every thread loads result ``results + e``
-    of each of its registers.  ``stride`` and ``results`` are 0 in the direct form."""
+    of each of its registers.  ``stride`` and ``results`` are 0 in the direct form.
+    ``named_barrier``: every block barrier of the stage is that named barrier over the plan's
+    threads instead of ``__syncthreads()`` (the block's other warps do not take part)."""
     outputs: int
     parts: int
     warp_bits: tuple[int, ...]       # the reduced warp bits, lowest first (k's bits in this order)
@@ -106,6 +108,7 @@ class WarpStage:
     spread: bool = False
     stride: int = 0                  # spread form: threads sharing the outputs (the block's threads)
     results: int = 0                 # spread form: scratch element of output 0's result
+    named_barrier: Barrier | None = None   # the block barriers as bar.sync id, threads (None: __syncthreads())
 
     @property
     def barriers(self) -> int:
@@ -206,9 +209,11 @@ def _expand(v: int, bits: list[int]) -> int:
 
 def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, combine: str = "sum",
                 dtype: str = "f32", target: Target | str = "cuda", arch: str | None = None,
-                form: str | None = None) -> ReducePlan:
+                form: str | None = None, barrier: int | None = None) -> ReducePlan:
     """Plan ``reduce(src, dims, combine)`` (see the module docstring).  ``form``: the warp stage's
     form, ``"direct"`` or ``"spread"`` (default: the cheaper; ignored without a warp stage).
+    ``barrier``: a named barrier id (``model.parse_barrier``) for the warp stage's block barriers;
+    refused when there is no warp stage (no block barrier to name).
     ValueError in one line for a bad request."""
     if form not in (None, "direct", "spread"):
         raise ValueError(f"unknown warp-stage form {short(form)} (known: direct, spread)")
@@ -270,6 +275,11 @@ def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, comb
                            stage))
         scored.sort(key=lambda t: t[0])                  # stable: the direct form on a tie
         warps = scored[0][3] if form is None else spread if form == "spread" else direct
+        if barrier is not None:
+            warps = replace(warps, named_barrier=Barrier(barrier, threads))
+    if barrier is not None and warps is None:
+        raise ValueError(f"--barrier {barrier}: this reduction ({strategy}) issues no block barrier: no reduced dim "
+                         f"crosses warps (leave --barrier out)")
     candidates = tuple(Candidate(name, score, detail) for score, name, detail, _ in scored)
     return ReducePlan(
         strategy=strategy, dtype=dtype, elem_bytes=w, target=target.name, arch=target.arch,

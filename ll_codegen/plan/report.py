@@ -85,6 +85,8 @@ def convert_lines(p: Transfer) -> list[str]:
             lines.append(f"  {kind}: {c.instructions} instr/warp, {c.wavefronts} wavefronts/instr, "
                          f"{c.bank_conflicts} bank conflicts/instr, {c.total_wavefronts} wavefronts/warp")
         barriers = f"  barriers: {m.block_barriers} block"
+        if m.named_barrier is not None:
+            barriers += f" as named barrier {m.named_barrier.id} ({m.named_barrier.call}: the calling warps only)"
         if m.warp_barriers:
             slices = f"; per-warp scratch slices of {m.bytes // p.num_warps} bytes" if m.per_warp else ""
             barriers += f" + {m.warp_barriers} warp (each warp reads back only its own bytes{slices})"
@@ -172,6 +174,32 @@ def copy_lines(p: Transfer) -> list[str]:
             f"{st.total_wavefronts} wavefronts/warp"] + path_lines(p, copy_lines, lambda q: q.load.vector_bytes)
 
 
+def relayout_summary(p: Transfer) -> str:
+    """A shared tile -> shared tile relayout: each side's instruction, vector bytes, wavefronts and
+    conflicts per warp against the bound, and the conversion in between."""
+    target = get_target(p.target, p.arch)
+    lines = [f"relayout: shared tile of {p.load.memory.bytes} bytes -> registers R1 -> R2 -> shared tile of "
+             f"{p.store.memory.bytes} bytes (no barrier inside, no scratch)"]
+    for side, step, regs in (("load", p.load, p.load.dst_bases), ("store", p.store, p.store.src_bases)):
+        m, c = step.memory, step.memory.cost
+        movers = sum(1 for v in regs["in_dims"].get("warp", []) if any(v))
+        bound = -(-(m.bytes >> movers) // target.wavefront_bytes)
+        instr = instruction_name(p.target, m.instr, m.direction, m.vec * p.elem_bytes)
+        lines += [f"  {side}: {instr}, {m.vector_bytes} B per lane per instruction, {c.instructions} instr/warp, "
+                  f"{c.wavefronts} wavefronts/instr, {c.bank_conflicts} bank conflicts/instr, "
+                  f"{c.total_wavefronts} wavefronts/warp (bound {bound}: {m.bytes >> movers} B a warp / "
+                  f"{target.wavefront_bytes} B)",
+                  f"    register layout {'R1' if side == 'load' else 'R2'}: {regs['in_dims']}"]
+        if side == "load":
+            cv = p.convert
+            lines.append(f"  conversion R1 -> R2: {cv.strategy}" + ("" if cv.strategy == "noop" else ":"))
+            if cv.strategy != "noop":
+                lines += ["    " + line for line in convert_lines(cv)]
+    if p.target == "hip":
+        lines.append(f"  bank model: {target.bank_model}")
+    return _plan_text(p, lines)
+
+
 def gather_summary(p: GatherPlan) -> str:
     """A gather: sizes, the shuffle candidates per output or the shared-memory round trip."""
     lines = [f"gather along axis {p.axis}: {p.strategy}  ({p.dtype}, index {p.index_dtype}, "
@@ -235,7 +263,9 @@ def reduce_summary(p: ReducePlan) -> str:
         who = " and ".join(f"{v} & {m:#x} == 0" for v, m in (("lane", w.lane_skip), ("warp", w.warp_skip)) if m)
         lines.append(f"  warps: {w.parts} partials per output (reduced warp bit(s) {list(w.warp_bits)}) through "
                      f"{w.bytes} B of shared memory ({w.outputs} outputs); writers: {who or 'every thread'}; "
-                     f"{w.barriers} barriers")
+                     f"{w.barriers} barriers"
+                     + (f" as named barrier {w.named_barrier.id} ({w.named_barrier.call}: the calling warps only)"
+                        if w.named_barrier is not None else ""))
         if w.spread:
             lines.append(f"  form: spread -- thread t combines the partials of outputs t, t + {w.stride}, ... "
                          f"(at most {w.share} a thread), stores each result at scratch element "

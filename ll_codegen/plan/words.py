@@ -17,7 +17,20 @@ shuffle sends): ``alternatives = ([(x, 0), (y, 0), (x, 2), (y, 2)],
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, NamedTuple, Sequence
+
+#: entries of each memo of the pure functions below: the planner composes the same words for
+#: many candidate conversions (a relayout's candidates, the forms of one shuffle plan)
+MEMO_SIZE = 1 << 14
+
+
+def _hashable(key: Any) -> bool:
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
 
 #: A packed 32-bit word as the renderer builds it: ``("word", w)`` is word ``w`` as it is,
 #: ``("perm", a, b, sel)`` is ``__byte_perm(a, b, sel)`` of two such terms (``b`` None: ``0u``).
@@ -66,6 +79,12 @@ def _half(items: Sequence[tuple[Any, int]]) -> PackTerm:
 
 
 def pack_term(sources: Sequence[tuple[Any, int] | None], per: int) -> PackTerm:
+    """``_pack_term``, memoised on the sources (when hashable): a pure function of their values."""
+    key = tuple(sources)
+    return _pack_term_memo(key, per) if _hashable(key) else _pack_term(key, per)
+
+
+def _pack_term(sources: Sequence[tuple[Any, int] | None], per: int) -> PackTerm:
     """The term of a 32-bit word whose element k is element ``sources[k] = (word, index)`` of
     another word (None, or k past the list: don't care; ``per`` elements a word): the word itself when
     nothing moves, one permute for up to two words, else (8-bit elements from three or four
@@ -83,18 +102,38 @@ def pack_term(sources: Sequence[tuple[Any, int] | None], per: int) -> PackTerm:
     return _perm(lo, hi, want)
 
 
+_pack_term_memo = lru_cache(maxsize=MEMO_SIZE)(_pack_term)
+
+
 def perm_nodes(term: "PackTerm | LanePerm | None") -> set:
     """The distinct permutes of a term (lane-dependent ones included)."""
-    if term is None or (not isinstance(term, LanePerm) and term[0] == "word"):
-        return set()
+    return set(_nodes(term)) if _is_perm(term) else set()
+
+
+def _is_perm(term: "PackTerm | LanePerm | None") -> bool:
+    return term is not None and (isinstance(term, LanePerm) or term[0] != "word")
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _nodes(term: "PackTerm | LanePerm") -> frozenset:
+    """``perm_nodes`` of a permute, memoised (a permute is hashable: sets of them are counted)."""
     a, b = (term.a, term.b) if isinstance(term, LanePerm) else (term[1], term[2])
-    return {term} | perm_nodes(a) | perm_nodes(b)
+    return frozenset((term,)).union(*(_nodes(t) for t in (a, b) if _is_perm(t)))
 
 
 def compose_ops(per: int, *words: Sequence[tuple[Any, int] | None]) -> int:
     """``__byte_perm`` instructions that build the words (each as ``pack_term``'s sources),
-    each distinct permute once (the compiler merges equal expressions)."""
+    each distinct permute once (the compiler merges equal expressions).  Memoised on the words
+    (when hashable): a pure function of their values."""
+    key = tuple(tuple(w) for w in words)
+    return _compose_ops_memo(per, key) if _hashable(key) else _compose_ops(per, key)
+
+
+def _compose_ops(per: int, words: tuple) -> int:
     return perm_count([pack_term(w, per) for w in words])
+
+
+_compose_ops_memo = lru_cache(maxsize=MEMO_SIZE)(_compose_ops)
 
 
 class LanePerm(NamedTuple):
@@ -126,6 +165,12 @@ def _lane_half(words: Sequence[Any], wants: Sequence[Sequence[tuple[Any, int] | 
 
 
 def lane_perm(alternatives: Sequence[Sequence[tuple[Any, int] | None]], per: int) -> "PackTerm | LanePerm | None":
+    """``_lane_perm``, memoised on the alternatives (when hashable): a pure function of their values."""
+    key = tuple(tuple(a) for a in alternatives)
+    return _lane_perm_memo(key, per) if _hashable(key) else _lane_perm(key, per)
+
+
+def _lane_perm(alternatives: Sequence[Sequence[tuple[Any, int] | None]], per: int) -> "PackTerm | LanePerm | None":
     """The word whose element k is ``alternatives[c][k]`` (as ``pack_term``'s sources) in the lanes
     whose select value is c: ``pack_term`` when every lane composes the same; else one
     lane-dependent permute of the words the alternatives draw on when they are at most two, or
@@ -146,16 +191,30 @@ def lane_perm(alternatives: Sequence[Sequence[tuple[Any, int] | None]], per: int
     return _lane(_lane_half(words[:2], wants), _lane_half(words[2:], wants), wants)
 
 
+_lane_perm_memo = lru_cache(maxsize=MEMO_SIZE)(_lane_perm)
+
+
 def lane_perms(words: Sequence[Sequence[Sequence[tuple[Any, int] | None]]], per: int
                ) -> "list[PackTerm | LanePerm] | None":
-    """``lane_perm`` of every word (each given as its alternatives); None if one has none."""
-    terms = [lane_perm(alts, per) for alts in words]
+    """``lane_perm`` of every word (each given as its alternatives); None if one has none.
+    Memoised on the words (when hashable): a pure function of their values."""
+    key = tuple(tuple(tuple(a) for a in alts) for alts in words)
+    terms = _lane_perms_memo(key, per) if _hashable(key) else _lane_perms(key, per)
+    return None if terms is None else list(terms)
+
+
+def _lane_perms(words: tuple, per: int) -> "tuple[PackTerm | LanePerm, ...] | None":
+    terms = tuple(lane_perm(alts, per) for alts in words)
     return None if any(t is None for t in terms) else terms
+
+
+_lane_perms_memo = lru_cache(maxsize=MEMO_SIZE)(_lane_perms)
 
 
 def perm_count(terms: Sequence["PackTerm | LanePerm"]) -> int:
     """``__byte_perm`` instructions that build ``terms``, each distinct permute once."""
     nodes: set = set()
     for t in terms:
-        nodes |= perm_nodes(t)
+        if _is_perm(t):
+            nodes |= _nodes(t)
     return len(nodes)

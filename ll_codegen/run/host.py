@@ -34,6 +34,9 @@ from ll_codegen.verify.harness import RunResult
 
 SIMT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "simt")
 FLAGS = ("-std=c++17", "-x", "c++", "-O1", "-w")
+#: optimisation levels ``build`` accepts in place of FLAGS' -O1: -O0 compiles a batch of harnesses
+#: about 4x faster and, the runtime's fiber switches dominating, runs it as fast
+OPT_LEVELS = ("-O0", "-O1", "-O2")
 
 
 def compiler() -> str | None:
@@ -126,11 +129,13 @@ def write_sources(directory: str, cases: Sequence[tuple[str, object]]) -> None:
 
 def build(directory: str, cases: Sequence[tuple[str, object]], exe: str = "driver",
           sources: str | None = None, driver: str | None = None,
-          defines: Sequence[str] = ()) -> tuple[str | None, str]:
+          defines: Sequence[str] = (), opt: str = "-O1") -> tuple[str | None, str]:
     """Compile the driver of ``cases`` (``driver``: its source text, default
     ``driver_source(cases)``) into ``directory``; the harnesses and headers are
-    in ``sources`` (default: ``directory``); ``defines``: extra macros.
-    (path or None, log)."""
+    in ``sources`` (default: ``directory``); ``defines``: extra macros; ``opt``:
+    the optimisation level (one of ``OPT_LEVELS``).  (path or None, log)."""
+    if opt not in OPT_LEVELS:
+        raise ValueError(f"opt: one of {', '.join(OPT_LEVELS)}, got {opt!r}")
     cxx = compiler()
     if cxx is None:
         return None, "no clang++ found (install clang, or Debian's hipcc which brings it)"
@@ -138,7 +143,8 @@ def build(directory: str, cases: Sequence[tuple[str, object]], exe: str = "drive
     with open(src, "w", encoding="utf-8") as fh:
         fh.write(driver if driver is not None else driver_source(cases))
     path = os.path.join(directory, exe)
-    proc = subprocess.run([cxx, *FLAGS, *[f"-D{d}" for d in defines], "-I", SIMT_DIR, "-I", sources or directory,
+    flags = [opt if f == "-O1" else f for f in FLAGS]
+    proc = subprocess.run([cxx, *flags, *[f"-D{d}" for d in defines], "-I", SIMT_DIR, "-I", sources or directory,
                            "-include", "simt_host.h", src, "-o", path],
                           capture_output=True, text=True, cwd=directory)
     if proc.returncode:
@@ -202,12 +208,12 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, object]],
 
 def verify_host(items: Sequence[tuple[str, object]], runs: int = 1, seed: int = 0,
                 batch_size: int = 40, jobs: int = 2, keep: str | None = None,
-                sources: str | None = None, defines: Sequence[str] = ()) -> list[RunResult]:
+                sources: str | None = None, defines: Sequence[str] = (), opt: str = "-O1") -> list[RunResult]:
     """Compile and run ``(name, plan)`` harnesses of any operation on the host,
     ``runs`` times each on fresh random bits; one result per item (the first
     failure).  The sources are rendered from the plans, or taken as they are
     from the folder ``sources`` (e.g. ``generated/``); ``defines``: extra
-    macros (``LLGEN_GATHER_CHECK``)."""
+    macros (``LLGEN_GATHER_CHECK``); ``opt``: the compiler's optimisation level (``build``)."""
     directory = keep or tempfile.mkdtemp(prefix="llgen_host_")
     try:
         if sources is None:
@@ -227,7 +233,7 @@ def verify_host(items: Sequence[tuple[str, object]], runs: int = 1, seed: int = 
         batches = [[items[i] for i in b] for b in batches]
 
         def go(k: int) -> list[RunResult]:
-            exe, log = build(directory, batches[k], f"driver{k}", sources, defines=defines)
+            exe, log = build(directory, batches[k], f"driver{k}", sources, defines=defines, opt=opt)
             if exe is None:
                 return [RunResult(False, f"{name}: host compile failed: {log}") for name, _ in batches[k]]
             rng = np.random.default_rng([seed, k])

@@ -24,8 +24,10 @@
 // generated code's global accesses outside every device_malloc buffer, deadlocks.  A plain C++
 // access of your own code past a device_malloc buffer hits a guard page: the runtime then prints
 // one line naming the address, the buffer it overran and the thread and block, and exits with
-// status 3 instead of crashing.  __half and __nv_bfloat16 come from <cuda_fp16.h>/<cuda_bf16.h>
-// (host stand-ins: storage and round-to-nearest-even conversions).
+// status 3 instead of crashing.  __half/__half2, __nv_bfloat16/__nv_bfloat162 and the fp8 types
+// (__nv_fp8_e4m3, __nv_fp8_e5m2, their x2/x4 forms, __nv_cvt_*) come from <cuda_fp16.h>,
+// <cuda_bf16.h> and <cuda_fp8.h> in the same folder (host stand-ins: storage and the device's
+// round-to-nearest-even conversions, fp8 saturation as the PTX ISA's cvt .satfinite).
 #pragma once
 #include "simt_host.h"
 

@@ -33,6 +33,8 @@ otherwise the maximum is reported and ``uniform`` is False),
 ``instructions`` per warp over all rounds (a storing warp for stores) and
 ``total_wavefronts`` per warp (sum over its instructions; the maximum over
 warps).  The planner's ``SmemPlan.store``/``load`` (``AccessCost``) must
+match them.  ``per_instruction`` lists (round, index, warp, wavefronts, bank
+conflicts) of every warp-wide instruction: summed, the CTA's totals.
 
 ``measure_memory(plan)`` does the same for a memory plan's access: shared ->
 ``MeasuredCost``; global -> ``GlobalCost`` (distinct 32-byte sectors per warp
@@ -86,7 +88,7 @@ class MeasuredCost:
     instructions: int        # per warp, over all rounds
     total_wavefronts: int    # per warp (max over warps)
     uniform: bool            # all instructions of this kind had the same wavefronts and conflicts
-    per_instruction: tuple[tuple[int, int, int, int], ...] = ()   # (round, index, warp, wavefronts)
+    per_instruction: tuple[tuple[int, int, int, int, int], ...] = ()   # (round, index, warp, wavefronts, conflicts)
 
     def as_access_cost(self) -> AccessCost:
         return AccessCost(self.wavefronts, self.bank_conflicts, self.instructions, self.total_wavefronts)
@@ -108,7 +110,7 @@ def _measure(plan: Transfer, target: Target, which: str) -> MeasuredCost:
                 wav = count_wavefronts(lane_addr[wi], access, target, load)
                 mn = min_wavefronts(lane_addr[wi], access, target, load)
                 seen.add((wav, wav - mn))
-                per.append((ri, ai, int(w), wav))
+                per.append((ri, ai, int(w), wav, wav - mn))
                 totals[int(w)] += wav
     if not seen:
         return MeasuredCost(0, 0, 0, 0, True, ())
@@ -145,7 +147,7 @@ def measure_memory(plan: Transfer, target: Target | None = None, strides=None):
                 wav = count_wavefronts(lane_addr[wi], access, target, load)
                 mn = min_wavefronts(lane_addr[wi], access, target, load)
                 seen.add((wav, wav - mn))
-                per.append((0, ai, int(w), wav))
+                per.append((0, ai, int(w), wav, wav - mn))
                 totals[int(w)] += wav
         if not seen:
             return MeasuredCost(0, 0, 0, 0, True, ())

@@ -58,6 +58,58 @@ def result_elements(plan) -> np.ndarray:
     return np.broadcast_to(e, (plan.num_warps, plan.warp_size, plan.n_dst))
 
 
+def partial_slots(plan) -> tuple[np.ndarray, np.ndarray]:
+    """(slot, writer), each ``(num_warps, warp_size, n_dst)``: the scratch element ``k * outputs + e``
+    that result register ``j`` of a thread is stored to as the warp's partial ``k`` (its reduced warp
+    bits, compressed; ``e`` its result element), and whether that thread stores (``lane & lane_skip
+    == 0`` and ``warp & warp_skip == 0``).  The direct form's loads read the same slots, every
+    ``k``."""
+    m = plan.warps
+    e = result_elements(plan)
+    warps = np.arange(plan.num_warps)[:, None, None]
+    lanes = np.arange(plan.warp_size)[None, :, None]
+    k = _compress(np.broadcast_to(warps, e.shape), m.warp_bits)
+    writer = np.broadcast_to(((warps & m.warp_skip) == 0) & ((lanes & m.lane_skip) == 0), e.shape)
+    return k * m.outputs + e, writer
+
+
+def combine_pairs(plan) -> tuple[np.ndarray, np.ndarray]:
+    """Spread form: the (thread, output) pairs of the combine loops, ``o = t, t + stride, ...``
+    below ``outputs``, in the loops' order per thread."""
+    m = plan.warps
+    threads = plan.num_warps * plan.warp_size
+    reps = -(-m.outputs // m.stride)
+    t = np.repeat(np.arange(threads), reps)
+    o = t + np.tile(np.arange(reps), threads) * m.stride
+    return t[o < m.outputs], o[o < m.outputs]
+
+
+def warp_stage_accesses(plan) -> list[tuple[str, np.ndarray]]:
+    """The warp stage's shared-memory accesses in program order, one entry per instruction of
+    the generated code (``emit/reduce.py``): ``(direction, byte addresses (num_warps, warp_size))``,
+    ``-1`` where a thread does not access (a guarded store, a combine loop past ``outputs``).  The
+    partials' stores (one per result register), then in the direct form every thread's loads of
+    the ``parts`` partials of each register (register-major); in the spread form, per iteration of
+    the combine loop the ``parts`` loads and the result's store, then every thread's loads of its
+    results.  ``[]`` without a warp stage."""
+    m = plan.warps
+    if m is None:
+        return []
+    W, L, w = plan.num_warps, plan.warp_size, plan.elem_bytes
+    slot, writer = partial_slots(plan)
+    e = result_elements(plan)
+    out = [("store", np.where(writer[:, :, j], slot[:, :, j] * w, -1)) for j in range(plan.n_dst)]
+    if not m.spread:
+        return out + [("load", (q * m.outputs + e[:, :, j]) * w) for j in range(plan.n_dst) for q in range(m.parts)]
+    tid = np.arange(W * L).reshape(W, L)
+    for i in range(-(-m.outputs // m.stride)):
+        o = tid + i * m.stride
+        on = o < m.outputs
+        out += [("load", np.where(on, (q * m.outputs + o) * w, -1)) for q in range(m.parts)]
+        out.append(("store", np.where(on, (m.results + o) * w, -1)))
+    return out + [("load", (m.results + e[:, :, j]) * w) for j in range(plan.n_dst)]
+
+
 def emulate_reduce(plan, src: np.ndarray, trace: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(result registers ``(W, L, n_dst)``, broadcast back ``(W, L, n_src)``) a ``ReducePlan``
     computes from the source values ``src`` ``(W, L, n_src)``; see the module docstring.
@@ -113,11 +165,7 @@ def _warp_stage(plan, dst: np.ndarray, op) -> np.ndarray:
     e = result_elements(plan)
     if (e >= m.outputs).any():
         raise SmemError(f"a result element index {int(e.max())} beyond the stage's {m.outputs} outputs")
-    warps = np.arange(W)[:, None, None]
-    lanes = np.arange(L)[None, :, None]
-    k = _compress(np.broadcast_to(warps, e.shape), m.warp_bits)
-    slot = k * m.outputs + e
-    writer = np.broadcast_to(((warps & m.warp_skip) == 0) & ((lanes & m.lane_skip) == 0), e.shape)
+    slot, writer = partial_slots(plan)
     s, v = slot[writer], raw[writer]
     if (s >= slots).any() or (s < 0).any():
         raise SmemError(f"a store to scratch element {int(s.max())} beyond the {slots} of {m.bytes} B")
@@ -146,13 +194,9 @@ def _warp_stage(plan, dst: np.ndarray, op) -> np.ndarray:
 
 def _spread(plan, m, e: np.ndarray, scratch: np.ndarray, full: np.ndarray, slots: int, op) -> np.ndarray:
     """The spread form's combine (after the partials' barrier) and its results' loads."""
-    threads = plan.num_warps * plan.warp_size
     if m.stride < 1:
         raise AssertionError(f"warp stage: spread form with a stride of {m.stride} threads")
-    reps = -(-m.outputs // m.stride)
-    t = np.repeat(np.arange(threads), reps)
-    o = t + np.tile(np.arange(reps), threads) * m.stride
-    t, o = t[o < m.outputs], o[o < m.outputs]                       # (thread, output) pairs of the loops
+    t, o = combine_pairs(plan)                                      # (thread, output) pairs of the loops
     reads = [kk * m.outputs + o for kk in range(m.parts)]
     for kk, at in enumerate(reads):
         if (at >= slots).any():

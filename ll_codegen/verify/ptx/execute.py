@@ -15,7 +15,7 @@ from typing import Callable
 from ll_codegen.verify.ptx import floats
 from ll_codegen.verify.ptx.ops import (LOCAL_GENERIC, SHARED_GENERIC, Compiler, PtxError, advancing, bits_of,
                                        record_event, signed, split_op)
-from ll_codegen.verify.ptx.warp import cp_async_instr, matrix_instr, recorded_instr, shfl_instr
+from ll_codegen.verify.ptx.warp import cp_async_instr, matrix_instr, recorded_instr, shfl_instr, wgmma_instr
 
 
 # ------------------------------------------------------------------ arithmetic
@@ -195,7 +195,9 @@ def _body(m, ins, c: Compiler) -> Callable:
         return matrix_instr(c, ins, base, mods)
     if op.startswith("cp.async") and not op.startswith("cp.async.bulk"):
         return cp_async_instr(m, c, ins, mods)
-    if op.startswith(("mbarrier.", "fence.", "membar", "cp.async.bulk", "wgmma.", "mma.sync")):
+    if op.startswith("wgmma."):
+        return wgmma_instr(m, c, ins)
+    if op.startswith(("mbarrier.", "fence.", "membar", "cp.async.bulk", "mma.sync")):
         return recorded_instr(m, c, ins)
     f = _alu(base, mods, t)
     if f is None:

@@ -104,8 +104,11 @@ def matrix_op(kind: str, x: int, trans: bool) -> tuple[str, ...]:
     return (f"{kind}.sync.aligned.m8n8.x{x}{'.trans' if trans else ''}.shared.b16",)
 
 
-def barrier(kind: str) -> Want:
-    return Want(BLOCK_BARRIER, extra=(0,)) if kind == "block" else Want(("bar.warp.sync",), extra=(FULL,))
+def barrier(kind: str, named=None) -> Want:
+    """A block barrier (``bar.sync 0``, or ``bar.sync id, threads`` of a named ``model.Barrier``) or a warp one."""
+    if kind != "block":
+        return Want(("bar.warp.sync",), extra=(FULL,))
+    return Want(BLOCK_BARRIER, extra=(0,) if named is None else (named.id, named.threads))
 
 
 def smem_access(store: bool, instr: str, regs, w: int, addr: int, vals) -> Want:
@@ -132,11 +135,11 @@ def convert_wants(p: Transfer, vals: np.ndarray, lane: int, warp: int) -> tuple[
         free = visible if m.per_warp else "block"          # before each round's stores
         for i, rnd in enumerate(m.rounds):
             if i > 0 or m.buffers == 1:
-                seq.append(barrier(free))
+                seq.append(barrier(free, m.named_barrier))
             if not warp & m.store_warp_skip:
                 seq += [smem_access(True, m.store_instr, a.regs, w, SMEM_WINDOW + (m.store_base(lane, warp) ^ a.offset),
                                     v) for a in rnd.stores]
-            seq.append(barrier(visible))
+            seq.append(barrier(visible, m.named_barrier))
             seq += [smem_access(False, m.load_instr, a.regs, w, SMEM_WINDOW + (m.load_base(lane, warp) ^ a.offset),
                                 v) for a in rnd.loads]
     if p.by_shuffle:
@@ -263,6 +266,16 @@ def copy_wants(p: Transfer, flat: np.ndarray, variant: str, lane: int, warp: int
     return seq
 
 
+def relayout_wants(p: Transfer, flat: np.ndarray, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
+    """A relayout's thread: the load's accesses of the source tile, the conversion (its ordered
+    instructions; its shuffles apart), the store's accesses of the destination tile -- at the
+    harness's addresses (the destination tile at ``dst_offset``)."""
+    load = memory_wants(p.load, flat, variant, lane, warp)
+    seq, shfl = conversion_wants(p.convert, flat, lane, warp)
+    store = [replace(x, addr=x.addr + p.dst_offset) for x in memory_wants(p.store, flat, variant, lane, warp)]
+    return load + seq + store, shfl
+
+
 def conversion_wants(p: Transfer, flat: np.ndarray, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
     """``convert_wants`` of a conversion of the tensor ``flat``, step by step for a staged one
     (its shuffles, then its trip through shared memory), also as a store's or load's ``via``."""
@@ -319,5 +332,10 @@ def _tile_wants(p, args: list, variant: str, lane: int, warp: int) -> tuple[list
     return thread_wants(p, args[0], variant, lane, warp)       # args[0]: the row-major tensor `in`
 
 
+def _relayout_wants(p, args: list, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
+    return relayout_wants(p, args[0], variant, lane, warp)
+
+
 CONVERSION_PTX = PtxWants(_tile_wants, generated_only, False)
+RELAYOUT_PTX = PtxWants(_relayout_wants, through_wrappers, True)
 ACCESS_PTX = PtxWants(_tile_wants, through_wrappers, True)      # store, load, copy

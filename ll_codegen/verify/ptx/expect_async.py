@@ -13,7 +13,10 @@
 * mma: per ``MmaPlan.steps`` one instruction with the shape and types spelt out; wgmma: the
   accumulator registers in fragment order (``step.acc``), the descriptors (``ptx_model``'s encoding
   of the plan's LBO / SBO / swizzle with the slice's start address: tile + (warp offset ^ slice
-  offset)), scale-d, imm-scale-a/b = 1 and, for 16-bit operands, imm-trans-a/b = MN-major;
+  offset)), scale-d, imm-scale-a/b = 1 and, for 16-bit operands, imm-trans-a/b = MN-major; before
+  them one ``wgmma.fence``, after them one ``wgmma.commit_group`` and ``wgmma.wait_group``
+  ``ACC_READ_IN_FLIGHT`` (the harness reads the accumulator after ``wait_acc``: PTX allows that
+  only once no group writing it is in flight);
   mma.sync: the A, B and C registers in fragment order.
 * reduce: per butterfly round and result register one ``shfl.sync.bfly.b32`` (the round's mask,
   clamp 0x1f, full member mask, the register's bits before the round, zero-extended); with a warp
@@ -42,6 +45,10 @@ from ll_codegen.verify.ptx.sim import GLOBAL_BASE
 TMA_LOAD = "cp.async.bulk.tensor.{r}d.shared::cluster.global.mbarrier::complete_tx::bytes"
 TMA_STORE = "cp.async.bulk.tensor.{r}d.global.shared::cta.bulk_group"
 MAP_ARG = 3                    # the TMA harness's tensor-map argument (verify/harness.py: TensorMapArgs)
+#: wgmma groups that may stay in flight where the accumulator is read (PTX ISA "wgmma.wait_group":
+#: the registers of a wgmma in flight may not be accessed): none
+ACC_READ_IN_FLIGHT = 0
+WGMMA_FENCE, WGMMA_COMMIT, WGMMA_WAIT = (f"wgmma.{x}.sync.aligned" for x in ("fence", "commit_group", "wait_group"))
 
 
 def gather_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
@@ -123,13 +130,14 @@ def mma_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], 
         op = f"wgmma.mma_async.sync.aligned.m{M}n{N}k{K}.{acc_t}.{ab}.{ab}"
         a_off = 0
         b_off = -(-p.a.bytes // p.b.align) * p.b.align if p.a.space == "shared" else 0
+        seq.append(Want((WGMMA_FENCE,)))
         for s in p.steps:
             accs = tuple(int(acc0[r]) for r in s.acc)      # the interpreter leaves wgmma's results out
             a = desc(p.a, SMEM_WINDOW + a_off, s.a[0], lane, warp) if p.a.space == "shared" else \
                 tuple(int(x) for x in operand_words(p, "a", args, lane, warp)[list(s.a)])
             b = desc(p.b, SMEM_WINDOW + b_off, s.b[0], lane, warp)
             seq.append(Want((op,), extra=(accs, a, b, True) + immediates(p)))
-        return seq, []
+        return seq + [Want((WGMMA_COMMIT,)), Want((WGMMA_WAIT,), extra=(ACC_READ_IN_FLIGHT,))], []
     op = f"mma.sync.aligned.m{M}n{N}k{K}.row.col.{acc_t}.{ab}.{ab}.{acc_t}"
     a_words, b_words = operand_words(p, "a", args, lane, warp), operand_words(p, "b", args, lane, warp)
     for s in p.steps:
@@ -170,7 +178,7 @@ def operand_words(p, which: str, args, lane: int, warp: int) -> np.ndarray:
 
 
 def _mma_instruction(e) -> bool:
-    return e.op.startswith(("wgmma.mma_async", "mma.sync"))
+    return e.op.startswith(("wgmma.", "mma.sync"))
 
 
 # ------------------------------------------------------------------ reduce
@@ -248,11 +256,11 @@ def reduce_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want
 
     def at(k: int, j: int) -> int:
         return SMEM_WINDOW + (k * m.outputs + int(e[warp, lane, j])) * w
-    seq = [barrier("block")]
+    seq = [barrier("block", m.named_barrier)]
     if not (lane & m.lane_skip or warp & m.warp_skip):
         stores = [(at(k_of(warp), j), int(final[warp, lane, j])) for j in range(p.n_dst)]
         seq += [Want((element_op("st", w),), "shared", a, pack([v], w)) for a, v in sorted(stores)]
-    seq.append(barrier("block"))
+    seq.append(barrier("block", m.named_barrier))
     red = sum(1 << b for b in m.warp_bits)
     loads = []
     for k in range(m.parts):
@@ -290,7 +298,7 @@ def _spread_wants(p, m, e, final, results, tid: int, warp: int, lane: int, w: in
         stores.append((at(m.results + o), res[o]))
     seq = [Want((element_op("ld", w),), "shared", a, pack([v], w)) for a, v in sorted(loads)]
     seq += [Want((element_op("st", w),), "shared", a, pack([v], w)) for a, v in sorted(stores)]
-    seq.append(barrier("block"))
+    seq.append(barrier("block", m.named_barrier))
     mine = sorted((at(m.results + int(e[warp, lane, j])), int(results[warp, lane, j])) for j in range(p.n_dst))
     return seq + [Want((element_op("ld", w),), "shared", a, pack([v], w)) for a, v in mine]
 

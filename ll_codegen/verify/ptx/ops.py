@@ -52,6 +52,16 @@ class Event:
     line: int = 0
 
 
+def unwritten(th, name: str) -> str:
+    """Why thread ``th`` may not read register ``name``: never written, or an accumulator register
+    of a wgmma.mma_async in flight (``th.wg_inflight``: name -> (its wgmma, value at the issue))."""
+    held = getattr(th, "wg_inflight", {}).get(name)
+    if held is not None:
+        return (f"thread {th.tid}: register {name} read while the wgmma.mma_async of PTX line "
+                f"{th.wg_issued[held[0]][0]} writing it is in flight (no wgmma.wait_group covers it)")
+    return f"thread {th.tid}: register {name} read before it is written"
+
+
 def local_window(addr: int) -> int | None:
     """The local byte a generic address names, or None."""
     return addr - LOCAL_GENERIC if LOCAL_GENERIC <= addr < LOCAL_GENERIC + (1 << 32) else None
@@ -124,7 +134,7 @@ class Compiler:
             try:
                 return th.r[name]
             except KeyError:
-                raise PtxError(f"thread {th.tid}: register {name} read before it is written") from None
+                raise PtxError(unwritten(th, name)) from None
         return reg
 
     def getv(self, tok: str) -> list[Callable]:

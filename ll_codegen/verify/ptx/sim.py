@@ -16,7 +16,11 @@ that covers its committed group (a read of its bytes before then is reported); `
 ``bar.warp.sync`` as barriers of the block / warp.  Each thread runs until it blocks (a barrier or
 a warp collective), so a missing barrier reads stale bytes.  Hopper instructions (mbarrier, TMA,
 wgmma) are recorded with their operands but move no data (``mbarrier.try_wait`` succeeds at once);
-``check`` checks their operands and does not compare such kernels' outputs.  An instruction
+``check`` checks their operands and does not compare such kernels' outputs.  wgmma's accumulator
+registers are in flight from its issue to the ``wgmma.wait_group`` that covers its committed group
+(PTX ISA "wgmma.wait_group"): reading or writing one in between, a wait with wgmma not committed
+and a thread exiting with one in flight are errors (the registers keep their values: D is not
+computed).  An instruction
 this interpreter does not know raises ``PtxError`` naming it: nothing is skipped silently.
 """
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ll_codegen.verify.ptx.execute import compile_instr
-from ll_codegen.verify.ptx.ops import SHARED_GENERIC, SMEM_WINDOW, Compiler, Event, PtxError, local_window
+from ll_codegen.verify.ptx.ops import SHARED_GENERIC, SMEM_WINDOW, Compiler, Event, PtxError, local_window, unwritten
 from ll_codegen.verify.ptx.warp import matrix_op, shuffle_op
 
 #: global buffer k (kernel argument k) starts at GLOBAL_BASE * (k + 1)
@@ -161,6 +165,13 @@ class Thread:
     events: list[Event] = field(default_factory=list)
     cp_pending: list = field(default_factory=list)     # issued, not yet committed: (window addr, bytes)
     cp_groups: list = field(default_factory=list)      # committed groups, oldest first
+    # wgmma: every wgmma.mma_async issued ((PTX line, accumulator register names)), those since the
+    # last commit_group and the committed groups (indices, oldest first), and the accumulator
+    # registers in flight: name -> (the last wgmma writing it, its value at the first issue)
+    wg_issued: list = field(default_factory=list)
+    wg_open: list = field(default_factory=list)
+    wg_groups: list = field(default_factory=list)
+    wg_inflight: dict = field(default_factory=dict)
     steps: int = 0
 
 
@@ -263,7 +274,7 @@ class Machine:
             try:
                 code[th.pc](th)
             except KeyError as e:           # the fast paths read registers straight from the dict
-                self.error(f"thread {th.tid}: register {e.args[0]} read before it is written "
+                self.error(f"{unwritten(th, e.args[0])} "
                            f"(PTX line {self.kernel.instrs[th.pc].line})")
 
     def resolve_warps(self) -> bool:
@@ -330,6 +341,10 @@ def run(kernel: Kernel, args: Sequence[np.ndarray], threads: int, smem_bytes: in
     for th in m.threads:
         if th.cp_pending or th.cp_groups:
             m.error(f"thread {th.tid} exits with cp.async copies that no cp.async.wait_group waited for")
+        if th.wg_inflight:
+            line = th.wg_issued[min(i for i, _ in th.wg_inflight.values())][0]
+            m.error(f"thread {th.tid} exits with the wgmma.mma_async of PTX line {line} in flight: no "
+                    "wgmma.wait_group covered it")
     outs = [np.frombuffer(bytes(b), dtype=np.asarray(a).dtype).reshape(np.shape(a)).copy()
             for b, a in zip(m.buffers, args)]
     return RunOutput(outs, [t.events for t in m.threads], bytes(m.smem[:smem_bytes]), m.unmodelled)

@@ -166,8 +166,9 @@ def recorded_instr(m, c: Compiler, ins) -> Callable:
                     out.append((c.get(head)(th), tuple(g(th) for g in c.getv(rest.strip()))))
                 else:
                     out.append(c.addr(x)(th))
-            elif x.startswith("{"):
-                out.append(tuple(g(th) if not undefined(th, v) else None
+            elif x.startswith("{"):              # a register in flight: its value at the wgmma's issue
+                out.append(tuple(th.wg_inflight[v.strip()][1] if v.strip() in th.wg_inflight else
+                                 g(th) if not undefined(th, v) else None
                                  for g, v in zip(c.getv(x), x[1:-1].split(","))))
             else:
                 out.append(c.get(x)(th) if not undefined(th, x) else None)
@@ -181,6 +182,62 @@ def recorded_instr(m, c: Compiler, ins) -> Callable:
         if op.startswith(UNMODELLED):
             m.unmodelled.add(op)
     return advancing(rec)
+
+
+def wgmma_instr(m, c: Compiler, ins) -> Callable:
+    """wgmma.mma_async / commit_group / wait_group (PTX ISA "Asynchronous Warpgroup Level Matrix
+    Multiply-Accumulate"): a wgmma.mma_async is in flight from its issue until the thread's
+    ``wgmma.wait_group N`` leaves at most N newer committed groups; until then its accumulator
+    registers are taken out of the thread's registers (a read is an error, ``ops.unwritten``; a
+    write is found at the next wgmma naming the register or at the wait).  A wgmma naming a register
+    still in flight chains on it (same-shape accumulator chaining).  The operands are recorded as
+    ``recorded_instr`` does; D is not computed (the registers get their values at the issue back)."""
+    op, a = ins.op, ins.args
+    record = recorded_instr(m, c, ins)
+    if op.startswith("wgmma.mma_async"):
+        names = [x.strip() for x in a[0].strip()[1:-1].split(",")]
+
+        def issue(th):
+            record(th)
+            k = len(th.wg_issued)
+            th.wg_issued.append((ins.line, names))
+            th.wg_open.append(k)
+            for n in names:
+                held = th.wg_inflight.get(n)
+                if held is not None and n in th.r:
+                    m.error(f"thread {th.tid}: register {n} written while the wgmma.mma_async of PTX line "
+                            f"{th.wg_issued[held[0]][0]} writing it is in flight (no wgmma.wait_group covers it)")
+                th.wg_inflight[n] = (k, held[1] if held is not None else th.r.pop(n, None))
+        return issue
+    if op.startswith("wgmma.commit_group"):
+        def commit(th):
+            record(th)
+            th.wg_groups.append(th.wg_open)
+            th.wg_open = []
+        return commit
+    if op.startswith("wgmma.wait_group"):
+        keep = c.get(a[0])
+
+        def wait(th):
+            record(th)
+            n = keep(th)
+            if th.wg_open:
+                m.error(f"thread {th.tid}: wgmma.wait_group {n} (PTX line {ins.line}) with the wgmma.mma_async of "
+                        f"PTX line {th.wg_issued[th.wg_open[0]][0]} not committed: the wait does not cover it")
+            while len(th.wg_groups) > n:
+                for k in th.wg_groups.pop(0):
+                    for name in th.wg_issued[k][1]:
+                        held = th.wg_inflight.get(name)
+                        if held is None or held[0] != k:
+                            continue
+                        if name in th.r:
+                            m.error(f"thread {th.tid}: register {name} written while the wgmma.mma_async of PTX "
+                                    f"line {th.wg_issued[k][0]} writing it was in flight")
+                        del th.wg_inflight[name]
+                        if held[1] is not None:
+                            th.r[name] = held[1]
+        return wait
+    return record
 
 
 def undefined(th, tok: str) -> bool:

@@ -1,0 +1,193 @@
+"""Suite-wide rules for the CPU tests.
+
+The ``compile`` marker is what ``pytest -m "not compile"`` (the fast subset) relies on, so it must
+be complete: a test that starts a compiler, a build tool or the host runtime's toolchain without
+it fails here, naming the command.  Two nets catch such a test:
+
+* in this process, every child process goes through ``subprocess.Popen._execute_child``; a
+  command whose program is a compiler (``COMPILERS``: nvcc, hipcc, clang++, cmake, ...) is refused
+  while a test without the marker runs (set up, called or torn down);
+* for a child process that looks a compiler up on ``PATH`` itself (``python -m ll_codegen ...``),
+  ``PATH`` starts, during such a test, with a folder of stand-ins of the same names that record
+  the call in a file and exit 97.
+
+Either way the offending phase of the test is reported failed with the command line.
+
+``--cpu-durations=N`` lists the N tests that spent the most CPU time (this process, its threads
+and the child processes it waited for: compilers, host drivers), with the session's total -- the
+numbers that say what a 2-core CI machine has to spend, whatever else loads this one.
+"""
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shlex
+import stat
+import subprocess
+import threading
+
+import pytest
+
+#: program names (the basename of a command's first word) that compile, assemble or build
+COMPILERS = re.compile(r"(nvcc|hipcc|ptxas|cuobjdump|nvdisasm|fatbinary|clang|clang\+\+|amdclang\+\+|gcc|g\+\+|cc|c\+\+|"
+                       r"cmake|ctest|make|ninja|ld|ld\.lld|llc)(-\d+(\.\d+)*)?")
+#: the exit status of a stand-in compiler on PATH
+STAND_IN_STATUS = 97
+
+
+def compiler_in(args) -> str | None:
+    """The compiler ``args`` (a ``Popen`` argument: a sequence or a shell string) runs, or None.
+    A shell command line (``sh -c "..."``) counts when any of its words names a compiler."""
+    words = shlex.split(args) if isinstance(args, str) else [os.fsdecode(a) for a in args]
+    if not words:
+        return None
+    prog = os.path.basename(words[0])
+    if COMPILERS.fullmatch(prog):
+        return prog
+    if prog in ("sh", "bash", "dash") and "-c" in words[1:]:
+        script = words[words.index("-c", 1) + 1] if words.index("-c", 1) + 1 < len(words) else ""
+        for w in re.split(r"[\s;&|()]+", script):
+            if w and COMPILERS.fullmatch(os.path.basename(w)):
+                return os.path.basename(w)
+    return None
+
+
+class _Guard:
+    """The test now running and whether it may compile; the compiler calls it made though it may not."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.test: str | None = None
+        self.allowed = True
+        self.calls: list[str] = []
+        self.stand_ins: str | None = None
+
+
+GUARD = _Guard()
+_EXECUTE_CHILD = subprocess.Popen._execute_child
+
+
+def _guarded_execute_child(self, args, *rest, **kw):
+    if not GUARD.allowed:
+        prog = compiler_in(args)
+        if prog is not None:
+            line = args if isinstance(args, str) else " ".join(map(os.fsdecode, args))
+            with GUARD.lock:
+                GUARD.calls.append(line[:300])
+            raise RuntimeError(f"{GUARD.test} runs {prog} without the 'compile' marker: {line[:300]}")
+    return _EXECUTE_CHILD(self, args, *rest, **kw)
+
+
+def _stand_ins(tmp: str) -> str:
+    """A folder of executables named like the common compilers that append their command line to
+    ``calls.log`` beside them and exit ``STAND_IN_STATUS``."""
+    folder = os.path.join(tmp, "compile-marker-stand-ins")
+    os.makedirs(folder, exist_ok=True)
+    log = os.path.join(folder, "calls.log")
+    script = (f"#!/bin/sh\nprintf '%s\\n' \"$0 $*\" >> {shlex.quote(log)}\n"
+              f"echo \"compiler called by a test without the 'compile' marker: $0\" >&2\nexit {STAND_IN_STATUS}\n")
+    for name in ("nvcc", "hipcc", "ptxas", "clang", "clang++", "clang++-14", "clang++-15", "clang++-16", "gcc", "g++",
+                 "cc", "c++", "cmake", "make", "ninja"):
+        path = os.path.join(folder, name)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(script)
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return folder
+
+
+def _child_calls() -> list[str]:
+    """Command lines the PATH stand-ins recorded (and clears them)."""
+    if GUARD.stand_ins is None:
+        return []
+    log = os.path.join(GUARD.stand_ins, "calls.log")
+    if not os.path.exists(log):
+        return []
+    with open(log, encoding="utf-8", errors="replace") as fh:
+        lines = [ln.strip() for ln in fh if ln.strip()]
+    os.remove(log)
+    return lines
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-durations", type=int, default=None, metavar="N",
+                     help="list the N tests with the most CPU time (self + waited-for children) and the total")
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of the child processes it has waited for."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+CPU: dict[str, float] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    subprocess.Popen._execute_child = _guarded_execute_child
+    # one folder per process (xdist workers too); PATH is changed only while an unmarked test runs
+    import tempfile
+    GUARD.stand_ins = _stand_ins(tempfile.mkdtemp(prefix="llgen_tests_"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    subprocess.Popen._execute_child = _EXECUTE_CHILD
+    if GUARD.stand_ins is not None:
+        import shutil
+        shutil.rmtree(os.path.dirname(GUARD.stand_ins), ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    allowed = item.get_closest_marker("compile") is not None
+    GUARD.test, GUARD.allowed, GUARD.calls = item.nodeid, allowed, []
+    path = os.environ.get("PATH", "")
+    if not allowed and GUARD.stand_ins is not None:
+        os.environ["PATH"] = GUARD.stand_ins + os.pathsep + path
+    start = cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        CPU[item.nodeid] = cpu_seconds() - start
+        os.environ["PATH"] = path
+        GUARD.test, GUARD.allowed = None, True
+        _child_calls()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if GUARD.allowed:
+        return report
+    with GUARD.lock:
+        calls, GUARD.calls = GUARD.calls, []
+    calls += _child_calls()
+    if calls:
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} starts a compiler without @pytest.mark.compile "
+                           f"(pytest -m 'not compile' must not compile); mark the test or module:\n  "
+                           + "\n  ".join(calls[:5]))
+    return report
+
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workeroutput"):           # a pytest-xdist worker: hand the numbers over
+        session.config.workeroutput["llgen_cpu"] = dict(CPU)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """pytest-xdist (controller): a worker's per-test CPU seconds."""
+    CPU.update(getattr(node, "workeroutput", {}).get("llgen_cpu", {}))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    n = config.getoption("--cpu-durations")
+    if n is None or not CPU:
+        return
+    tr = terminalreporter
+    tr.write_sep("=", f"CPU time: {sum(CPU.values()):.1f} s in {len(CPU)} tests "
+                      f"(self + waited-for children, all workers)")
+    for nodeid, sec in sorted(CPU.items(), key=lambda kv: -kv[1])[:n]:
+        tr.write_line(f"{sec:9.2f}s  {nodeid}")
