@@ -15,12 +15,13 @@ operation is refused by name.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
 from ll_codegen.chain.description import Tensor
-from ll_codegen.chain.search import ChainPlan, apply_bits, tensor_layout
+from ll_codegen.chain.search import ChainPlan, tensor_layout
+from ll_codegen.core import f2
 from ll_codegen.core.dtypes import NP_RAW
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.plans import Transfer
@@ -46,7 +47,7 @@ def relabelled(tensor: np.ndarray, carried: tuple[tuple[int, str], ...], choice:
     out = tensor
     for dim, index in carried:
         pi = choice[index]
-        order = np.array([apply_bits(pi, k) for k in range(tensor.shape[dim])])
+        order = np.array([f2.apply(pi, k) for k in range(tensor.shape[dim])])
         out = np.take(out, order, axis=dim)
     return out
 

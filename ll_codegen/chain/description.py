@@ -33,13 +33,21 @@ generated index header.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ll_codegen.core import limits
 from ll_codegen.core.dtypes import DTYPE_BYTES
 from ll_codegen.core.target import get_target
-from ll_codegen.spec import Spec, SpecError, load_spec, parse_yaml, read_spec_text, spec_from_dict
+from ll_codegen.spec import (
+    Spec,
+    SpecError,
+    load_spec,
+    parse_yaml,
+    read_spec_text,
+    spec_from_dict,
+)
 
 #: steps in a chain at most (the search plans every step for each candidate relabelling)
 MAX_STEPS = 16

@@ -3,7 +3,7 @@ and the index header of the relabelled indices."""
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from ll_codegen.api import check_name, layout_text, parse_emit
 from ll_codegen.chain.description import Chain

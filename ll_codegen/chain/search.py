@@ -25,11 +25,14 @@ so the identity wins any tie with it.
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 from ll_codegen import api
 from ll_codegen.chain.description import Chain, Step, Tensor
+from ll_codegen.core import f2
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.spec import Spec
@@ -42,21 +45,10 @@ ROUNDS = 0
 Choice = tuple[tuple[str, tuple[int, ...]], ...]      # (index, pi) per free index, in the chain's order
 
 
-def apply_bits(pi: Sequence[int], k: int) -> int:
-    """``pi(k)``: the XOR of ``pi[i]`` over the set bits ``i`` of ``k`` (a linear map over F2)."""
-    out, i = 0, 0
-    while k:
-        if k & 1:
-            out ^= pi[i]
-        k >>= 1
-        i += 1
-    return out
-
-
 def relabel(layout: LinearLayout, dim: int, pi: Sequence[int]) -> LinearLayout:
     """``layout`` with out dim ``dim`` composed with ``pi``: where it placed ``(.., k, ..)`` the
     result places ``(.., pi(k), ..)``."""
-    bases = {d: [[apply_bits(pi, v) if j == dim else v for j, v in enumerate(b)] for b in bs]
+    bases = {d: [[f2.apply(pi, v) if j == dim else v for j, v in enumerate(b)] for b in bs]
              for d, bs in layout.bases.items()}
     return LinearLayout(bases, layout.out_dim_sizes)
 
@@ -78,6 +70,10 @@ class ChainPlan:
     identity_cost: float
     evaluated: int
     rounds: int = ROUNDS
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """``describe`` as JSON."""
+        return json.dumps(describe(self), indent=indent)
 
     def layout(self, tensor: str) -> LinearLayout:
         """The tensor's layout under the chosen relabelling."""
@@ -192,7 +188,7 @@ def plan_chain(chain: Chain, rounds: int = ROUNDS) -> ChainPlan:
     def cost(c: Choice) -> float:
         try:
             return ev.cost(c)
-        except ValueError as e:
+        except ValueError:
             if c == start:
                 raise
             return float("inf")                     # a relabelling a step's planner refuses

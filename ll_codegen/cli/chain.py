@@ -1,15 +1,13 @@
 """``llgen chain``: a chain's free layouts chosen, every step planned and generated."""
 from __future__ import annotations
 
-import json
 import os
-from typing import Optional
 
 import click
 
-from ll_codegen.cli.app import CLIError, main, say
-from ll_codegen.cli.options import EMIT_CHOICES, CommaChoice
 from ll_codegen.chain.search import ROUNDS
+from ll_codegen.cli.app import CLIError, main, say
+from ll_codegen.cli.options import generator_options
 from ll_codegen.core.files import check_output_dir, check_targets
 
 __all__ = ["chain"]
@@ -17,17 +15,10 @@ __all__ = ["chain"]
 
 @main.command()
 @click.argument("chain_file", metavar="CHAIN.yaml", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "output", default=".", show_default=True, metavar="DIR",
-              type=click.Path(file_okay=False), help="Folder to write into (created if missing).")
-@click.option("--name", default=None, metavar="NAME",
-              help="C identifier prefixing the files and namespaces (default: the chain file's stem).")
-@click.option("--emit", "emit", multiple=True, type=CommaChoice(EMIT_CHOICES),
-              help="header, harness or all, per step; repeatable or a comma list (default header,harness).")
 @click.option("--rounds", default=ROUNDS, show_default=True, type=click.IntRange(0, 16),
               help="Rounds of the local search (bit transpositions) after the aligned candidates; 0: none.")
-@click.option("--plan", "show_plan", is_flag=True, help="Print the choice and every step's plan; write nothing.")
-@click.option("--json", "as_json", is_flag=True, help="With --plan: the choice and costs as JSON.")
-def chain(chain_file: str, output: str, name: Optional[str], emit: tuple[str, ...], rounds: int, show_plan: bool,
+@generator_options("the chain file's stem", "header, harness or all, per step", "ChainPlan")
+def chain(chain_file: str, rounds: int, output: str, name: str | None, emit: tuple[str, ...], show_plan: bool,
           as_json: bool) -> None:
     """Plan a chain of operations whose in-between layouts are free (docs/chains.md): the free
     indices' relabelling is chosen with the planner's cost model, summed over the steps.
@@ -37,7 +28,7 @@ def chain(chain_file: str, output: str, name: Optional[str], emit: tuple[str, ..
     from ll_codegen.api import check_name
     from ll_codegen.chain.description import load_chain
     from ll_codegen.chain.files import chain_file_names, chain_files
-    from ll_codegen.chain.search import chain_summary, describe, plan_chain
+    from ll_codegen.chain.search import chain_summary, plan_chain
     if as_json and not show_plan:
         raise CLIError("--json needs --plan (the files are the output otherwise)")
     if name is None:
@@ -51,7 +42,7 @@ def chain(chain_file: str, output: str, name: Optional[str], emit: tuple[str, ..
     cp = plan_chain(c, rounds)
     if show_plan:
         if as_json:
-            click.echo(json.dumps(describe(cp), indent=2))
+            click.echo(cp.to_json())
             return
         parts = [chain_summary(cp)] + [f"\nstep {k} ({s.src} -> {s.dst}):\n{p.summary()}"
                                        for k, (s, p) in enumerate(zip(c.steps, cp.plans))]

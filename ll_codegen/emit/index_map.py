@@ -8,7 +8,7 @@ host and device.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ll_codegen.core import f2
 from ll_codegen.emit.cexpr import linear_expr
