@@ -1,7 +1,7 @@
 """Shared tile -> shared tile relayouts (``relayout``, ``plan/relayout.py``): the planner's
 properties checked by the numpy emulator and the brute-force bank counters, the wavefront bound of
-the transposes, the CLI, the generated harness on the host SIMT runtime, the PTX read back, and
-mutations the checks must catch."""
+the transposes, the warps that hold copies (no load, no store), the CLI, the generated harness on
+the host SIMT runtime, the PTX read back, and mutations the checks must catch."""
 from __future__ import annotations
 
 import os
@@ -300,3 +300,116 @@ def test_ptx_is_what_the_plan_says():
         ptx, log = ptx_check.compile_ptx(nvcc, os.path.join(d, "m_harness.cu"), p.arch, os.path.join(d, "m.ptx"))
         assert ptx, log
         assert ptx_check.check(p, ptx, "m") == [], name
+
+
+def small_transpose(dtype: str = "f32", warps: int = 4):
+    """An 8 x 8 row-major -> column-major transpose by ``warps`` warps: 64 elements leave a warp bit
+    with nothing distinct to move (2 lanes x 32 = 64), so R1 and R2 broadcast over it."""
+    rm = spec_from_dict({"kind": "shared_linear", "offset": [[0, 1], [0, 2], [0, 4], [1, 0], [2, 0], [4, 0]],
+                         "shape": [8, 8]}).linear
+    cm = spec_from_dict({"kind": "shared_linear", "offset": [[1, 0], [2, 0], [4, 0], [0, 1], [0, 2], [0, 4]],
+                         "shape": [8, 8]}).linear
+    return plan_relayout(rm, cm, dtype, num_warps=warps)
+
+
+def zero_warp_bits(bases: dict) -> int:
+    """The warp bits whose basis is zero (copies), read from the register layout apart from the plan's masks."""
+    return sum(1 << k for k, v in enumerate(bases["in_dims"]["warp"]) if not any(v))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "i8"])
+def test_broadcast_warps_neither_load_nor_store(dtype):
+    """A small tile with 4 warps: the register layouts broadcast over a warp bit; the load skips
+    exactly the warps the store skips (the zero warp bases), the emulator's chain holds with those
+    warps' registers random, and the brute-force count over the loading warps equals the plan's
+    per-warp cost and the ncu script's per-CTA prediction."""
+    p = small_transpose(dtype)
+    skip = zero_warp_bits(p.load.dst_bases)
+    assert skip and skip == zero_warp_bits(p.store.src_bases)
+    assert p.load.memory.warp_skip == p.store.memory.warp_skip == skip
+    check(p, rng=3)
+    loaders = [w for w in range(p.num_warps) if not w & skip]
+    for step in (p.load, p.store):
+        got = measure_memory(step)
+        c = step.memory.cost
+        assert sorted({q[2] for q in got.per_instruction}) == loaders
+        assert len(got.per_instruction) == c.instructions * len(loaders)
+        assert (got.wavefronts, got.bank_conflicts, got.total_wavefronts) == \
+            (c.wavefronts, c.bank_conflicts, c.total_wavefronts)
+    if os.path.join(ROOT, "gpu_tests") not in sys.path:
+        sys.path.insert(0, os.path.join(ROOT, "gpu_tests"))
+    import ncu_relayout_reduce as nrr                  # the per-CTA prediction the ncu run compares
+    pred, brute = nrr.predict(p), nrr.brute_force(p)
+    assert {k: pred[k] for k in pred if k != "fill"} == {k: brute[k] for k in pred if k != "fill"}
+    assert pred["ld_instr"] == p.load.memory.cost.instructions * len(loaders)
+
+
+def test_a_load_in_the_copy_warps_is_counted_and_a_missing_one_is_caught():
+    """Mutations: the load with no skip is counted in every warp by the brute force (more
+    instructions than the plan's); a load that skips a warp the store needs fails the emulator."""
+    p = small_transpose("f32")
+    m = p.load.memory
+    every = replace(p, load=replace(p.load, memory=replace(m, warp_skip=0)))
+    assert len(measure_memory(every.load).per_instruction) > len(measure_memory(p.load).per_instruction)
+    check(every)                                       # wasteful, still correct
+    wrong = replace(p, load=replace(p.load, memory=replace(m, warp_skip=m.warp_skip | 1)))
+    with pytest.raises(AssertionError, match="did not load"):
+        check(wrong)
+
+
+def test_planner_gives_every_warp_distinct_work_when_the_tile_has_room():
+    """A 32 x 32 e4m3 re-swizzle by 4 warps: 16-byte vectors would leave a warp bit broadcast (each
+    working warp moving 512 B); 8-byte vectors give all 4 warps distinct data, half the wavefronts a
+    warp (the bound), and win."""
+    rm = spec_from_dict({"kind": "shared_linear", "offset": [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16], [1, 0],
+                                                             [2, 0], [4, 0], [8, 0], [16, 0]], "shape": [32, 32]}).linear
+    sw = spec_from_dict({"kind": "swizzled_shared", "vec": 16, "per_phase": 1, "max_phase": 2, "order": [1, 0],
+                         "shape": [32, 32]}).linear
+    p = plan_relayout(rm, sw, "f8e4m3", num_warps=4)
+    check(p)
+    assert zero_warp_bits(p.load.dst_bases) == 0 and p.load.memory.warp_skip == p.store.memory.warp_skip == 0
+    bcast = [c.score for c in p.candidates if "broadcast warp bit" in c.detail]
+    assert bcast and min(c.score for c in p.candidates) < min(bcast)
+    for side, step in (("load", p.load), ("store", p.store)):
+        assert measure_memory(step).total_wavefronts == bound(p, side) == 2
+
+
+@pytest.mark.compile
+def test_broadcast_warps_header_guards_and_runs_bit_exact_on_the_host(tmp_path):
+    """The header returns first in the copy warps; the harness is bit-exact on the host SIMT runtime."""
+    from ll_codegen.run import host
+    for dtype in ("f32", "f16"):
+        p = small_transpose(dtype)
+        write_files(p, str(tmp_path), f"rl_bcast_{dtype}")
+        text = (tmp_path / f"rl_bcast_{dtype}.cuh").read_text()
+        assert f"if (((tid / kWarpSize) & {p.load.memory.warp_skip:#x}) != 0) return;" in text
+    if host.compiler() is None:
+        pytest.skip("no clang++ for the host SIMT runtime")
+    items = [(f"rl_bcast_{d}", small_transpose(d)) for d in ("f32", "f16")]
+    results = host.verify_host(items)
+    assert all(r.ok for r in results), [r.message for r in results if not r.ok]
+
+
+@pytest.mark.compile
+def test_broadcast_warps_ptx_issues_no_load_in_the_copy_warps(tmp_path):
+    """The PTX read back matches the plan (the copy warps issue nothing); with the guard removed
+    from the header, the copy warps' loads show up as differences."""
+    from ll_codegen.run import ptx_check
+    import shutil
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    p = small_transpose("f32")
+    results = []
+    for guard in (True, False):
+        d = tmp_path / ("guarded" if guard else "unguarded")
+        write_files(p, str(d), "m", emit=("header", "harness"))
+        if not guard:
+            h = d / "m.cuh"
+            text, n = re.subn(r"\n[^\n]*\(tid / kWarpSize\) & 0x[0-9a-f]+\) != 0\) return;[^\n]*", "", h.read_text())
+            assert n == 1
+            h.write_text(text)
+        ptx, log = ptx_check.compile_ptx(nvcc, str(d / "m_harness.cu"), p.arch, str(d / "m.ptx"))
+        assert ptx, log
+        results.append(ptx_check.check(p, ptx, "m"))
+    assert results[0] == [] and results[1] != []

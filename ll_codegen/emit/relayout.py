@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.body import TID, Fn, Namespace, constants, harness_context, header_values, new_namespace
-from ll_codegen.emit.cexpr import tile_index_function
+from ll_codegen.emit.cexpr import hex_const, tile_index_function
 from ll_codegen.emit.convert import namespace as convert_namespace
 from ll_codegen.emit.memory import access_name, namespace as memory_namespace
 from ll_codegen.plan.plans import Transfer
@@ -20,7 +20,8 @@ from ll_codegen.plan.tma import align_reason
 
 
 def relayout_function(plan: Transfer) -> Fn:
-    """``relayout(src, dst, tid)``: the load, the conversion (unless R1 = R2), the store."""
+    """``relayout(src, dst, tid)``: the load, the conversion (unless R1 = R2), the store; warps the
+    load skips (``warp_skip``: they hold copies) return first."""
     ld, cv, st = plan.load, plan.convert, plan.store
     moved = cv.strategy != "noop"
     how = {"register": "register moves", "shuffle": "warp shuffles"}.get(cv.strategy, cv.strategy)
@@ -38,7 +39,13 @@ def relayout_function(plan: Transfer) -> Fn:
            "// a barrier (__syncthreads()) before any thread reads the destination tile. The tiles must not",
            "// overlap: every thread stores while other warps may still be loading. Every one of the kThreads",
            "// threads calls, with tid in [0, kThreads)."]
-    lines = ["T r1[src::kRegs];", "src::load(src_smem, r1, tid);"]
+    skip = ld.memory.warp_skip              # the store's too (plan/relayout.py); checked by the emulator
+    if skip:
+        doc.append(f"// Warps with warp & {hex_const(skip)} hold copies of other warps' data: they return at once "
+                   "(no load, no store).")
+    lines = ([f"if (((tid / kWarpSize) & {hex_const(skip)}) != 0) return;  // copies: nothing to load or store"]
+             if skip else [])
+    lines += ["T r1[src::kRegs];", "src::load(src_smem, r1, tid);"]
     if moved:
         lines += ["T r2[cvt::kDstRegs];", "cvt::convert(r1, r2, nullptr, tid);  // no scratch: registers or shuffles",
                   "dst::store(r2, dst_smem, tid);"]

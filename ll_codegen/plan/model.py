@@ -411,7 +411,8 @@ class MemoryPlan:
     ``cost`` is a ``GlobalCost`` at ``strides``.
 
     Stores skip warps with ``warp & warp_skip != 0`` (they hold broadcast
-    copies) and, for global stores, lanes with ``lane & lane_skip != 0``.
+    copies) and, for global stores, lanes with ``lane & lane_skip != 0``; a
+    relayout's load skips its store's warps (their registers feed nothing).
     Loads fill the canonical registers; the plan's ``dst_copies`` fills
     the broadcast ones."""
     space: str                        # shared | global

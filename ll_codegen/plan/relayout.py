@@ -35,6 +35,19 @@ element view they are renames).  The cheapest candidate wins (ties: the first); 
 is reported.  A pair whose conversion would need shared memory (data crossing warps) is no
 candidate.
 
+Warps: the warp bits take distinct vectors either after the widest vector of both templates (a
+small tile leaves warp bits broadcast rather than narrow the vector) or as many as the tile has
+room for (``d - log2(lanes)``, narrower vectors); both are candidates and the per-warp cost decides
+-- a warp that moves half the bytes spends about half the wavefronts, so a tile that fits gives
+every warp distinct work (ties keep the one with more broadcast warp bits: the same time a
+warp, less traffic).
+Where warp bits stay broadcast (zero bases of R1 and R2), the warps with those bits hold copies:
+the store skips them (``warp_skip``, ``plan/memory.py``) and so does the load -- the load's
+``warp_skip`` is the store's, and ``relayout()`` returns at once in those warps (a conversion
+never crosses warps, so the storing warps need nothing from them).  Every cost is per warp, of a
+warp that runs (as a store's).  Lanes never broadcast: every candidate's lanes take nonzero
+vectors (the tile has at least one element per lane), so no lane skips.
+
 The wavefront bound of a side: every wavefront moves at most ``wavefront_bytes`` (128), so a
 warp that moves ``b`` bytes of a tile needs ``ceil(b / 128)`` wavefronts (``wavefront_bound``).
 """
@@ -48,6 +61,7 @@ from ll_codegen.core.dtypes import DTYPE_BYTES, dtype_bytes
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.core.target import Target, get_target
 from ll_codegen.plan import planner
+from ll_codegen.plan.memory import skip_mask
 from ll_codegen.plan.model import Candidate, MemoryPlan, instruction_name, word_view
 from ll_codegen.plan.plans import ConvertPlan, LoadPlan, RelayoutPlan, StorePlan
 from ll_codegen.plan.words import compose_ops
@@ -158,10 +172,22 @@ def register_layouts(src_tile: LinearLayout, dst_tile: LinearLayout, elem_bytes:
     shape = dict(src_tile.out_dim_sizes)
     ts, td = templates(S, elem_bytes, target, "load", cap), templates(D, elem_bytes, target, "store", cap)
     kv = max(len(ts[0].regs), len(td[0].regs))
-    nwv = min(nw, max(0, d - nl - kv))         # a small tile leaves warps broadcast (zero) before registers
-    nr = d - nl - nwv
     out: list[tuple[str, LinearLayout, LinearLayout]] = []
     seen: set = set()
+    # warp bits that take distinct data: after the widest vector (a small tile leaves warps broadcast
+    # before it narrows the vector), or every warp bit the tile has room for (narrower vectors)
+    for nwv in sorted({min(nw, max(0, d - nl - kv)), min(nw, d - nl)}):
+        out += _layouts_at(S, D, ts, td, nl, nw, nwv, shape, seen)
+    return out
+
+
+def _layouts_at(S: list[int], D: list[int], ts: list[Template], td: list[Template], nl: int, nw: int, nwv: int,
+                shape: dict[str, int], seen: set) -> list[tuple[str, LinearLayout, LinearLayout]]:
+    """``register_layouts``' candidates whose warps take ``nwv`` distinct vectors (the other
+    ``nw - nwv`` warp bits broadcast), the rest registers."""
+    nr = len(S) - nl - nwv
+    out: list[tuple[str, LinearLayout, LinearLayout]] = []
+    tag = "" if nwv == nw else f", {nw - nwv} broadcast warp bit{'s' if nw - nwv > 1 else ''}"
 
     def add(label: str, a: tuple[list[int], list[int]], b: tuple[list[int], list[int]], warps: list[int]) -> None:
         key = (tuple(a[0]), tuple(a[1]), tuple(b[0]), tuple(b[1]), tuple(warps))
@@ -169,7 +195,7 @@ def register_layouts(src_tile: LinearLayout, dst_tile: LinearLayout, elem_bytes:
             return
         seen.add(key)
         ws = warps + [0] * (nw - len(warps))
-        out.append((label, _layout(a[0], a[1], ws, shape), _layout(b[0], b[1], ws, shape)))
+        out.append((label + tag, _layout(a[0], a[1], ws, shape), _layout(b[0], b[1], ws, shape)))
 
     def pick_warps(fill: list[int], fixed: list[int], skip: int) -> list[int]:
         """The last ``nwv`` free vectors of ``fill`` (``skip`` < 0), or those after the first ``skip`` free ones."""
@@ -182,12 +208,13 @@ def register_layouts(src_tile: LinearLayout, dst_tile: LinearLayout, elem_bytes:
         return free[-nwv:] if skip < 0 and nwv else free[skip:skip + nwv] if skip >= 0 else []
 
     for name, own, t in (("source", S + D, ts[0]), ("destination", D + S, td[0])):
+        t = t._replace(regs=t.regs[:nr])                     # a narrower vector where warps take its bits
         warps = pick_warps(own, list(t.regs), nl)           # copy_threads' order: vector, lanes, warps, registers
         side = fill_side(t, t, own, warps, nl, nr, False)
         add(f"R1 = R2 in {name} order", side, side, warps)
     for a in ts:
         for b in td:
-            fixed = list(a.regs) + [v for _, v in a.lanes] + list(b.regs) + [v for _, v in b.lanes]
+            fixed = list(a.regs[:nr]) + [v for _, v in a.lanes] + list(b.regs[:nr]) + [v for _, v in b.lanes]
             diagonal = [a_ ^ b_ for a_, b_ in zip(S, D)] + S + D
             for name, fill in (("source", S + D), ("destination", D + S), ("diagonal", diagonal)):
                 for skip in (-1, nl - min(len(a.lanes), len(b.lanes))):
@@ -272,9 +299,11 @@ def plan_relayout(src_tile: LinearLayout, dst_tile: LinearLayout, dtype: str = "
 
     def access(R: LinearLayout, direction: str) -> LoadPlan | StorePlan:
         if (direction, R) not in accesses:
-            accesses[direction, R] = planner.plan_memory(R, src_tile if direction == "load" else dst_tile,
-                                                         direction, "shared", dtype=dtype, target=target,
-                                                         max_vector_bytes=max_vector_bytes)
+            q = planner.plan_memory(R, src_tile if direction == "load" else dst_tile, direction, "shared",
+                                    dtype=dtype, target=target, max_vector_bytes=max_vector_bytes)
+            if direction == "load":         # the store's skipped warps: their loads would feed nothing
+                q = replace(q, memory=replace(q.memory, warp_skip=skip_mask(R.flat_bases("warp"))))
+            accesses[direction, R] = q
         return accesses[direction, R]
     for label, R1, R2 in register_layouts(src_tile, dst_tile, w, target, num_warps, cap):
         cv = _conversion(R1, R2, dtype, target)

@@ -195,6 +195,9 @@ def relayout_summary(p: Transfer) -> str:
             lines.append(f"  conversion R1 -> R2: {cv.strategy}" + ("" if cv.strategy == "noop" else ":"))
             if cv.strategy != "noop":
                 lines += ["    " + line for line in convert_lines(cv)]
+    if p.load.memory.warp_skip:
+        lines.append(f"  warps with warp & {p.load.memory.warp_skip:#x} hold copies (zero warp bases of R1 and R2): "
+                     f"they neither load nor store")
     if p.target == "hip":
         lines.append(f"  bank model: {target.bank_model}")
     return _plan_text(p, lines)

@@ -131,13 +131,12 @@ def measure_memory(plan: Transfer, target: Target | None = None, strides=None):
     """Brute-force cost of a memory plan's access (for a ``via`` plan, the access after or before its
     conversion) from the addresses it executes:
     shared -> ``MeasuredCost`` (bank model above); global -> ``GlobalCost``
-    (distinct 32-byte sectors per warp instruction)."""
+    (distinct 32-byte sectors per warp instruction).  Warps with ``warp & warp_skip`` issue nothing."""
     m = plan.memory
     plan = without_via(plan)
     target = target or get_target(plan.target, plan.arch)
     warps = np.arange(plan.num_warps)
-    if m.direction == "store":
-        warps = warps[(warps & m.warp_skip) == 0]
+    warps = warps[(warps & m.warp_skip) == 0]       # a store's warps holding copies; a relayout's load's too
     if m.space == "shared":
         seen, per, totals = set(), [], {int(w): 0 for w in warps}
         for ai, acc in enumerate(m.accesses):

@@ -5,7 +5,9 @@
 conversion (``convert.emulate``: register moves or real shuffle semantics) on exactly those
 registers, and the store of the conversion's output registers into a poisoned byte image of
 the destination tile (races, unwritten bytes and double writes are ``SmemError``); the tile
-read back must be the tensor.  The steps must also fit together: the load's registers are the
+read back must be the tensor.  Warps the load skips (``load.memory.warp_skip``: they hold copies)
+get random registers instead of the tile's: the conversion runs on them, and nothing the storing
+warps store may depend on them -- a store from a warp that did not load is an error.  The steps must also fit together: the load's registers are the
 conversion's source layout, its destination the store's, both tiles the plan's, one thread
 count throughout.
 """
@@ -62,6 +64,8 @@ def check_steps_fit(plan: Transfer) -> None:
                              "store's")
     if {q.num_warps for q in (plan, ld, cv, st)} != {plan.num_warps} or cv.through_smem:
         raise AssertionError("relayout plan: the steps differ in warps, or the conversion uses shared memory")
+    if ld.memory.lane_skip:
+        raise AssertionError("relayout plan: the load skips lanes (a shuffle may read their registers)")
 
 
 def check_relayout(plan: Transfer, rng: np.random.Generator | int | None = 0, **_) -> None:
@@ -73,15 +77,23 @@ def check_relayout(plan: Transfer, rng: np.random.Generator | int | None = 0, **
     tensor = rng.integers(0, np.iinfo(dt).max, size=tuple(plan.shape), dtype=dt, endpoint=True)
     r1 = emulate_memory(plan.load, tensor)
     want1 = memory_reference(plan.load, tensor)
-    if not np.array_equal(r1, want1):
-        raise AssertionError(f"relayout plan: the load gives {int((r1 != want1).sum())} wrong registers")
+    run = (np.arange(plan.num_warps) & plan.load.memory.warp_skip) == 0      # the warps that load
+    if not np.array_equal(r1[run], want1[run]):
+        raise AssertionError(f"relayout plan: the load gives {int((r1[run] != want1[run]).sum())} wrong registers")
+    r1 = r1.copy()
+    r1[~run] = rng.integers(0, np.iinfo(dt).max, size=r1[~run].shape, dtype=dt, endpoint=True)   # never loaded
     r2 = emulate(plan.convert, r1)
     want2 = regs_of(layout_of(plan.convert.dst_bases), tensor)
-    if not np.array_equal(r2, want2):
-        w, l, r = (int(i) for i in np.argwhere(r2 != want2)[0])
+    stores = (np.arange(plan.num_warps) & plan.store.memory.warp_skip) == 0
+    if np.any(stores & ~run):
+        raise AssertionError("relayout plan: a warp stores registers it did not load (load warp_skip "
+                             f"{plan.load.memory.warp_skip:#x}, store warp_skip {plan.store.memory.warp_skip:#x})")
+    wrong = (r2 != want2) & run[:, None, None]          # the skipped warps' registers are never stored
+    if np.any(wrong):
+        w, l, r = (int(i) for i in np.argwhere(wrong)[0])
         raise AssertionError(f"relayout plan: the conversion ({plan.convert.strategy}) gives warp {w} lane {l} "
                              f"register {r} {int(r2[w, l, r]):#x}, expected {int(want2[w, l, r]):#x} "
-                             f"({int((r2 != want2).sum())} registers differ)")
+                             f"({int(wrong.sum())} registers differ)")
     got = store_registers(plan.store, r2)
     want = tensor_flat(tensor)
     if not np.array_equal(got, want):

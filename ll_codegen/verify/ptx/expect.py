@@ -269,7 +269,10 @@ def copy_wants(p: Transfer, flat: np.ndarray, variant: str, lane: int, warp: int
 def relayout_wants(p: Transfer, flat: np.ndarray, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
     """A relayout's thread: the load's accesses of the source tile, the conversion (its ordered
     instructions; its shuffles apart), the store's accesses of the destination tile -- at the
-    harness's addresses (the destination tile at ``dst_offset``)."""
+    harness's addresses (the destination tile at ``dst_offset``).  A warp the load skips
+    (``warp_skip``: it holds copies) issues none of them."""
+    if warp & p.load.memory.warp_skip:
+        return [], []
     load = memory_wants(p.load, flat, variant, lane, warp)
     seq, shfl = conversion_wants(p.convert, flat, lane, warp)
     store = [replace(x, addr=x.addr + p.dst_offset) for x in memory_wants(p.store, flat, variant, lane, warp)]
