@@ -40,8 +40,8 @@
 //     warps: 4 partials per output (reduced warp bit(s) [0, 1]) through 1024 B of shared memory (64 outputs); writers: lane & 0x18 == 0; 3 barriers
 //     form: spread -- thread t combines the partials of outputs t, t + 128, ... (at most 1 a thread), stores each result at scratch element o (partial 0 of o, read only by that thread), a barrier, then every thread loads its 8 result(s)
 //     candidates (cheapest first; * the plan's):
-//      *smem-spread     59.75  2 register bit(s) in each thread, then 2 shuffle round(s) x 8 register(s), then 4 warp partials through 1024 B of shared memory, spread: each thread combines 1 output(s) and stores the result, 3 barriers
-//       smem            80.00  2 register bit(s) in each thread, then 2 shuffle round(s) x 8 register(s), then 4 warp partials through 1024 B of shared memory, direct: each thread combines its 8 output(s), 2 barriers
+//      *smem-spread     63.75  2 register bit(s) in each thread, then 2 shuffle round(s) x 8 register(s), then 4 warp partials through 1024 B of shared memory (16 B accesses), spread: each thread combines 1 output(s) and stores the result, 3 barriers, 25 wavefronts a warp
+//       smem           108.00  2 register bit(s) in each thread, then 2 shuffle round(s) x 8 register(s), then 4 warp partials through 1024 B of shared memory (16 B accesses), direct: each thread combines its 8 output(s), 2 barriers, 68 wavefronts a warp
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give
@@ -59,6 +59,7 @@ namespace blocked_column_sum {
 constexpr int kSrcRegs   = 32;    // source elements per thread (reduce() reads)
 constexpr int kDstRegs   = 8;     // result elements per thread (reduce() writes)
 constexpr int kSmemBytes = 1024;  // shared-memory scratch reduce() needs (0: none)
+constexpr int kSmemAlign = 16;    // its alignment in bytes (the widest access)
 constexpr int kThreads   = 128;   // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;     // sizeof(T) (f32)
@@ -95,6 +96,24 @@ struct Min {
 };
 
 namespace detail {
+template <int kImm>
+__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::st_shared(addr + kImm, 16, regs);
+#else
+    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+#endif
+}
+template <int kImm>
+__device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+#if defined(LLGEN_HOST_SIMT)
+    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
+    llgen_host::ld_shared(addr + kImm, 16, regs);
+#else
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
+#endif
+}
 // v of the lane `lane ^ mask` of this warp, the element's bits moved in one 32-bit word.
 template <class T> __device__ __forceinline__ T shfl_xor(T v, int mask) {
     static_assert(sizeof(T) <= 4, "reduce<T>: T is at most 4 bytes wide");
@@ -111,6 +130,27 @@ template <class T> __device__ __forceinline__ T ld(const T* p) { T v; llgen_host
 template <class T> __device__ __forceinline__ void st(T* p, T v) { *p = v; }
 template <class T> __device__ __forceinline__ T ld(const T* p) { return *p; }
 #endif
+// Adjacent elements of T in one 32-bit word, lowest first (the payload of one vector access of the
+// scratch), and element i of such a word.
+template <class T> __device__ __forceinline__ uint32_t word(T a) {
+    static_assert(sizeof(T) == 4, "word(a): a 4-byte element");
+    uint32_t w;
+    memcpy(&w, &a, 4);
+    return w;
+}
+template <class T> __device__ __forceinline__ uint32_t word(T a, T b) {
+    static_assert(sizeof(T) == 2, "word(a, b): two 2-byte elements");
+    const T v[2] = {a, b};
+    uint32_t w;
+    memcpy(&w, v, 4);
+    return w;
+}
+template <class T> __device__ __forceinline__ T elem(uint32_t w, int i) {
+    T v;
+    memcpy(&v, reinterpret_cast<const char*>(&w) + i * sizeof(T), sizeof(T));
+    return v;
+}
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 }  // namespace detail
 
 // dst = reduce(src) over dim(s) 0 with `op` (Sum: sum by default): dst[j] is result element
@@ -121,8 +161,8 @@ template <class T> __device__ __forceinline__ T ld(const T* p) { return *p; }
 // or an earlier call when this one starts; one between the partials' stores and their combine; one
 // between the combined results' stores and every thread's loads of its results). Every thread of the
 // block must make the call, with tid = its index in [0, kThreads) (lane = tid % kWarpSize, warp =
-// tid / kWarpSize), and smem must hold kSmemBytes bytes of scratch, aligned to sizeof(T), shared by
-// the block. When it returns other threads may still be reading the scratch: __syncthreads() before
+// tid / kWarpSize), and smem must hold kSmemBytes bytes of scratch, aligned to kSmemAlign bytes, shared
+// by the block. When it returns other threads may still be reading the scratch: __syncthreads() before
 // writing it again.
 template <class T, class Op = Sum>
 __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem, Op op = Op(),
@@ -187,18 +227,13 @@ __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRe
 
     // Across warps: partial k (the warp's reduced bit(s) [0, 1]) of output e at scratch[k * kOutputs + e], one
     // writer each; then thread tid combines the 4 partials of outputs tid, tid + 128, ... as a pairwise tree over k
-    // and stores the result at scratch[o]; then every thread loads its 8 result(s)
+    // and stores the result at scratch[o]; then every thread loads its 8 result(s); a thread's own slots 4 at a
+    // time (16 B accesses: its registers [0, 1, 2, 3], [4, 5, 6, 7] are adjacent elements)
     __syncthreads();  // scratch free (an earlier use by the caller is done)
     if ((lane & 0x18) == 0) {  // one writer per output element and partial
         const unsigned k = warp;
-        detail::st(scratch + k * kOutputs + e, dst[0]);
-        detail::st(scratch + k * kOutputs + e + 0x1, dst[1]);
-        detail::st(scratch + k * kOutputs + e + 0x2, dst[2]);
-        detail::st(scratch + k * kOutputs + e + 0x3, dst[3]);
-        detail::st(scratch + k * kOutputs + e + 0x4, dst[4]);
-        detail::st(scratch + k * kOutputs + e + 0x5, dst[5]);
-        detail::st(scratch + k * kOutputs + e + 0x6, dst[6]);
-        detail::st(scratch + k * kOutputs + e + 0x7, dst[7]);
+        detail::st_shared_v4_b32<0>(detail::smem_u32(scratch + k * kOutputs + e), detail::word(dst[0]), detail::word(dst[1]), detail::word(dst[2]), detail::word(dst[3]));
+        detail::st_shared_v4_b32<0>(detail::smem_u32(scratch + k * kOutputs + e + 0x4), detail::word(dst[4]), detail::word(dst[5]), detail::word(dst[6]), detail::word(dst[7]));
     }
     __syncthreads();  // every partial stored
     if (static_cast<unsigned>(tid) < 64u) {  // output o = tid
@@ -212,10 +247,16 @@ __device__ __forceinline__ void reduce(const T (&src)[kSrcRegs], T (&dst)[kDstRe
         detail::st(scratch + o, r);  // only this thread read partial 0 of o
     }
     __syncthreads();  // every result stored
-    dst[0] = detail::ld(scratch + e); dst[1] = detail::ld(scratch + e + 0x1);
-    dst[2] = detail::ld(scratch + e + 0x2); dst[3] = detail::ld(scratch + e + 0x3);
-    dst[4] = detail::ld(scratch + e + 0x4); dst[5] = detail::ld(scratch + e + 0x5);
-    dst[6] = detail::ld(scratch + e + 0x6); dst[7] = detail::ld(scratch + e + 0x7);
+    {  // the results of dst[0, 1, 2, 3]
+        uint32_t r0_0, r0_1, r0_2, r0_3; detail::ld_shared_v4_b32<0>(detail::smem_u32(scratch + e), r0_0, r0_1, r0_2, r0_3);
+        dst[0] = detail::elem<T>(r0_0, 0); dst[1] = detail::elem<T>(r0_1, 0); dst[2] = detail::elem<T>(r0_2, 0);
+        dst[3] = detail::elem<T>(r0_3, 0);
+    }
+    {  // the results of dst[4, 5, 6, 7]
+        uint32_t r1_0, r1_1, r1_2, r1_3; detail::ld_shared_v4_b32<0>(detail::smem_u32(scratch + e + 0x4), r1_0, r1_1, r1_2, r1_3);
+        dst[4] = detail::elem<T>(r1_0, 0); dst[5] = detail::elem<T>(r1_1, 0); dst[6] = detail::elem<T>(r1_2, 0);
+        dst[7] = detail::elem<T>(r1_3, 0);
+    }
 }
 
 // out[r] = red[the result register holding source register r's output]: the result back in the source layout

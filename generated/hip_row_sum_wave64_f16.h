@@ -51,6 +51,7 @@ namespace hip_row_sum_wave64_f16 {
 constexpr int kSrcRegs   = 16;   // source elements per thread (reduce() reads)
 constexpr int kDstRegs   = 4;    // result elements per thread (reduce() writes)
 constexpr int kSmemBytes = 0;    // shared-memory scratch reduce() needs (0: none)
+constexpr int kSmemAlign = 2;    // its alignment in bytes (the widest access)
 constexpr int kThreads   = 256;  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 64;
 constexpr int kElemBytes = 2;    // sizeof(T) (f16)

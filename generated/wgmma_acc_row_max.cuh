@@ -58,6 +58,7 @@ namespace wgmma_acc_row_max {
 constexpr int kSrcRegs   = 128;  // source elements per thread (reduce() reads)
 constexpr int kDstRegs   = 4;    // result elements per thread (reduce() writes)
 constexpr int kSmemBytes = 0;    // shared-memory scratch reduce() needs (0: none)
+constexpr int kSmemAlign = 4;    // its alignment in bytes (the widest access)
 constexpr int kThreads   = 128;  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 4;    // sizeof(T) (f32)

@@ -8,7 +8,8 @@ Cases (``cases()``):
   ``generated/manifest.yaml``, the FA3 fp8 V transpose ``examples/chains/fa3_v_tma.yaml ->
   fa3_v_kmajor.yaml`` as given and as ``llgen chain examples/chains/fa3_fp8.yaml`` relabels it
   (``plan_chain(...).plans[1]``), and seeded random pairs of shared tiles
-  (``corpus.random_memory_tile``).  Each plan's ``<name>_probe`` kernel runs: it fills the source
+  (``corpus.random_memory_tile``), and an 8 x 8 transpose by 4 warps whose copy warps idle
+  (``broadcast_relayouts``).  Each plan's ``<name>_probe`` kernel runs: it fills the source
   tile with 4-byte ``st.shared`` (consecutive words, ``kThreads`` apart per thread), then calls
   ``relayout()``;
 * reductions (``ReducePlan``): every CUDA case of ``corpus.REDUCE_NAMED`` whose plan has a warp
@@ -18,13 +19,15 @@ Cases (``cases()``):
 
 Prediction per CTA, from the plan alone (``predict``):
 
-* relayout: per side, ``cost.total_wavefronts`` x the side's warps (``warp & warp_skip == 0``),
+* relayout: per side, ``cost.total_wavefronts`` x the side's warps (``warp & warp_skip == 0``: the
+  load skips the warps the store skips),
   bank conflicts ``cost.bank_conflicts`` x ``cost.instructions`` x warps, instructions
   ``cost.instructions`` x warps; the probe's fill adds ``ceil(tile bytes / 128)`` store
   instructions of one wavefront each (one warp's 32 consecutive words) and no conflicts;
 * reduction: the warp stage's accesses from ``WarpStage`` and the result layout: each access's
   lane byte offsets (``elem_bytes`` x the row-major index of the result layout's lane bases;
-  consecutive elements for the spread form's combine loop) through Lemma 9.4
+  consecutive elements for the spread form's combine loop) at its width (``WarpStage.vectors``:
+  ``vec * elem_bytes`` bytes for a thread's own slots, one element in the combine loop) through Lemma 9.4
   (``plan.swizzle.predict_wavefronts``); a guarded store is served in the phases that hold a
   writer lane; the partials' stores by the writer warps, every warp's loads, the combine loop's
   loads and stores by the warps with a lane below ``outputs``; shuffles = ``plan.shuffles`` x
@@ -155,6 +158,24 @@ def random_relayouts(n: int = 6, seed: int = 20261207) -> list[Case]:
     return out
 
 
+def broadcast_relayouts() -> list[Case]:
+    """An 8 x 8 row-major -> column-major transpose by 4 warps (f32, f16): the tile is too small for
+    the warps, so some warps hold copies and neither load nor store (``load.memory.warp_skip``)."""
+    from ll_codegen.plan.relayout import plan_relayout
+    from ll_codegen.spec import spec_from_dict
+    rows = [[0, 1], [0, 2], [0, 4], [1, 0], [2, 0], [4, 0]]
+    rm = spec_from_dict({"kind": "shared_linear", "offset": rows, "shape": [8, 8]}).linear
+    cm = spec_from_dict({"kind": "shared_linear", "offset": rows[3:] + rows[:3], "shape": [8, 8]}).linear
+    out = []
+    for dtype in ("f32", "f16"):
+        plan = plan_relayout(rm, cm, dtype, "cuda", ARCH, num_warps=4)
+        if not plan.load.memory.warp_skip:
+            raise AssertionError(f"the 8 x 8 {dtype} transpose by 4 warps has no copy warps")
+        out.append(Case(f"rl_bcast_{dtype}", f"8 x 8 transpose {dtype}, 4 warps, copy warps "
+                        f"{plan.load.memory.warp_skip:#x} idle", plan))
+    return out
+
+
 def reduce_cases(n_shuffle: int = 4) -> list[Case]:
     """Every CUDA ``REDUCE_NAMED`` case with a warp stage: (sum, f32) and (max, f16) in the cheaper
     form, (sum, f32) in the other form; and the first ``n_shuffle`` shuffle-only cases (min i32, sum bf16 in turn)."""
@@ -182,7 +203,7 @@ def reduce_cases(n_shuffle: int = 4) -> list[Case]:
 
 
 def cases() -> list[Case]:
-    return manifest_relayouts() + fa3_relayouts() + random_relayouts() + reduce_cases()
+    return manifest_relayouts() + fa3_relayouts() + random_relayouts() + broadcast_relayouts() + reduce_cases()
 
 
 # ------------------------------------------------------------------ prediction (the plan)
@@ -193,9 +214,9 @@ def fill_instructions(plan) -> int:
 
 
 def _side(m, num_warps: int) -> dict:
-    """A relayout step's totals over the warps that issue it (every warp loads; a store skips the
-    warps with ``warp & warp_skip``: they hold copies)."""
-    n = sum(1 for w in range(num_warps) if m.direction == "load" or not w & m.warp_skip)
+    """A relayout step's totals over the warps that issue it: the load and the store skip the warps
+    with ``warp & warp_skip`` (they hold copies)."""
+    n = sum(1 for w in range(num_warps) if not w & m.warp_skip)
     c = m.cost
     return {"wf": c.total_wavefronts * n, "conf": c.bank_conflicts * c.instructions * n, "instr": c.instructions * n}
 
@@ -227,21 +248,23 @@ def predict_reduce(plan) -> dict:
     t = get_target(plan.target, plan.arch)
     w, W, nl = plan.elem_bytes, plan.num_warps, plan.warp_size.bit_length() - 1
     lanes = _rm_offsets(plan, "lane")
-    p = phase_lanes_log2(w, t)
 
     def add(side: str, n: int, wf_cf: tuple[int, int]) -> None:
         out[f"{side}_wf"] += n * wf_cf[0]
         out[f"{side}_conf"] += n * wf_cf[1]
         out[f"{side}_instr"] += n
 
-    # partials: the writer lanes' phases (the skipped lane bits have offset 0: a writer's words are all lanes')
-    wf, cf = predict_wavefronts(lanes, w, t, active_lanes=1 << p)
+    # a thread's own slots move m.vec adjacent elements an access (m.vectors): len(m.vectors) accesses
+    # of vb bytes; partials: the writer lanes' phases (the skipped lane bits have offset 0)
+    vb, n = m.vec * w, len(m.vectors)
+    p = phase_lanes_log2(vb, t)
+    wf, cf = predict_wavefronts(lanes, vb, t, active_lanes=1 << p)
     phases = 1 << sum(1 for b in range(p, nl) if not m.lane_skip >> b & 1)
     writers = sum(1 for v in range(W) if not v & m.warp_skip)
-    add("st", writers * plan.n_dst, (phases * wf, phases * cf))
-    own = predict_wavefronts(lanes, w, t, load=True)     # a thread's own result elements, every lane
+    add("st", writers * n, (phases * wf, phases * cf))
+    own = predict_wavefronts(lanes, vb, t, load=True)    # a thread's own result elements, every lane
     if not m.spread:
-        add("ld", W * plan.n_dst * m.parts, own)
+        add("ld", W * n * m.parts, own)
         return out
     seq = [w << b for b in range(nl)]                    # the combine loop: output o = tid + i * stride
     for i in range(-(-m.outputs // m.stride)):
@@ -250,7 +273,7 @@ def predict_reduce(plan) -> dict:
             if active > 0:
                 add("ld", m.parts, predict_wavefronts(seq, w, t, active_lanes=active, load=True))
                 add("st", 1, predict_wavefronts(seq, w, t, active_lanes=active))
-    add("ld", W * plan.n_dst, own)
+    add("ld", W * n, own)
     return out
 
 
@@ -290,7 +313,7 @@ def brute_force(plan) -> dict:
     t = get_target(plan.target, plan.arch)
     if plan.operation == "reduce":
         from ll_codegen.verify.emulate.reduce import warp_stage_accesses
-        out = _count([(d, a, plan.elem_bytes) for d, a in warp_stage_accesses(plan)], t)
+        out = _count(warp_stage_accesses(plan), t)
         return dict(out, shfl=None)
     from ll_codegen.verify.emulate.banks import measure_memory
     words, T = plan.load.memory.bytes // 4, plan.threads

@@ -108,3 +108,33 @@ def test_measured_reads_the_ncu_counters(cases):
     assert nrr.measured(meas, red, ["smsp__sass_inst_executed_op_shfl.sum"], sass_shfl=6)["shfl"] == 0.0
     assert nrr.shuffle_metrics({"smsp__inst_executed_op_shfl", "smsp__sass_inst_executed_op_shfl", "x__y"}) == \
         ["smsp__sass_inst_executed_op_shfl.sum", "smsp__inst_executed_op_shfl.sum"]
+
+
+#: Nsight Compute on an H200 (gpu_tests/NCU_NOTES.md, ncu_relayout_reduce table of the build whose warp
+#: stage accessed one element at a time): rows where nvcc merged every thread's adjacent partials and
+#: results into exactly the vector accesses the plan now issues (SASS STS.64/128, LDS.64/128), so the
+#: hardware counted the traffic of those accesses: (st_wf, st_conf, ld_wf, ld_conf, st_instr, ld_instr)
+H200_MERGED = {
+    "rd_wgmma_cols_sum_f32_spread": (68, 0, 144, 0, 68, 80),
+    "rd_wgmma_cols_max_f16_spread": (68, 0, 80, 0, 68, 80),
+    "rd_wgmma_cols_sum_f32_direct": (64, 0, 512, 0, 64, 256),
+    "rd_mma_v2_cols_sum_f32_spread": (18, 0, 36, 0, 18, 20),
+    "rd_mma_v2_cols_max_f16_direct": (16, 0, 32, 0, 16, 32),
+    "rd_mma_v2_cols_sum_f32_direct": (16, 0, 64, 0, 16, 32),
+    "rd_blocked_cols_sum_f32_spread": (18, 8, 72, 32, 10, 16),
+    "rd_blocked_cols_max_f16_spread": (6, 0, 24, 0, 6, 12),
+    "rd_blocked_cols_sum_f32_direct": (16, 8, 256, 128, 8, 32),
+    "rd_blocked_col_major_rows_sum_f32_spread": (18, 8, 72, 32, 10, 16),
+    "rd_blocked_col_major_rows_max_f16_spread": (6, 0, 24, 0, 6, 12),
+    "rd_blocked_col_major_rows_sum_f32_direct": (16, 8, 256, 128, 8, 32),
+    "rd_blocked_small_bcast_cols_sum_f32_spread": (5, 0, 20, 0, 5, 8),
+    "rd_blocked_small_bcast_cols_max_f16_direct": (4, 0, 32, 0, 4, 16),
+    "rd_blocked_small_bcast_cols_sum_f32_direct": (4, 0, 64, 0, 4, 16),
+}
+
+
+def test_reduce_prediction_matches_the_h200_merged_accesses(rows):
+    """The warp stage's predicted traffic (vector accesses of a thread's adjacent slots) equals what
+    the H200 counted where the compiler had merged the element accesses into those same vectors."""
+    got = {r["name"]: tuple(r["pred"][k] for k in COUNTERS) for r in rows if r["name"] in H200_MERGED}
+    assert got == H200_MERGED

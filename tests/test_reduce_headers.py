@@ -115,6 +115,17 @@ def _reduce_body(text: str) -> str:
     return text[start:text.index("\n}\n", start)]
 
 
+def _wrappers(p):
+    """The instruction records (``emit/instructions.py``) the plan's header must define: the CUDA
+    vector accesses of the warp stage (``WarpStage.vectors`` wider than one element), a named barrier."""
+    from ll_codegen.emit.instructions import BAR_SYNC, memory
+    w = p.warps
+    out = [BAR_SYNC] if w is not None and w.named_barrier is not None else []
+    if w is not None and w.vec > 1 and p.target == "cuda":
+        out += [memory(op, nbytes=w.vec * p.elem_bytes) for op in ("st_shared", "ld_shared")]
+    return out
+
+
 def test_header_states_and_does_the_plan(items):
     for name, p in items:
         text = render(p, "header", name, command="llgen reduce ...")
@@ -127,7 +138,9 @@ def test_header_states_and_does_the_plan(items):
         assert f"template <class T, class Op = {p.combine.capitalize()}>" in text
         includes = set(re.findall(r"#include <([^>]+)>", text))
         assert includes <= INCLUDES[p.target], (name, includes)
-        assert "asm" not in re.sub(r"//.*", "", text)
+        # inline asm only in the instruction wrappers (emit/instructions.py): the vector accesses, a named barrier
+        want_asm = [line for ins in _wrappers(p) for line in ins.device]
+        assert re.findall(r"asm volatile\(.*\);", re.sub(r"//.*", "", text)) == want_asm, name
         body = _reduce_body(text)
         # in-thread trees: every group's source registers in the plan's order, then its destination
         assert [int(r) for r in re.findall(r"\bsrc\[(\d+)\]", body)] == [r for g in p.groups for r in g.srcs], name
@@ -143,10 +156,23 @@ def test_header_states_and_does_the_plan(items):
         # (spread), after the rounds
         w = p.warps
         assert body.count("__syncthreads()") == (w.barriers if w is not None else 0), name
+        n_st = body.count("detail::st(") + body.count("detail::st_shared_")
+        n_ld = body.count("detail::ld(") + body.count("detail::ld_shared_")
+        if w is not None:
+            # one access per vector group, its registers in the group's element order
+            n = len(w.vectors)
+            assert sorted(j for g in w.vectors for j in g) == list(range(p.n_dst))
+            stores = body[body.index("// one writer per output element and partial"):
+                          body.index("__syncthreads();  // every partial stored")]
+            regs = [int(j) for j in re.findall(r"dst\[(\d+)\]", stores)]
+            assert regs == [j for g in w.vectors for j in g], (name, regs)
+            call = ("detail::st(scratch" if w.vec == 1 else "detail::st(reinterpret_cast<" if p.target == "hip"
+                    else f"detail::{_wrappers(p)[-2].name}<0>(detail::smem_u32(scratch")
+            assert stores.count(call) == n, (name, call)
         if w is not None and not w.spread:
-            assert body.count("detail::st(") == p.n_dst and body.count("detail::ld(") == p.n_dst * w.parts
+            assert n_st == n and n_ld == n * w.parts, name
         if w is not None and w.spread:
-            assert body.count("detail::st(") == p.n_dst + 1 and body.count("detail::ld(") == w.parts + p.n_dst
+            assert n_st == n + 1 and n_ld == w.parts + n, name
             loop = (f"for (unsigned o = static_cast<unsigned>(tid); o < {w.outputs}u; o += {w.stride}u) {{"
                     if w.outputs > w.stride else "{  // output o = tid" if w.outputs == w.stride else
                     f"if (static_cast<unsigned>(tid) < {w.outputs}u) {{  // output o = tid")
@@ -157,7 +183,7 @@ def test_header_states_and_does_the_plan(items):
                 [str(q * w.outputs) if q else "" for q in range(w.parts)], name
             assert "detail::st(scratch + o, r);" in combine and w.results == 0
             after = body[body.index("__syncthreads();  // every result stored"):]
-            assert after.count("detail::ld(scratch + e") == p.n_dst and "detail::st(" not in after
+            assert after.count("(scratch + e") == n and "detail::st(" not in after
             assert "Barriers: 3 __syncthreads()" in text
         elif w is not None:
             assert "Barriers: 2 __syncthreads()" in text

@@ -26,12 +26,14 @@ combine and element type.
 """
 import itertools
 import random
+import re
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from ll_codegen.core.layout import layout_of
+from ll_codegen.emit.instructions import PTX_SHARED_TYPES
 from ll_codegen.plan.reduce import COMBINES, REDUCE_DTYPES, RegisterGroup, plan_reduce
 from ll_codegen.spec import spec_from_dict
 from ll_codegen.testing.corpus import REDUCE_NAMED, random_reduce, sliced
@@ -261,6 +263,88 @@ def test_warp_stage_forms_scored(case):
         assert f"*{names[0]}" in text
 
 
+def _brute_stage(p):
+    """(store, load, combine) wavefronts of the busiest warp, counted by ``banks.count_wavefronts``
+    on the emulator's byte addresses of every warp-stage instruction (``warp_stage_accesses``):
+    the partials' stores, the thread's own loads (direct: every partial; spread: the results), the
+    spread form's combine loop."""
+    from ll_codegen.core.target import get_target
+    from ll_codegen.verify.emulate.banks import count_wavefronts
+    from ll_codegen.verify.emulate.reduce import warp_stage_accesses
+    t = get_target(p.target, p.arch)
+    acc = warp_stage_accesses(p)
+    n, m = len(p.warps.vectors), p.warps
+    if m.spread:
+        groups = (acc[:n], acc[-n:], acc[n:-n])
+    else:
+        groups = (acc[:n], acc[n:], [])
+
+    def busiest(entries):
+        return max(sum(count_wavefronts(a[w], nb, t, d == "load") for d, a, nb in entries if (a[w] >= 0).any())
+                   for w in range(p.num_warps)) if entries else 0
+    return tuple(busiest(g) for g in groups)
+
+
+@pytest.mark.parametrize("case", ALL, ids=[c[0] for c in ALL])
+def test_warp_stage_wavefronts_equal_brute_force(case):
+    """The plan's wavefronts of the warp stage (``stage_wavefronts``: Lemma 9.4 on the result
+    layout's lane offsets at the vector width; what the form's score weighs) equal the brute-force
+    count on the emulator's addresses, in both forms and for 4- and 2-byte elements, vectorised
+    accesses included."""
+    from ll_codegen.core.target import get_target
+    from ll_codegen.plan.reduce import row_major_images, stage_wavefronts
+    for dtype in ("f32", "f16"):
+        for form in ("direct", "spread"):
+            p = plan_reduce(case[1], case[2], "sum", dtype, case[3], case[4], form=form)
+            if p.warps is None:
+                return
+            lanes = [p.elem_bytes * i for i in row_major_images(layout_of(p.dst_bases), "lane")]
+            want = stage_wavefronts(p.warps, lanes, p.elem_bytes, get_target(p.target, p.arch))
+            assert want == _brute_stage(p), (case[0], dtype, form, p.warps.vectors)
+
+
+def test_vector_accesses_where_the_registers_are_adjacent():
+    """A thread's adjacent result elements move as one access: blocked_cols (8 consecutive
+    columns a thread) in 16-byte accesses of 4 f32 / 8 f16, the wgmma and mma_v2 accumulators
+    (column pairs) in pairs, the row reductions (one column a register) one element at a time;
+    random layouts reach every width; every plan's groups pass the emulator's adjacency and
+    alignment check (``vector_slots``)."""
+    from ll_codegen.verify.emulate.reduce import vector_slots
+    by = {c[0]: c for c in NAMED}
+    assert plan(by["blocked_cols"], "sum", "f32").warps.vectors == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert plan(by["blocked_cols"], "sum", "f16").warps.vectors == (tuple(range(8)),)
+    for name in ("wgmma_cols", "mma_v2_cols"):
+        for dtype in ("f32", "f16"):
+            v = plan(by[name], "sum", dtype).warps.vectors
+            assert v == tuple((j, j + 1) for j in range(0, 2 * len(v), 2)), (name, dtype)
+    assert plan(by["mma_v2_rows"], "sum", "f32").warps.vec == 1
+    widths = set()
+    for case in ALL:
+        for dtype in ("f32", "f16"):
+            p = plan(case, "sum", dtype)
+            if p.warps is not None:
+                vector_slots(p)
+                widths.add(p.warps.vec * p.elem_bytes)
+    assert {4, 8, 16} <= widths, widths
+
+
+def test_mutation_vector_group_out_of_order_or_misaligned():
+    """A vector group whose registers are listed out of element order, one that merges registers
+    two elements apart, and a wider group than the layout keeps adjacent are each refused by the
+    emulator; the one-element-an-access variant of the same plan is accepted (same values)."""
+    from ll_codegen.verify.emulate.reduce import warp_stage_accesses
+    case = next(c for c in NAMED if c[0] == "blocked_cols")
+    for form in ("direct", "spread"):
+        p = plan_reduce(case[1], case[2], "sum", "f32", case[3], case[4], form=form)
+        m = p.warps
+        for bad in (((1, 0, 2, 3), (4, 5, 6, 7)), ((0, 2), (1, 3), (4, 5), (6, 7)), (tuple(range(8)),)):
+            with pytest.raises(SmemError, match="adjacent|16-byte|misaligned"):
+                check_reduce(_with(p, warps=replace(m, vectors=bad)))
+            with pytest.raises(SmemError):
+                warp_stage_accesses(_with(p, warps=replace(m, vectors=bad)))
+        check_reduce(_with(p, warps=replace(m, vectors=tuple((j,) for j in range(p.n_dst)))))
+
+
 def test_wgmma_cols_spreads_the_cross_warp_combine():
     """The wgmma accumulator summed over dim 0 (32 result registers x 4 warp partials): the spread
     form (each of the 128 threads combines one output's 4 partials) beats 128 loads a thread."""
@@ -388,8 +472,12 @@ def test_mutation_spread_share_shifted():
             sp = plan_reduce(layout_of(p.src_bases), p.dims, "sum", dtype, p.target, p.arch, form="spread")
             m = sp.warps
             if m.outputs > 1:                  # one output: slot 1 is its own partial 1, a correct variant
+                scalar = replace(m, vectors=tuple((j,) for j in range(sp.n_dst)))   # one element an access
                 with pytest.raises(SmemError, match="race"):
-                    check_reduce(_with(sp, warps=replace(m, results=1)))
+                    check_reduce(_with(sp, warps=replace(scalar, results=1)))
+                if m.vec > 1:                  # the vector loads of the results would be misaligned first
+                    with pytest.raises(SmemError, match="misaligned"):
+                        check_reduce(_with(sp, warps=replace(m, results=1)))
                 shifted += 1
             if m.outputs > m.stride // 2:
                 with pytest.raises(SmemError, match="race"):
@@ -410,7 +498,7 @@ def test_mutation_spread_result_read_before_it_is_stored():
     loads read a slot no result was stored to."""
     case = next(c for c in NAMED if c[0] == "blocked_cols")
     p = plan_reduce(case[1], case[2], "max", "f32", case[3], case[4], form="spread")
-    m = p.warps
+    m = replace(p.warps, vectors=tuple((j,) for j in range(p.n_dst)))     # one element an access: any slot aligned
     with pytest.raises(SmemError, match="never stored|race|beyond"):
         check_reduce(_with(p, warps=replace(m, results=(m.parts - 1) * m.outputs + 1)))
     with pytest.raises(SmemError, match="beyond"):
@@ -535,10 +623,21 @@ def test_ptx_is_what_the_plans_say(tmp_path):
                             str(tmp_path / f"{name}.ptx"), str(tmp_path / f"{name}_harness.cu")]))
     bad = []
     plans = dict(items)
+    vectorised = 0
     for name, cmd, rc, log in run_all(jobs, str(tmp_path)):
         assert rc == 0, log
-        bad += ptx_check.check(plans[name], (tmp_path / f"{name}.ptx").read_text(), name)
+        text = (tmp_path / f"{name}.ptx").read_text()
+        bad += ptx_check.check(plans[name], text, name)
+        m = plans[name].warps
+        if m is not None and m.vec > 1:
+            # the thread's own slots: exactly the plan's vector accesses, at its width (PTX ISA st/ld.shared)
+            t = PTX_SHARED_TYPES[m.vec * plans[name].elem_bytes].replace(".", r"\.")
+            n = len(m.vectors)
+            got = [len(re.findall(rf"\b{k}\.shared{t}\b", text)) for k in ("st", "ld")]
+            assert got == [n, n if m.spread else n * m.parts], (name, got, m.vectors)
+            vectorised += 1
     assert not bad, "\n".join(bad[:6])
+    assert vectorised >= 2, vectorised
 
 
 PTX_MUTATIONS = (
@@ -546,8 +645,8 @@ PTX_MUTATIONS = (
     ("wgmma_rows", "max", "f32", "detail::shfl_xor(dst[1], 0x2)", "detail::shfl_xor(dst[1], 0x6)", "shuffle"),
     ("wgmma_rows", "sum", "f16", "__shfl_xor_sync(0xffffffffu, w, mask)", "__shfl_xor_sync(0xffffffffu, w, mask, 16)",
      "shuffle"),
-    ("blocked_cols", "sum", "f32", "detail::st(scratch + k * kOutputs + e, dst[0]);",
-     "detail::st(scratch + k * kOutputs + (e ^ 1), dst[0]);", "instruction"),
+    ("blocked_cols", "sum", "f32", "detail::smem_u32(scratch + k * kOutputs + e), detail::word(dst[0])",
+     "detail::smem_u32(scratch + k * kOutputs + (e ^ 4)), detail::word(dst[0])", "instruction"),
     ("blocked_cols", "max", "bf16", "__syncthreads();  // every partial stored", "", "instruction"),
     # the spread form (blocked_cols f32: the planner's choice): a result stored one output along, the
     # results' barrier dropped

@@ -49,7 +49,7 @@ extent fill
 gather index index_bits idx_index kIdxRegs kIndexBytes kAxis kAxisSize kSrcShape kIdxShape V8 V16
 make_tensor_map mbar_init mbar_wait mbar_arrive_expect_tx fence_barrier_init fence_proxy_async store_commit
 store_wait smem_u32 kBox kBoxDims kSwizzle kDataType kBoxes kBoxBytes kTxBytes CUtensorMap
-reduce broadcast shfl_xor Sum Max Min kOutputs kParts hip_bfloat16
+reduce broadcast shfl_xor Sum Max Min kOutputs kParts hip_bfloat16 kSmemAlign
 """.split())
 
 

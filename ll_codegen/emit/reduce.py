@@ -10,7 +10,10 @@ warp's partial ``k`` of output element ``e`` to scratch element
 over ``k`` -- in each thread for each of its outputs (the direct form), or, in the
 spread form (``WarpStage.spread``), by thread ``tid`` for outputs ``tid, tid +
 stride, ...``, stored at scratch element ``results + o``, a third block barrier,
-then every thread's loads of its results.  ``broadcast()`` copies result register ``dst_of_src[r]``
+then every thread's loads of its results.  A thread's accesses of its own slots move the
+plan's vector groups (``WarpStage.vectors``) as one access each (``_Vector``: the
+``st.shared``/``ld.shared`` wrappers of ``emit/instructions.py`` on CUDA, ``u32xN`` LDS accesses
+on HIP); the combine trees stay those of the elements.  ``broadcast()`` copies result register ``dst_of_src[r]``
 into source register ``r``.  Every register number, lane mask, guard and
 index expression is computed here; the templates (``templates/reduce.cuh.j2``,
 ``reduce_harness.cu.j2``) only loop and substitute.  Shuffles are the
@@ -26,7 +29,7 @@ from typing import Sequence
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import (address_expr, aligned, comment_lines, hex_const, index_function, linear_expr,
                                    row_major_form, xor_form_expr)
-from ll_codegen.emit.instructions import BAR_SYNC
+from ll_codegen.emit.instructions import BAR_SYNC, memory
 from ll_codegen.plan.model import Barrier
 from ll_codegen.plan.reduce import ReducePlan
 from ll_codegen.plan.report import reduce_summary
@@ -79,6 +82,51 @@ def _comment(text: str, width: int = 112) -> list[str]:
     return ["// " + line for line in textwrap.wrap(text, width - 3)]
 
 
+class _Vector:
+    """One thread's vector accesses of its own scratch slots (``WarpStage.vectors``): ``n`` adjacent
+    elements of ``T`` as ``n * elem_bytes`` bytes in 32-bit words (``detail::word`` packs them, lowest
+    first; ``detail::elem`` unpacks).  CUDA: the ``st.shared`` / ``ld.shared`` wrappers of
+    ``emit/instructions.memory`` on the element's 32-bit shared address; HIP: one access of the
+    ``u32xN`` vector type (``ds_write_b64`` / ``b128``), as the conversions' LDS accesses."""
+
+    def __init__(self, cuda: bool, elem_bytes: int, vectors):
+        self.cuda, self.w = cuda, elem_bytes
+        self.n = len(vectors[0]) if vectors else 1
+        self.bytes = self.n * elem_bytes
+        self.words = max(1, self.bytes // 4)
+        self.used: list = []
+        if self.n > 1 and cuda:
+            self.used = [memory("st_shared", nbytes=self.bytes), memory("ld_shared", nbytes=self.bytes)]
+
+    @property
+    def vtype(self) -> str:
+        """HIP: the C type of one access."""
+        return "uint32_t" if self.words == 1 else f"detail::u32x{self.words}"
+
+    def packed(self, regs) -> list[str]:
+        per = 4 // self.w
+        return [f"detail::word({', '.join(f'dst[{j}]' for j in regs[i:i + per])})" for i in range(0, len(regs), per)]
+
+    def store(self, ptr: str, regs) -> str:
+        words = self.packed(regs)
+        if self.cuda:
+            return f"detail::{self.used[0].name}<0>(detail::smem_u32({ptr}), {', '.join(words)});"
+        val = words[0] if self.words == 1 else f"{self.vtype}{{{', '.join(words)}}}"
+        return f"detail::st(reinterpret_cast<{self.vtype}*>({ptr}), {val});"
+
+    def load(self, ptr: str, name: str) -> tuple[str, list[str]]:
+        """(the load of the access at ``ptr`` into words named ``name``..., its elements as C)."""
+        if self.cuda:
+            names = [f"{name}_{i}" for i in range(self.words)]
+            line = (f"uint32_t {', '.join(names)}; detail::{self.used[1].name}<0>(detail::smem_u32({ptr}), "
+                    f"{', '.join(names)});")
+        else:
+            names = [name] if self.words == 1 else [f"{name}.{'xyzw'[i]}" for i in range(self.words)]
+            line = f"const {self.vtype} {name} = detail::ld(reinterpret_cast<const {self.vtype}*>({ptr}));"
+        per = 4 // self.w
+        return line, [f"detail::elem<T>({names[i // per]}, {i % per})" for i in range(self.n)]
+
+
 class _Body:
     """The steps of ``reduce()`` for one plan: (comment, lines) each, plus the declarations they need."""
 
@@ -90,6 +138,7 @@ class _Body:
         self.prologue: list[tuple[str, str]] = []
         self.steps: list[dict] = []
         self.unused: list[str] = []
+        self.vector = _Vector(self.cuda, plan.elem_bytes, ())
 
     def registers(self) -> None:
         p = self.p
@@ -142,7 +191,12 @@ class _Body:
         k = _bits_expr("warp", w.warp_bits, self.warp_bits)
         block = block_barrier(w.named_barrier)
         at = [f"({a})" if "^" in a else a for a in at]                  # e + 0x10 needs no parentheses
-        stores = [f"detail::st(scratch + k * kOutputs + {at[j]}, dst[{j}]);" for j in range(p.n_dst)]
+        vec = _Vector(self.cuda, p.elem_bytes, w.vectors)
+        self.vector = vec
+        if vec.n > 1:
+            stores = [vec.store(f"scratch + k * kOutputs + {at[g[0]]}", g) for g in w.vectors]
+        else:
+            stores = [f"detail::st(scratch + k * kOutputs + {at[j]}, dst[{j}]);" for j in range(p.n_dst)]
         loads, spread = [], []
         if w.spread:
             # thread tid combines outputs o = tid, tid + stride, ... (below kOutputs): the same tree over k
@@ -158,21 +212,44 @@ class _Body:
             body.append(f"detail::st({base}o, r);  // only this thread read partial 0 of o" if not w.results
                         else f"detail::st({base}o, r);")
             spread = [head] + ["    " + line for line in body] + ["}", f"{block};  // every result stored"]
-            for j in range(p.n_dst):
-                loads.append(f"dst[{j}] = detail::ld({base}{at[j]});")
-            loads = _wrap(loads)
+            if vec.n > 1:
+                for a, g in enumerate(w.vectors):
+                    line, elems = vec.load(f"{base}{at[g[0]]}", f"r{a}")
+                    loads += ["{  // " + f"the results of dst[{', '.join(map(str, g))}]", "    " + line]
+                    loads += ["    " + x for x in _wrap([f"dst[{j}] = {elems[i]};" for i, j in enumerate(g)])]
+                    loads.append("}")
+            else:
+                for j in range(p.n_dst):
+                    loads.append(f"dst[{j}] = detail::ld({base}{at[j]});")
+                loads = _wrap(loads)
             what = (f"then thread tid combines the {w.parts} partials of outputs tid, tid + {w.stride}, ... as a "
                     f"pairwise tree over k and stores the result at scratch[{f'{w.results} + ' if w.results else ''}o]; "
                     f"then every thread "
                     f"loads its {p.n_dst} result(s)")
+        elif vec.n > 1:
+            for a, g in enumerate(w.vectors):
+                loads.append("{  // " + f"the {w.parts} partials of dst[{', '.join(map(str, g))}]")
+                parts = []
+                for q in range(w.parts):
+                    line, elems = vec.load(f"scratch + {q * w.outputs} + {at[g[0]]}" if q else
+                                           f"scratch + {at[g[0]]}", f"p{q}")
+                    loads.append("    " + line)
+                    parts.append(elems)
+                for i, j in enumerate(g):
+                    loads += ["    " + x for x in _fold(f"dst[{j}]", [parts[q][i] for q in range(w.parts)])]
+                loads.append("}")
+            what = f"then the {w.parts} partials combined as a pairwise tree over k"
         else:
             for j in range(p.n_dst):
                 loads += _fold(f"dst[{j}]", [f"detail::ld(scratch + {q * w.outputs} + {at[j]})" if q else
                                              f"detail::ld(scratch + {at[j]})" for q in range(w.parts)])
             what = f"then the {w.parts} partials combined as a pairwise tree over k"
+        how = (f"; a thread's own slots {vec.n} at a time ({vec.n * p.elem_bytes} B accesses: its registers "
+               f"{', '.join('[' + ', '.join(map(str, g)) + ']' for g in w.vectors)} are adjacent elements)"
+               if vec.n > 1 else "")
         self.steps.append(dict(
             comment=_comment(f"Across warps: partial k (the warp's reduced bit(s) {list(w.warp_bits)}) of output e "
-                             f"at scratch[k * kOutputs + e], one writer each; {what}"),
+                             f"at scratch[k * kOutputs + e], one writer each; {what}{how}"),
             free=f"{block};  // scratch free (an earlier use by the caller is done)",
             open=f"if ({' && '.join(guard)}) {{  // one writer per output element and partial" if guard else "{",
             k=f"const unsigned k = {k};", stores=stores,
@@ -200,7 +277,7 @@ def _barriers(plan: ReducePlan) -> list[str]:
                 f"earlier call; {rounds}). Named barrier {b.id} counts {b.threads} threads: exactly the kThreads "
                 f"threads that make the call (whole warps, tid = its index in [0, kThreads): lane = tid % kWarpSize, "
                 f"warp = tid / kWarpSize) arrive at it; the block's other warps do not take part and must not use "
-                f"barrier {b.id} during the call. smem must hold kSmemBytes bytes of scratch, aligned to sizeof(T), "
+                f"barrier {b.id} during the call. smem must hold kSmemBytes bytes of scratch, aligned to kSmemAlign bytes, "
                 f"shared by those threads. When it returns other threads may still be reading the scratch: "
                 f"bar.sync {b.id}, {b.threads} before writing it again.")
         return ["// " + line for line in textwrap.wrap(text, 110)]
@@ -213,8 +290,8 @@ def _barriers(plan: ReducePlan) -> list[str]:
                 "// or an earlier call when this one starts; one between the stores and the loads). Every thread of the"]
     return head + [
             "// block must make the call, with tid = its index in [0, kThreads) (lane = tid % kWarpSize, warp =",
-            "// tid / kWarpSize), and smem must hold kSmemBytes bytes of scratch, aligned to sizeof(T), shared by",
-            "// the block. When it returns other threads may still be reading the scratch: __syncthreads() before",
+            "// tid / kWarpSize), and smem must hold kSmemBytes bytes of scratch, aligned to kSmemAlign bytes, shared",
+            "// by the block. When it returns other threads may still be reading the scratch: __syncthreads() before",
             "// writing it again."]
 
 
@@ -236,6 +313,7 @@ def header(plan: ReducePlan, name: str, command: str = "", src_text: str | None 
     rows = [(f"constexpr int kSrcRegs   = {plan.n_src};", "source elements per thread (reduce() reads)"),
             (f"constexpr int kDstRegs   = {plan.n_dst};", "result elements per thread (reduce() writes)"),
             (f"constexpr int kSmemBytes = {plan.smem_bytes};", "shared-memory scratch reduce() needs (0: none)"),
+            (f"constexpr int kSmemAlign = {body.vector.bytes};", "its alignment in bytes (the widest access)"),
             (f"constexpr int kThreads   = {plan.threads};", "threads taking part: tid in [0, kThreads)"),
             (f"constexpr int kWarpSize  = {plan.warp_size};", ""),
             (f"constexpr int kElemBytes = {plan.elem_bytes};", f"sizeof(T) ({plan.dtype})"),
@@ -254,8 +332,8 @@ def header(plan: ReducePlan, name: str, command: str = "", src_text: str | None 
         constants=aligned(rows), functor=functor, combine=plan.combine, dims=dims,
         index_functions=[index_function("src_index", src), index_function("dst_index", dst)],
         barriers=_barriers(plan), unused=body.unused, prologue=aligned(body.prologue), steps=body.steps,
-        uses_smem=w is not None,
-        instructions_used=[BAR_SYNC] if w is not None and w.named_barrier is not None else [],
+        uses_smem=w is not None, vector_words=body.vector.words if body.vector.n > 1 else 0,
+        instructions_used=([BAR_SYNC] if w is not None and w.named_barrier is not None else []) + body.vector.used,
         broadcast=_wrap([f"out[{r}] = red[{j}];" for r, j in enumerate(plan.dst_of_src)]))
 
 

@@ -39,9 +39,14 @@ pairs), a tree whose latency is ``m`` combines rather than a chain's ``2^m - 1``
      ``n_dst`` results -- ``ceil(outputs / stride) * (parts + 1) + n_dst`` accesses a thread.
 
    Both combine each output's partials in the same tree over ``k``, so every result bit is the
-   same in either form (the reference does not know the form).  Scores: the module's weights, a
-   warp's accesses of ``n`` elements each costing ``ceil(n * warp_size * w / wavefront_bytes)``
-   wavefronts, a barrier ``BARRIER``, a combine ``ALU``.
+   same in either form (the reference does not know the form).  A thread's accesses of its own
+   slots (the partials' stores, the direct form's loads, the spread form's result loads) move
+   ``vec`` adjacent elements at once where the result layout keeps them adjacent and aligned
+   (``vector_groups``: 4-, 8- or 16-byte ``st.shared`` / ``ld.shared``, ``ds_write_b64`` /
+   ``b128``); the values and the combine order are those of the element-wise accesses.  Scores:
+   the module's weights on one warp's wavefronts (``stage_wavefronts``: Lemma 9.4 on the result
+   layout's lane offsets at the access width, bank conflicts included), a barrier ``BARRIER``, a
+   combine ``ALU``.
 
 The result is the slice layout of the reduced dims (Triton's ``SliceEncodingAttr``): ``P o L``
 with the register bases that become zero removed; lane and warp bases of reduced or broadcast
@@ -66,6 +71,7 @@ from ll_codegen.core.target import Target, get_target
 from ll_codegen.plan.model import Barrier, Candidate
 from ll_codegen.plan.planner import check_distributed, check_threads, normalise
 from ll_codegen.plan.plans import Transfer
+from ll_codegen.plan.swizzle import phase_lanes_log2, predict_wavefronts
 
 #: the combines every header offers; an author's functor may replace them (same order rules)
 COMBINES = ("sum", "max", "min")
@@ -97,6 +103,10 @@ class WarpStage:
     partials of outputs ``t, t + stride, ...`` (below ``outputs``) instead, storing each result at
     scratch element ``results + e``; a block barrier; then every thread loads result ``results + e``
     of each of its registers.  ``stride`` and ``results`` are 0 in the direct form.
+    ``vectors``: the accesses of a thread's own slots (the partials' stores, the direct form's
+    loads of each partial ``k``, the spread form's loads of the results): access ``a`` moves result
+    registers ``vectors[a]`` as one ``vec * elem_bytes``-byte access, register ``vectors[a][i]`` at
+    element ``i`` (``vector_groups``).
     ``named_barrier``: every block barrier of the stage is that named barrier over the plan's
     threads instead of ``__syncthreads()`` (the block's other warps do not take part)."""
     outputs: int
@@ -109,6 +119,12 @@ class WarpStage:
     stride: int = 0                  # spread form: threads sharing the outputs (the block's threads)
     results: int = 0                 # spread form: scratch element of output 0's result
     named_barrier: Barrier | None = None   # the block barriers as bar.sync id, threads (None: __syncthreads())
+    vectors: tuple[tuple[int, ...], ...] = ()   # result registers of each scratch access, element order
+
+    @property
+    def vec(self) -> int:
+        """Elements one scratch access of a thread's partials or results moves (``len(vectors[0])``)."""
+        return len(self.vectors[0]) if self.vectors else 1
 
     @property
     def barriers(self) -> int:
@@ -207,6 +223,79 @@ def _expand(v: int, bits: list[int]) -> int:
     return sum(((v >> i) & 1) << b for i, b in enumerate(bits))
 
 
+def row_major_images(D: LinearLayout, dim: str) -> list[int]:
+    """Row-major index in ``D``'s tensor of each basis of input dim ``dim``: the sizes are powers
+    of two, so the index of any input is the XOR of its bases' (every tensor dim owns its bits)."""
+    sizes = list(D.out_dim_sizes.values())
+    out = []
+    for b in D.bases.get(dim, []):
+        idx = 0
+        for c, n in zip(b, sizes):
+            idx = idx * n + c
+        out.append(idx)
+    return out
+
+
+def vector_groups(D: LinearLayout, elem_bytes: int, outputs: int) -> tuple[tuple[int, ...], ...]:
+    """The scratch accesses of one thread's result registers (``WarpStage.vectors``): the widest
+    ``v`` elements (``v * elem_bytes`` of 16, 8, 4 bytes, ``v >= 2``; else ``v = 1``) such that
+
+    * every lane and warp basis of the result layout ``D`` has a row-major image ``= 0 mod v``
+      (a thread's result element ``e`` of register 0 is then ``0 mod v``: every access aligned,
+      the same register order in every thread), ``outputs`` too (partial ``k``'s slots
+      ``k * outputs + e`` keep that alignment), and
+    * the register images ``R(j)`` (XOR of the register bases' images over ``j``'s bits) fall
+      into groups of exactly ``v`` with equal ``R(j) // v`` covering ``R(j) % v = 0 .. v - 1``.
+
+    Then a thread's slots of group ``g`` are ``base + i`` (``i = R(j) % v``): one ``v``-element
+    access, register ``g[i]`` at element ``i``.  Groups in the order of their lowest register."""
+    reg = row_major_images(D, "register")
+    thr = row_major_images(D, "lane") + row_major_images(D, "warp")
+    images = [0] * (1 << len(reg))
+    for j in range(1, len(images)):
+        low = (j & -j).bit_length() - 1
+        images[j] = images[j & (j - 1)] ^ reg[low]
+    for nbytes in (16, 8, 4):
+        v = nbytes // elem_bytes
+        if v < 2 or v > len(images) or outputs % v or any(t % v for t in thr):
+            continue
+        groups: dict[int, dict[int, int]] = {}
+        for j, r in enumerate(images):
+            groups.setdefault(r // v, {})[r % v] = j
+        if all(len(g) == v for g in groups.values()):
+            return tuple(sorted((tuple(g[i] for i in range(v)) for g in groups.values()), key=min))
+    return tuple((j,) for j in range(len(images)))
+
+
+def stage_wavefronts(stage: WarpStage, lanes: list[int], elem_bytes: int, target: Target) -> tuple[int, int, int]:
+    """(store, load, combine) wavefronts of one warp in the warp stage, Lemma 9.4
+    (``swizzle.predict_wavefronts``) on the byte offsets ``lanes`` of the result layout's lane bases:
+
+    * store: a writer warp's ``len(vectors)`` partial stores of ``vec * elem_bytes`` bytes, served
+      in the phases that hold a writer lane (lane bits of ``lane_skip`` have image 0: a skipped
+      lane adds no word to its phase);
+    * load: the direct form's ``parts`` loads of each access, the spread form's loads of the results;
+    * combine (spread form): ``share`` iterations of ``parts`` loads and one store of consecutive
+      elements (output ``o = tid + i * stride``) by the ``min(warp_size, outputs)`` lanes of warp 0
+      (outputs and stride are powers of two: every iteration of the busiest warp is that full),
+      0 in the direct form."""
+    nbytes = stage.vec * elem_bytes
+    nl = target.warp_size.bit_length() - 1
+    p = phase_lanes_log2(nbytes, target)
+    wf, _ = predict_wavefronts(lanes, nbytes, target, active_lanes=1 << p)
+    phases = 1 << sum(1 for b in range(p, nl) if not stage.lane_skip >> b & 1)
+    n = len(stage.vectors)
+    store = n * phases * wf
+    own = predict_wavefronts(lanes, nbytes, target, load=True)[0]
+    if not stage.spread:
+        return store, n * stage.parts * own, 0
+    seq = [elem_bytes << b for b in range(nl)]
+    on = min(target.warp_size, stage.outputs)
+    comb = (stage.parts * predict_wavefronts(seq, elem_bytes, target, active_lanes=on, load=True)[0]
+            + predict_wavefronts(seq, elem_bytes, target, active_lanes=on)[0])
+    return store, n * own, stage.share * comb
+
+
 def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, combine: str = "sum",
                 dtype: str = "f32", target: Target | str = "cuda", arch: str | None = None,
                 form: str | None = None, barrier: int | None = None) -> ReducePlan:
@@ -253,24 +342,24 @@ def plan_reduce(src: LinearLayout, dims: tuple[int, ...] | list[int] | int, comb
         threads = L.in_dim_size("warp") * target.warp_size
         direct = WarpStage(outputs=outputs, parts=parts, warp_bits=tuple(w_red),
                            lane_skip=sum(1 << b for b in l_red + l_bc), warp_skip=sum(1 << b for b in w_bc),
-                           bytes=w * outputs * parts)
+                           bytes=w * outputs * parts, vectors=vector_groups(dst, w, outputs))
         spread = replace(direct, spread=True, stride=threads, results=0)
-
-        def waves(n: int) -> int:
-            """Wavefronts of a warp's ``n`` shared accesses of one element a lane."""
-            return -(-n * target.warp_size * w // target.wavefront_bytes)
+        lanes = [w * i for i in row_major_images(dst, "lane")]
+        vb = direct.vec * w
         scored = []
         for stage in (direct, spread):
+            st, ld, comb = stage_wavefronts(stage, lanes, w, target)
             if stage.spread:
                 c = stage.share
-                cost = (WAVEFRONT * (2 * waves(n_dst) + waves(c) * (parts + 1)) + BARRIER * 3
-                        + ALU * c * (parts - 1))
-                step = (f"{parts} warp partials through {stage.bytes} B of shared memory, spread: each thread "
-                        f"combines {c} output(s) and stores the result, 3 barriers")
+                cost = WAVEFRONT * (st + ld + comb) + BARRIER * 3 + ALU * c * (parts - 1)
+                step = (f"{parts} warp partials through {stage.bytes} B of shared memory ({vb} B accesses), "
+                        f"spread: each thread combines {c} output(s) and stores the result, 3 barriers, "
+                        f"{st + ld + comb} wavefronts a warp")
             else:
-                cost = WAVEFRONT * waves(n_dst) * (1 + parts) + BARRIER * 2 + ALU * n_dst * (parts - 1)
-                step = (f"{parts} warp partials through {stage.bytes} B of shared memory, direct: each thread "
-                        f"combines its {n_dst} output(s), 2 barriers")
+                cost = WAVEFRONT * (st + ld) + BARRIER * 2 + ALU * n_dst * (parts - 1)
+                step = (f"{parts} warp partials through {stage.bytes} B of shared memory ({vb} B accesses), "
+                        f"direct: each thread combines its {n_dst} output(s), 2 barriers, {st + ld} wavefronts a "
+                        f"warp")
             scored.append((base + cost, "smem-spread" if stage.spread else "smem", ", then ".join(how + [step]),
                            stage))
         scored.sort(key=lambda t: t[0])                  # stable: the direct form on a tie

@@ -12,7 +12,8 @@
    ``lane & lane_skip == 0`` and ``warp & warp_skip == 0`` store every result register as partial
    ``k`` (the warp's reduced bits, compressed) of its result element ``e`` (the element's
    row-major index in the result, from the result layout ``dst_bases``) at slot
-   ``k * outputs + e``; a block barrier; every thread loads the ``parts`` partials of each result
+   ``k * outputs + e`` (``vec`` adjacent slots an access, ``vector_slots``: SmemError where the
+   plan's vector groups are not adjacent and aligned in every thread); a block barrier; every thread loads the ``parts`` partials of each result
    register and combines them as a pairwise tree over ``k``.  Two stores of different values to one slot (a
    race), a load of a slot never written and a slot outside the scratch are ``SmemError``.  In the
    spread form (``warps.spread``) thread ``t`` (of all the block's threads) instead combines, for
@@ -84,30 +85,64 @@ def combine_pairs(plan) -> tuple[np.ndarray, np.ndarray]:
     return t[o < m.outputs], o[o < m.outputs]
 
 
-def warp_stage_accesses(plan) -> list[tuple[str, np.ndarray]]:
+def vector_slots(plan) -> np.ndarray:
+    """``(num_warps, warp_size, len(vectors))``: the scratch element of element 0 of each of a
+    thread's accesses ``warps.vectors`` (the slot of partial 0 / of the result of its register
+    ``vectors[a][0]``, from the result layout).  SmemError unless every thread's registers of
+    access ``a`` sit at that slot ``+ 0, 1, ...`` in the vector's order (register ``vectors[a][i]``
+    at ``+ i``), the slot is a multiple of ``vec`` (the ``vec * elem_bytes``-byte access aligned,
+    for every partial ``k`` and for the spread form's results) and the accesses cover every result
+    register once."""
+    m = plan.warps
+    e = result_elements(plan)
+    v = len(m.vectors[0]) if m.vectors else 0
+    flat = sorted(j for g in m.vectors for j in g)
+    if not v or any(len(g) != v for g in m.vectors) or flat != list(range(plan.n_dst)):
+        raise SmemError(f"warp stage accesses {m.vectors}: not equal groups covering the {plan.n_dst} result "
+                        f"registers once")
+    if v * plan.elem_bytes not in (plan.elem_bytes, 4, 8, 16):
+        raise SmemError(f"warp stage accesses of {v} elements x {plan.elem_bytes} B: not a 4-, 8- or 16-byte access")
+    first = np.stack([e[:, :, g[0]] for g in m.vectors], axis=-1)
+    for a, g in enumerate(m.vectors):
+        for i, j in enumerate(g):
+            if (e[:, :, j] != first[:, :, a] + i).any():
+                raise SmemError(f"warp stage access {a}: register {j}'s result element is not element {i} of the "
+                                f"access in every thread (registers {g} not adjacent in that order)")
+    for base in {m.outputs % v, m.results % v} | set((first % v).ravel().tolist()):
+        if base:
+            raise SmemError(f"warp stage accesses of {v} elements: a slot not a multiple of {v} (misaligned "
+                            f"{v * plan.elem_bytes}-byte access)")
+    return first
+
+
+def warp_stage_accesses(plan) -> list[tuple[str, np.ndarray, int]]:
     """The warp stage's shared-memory accesses in program order, one entry per instruction of
-    the generated code (``emit/reduce.py``): ``(direction, byte addresses (num_warps, warp_size))``,
-    ``-1`` where a thread does not access (a guarded store, a combine loop past ``outputs``).  The
-    partials' stores (one per result register), then in the direct form every thread's loads of
-    the ``parts`` partials of each register (register-major); in the spread form, per iteration of
-    the combine loop the ``parts`` loads and the result's store, then every thread's loads of its
-    results.  ``[]`` without a warp stage."""
+    the generated code (``emit/reduce.py``): ``(direction, byte addresses (num_warps, warp_size),
+    access bytes)``, ``-1`` where a thread does not access (a guarded store, a combine loop past
+    ``outputs``).  The partials' stores (one per access ``warps.vectors``, ``vec * elem_bytes``
+    bytes at its element 0, ``vector_slots``), then in the direct form every thread's loads of
+    the ``parts`` partials of each access (access-major); in the spread form, per iteration of
+    the combine loop the ``parts`` loads and the result's store (one element each), then every
+    thread's loads of its results (one per access).  ``[]`` without a warp stage."""
     m = plan.warps
     if m is None:
         return []
     W, L, w = plan.num_warps, plan.warp_size, plan.elem_bytes
     slot, writer = partial_slots(plan)
-    e = result_elements(plan)
-    out = [("store", np.where(writer[:, :, j], slot[:, :, j] * w, -1)) for j in range(plan.n_dst)]
+    first = vector_slots(plan)
+    nb = len(m.vectors[0]) * w
+    k = slot[:, :, 0] - result_elements(plan)[:, :, 0]              # k * outputs of each warp
+    out = [("store", np.where(writer[:, :, 0], (k + first[:, :, a]) * w, -1), nb) for a in range(len(m.vectors))]
     if not m.spread:
-        return out + [("load", (q * m.outputs + e[:, :, j]) * w) for j in range(plan.n_dst) for q in range(m.parts)]
+        return out + [("load", (q * m.outputs + first[:, :, a]) * w, nb)
+                      for a in range(len(m.vectors)) for q in range(m.parts)]
     tid = np.arange(W * L).reshape(W, L)
     for i in range(-(-m.outputs // m.stride)):
         o = tid + i * m.stride
         on = o < m.outputs
-        out += [("load", np.where(on, (q * m.outputs + o) * w, -1)) for q in range(m.parts)]
-        out.append(("store", np.where(on, (m.results + o) * w, -1)))
-    return out + [("load", (m.results + e[:, :, j]) * w) for j in range(plan.n_dst)]
+        out += [("load", np.where(on, (q * m.outputs + o) * w, -1), w) for q in range(m.parts)]
+        out.append(("store", np.where(on, (m.results + o) * w, -1), w))
+    return out + [("load", (m.results + first[:, :, a]) * w, nb) for a in range(len(m.vectors))]
 
 
 def emulate_reduce(plan, src: np.ndarray, trace: list | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -165,6 +200,7 @@ def _warp_stage(plan, dst: np.ndarray, op) -> np.ndarray:
     e = result_elements(plan)
     if (e >= m.outputs).any():
         raise SmemError(f"a result element index {int(e.max())} beyond the stage's {m.outputs} outputs")
+    vector_slots(plan)                # the plan's vector accesses move exactly these slots
     slot, writer = partial_slots(plan)
     s, v = slot[writer], raw[writer]
     if (s >= slots).any() or (s < 0).any():
