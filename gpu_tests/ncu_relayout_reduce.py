@@ -284,8 +284,10 @@ def predict(plan) -> dict:
         return predict_reduce(plan)
     ld, st = _side(plan.load.memory, plan.num_warps), _side(plan.store.memory, plan.num_warps)
     fill = fill_instructions(plan)
+    working = sum(1 for w in range(plan.num_warps) if w & plan.load.memory.warp_skip == 0)
+    shfl = plan.convert.shuffle.shuffles * working if plan.convert.by_shuffle else 0
     return {"st_wf": st["wf"] + fill, "st_conf": st["conf"], "ld_wf": ld["wf"], "ld_conf": ld["conf"],
-            "st_instr": st["instr"] + fill, "ld_instr": ld["instr"], "fill": fill}
+            "st_instr": st["instr"] + fill, "ld_instr": ld["instr"], "fill": fill, "shfl": shfl}
 
 
 # ------------------------------------------------------------------ brute force (the emulator's addresses)
@@ -394,7 +396,7 @@ def verdict(row: dict) -> tuple[str, bool]:
         return "FAIL: prediction != brute force", False
     if not m:
         return f"FAIL: not measured ({row.get('error') or 'no ncu row'})", False
-    if m.get("shfl") is not None and m["shfl"] != p["shfl"]:
+    if m.get("shfl") is not None and m["shfl"] != p.get("shfl"):
         return "FAIL: shuffles", False
     if all(m[k] == p[k] for k in KEYS):
         return "PASS", True
@@ -479,8 +481,10 @@ def main(argv=None) -> int:
         row["sass"] = sass_shared_ops(cubins.get(row["name"], ""), row["kernel"])
         sh = sass_shared_ops(cubins.get(row["name"], ""), row["kernel"], "SHFL") if p.operation == "reduce" else {}
         row["sass_shfl"] = sh
-        row["meas"] = measured(meas.get(row["kernel"]), p, shfl, None if "error" in sh or not cubins.get(row["name"])
-                               else sum(sh.values()))
+        # an empty SASS listing (no shared opcode and no SHFL) means cuobjdump did not find the kernel:
+        # the shuffles are then unmeasured, not zero
+        read = "error" not in sh and cubins.get(row["name"]) and (sh or row["sass"])
+        row["meas"] = measured(meas.get(row["kernel"]), p, shfl, sum(sh.values()) if read else None)
         row["error"] = errors.get(row["name"])
         row["verdict"] = verdict(row)[0]
     table, failures = render(rows)
