@@ -26,6 +26,7 @@ import shlex
 import stat
 import subprocess
 import threading
+from typing import Sequence
 
 import pytest
 
@@ -36,7 +37,7 @@ COMPILERS = re.compile(r"(nvcc|hipcc|ptxas|cuobjdump|nvdisasm|fatbinary|clang|cl
 STAND_IN_STATUS = 97
 
 
-def compiler_in(args) -> str | None:
+def compiler_in(args: str | Sequence[str | bytes | os.PathLike]) -> str | None:
     """The compiler ``args`` (a ``Popen`` argument: a sequence or a shell string) runs, or None.
     A shell command line (``sh -c "..."``) counts when any of its words names a compiler."""
     words = shlex.split(args) if isinstance(args, str) else [os.fsdecode(a) for a in args]

@@ -16,7 +16,7 @@ write phase are tested by ``tests/test_cli_errors_and_writes.py``, which needs a
 Hypothesis runs derandomized (a fixed seed, no example database), so every
 run draws the same cases; llgen runs in-process through click's CliRunner.
 Cases per class (``CASES``; 3,168 in all), measured at 25 s for the first
-2,500 on a shared 2-core machine (limit: 60 s):
+2,500 on a shared 2-core machine (a budget, not asserted):
 
 ========================  =====  ==========================================
 class                     cases  what
