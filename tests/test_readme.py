@@ -47,7 +47,7 @@ def blocks(text: str) -> list[tuple[str, str, str, int]]:
     """(language, body, the paragraph before it, line number) of every fenced block."""
     out, lines, i = [], text.splitlines(), 0
     while i < len(lines):
-        m = re.match(r"^```(\w*)\s*$", lines[i])
+        m = re.match(r"^```([\w+-]*)\s*$", lines[i])
         if not m:
             i += 1
             continue
