@@ -28,6 +28,21 @@ from ll_codegen.verify.emulate.reference import (coords_of, dim_images, distribu
                                          tensor_flat, tile_layout)
 
 
+def write_bytes(mem: np.ndarray, valid: np.ndarray, addr: np.ndarray, val: np.ndarray) -> None:
+    """One warp-wide shared store: byte ``val`` at each ``addr`` into ``mem``, marking ``valid``.
+    Two threads writing different values to one byte (a race), or an instruction overwriting a byte
+    an earlier one wrote with another value, is a ``SmemError``."""
+    a, v = addr.ravel(), val.ravel()
+    order = np.argsort(a, kind="stable")
+    a, v = a[order], v[order]
+    clash = (a[1:] == a[:-1]) & (v[1:] != v[:-1])
+    if np.any(clash):
+        raise SmemError(f"race: two threads write different values to byte {a[int(np.argmax(clash))]}")
+    if np.any(valid[a] & (mem[a] != v)):
+        raise SmemError("two instructions write different values to one byte")
+    mem[a], valid[a] = v, True
+
+
 def emulate_memory(plan: Transfer, tensor: np.ndarray, extent=None, fill: int = 0,
                    strides=None) -> np.ndarray:
     """Execute a memory plan (module comment above); ``strides`` (elements)
@@ -58,16 +73,8 @@ def emulate_memory(plan: Transfer, tensor: np.ndarray, extent=None, fill: int = 
         for acc in m.accesses:
             addr, reg, byte, _, _ = smem_access(plan, acc, m.base, m.instr, warps)
             if m.direction == "store":
-                val = sb[warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]]
-                a, v = addr.ravel(), val.ravel()
-                order = np.argsort(a, kind="stable")
-                a, v = a[order], v[order]
-                clash = (a[1:] == a[:-1]) & (v[1:] != v[:-1])
-                if np.any(clash):
-                    raise SmemError(f"race: two threads write different values to byte {a[int(np.argmax(clash))]}")
-                if np.any(valid[a] & (mem[a] != v)):
-                    raise SmemError("two instructions write different values to one byte")
-                mem[a], valid[a] = v, True
+                write_bytes(mem, valid, addr, sb[warps[:, None, None], np.arange(L)[None, :, None], reg[None],
+                                                 byte[None]])
             else:
                 db[warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]] = mem[addr]
                 written[:, np.arange(L)[:, None], reg] = True

@@ -20,7 +20,7 @@ from ll_codegen.core.layout import layout_of
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.verify.emulate.common import POISON, SmemError, as_bytes, from_bytes, smem_access
 from ll_codegen.verify.emulate.convert import emulate
-from ll_codegen.verify.emulate.memory import emulate_memory
+from ll_codegen.verify.emulate.memory import emulate_memory, write_bytes
 from ll_codegen.verify.emulate.reference import dim_images, memory_reference, regs_of, tensor_flat
 
 
@@ -36,16 +36,7 @@ def store_registers(plan: Transfer, regs: np.ndarray) -> np.ndarray:
     sb = as_bytes(regs.astype(NP_RAW[w], copy=False))
     for acc in m.accesses:
         addr, reg, byte, _, _ = smem_access(plan, acc, m.base, m.instr, warps)
-        val = sb[warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]]
-        a, v = addr.ravel(), val.ravel()
-        order = np.argsort(a, kind="stable")
-        a, v = a[order], v[order]
-        clash = (a[1:] == a[:-1]) & (v[1:] != v[:-1])
-        if np.any(clash):
-            raise SmemError(f"race: two threads write different values to byte {a[int(np.argmax(clash))]}")
-        if np.any(valid[a] & (mem[a] != v)):
-            raise SmemError("two instructions write different values to one byte")
-        mem[a], valid[a] = v, True
+        write_bytes(mem, valid, addr, sb[warps[:, None, None], np.arange(L)[None, :, None], reg[None], byte[None]])
     if not valid.all():
         raise SmemError(f"the store leaves {int((~valid).sum())} bytes of the tile unwritten")
     tile = layout_of(plan.dst_bases)
