@@ -65,19 +65,21 @@ class ChainPlan:
     chain: Chain
     choice: Choice
     plans: tuple[Transfer, ...]
-    cost: float
     identity_plans: tuple[Transfer, ...]
-    identity_cost: float
     evaluated: int
     rounds: int = ROUNDS
+
+    @property
+    def cost(self) -> float:
+        return sum(p.cost for p in self.plans)
+
+    @property
+    def identity_cost(self) -> float:
+        return sum(p.cost for p in self.identity_plans)
 
     def to_json(self, indent: int | None = 2) -> str:
         """``describe`` as JSON."""
         return json.dumps(describe(self), indent=indent)
-
-    def layout(self, tensor: str) -> LinearLayout:
-        """The tensor's layout under the chosen relabelling."""
-        return tensor_layout(self.chain.tensor(tensor), dict(self.choice))
 
 
 def tensor_layout(t: Tensor, choice: dict[str, tuple[int, ...]]) -> LinearLayout:
@@ -157,7 +159,10 @@ class _Evaluator:
             carried = {i for name in (step.src, step.dst) for _, i in self.chain.tensor(name).indices}
             key = (k, tuple((i, p) for i, p in choice if i in carried))
             if key not in self.cache:
-                self.cache[key] = plan_step(self.chain, step, d)
+                try:
+                    self.cache[key] = plan_step(self.chain, step, d)
+                except ValueError as e:
+                    raise ValueError(f"steps[{k}] ({step.src} -> {step.dst}): {e}") from None
             out.append(self.cache[key])
         return tuple(out)
 
@@ -196,7 +201,7 @@ def plan_chain(chain: Chain, rounds: int = ROUNDS) -> ChainPlan:
     try:
         base = cost(start)
     except ValueError as e:
-        raise ValueError(f"{chain.source}: {_failing_step(chain, ev, start)}: {e}") from None
+        raise ValueError(f"{chain.source}: {e}") from None
     best, best_cost = start, base
     for c in _aligned_candidates(chain):
         cc = cost(c)
@@ -210,16 +215,7 @@ def plan_chain(chain: Chain, rounds: int = ROUNDS) -> ChainPlan:
         if cc >= best_cost:
             break
         best, best_cost = c, cc
-    return ChainPlan(chain, best, ev.plans(best), best_cost, ev.plans(start), base, len(ev.seen), rounds)
-
-
-def _failing_step(chain: Chain, ev: _Evaluator, choice: Choice) -> str:
-    for k, step in enumerate(chain.steps):
-        try:
-            plan_step(chain, step, dict(choice))
-        except ValueError:
-            return f"steps[{k}] ({step.src} -> {step.dst})"
-    return "a step"
+    return ChainPlan(chain, best, ev.plans(best), ev.plans(start), len(ev.seen), rounds)
 
 
 def describe(cp: ChainPlan) -> dict[str, Any]:
