@@ -81,11 +81,19 @@ def endpoint(layout: Any, shape: Any = None, what: str = "layout") -> tuple[Endp
     A bare ``LinearLayout`` is a shared tile when it has ``offset`` bases, else registers."""
     L, spec = load_layout(layout, shape, what, memory_ok=True)
     if spec is None:
-        return Endpoint(L, "shared" if "offset" in L.in_dims else "registers"), None
+        return Endpoint(L, space_of(L, None)), None
     lay = spec.layout
     return Endpoint(L, lay.space, getattr(lay, "alignment", 16) if lay.space == "global" else 16,
                     getattr(lay, "element_bitwidth", None) if lay.space != "registers" else None,
                     spec.source), spec
+
+
+def space_of(L: LinearLayout, spec: Spec | None) -> str:
+    """Where a layout's data lives: its spec's space, or for a bare ``LinearLayout`` shared memory
+    when it has ``offset`` bases, else registers."""
+    if spec is not None:
+        return spec.layout.space
+    return "shared" if "offset" in L.in_dims else "registers"
 
 
 def _side(role: str, spec: Spec | None) -> str:
@@ -321,6 +329,13 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     out_name = name if name is not None else default_name(src, dst)
     s, s_spec = load_layout(os.path.join(root, src) if root else src, shape, "source", memory_ok=True)
     d, d_spec = load_layout(os.path.join(root, dst) if root else dst, shape, "destination", memory_ok=True)
+    if "bench" in parse_emit(emit) and not said_all(emit):
+        # the operations these spaces can be (a store, a load, a copy, TMA) known before planning: a bench
+        # asked for by name that none of them has is refused at once, not after planning a large tile
+        ops = for_endpoints((space_of(s, s_spec), space_of(d, d_spec)))
+        if ops and not any(target in op.bench[0] for op in ops):
+            raise ValueError(f"--emit bench: {ops[0].bench[1]}; --src and --dst make a "
+                             f"{' or '.join(op.name for op in ops)} ({ops[0].moves}) for {target}")
     plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
                            swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps,
                            scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp, barrier=barrier)
@@ -419,6 +434,19 @@ def reduce_files(src: str, dims: Any, combine: str = "sum", dtype: str = "f32", 
     return Generated(plan, out_name, command, files)
 
 
+def check_instr_k(acc_spec: Spec, dtype: str) -> None:
+    """A Hopper accumulator's ``instr_shape`` [16, N, K] names its wgmma, whose K is 32 bytes of
+    operands per row (Triton's instrShape K = 256 / element bits: 16 for f16, 32 for 8-bit, 8 for
+    tf32): a spec made for another operand type is one ``SpecError``."""
+    lay = acc_spec.layout
+    if acc_spec.kind != "nvidia_mma" or lay.version[0] != 3 or dtype not in AB_BYTES:
+        return
+    instr, k = list(lay.instr_shape), 32 // AB_BYTES[dtype]
+    if instr[-1] != k:
+        raise SpecError(acc_spec.source, "instr_shape", f"{instr}: K = {instr[-1]}, but wgmma's K for --dtype "
+                                                        f"{dtype} is {k} (instr_shape {instr[:-1] + [k]})")
+
+
 def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32", target: str = "cuda",
              arch: str | None = None, version: int | None = None) -> MmaPlan:
     """Plan ``acc += A @ B`` for one CTA tile (``plan/mma.py``): ``acc`` an ``nvidia_mma`` layout (v3:
@@ -433,6 +461,8 @@ def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32
                                                      f"nvidia_mma layout (version [3, 0]: wgmma, [2, 0]: mma.sync), or "
                                                      f"with --target hip an amd_mfma layout")
         version = acc_spec.layout.version if hip else acc_spec.layout.version[0]
+        if not hip:
+            check_instr_k(acc_spec, dtype)
     if hip:
         if arch is None:                                 # the CDNA generation the spec names (2: CDNA2, 3: CDNA3)
             arch = {2: "gfx90a", 3: "gfx942"}.get(version)

@@ -49,9 +49,11 @@ from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.limits import short
 from ll_codegen.layouts.base import LayoutError
 from ll_codegen.layouts.kinds import LAYOUT_KINDS
+from ll_codegen.layouts.show import layout_json
+from ll_codegen.ttgir import TtgirDoc, TtgirError, parse_dims, read_ttgir, split_selector
 
 __all__ = ["Spec", "SpecError", "load_spec", "spec_from_dict", "build_layout", "parse_shape", "parse_yaml",
-           "read_spec_text"]
+           "read_spec_text", "read_ttgir_file", "ttgir_listing"]
 
 
 class SpecError(ValueError):
@@ -432,11 +434,11 @@ def parse_yaml(text: str, source: str) -> Any:
         loader.dispose()
 
 
-def read_spec_text(path: str | os.PathLike, what: str = "spec") -> str:
+def read_spec_text(path: str | os.PathLike, what: str = "spec", most: int = limits.MAX_SPEC_BYTES) -> str:
     """The text of a spec (or corpus) file, refusing before reading anything
     large: the file is opened non-blocking (a FIFO must not hang), must be a
-    regular file (not ``/dev/zero``, a folder, a device) of at most
-    ``limits.MAX_SPEC_BYTES`` bytes, and UTF-8.  Raises SpecError."""
+    regular file (not ``/dev/zero``, a folder, a device) of at most ``most``
+    bytes (``limits.MAX_SPEC_BYTES``, 1 MiB), and UTF-8.  Raises SpecError."""
     source = os.fspath(path)
     try:
         fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -448,17 +450,17 @@ def read_spec_text(path: str | os.PathLike, what: str = "spec") -> str:
             kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
                     else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a file")
             raise SpecError(source, None, f"cannot read the {what}: {kind}, not a regular file")
-        if st.st_size > limits.MAX_SPEC_BYTES:
-            raise SpecError(source, None, f"the {what} is {st.st_size} bytes; at most {limits.MAX_SPEC_BYTES} "
-                                          f"(1 MiB)")
+        if st.st_size > most:
+            raise SpecError(source, None, f"the {what} is {st.st_size} bytes; at most {most} "
+                                          f"({most >> 20} MiB)")
         with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limits.MAX_SPEC_BYTES + 1)            # the file may grow after fstat
+            data = fh.read(most + 1)                             # the file may grow after fstat
     except OSError as e:
         raise SpecError(source, None, f"cannot read the {what}: {e.strerror or e}") from None
     finally:
         os.close(fd)
-    if len(data) > limits.MAX_SPEC_BYTES:
-        raise SpecError(source, None, f"the {what} is over {limits.MAX_SPEC_BYTES} bytes (1 MiB)")
+    if len(data) > most:
+        raise SpecError(source, None, f"the {what} is over {most} bytes ({most >> 20} MiB)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -466,10 +468,106 @@ def read_spec_text(path: str | os.PathLike, what: str = "spec") -> str:
 
 
 def load_spec(path: str | os.PathLike, shape_override: Any = None) -> Spec:
-    """Load one spec file.  Every problem (unreadable, not a regular file,
-    too large, malformed YAML, bad layout, bad shape) raises SpecError."""
+    """Load one spec file, or one layout of a TTGIR dump (``FILE.ttgir#NAME``, ``#NAME@128x64``:
+    ``ttgir_spec``).  Every problem (unreadable, not a regular file, too large, malformed YAML
+    or TTGIR, bad layout, bad shape) raises SpecError."""
     source = os.fspath(path)
+    selection = split_selector(source)
+    if selection is not None:
+        return ttgir_spec(*selection, shape_override=shape_override)
     d = parse_yaml(read_spec_text(source), source)
     if d is None:
         raise SpecError(source, "top level", "the file is empty; expected a mapping with 'kind', its fields and 'shape'")
     return spec_from_dict(d, source, shape_override)
+
+
+# -------------------------------------------------------------------- TTGIR
+def read_ttgir_file(path: str) -> TtgirDoc:
+    """A TTGIR/TTIR dump read for its layout attributes (``ll_codegen.ttgir``), at most
+    ``limits.MAX_TTGIR_BYTES``.  Raises SpecError naming the file and the line."""
+    text = read_spec_text(path, "TTGIR file", limits.MAX_TTGIR_BYTES)
+    try:
+        return read_ttgir(text, path)
+    except TtgirError as e:
+        raise SpecError(path, e.where, e.message) from None
+
+
+def ttgir_spec(path: str, name: str, shape_text: Optional[str], shape_override: Any = None) -> Spec:
+    """The ``Spec`` of layout attribute ``name`` of a dump (the only one when ``name`` is empty),
+    at ``shape_override``, else the ``@SHAPE`` of the selector, else the one shape the dump uses
+    it with.  Its source is ``FILE#NAME``, so every later error names the attribute."""
+    doc = read_ttgir_file(path)
+    if not name:
+        if len(doc.entries) != 1:
+            raise SpecError(path, None, f"holds {len(doc.entries)} layout attributes; choose one as "
+                                        f"{path}#NAME (llgen show {path} lists them)")
+        entry = doc.entries[0]
+    else:
+        try:
+            entry = doc.find(name)
+        except TtgirError as e:
+            raise SpecError(path, e.where, e.message) from None
+    label = f"{path}#{entry.name}"
+    listed = ", ".join("x".join(map(str, s)) for s in entry.shapes[:8])
+    if shape_override is not None:
+        try:
+            shape = parse_shape(shape_override)
+        except ValueError as e:
+            raise SpecError(label, "--shape", str(e)) from None
+    elif shape_text is not None:
+        dims = parse_dims(shape_text)
+        if dims is None:
+            raise SpecError(label, "@" + limits.cut(shape_text, 40), "expected a shape such as 128x64")
+        shape = dims
+    elif len(entry.shapes) == 1:
+        shape = entry.shapes[0]
+    elif not entry.shapes:
+        raise SpecError(label, "shape", "no tensor or memdesc type uses it; give one as "
+                                        f"#{entry.name}@128x64 or --shape 128,64")
+    else:
+        raise SpecError(label, "shape", f"used with {len(entry.shapes)} shapes ({listed}); choose one as "
+                                        f"#{entry.name}@{'x'.join(map(str, entry.shapes[0]))}")
+    try:
+        d = doc.spec_of(entry, len(shape))
+    except TtgirError as e:
+        raise SpecError(path, e.where, e.message) from None
+    return spec_from_dict(dict(d, shape=list(shape)), label)
+
+
+def ttgir_listing(path: str, most_shapes: int = 8) -> list[dict]:
+    """Every layout attribute of a dump as plain data (``llgen show FILE.ttgir``): ``name``,
+    ``kind`` (TTGIR's), ``llgen_kind``, ``line``, ``inline``, ``attribute`` (its text),
+    ``shapes`` (``"128x64"``), ``spec`` (the mapping, at its first shape), ``problem`` (why
+    llgen cannot read it, else None) and ``bases`` (per shape, the first ``most_shapes``: the
+    bases of each input dim, or the error line of that shape)."""
+    doc = read_ttgir_file(path)
+    if not doc.entries:
+        raise SpecError(path, None, "no layout attributes (a TTIR dump, before the TTGIR passes, has none)")
+    items = []
+    budget = limits.MAX_TTGIR_LISTED                     # layouts computed in all: a hostile dump stays cheap
+    for e in doc.entries:
+        item: dict[str, Any] = {"name": e.name, "kind": e.kind, "llgen_kind": e.llgen_kind, "line": e.line,
+                                "inline": e.inline, "attribute": e.attr.text,
+                                "shapes": ["x".join(map(str, s)) for s in e.shapes], "spec": None, "problem": None,
+                                "bases": {}}
+        items.append(item)
+        try:
+            first = doc.spec_of(e, len(e.shapes[0]) if e.shapes else None)
+        except TtgirError as err:
+            item["problem"] = err.message
+            continue
+        item["spec"] = dict(first, shape=list(e.shapes[0])) if e.shapes else first
+        for shape in e.shapes[:most_shapes]:
+            key = "x".join(map(str, shape))
+            budget -= 1
+            if budget < 0:
+                item["bases"][key] = f"not computed (more than {limits.MAX_TTGIR_LISTED} layouts listed): " \
+                                     f"llgen show {path}#{e.name}@{key}"
+                continue
+            try:
+                s = spec_from_dict(dict(doc.spec_of(e, len(shape)), shape=list(shape)), f"{path}#{e.name}")
+                item["bases"][key] = layout_json(s.linear)["in_dims"]
+            except (SpecError, TtgirError) as err:
+                item["bases"][key] = f"error: {err.field + ': ' if getattr(err, 'field', None) else ''}" \
+                                     f"{err.message}"
+    return items

@@ -3,8 +3,10 @@ its shape once (a CuTe descriptor), layouts that do not fit are named with the
 option that fixes them, ``show --svg`` prints a path, one error line always (hostile field names,
 mixed-type manifest keys), a manifest entry is a conversion, nothing written on
 an error (stdout that fails), all files or none on SIGINT/SIGTERM, hostile
-lists refused at once, well-formed SVG, and ``regenerate`` deleting only what
-llgen made.  CPU only; the signal and ``/dev/full`` tests run ``llgen`` as a
+lists refused at once, well-formed SVG, ``regenerate`` deleting and overwriting only what
+llgen made and reading specs only inside the checkout, each spec option's own metavar,
+``--include-dir``, a closed stdout, ``llgen mma``'s instr_shape K and the register operand spec
+it writes, and the K^T global tile TMA loads.  CPU only; the signal and ``/dev/full`` tests run ``llgen`` as a
 process, the rest in-process through click's CliRunner."""
 from __future__ import annotations
 
@@ -411,3 +413,175 @@ def test_every_generated_file_carries_the_stamp():
     assert sources and all(is_generated(os.path.join(gen, f)) for f in sources), \
         [f for f in sources if not is_generated(os.path.join(gen, f))]
     assert not GENERATED_STAMP.match("// my own file")
+
+
+# -------------------------------------------------------------- help, headers, closed stdout
+def test_spec_options_have_their_own_metavars():
+    for command, flags in (("mma", ("--acc", "--a", "--b")), ("convert", ("--src", "--dst")),
+                           ("bench", ("--src", "--dst")), ("reduce", ("--src",))):
+        r = _run([command, "--help"])
+        assert r.exit_code == 0
+        for flag in flags:
+            assert f"{flag} {flag.lstrip('-').upper()}.yaml" in r.stdout, (command, flag, r.stdout)
+
+
+def test_include_dir_holds_the_host_runtime_headers():
+    r = _run(["--include-dir"])
+    assert r.exit_code == 0 and r.stderr == ""
+    lines = r.stdout.splitlines()
+    assert len(lines) == 1 and os.path.isabs(lines[0])
+    d = lines[0]
+    for f in ("llgen_host.h", "simt_host.h", "hopper.h", "cuda_fp16.h", os.path.join("hip", "hip_runtime.h")):
+        assert os.path.isfile(os.path.join(d, f)), f
+    # the folder is package data: what `pip install .` copies next to the installed module
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
+        pyproject = fh.read()
+    rel = os.path.relpath(d, os.path.join(ROOT, "ll_codegen"))
+    assert f'"{rel}/*.h"' in pyproject and f'"{rel}/hip/*.h"' in pyproject
+
+
+@pytest.mark.parametrize("args", [["show", BLOCKED], ["--version"], ["convert", *PAIR, "-o", "{out}"]])
+def test_closed_stdout_is_an_error(tmp_path, args):
+    """``llgen ... >&-``: the listing (or text) would be lost, and a file opened next would take
+    descriptor 1: one error line, exit 2, nothing written."""
+    out = tmp_path / "out"
+    argv = [str(a).replace("{out}", str(out)) for a in args]
+    r = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *LLGEN, *argv], cwd=tmp_path, env=_env(),
+                       stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines() == ["llgen: error: standard output is closed (nothing was done)"]
+    assert not out.exists()
+
+
+# ----------------------------------------------------------------- llgen mma: instr_shape K, operand spec
+HOPPER = os.path.join(EX, "hopper")
+WGMMA_ACC = os.path.join(HOPPER, "wgmma_acc_128x128.yaml")
+
+
+def _acc(tmp_path, k: int, name: str = "acc.yaml") -> str:
+    return _dump(tmp_path / name, {"kind": "nvidia_mma", "version": [3, 0], "warps_per_cta": [4, 1],
+                                   "instr_shape": [16, 128, k], "shape": [128, 128]})
+
+
+def _kmajor_b(tmp_path, bits: int, k: int) -> str:
+    return _dump(tmp_path / f"b{bits}.yaml", {"kind": "nvmma_shared", "swizzle_byte_width": 128,
+                                              "element_bitwidth": bits, "transposed": True, "shape": [k, 128]})
+
+
+@pytest.mark.parametrize("dtype,k,wrong", [("f8e4m3", 32, 16), ("f16", 16, 32), ("tf32", 8, 16), ("i8", 32, 8)])
+def test_wgmma_instr_shape_k_must_match_the_dtype(tmp_path, dtype, k, wrong):
+    bits = {"f8e4m3": 8, "i8": 8, "f16": 16, "tf32": 32}[dtype]
+    b = _kmajor_b(tmp_path, bits, 4 * k)
+    a = _dump(tmp_path / "a.yaml", {"kind": "nvmma_shared", "swizzle_byte_width": 128, "element_bitwidth": bits,
+                                    "shape": [128, 4 * k]})
+    acc_dtype = "i32" if dtype == "i8" else "f32"
+    line = _one_error_line(_run(["mma", "--acc", _acc(tmp_path, wrong), "--a", a, "--b", b, "--dtype", dtype,
+                                 "--acc-dtype", acc_dtype, "--plan"]), "instr_shape", f"K = {wrong}")
+    assert f"[16, 128, {k}]" in line
+    r = _run(["mma", "--acc", _acc(tmp_path, k), "--a", a, "--b", b, "--dtype", dtype, "--acc-dtype", acc_dtype,
+              "--plan"])
+    assert r.exit_code == 0 and f"k{k}." in r.stdout.splitlines()[0], r.stderr
+
+
+@pytest.mark.parametrize("dtype,bits,k_width", [("f16", 16, 2), ("bf16", 16, 2), ("tf32", 32, 1),
+                                                ("f8e4m3", 8, 4), ("i8", 8, 4)])
+def test_write_operand_spec_is_the_register_a_of_wgmma(tmp_path, dtype, bits, k_width):
+    """The printed spec is a dot_operand of the accumulator with the dtype's k_width, and the
+    planner (its fragment walk, independent of the writer) accepts it as wgmma's register A; the
+    same spec with another k_width is refused, so the check can fail."""
+    from ll_codegen.api import plan_mma
+    k_i = 256 // bits
+    acc, b = _acc(tmp_path, k_i), _kmajor_b(tmp_path, bits, 4 * k_i)
+    r = _run(["mma", "--acc", acc, "--b", b, "--dtype", dtype, "--write-operand-spec", "-"])
+    assert r.exit_code == 0, r.stderr
+    spec = yaml.safe_load(r.stdout)
+    assert spec == {"kind": "dot_operand", "operand_index": 0, "k_width": k_width,
+                    "parent": {"kind": "nvidia_mma", "version": [3, 0], "warps_per_cta": [4, 1],
+                               "instr_shape": [16, 128, k_i]}, "shape": [128, 4 * k_i]}
+    a = tmp_path / "a_regs.yaml"
+    r = _run(["mma", "--acc", acc, "--b", b, "--dtype", dtype, "--write-operand-spec", a])
+    assert r.exit_code == 0 and r.stdout.splitlines() == [str(a)]
+    acc_dtype = "i32" if dtype == "i8" else "f32"
+    p = plan_mma(acc, str(a), b, dtype=dtype, acc_dtype=acc_dtype)
+    assert p.a.space == "registers" and len(p.steps) == 2 * 4
+    other = dict(spec, k_width=2 if k_width != 2 else 4)
+    with pytest.raises(ValueError):
+        plan_mma(acc, other, b, dtype=dtype, acc_dtype=acc_dtype)
+
+
+def test_write_operand_spec_of_mma_sync(tmp_path):
+    """mma.sync's A: the spec written equals examples/gemm/a_dot.yaml (less its comment)."""
+    gemm = os.path.join(EX, "gemm")
+    out = tmp_path / "a.yaml"
+    r = _run(["mma", "--acc", os.path.join(gemm, "acc.yaml"), "--b", os.path.join(gemm, "b_dot.yaml"),
+              "--write-operand-spec", out])
+    assert r.exit_code == 0, r.stderr
+    with open(os.path.join(gemm, "a_dot.yaml"), encoding="utf-8") as fh:
+        assert yaml.safe_load(out.read_text()) == yaml.safe_load(fh)
+
+
+@pytest.mark.parametrize("extra,fragment", [(["--a", "x.yaml"], "no --a"), (["--plan"], "no --a"),
+                                            (["--target", "hip"], "--target cuda"), ([], None)])
+def test_write_operand_spec_refusals(tmp_path, extra, fragment):
+    b = os.path.join(HOPPER, "b_smem_kmajor_64x128.yaml")
+    if fragment is None:       # the accumulator's K made for another dtype, and a missing --b
+        _one_error_line(_run(["mma", "--acc", WGMMA_ACC, "--b", b, "--dtype", "f8e4m3", "--write-operand-spec", "-"]),
+                        "instr_shape", "K = 16")
+        _one_error_line(_run(["mma", "--acc", WGMMA_ACC, "--write-operand-spec", "-"]), "missing option --b")
+        return
+    _one_error_line(_run(["mma", "--acc", WGMMA_ACC, "--b", b, *extra, "--write-operand-spec", tmp_path / "o.yaml"]),
+                    fragment)
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_kt_global_tile_loads_by_tma():
+    """examples/hopper/b_global_kt_64x128.yaml (B^T row-major: K contiguous) into the K-major tile
+    wgmma reads: one TMA box, the 128-byte swizzle (docs/hopper.md)."""
+    r = _run(["plan", "--src", os.path.join(HOPPER, "b_global_kt_64x128.yaml"), "--dst",
+              os.path.join(HOPPER, "b_smem_kmajor_64x128.yaml"), "--arch", "sm_90a", "--json"])
+    assert r.exit_code == 0, r.stderr
+    import json
+    p = json.loads(r.stdout)
+    assert p["strategy"] == "tma" and p["tma"]["swizzle_bytes"] == 128 and len(p["tma"]["boxes"]) == 1
+    with open(os.path.join(ROOT, "docs", "hopper.md"), encoding="utf-8") as fh:
+        assert "examples/hopper/b_global_kt_64x128.yaml" in fh.read()
+
+
+# ------------------------------------------------------- regenerate writes over its own files only
+def test_regenerate_keeps_a_users_readme(tmp_path):
+    gen = _checkout(tmp_path, [GOOD_ARGS])
+    readme = tmp_path / "generated" / "README.md"
+    readme.write_text("# my notes\n")
+    _one_error_line(_run(["regenerate", gen]), "README.md", "not written by llgen regenerate")
+    assert readme.read_text() == "# my notes\n" and sorted(os.listdir(gen)) == ["README.md", "manifest.yaml"]
+    readme.unlink()
+    assert _run(["regenerate", gen]).exit_code == 0
+    assert _run(["regenerate", gen]).exit_code == 0          # its own README (the marker line) is rewritten
+    (tmp_path / "generated" / "cvt.cuh").write_text("// my own cvt.cuh\n")
+    _one_error_line(_run(["regenerate", gen]), "cvt.cuh", "not written by llgen regenerate")
+    assert (tmp_path / "generated" / "cvt.cuh").read_text() == "// my own cvt.cuh\n"
+
+
+def test_regenerate_refuses_a_manifest_named_like_an_output(tmp_path):
+    _checkout(tmp_path, [GOOD_ARGS])
+    g = tmp_path / "generated"
+    for name in ("cvt.cuh", "README.md"):
+        m = g / name
+        shutil.copy(g / "manifest.yaml", m)
+        _one_error_line(_run(["regenerate", "--manifest", m]), "is named like an output")
+        assert m.read_text() == (g / "manifest.yaml").read_text()
+        m.unlink()
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../outside.yaml", "examples/../../outside.yaml", "link/x.yaml"])
+def test_manifest_spec_paths_stay_in_the_checkout(tmp_path, path):
+    co = tmp_path / "co"
+    co.mkdir()
+    (tmp_path / "outside.yaml").write_text("SECRET-CONTENT: 1\n")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "x.yaml").write_text("SECRET-CONTENT: 1\n")
+    os.symlink(tmp_path / "elsewhere", co / "link")
+    gen = _checkout(co, [f"--src {path} --dst examples/mma_v2_64x64.yaml --name cvt"])
+    line = _one_error_line(_run(["regenerate", gen]), "entry 1", "--src", "inside")
+    assert "SECRET" not in line and "root:" not in line
+    assert sorted(os.listdir(gen)) == ["manifest.yaml"]

@@ -248,3 +248,66 @@ def test_smem_budget(budget):
 def test_cli_ints(args, fragment):
     line = _fails(args[:1] + ["--src", BLOCKED, "--dst", BLOCKED] + args[1:], fragment)
     assert len(line) < 300
+
+
+# ------------------------------------------------- refused before the expensive work (work counted, not timed)
+MMA_ACC_8BIT = """kind: nvidia_mma
+version: [3, 0]
+warps_per_cta: [8, 1]
+instr_shape: [16, 256, 32]
+shape: [{m}, {n}]
+"""
+NVMMA_8BIT = """kind: nvmma_shared
+swizzle_byte_width: 128
+element_bitwidth: 8
+transposed: {t}
+shape: [{r}, {c}]
+"""
+
+
+@pytest.mark.parametrize("size", [128, 1024])
+def test_mma_wrong_majorness_refused_before_the_fragment_walk(tmp_path, monkeypatch, size):
+    """An 8-bit MN-major B (wgmma reads 8-bit operands K-major only) is refused on its first
+    instruction slice: the fragment walk over every register of every thread (seconds on a
+    1024 x 1024 tile) is never entered."""
+    from ll_codegen.plan import mma as mma_planner
+
+    def walk(*a, **k):
+        raise AssertionError("the fragment walk ran before the operand checks")
+    monkeypatch.setattr(mma_planner, "fragment_instructions", walk)
+    acc = _spec(tmp_path, MMA_ACC_8BIT.format(m=size, n=size), "acc.yaml")
+    a = _spec(tmp_path, NVMMA_8BIT.format(t="false", r=size, c=128), "a.yaml")
+    b = _spec(tmp_path, NVMMA_8BIT.format(t="false", r=128, c=size), "b.yaml")   # N contiguous: MN-major
+    _fails(["mma", "--acc", acc, "--a", a, "--b", b, "--dtype", "f8e4m3", "-o", str(tmp_path / "out")],
+           "B operand", "MN-major", "K-major")
+    assert not (tmp_path / "out").exists()
+
+
+def test_mma_precheck_keeps_legal_tiles(tmp_path):
+    """The same tiles with B K-major plan (the first-slice check refuses nothing legal)."""
+    from ll_codegen.api import plan_mma
+    acc = _spec(tmp_path, MMA_ACC_8BIT.format(m=128, n=256), "acc.yaml")
+    a = _spec(tmp_path, NVMMA_8BIT.format(t="false", r=128, c=128), "a.yaml")
+    b = _spec(tmp_path, NVMMA_8BIT.format(t="true", r=128, c=256), "b.yaml")
+    p = plan_mma(acc, a, b, dtype="f8e4m3")
+    assert p.instr.startswith("wgmma.mma_async.sync.aligned.m64n256k32") and p.b.descriptor.k_major
+
+
+@pytest.mark.parametrize("src,dst,what", [("blocked_64x64.yaml", "global_64x64.yaml", "store"),
+                                          ("nvmma_shared_64x64.yaml", "blocked_64x64.yaml", "load")])
+def test_convert_bench_of_a_memory_pair_refused_before_planning(tmp_path, monkeypatch, src, dst, what):
+    """``--emit bench`` names a file a store, load, copy or TMA does not have: refused from the specs'
+    spaces, before the planner is called (a 1024 x 1024 copy plans for seconds)."""
+    import ll_codegen.api as api
+
+    def planner(*a, **k):
+        raise AssertionError("planned before refusing --emit bench")
+    monkeypatch.setattr(api, "plan_conversion", planner)
+    ex = os.path.join(ROOT, "examples")
+    line = _fails(["convert", "--src", os.path.join(ex, src), "--dst", os.path.join(ex, dst),
+                   "--emit", "header,bench", "-o", str(tmp_path / "out")], "--emit bench", what)
+    assert "register conversions" in line
+    _fails(["convert", "--src", os.path.join(ex, "global_64x64.yaml"), "--dst",
+            os.path.join(ex, "nvmma_shared_64x64.yaml"), "--arch", "sm_90a", "--emit", "bench",
+            "-o", str(tmp_path / "out")], "--emit bench", "copy")
+    assert not (tmp_path / "out").exists()

@@ -19,6 +19,7 @@ Enumerated options are ``click.Choice``s, so shell completion
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Optional
 
@@ -33,7 +34,8 @@ from ll_codegen.cli.chain import chain
 from ll_codegen.cli.options import CommaChoice
 from ll_codegen.core.files import check_targets, quote_path, write_all, write_atomic
 from ll_codegen.layouts.show import element_bits_of, json_text, layout_json, layout_params, render_svg, render_text
-from ll_codegen.spec import load_spec
+from ll_codegen.spec import load_spec, ttgir_listing
+from ll_codegen.ttgir import listing_text, split_selector
 
 __all__ = ["main", "LLGenGroup", "CLIError", "USER_ERRORS", "handle_errors", "command_with_errors",
            "write_atomic", "error_line", "CommaChoice", "say", "PROG", "ABORTED", "MANIFEST_COMMANDS",
@@ -48,8 +50,18 @@ __all__ = ["main", "LLGenGroup", "CLIError", "USER_ERRORS", "handle_errors", "co
 @click.option("--svg", "svg_path", default=None, metavar="FILE", type=click.Path(dir_okay=False),
               help="Draw the tensor grid as an SVG picture to FILE (and print its path instead of the text).")
 def show(spec: str, shape: Optional[str], as_json: bool, svg_path: Optional[str]) -> None:
-    """Print the linear layout of SPEC (a YAML spec file), or with --svg
-    draw it to a picture and print the picture's path."""
+    """Print the linear layout of SPEC (a YAML spec file, or one layout of a
+    Triton TTGIR dump as FILE.ttgir#ALIAS), or with --svg draw it to a
+    picture and print the picture's path.  A TTGIR dump alone (FILE.ttgir)
+    lists every layout attribute in it: alias, kind, llgen spec, shapes, bases."""
+    selection = split_selector(spec)
+    if selection is not None and not selection[1] and shape is None:
+        if svg_path is not None:
+            raise CLIError(f"--svg draws one layout: choose one as {spec}#ALIAS (llgen show {spec} lists them)")
+        items = ttgir_listing(spec)
+        text = json.dumps({"file": spec, "layouts": items}, indent=1) if as_json else listing_text(spec, items)
+        click.echo(text, nl=not text.endswith("\n"))
+        return
     if svg_path is not None:
         if as_json:
             raise CLIError("--svg draws the layout and prints the picture's path, --json prints its bases: give one")

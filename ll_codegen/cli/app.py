@@ -109,6 +109,23 @@ def _drop_stdout() -> None:
         pass
 
 
+def _stdout_open() -> bool:
+    """Whether standard output can be written: Python sets ``sys.stdout`` to None when the process
+    started with file descriptor 1 closed (``llgen ... >&-``).  A stream without a descriptor
+    (click's CliRunner) counts as open."""
+    if sys.stdout is None:
+        return False
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return True
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[[], Any]:
     """Run ``fn()``; user errors become one stderr line and exit 2."""
     try:
@@ -152,6 +169,11 @@ class LLGenGroup(click.Group):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
+        if not _stdout_open():
+            # every command prints (a listing, a plan, a table): with file descriptor 1 closed that output
+            # would vanish and, worse, the next file opened would take descriptor 1
+            click.echo(f"{PROG}: error: standard output is closed (nothing was done)", err=True)
+            sys.exit(2)
         try:
             code = super().main(*args, **kwargs)
         except click.exceptions.Abort:       # SIGINT while click parsed the command line
@@ -167,8 +189,21 @@ class LLGenGroup(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def _print_include_dir(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``--include-dir``: the folder of the host runtime's headers (``llgen_host.h``, ``simt_host.h``,
+    ``hopper.h``, ``hip/``) as installed, for ``-I`` (or ``-isystem``) of an author's own build."""
+    if not value or ctx.resilient_parsing:
+        return
+    from ll_codegen.run.host import SIMT_DIR
+    click.echo(SIMT_DIR)
+    ctx.exit(0)
+
+
 @click.group(cls=LLGenGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name=PROG, message="%(prog)s %(version)s")
+@click.option("--include-dir", is_flag=True, expose_value=False, is_eager=True, callback=_print_include_dir,
+              help="Print the folder holding the host runtime's headers (llgen_host.h, simt_host.h, hip/) and exit: "
+                   "clang++ -I \"$(llgen --include-dir)\" ...")
 def main() -> None:
     """Linear-layout conversions for CUDA/HIP: inspect layouts, plan and
     generate conversions.

@@ -61,7 +61,8 @@ class CommaChoice(click.ParamType):
 
 
 def spec_option(flag: str, help: str, required: bool = True) -> Callable[..., Any]:
-    return click.option(flag, flag.lstrip("-"), required=required, metavar=("A.yaml" if flag == "--src" else "B.yaml"),
+    """A spec-file option whose metavar names its own role (``--acc ACC.yaml``, ``--src SRC.yaml``)."""
+    return click.option(flag, flag.lstrip("-"), required=required, metavar=f"{flag.lstrip('-').upper()}.yaml",
                         type=click.Path(dir_okay=False), help=help)
 
 # ------------------------------------------------- plan / convert / verify

@@ -65,6 +65,13 @@ MAX_SEED = (1 << 32) - 1
 #: each row is planned before any GPU is looked for, a few milliseconds each.
 MAX_DTYPES = 64
 MAX_VERIFY_ROWS = 256
+#: Largest TTGIR/TTIR dump read for its layouts (a big kernel's dump with locations is a few MiB),
+#: most distinct layout attributes in it, most distinct shapes kept per attribute.
+MAX_TTGIR_BYTES = 8 << 20
+MAX_TTGIR_LAYOUTS = 1024
+MAX_TTGIR_SHAPES = 64
+#: Most (attribute, shape) layouts ``llgen show FILE.ttgir`` lays out (real dumps: under a hundred).
+MAX_TTGIR_LISTED = 512
 #: Largest global stride (elements) of --stride.
 MAX_STRIDE = 1 << 31
 #: Most characters of a user value echoed into an error message.

@@ -16,8 +16,9 @@ from typing import Any, Iterable
 
 from ll_codegen.core import limits
 from ll_codegen.emit.render import file_names
+from ll_codegen.ttgir import split_selector
 
-__all__ = ["C_KEYWORDS", "RESERVED_NAMES", "EMIT_KINDS", "check_name", "stem_ident", "default_name",
+__all__ = ["C_KEYWORDS", "RESERVED_NAMES", "EMIT_KINDS", "check_name", "stem_ident", "usable_name", "default_name",
            "gather_name", "mma_name", "reduce_name", "parse_emit", "said_all", "output_names"]
 
 EMIT_KINDS = ("header", "harness", "bench")
@@ -50,6 +51,11 @@ gather index index_bits idx_index kIdxRegs kIndexBytes kAxis kAxisSize kSrcShape
 make_tensor_map mbar_init mbar_wait mbar_arrive_expect_tx fence_barrier_init fence_proxy_async store_commit
 store_wait smem_u32 kBox kBoxDims kSwizzle kDataType kBoxes kBoxBytes kTxBytes CUtensorMap
 reduce broadcast shfl_xor Sum Max Min kOutputs kParts hip_bfloat16 kSmemAlign
+mma fence fence_smem commit wait_acc regs_dec regs_inc pack_operand acc_index a_index b_index pack_index p_index
+a_tile_index b_tile_index kM kN kK kAccRegs kAccPerReg kAWords kBWords kPackRegs kDescA kDescB kTileBytesA
+kTileBytesB kTileAlignA kTileAlignB relayout src dst via then coalesced base_loop a1 a2 a4 a8 a16 a32
+src_tile_index dst_tile_index kSrcTileBytes kDstTileBytes kSrcTileAlign kDstTileAlign kDstOffset kTileElems
+kScratchBuffers kWarpSliceBytes mbar_arrive desc elem word ld st gld gst warp_sync
 """.split())
 
 
@@ -68,9 +74,22 @@ def check_name(name: str) -> str:
 
 
 def stem_ident(path: str) -> str:
+    """The file's stem as an identifier; for a TTGIR layout (``k.ttgir#blocked1@128x64``) its alias."""
+    selection = split_selector(os.fspath(path))
+    if selection is not None and selection[1]:
+        return re.sub(r"[^A-Za-z0-9_]", "_", selection[1]) or "layout"
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
     ident = re.sub(r"[^A-Za-z0-9_]", "_", stem) or "layout"
     return ident
+
+
+def usable_name(name: str, prefix: str) -> str:
+    """A derived ``name`` made one ``check_name`` accepts: ``prefix_`` before a name starting with a
+    digit or reserved for the compiler (``__``, ``_`` and a capital: ``__init___mma``, ``_Acc_mma``),
+    ``_`` after a keyword or a name the generated code declares."""
+    if name[0].isdigit() or name.startswith("__") or re.match(r"_[A-Z]", name):
+        name = f"{prefix}_{name}"
+    return name + "_" if name in C_KEYWORDS or name in RESERVED_NAMES else name
 
 
 def default_name(src: Any, dst: Any) -> str:
@@ -79,9 +98,7 @@ def default_name(src: Any, dst: Any) -> str:
         name = f"{stem_ident(src)}_to_{stem_ident(dst)}"
     else:
         name = "cvt"
-    if name[0].isdigit() or name.startswith("__") or re.match(r"_[A-Z]", name):
-        name = "cvt_" + name
-    return name + "_" if name in C_KEYWORDS or name in RESERVED_NAMES else name
+    return usable_name(name, "cvt")
 
 
 def parse_emit(values: Iterable[str] | str | None) -> tuple[str, ...]:
@@ -114,20 +131,20 @@ def said_all(emit: Iterable[str] | str | None) -> bool:
 def gather_name(src: Any, axis: int) -> str:
     """``llgen gather``'s default name: ``<src stem>_gather<axis>``."""
     name = f"{stem_ident(src)}_gather{axis}"
-    return "gather_" + name if name[0].isdigit() else name
+    return usable_name(name, "gather")
 
 
 def reduce_name(src: Any, dims: Any, combine: str) -> str:
     """``llgen reduce``'s default name: ``<src stem>_<combine><dims>`` (``acc_max1``, ``tile_sum0_1``)."""
     dims = [dims] if isinstance(dims, int) else sorted(dims)
     name = f"{stem_ident(src)}_{combine}{'_'.join(map(str, dims))}"
-    return "reduce_" + name if name[0].isdigit() else name
+    return usable_name(name, "reduce")
 
 
 def mma_name(acc: Any) -> str:
     """``llgen mma``'s default name: ``<acc stem>_mma``."""
     name = f"{stem_ident(acc)}_mma"
-    return "mma_" + name if name[0].isdigit() else name
+    return usable_name(name, "mma")
 
 
 def output_names(target: str, name: str, emit: Iterable[str] | str | None) -> list[str]:

@@ -57,6 +57,8 @@ def relayout_function(plan: Transfer) -> Fn:
 def namespace(plan: Transfer, name: str) -> Namespace:
     """The generated namespace of a relayout: constants, both tile index functions, the three steps
     as nested namespaces, relayout()."""
+    if name in ("src", "cvt", "dst"):      # the harness's `using namespace NAME;` would make NAME:: ambiguous
+        raise ValueError(f"--name {name}: a relayout's header nests the namespaces src, cvt and dst; pick another")
     conv = new_namespace(plan, name)
     ld, st = plan.load.memory, plan.store.memory
     head = [(f"constexpr int kSrcTileBytes = {ld.bytes};", "bytes of the source tile"),

@@ -48,8 +48,8 @@ from ll_codegen.plan.model import XorForm
 from ll_codegen.plan.tma import swizzle, tile_alignment
 
 __all__ = ["AB_TYPES", "ACC_PTX", "AB_BYTES", "ACC_PER_REG", "SWIZZLE_MODE", "Descriptor", "MmaError", "MmaPlan",
-           "MmaStep", "Operand", "fragment_layouts", "tile_offsets", "descriptor_of", "plan_mma", "PACK_TYPES",
-           "pack_source", "pack_map"]
+           "MmaStep", "Operand", "fragment_layouts", "tile_offsets", "descriptor_of", "first_slice_descriptor",
+           "plan_mma", "PACK_TYPES", "pack_source", "pack_map"]
 
 
 #: operand dtype -> (PTX type, accumulator dtypes allowed, wgmma may read it MN-major).  PTX ISA
@@ -129,6 +129,16 @@ def descriptor_of(addr: np.ndarray, e: int, allow_mn: bool, what: str) -> tuple[
                    f"shared tile's offsets")
 
 
+def first_slice_descriptor(tile: LinearLayout, e: int, rows_first: bool, rows: int, allow_mn: bool,
+                           what: str) -> Descriptor:
+    """The descriptor of a shared operand's first instruction slice (rows 0.. of A, columns 0.. of B;
+    K 0..k_i): ``descriptor_of`` on it, raising ``MmaError`` when wgmma cannot read the tile at all."""
+    k_i = 32 // e
+    offs = tile_offsets(tile) * e
+    addr = offs[:rows, :k_i] if rows_first else offs[:k_i, :rows].T
+    return descriptor_of(addr, e, allow_mn, what)[0]
+
+
 # -------------------------------------------------------------------- planner
 def plan_mma(acc: LinearLayout, a: LinearLayout, b: LinearLayout, a_space: str, b_space: str, version: int,
              dtype: str = "f16", acc_dtype: str = "f32", target: Target | str = "cuda",
@@ -163,6 +173,11 @@ def plan_mma(acc: LinearLayout, a: LinearLayout, b: LinearLayout, a_space: str, 
             raise MmaError("wgmma reads B from shared memory; give a shared layout for --b")
         n_i = _wgmma_n(acc)
         kind, group = "wgmma", 4
+        # a shared tile wgmma cannot read (no canonical layout, an 8-bit MN-major operand) is refused on its
+        # first instruction slice, before the fragment walk below visits every register of every thread
+        for name, L, space, rows in (("a", a, a_space, 64), ("b", b, b_space, n_i)):
+            if space == "shared":
+                first_slice_descriptor(L, e, name == "a", rows, mn_ok, f"{name.upper()} operand")
     else:
         if a_space != "registers" or b_space != "registers":
             raise MmaError("mma.sync reads A and B from registers; give dot_operand layouts")
