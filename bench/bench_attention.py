@@ -1,0 +1,197 @@
+"""Time the forward-attention example built from generated headers against torch SDPA's cuDNN and
+flash backends, in one device call.
+
+    python bench/bench_attention.py --out DIR [--shapes D,SEQ,CAUSAL ...] [--dtypes f16 bf16] [--ladder]
+
+Builds examples/kernels/attention_fwd.cu with nvcc (the kernel's own build line), then for every shape
+(head dim 64 and 128, causal and not, seq 1024 .. 16384 with batch x heads x seq = 131072, 8 heads) and
+dtype: random-normal Q, K, V; checks our O against float64 softmax attention on 256 query rows of two
+(batch, head) pairs (first and last 128 rows: edges and the causal diagonal) within the GPU tests'
+tolerances (2^-9 f16, 2^-6 bf16; a wrong result fails the bench, exit 1) and the LSE within 1e-3; then
+times with CUDA events (bench_gemm.timed: the median of 15 samples of 10 back-to-back launches, the
+kernels taking turns in a rotated order):
+
+* ``ours``: the example (tensor maps encoded once, outside the timing);
+* ``cudnn``: ``scaled_dot_product_attention`` under ``sdpa_kernel(SDPBackend.CUDNN_ATTENTION)``;
+* ``flash``: the same under ``SDPBackend.FLASH_ATTENTION`` (FlashAttention-2 in torch).
+
+A backend that refuses a shape is reported, not fatal.  TFLOP/s = 4 B H S^2 D / time, half that for
+causal.  ``--ladder`` also times variants of the example's hand-written control (ping-pong between
+the consumer warp groups off, other stage counts) at seq 4096, f16, non-causal.  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for p in (os.path.join(ROOT, "gpu_tests"), os.path.join(ROOT, "bench"), ROOT):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+TOKENS = 131072  # batch x heads x seq
+HEADS = 8
+SEQS = [1024, 2048, 4096, 8192, 16384]
+SHAPES = [(d, s, c) for d in (64, 128) for c in (False, True) for s in SEQS]
+LADDER = [("the example (ping-pong; stages: 2 at d 64, 3 at d 128)", ()),
+          ("no ping-pong", ("-DLLGEN_ATTENTION_PINGPONG=0",)),
+          ("2 stages at d 128", ("-DLLGEN_ATTENTION_STAGES_D128=2",)),
+          ("4 stages at d 64", ("-DLLGEN_ATTENTION_STAGES_D64=4",))]
+
+
+def flops(B: int, H: int, S: int, d: int, causal: bool) -> float:
+    return 4.0 * B * H * S * S * d / (2 if causal else 1)
+
+
+def check_rows(q, k, v, o, lse, causal: bool) -> tuple[float, float]:
+    """Max |O - ref| and |LSE - ref| over the first and last 128 query rows of (batch, head) (0, 0) and
+    of the last pair, the reference softmax attention of those rows in float64."""
+    import torch
+    S, d = q.shape[2], q.shape[3]
+    rows = torch.unique(torch.cat([torch.arange(0, min(128, S)), torch.arange(max(S - 128, 0), S)])).to(q.device)
+    err = lerr = 0.0
+    for b, h in ((0, 0), (q.shape[0] - 1, q.shape[1] - 1)):
+        hk = h // (q.shape[1] // k.shape[1])
+        s = (q[b, h, rows].double() @ k[b, hk].double().T) / math.sqrt(d)
+        if causal:
+            s = s.masked_fill(torch.arange(k.shape[2], device=q.device)[None, :] > rows[:, None], float("-inf"))
+        want = torch.softmax(s, dim=-1) @ v[b, hk].double()
+        err = max(err, (o[b, h, rows].double() - want).abs().max().item())
+        lerr = max(lerr, (lse[b, h, rows].double() - torch.logsumexp(s, dim=-1)).abs().max().item())
+    return err, lerr
+
+
+def sdpa(backend, q, k, v, causal: bool):
+    """A launch of torch SDPA on one backend, or None (with the reason) where it refuses the shape."""
+    import torch
+    from torch.nn.attention import sdpa_kernel
+
+    def go():
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    try:
+        go()
+        torch.cuda.synchronize()
+        return go, ""
+    except RuntimeError as e:
+        return None, str(e).splitlines()[0][:200]
+
+
+def bench_shape(lib, d: int, S: int, causal: bool, dtype, variants: dict | None = None) -> dict:
+    import torch
+    from bench_gemm import timed, torch_stream
+    from test_attention_fwd import LSE_TOL, TOL, inputs
+    from torch.nn.attention import SDPBackend
+    B = TOKENS // (HEADS * S)
+    q, k, v = inputs(B, HEADS, HEADS, S, S, d, dtype, seed=S + d + causal)
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((B, HEADS, S), float("nan"), device="cuda")
+    go = {"ours": lib.prepared(q, k, v, o, lse, causal, stream=torch_stream)}
+    go["ours"]()
+    torch.cuda.synchronize()
+    err, lerr = check_rows(q, k, v, o, lse, causal)
+    ok = err <= TOL[dtype] and lerr <= LSE_TOL
+    for name, other in (variants or {}).items():
+        go[name] = other.prepared(q, k, v, o, lse, causal, stream=torch_stream)
+    refused = {}
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+        fn, why = sdpa(backend, q, k, v, causal)
+        if fn:
+            go[name] = fn
+        else:
+            refused[name] = why
+    ms = timed(go)
+    if variants:  # the variants wrote o last: check them too
+        o.fill_(float("nan"))
+        for name in variants:
+            go[name]()
+            torch.cuda.synchronize()
+            e, le = check_rows(q, k, v, o, lse, causal)
+            ok = ok and e <= TOL[dtype] and le <= LSE_TOL
+    fl = flops(B, HEADS, S, d, causal)
+    return {"d": d, "seq": S, "causal": causal, "batch": B, "heads": HEADS, "dtype": str(dtype).split(".")[-1],
+            "max_err": err, "max_lse_err": lerr, "ok": ok, "refused": refused, "ms": ms,
+            "tflops": {n: fl / (t * 1e-3) / 1e12 for n, t in ms.items()}}
+
+
+def report(dev: str, rows: list[dict], ladder: list[dict]) -> str:
+    lines = [(f"Forward attention on {dev}: TFLOP/s (median of 15 x 10 launches, kernels interleaved), "
+              f"batch x heads x seq = {TOKENS}, {HEADS} heads"), "",
+             "| dtype | d | causal | seq | ours | cuDNN | flash | ours/cuDNN | ours/flash | max err |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    ratios = {}
+
+    def num(x, fmt):
+        return "-" if x is None else format(x, fmt)
+    for r in rows:
+        t = r["tflops"]
+        c, f = t.get("cudnn"), t.get("flash")
+        rc, rf = (t["ours"] / c if c else None), (t["ours"] / f if f else None)
+        if rc:
+            ratios.setdefault(r["dtype"], []).append(rc)
+        lines.append(f"| {r['dtype']} | {r['d']} | {'yes' if r['causal'] else 'no'} | {r['seq']} | {t['ours']:.0f} | "
+                     f"{num(c, '.0f')} | {num(f, '.0f')} | {num(rc, '.2f')} | {num(rf, '.2f')} | "
+                     f"{r['max_err']:.2g}{'' if r['ok'] else ' WRONG'} |")
+    lines.append("")
+    for dt, rs in ratios.items():
+        lines.append(f"{dt}: geomean ours/cuDNN {math.exp(sum(map(math.log, rs)) / len(rs)):.3f}, "
+                     f"min {min(rs):.2f} over {len(rs)} shapes")
+    if ladder:
+        lines += ["", "Ladder (hand-written control), TFLOP/s:", "", "| variant | " +
+                  " | ".join(f"{r['dtype']} d{r['d']}{' causal' if r['causal'] else ''}" for r in ladder) + " |",
+                  "| --- |" + " --- |" * len(ladder)]
+        for name in ladder[0]["tflops"]:
+            if name in ("cudnn", "flash"):
+                continue
+            lines.append(f"| {name} | " + " | ".join(f"{r['tflops'][name]:.0f}" for r in ladder) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
+    ap.add_argument("--shapes", nargs="*", default=None, help="D,SEQ,CAUSAL (0/1); default: SHAPES")
+    ap.add_argument("--dtypes", nargs="*", default=["f16", "bf16"], choices=["f16", "bf16"])
+    ap.add_argument("--ladder", action="store_true", help="also time variants of the example's control")
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    import test_attention_fwd as ta
+    import torch
+    shapes = ([tuple(int(x) for x in s.split(",")) for s in a.shapes] if a.shapes else SHAPES)
+    dtypes = [{"f16": torch.float16, "bf16": torch.bfloat16}[t] for t in a.dtypes]
+    d = tempfile.mkdtemp(prefix="llgen_attention_")
+    lib = ta.Library(ta.build(d))
+    dev = torch.cuda.get_device_name()
+    rows = [bench_shape(lib, dh, S, bool(c), dt) for dh, S, c in shapes for dt in dtypes]
+    ladder = []
+    if a.ladder:
+        variants = {}
+        for name, flags in LADDER[1:]:
+            sub = os.path.join(d, name.replace(" ", "_"))
+            os.makedirs(sub)
+            variants[name] = ta.Library(ta.build(sub, flags))
+        for dh in (64, 128):
+            r = bench_shape(lib, dh, 4096, False, torch.float16, variants)
+            r["tflops"][LADDER[0][0]] = r["tflops"].pop("ours")
+            ladder.append(r)
+    table = report(dev, rows, ladder)
+    with open(os.path.join(a.out, "attention.json"), "w") as f:
+        json.dump({"device": dev, "rows": rows, "ladder": ladder}, f, indent=1)
+    with open(os.path.join(a.out, "attention_table.md"), "w") as f:
+        f.write(table)
+    for r in rows + ladder:
+        if not r["ok"]:
+            print(f"FAILED {r['dtype']} d{r['d']} seq {r['seq']} causal {r['causal']}: max err {r['max_err']:.3g}, "
+                  f"LSE {r['max_lse_err']:.3g}")
+        for n, why in r["refused"].items():
+            print(f"refused: {n} {r['dtype']} d{r['d']} seq {r['seq']} causal {r['causal']}: {why}")
+    print(table)
+    return 1 if any(not r["ok"] for r in rows + ladder) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
