@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from ll_codegen.verify.emulate.banks import measure_smem
 from ll_codegen.verify.emulate.convert import check_plan
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.planner import DTYPE_BYTES, normalise, plan_conversion, staged_plans
+from ll_codegen.plan.planner import DTYPE_BYTES, normalise, plan_conversion, shuffle_forms, staged_plans
 from ll_codegen.plan.shuffle import NotShuffleable, plan_shuffle, swap_form
 from ll_codegen.core.target import get_target
 
@@ -201,3 +201,97 @@ def test_corpus_pairs_all_strategies_and_candidates(pair, dtype):
         plan = replace(base, smem=mp)
         check_plan(plan, src, dst, rng)
         _check_smem_costs(plan, f"{pair.name} {mp.store_instr}/{mp.load_instr}")
+
+
+def _lane_broadcast_pair(rng, lanes: int, k: int, mixed: bool):
+    """A random warp-local pair whose destination broadcasts lane bit ``k`` (its lane column k is
+    zero: lanes l and l ^ 2^k hold the same elements) and keeps every other lane column of the
+    source -- ``mixed``: some of them xor a random source register column or two (lane-dependent
+    registers).  Unmixed, a destination lane reads the source lane of its own id in every lane
+    bit but k, and in bit k the one the round picks: the shuffle's source lane is ``lane ^ c``
+    in every bit but k."""
+    nl, nw = lanes.bit_length() - 1, rng.randint(0, 2)
+    total = nl + nw + rng.randint(1, 3)
+    d0 = rng.randint(0, total)
+    shape = {"dim0": 1 << d0, "dim1": 1 << (total - d0)}
+    bits = [1 << i for i in range(total)]
+    rng.shuffle(bits)
+    warp, src_lane, src_reg = bits[:nw], bits[nw:nw + nl], bits[nw + nl:]
+    mix = [0 if not mixed or rng.random() < 0.6 else rng.choice(src_reg) ^ (rng.choice(src_reg) if rng.random() < 0.3 else 0)
+           for _ in range(nl)]
+    dst_lane = [0 if j == k else v ^ m for j, (v, m) in enumerate(zip(src_lane, mix))]
+    dst_reg = src_reg + [src_lane[k]] + [0] * (rng.random() < 0.15)
+    rng.shuffle(dst_reg)
+    return tuple(LinearLayout.from_flat({"register": r, "lane": l, "warp": warp}, shape, require_surjective=True)
+                 for r, l in ((src_reg, src_lane), (dst_reg, dst_lane)))
+
+
+@pytest.mark.parametrize("target,arch", [("cuda", "sm_90"), ("hip", "gfx90a")])
+def test_every_plan_with_a_destination_broadcast_on_each_lane_bit(target, arch):
+    """Every legal strategy and every shuffle form (select trees, swap stages, fused words),
+    emulated on pairs drawn with a destination broadcast on lane bit k, for every lane bit k of
+    the warp (the top one included): the shuffle plan's source lane is then not ``lane ^ c``
+    in bit k, and a plan that takes it for one reads the wrong lane."""
+    import random
+    t = get_target(target, arch)
+    nl = t.warp_size.bit_length() - 1
+    rng, data = random.Random(11), np.random.default_rng(11)
+    for k in range(nl):
+        met = 0
+        for _ in range(40):                              # pairs the shuffle planner refuses are redrawn
+            src, dst = _lane_broadcast_pair(rng, t.warp_size, k, mixed=met > 0)
+            w = rng.choice([1, 2, 4])
+            plans = _plans(src, dst, w, target, arch)
+            shuffle = next((p for label, p in plans if label == "shuffle/optimal"), None)
+            if shuffle is None:
+                continue
+            norm = [normalise(L) for L in (src, dst)]
+            plans += [(f"shuffle/form{i}", p) for i, p in
+                      enumerate(shuffle_forms(replace(shuffle, candidates=()), plan_shuffle(*norm, w)))]
+            for label, plan in plans:
+                try:
+                    check_plan(plan, src, dst, data)
+                except AssertionError as e:
+                    raise AssertionError(f"{label} {plan.dtype} {target}/{arch} lane bit {k} "
+                                         f"src={src.bases} dst={dst.bases}: {e}") from None
+            # the pair is the case drawn for: the source lane is not an xor of the lane id in bit k
+            src_lane = shuffle.shuffle.src_lane
+            assert src_lane is not None and src_lane[k] != 1 << k, src_lane
+            if not met:                                  # unmixed: bit k alone
+                assert [j for j in range(nl) if src_lane[j] != 1 << j] == [k], src_lane
+            met += 1
+            if met == 2:
+                break
+        assert met == 2, f"lane bit {k}: fewer than 2 shuffle-able pairs drawn"
+
+
+#: (source, destination) over (dim0, dim1): a destination lane column that is a source lane column
+#: xor a register column both layouts hold -- (0,33) = (0,1) ^ (0,32); (0,65) = (0,64) ^ (0,1), (0,1)
+#: the row-major lowest bit, the tile of swizzle none
+MIXED_LANE_PAIRS = (
+    ({"dim0": 2, "dim1": 256},
+     {"register": [[0, 128], [0, 32]], "lane": [[0, 16], [0, 8], [0, 2], [1, 0], [0, 1]], "warp": [[0, 64], [0, 4]]},
+     {"register": [[0, 32], [0, 2], [0, 128]], "lane": [[0, 16], [0, 8], [0, 0], [1, 0], [0, 33]],
+      "warp": [[0, 64], [0, 4]]}),
+    ({"dim0": 1, "dim1": 256},
+     {"register": [[0, 1], [0, 2]], "lane": [[0, 4], [0, 8], [0, 16], [0, 32], [0, 64]], "warp": [[0, 128]]},
+     {"register": [[0, 1], [0, 2]], "lane": [[0, 4], [0, 8], [0, 16], [0, 32], [0, 65]], "warp": [[0, 128]]}))
+
+
+@pytest.mark.parametrize("shape,src,dst", MIXED_LANE_PAIRS)
+def test_smem_accesses_stay_aligned_when_a_lane_column_mixes_in_a_register(shape, src, dst):
+    """An access tile holding the register column a lane column mixes in would start that lane's
+    vector inside one (the emulator reports the misaligned access), so no candidate may widen over
+    it: every shared-memory candidate, both swizzles, and every other plan run exactly."""
+    from ll_codegen.plan import swizzle as sw
+    src, dst = LinearLayout(src, shape), LinearLayout(dst, shape)
+    rng = np.random.default_rng(5)
+    t = get_target("cuda", "sm_90")
+    for w in (1, 2):
+        base = plan_conversion(src, dst, DTYPES[w], "cuda", "sm_90", strategy="smem")
+        mps = [mp for swz in ("optimal", "none") for mp in sw.plan_smem(normalise(src), normalise(dst), w, t, swz)]
+        assert mps and all(sw.aligned(mp, w) for mp in mps)
+        for mp in mps:
+            check_plan(replace(base, smem=mp), src, dst, rng)
+        for label, plan in _plans(src, dst, w, "cuda", "sm_90"):
+            check_plan(plan, src, dst, rng)

@@ -109,3 +109,85 @@ def test_one_signature_whatever_the_paths():
         a, b = (re.sub(r"\s+", " ", pat.findall(h)[-1]) for h in heads)
         assert a == b, (a, b)
     assert "constexpr int kSmemBytes = 0;" in heads[0]
+
+
+#: a driver prelude counting the global accesses a launch issues by width (the instruction
+#: wrappers' host branches call llgen_host::st_global / ld_global / cp_async: the macros send
+#: them through counters first); each launch's counts go to stderr as
+#: ``WIDTHS <run> <kind>:<bytes>:<count> ...``
+_COUNTING = """namespace llgen_host {
+inline unsigned long long g_widths[3][17];
+inline void counted_st_global(char* p, unsigned n, uint32_t* const* w) { ++g_widths[0][n]; st_global(p, n, w); }
+inline void counted_ld_global(const char* p, unsigned n, uint32_t* const* w) { ++g_widths[1][n]; ld_global(p, n, w); }
+inline void counted_cp_async(unsigned a, const void* s, unsigned n, unsigned sn) { ++g_widths[2][n]; cp_async(a, s, n, sn); }
+inline void print_widths(int run) {
+    std::fprintf(stderr, "WIDTHS %d", run);
+    for (int k = 0; k < 3; ++k)
+        for (int n = 0; n < 17; ++n)
+            if (g_widths[k][n]) std::fprintf(stderr, " %d:%d:%llu", k, n, g_widths[k][n]);
+    std::fprintf(stderr, "\\n");
+    std::memset(g_widths, 0, sizeof g_widths);
+}
+}
+#define st_global counted_st_global
+#define ld_global counted_ld_global
+#define cp_async counted_cp_async
+"""
+_KINDS = ("st.global", "ld.global", "cp.async")
+
+
+def issued_widths(cases, directory) -> dict[tuple[str, str], dict[tuple[str, int], int]]:
+    """Run every harness variant of each ``(name, plan)`` on the host SIMT runtime (one driver):
+    (name, variant) -> {(instruction, bytes): how many} of the global accesses its launch issued;
+    an error the runtime reports fails."""
+    import numpy as np
+    from ll_codegen.operations import harness_of
+    host.write_sources(directory, cases)
+    launch, errors_loop = "        auto errors = llgen_host::launch(", "        for (auto& e : errors)"
+    text = host.driver_source(cases)
+    assert text.count(launch) == text.count(errors_loop) == 1
+    text = _COUNTING + text.replace(launch, "        llgen_host::print_widths(-1);\n" + launch).replace(
+        errors_loop, "        llgen_host::print_widths(i);\n" + errors_loop)
+    exe, log = host.build(directory, cases, driver=text, opt="-O0")
+    assert exe, log
+    rng, runs, inputs = np.random.default_rng(0), [], []
+    for name, p in cases:
+        op = harness_of(p)
+        for v in op.variants(p):
+            runs.append((name, v))
+            inputs += [np.ascontiguousarray(a).tobytes() for a in op.data(p, rng, v).args]
+    code, stderr, errors, _ = host.run_driver(exe, inputs)
+    assert code == 0 and not errors, (code, stderr[-500:], errors)
+    out = {}
+    for line in stderr.splitlines():
+        if line.startswith("WIDTHS ") and not line.startswith("WIDTHS -1"):
+            run, *counts = line.split()[1:]
+            out[runs[int(run)]] = {(_KINDS[int(k)], int(n)): int(c) for k, n, c in (x.split(":") for x in counts)}
+    assert len(out) == len(runs), stderr[-500:]
+    return out
+
+
+@pytest.mark.compile
+def test_each_variant_takes_its_own_path(tmp_path):
+    """The path a harness variant's dispatch takes, observed: the host runtime counts the global
+    accesses each launch issues by width.  The aligned variant moves the whole tile in vectors of
+    the widest path and each ``_a<v>`` variant (strides and pointer of exactly that alignment) in
+    ``v``-byte vectors, the masked forms too (fewer of them) -- a dispatch reading the wrong
+    strides, or always the narrowest path, keeps the results right and fails here."""
+    if host.compiler() is None:
+        pytest.skip("no clang++ for the host SIMT runtime")
+    cases = [("rta_store_f32", plan(ACC, glob((128, 128), 4), "f32", arch="sm_80")),        # st.global 8, 4
+             ("rta_copy_f16", plan(glob((64, 64), 2), NVMMA, "f16", arch="sm_80"))]         # cp.async 16, 8, 4; 2
+    issued = issued_widths(cases, str(tmp_path))
+    for name, p in cases:
+        tile_bytes = p.elem_bytes
+        for n in p.shape:
+            tile_bytes *= n
+        paths = {"": global_access(p).vector_bytes} | {f"_a{v}": v for v in vectors(p)[1:]}
+        assert len(paths) >= 2
+        for path, v in paths.items():
+            whole = issued[name, path]
+            masked = issued[name, path + "_masked"]
+            assert {n for _, n in whole} == {n for _, n in masked} == {v}, (name, path, whole, masked)
+            assert sum(whole.values()) * v == tile_bytes, (name, path, whole)
+            assert 0 < sum(masked.values()) <= sum(whole.values()), (name, path, masked)

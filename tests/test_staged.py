@@ -1,14 +1,22 @@
 """Staged conversions (strategy ``shuffle+smem``, plan/staged.py): the layout in
 between, the plan's two steps, and how a forced staged strategy is refused."""
+import random
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from ll_codegen.core import f2
-from ll_codegen.plan.planner import normalise, plan_conversion
+from ll_codegen.core.layout import layout_of
+from ll_codegen.core.target import get_target
+from ll_codegen.plan import planner
+from ll_codegen.plan.model import word_view
+from ll_codegen.plan.planner import normalise, plan_conversion, shuffle_forms, staged_plans
+from ll_codegen.plan.shuffle import plan_shuffle
 from ll_codegen.plan.plans import without_via
 from ll_codegen.plan.staged import mid_layout, mid_layouts
 from ll_codegen.layouts.kinds import from_dict
-from ll_codegen.testing.corpus import COL, ROW, blocked
+from ll_codegen.testing.corpus import COL, ROW, blocked, random_pair
 from ll_codegen.verify.emulate.convert import check_plan
 
 
@@ -78,3 +86,50 @@ def test_auto_takes_the_staged_plan_for_the_fp8_transpose():
     plan = plan_conversion(src, dst, "f8e4m3")
     assert plan.strategy == "shuffle+smem"
     assert any(c.strategy == "smem" for c in plan.candidates)
+
+
+def _shuffle_cost(step) -> float:
+    """A shuffle step's cost by the planner's model (module docstring of ``plan/planner.py``):
+    ``SHUFFLE`` a shuffle, ``SELECT`` a lane-dependent select, ``ALU`` a byte permute."""
+    s = step.shuffle
+    return (planner.SHUFFLE * s.shuffles + planner.SELECT * s.selects
+            + planner.ALU * s.pack_ops(word_view(step), step.dst_copies))
+
+
+def _staged_pairs():
+    """The 8-bit transpose of the docstring example and seeded random warp-local pairs of 8, 16 and
+    32-bit elements."""
+    yield "ROW->COL/u8", *_layouts(ROW, COL), "u8"
+    for seed in range(12):
+        src, dst = random_pair(random.Random(seed), same_warps=True)
+        dtype = ("u8", "f16", "f32")[seed % 3]
+        yield f"random{seed}/{dtype}", normalise(src), normalise(dst), dtype
+
+
+def test_staged_first_step_is_its_cheapest_shuffle_form():
+    """Every staged candidate (one per layout in between) shuffles with the cheapest of its shuffle
+    plan's forms (select trees, swap stages, fused words) by the cost model, the first of the
+    cheapest on a tie -- the plan the planner makes for that shuffle step alone, whose reported
+    candidate scores are the forms' costs computed here.  The sample holds steps whose first and
+    second forms cost more than the cheapest, and steps whose last form is not the one chosen."""
+    dearer = {0: 0, 1: 0}
+    other_last = steps = 0
+    for label, src, dst, dtype in _staged_pairs():
+        if planner.classify(src, dst) not in ("shuffle", "smem"):
+            continue
+        w = planner.DTYPE_BYTES[dtype]
+        base = replace(plan_conversion(src, dst, dtype, strategy="smem"), smem=None, dst_copies=(), candidates=())
+        for plan in staged_plans(base, src, dst, get_target("cuda")):
+            mid = layout_of(plan.via.dst_bases)
+            forms = shuffle_forms(plan.via, plan_shuffle(src, mid, w))
+            costs = [_shuffle_cost(f) for f in forms]
+            alone = plan_conversion(src, mid, dtype, strategy="shuffle")
+            assert sorted(costs) == sorted(c.score for c in alone.candidates), label
+            cheapest = min(costs)
+            assert plan.via.shuffle == forms[costs.index(cheapest)].shuffle == alone.shuffle, \
+                f"{label}: first step costs {_shuffle_cost(plan.via)}, its forms {costs}"
+            for k in dearer:
+                dearer[k] += len(costs) > k and costs[k] > cheapest
+            other_last += forms[-1].shuffle != plan.via.shuffle
+            steps += 1
+    assert steps >= 10 and all(dearer.values()) and other_last, (steps, dearer, other_last)

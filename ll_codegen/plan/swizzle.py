@@ -235,9 +235,11 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
             raise too_small(len(spare))
         Rd = spare[len(spare) - n_round_bits:]
         S = [v for v in row_major if v not in Rd]
-        return [_build(src, dst, elem_bytes, target, "none", S, Rd,
-                       _vector_side(a_reg, a_thr, Va, elem_bytes, target),
-                       _vector_side(b_reg, b_thr, Vb, elem_bytes, target, load=True))]
+        plan = _build(src, dst, elem_bytes, target, "none", S, Rd, _vector_side(a_reg, a_thr, Va, elem_bytes, target),
+                      _vector_side(b_reg, b_thr, Vb, elem_bytes, target, load=True))
+        if not aligned(plan, elem_bytes) and max_vec > 1:      # a lane starts inside a vector: narrower
+            return plan_smem(src, dst, elem_bytes, target, swizzle, budget, max_vec // 2 * elem_bytes, matrix, per_warp)
+        return [plan]
     if swizzle != "optimal":
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
     if n_round_bits > len(common) or (elem_bytes << (d - n_round_bits)) > budget:
@@ -285,11 +287,34 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
                  for ph in [ld.phase] + ([ld.merged] if ld.merged else [])]
         plans.append(min(built, key=lambda p: (p.store.total_wavefronts + p.load.total_wavefronts,
                                                p.store.bank_conflicts + p.load.bank_conflicts)))
+    fitting = [p for p in plans if aligned(p, elem_bytes)]
+    if plans and not fitting and max_vec > 1:   # every tile misaligned by some lane: narrower accesses
+        return plan_smem(src, dst, elem_bytes, target, swizzle, budget, max_vec // 2 * elem_bytes, matrix, per_warp)
+    plans = fitting
     # one plan per instructions and costs (different tiles can give the same); the first stays
     unique: dict[tuple, SmemPlan] = {}
     for p in plans:
         unique.setdefault((p.store_instr, p.load_instr, p.store_vec, p.load_vec, p.store, p.load), p)
     return list(unique.values())
+
+
+def aligned(plan: SmemPlan, elem_bytes: int) -> bool:
+    """Whether every access of ``plan`` starts at a multiple of its width (``vec * elem_bytes``
+    bytes for a vector access; for a matrix one of ``x`` matrices the 16-byte rows lanes
+    0 .. 8x - 1 give), on every lane and warp: the address is ``base(lane, warp) ^ offset``, so
+    each base column and each offset must be such a multiple.  A side's lane column with a
+    component along that side's own access tile -- a linear layout whose lane column is a
+    register column xor another -- is not: that lane would start inside a vector."""
+    for instr, vec, base, accesses in ((plan.store_instr, plan.store_vec, plan.store_base,
+                                        [a for r in plan.rounds for a in r.stores]),
+                                       (plan.load_instr, plan.load_vec, plan.load_base,
+                                        [a for r in plan.rounds for a in r.loads])):
+        width, lanes = vec * elem_bytes, base.lane
+        if instr != "vector":                       # x = width / 4 matrices: 8x rows from lanes 0 .. 8x - 1
+            width, lanes = 16, base.lane[:(2 * vec * elem_bytes).bit_length() - 1]
+        if any(o % width for o in (*lanes, *base.warp, *(a.offset for a in accesses))):
+            return False
+    return True
 
 
 def warp_local(src: LinearLayout, dst: LinearLayout) -> bool:
