@@ -25,7 +25,8 @@ from click.testing import CliRunner
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from ll_codegen import cli, jobs  # noqa: E402
+from ll_codegen import cli  # noqa: E402
+from ll_codegen.jobs import corpus as jobs  # noqa: E402
 from ll_codegen.core import files as F, limits  # noqa: E402
 from ll_codegen.jobs import load_corpus  # noqa: E402
 from ll_codegen.regenerate import GENERATED_STAMP, is_generated  # noqa: E402
@@ -340,8 +341,10 @@ def test_long_dtype_lists_are_refused_at_once(tmp_path, monkeypatch):
     corpus = tmp_path / "c.yaml"
     corpus.write_text(f"- src: {BLOCKED}\n  dst: {MMA}\n  dtypes: [{', '.join(['f16'] * 19990)}]\n")
     _one_error_line(_run(["verify", "--corpus", corpus]), "entry 1.dtypes", "at most 64")
-    many = [{"src": BLOCKED, "dst": MMA, "dtypes": ["f16"]} for _ in range(limits.MAX_VERIFY_ROWS + 1)]
-    _one_error_line(_run(["verify", "--corpus", _dump(tmp_path / "many.yaml", many)]), "at most 256")
+    many = [{"src": BLOCKED, "dst": MMA, "shape": [512, 1024], "dtypes": ["f16", "f32"]}
+            for _ in range(limits.MAX_VERIFY_WORK // (2 << 19) + 1)]
+    _one_error_line(_run(["verify", "--corpus", _dump(tmp_path / "many.yaml", many)]),
+                    f"entry {len(many)}", f"at most {limits.MAX_VERIFY_WORK}")
     assert planned == []
 
 

@@ -286,8 +286,10 @@ CORPUS_BAD = {
     "bad_inline_spec": (f"- src: {{kind: blocked}}\n  dst: {ROOT}/{COL}\n", ["entry 1.src", "missing"]),
     "memory_layout": (f"- src: {ROOT}/examples/swizzled_shared_64x64.yaml\n  dst: {ROOT}/{COL}\n",
                       ["entry 1.src", "memory layout"]),
-    "illegal_strategy": (f"- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n"
-                         f"  strategy: shuffle\n", ["entry 2", "illegal"]),
+    "unknown_strategy": (f"- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n"
+                         f"  strategy: shufle\n", ["entry 2.strategy", "unknown strategy"]),
+    "unknown_arch": (f"- src: {ROOT}/{ROW}\n  dst: {ROOT}/{COL}\n  target: hip\n  arch: sm_90\n",
+                     ["entry 1.arch", "unknown HIP arch"]),
     "malformed_yaml": ("- src: [a\n", ["line", "malformed YAML"]),
 }
 

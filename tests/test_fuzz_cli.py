@@ -49,7 +49,7 @@ stdout_fails               48    convert, gather, show --svg, regenerate whose
                                  stdout fails (ENOSPC, EPIPE, EIO), every
                                  combination: nothing written
 long_dtype_lists          100    verify --dtype lists and corpus dtypes of 65
-                                 to 19,000 items, corpora over 256 rows:
+                                 to 19,000 items, corpora over the work bound:
                                  refused before any row is planned
 control_chars_in_names    100    valid and invalid specs under file names with
                                  control characters: SVG parses, errors one line
@@ -73,7 +73,9 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from ll_codegen import api, cli, jobs  # noqa: E402
+from ll_codegen import api, cli  # noqa: E402
+from ll_codegen.core import limits  # noqa: E402
+from ll_codegen.jobs import corpus as jobs  # noqa: E402
 from ll_codegen.layouts.kinds import LAYOUT_KINDS  # noqa: E402
 from ll_codegen.core.dtypes import DTYPE_BYTES  # noqa: E402
 from ll_codegen.core.files import quote_path  # noqa: E402
@@ -652,10 +654,11 @@ def test_long_dtype_lists(work, n, how, data):
         n = n * 4 if n < 4750 else n     # up to 19,000 items, under the YAML value cap
         args = ["verify", "--corpus", _write(work, f"- src: {BLOCKED}\n  dst: {MMA}\n  dtypes: [{', '.join(dts[:n])}]\n"
                                                    * 1, "corpus.yaml")]
-    else:                                # over 256 rows: entries x dtypes
+    else:                                # over the work bound: entries x dtypes x 512 x 1024 elements
         per = data.draw(st.integers(1, 12))
-        entries = 256 // per + 1
-        entry = f"- src: {BLOCKED}\n  dst: {MMA}\n  dtypes: [{', '.join(DTYPE_NAMES[:per])}]\n"
+        entries = limits.MAX_VERIFY_WORK // (per << 19) + 1
+        entry = (f"- src: {BLOCKED}\n  dst: {MMA}\n  shape: [512, 1024]\n"
+                 f"  dtypes: [{', '.join(DTYPE_NAMES[:per])}]\n")
         args = ["verify", "--corpus", _write(work, entry * entries, "corpus.yaml")]
     planned = []
     real = jobs.plan_conversion

@@ -2,7 +2,7 @@
 
 Commands are added to the ``main`` group (``cli/app.py``) with ``@main.command()``:
 ``show`` and ``regenerate`` here, the conversion family (``plan``, ``convert``,
-``verify``, ``bench``) in ``cli/conversion.py``, the generators (``gather``, ``mma``,
+``bench``) in ``cli/conversion.py``, ``verify`` in ``cli/verify.py``, the generators (``gather``, ``mma``,
 ``reduce``) in ``cli/generators.py``, the options they share in ``cli/options.py``.
 The group class, ``LLGenGroup``, runs every command under ``handle_errors``: a user
 error (``USER_ERRORS``: SpecError, LayoutError and any other ValueError,
@@ -28,7 +28,8 @@ import click
 from ll_codegen import regenerate as R
 from ll_codegen.cli.app import (ABORTED, PROG, USER_ERRORS, CLIError, LLGenGroup, command_with_errors, error_line,
                                 handle_errors, main, say)
-from ll_codegen.cli.conversion import bench, convert, plan, verify
+from ll_codegen.cli.conversion import bench, convert, plan
+from ll_codegen.cli.verify import verify
 from ll_codegen.cli.generators import gather, mma, reduce
 from ll_codegen.cli.chain import chain
 from ll_codegen.cli.options import CommaChoice

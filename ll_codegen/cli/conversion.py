@@ -1,5 +1,5 @@
-"""``llgen plan``, ``convert``, ``verify`` and ``bench``: one tensor moved between two layouts
-(a conversion, or a store/load/copy/TMA when a layout is in memory)."""
+"""``llgen plan``, ``convert`` and ``bench``: one tensor moved between two layouts (a conversion,
+or a store/load/copy/TMA when a layout is in memory); ``verify`` is in ``cli/verify.py``."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ from ll_codegen.core import limits
 from ll_codegen.emit.names import default_name
 from ll_codegen.spec import load_spec
 
-__all__ = ["plan", "convert", "verify", "bench"]
+__all__ = ["plan", "convert", "bench"]
 
 
 @main.command()
@@ -69,54 +69,6 @@ def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str,
                             warps=warps, scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp,
                             barrier=barrier)
     write_rendered(conv.files, output, "-o", announce=say)
-
-
-@main.command()
-@conversion_options(required=False)
-@click.option("--dtype", "dtypes", multiple=True, type=CommaChoice(DTYPES),
-              help="Element type(s): repeatable or a comma list (default f16).")
-@click.option("--corpus", default=None, metavar="FILE", type=click.Path(dir_okay=False),
-              help="YAML list of conversions to verify instead of --src/--dst.")
-@click.option("--runs", default=2, show_default=True, type=click.IntRange(1, limits.MAX_RUNS),
-              help="Random tensors per conversion.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, limits.MAX_SEED), help="Random seed.")
-@click.option("--host", is_flag=True, help="Run CUDA harnesses on the host SIMT runtime instead of a GPU.")
-def verify(src: Optional[str], dst: Optional[str], target: str, arch: Optional[str], strategy: str, swizzle: str,
-           smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int],
-           dtypes: tuple[str, ...], corpus: Optional[str], runs: int, seed: int, host: bool) -> None:
-    """Compile and run generated harnesses and check them bit for bit: one
-    conversion (--src/--dst, one row per --dtype) or every entry of --corpus.
-    CUDA runs on the GPU (CuPy), or on the host SIMT runtime with --host; HIP
-    runs on the host SIMT runtime (wave64 or wave32).  Prints a table; exit
-    status 1 on any failure."""
-    from ll_codegen.jobs import VerifyJob as Job, load_corpus, needs_gpu, needs_host, plan_jobs, run_jobs
-    if runs < 1:
-        raise CLIError(f"--runs must be at least 1, got {runs}")
-    if strides is not None:
-        raise CLIError("--stride: verify runs global tiles at padded strides of its own")
-    if corpus:
-        if src or dst:
-            raise CLIError("give either --corpus or --src/--dst, not both")
-        jobs = load_corpus(corpus)
-    else:
-        need(src, dst)
-        dts = limits.dtype_list([d.strip() for v in (dtypes or ("f16",)) for d in v.split(",") if d.strip()], "--dtype")
-        if not dts:
-            raise CLIError("--dtype: no element type given")
-        jobs = [Job(pair=f"{os.path.basename(src)} -> {os.path.basename(dst)}", src=src, dst=dst, dtypes=tuple(dts),
-                    target=target, arch=arch, strategy=strategy, swizzle=swizzle, smem_budget=smem_budget,
-                    shape=shape, name=None)]
-    planned = plan_jobs(jobs)                 # every input checked before looking for a GPU
-    from ll_codegen.run import gpu
-    reason = gpu.available() if needs_gpu(planned, host) else None
-    if reason is not None:
-        raise CLIError(f"cannot verify: {reason} (--host runs on the CPU)")
-    from ll_codegen.run import host as host_runtime
-    if needs_host(planned, host) and host_runtime.compiler() is None:
-        raise CLIError("cannot verify: the host SIMT runtime (HIP rows, --host) needs clang++ (apt-get install clang)")
-    rows, failed = run_jobs(planned, runs=runs, seed=seed, echo=click.echo, host=host)
-    if failed:
-        raise click.exceptions.Exit(1)
 
 
 @main.command()

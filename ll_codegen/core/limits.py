@@ -20,7 +20,8 @@ spec in ``examples/`` and ``ll_codegen/testing/corpus.py`` is a 128x256 tile of
   any integer of a spec, ``MAX_DESCRIPTOR_CHARS`` for a CuTe descriptor;
 * options: ``--smem-budget`` up to ``MAX_SMEM_BUDGET``, ``--iters``,
   ``--ctas``, ``--runs``, ``--seed``, ``--stride`` as below; ``verify``:
-  ``MAX_DTYPES`` element types per list, ``MAX_VERIFY_ROWS`` rows in all;
+  ``MAX_DTYPES`` element types per list, ``MAX_VERIFY_WORK`` tile elements
+  over all rows (each row counted as at least ``MIN_ROW_WORK``);
 * messages: a user value echoed into an error is cut to ``MAX_ECHO`` chars.
 """
 from __future__ import annotations
@@ -61,10 +62,16 @@ MAX_CTAS = 1 << 20
 MAX_RUNS = 1000
 MAX_SEED = (1 << 32) - 1
 #: Most element types one ``verify --dtype`` list or corpus entry may name (there are 12; a list is
-#: de-duplicated after this check), and most rows (conversion x dtype) one ``llgen verify`` plans:
-#: each row is planned before any GPU is looked for, a few milliseconds each.
+#: de-duplicated after this check).
 MAX_DTYPES = 64
-MAX_VERIFY_ROWS = 256
+#: The work one ``llgen verify`` run may take on, counted before anything is planned: the sum over its
+#: rows (conversion x dtype) of each row's tile elements, a row counting as at least ``MIN_ROW_WORK``
+#: (a harness compiled and launched costs that much whatever its tile).  Planning, compiling and
+#: checking a row grow with its tile (a 1024 x 1024 row plans in ~1.5 s, a 64 x 64 row in ~10 ms), so
+#: the bound is on elements, not rows: 64 rows of the largest tile (``MAX_TILE_ELEMENTS``), or 16,384
+#: rows of 64 x 64 tiles or smaller.
+MAX_VERIFY_WORK = 1 << 26
+MIN_ROW_WORK = 1 << 12
 #: Largest TTGIR/TTIR dump read for its layouts (a big kernel's dump with locations is a few MiB),
 #: most distinct layout attributes in it, most distinct shapes kept per attribute.
 MAX_TTGIR_BYTES = 8 << 20

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -54,6 +54,23 @@ def available() -> str | None:
     except Exception as e:
         return f"no usable CUDA device ({e})"
     return None
+
+
+def visible_devices() -> list[str]:
+    """The CUDA devices this process sees, as ``CUDA_VISIBLE_DEVICES`` entries that name them to a
+    child process (``["0", "1"]``, or the parent's own entries, e.g. ``["2", "3"]`` or UUIDs, when it
+    has that variable); empty when none is usable.  Needs CuPy."""
+    import cupy
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return []
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given is not None:
+        names = [t.strip() for t in given.split(",") if t.strip()]
+        if len(names) >= n:
+            return names[:n]
+    return [str(k) for k in range(n)]
 
 
 def device_info() -> dict:
@@ -272,13 +289,17 @@ class Batch:
         self.errors: dict[str, str] = {}
         self.modules: list = []
 
-    def compile(self, batch_size: int = 32, workers: int | None = None) -> "Batch":
+    def compile(self, batch_size: int = 32, workers: int | None = None, pool: Executor | None = None) -> "Batch":
+        """Compile every item, ``batch_size`` harnesses per NVRTC module, in ``workers`` spawned
+        processes -- or in ``pool``, an executor the caller keeps across batches (no start-up per call)."""
         opts = (self.options + (f"--gpu-architecture={compile_arch(list(self.plans.values()))}",)
                 + tuple(f"-I{d}" for d in cuda_include_dirs()))
         chunks = [self.items[i:i + batch_size] for i in range(0, len(self.items), batch_size)]
         jobs = [(self.directory, c, opts, f"batch{k}", self.render) for k, c in enumerate(chunks)]
         workers = min(len(jobs), workers or os.cpu_count() or 1)
-        if workers > 1 and os.environ.get("LLGEN_GPU_COMPILE", "processes") == "processes":
+        if pool is not None and jobs:
+            results = list(pool.map(build_modules, *zip(*jobs)))
+        elif workers > 1 and os.environ.get("LLGEN_GPU_COMPILE", "processes") == "processes":
             import multiprocessing as mp
             with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
                 results = list(ex.map(build_modules, *zip(*jobs)))
