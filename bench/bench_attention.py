@@ -16,8 +16,9 @@ kernels taking turns in a rotated order):
 * ``flash``: the same under ``SDPBackend.FLASH_ATTENTION`` (FlashAttention-2 in torch).
 
 A backend that refuses a shape is reported, not fatal.  TFLOP/s = 4 B H S^2 D / time, half that for
-causal.  ``--ladder`` also times variants of the example's hand-written control (ping-pong between
-the consumer warp groups off, other stage counts) at seq 4096, f16, non-causal.  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
+causal.  ``--ladder`` also times variants of the example's hand-written control (LADDER: the -D knobs of
+attention_fwd.cu -- intra-warpgroup overlap, the rescale slack, exp2 on the FMA pipe, ping-pong) on
+LADDER_SHAPES, f16; each variant's O is checked as ours is.  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import math
 import os
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for p in (os.path.join(ROOT, "gpu_tests"), os.path.join(ROOT, "bench"), ROOT):
@@ -37,10 +39,19 @@ TOKENS = 131072  # batch x heads x seq
 HEADS = 8
 SEQS = [1024, 2048, 4096, 8192, 16384]
 SHAPES = [(d, s, c) for d in (64, 128) for c in (False, True) for s in SEQS]
-LADDER = [("the example (ping-pong; stages: 2 at d 64, 3 at d 128)", ()),
-          ("no ping-pong", ("-DLLGEN_ATTENTION_PINGPONG=0",)),
+# The example as built, then variants of its hand-written control (-D knobs of attention_fwd.cu).
+LADDER = [("the example", ()),
+          ("HEAD's control: no intra-warpgroup overlap, 2 stages at d 64",
+           ("-DLLGEN_ATTENTION_OVERLAP=0", "-DLLGEN_ATTENTION_STAGES_D64=2")),
+          ("no intra-warpgroup overlap", ("-DLLGEN_ATTENTION_OVERLAP=0",)),
+          ("2 stages at d 64", ("-DLLGEN_ATTENTION_STAGES_D64=2",)),
+          ("4 stages at d 64", ("-DLLGEN_ATTENTION_STAGES_D64=4",)),
           ("2 stages at d 128", ("-DLLGEN_ATTENTION_STAGES_D128=2",)),
-          ("4 stages at d 64", ("-DLLGEN_ATTENTION_STAGES_D64=4",))]
+          ("rescale skipped where no row max of the warp grew", ("-DLLGEN_ATTENTION_RESCALE_SLACK=0",)),
+          ("exp2 on FMA: 2/8 at d 64, 1/8 at d 128",
+           ("-DLLGEN_ATTENTION_EXP2_FMA_D64=2", "-DLLGEN_ATTENTION_EXP2_FMA_D128=1")),
+          ("no ping-pong", ("-DLLGEN_ATTENTION_PINGPONG=0",))]
+LADDER_SHAPES = [(64, 4096, False), (128, 4096, False), (64, 1024, True), (128, 1024, True)]
 
 
 def flops(B: int, H: int, S: int, d: int, causal: bool) -> float:
@@ -169,13 +180,14 @@ def main(argv=None) -> int:
     rows = [bench_shape(lib, dh, S, bool(c), dt) for dh, S, c in shapes for dt in dtypes]
     ladder = []
     if a.ladder:
-        variants = {}
-        for name, flags in LADDER[1:]:
-            sub = os.path.join(d, name.replace(" ", "_"))
+        subs = [os.path.join(d, f"variant{i}") for i in range(1, len(LADDER))]
+        for sub in subs:
             os.makedirs(sub)
-            variants[name] = ta.Library(ta.build(sub, flags))
-        for dh in (64, 128):
-            r = bench_shape(lib, dh, 4096, False, torch.float16, variants)
+        with ThreadPoolExecutor(max_workers=len(subs)) as pool:  # nvcc runs as a subprocess: builds overlap
+            paths = list(pool.map(lambda i: ta.build(subs[i - 1], LADDER[i][1]), range(1, len(LADDER))))
+        variants = {name: ta.Library(path) for (name, _), path in zip(LADDER[1:], paths)}
+        for dh, S, c in LADDER_SHAPES:
+            r = bench_shape(lib, dh, S, c, torch.float16, variants)
             r["tflops"][LADDER[0][0]] = r["tflops"].pop("ours")
             ladder.append(r)
     table = report(dev, rows, ladder)

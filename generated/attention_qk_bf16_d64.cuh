@@ -139,11 +139,14 @@ __device__ __forceinline__ void commit() { detail::wgmma_commit_group(); }
 template <int N> __device__ __forceinline__ void wait() { detail::wgmma_wait_group<N>(); }
 // Shared stores by threads (not TMA) become visible to wgmma's async proxy: every writer, then a barrier.
 __device__ __forceinline__ void fence_smem() { detail::fence_proxy_async_shared(); }
-// wait_acc(acc): every wgmma done, then the accumulator pinned after the wait, so the compiler reads acc
-// no earlier.  (Between wgmma a wait<N>() with N > 0 leaves acc alone: touching registers a wgmma in
-// flight writes makes ptxas serialise every wgmma.)
+// wait_acc<N>(acc): at most the N newest committed groups left in flight (groups complete in commit
+// order), then the accumulator pinned after the wait, so the compiler reads acc no earlier.  N = 0: every
+// wgmma done.  N > 0 is for an acc whose group was committed before the N newest (S = Q K^T committed,
+// then O += P V: wait_acc<1>(s) while P V still runs); the groups left in flight keep their registers
+// untouched (touching registers a wgmma in flight reads or writes makes ptxas serialise every wgmma).
+template <int N = 0>
 __device__ __forceinline__ void wait_acc(float (&acc)[kAccRegs]) {
-    wait<0>();
+    wait<N>();
     for (int i = 0; i < kAccRegs; ++i) detail::pin_f(acc[i]);
 }
 // Register budgets of warp specialisation (setmaxnreg; every warp of a warp group calls it): regs_dec<R>()

@@ -140,6 +140,29 @@ def test_attention_fwd_against_float64(attn, B, H, Hkv, Sq, Sk, d, causal, dtype
     check(attn, B, H, Hkv, Sq, Sk, d, dtype, causal, seed=B * 1000 + H * 100 + Sq + Sk + d)
 
 
+# Builds of the hand-written control's -D knobs other than the defaults: the same attention within the
+# same tolerances (the exp2 polynomial's relative error, < 8.8e-5, is below P's 16-bit rounding).
+VARIANTS = {"no_overlap_2_stages_slack0": ("-DLLGEN_ATTENTION_OVERLAP=0", "-DLLGEN_ATTENTION_STAGES_D64=2",
+                                           "-DLLGEN_ATTENTION_RESCALE_SLACK=0"),
+            "exp2_fma_slack8": ("-DLLGEN_ATTENTION_EXP2_FMA_D64=3", "-DLLGEN_ATTENTION_EXP2_FMA_D128=8",
+                                "-DLLGEN_ATTENTION_RESCALE_SLACK=8")}
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def attn_variant(request):
+    with tempfile.TemporaryDirectory() as d:
+        yield Library(build(d, VARIANTS[request.param]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("B,H,Hkv,Sq,Sk", [(2, 2, 2, 200, 333), (1, 1, 1, 1, 700), (2, 8, 2, 300, 300),
+                                         (1, 4, 4, 2048, 2048)])
+def test_attention_fwd_control_variants_against_float64(attn_variant, B, H, Hkv, Sq, Sk, d, causal, dtype):
+    check(attn_variant, B, H, Hkv, Sq, Sk, d, dtype, causal, seed=B * 1000 + H * 100 + Sq + Sk + d + 1)
+
+
 def test_attention_fwd_scale_and_prepared_launch(attn):
     """A scale other than 1/sqrt(d), through prepare + launch on torch's stream, launched twice."""
     q, k, v = inputs(1, 2, 1, 384, 500, 128, torch.bfloat16, 7)

@@ -22,11 +22,12 @@
 // writes are the tiles wgmma reads and the O tile the epilogue stages, that pack_operand() takes the
 // S accumulator's registers, and that every row vector (max, sum, rescale, 1 / sum, LSE) has one
 // layout.  What is written here by hand is control: one producer warp group (one thread issuing TMA:
-// Q once, then K and V through a ring of stages(D) stages, each with a `full` mbarrier per tile and an
-// `empty` one), two consumer warp groups of 64 query rows each that take turns issuing their wgmma
+// Q once, then K and V through a ring of stages(D) stages, each tile with a `full` and an `empty`
+// mbarrier), two consumer warp groups of 64 query rows each that take turns issuing their wgmma
 // (ping-pong: one group's softmax runs under the other's matrix work), each round issuing
-// O += P(j-1) V(j-1) with S(j) = Q K(j)^T, the online-softmax arithmetic (running max, rescale, running
-// sum, in the log2 domain), the masks, the tile loop and the register budgets.
+// S(j) = Q K(j)^T with O += P(j-1) V(j-1) and running the softmax of S(j) while P V is in flight
+// (intra-warpgroup overlap), the online-softmax arithmetic (running max, rescale, running sum, in the
+// log2 domain), the masks, the tile loop and the register budgets.
 // Every instruction is a generated header's wrapper (no inline asm here).
 //
 // Tensors: contiguous [batch, heads, seq, D] (torch's SDPA layout): Q and O [B, H, Sq, D], K and V
@@ -77,7 +78,7 @@ namespace regs = attention_pv_f16_d64;   // setmaxnreg: the same for every mma h
 constexpr int BM = 128, BN = 128;  // query rows and keys of one tile (the S accumulator's shape)
 // The hand-written control's knobs (bench/bench_attention.py --ladder builds variants with -D):
 #ifndef LLGEN_ATTENTION_STAGES_D64
-#define LLGEN_ATTENTION_STAGES_D64 2
+#define LLGEN_ATTENTION_STAGES_D64 3
 #endif
 #ifndef LLGEN_ATTENTION_STAGES_D128
 #define LLGEN_ATTENTION_STAGES_D128 3
@@ -85,9 +86,34 @@ constexpr int BM = 128, BN = 128;  // query rows and keys of one tile (the S acc
 #ifndef LLGEN_ATTENTION_PINGPONG
 #define LLGEN_ATTENTION_PINGPONG 1
 #endif
-// K/V tile pairs in flight per head dim (H200: 3 at d 128 buys 11% over 2; d 64 gains nothing from 3)
+#ifndef LLGEN_ATTENTION_OVERLAP
+#define LLGEN_ATTENTION_OVERLAP 1
+#endif
+#ifndef LLGEN_ATTENTION_EXP2_FMA_D64
+#define LLGEN_ATTENTION_EXP2_FMA_D64 0
+#endif
+#ifndef LLGEN_ATTENTION_EXP2_FMA_D128
+#define LLGEN_ATTENTION_EXP2_FMA_D128 0
+#endif
+#ifndef LLGEN_ATTENTION_RESCALE_SLACK
+#define LLGEN_ATTENTION_RESCALE_SLACK -1
+#endif
+// K/V tile pairs in flight per head dim (H200: 3 at d 128 buys 11% over 2; at d 64, 2, 3 and 4 within noise)
 __host__ __device__ constexpr int stages(int d) { return d == 64 ? LLGEN_ATTENTION_STAGES_D64 : LLGEN_ATTENTION_STAGES_D128; }
 constexpr bool PINGPONG = LLGEN_ATTENTION_PINGPONG;  // consumer groups take turns issuing wgmma
+// Intra-warpgroup overlap: S(j) is issued before O += P(j-1) V(j-1) and the softmax of S(j) runs while
+// P V is still in flight (wait_acc<1>); only the O rescale and the packing of P wait for it.
+constexpr bool OVERLAP = LLGEN_ATTENTION_OVERLAP;
+// Of every 8 scores, how many take exp2 from the FMA pipe (exp2_fma) instead of the MUFU unit (16
+// results per clock and SM: at d 64 the exponentials take as long as the two GEMMs).
+__host__ __device__ constexpr int exp2_fma_of_8(int d) {
+    return d == 64 ? LLGEN_ATTENTION_EXP2_FMA_D64 : LLGEN_ATTENTION_EXP2_FMA_D128;
+}
+// The running max is kept while no row of a warp's rows grew by more than RESCALE_SLACK (log2 units):
+// alpha = 1, no O rescale; P then stays below 2^RESCALE_SLACK (0: kept only where no row max grew, the
+// same arithmetic; negative: every tile rescales).
+constexpr float RESCALE_SLACK = LLGEN_ATTENTION_RESCALE_SLACK;
+static_assert(RESCALE_SLACK <= 16.0f, "P = exp2(S c - m c) < 2^16 fits f16 and bf16");
 constexpr int CONSUMERS = 2;                    // consumer warp groups (64 query rows each)
 constexpr int THREADS = 128 + CONSUMERS * 128;  // warp group 0 produces, 1 and 2 consume
 constexpr int ALIGN = 1024;                     // the 128-byte swizzle's tile alignment (asserted below)
@@ -177,6 +203,9 @@ struct Ops;
             attention_pv_##T##_d##D::wait_acc(o);                                                                \
             attention_qk_##T##_d##D::wait_acc(s);                                                                \
         }                                                                                                        \
+        /* S issued before O += P V: wait_s(s) leaves P V in flight (s pinned), wait_o(o) waits for it */      \
+        __device__ static __forceinline__ void wait_s(float (&s)[kSRegs]) { attention_qk_##T##_d##D::wait_acc<1>(s); } \
+        __device__ static __forceinline__ void wait_o(float (&o)[kORegs]) { attention_pv_##T##_d##D::wait_acc<0>(o); } \
         __device__ static __forceinline__ void pack(const float (&s)[kSRegs], uint32_t (&p)[kPWords]) {           \
             attention_pv_##T##_d##D::pack_operand(s, p);                                                         \
         }                                                                                                        \
@@ -256,12 +285,26 @@ struct ORows<128> {
 };
 
 // Dynamic shared memory of head dim d: the Q tile (reused for O), stages(d) K/V tile pairs, the
-// mbarriers (Q, K and V full per stage, empty per stage, O staged, two turns) and the alignment slack.
+// mbarriers (Q, K and V full and empty per stage, O staged, two turns) and the alignment slack.
 constexpr int smem_bytes(int d) {
     return (d == 64 ? Ops<false, 64>::kTileBytes : Ops<false, 128>::kTileBytes) * (1 + 2 * stages(d)) +
-           8 * (4 + 3 * stages(d)) + ALIGN;
+           8 * (4 + 4 * stages(d)) + ALIGN;
 }
 static_assert(smem_bytes(64) <= 227 * 1024 && smem_bytes(128) <= 227 * 1024, "fits the H100/H200's 227 KiB a block");
+
+// 2^x for x <= 64 on the FMA pipe: 2^floor(x) as exponent bits, 2^f (f = x - floor(x) in [0, 1)) by
+// the degree-3 polynomial 1 + f (c1 + f (c2 + f c3)) (relative error < 8.8e-5, below P's 16-bit
+// rounding, 2^-11 for f16).  x is clamped at -127 where f = 0, p = 1 and the sum of the bits is 0:
+// exp2_fma(-inf) = 0 as exp2f.  floor(x) is the round-down add of 1.5 * 2^23 (its low mantissa bits).
+inline __device__ float exp2_fma(float x) {
+    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: ulp 1, integers in the low 22 mantissa bits
+    x = fmaxf(x, -127.0f);
+    const float r = __fadd_rd(x, kRound);
+    const float f = x - (r - kRound);
+    const float p = fmaf(fmaf(fmaf(0.077119089663028717041015625f, f, 0.227564394474029541015625f), f,
+                              0.695146143436431884765625f), f, 1.0f);
+    return __uint_as_float(__float_as_uint(p) + (__float_as_uint(r) << 23));
+}
 
 inline __device__ uint16_t round16(float x, bool bf) {
     return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
@@ -283,8 +326,9 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
     uint64_t* const q_full = reinterpret_cast<uint64_t*>(kv + 2 * STAGES * TILE);
     uint64_t* const k_full = q_full + 1;                 // TMA landed K of stage s
     uint64_t* const v_full = k_full + STAGES;            // TMA landed V of stage s
-    uint64_t* const empty = v_full + STAGES;             // both consumer groups done with stage s
-    uint64_t* const o_staged = empty + STAGES;           // every consumer thread staged its O rows
+    uint64_t* const k_empty = v_full + STAGES;           // both consumer groups done with K of stage s
+    uint64_t* const v_empty = k_empty + STAGES;          // both consumer groups done with V of stage s
+    uint64_t* const o_staged = v_empty + STAGES;         // every consumer thread staged its O rows
     uint64_t* const turn = o_staged + 1;                 // turn[g]: consumer group g may issue its wgmma
     const int wg = threadIdx.x / 128;
     const int m_blocks = (seq_q + BM - 1) / BM;
@@ -298,7 +342,8 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
         for (int s = 0; s < STAGES; ++s) {
             sync::mbar_init(&k_full[s], 1);           // the producer's arrive_expect_tx
             sync::mbar_init(&v_full[s], 1);
-            sync::mbar_init(&empty[s], CONSUMERS);    // one arrival per consumer warp group
+            sync::mbar_init(&k_empty[s], CONSUMERS);  // one arrival per consumer warp group
+            sync::mbar_init(&v_empty[s], CONSUMERS);
         }
         sync::mbar_init(o_staged, CONSUMERS * 128);
         sync::mbar_init(&turn[0], 128);                // every thread of the other group arrives
@@ -315,10 +360,12 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
             Op::load(map_q, cq, q_tile, q_full);
             for (int j = 0; j < n_tiles; ++j) {
                 const int s = j % STAGES;
-                if (j >= STAGES) sync::mbar_wait(&empty[s], ((j / STAGES) - 1) & 1);  // its last readers are done
                 const int ckv[3] = {kv_head, j * BN, 0};
+                // K(j - STAGES) is released when S of its round is complete, V(j - STAGES) a round later
+                if (j >= STAGES) sync::mbar_wait(&k_empty[s], ((j / STAGES) - 1) & 1);
                 sync::mbar_arrive_expect_tx(&k_full[s], Op::kTxBytes);
                 Op::load(map_k, ckv, kv + 2 * s * TILE, &k_full[s]);
+                if (j >= STAGES) sync::mbar_wait(&v_empty[s], ((j / STAGES) - 1) & 1);
                 sync::mbar_arrive_expect_tx(&v_full[s], Op::kTxBytes);
                 Op::load(map_v, ckv, kv + (2 * s + 1) * TILE, &v_full[s]);
             }
@@ -338,9 +385,11 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) m[i] = -INFINITY, l[i] = 0.0f;
 
-    // softmax(j): S of key tile j (complete) -> P in p; m, l and O rescaled.  O must be complete.
+    // scores(j): S of key tile j (complete) -> exp2 in place; m and l updated, alpha (the O rescale)
+    // returned in `alpha`, false when it is 1 for every row of this warp.  Touches neither O nor P.
     uint32_t p[Op::kPWords];
-    auto softmax = [&](int j) {
+    float alpha[ROWS];
+    auto scores = [&](int j) -> bool {
         // Keys past the sequence (zeros from TMA) and, causal, keys after the query: -inf.  Register
         // r of a thread holds S[row0 + rr][col0 + cr] with (rr, cr) the register's own part of the
         // index (asserted additive above), so each test is one compare with a constant.
@@ -356,28 +405,42 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
             }
         }
         // Online softmax: m' = max(m, rowmax S), alpha = exp2((m - m') c), P = exp2(S c - m' c),
-        // l' = alpha l + rowsum P, O' = alpha O (+ P V next)  (c = scale_log2).
-        float mx[ROWS], alpha[ROWS], shift[ROWS];
+        // l' = alpha l + rowsum P, O' = alpha O (+ P V next)  (c = scale_log2).  Where every row of the
+        // warp has rowmax S c <= m c + RESCALE_SLACK, m' = m (alpha = 1): the same quotient O / l.
+        float mx[ROWS], shift[ROWS];
         row_max::reduce(s, mx, nullptr, row_max::Max(), tid);
+        bool keep = true;
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) keep = keep && mx[i] * scale_log2 <= m[i] * scale_log2 + RESCALE_SLACK;
+        const bool rescale = RESCALE_SLACK < 0.0f || !__all_sync(0xffffffffu, keep);  // warp-uniform: rows live in one warp
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) {
-            const float mn = fmaxf(m[i], mx[i]);
+            const float mn = rescale ? fmaxf(m[i], mx[i]) : m[i];
             shift[i] = mn == -INFINITY ? 0.0f : mn * scale_log2;  // a row with every key masked so far stays 0
-            alpha[i] = exp2f(m[i] * scale_log2 - shift[i]);
+            alpha[i] = rescale ? exp2f(m[i] * scale_log2 - shift[i]) : 1.0f;
             m[i] = mn;
         }
         float shift_s[Op::kSRegs];
         row_max::broadcast(shift, shift_s);
 #pragma unroll
-        for (int r = 0; r < Op::kSRegs; ++r) s[r] = exp2f(fmaf(s[r], scale_log2, -shift_s[r]));
+        for (int r = 0; r < Op::kSRegs; ++r) {
+            const float x = fmaf(s[r], scale_log2, -shift_s[r]);
+            s[r] = r % 8 < exp2_fma_of_8(D) ? exp2_fma(x) : exp2f(x);
+        }
         float sum[ROWS];
         row_sum::reduce(s, sum, nullptr, row_sum::Sum(), tid);
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) l[i] = alpha[i] * l[i] + sum[i];
-        float alpha_o[Op::kORegs];
-        ORows<D>::broadcast(alpha, alpha_o);
+        return rescale;
+    };
+    // finish(rescale): O *= alpha, P packed (O and the P of the last P V complete).
+    auto finish = [&](bool rescale) {
+        if (rescale) {
+            float alpha_o[Op::kORegs];
+            ORows<D>::broadcast(alpha, alpha_o);
 #pragma unroll
-        for (int r = 0; r < Op::kORegs; ++r) o[r] *= alpha_o[r];
+            for (int r = 0; r < Op::kORegs; ++r) o[r] *= alpha_o[r];
+        }
         Op::pack(s, p);  // P rounded to the inputs' type, in the A registers of O += P V
     };
     // Ping-pong: the consumer warp groups take turns issuing their wgmma (turn[g] completes when the
@@ -396,27 +459,43 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
     };
     if (PINGPONG && g == 1) sync::mbar_arrive(&turn[0]);
 
-    // Round j issues O += P(j-1) V(j-1) and S(j) = Q K(j)^T together, then softmax(j); the first round
-    // (j = 0) has no P V, the last (j = n_tiles) no S.  (Peeled: a wgmma issued on one path only
-    // makes ptxas serialise them all.)
+    // Round j issues S(j) = Q K(j)^T and O += P(j-1) V(j-1) together, then the softmax of S(j) (with
+    // OVERLAP while P V runs), then O's rescale and P(j); the first round (j = 0) has no P V, the last
+    // (j = n_tiles) no S.  (Peeled: a wgmma issued on one path only makes ptxas serialise them all.)
     sync::mbar_wait(q_full, 0);
     sync::mbar_wait(&k_full[0], 0);
     take_turn();
     Op::qk(s, q_tile, kv, tid);  // S = Q K^T (this warp group's 64 rows)
     pass_turn();
     Op::wait(s, o);
-    softmax(0);
+    const bool leader = tid % 128 == 0;  // arrives on the empty barriers for its warp group
+    if (leader) sync::mbar_arrive(&k_empty[0]);
+    finish(scores(0));
     for (int j = 1; j < n_tiles; ++j) {
         const int st = j % STAGES, prev = (j - 1) % STAGES;
-        sync::mbar_wait(&v_full[prev], ((j - 1) / STAGES) & 1);
         sync::mbar_wait(&k_full[st], (j / STAGES) & 1);
+        sync::mbar_wait(&v_full[prev], ((j - 1) / STAGES) & 1);
         take_turn();
-        Op::pv(o, p, kv + (2 * prev + 1) * TILE);
         Op::qk(s, q_tile, kv + 2 * st * TILE, tid);
+        Op::pv(o, p, kv + (2 * prev + 1) * TILE);
         pass_turn();
-        Op::wait(s, o);
-        if (tid % 128 == 0) sync::mbar_arrive(&empty[prev]);  // this group's wgmma on stage prev are done
-        softmax(j);
+        // K(j) is free once S(j) is complete, V(j-1) once P V is
+        bool rescale;
+        if (OVERLAP) {
+            Op::wait_s(s);
+            if (leader) sync::mbar_arrive(&k_empty[st]);
+            rescale = scores(j);
+            Op::wait_o(o);
+            if (leader) sync::mbar_arrive(&v_empty[prev]);
+        } else {
+            Op::wait(s, o);
+            if (leader) {
+                sync::mbar_arrive(&k_empty[st]);
+                sync::mbar_arrive(&v_empty[prev]);
+            }
+            rescale = scores(j);
+        }
+        finish(rescale);
     }
     const int last = (n_tiles - 1) % STAGES;
     sync::mbar_wait(&v_full[last], ((n_tiles - 1) / STAGES) & 1);

@@ -225,7 +225,7 @@ def namespace_values(plan: MmaPlan, name: str) -> dict:
                 params=_params(plan), wgmma=plan.kind == "wgmma", ab_raw=RAW[AB_BYTES[plan.dtype]],
                 acc_c=ACC_C[plan.acc_dtype], acc_constraint=ACC_CONSTRAINT[plan.acc_dtype],
                 acc_per_reg=plan.acc_per_reg,
-                acc_wait=0,          # wait_acc: acc is read next, so no wgmma group writing it may stay in flight
+                acc_wait=0,          # wait_acc's default N: acc is read next, so no wgmma group may stay in flight
                 shared_a=plan.a.space == "shared", shared_b=plan.b.space == "shared")
 
 

@@ -43,6 +43,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -819,6 +820,30 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 }
 
 inline size_t __cvta_generic_to_shared(const void* p) { return ::llgen_host::lds_offset(p); }
+
+// vote.sync.all: every lane of the (full) warp's predicate, through xor shuffles (member mask checked).
+inline int __all_sync(unsigned mask, int pred) {
+    int all = pred != 0;
+    for (int b = 1; b < warpSize; b <<= 1) all &= __shfl_xor_sync(mask, all, b);
+    return all;
+}
+// The bits of a float as an unsigned and back (mov.b32).
+inline unsigned __float_as_uint(float x) {
+    unsigned u;
+    std::memcpy(&u, &x, 4);
+    return u;
+}
+inline float __uint_as_float(unsigned u) {
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+}
+// add.rm.f32: a + b rounded toward -inf (the nearest sum, one ulp down where it lies above the exact sum;
+// exact where a + b is exact in double, as for operands within 2^29 of each other's scale).
+inline float __fadd_rd(float a, float b) {
+    const float r = a + b;
+    return double(r) > double(a) + double(b) ? std::nextafter(r, -INFINITY) : r;
+}
 
 struct uint2 {
     unsigned x, y;
