@@ -30,6 +30,12 @@ from typing import Sequence
 
 import pytest
 
+# Host SIMT builds at -O0 unless told (``ll_codegen.run.host.OPT_ENV``): a quarter of -O1's compile
+# time, and the runtime's fiber switches dominate the runs either way; tests/test_host_run.py builds
+# the generated files at -O1, so optimised builds of the same templates are checked too.  Child
+# processes (``llgen verify --host``) inherit it.
+os.environ.setdefault("LLGEN_HOST_OPT", "-O0")
+
 #: program names (the basename of a command's first word) that compile, assemble or build
 COMPILERS = re.compile(r"(nvcc|hipcc|ptxas|cuobjdump|nvdisasm|fatbinary|clang|clang\+\+|amdclang\+\+|gcc|g\+\+|cc|c\+\+|"
                        r"cmake|ctest|make|ninja|ld|ld\.lld|llc)(-\d+(\.\d+)*)?")

@@ -2,7 +2,9 @@
 
 1. Every source file in ``generated/`` compiles standalone: CUDA files with
    ``nvcc -std=c++17 -arch=sm_80`` and ``-arch=sm_90`` (sm_90 only when the
-   conversion uses ldmatrix/stmatrix), HIP files with Debian's ``hipcc`` for
+   conversion uses ldmatrix/stmatrix), device code only (``toolchain.nvcc_cubin``;
+   ``tests/test_nvcc_arch_flags.py`` compiles the host side; a header its harness includes
+   first is compiled as part of the harness), HIP files with Debian's ``hipcc`` for
    gfx90a (64-lane layouts) or gfx1030 (32-lane).  Where
    ``generated/manifest.yaml`` lists a file's ``llgen convert`` arguments the
    conversion is re-planned and the harness's PTX/ISA counts are checked too.
@@ -27,17 +29,14 @@ Without nvcc or hipcc the tests that need them are skipped with the reason;
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import glob
 import os
 import random
 import re
-import shlex
 from dataclasses import dataclass
 
 import pytest
-import yaml
 
 from ll_codegen.api import plan_conversion as api_plan
 from ll_codegen.testing.corpus import NAMED
@@ -45,11 +44,12 @@ from ll_codegen.plan.plans import Transfer
 from ll_codegen.plan.planner import plan_conversion
 from ll_codegen.emit.render import file_names
 from ll_codegen.operations import write_files
+from ll_codegen.run import ptx_check
 from ll_codegen.spec import spec_from_dict
 import strata
-from toolchain import (HIPCC, HIP_ENV, NVCC, arch_flags, counted_kernel, expected, failures, isa_counts, need, owner,
+from toolchain import (HIPCC, HIP_ENV, NVCC, counted_kernel, expected, failures, isa_counts, need, owner,
                        ptx_counts, random_copy_plans, random_memory_plans, random_plans, run, run_all, split_isa,
-                       split_ptx, uses_matrix, uses_stmatrix, widths)
+                       split_ptx, nvcc_cubin, uses_matrix, uses_stmatrix, widths)
 
 pytestmark = pytest.mark.compile
 
@@ -140,16 +140,6 @@ def _batches(cases: list[Case]):
             yield target, archs, cs[k:k + BATCH]
 
 
-def _nvcc_job(nvcc: str, d: str, tu: str, arch: str) -> tuple[str, list[str], str]:
-    """(key, command, kept PTX path): cubin for ``arch``, keeping the PTX."""
-    stem = os.path.splitext(tu)[0]
-    keep = os.path.join(d, f"keep_{stem}_{arch}")
-    os.makedirs(keep, exist_ok=True)
-    cmd = [nvcc, "-std=c++17", *arch_flags(arch), "-cubin", "--keep", "--keep-dir", keep,
-           "-o", f"{stem}.{arch}.cubin", tu]
-    return f"{tu} ({arch})", cmd, os.path.join(keep, f"{stem}.ptx")
-
-
 @pytest.fixture(scope="module")
 def sample_build(tmp_path_factory):
     """Render the sample into batched translation units and compile them all.
@@ -171,8 +161,8 @@ def sample_build(tmp_path_factory):
         names = [c.name for c in cs]
         for arch in archs:
             if target == "cuda":
-                key, cmd, asm = _nvcc_job(nvcc, d, tu, arch)
-                jobs.append((key, cmd))
+                cmd, asm = nvcc_cubin(nvcc, tu, arch, os.path.join(d, f"{os.path.splitext(tu)[0]}.{arch}"))
+                jobs.append((f"{tu} ({arch})", cmd))
             else:
                 stem = os.path.splitext(tu)[0]
                 key = f"{tu} ({arch})"
@@ -392,41 +382,22 @@ def test_sample_instruction_counts_exact(sample_build, tool):
 
 
 # ------------------------------------------------------------------ generated/
-_CONVERT = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-for _opt in ("--name", "--src", "--dst", "--dtype", "--target", "--arch", "--strategy", "--swizzle",
-             "--smem-budget", "--shape", "--stride", "--warps"):
-    _CONVERT.add_argument(_opt)
+#: the operations of ``llgen convert`` entries, whose harnesses this module counts and compiles for
+#: ``compile_archs``; mma, reduce and gather harnesses are counted by their own tests and compiled for
+#: the arch their text implies (``file_archs``)
+COUNTED = ("convert", "store", "load", "copy", "tma", "relayout")
 
 
-def manifest_plans() -> dict[str, Transfer]:
-    """name -> plan for every manifest entry whose arguments this test understands."""
+def manifest_plans() -> dict[str, object]:
+    """name -> plan of every ``generated/manifest.yaml`` entry, planned as ``llgen regenerate`` plans it."""
+    from ll_codegen.cli import MANIFEST_COMMANDS
+    from ll_codegen.regenerate import build, load_manifest
     path = os.path.join(GENERATED, "manifest.yaml")
     if not os.path.exists(path):
         return {}
-    from ll_codegen import api
-    with open(path) as f:
-        entries = yaml.safe_load(f) or []
-    out = {}
-    for e in entries:
-        args = e.get("args") if isinstance(e, dict) else None
-        if not args:
-            continue
-        try:
-            a, rest = _CONVERT.parse_known_args(shlex.split(args) if isinstance(args, str) else list(args))
-        except argparse.ArgumentError:
-            continue
-        if rest or not (a.name and a.src and a.dst):
-            continue
-        kw = {k: v for k, v in (("target", a.target), ("arch", a.arch), ("strategy", a.strategy),
-                                 ("swizzle", a.swizzle), ("shape", a.shape), ("strides", a.stride)) if v is not None}
-        if a.warps is not None:
-            kw["warps"] = int(a.warps)
-        if a.smem_budget is not None:
-            kw["smem_budget"] = int(a.smem_budget)
-        # spec paths are relative to the repository root
-        out[a.name] = api.plan_conversion(os.path.join(ROOT, a.src), os.path.join(ROOT, a.dst),
-                                          dtype=a.dtype or "f16", **kw)
-    return out
+    entries = load_manifest(path)
+    build(entries, path, MANIFEST_COMMANDS)
+    return {e.params["name"]: e.conv.plan for e in entries}
 
 
 _HEADER_OF = re.compile(r'#include\s+"([^"]+)"')
@@ -459,7 +430,7 @@ def file_archs(path: str, plans: dict[str, Transfer]) -> tuple[str, ...]:
     entry, else from the file (stmatrix asm -> sm_90 only; a HIP
     header's kWarpSize 64 -> gfx90a, 32 -> gfx1030)."""
     plan = plans.get(_conversion_name(path))
-    if plan is not None:
+    if plan is not None and plan.operation in COUNTED:
         return compile_archs(plan)
     text = _header_text(path)
     if path.endswith((".cuh", ".cu")):
@@ -468,6 +439,17 @@ def file_archs(path: str, plans: dict[str, Transfer]) -> tuple[str, ...]:
         return ("sm_90",) if re.search(r"\bstmatrix\.sync", text) else CUDA_ARCHS
     m = re.search(r"constexpr int kWarpSize\s*=\s*(\d+)", text)
     return ("gfx90a",) if m and m.group(1) == "64" else ("gfx1030",)
+
+
+def _first_in_harness(header: str) -> bool:
+    """Whether ``header``'s harness includes it before anything else: compiling the harness for the
+    same archs then compiles the header on its own too, as a user includes it."""
+    harness = re.sub(r"\.(cuh|h)$", lambda m: "_harness." + ("cu" if m.group(1) == "cuh" else "hip"), header)
+    if not os.path.exists(harness):
+        return False
+    with open(harness) as f:
+        first = next((ln for ln in f if ln.startswith("#include")), "")
+    return first.strip() == f'#include "{os.path.basename(header)}"'
 
 
 @pytest.fixture(scope="module")
@@ -484,19 +466,16 @@ def generated_build(tmp_path_factory):
     jobs, meta = [], []
     for k, path in enumerate(files):
         rel = os.path.relpath(path, ROOT)
+        if path.endswith((".cuh", ".h")) and _first_in_harness(path):
+            continue
         for arch in file_archs(path, plans):
             out = os.path.join(d, f"f{k:03d}_{arch}")
             if path.endswith((".cuh", ".h")):   # a header on its own, as a user includes it
                 tu = out + (".cu" if path.endswith(".cuh") else ".hip")
                 with open(tu, "w") as f:
                     f.write(f'#include "{path}"\n')
-            if path.endswith(".cuh"):
-                cmd = [nvcc, "-std=c++17", *arch_flags(arch), "-c", tu, "-o", out + ".o"]
-            elif path.endswith(".cu"):
-                keep = out + "_keep"
-                os.makedirs(keep)
-                cmd = [nvcc, "-std=c++17", *arch_flags(arch), "-cubin", "--keep", "--keep-dir", keep,
-                       path, "-o", out + ".cubin"]
+            if path.endswith((".cuh", ".cu")):        # device only: the host pass is test_nvcc_arch_flags's
+                cmd, _ = nvcc_cubin(nvcc, tu if path.endswith(".cuh") else path, arch, out)
             elif path.endswith(".h"):
                 cmd = [hipcc, f"--offload-arch={arch}", "--genco", tu, "-o", out + ".co"]
             else:
@@ -524,6 +503,8 @@ def _generated_counts(generated_build) -> tuple[list[str], list[str], int]:
         name = _conversion_name(path)
         if rc != 0 or name not in plans or not re.search(r"_harness\.(cu|hip)$", path):
             continue
+        if plans[name].operation not in COUNTED:
+            continue
         if plans[name].operation == "tma":     # no per-instruction plan counts: boxes, barriers (tests/test_tma.py)
             continue
         if plans[name].operation == "relayout":   # its harness fills and reads tiles around relayout(); the PTX
@@ -546,6 +527,24 @@ def _generated_counts(generated_build) -> tuple[list[str], list[str], int]:
         soft += [f"{key}: {x}" for x in s]
     assert checked, "no generated harness compiled"
     return hard, soft, checked
+
+
+def test_generated_ptx_is_what_the_manifest_says(generated_build):
+    """Every CUDA harness of generated/, as it is on disk, run by the PTX interpreter against its
+    re-planned manifest entry (``run/ptx_check.py``, see tests/test_ptx_text.py): the PTX nvcc kept
+    while compiling it for the plan's arch."""
+    plans, results = generated_build
+    bad, checked = [], 0
+    for path, arch, out, key, cmd, rc, text in results:
+        name = _conversion_name(path)
+        plan = plans.get(name)
+        if not path.endswith("_harness.cu") or plan is None or plan.target != "cuda" or arch != plan.arch:
+            continue
+        assert rc == 0, text
+        with open(os.path.join(out + "_keep", os.path.basename(path)[:-3] + ".ptx")) as f:
+            bad += ptx_check.check(plan, f.read(), name)
+        checked += 1
+    assert checked >= 15 and not bad, "\n".join(bad[:8])
 
 
 def test_generated_instruction_counts(generated_build):

@@ -304,9 +304,9 @@ def test_headers_compile(tmp_path, tool):
         tu = tmp_path / f"tu_{key}.{'cu' if tool == 'cuda' else 'hip'}"
         tu.write_text("".join(f'#include "{f}"\n' for f in files))
         if tool == "cuda":
-            jobs.append(("sm_90", [exe, "-std=c++17", "-arch=sm_90", "-c", str(tu), "-o", str(tu) + ".o"]))
-            jobs.append(("sm_80 check", [exe, "-std=c++17", "-arch=sm_80", "-DLLGEN_GATHER_CHECK", "-c", str(tu),
-                                         "-o", str(tu) + ".chk.o"]))
+            jobs.append(("sm_90", [exe, "-std=c++17", "-arch=sm_90", "-cubin", str(tu), "-o", str(tu) + ".cubin"]))
+            jobs.append(("sm_80 check", [exe, "-std=c++17", "-arch=sm_80", "-DLLGEN_GATHER_CHECK", "-cubin", str(tu),
+                                         "-o", str(tu) + ".chk.cubin"]))
         else:
             arch = {"gfx1030": "gfx1030"}.get(key, "gfx90a")
             jobs.append((key, [exe, f"--offload-arch={arch}", "--genco", str(tu), "-o", str(tu) + ".co"]))
@@ -446,7 +446,7 @@ int main(int argc, char** argv) {{
 }}
 ''')
         exe = tmp_path / name
-        r = subprocess.run([host.compiler(), *host.FLAGS, "-I", host.SIMT_DIR, "-I", str(tmp_path), "-include",
+        r = subprocess.run([host.compiler(), *host.flags(), "-I", host.SIMT_DIR, "-I", str(tmp_path), "-include",
                             "simt_host.h", str(drv), "-o", str(exe)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
         (tmp_path / "in.bin").write_bytes(src.tobytes() + idx.astype(np.int32).tobytes())

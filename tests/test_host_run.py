@@ -62,9 +62,9 @@ def sample() -> list[tuple[str, object]]:
 @pytest.fixture(scope="module")
 def sampled():
     items = sample()
-    # -O0: a quarter of -O1's compile time for the same runs; generated/ (below) and `llgen verify
-    # --host` build at -O1, so optimised host builds of the same templates are checked too
-    return items, host.verify_host(items, seed=SEED, opt="-O0")
+    # -O0 (tests/conftest.py): a quarter of -O1's compile time for the same runs; generated/ (below)
+    # builds at -O1, so optimised host builds of the same templates are checked too
+    return items, host.verify_host(items, seed=SEED)
 
 
 def test_stratified_minimums():
@@ -126,7 +126,7 @@ def test_generated_files_run_unchanged():
     entries = load_manifest(manifest)
     build(entries, manifest, MANIFEST_COMMANDS)
     items = [(e.params["name"], e.conv.plan) for e in entries]        # conversions, gathers, TMA, mma
-    results = host.verify_host(items, runs=2, seed=7, sources=os.path.join(ROOT, "generated"))
+    results = host.verify_host(items, runs=2, seed=7, sources=os.path.join(ROOT, "generated"), opt="-O1")
     bad = [r.message for r in results if not r.ok]
     assert not bad, bad
     assert len(results) == len(entries) >= 19 and {p.operation for _, p in items} >= {"gather", "tma", "mma"}
@@ -167,7 +167,7 @@ def test_index_helpers_match_the_layouts(tmp_path):
     lines.append("}")
     (tmp_path / "idx.cpp").write_text("\n".join(lines))
     exe = str(tmp_path / "idx")
-    r = subprocess.run([host.compiler(), *host.FLAGS, "-I", host.SIMT_DIR, "-include", "simt_host.h",
+    r = subprocess.run([host.compiler(), *host.flags(), "-I", host.SIMT_DIR, "-include", "simt_host.h",
                         str(tmp_path / "idx.cpp"), "-o", exe], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     got = [int(x) for x in subprocess.run([exe], capture_output=True, text=True).stdout.split()]
@@ -186,6 +186,6 @@ def test_runtime_refuses_unmodelled_constructs(tmp_path, body):
     import subprocess
     src = tmp_path / "k.cu"
     src.write_text("#include <cuda_runtime.h>\n__global__ void k(int* o) { " + body + " }\n")
-    r = subprocess.run([host.compiler(), *host.FLAGS, "-I", host.SIMT_DIR, "-include", "simt_host.h", "-c",
+    r = subprocess.run([host.compiler(), *host.flags(), "-I", host.SIMT_DIR, "-include", "simt_host.h", "-c",
                         str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
     assert r.returncode != 0 and "error" in r.stderr

@@ -168,7 +168,7 @@ def test_compiles_for_sm_90a_and_sm_80(tmp_path, acc_dtype):
         assert g.plan.instr.split(".")[-1 if name == "m" else -3] == acc_dtype
         for f, text in g.files.items():
             (tmp_path / f).write_text(text)
-        r = subprocess.run([nvcc, "-std=c++17", *arch_flags(arch), "-c", "-o", os.devnull,
+        r = subprocess.run([nvcc, "-std=c++17", *arch_flags(arch), "-cubin", "-o", os.devnull,
                             str(tmp_path / f"{name}_harness.cu")], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
 
@@ -192,7 +192,7 @@ def test_f16_accumulator_corpus_compiles(tmp_path):
                 (tmp_path / f).write_text(text)
             units.append(f'#include "{c.name}_harness.cu"')
         (tmp_path / f"all_{arch}.cu").write_text("\n".join(units) + "\n")
-        jobs.append((arch, [nvcc, "-std=c++17", *arch_flags(arch), "-c", "-o", os.devnull, f"all_{arch}.cu"]))
+        jobs.append((arch, [nvcc, "-std=c++17", *arch_flags(arch), "-cubin", "-o", os.devnull, f"all_{arch}.cu"]))
     bad = failures(run_all(jobs, str(tmp_path)))
     assert not bad, bad[0][-3000:]
 

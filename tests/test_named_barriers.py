@@ -130,7 +130,7 @@ def build_driver(tmp_path, source: str) -> str:
     src = tmp_path / "driver.cpp"
     src.write_text(source)
     exe = str(tmp_path / "driver")
-    r = subprocess.run([host.compiler(), *host.FLAGS, "-I", host.SIMT_DIR, "-I", str(tmp_path), "-I",
+    r = subprocess.run([host.compiler(), *host.flags(), "-I", host.SIMT_DIR, "-I", str(tmp_path), "-I",
                         os.path.dirname(KERNEL), "-include", "llgen_host.h", str(src), "-o", exe],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -6,7 +6,8 @@ rejects wgmma and setmaxnreg in the second.  The instruction wrappers' arch guar
 (``ll_codegen/emit/instructions.py``) keep that pass compiling (a trap in place of the
 instruction), so a generated header needs no special flags.  Each file is compiled
 
-* with ``-arch=sm_90a``, as users type it;
+* with ``-arch=sm_90a``, as users type it (the generated sources several to a translation unit: the
+  host pass is the same for all, and each is compiled alone, device code only, by ``tests/test_compile.py``);
 * with ``-gencode arch=compute_90a,code=sm_90a`` (the sm_90a pass alone) -- the example kernels here;
   the generated files planned for sm_90a are compiled so by ``tests/test_compile.py`` already;
 * with ``-arch=sm_80`` unless it is planned for sm_90a (or, for an example, includes a header
@@ -79,20 +80,55 @@ def test_every_generated_header_is_compiled():
     assert len(glob.glob(os.path.join(KERNELS, "*.cu"))) >= 3
 
 
+#: generated sources per translation unit of the ``-arch=sm_90a`` build: nvcc's host pass (gcc over
+#: cuda_runtime.h, fatbinary) costs ~1.5 s per unit whatever it holds, the device passes scale with the code
+BATCH = 8
+_SHARED_DECL = re.compile(r"^\s*extern\s+__shared__[^;]*;", re.M)
+
+
+def batches(paths: list[str]) -> list[list[str]]:
+    """Generated sources grouped so that one translation unit can include them all: sources that
+    declare the dynamic shared array alike (nvcc warns when two declarations differ in alignment),
+    ``BATCH`` at a time."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for p in paths:
+        with open(p) as f:
+            groups.setdefault(tuple(sorted(set(_SHARED_DECL.findall(f.read())))), []).append(p)
+    return [g[k:k + BATCH] for _, g in sorted(groups.items()) for k in range(0, len(g), BATCH)]
+
+
+def test_batches_hold_every_source_once():
+    gen = [s for s in sources() if s.startswith(GENERATED)]
+    got = [p for b in batches(gen) for p in b]
+    assert sorted(got) == sorted(gen) and all(0 < len(b) <= BATCH for b in batches(gen))
+
+
 @pytest.mark.parametrize("flags", sorted(FLAGS))
 def test_compiles_with(tmp_path, flags):
+    """Example kernels compile alone, as a user builds one; generated sources with ``-arch=sm_90a``
+    several to a translation unit (each is also compiled alone, device code only, by test_compile)."""
     nvcc = need("nvcc")
     archs = planned_archs()
-    jobs = []
-    for k, src in enumerate(sources()):
+    units: list[tuple[str, str]] = []               # (what, translation unit)
+    generated = []
+    for src in sources():
         if flags == "sm_80" and any(archs[h] == "sm_90a" for h in headers_of(src)):
             continue                                   # wgmma, TMA: planned for sm_90a only
         if flags == "sm_90a_gencode" and src.startswith(GENERATED):
             continue                                   # test_compile's generated build uses these flags
         if flags == "sm_80" and src.startswith(GENERATED) and not uses_stmatrix(src):
             continue                                   # test_compile's generated build compiles it with -arch=sm_80
-        cmd = [nvcc, "-std=c++17", *FLAGS[flags], "-I", GENERATED, "-c", src, "-o", str(tmp_path / f"{k}.o")]
-        jobs.append((os.path.relpath(src, ROOT), cmd))
-    assert len(jobs) >= {"sm_80": 2, "sm_90a": 60, "sm_90a_gencode": 3}[flags]
+        if flags == "sm_90a" and src.startswith(GENERATED):
+            generated.append(src)
+        else:
+            units.append((os.path.relpath(src, ROOT), src))
+    for k, batch in enumerate(batches(generated)):
+        tu = tmp_path / f"batch{k:02d}.cu"
+        tu.write_text("".join(f'#include "{p}"\n' for p in batch))
+        units.append((" + ".join(os.path.relpath(p, ROOT) for p in batch), str(tu)))
+    jobs = [(what, [nvcc, "-std=c++17", *FLAGS[flags], "-I", GENERATED, "-c", tu, "-o", str(tmp_path / f"{k}.o")])
+            for k, (what, tu) in enumerate(units)]
+    files = sum(what.count(" + ") + 1 for what, _ in units)
+    assert files >= {"sm_80": 2, "sm_90a": 60, "sm_90a_gencode": 3}[flags]
     bad = failures(run_all(jobs, str(tmp_path)))
-    assert not bad, f"{len(bad)} of {len(jobs)} files fail with {' '.join(FLAGS[flags])}:\n" + "\n".join(bad)
+    assert not bad, f"{len(bad)} of {len(jobs)} units fail with {' '.join(FLAGS[flags])}:\n" + "\n".join(bad)

@@ -18,7 +18,7 @@ from ll_codegen.plan.plans import ConvertPlan
 from ll_codegen.emit.cexpr import linear_expr, parity_expr, select_tree, xor_form_expr
 from ll_codegen.emit.render import file_names
 from ll_codegen.operations import render, write_files
-from toolchain import HIP_ENV, check_isa, check_ptx, need, run_all, uses_matrix
+from toolchain import HIP_ENV, check_isa, check_ptx, need, nvcc_cubin, run_all, uses_matrix
 
 from ll_codegen.plan import planner
 
@@ -31,7 +31,6 @@ def rnd_pair(seed: int, nreg: int = 2, nl: int = 5, shape=(16, 16), src_zero_war
     rng = random.Random(seed)
     bits = [[1 << i, 0] for i in range(shape[0].bit_length() - 1)] + \
            [[0, 1 << i] for i in range(shape[1].bit_length() - 1)]
-    nw = len(bits) - nreg - nl
     p = list(range(len(bits)))
     rng.shuffle(p)
     q = p[:nreg + nl]
@@ -169,9 +168,10 @@ def test_render_deterministic_and_contract(tmp_path):
 # ------------------------------------------------------------------ compilation
 @pytest.fixture(scope="module")
 def cuda_build(tmp_path_factory):
-    need("nvcc")
+    """Every harness and bench compiled for its archs, device code only, the PTX kept."""
+    nvcc = need("nvcc")
     d = str(tmp_path_factory.mktemp("cuda"))
-    jobs, meta = [], {}
+    jobs, meta, ptxs = [], {}, {}
     real = real_cases()
     for name, (f, b) in real.items():
         write_files(f, d, name, emit=("header", "harness", "bench"), back_plan=b, command="pytest")
@@ -182,16 +182,16 @@ def cuda_build(tmp_path_factory):
     for name, p in meta.items():
         files = [f"{name}_harness.cu"] + ([f"{name}_bench.cu"] if name in real else [])
         for f in files:
-            jobs.append((name, ["nvcc", "-std=c++17", "-arch=sm_90", "-ptx", f, "-o", f + ".sm90.ptx"]))
-            if not uses_matrix(p):
-                jobs.append((name, ["nvcc", "-std=c++17", "-arch=sm_80", "-c", f, "-o", f + ".sm80.o"]))
-            jobs.append((name, ["nvcc", "-std=c++17", "-arch=sm_90", "-c", f, "-o", f + ".sm90.o"]))
-    return d, meta, run_all(jobs, d)
+            for arch in ("sm_90",) if uses_matrix(p) else ("sm_80", "sm_90"):
+                cmd, ptx = nvcc_cubin(nvcc, f, arch, os.path.join(d, f"{f}.{arch}"))
+                jobs.append((name, cmd))
+                ptxs[name, f, arch] = ptx
+    return d, meta, ptxs, run_all(jobs, d)
 
 
 @pytest.mark.compile
 def test_cuda_compiles(cuda_build):
-    d, meta, results = cuda_build
+    d, meta, _, results = cuda_build
     bad = [(n, " ".join(c), out) for n, c, rc, out in results if rc != 0]
     assert not bad, bad[0]
     warn = [(n, " ".join(c), out) for n, c, rc, out in results if "warning" in out]
@@ -200,9 +200,9 @@ def test_cuda_compiles(cuda_build):
 
 @pytest.mark.compile
 def test_cuda_ptx_counts(cuda_build):
-    d, meta, _ = cuda_build
+    d, meta, ptxs, _ = cuda_build
     for name, plan in meta.items():
-        with open(os.path.join(d, f"{name}_harness.cu.sm90.ptx")) as f:
+        with open(ptxs[name, f"{name}_harness.cu", "sm_90"]) as f:
             check_ptx(plan, f.read(), name)
 
 

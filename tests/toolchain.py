@@ -4,6 +4,11 @@
   need it with the reason, or fails them when ``LLGEN_REQUIRE_TOOLCHAINS=1``
   (CI sets it, so a broken install cannot pass silently);
 * running many compiler invocations in parallel;
+* ``nvcc_cubin``: the device-only compile every CUDA check uses (``-cubin``, the PTX kept): nvcc's
+  host pass (gcc over ``cuda_runtime.h``, fatbinary) costs ~1.5 s per translation unit, twice the
+  device pass of a harness, and the harnesses run through NVRTC, which has none; the host pass of
+  every generated file and example kernel is compiled once, batched, by
+  ``tests/test_nvcc_arch_flags.py`` with the flags users type;
 * what a plan says the machine code of one ``convert()`` call contains
   (``expected``), and the matching counts from PTX (``ptx_counts``) and from
   AMDGPU assembly (``isa_counts``), per kernel/function (``split_ptx``,
@@ -51,6 +56,18 @@ def arch_flags(arch: str) -> list[str]:
 
 
 # ------------------------------------------------------------------ running
+def nvcc_cubin(nvcc: str, src: str, arch: str, out: str, extra: Sequence[str] = ()) -> tuple[list[str], str]:
+    """(command, kept PTX path): ``src`` compiled for ``arch``'s device only into ``out + ".cubin"``,
+    the PTX kept in ``out + "_keep/"`` (``out``: an absolute path without extension)."""
+    keep = out + "_keep"
+    os.makedirs(keep, exist_ok=True)
+    stem = os.path.splitext(os.path.basename(src))[0]
+    cmd = [nvcc, "-std=c++17", *arch_flags(arch), *extra, "-cubin", "--keep", "--keep-dir", keep,
+           "-o", out + ".cubin", src]
+    return cmd, os.path.join(keep, stem + ".ptx")
+
+
+
 def run(cmd: Sequence[str], cwd: str, env: dict | None = None) -> tuple[int, str]:
     """(exit status, stdout + stderr) of one command."""
     r = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, env=env)

@@ -37,6 +37,23 @@ FLAGS = ("-std=c++17", "-x", "c++", "-O1", "-w")
 #: optimisation levels ``build`` accepts in place of FLAGS' -O1: -O0 compiles a batch of harnesses
 #: about 4x faster and, the runtime's fiber switches dominating, runs it as fast
 OPT_LEVELS = ("-O0", "-O1", "-O2")
+#: the environment variable that sets the level ``build`` uses when not told (default -O1); the CPU
+#: tests set -O0 (``tests/conftest.py``) and build the generated files at -O1 explicitly
+OPT_ENV = "LLGEN_HOST_OPT"
+
+
+def default_opt() -> str:
+    """``$LLGEN_HOST_OPT`` when it is one of ``OPT_LEVELS``, else -O1."""
+    opt = os.environ.get(OPT_ENV, "").strip()
+    return opt if opt in OPT_LEVELS else "-O1"
+
+
+def flags(opt: str | None = None) -> list[str]:
+    """The compiler flags of a host build: ``FLAGS`` at ``opt`` (``default_opt()`` when None)."""
+    opt = opt or default_opt()
+    if opt not in OPT_LEVELS:
+        raise ValueError(f"opt: one of {', '.join(OPT_LEVELS)}, got {opt!r}")
+    return [opt if f == "-O1" else f for f in FLAGS]
 
 
 def compiler() -> str | None:
@@ -129,13 +146,12 @@ def write_sources(directory: str, cases: Sequence[tuple[str, object]]) -> None:
 
 def build(directory: str, cases: Sequence[tuple[str, object]], exe: str = "driver",
           sources: str | None = None, driver: str | None = None,
-          defines: Sequence[str] = (), opt: str = "-O1") -> tuple[str | None, str]:
+          defines: Sequence[str] = (), opt: str | None = None) -> tuple[str | None, str]:
     """Compile the driver of ``cases`` (``driver``: its source text, default
     ``driver_source(cases)``) into ``directory``; the harnesses and headers are
     in ``sources`` (default: ``directory``); ``defines``: extra macros; ``opt``:
-    the optimisation level (one of ``OPT_LEVELS``).  (path or None, log)."""
-    if opt not in OPT_LEVELS:
-        raise ValueError(f"opt: one of {', '.join(OPT_LEVELS)}, got {opt!r}")
+    the optimisation level (one of ``OPT_LEVELS``; ``default_opt()`` when None).  (path or None, log)."""
+    compile_flags = flags(opt)
     cxx = compiler()
     if cxx is None:
         return None, "no clang++ found (install clang, or Debian's hipcc which brings it)"
@@ -143,8 +159,7 @@ def build(directory: str, cases: Sequence[tuple[str, object]], exe: str = "drive
     with open(src, "w", encoding="utf-8") as fh:
         fh.write(driver if driver is not None else driver_source(cases))
     path = os.path.join(directory, exe)
-    flags = [opt if f == "-O1" else f for f in FLAGS]
-    proc = subprocess.run([cxx, *flags, *[f"-D{d}" for d in defines], "-I", SIMT_DIR, "-I", sources or directory,
+    proc = subprocess.run([cxx, *compile_flags, *[f"-D{d}" for d in defines], "-I", SIMT_DIR, "-I", sources or directory,
                            "-include", "simt_host.h", src, "-o", path],
                           capture_output=True, text=True, cwd=directory)
     if proc.returncode:
@@ -208,7 +223,7 @@ def run_cases(directory: str, exe: str, cases: Sequence[tuple[str, object]],
 
 def verify_host(items: Sequence[tuple[str, object]], runs: int = 1, seed: int = 0,
                 batch_size: int = 40, jobs: int = 2, keep: str | None = None,
-                sources: str | None = None, defines: Sequence[str] = (), opt: str = "-O1") -> list[RunResult]:
+                sources: str | None = None, defines: Sequence[str] = (), opt: str | None = None) -> list[RunResult]:
     """Compile and run ``(name, plan)`` harnesses of any operation on the host,
     ``runs`` times each on fresh random bits; one result per item (the first
     failure).  The sources are rendered from the plans, or taken as they are
