@@ -90,7 +90,7 @@ def test_labels_read_the_plan():
 def test_sample_covers_targets_and_strategies(sampled):
     items, _ = sampled
     per_target = collections.Counter(p.target for _, p in items)
-    assert per_target["cuda"] >= 300 and per_target["hip"] >= 300, per_target
+    assert per_target["cuda"] >= 15 * QUOTA and per_target["hip"] >= 15 * QUOTA, per_target
     kinds = {(p.target, p.strategy, p.elem_bytes) for _, p in items if p.operation == "convert"}
     for target in ("cuda", "hip"):
         for strategy in ("register", "shuffle", "smem"):
@@ -154,7 +154,8 @@ def test_index_helpers_match_the_layouts(tmp_path):
     from ll_codegen.emit.render import file_names
     from ll_codegen.operations import render
     # one translation unit: CUDA headers first (a HIP header poisons CUDA-only names such as __syncwarp)
-    items = sorted([(n, p) for n, p in sample() if p.operation == "convert"][::70], key=lambda t: t[1].target == "hip")
+    conversions = [(n, p) for n, p in sample() if p.operation == "convert"]
+    items = sorted(conversions[::len(conversions) // 10], key=lambda t: t[1].target == "hip")
     lines = []
     for name, plan in items:
         (tmp_path / file_names(plan.target, name)["header"]).write_text(render(plan, "header", name))

@@ -221,16 +221,16 @@ def test_convert_writes_store_and_load_headers(tmp_path):
     from click.testing import CliRunner
     from ll_codegen.cli import main
     r = CliRunner().invoke(main, ["convert", "--src", "examples/mma_v2_64x64.yaml", "--dst",
-                                  "examples/global_64x64.yaml", "--dtype", "f32", "-o", str(tmp_path), "--name", "st"])
+                                  "examples/global_64x64.yaml", "--dtype", "f32", "-o", str(tmp_path), "--name", "st_tile"])
     assert r.exit_code == 0, r.output
-    text = (tmp_path / "st.cuh").read_text()
+    text = (tmp_path / "st_tile.cuh").read_text()
     for needle in ("void store(const T (&src)[kRegs], T* tile, const long long (&strides)[kRank]",
                    "void store_masked(", "constexpr int kAlignment = 16;", "st.global.v2.b32"):
         assert needle in text, needle
     r = CliRunner().invoke(main, ["convert", "--src", "examples/nvmma_shared_64x64.yaml", "--dst",
-                                  "examples/dot_a_64x64.yaml", "-o", str(tmp_path), "--name", "ld", "--emit", "bench"])
+                                  "examples/dot_a_64x64.yaml", "-o", str(tmp_path), "--name", "ld_tile", "--emit", "bench"])
     assert r.exit_code == 2 and "bench" in r.output
-    assert not (tmp_path / "ld.cuh").exists()
+    assert not (tmp_path / "ld_tile.cuh").exists()
 
 
 # ------------------------------------------------------------------ copies

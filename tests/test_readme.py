@@ -13,7 +13,8 @@ hold on every page:
   repository's ``examples/``), and a bare expression commented with a
   Python literal (``plan.strategy  # 'smem'``) or a repr
   (``s.layout  # NVMMADistributedLayout(version=(2, 0), ...)``) must
-  evaluate to it;
+  evaluate to it; a block that calls a GPU kernel (it imports ``torch`` or ``cupy``) is compiled
+  here and run where those import and a GPU answers;
 * every ```yaml block under a paragraph starting with an ``examples/...yaml``
   file name ("One example per kind") equals that file (as YAML data);
 * every relative link (``[text](page.md#anchor)``) names a file of the
@@ -197,10 +198,15 @@ def _check_repr(value, want, line):
 def test_python_block_runs(tmp_path, monkeypatch, page, code, line):
     os.symlink(os.path.join(ROOT, "examples"), tmp_path / "examples")
     monkeypatch.chdir(tmp_path)
-    checked = _with_checks(code)
+    checked = compile(_with_checks(code), f"{page}:{line}", "exec")
+    if re.search(r"^import .*\b(torch|cupy)\b", code, re.M):
+        pytest.importorskip("torch" if "torch" in code else "cupy", reason="a GPU kernel's call (compiled above)")
+        from ll_codegen.run import gpu
+        if gpu.available() is not None:
+            pytest.skip(f"a GPU kernel's call (compiled above): {gpu.available()}")
     env = {"__name__": "__readme__", "__check_value": _check_value, "__check_repr": _check_repr}
     with contextlib.redirect_stdout(io.StringIO()):
-        exec(compile(checked, f"{page}:{line}", "exec"), env)
+        exec(checked, env)
 
 
 def test_python_blocks_check_their_comments():
