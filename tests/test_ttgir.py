@@ -356,8 +356,10 @@ def dumps(tmp_path_factory):
     if not triton_available():
         pytest.skip("triton is not installed (pip install '.[crosscheck]' to compare with Triton)")
     out = tmp_path_factory.mktemp("ttgir")
+    # a cache of its own: the dumps are what this Triton writes now, not what an earlier run left
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path_factory.mktemp("triton_cache")))
     r = subprocess.run([sys.executable, str(EXAMPLES / "dump_ttgir.py"), str(out)], capture_output=True, text=True,
-                       timeout=600)
+                       timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     return sorted(out.glob("*.ttgir"))
 

@@ -15,6 +15,7 @@ folder were written by it with Triton 3.9.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 
@@ -109,8 +110,9 @@ def dump(outdir: str, names: list[str] | None = None) -> list[str]:
             continue
         text = triton.compile(src, target=target, options=options).asm["ttgir"]
         path = os.path.join(outdir, name + ".ttgir")
+        # source locations by file name, whichever folder compiled it (Triton's cache keeps the first)
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text.replace(here, ""))             # source locations relative to this folder
+            fh.write(re.sub(r'loc\("[^"]*/([^"/]+\.py)"', r'loc("\1"', text.replace(here, "")))
         paths.append(path)
     return paths
 
