@@ -576,21 +576,15 @@ def test_example_kernel_compiles(tmp_path, arch):
     # conversion, and the mma header whose mma.sync wrapper the kernel calls)
     assert _HEADER_OF.findall(src) == ["../../generated/mma_acc_to_blocked.cuh", "../../generated/gemm_mma_sync.cuh"]
     assert not re.search(r"#include\s*<", src)
-    keep = str(tmp_path / "keep")
-    os.makedirs(keep)
-    rc, out = _run_nvcc(nvcc, arch, keep, str(tmp_path / "mma_store.cubin"))
+    cmd, ptx_path = nvcc_cubin(nvcc, EXAMPLE, arch, str(tmp_path / "mma_store"))
+    rc, out = run(cmd, cwd=os.path.dirname(EXAMPLE))
     assert rc == 0 and not re.search(r"\bwarning\b", out, re.I), out
-    with open(os.path.join(keep, "mma_store.ptx")) as f:
+    with open(ptx_path) as f:
         ptx = f.read()
     assert re.search(r"\bmma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32\b", ptx)
     # the accumulator leaves through the generated conversion: 8 x 16-byte stores per thread
     assert len(re.findall(r"\bst\.global\.v4\.(?:f32|b32|u32)\b", ptx)) == 8, ptx
     assert not re.search(r"\bst\.global\.(?!v4)", ptx), "every global store is 16 bytes wide"
-
-
-def _run_nvcc(nvcc: str, arch: str, keep: str, out: str):
-    return run([nvcc, "-std=c++17", f"-arch={arch}", "-cubin", "--keep", "--keep-dir", keep, EXAMPLE, "-o", out],
-               cwd=os.path.dirname(EXAMPLE))
 
 
 def test_example_register_order():
