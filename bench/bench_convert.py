@@ -103,6 +103,13 @@ CORPUS = [
      blocked([1, 4], [4, 8], [4, 1], [1, 0], [128, 64]), "f32", False, "lanes along dim 0"),
     ("T_row_col_128x64_f16_8w", blocked([1, 8], [4, 8], [8, 1], [1, 0], [128, 64]),
      blocked([8, 1], [8, 4], [1, 8], [0, 1], [128, 64]), "f16", False, "8 warps"),
+    # held-out pairs a user benchmarked: blocked -> dot operand B of a 64 x 128 mma, a 2-warp f32 transpose
+    ("blocked_to_dotB_64x128_f16", blocked([1, 8], [4, 8], [4, 1], [1, 0], [64, 128]),
+     dot(mma_v2([4, 1], [64, 128]), 1, 2, [64, 128]), "f16", False, "dot operand B, 64 x 128"),
+    ("blocked_to_dotB_64x128_f16_2x2", blocked([1, 8], [4, 8], [4, 1], [1, 0], [64, 128]),
+     dot(mma_v2([2, 2], [64, 128]), 1, 2, [64, 128]), "f16", False, "dot operand B, 64 x 128"),
+    ("T_row_col_64x128_f32_2w", blocked([1, 4], [8, 4], [2, 1], [1, 0], [64, 128]),
+     blocked([4, 1], [4, 8], [1, 2], [0, 1], [64, 128]), "f32", False, "2 warps"),
     # warp-local transposes: each warp's 8x32 block, registers along columns -> along rows
     *[(f"warp_T_64x32_{dt}_8w", WARP_T_SRC, WARP_T_DST, dt, False, "warp-local transpose") for dt in ("i8", "f16", "f32")],
 ]
