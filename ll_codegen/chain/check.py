@@ -1,8 +1,9 @@
 """A whole chain executed by the emulators, step after step, on the data the kernel holds.
 
 Every tensor has a *hardware view*: the array its layout *as written in its spec*
-reads out of the registers (or shared tile) the kernel holds -- what the next
-instruction (a wgmma reading P, a kernel indexing V) sees.  A chain is run from its
+(a free tensor's: the chosen layout, the one the author adopts) reads out of the
+registers (or tile) the kernel holds -- what the next instruction (a wgmma reading
+P, a kernel indexing V) sees.  A chain is run from its
 fixed tensors' values: each step's plan is executed by its operation's emulator on
 the source's registers or bytes, and the destination's hardware view is read back.
 
@@ -10,8 +11,10 @@ What the relabelling promises (``description``'s module docstring) is then check
 directly: every tensor's hardware view is the logical tensor with each free index it
 carries relabelled, ``H_t[.., k, ..] = T[.., pi(k), ..]``; so a contraction over a
 relabelled index (``sum_k H_P[q, k] H_V[k, d]``) equals the one over the logical
-tensors.  Register -> register and shared -> shared steps run; a step of another
-operation is refused by name.
+tensors; a free tensor's view is its logical tensor.  Conversions, loads and stores
+(shared and global tiles), relayouts and copies run, each by its own emulator (a copy as
+its load half, then its store half); a step of another operation (a TMA box) is refused
+by name.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from ll_codegen.core.dtypes import NP_RAW
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.verify.emulate.convert import emulate
-from ll_codegen.verify.emulate.memory import emulate_memory
+from ll_codegen.verify.emulate.memory import copy_halves, emulate_memory
 from ll_codegen.verify.emulate.reference import dim_images, regs_of, tensor_flat
 from ll_codegen.verify.emulate.relayout import store_registers
 
@@ -60,19 +63,57 @@ def _tile_view(written: LinearLayout, planned: LinearLayout, tensor: np.ndarray)
     return flat.reshape(tensor.shape, order="F")
 
 
+def _in_registers(L: LinearLayout) -> bool:
+    return "lane" in L.in_dims
+
+
+def _enter(written: LinearLayout, planned: LinearLayout, view: np.ndarray) -> np.ndarray:
+    """What a step's plan starts from, given the source's hardware view: the registers the kernel
+    holds, or the tensor the plan's (relabelled) tile layout reads out of the tile's bytes."""
+    return regs_of(written, view) if _in_registers(written) else _tile_view(planned, written, view)
+
+
+def _leave(written: LinearLayout, planned: LinearLayout, value: np.ndarray) -> np.ndarray:
+    """The destination's hardware view of what the plan left: registers read through the layout
+    as written, or the bytes the plan's tile layout placed, read through it."""
+    return scatter_regs(written, value) if _in_registers(written) else _tile_view(written, planned, value)
+
+
+def _store(plan: Transfer, planned_src: LinearLayout, regs: np.ndarray) -> np.ndarray:
+    """A store plan run on registers: the tensor its tile holds (in the plan's frame)."""
+    if plan.memory.space == "shared":
+        return store_registers(plan, regs).reshape(plan.shape, order="F")
+    return emulate_memory(plan, scatter_regs(planned_src, regs))
+
+
+def _run_plan(plan: Transfer, planned_src: LinearLayout, value: np.ndarray) -> np.ndarray:
+    """``plan`` executed by its operation's emulator on ``_enter``'s value."""
+    if plan.operation == "convert":
+        return emulate(plan, value)
+    if plan.operation == "load":
+        return emulate_memory(plan, value)
+    if plan.operation == "store":
+        return _store(plan, planned_src, value)
+    if plan.operation == "relayout":
+        regs = emulate(plan.convert, emulate_memory(plan.load, value))
+        return store_registers(plan.store, regs).reshape(value.shape, order="F")
+    if plan.operation == "copy":
+        load, store = copy_halves(plan)
+        return store_registers(store, emulate_memory(load, value)).reshape(value.shape, order="F")
+    raise ValueError(f"the chain emulation runs conversions, loads, stores, relayouts and copies; this step "
+                     f"is a {plan.operation}")
+
+
 def _run_step(cp: ChainPlan, plan: Transfer, src: Tensor, dst: Tensor, view: np.ndarray) -> np.ndarray:
     """The destination's hardware view after ``plan`` ran on the source's hardware view ``view``."""
-    choice = dict(cp.choice)
-    if plan.operation == "convert":
-        return scatter_regs(dst.spec.linear, emulate(plan, regs_of(src.spec.linear, view)))
-    if plan.operation == "relayout":          # the tiles' bytes, as the plan's (relabelled) layouts place them
-        planned_src, planned_dst = tensor_layout(src, choice), tensor_layout(dst, choice)
-        tensor = _tile_view(planned_src, src.spec.linear, view)       # the tensor the plan's source tile holds
-        regs = emulate(plan.convert, emulate_memory(plan.load, tensor))
-        held = store_registers(plan.store, regs).reshape(tensor.shape, order="F")
-        return _tile_view(dst.spec.linear, planned_dst, held)
-    raise ValueError(f"the chain emulation runs register -> register and shared -> shared steps; "
-                     f"{src.name} -> {dst.name} is a {plan.operation}")
+    choice, layouts = dict(cp.choice), dict(cp.layouts)
+    written = {t.name: tensor_layout(t, {}, layouts) if t.free else t.spec.linear for t in (src, dst)}
+    planned = {t.name: tensor_layout(t, choice, layouts) for t in (src, dst)}
+    try:
+        out = _run_plan(plan, planned[src.name], _enter(written[src.name], planned[src.name], view))
+    except ValueError as e:
+        raise ValueError(f"{src.name} -> {dst.name}: {e}") from None
+    return _leave(written[dst.name], planned[dst.name], out)
 
 
 def run_chain(cp: ChainPlan, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -29,12 +29,32 @@ operand that carries it is permuted the same way and the contraction is
 unchanged: ``sum_k P[q, k] V[k, d] = sum_k X[q, pi(k)] W[pi(k), d]``.  Where the
 author needs the true index (a causal mask, a bias), ``pi`` is in the chain's
 generated index header.
+
+**Free layouts.**  A tensor may instead leave its whole layout free within a
+family; the logical tensor is unchanged, only where its elements live is chosen::
+
+    T:  {free: registers, shape: [64, 64], warps: 4}   # any distributed layout, 4 warps
+    Ts: {free: shared, shape: [64, 64]}                # any shared tile of the shape
+
+``free: registers``: any layout of the shape onto ``warps`` warps of the
+target's lanes in which every element is held once (``per_thread`` elements a
+thread, ``elements / (lanes * warps)``; given, it is checked).  ``free: shared``:
+any bijective shared tile (offsets -> elements) of the shape, for the element type
+of the steps that touch it.  Each family has a *reference*, the layout the chain
+is costed against (what an author writes without thinking about it): for
+registers Triton's default blocked layout of the shape and warps
+(``getDefaultBlockedEncoding``: one element a thread a step, lanes then warps
+along the last dim first), for shared the unswizzled row-major tile.  A
+``spec`` given with ``free`` is the reference instead (its shape and warps are
+the family's).  A free tensor carries no free index: its layout already
+ranges over every placement of its elements.
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from math import prod
 from typing import Any
 
 from ll_codegen.core import limits
@@ -44,6 +64,7 @@ from ll_codegen.spec import (
     Spec,
     SpecError,
     load_spec,
+    parse_shape,
     parse_yaml,
     read_spec_text,
     spec_from_dict,
@@ -60,11 +81,23 @@ class ChainError(ValueError):
 
 
 @dataclass(frozen=True)
+class Free:
+    """A free layout's family (module docstring): ``space`` (``registers`` or ``shared``), and for
+    registers the ``warps`` and elements ``per_thread`` every candidate has."""
+    space: str
+    warps: int = 1
+    per_thread: int = 1
+
+
+@dataclass(frozen=True)
 class Tensor:
-    """A named tensor of the chain: its spec and the free indices its dims carry (dim -> index)."""
+    """A named tensor of the chain: its spec (for a free tensor, its family's reference), the
+    free indices its dims carry (dim -> index), and ``free``: the family its layout ranges
+    over, None when the layout is fixed."""
     name: str
     spec: Spec
     indices: tuple[tuple[int, str], ...] = ()
+    free: Free | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +161,7 @@ def chain_from_dict(data: Mapping[str, Any], source: str = "<chain>", root: str 
         raise _fail(source, limits.short(extra[0]), f"unknown field; allowed: {', '.join(sorted(known))}")
     target, arch = data.get("target", "cuda"), data.get("arch")
     try:
-        get_target(str(target), None if arch is None else str(arch))
+        tgt = get_target(str(target), None if arch is None else str(arch))
     except ValueError as e:
         raise _fail(source, "target", str(e)) from None
     indices = {}
@@ -140,7 +173,8 @@ def chain_from_dict(data: Mapping[str, Any], source: str = "<chain>", root: str 
         indices[str(name)] = size
     tensors = []
     for name, entry in _mapping(source, "tensors", data.get("tensors")).items():
-        tensors.append(_tensor(source, root, str(name), _mapping(source, f"tensors.{name}", entry), indices))
+        tensors.append(_tensor(source, root, str(name), _mapping(source, f"tensors.{_named(name)}", entry),
+                               indices, tgt))
     names = {t.name for t in tensors}
     raw_steps = data.get("steps")
     if not isinstance(raw_steps, list) or not raw_steps or len(raw_steps) > MAX_STEPS:
@@ -148,20 +182,32 @@ def chain_from_dict(data: Mapping[str, Any], source: str = "<chain>", root: str 
     steps = tuple(_step(source, k, _mapping(source, f"steps[{k}]", s), names) for k, s in enumerate(raw_steps))
     used = {t for s in steps for t in (s.src, s.dst)}
     for t in tensors:
-        for _, index in t.indices:
-            if t.name not in used:
-                raise _fail(source, f"tensors.{t.name}", "carries a free index but no step uses the tensor")
+        if (t.indices or t.free) and t.name not in used:
+            raise _fail(source, f"tensors.{t.name}", f"{'is free' if t.free else 'carries a free index'} but no "
+                                                     f"step uses the tensor")
+        if t.free is not None and t.free.space == "shared":
+            widths = sorted({DTYPE_BYTES[s.dtype] for s in steps if t.name in (s.src, s.dst)})
+            if len(widths) > 1:
+                raise _fail(source, f"tensors.{t.name}", f"a free shared tile holds one element width; its steps "
+                                                         f"move {' and '.join(f'{8 * w}-bit' for w in widths)} "
+                                                         f"elements")
     return Chain(source, str(target), None if arch is None else str(arch), tuple(indices.items()),
                  tuple(tensors), steps)
 
 
-def _tensor(source: str, root: str, name: str, entry: Mapping, indices: Mapping[str, int]) -> Tensor:
+def _tensor(source: str, root: str, name: str, entry: Mapping, indices: Mapping[str, int], target) -> Tensor:
     where = f"tensors.{_named(name)}"
     if not name.isidentifier() or not name.isascii():
         raise _fail(source, where, "a tensor name is a C identifier (it names the generated files and functions)")
-    extra = sorted(str(k) for k in entry if k not in ("spec", "index"))
+    allowed = ("spec", "index", "free", "shape", "warps", "per_thread")
+    extra = sorted(str(k) for k in entry if k not in allowed)
     if extra:
-        raise _fail(source, where, f"unknown field {limits.short(extra[0])}; allowed: spec, index")
+        raise _fail(source, where, f"unknown field {limits.short(extra[0])}; allowed: {', '.join(allowed)}")
+    if "free" in entry:
+        return _free_tensor(source, root, name, entry, target)
+    for k in ("shape", "warps", "per_thread"):
+        if k in entry:
+            raise _fail(source, f"{where}.{k}", "belongs to a free layout (free: registers or free: shared)")
     given = entry.get("spec")
     if not isinstance(given, (str, Mapping)):
         raise _fail(source, where, "needs spec: the path of a layout spec file, or the spec's mapping")
@@ -198,3 +244,98 @@ def _step(source: str, k: int, entry: Mapping, names: set[str]) -> Step:
         raise _fail(source, f"{where}.dtype", f"{limits.short(dtype)} is not one of {', '.join(DTYPE_BYTES)}")
     options = tuple((o, entry[o]) for o in STEP_OPTIONS if o in entry)
     return Step(entry["src"], entry["dst"], dtype, options)
+
+
+FREE_SPACES = ("registers", "shared")
+#: warps of a free register layout at most (the threads of a CTA: 32 warps of 32 lanes)
+MAX_FREE_WARPS = 32
+
+
+def default_blocked(shape: tuple[int, ...], warps: int, lanes: int) -> dict[str, Any]:
+    """Triton's default blocked layout of ``shape`` on ``warps`` warps of ``lanes`` lanes
+    (``getDefaultBlockedEncoding``: one element a thread, order ``[rank-1 .. 0]``; along
+    each dim from the fastest, threads take ``min(threads left, size)``, lanes first, then
+    warps; the slowest dim takes the lanes and warps left) as a spec mapping."""
+    rank = len(shape)
+    order = list(range(rank - 1, -1, -1))
+    tpw, wpc = [1] * rank, [1] * rank
+    lanes_left, threads_left, warps_left, lanes_used, warps_used = lanes, lanes * warps, warps, 1, 1
+    for i in order[:-1]:
+        per_cta = min(max(threads_left, 1), shape[i])
+        tpw[i] = min(per_cta, lanes_left)
+        wpc[i] = min(max(per_cta // tpw[i], 1), warps_left)
+        warps_left //= wpc[i]
+        lanes_left //= tpw[i]
+        threads_left //= per_cta
+        lanes_used *= tpw[i]
+        warps_used *= wpc[i]
+    tpw[order[-1]], wpc[order[-1]] = lanes // lanes_used, warps // warps_used
+    return {"kind": "blocked", "size_per_thread": [1] * rank, "threads_per_warp": tpw, "warps_per_cta": wpc,
+            "order": order, "shape": list(shape)}
+
+
+def row_major_shared(shape: tuple[int, ...]) -> dict[str, Any]:
+    """The unswizzled row-major shared tile of ``shape`` (the last dim contiguous) as a spec mapping."""
+    return {"kind": "swizzled_shared", "vec": 1, "per_phase": 1, "max_phase": 1,
+            "order": list(range(len(shape) - 1, -1, -1)), "shape": list(shape)}
+
+
+def _free_tensor(source: str, root: str, name: str, entry: Mapping, target: Any) -> Tensor:
+    """A tensor whose layout is free within ``entry["free"]``'s family (module docstring)."""
+    where = f"tensors.{_named(name)}"
+    space = entry["free"]
+    if space not in FREE_SPACES:
+        raise _fail(source, f"{where}.free", f"{limits.short(space)} is not a free layout family; known: "
+                                             f"{', '.join(FREE_SPACES)}")
+    if "index" in entry:
+        raise _fail(source, f"{where}.index", "a free layout carries no free index (it already ranges over every "
+                                              "placement of its elements); relabel a fixed tensor's dim instead")
+    for k in ("warps", "per_thread"):
+        if space == "shared" and k in entry:
+            raise _fail(source, f"{where}.{k}", "belongs to free: registers (a shared tile has no threads)")
+    given, lanes = entry.get("spec"), target.warp_size
+    if given is not None:
+        for k in ("shape", "warps"):
+            if k in entry:
+                raise _fail(source, f"{where}.{k}", "the reference spec gives it: give spec, or shape (and warps), "
+                                                    "not both")
+        if not isinstance(given, (str, Mapping)):
+            raise _fail(source, f"{where}.spec", "the path of a layout spec file, or the spec's mapping")
+        try:
+            spec = (load_spec(os.path.join(root, given)) if isinstance(given, str)
+                    else spec_from_dict(dict(given), f"{source}: {where}.spec"))
+        except SpecError as e:
+            raise _fail(source, where, str(e)) from None
+        if spec.layout.space != space:
+            raise _fail(source, f"{where}.spec", f"the reference is a {spec.layout.space} layout but the tensor is "
+                                                 f"free: {space}")
+        if space == "registers" and spec.linear.in_dim_size("lane") != lanes:
+            raise _fail(source, f"{where}.spec", f"the reference has {spec.linear.in_dim_size('lane')} lanes; "
+                                                 f"target {target.name} has {lanes}")
+        shape, warps = spec.shape, spec.linear.in_dim_size("warp") if space == "registers" else 1
+    else:
+        if "shape" not in entry:
+            raise _fail(source, where, f"free: {space} needs shape (or spec: the reference layout)")
+        try:
+            shape = parse_shape(entry["shape"])
+        except ValueError as e:
+            raise _fail(source, f"{where}.shape", str(e)) from None
+        warps = entry.get("warps", 1 if space == "shared" else None)
+        if space == "registers" and (not isinstance(warps, int) or isinstance(warps, bool) or warps < 1
+                                     or warps & (warps - 1) or warps * lanes > limits.MAX_THREADS_PER_CTA):
+            raise _fail(source, f"{where}.warps", f"free: registers needs warps, a power of two from 1 to "
+                                                  f"{limits.MAX_THREADS_PER_CTA // lanes}, got "
+                                                  f"{'none' if warps is None else limits.short(warps)}")
+        mapping = default_blocked(shape, warps, lanes) if space == "registers" else row_major_shared(shape)
+        spec = spec_from_dict(mapping, f"{source}: {where} (reference)")
+    per = 1
+    if space == "registers":
+        elements, threads = prod(shape), lanes * warps
+        if elements < threads:
+            raise _fail(source, where, f"{list(shape)} has {elements} elements for {threads} threads; a free register "
+                                       f"layout holds every element once and gives every thread one at least")
+        per = elements // threads
+        if "per_thread" in entry and entry["per_thread"] != per:
+            raise _fail(source, f"{where}.per_thread", f"{list(shape)} over {warps} warps of {lanes} lanes is {per} "
+                                                       f"elements a thread, not {limits.short(entry['per_thread'])}")
+    return Tensor(name, spec, (), Free(space, warps, per))

@@ -1,5 +1,5 @@
-"""Choosing a chain's free layouts: the relabelling of each free index that makes the
-whole chain cheapest under the planner's cost model.
+"""Choosing a chain's free layouts -- the relabelling of each free index and the layout of
+each free tensor -- that make the whole chain cheapest under the planner's cost model.
 
 For a choice ``pi`` (one bit map per free index, ``description``'s module docstring
 says how it applies), every step is planned by the registry exactly as ``llgen
@@ -20,20 +20,37 @@ each, and nearly all equally bad.  The F2 view gives the good ones directly:
   transposition of two bits is tried; the best improvement is taken until none
   improves, for at most ``rounds`` rounds (0: the aligned candidates only).
 
+**Free tensors** (``candidates``' module docstring: the layouts an adjacent step
+already wants) are chosen by coordinate descent: in chain order, each free tensor's
+candidates -- computed from its neighbours' layouts under the current choice -- are
+planned with every other choice held, and the cheapest kept.  A pass is the aligned
+relabellings, then every free tensor; passes repeat while one improves the chain, at
+most ``passes`` times (a chosen layout can make a neighbour's candidates better).
+
+The *reference* is the identity relabelling with every free tensor at its family's
+reference layout (``description``); the chosen total is never above it.
+
 Deterministic: candidates are tried in a fixed order and ties keep the earlier one,
-so the identity wins any tie with it.
+so the reference wins any tie with it.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from ll_codegen import api
+from ll_codegen.chain.candidates import (
+    Neighbour,
+    Placement,
+    register_candidates,
+    shared_candidates,
+)
 from ll_codegen.chain.description import Chain, Step, Tensor
 from ll_codegen.core import f2
+from ll_codegen.core.dtypes import DTYPE_BYTES
 from ll_codegen.core.layout import LinearLayout
+from ll_codegen.core.target import get_target
+from ll_codegen.plan import planner
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.spec import Spec
 
@@ -41,8 +58,11 @@ from ll_codegen.spec import Spec
 #: b(b-1)/2 choices, seconds per round when a step is a large relayout; the aligned candidates
 #: find the known cases)
 ROUNDS = 0
+#: passes of the coordinate descent over the relabellings and the free tensors at most
+PASSES = 3
 
 Choice = tuple[tuple[str, tuple[int, ...]], ...]      # (index, pi) per free index, in the chain's order
+Layouts = tuple[tuple[str, Placement], ...]           # (tensor, its layout) per free tensor, in the chain's order
 
 
 def relabel(layout: LinearLayout, dim: int, pi: Sequence[int]) -> LinearLayout:
@@ -59,8 +79,9 @@ def identity(bits: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class ChainPlan:
-    """The chosen relabelling of every free index, each step's plan under it, the total cost,
-    and the same for the identity choice (what the chain costs with the layouts as written).
+    """The chosen relabelling of every free index and layout of every free tensor (``layouts``),
+    each step's plan under them, the total cost, and the same for the reference choice
+    (``identity_plans``: the identity relabelling, every free tensor at its reference layout).
     ``evaluated``: how many distinct choices were planned, ``rounds`` of local search at most."""
     chain: Chain
     choice: Choice
@@ -68,6 +89,7 @@ class ChainPlan:
     identity_plans: tuple[Transfer, ...]
     evaluated: int
     rounds: int = ROUNDS
+    layouts: Layouts = ()
 
     @property
     def cost(self) -> float:
@@ -77,29 +99,32 @@ class ChainPlan:
     def identity_cost(self) -> float:
         return sum(p.cost for p in self.identity_plans)
 
-    def to_json(self, indent: int | None = 2) -> str:
-        """``describe`` as JSON."""
-        return json.dumps(describe(self), indent=indent)
+
+def tensor_layout(t: Tensor, choice: dict[str, tuple[int, ...]],
+                  layouts: dict[str, Placement] | None = None) -> LinearLayout:
+    """A tensor's layout under a choice: a free tensor's chosen layout (its reference when
+    ``layouts`` has none), a fixed one's with every free index it carries relabelled."""
+    return tensor_spec(t, choice, layouts).linear
 
 
-def tensor_layout(t: Tensor, choice: dict[str, tuple[int, ...]]) -> LinearLayout:
-    """A tensor's layout with every free index it carries relabelled by ``choice``."""
+def tensor_spec(t: Tensor, choice: dict[str, tuple[int, ...]], layouts: dict[str, Placement] | None = None) -> Spec:
+    """The tensor's spec under a choice: a free tensor's chosen spec, or the spec with its layout
+    relabelled (the spec's other facts -- where the data lives, alignment, element width -- stay)."""
+    if t.free is not None:
+        return layouts[t.name].spec if layouts and t.name in layouts else t.spec
+    if not t.indices:
+        return t.spec
     L = t.spec.linear
     for dim, index in t.indices:
         L = relabel(L, dim, choice[index])
-    return L
+    return replace(t.spec, linear=L)
 
 
-def tensor_spec(t: Tensor, choice: dict[str, tuple[int, ...]]) -> Spec:
-    """The tensor's spec with its layout relabelled (the spec's other facts -- where the data
-    lives, alignment, element width -- stay)."""
-    return replace(t.spec, linear=tensor_layout(t, choice))
-
-
-def plan_step(chain: Chain, step: Step, choice: dict[str, tuple[int, ...]]) -> Transfer:
-    """One step planned by the registry under ``choice`` (as ``llgen convert`` would)."""
-    return api.plan_conversion(tensor_spec(chain.tensor(step.src), choice),
-                               tensor_spec(chain.tensor(step.dst), choice), dtype=step.dtype,
+def plan_step(chain: Chain, step: Step, choice: dict[str, tuple[int, ...]],
+              layouts: dict[str, Placement] | None = None) -> Transfer:
+    """One step planned by the registry under a choice (as ``llgen convert`` would)."""
+    return api.plan_conversion(tensor_spec(chain.tensor(step.src), choice, layouts),
+                               tensor_spec(chain.tensor(step.dst), choice, layouts), dtype=step.dtype,
                                target=chain.target, arch=chain.arch, **dict(step.options))
 
 
@@ -126,8 +151,9 @@ def aligned(fixed: LinearLayout, free: LinearLayout, dim: int, bits: int) -> tup
     return tuple(pi[1 << i] for i in range(bits))
 
 
-def _aligned_candidates(chain: Chain) -> list[Choice]:
-    """One candidate per step between a fixed and a relabelled distributed layout (and index)."""
+def _aligned_candidates(chain: Chain, layouts: dict[str, Placement]) -> list[Choice]:
+    """One candidate per step between a fixed and a relabelled distributed layout (and index);
+    a free tensor's side is its layout under ``layouts``."""
     sizes = dict(chain.indices)
     out: list[Choice] = []
     for step in chain.steps:
@@ -136,11 +162,14 @@ def _aligned_candidates(chain: Chain) -> list[Choice]:
             for dim, index in free.indices:
                 if any(i == index for _, i in fixed.indices):
                     continue
-                pi = aligned(fixed.spec.linear, free.spec.linear, dim, sizes[index].bit_length() - 1)
+                pi = aligned(tensor_layout(fixed, {}, layouts), free.spec.linear, dim, sizes[index].bit_length() - 1)
                 if pi is not None:
                     out.append(tuple((i, pi if i == index else identity(s.bit_length() - 1))
                                      for i, s in chain.indices))
     return out
+
+
+State = tuple[Choice, Layouts]
 
 
 class _Evaluator:
@@ -148,26 +177,98 @@ class _Evaluator:
 
     def __init__(self, chain: Chain):
         self.chain = chain
-        self.cache: dict[tuple[int, Choice], Transfer] = {}
-        self.seen: set[Choice] = set()
+        self.cache: dict[tuple, Transfer] = {}
+        self.seen: set[State] = set()
 
-    def plans(self, choice: Choice) -> tuple[Transfer, ...]:
-        self.seen.add(choice)
-        d = dict(choice)
-        out = []
+    def _key(self, k: int, step: Step, state: State) -> tuple:
+        carried = {i for name in (step.src, step.dst) for _, i in self.chain.tensor(name).indices}
+        lay = dict(state[1])
+        return (k, tuple((i, p) for i, p in state[0] if i in carried),
+                tuple(lay[n].spec.linear for n in (step.src, step.dst) if n in lay))
+
+    def _plan(self, k: int, step: Step, state: State) -> Transfer:
+        key = self._key(k, step, state)
+        if key not in self.cache:
+            try:
+                self.cache[key] = plan_step(self.chain, step, dict(state[0]), dict(state[1]))
+            except ValueError as e:
+                raise ValueError(f"steps[{k}] ({step.src} -> {step.dst}): {e}") from None
+        return self.cache[key]
+
+    def plans(self, state: State) -> tuple[Transfer, ...]:
+        self.seen.add(state)
+        return tuple(self._plan(k, step, state) for k, step in enumerate(self.chain.steps))
+
+    def cost(self, state: State, bound: float = float("inf")) -> float:
+        """The chain's cost under ``state``, or infinity as soon as the steps planned so far plus
+        the floors of the others (``floor``) reach ``bound``: such a state cannot be cheaper
+        than ``bound``, and its expensive steps (global accesses) are never planned.  Steps
+        already planned are summed first, then the unplanned ones, global accesses last."""
+        self.seen.add(state)
+        lay = dict(state[1])
+        known, todo = 0.0, []
         for k, step in enumerate(self.chain.steps):
-            carried = {i for name in (step.src, step.dst) for _, i in self.chain.tensor(name).indices}
-            key = (k, tuple((i, p) for i, p in choice if i in carried))
-            if key not in self.cache:
-                try:
-                    self.cache[key] = plan_step(self.chain, step, d)
-                except ValueError as e:
-                    raise ValueError(f"steps[{k}] ({step.src} -> {step.dst}): {e}") from None
-            out.append(self.cache[key])
-        return tuple(out)
+            if self._key(k, step, state) in self.cache:
+                known += self._plan(k, step, state).cost
+            else:
+                todo.append((floor(self.chain, step, lay), k, step))
+        todo.sort(key=lambda x: (x[0] > 0, x[1]))
+        rest = sum(f for f, _, _ in todo)
+        for f, k, step in todo:
+            if known + rest >= bound:
+                return float("inf")
+            known += self._plan(k, step, state).cost
+            rest -= f
+        return known
 
-    def cost(self, choice: Choice) -> float:
-        return sum(p.cost for p in self.plans(choice))
+
+def floor(chain: Chain, step: Step, layouts: dict[str, Placement]) -> float:
+    """A lower bound of a step's cost under the planner's weights: for a load or store between
+    registers and a global tile, each warp moves at least ``tile bytes / warps``, in 32-byte
+    sectors (``SECTOR`` each) by instructions of at most ``warp size x 16`` bytes (``ALU``
+    each); 0 for every other step."""
+    src, dst = chain.tensor(step.src), chain.tensor(step.dst)
+    spaces = [t.spec.layout.space if t.free is None else t.free.space for t in (src, dst)]
+    if "global" not in spaces or "registers" not in spaces:
+        return 0.0
+    regs = tensor_layout(src if spaces[0] == "registers" else dst, {}, layouts)
+    target = get_target(chain.target, chain.arch)
+    share = (DTYPE_BYTES[step.dtype] << regs.total_out_size_log2) // regs.in_dim_size("warp")
+    return planner.SECTOR * -(-share // 32) + planner.ALU * -(-share // (target.warp_size * target.max_vector_bytes))
+
+
+def reference(t: Tensor) -> Placement:
+    """A free tensor's reference layout (its spec) as a placement."""
+    return Placement("reference", "", t.spec)
+
+
+def neighbours(chain: Chain, t: Tensor, state: State) -> list[Neighbour]:
+    """The tensors one step from ``t``, each with its layout under ``state``, in step order."""
+    d, lay = dict(state[0]), dict(state[1])
+    out = []
+    for step in chain.steps:
+        for me, other in ((step.src, step.dst), (step.dst, step.src)):
+            if me == t.name and other != t.name:
+                warps = dict(step.options).get("warps") or 4
+                out.append(Neighbour(other, tensor_layout(chain.tensor(other), d, lay),
+                                     DTYPE_BYTES[step.dtype], other == step.src, warps))
+    return out
+
+
+def free_candidates(chain: Chain, t: Tensor, state: State, memo: dict | None = None) -> list[Placement]:
+    """The candidate layouts of free tensor ``t`` given the others' under ``state`` (``memo``:
+    a dict keeping them per neighbourhood, for a search that asks again)."""
+    near = neighbours(chain, t, state)
+    if memo is not None:
+        key = (t.name, tuple(near))
+        if key not in memo:
+            memo[key] = free_candidates(chain, t, state)
+        return memo[key]
+    target = get_target(chain.target, chain.arch)
+    if t.free.space == "registers":
+        return register_candidates(t.name, t.free, t.spec.shape, near, target, chain.source)
+    dtype = next(s.dtype for s in chain.steps if t.name in (s.src, s.dst))
+    return shared_candidates(t.name, t.spec.shape, dtype, near, target, chain.source)
 
 
 def _transpositions(choice: Choice) -> list[Choice]:
@@ -181,71 +282,61 @@ def _transpositions(choice: Choice) -> list[Choice]:
     return out
 
 
-def plan_chain(chain: Chain, rounds: int = ROUNDS) -> ChainPlan:
-    """Choose every free index's relabelling (module docstring; ``rounds`` of local search)
-    and plan the chain under it.  Raises ValueError with one line when a step cannot be
-    planned (naming the step)."""
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 0 <= rounds <= 16:
-        raise ValueError(f"rounds: an integer from 0 to 16, got {rounds!r}")
-    ev = _Evaluator(chain)
-    start: Choice = tuple((i, identity(s.bit_length() - 1)) for i, s in chain.indices)
+def _with(layouts: Layouts, name: str, p: Placement) -> Layouts:
+    return tuple((n, p if n == name else q) for n, q in layouts)
 
-    def cost(c: Choice) -> float:
+
+def plan_chain(chain: Chain, rounds: int = ROUNDS, passes: int = PASSES) -> ChainPlan:
+    """Choose every free index's relabelling and every free tensor's layout (module docstring;
+    ``passes`` of coordinate descent, then ``rounds`` of transpositions) and plan the chain
+    under them.  Raises ValueError with one line when a step cannot be planned under the
+    reference choice (naming the step)."""
+    for name, v, most in (("rounds", rounds, 16), ("passes", passes, 8)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= most:
+            raise ValueError(f"{name}: an integer from 0 to {most}, got {v!r}")
+    ev = _Evaluator(chain)
+    free = [t for t in chain.tensors if t.free is not None]
+    start: State = (tuple((i, identity(s.bit_length() - 1)) for i, s in chain.indices),
+                    tuple((t.name, reference(t)) for t in free))
+
+    def cost(c: State, bound: float = float("inf")) -> float:
         try:
-            return ev.cost(c)
+            return ev.cost(c, bound)
         except ValueError:
             if c == start:
                 raise
-            return float("inf")                     # a relabelling a step's planner refuses
+            return float("inf")                     # a choice a step's planner refuses
 
     try:
         base = cost(start)
     except ValueError as e:
         raise ValueError(f"{chain.source}: {e}") from None
     best, best_cost = start, base
-    for c in _aligned_candidates(chain):
-        cc = cost(c)
+
+    def consider(c: State) -> None:
+        nonlocal best, best_cost
+        if c in ev.seen:
+            return
+        cc = cost(c, best_cost)
         if cc < best_cost:
             best, best_cost = c, cc
+    memo: dict = {}
+    for _ in range(passes if chain.indices or free else 0):
+        before = best
+        for c in _aligned_candidates(chain, dict(best[1])):
+            consider((c, best[1]))
+        for t in free:
+            for p in free_candidates(chain, t, best, memo):
+                consider((best[0], _with(best[1], t.name, p)))
+        if best == before:
+            break
     for _ in range(rounds if chain.indices else 0):
-        scored = [(cost(c), k, c) for k, c in enumerate(_transpositions(best)) if c not in ev.seen]
+        scored = [(cost((c, best[1]), best_cost), k, c) for k, c in enumerate(_transpositions(best[0]))
+                  if (c, best[1]) not in ev.seen]
         if not scored:
             break
         cc, _, c = min(scored)
         if cc >= best_cost:
             break
-        best, best_cost = c, cc
-    return ChainPlan(chain, best, ev.plans(best), ev.plans(start), len(ev.seen), rounds)
-
-
-def describe(cp: ChainPlan) -> dict[str, Any]:
-    """Plain data of a chain plan: the choice (each index's bit images), per step the operation,
-    strategy and cost under the choice and under the identity, the totals."""
-    steps = []
-    for step, p, q in zip(cp.chain.steps, cp.plans, cp.identity_plans):
-        steps.append({"src": step.src, "dst": step.dst, "dtype": step.dtype, "operation": p.operation,
-                      "strategy": p.strategy, "cost": p.cost, "identity_strategy": q.strategy,
-                      "identity_cost": q.cost})
-    return {"choice": {i: list(pi) for i, pi in cp.choice}, "steps": steps, "cost": cp.cost,
-            "identity_cost": cp.identity_cost, "evaluated": cp.evaluated}
-
-
-def _how(plan: Transfer) -> str:
-    return plan.operation if plan.strategy == plan.operation else f"{plan.operation} {plan.strategy}"
-
-
-def chain_summary(cp: ChainPlan) -> str:
-    """The readable chain plan: each free index's choice, each step's operation, strategy and
-    cost against the layouts as written (the identity choice), the totals."""
-    c = cp.chain
-    lines = [f"chain {c.source}: {len(c.steps)} step{'s' * (len(c.steps) != 1)}, {len(c.indices)} free "
-             f"ind{'ex' if len(c.indices) == 1 else 'ices'}, {cp.evaluated} choices planned"]
-    for (index, pi), (_, size) in zip(cp.choice, c.indices):
-        moved = "identity" if pi == identity(len(pi)) else "relabelled"
-        lines.append(f"{index} ({size}, {moved}): bits {' '.join(str(1 << i) for i in range(len(pi)))} -> "
-                     f"{' '.join(map(str, pi))}")
-    for k, (step, p, q) in enumerate(zip(c.steps, cp.plans, cp.identity_plans)):
-        lines.append(f"step {k}: {step.src} -> {step.dst} ({step.dtype}): {_how(p)}, cost {p.cost:.2f} "
-                     f"(as written: {_how(q)}, {q.cost:.2f})")
-    lines.append(f"total cost {cp.cost:.2f} (as written {cp.identity_cost:.2f})")
-    return "\n".join(lines)
+        best, best_cost = (c, best[1]), cc
+    return ChainPlan(chain, best[0], ev.plans(best), ev.plans(start), len(ev.seen), rounds, best[1])

@@ -21,14 +21,16 @@ __all__ = ["chain"]
 def chain(chain_file: str, rounds: int, output: str, name: str | None, emit: tuple[str, ...], show_plan: bool,
           as_json: bool) -> None:
     """Plan a chain of operations whose in-between layouts are free (docs/chains.md): the free
-    indices' relabelling is chosen with the planner's cost model, summed over the steps.
-    Prints the choice and each step's cost against the layouts as written, then writes every
-    step's header (and harness) under the chosen layouts and the index header
-    NAME_indices.cuh; with --plan prints every step's plan instead."""
+    indices' relabelling and the free tensors' layouts are chosen with the planner's cost
+    model, summed over the steps.  Prints the choice (each free layout as a spec to paste)
+    and each step's cost against the reference choice, then writes every step's header (and
+    harness) under the chosen layouts, the index header NAME_indices.cuh and each free
+    tensor's spec NAME_<tensor>.yaml; with --plan prints every step's plan instead."""
     from ll_codegen.api import check_name
     from ll_codegen.chain.description import load_chain
     from ll_codegen.chain.files import chain_file_names, chain_files
-    from ll_codegen.chain.search import chain_summary, plan_chain
+    from ll_codegen.chain.report import chain_json, chain_summary
+    from ll_codegen.chain.search import plan_chain
     if as_json and not show_plan:
         raise CLIError("--json needs --plan (the files are the output otherwise)")
     if name is None:
@@ -42,7 +44,7 @@ def chain(chain_file: str, rounds: int, output: str, name: str | None, emit: tup
     cp = plan_chain(c, rounds)
     if show_plan:
         if as_json:
-            click.echo(cp.to_json())
+            click.echo(chain_json(cp))
             return
         parts = [chain_summary(cp)] + [f"\nstep {k} ({s.src} -> {s.dst}):\n{p.summary()}"
                                        for k, (s, p) in enumerate(zip(c.steps, cp.plans))]

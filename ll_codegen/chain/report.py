@@ -1,0 +1,75 @@
+"""A planned chain as data and as text: the chosen relabellings and free layouts (as specs a
+user pastes), every step's plan and cost, the totals against the reference choice."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ll_codegen.chain.candidates import Placement
+from ll_codegen.chain.description import Tensor
+from ll_codegen.chain.search import ChainPlan, identity
+from ll_codegen.layouts.show import layout_params
+from ll_codegen.plan.plans import Transfer
+
+
+def reference_text(t: Tensor) -> str:
+    """A free tensor's reference as it reads in a summary: its kind and parameters."""
+    params = {k: v for k, v in layout_params(t.spec.layout).items() if k not in ("kind", "rank")}
+    return f"{t.spec.kind} {' '.join(f'{k}={list(v) if isinstance(v, tuple) else v}' for k, v in params.items())}"
+
+
+def chosen_text(p: Placement) -> str:
+    """A chosen layout's spec: the pasteable YAML line, or ``reference`` when the reference stayed."""
+    return p.text or "reference"
+
+
+def describe(cp: ChainPlan) -> dict[str, Any]:
+    """Plain data of a chain plan: the choice (each index's bit images, each free tensor's spec
+    and how it was found), per step the operation, strategy and cost under the choice and
+    under the reference, the totals."""
+    steps = []
+    for step, p, q in zip(cp.chain.steps, cp.plans, cp.identity_plans):
+        steps.append({"src": step.src, "dst": step.dst, "dtype": step.dtype, "operation": p.operation,
+                      "strategy": p.strategy, "cost": p.cost, "identity_strategy": q.strategy,
+                      "identity_cost": q.cost})
+    layouts = {name: {"space": cp.chain.tensor(name).free.space, "found": p.label, "spec": p.text or None,
+                      "reference": reference_text(cp.chain.tensor(name))} for name, p in cp.layouts}
+    return {"choice": {i: list(pi) for i, pi in cp.choice}, "layouts": layouts, "steps": steps, "cost": cp.cost,
+            "identity_cost": cp.identity_cost, "evaluated": cp.evaluated}
+
+
+def chain_json(cp: ChainPlan, indent: int | None = 2) -> str:
+    """``describe`` as JSON."""
+    return json.dumps(describe(cp), indent=indent)
+
+
+def _how(plan: Transfer) -> str:
+    return plan.operation if plan.strategy == plan.operation else f"{plan.operation} {plan.strategy}"
+
+
+def chain_summary(cp: ChainPlan) -> str:
+    """The readable chain plan: each free index's choice, each free tensor's chosen layout (the
+    spec to paste) against its reference, each step's operation, strategy and cost against the
+    reference choice, the totals."""
+    c = cp.chain
+    parts = [f"{len(c.indices)} free ind{'ex' if len(c.indices) == 1 else 'ices'}"] if c.indices else []
+    parts += [f"{len(cp.layouts)} free layout{'s' * (len(cp.layouts) != 1)}"] if cp.layouts else []
+    head = f"chain {c.source}: {len(c.steps)} step{'s' * (len(c.steps) != 1)}"
+    lines = [f"{head}, {', '.join(parts) or 'nothing free'}, {cp.evaluated} choices planned"]
+    for (index, pi), (_, size) in zip(cp.choice, c.indices):
+        moved = "identity" if pi == identity(len(pi)) else "relabelled"
+        lines.append(f"{index} ({size}, {moved}): bits {' '.join(str(1 << i) for i in range(len(pi)))} -> "
+                     f"{' '.join(map(str, pi))}")
+    for name, p in cp.layouts:
+        t = c.tensor(name)
+        fam = f"{t.free.warps} warps, {t.free.per_thread} a thread" if t.free.space == "registers" else "shared"
+        if p.text:
+            lines.append(f"{name} (free {t.free.space}: {fam}): found as {p.label}; reference {reference_text(t)}")
+            lines.append(f"  {name}: {p.text}")
+        else:
+            lines.append(f"{name} (free {t.free.space}: {fam}): the reference {reference_text(t)} stays")
+    for k, (step, p, q) in enumerate(zip(c.steps, cp.plans, cp.identity_plans)):
+        lines.append(f"step {k}: {step.src} -> {step.dst} ({step.dtype}): {_how(p)}, cost {p.cost:.2f} "
+                     f"(reference: {_how(q)}, {q.cost:.2f})")
+    lines.append(f"total cost {cp.cost:.2f} (reference {cp.identity_cost:.2f})")
+    return "\n".join(lines)
