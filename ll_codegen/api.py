@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ll_codegen.core import limits
-from ll_codegen.core.dtypes import DTYPE_BYTES
+from ll_codegen.core.dtypes import DTYPE_BITS, is_packed
 from ll_codegen.core.files import check_output_dir, quote_path, write_all, write_atomic
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import Target, get_target
@@ -33,7 +33,7 @@ from ll_codegen.emit.render import file_names
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.operations import (OPERATIONS, Endpoint, Operation, Request, command_line, for_endpoints,
                                    layout_bases, operation_of, render, render_files, summary)
-from ll_codegen.plan import planner
+from ll_codegen.plan import packed, planner
 from ll_codegen.plan.mma import AB_BYTES
 from ll_codegen.plan.model import parse_barrier
 from ll_codegen.plan.mma_model import MmaPlan
@@ -140,7 +140,7 @@ def check_sides(sides: Sequence[tuple[str, LinearLayout, Spec | None]], target: 
 
 def _check_element_width(e: Endpoint, spec: Spec | None, dtype: str) -> None:
     """A memory layout made for another element width (nvmma_shared, cute) is refused."""
-    width = 8 * DTYPE_BYTES.get(dtype, 0)
+    width = DTYPE_BITS.get(dtype, 0)
     if e.element_bits is not None and width and e.element_bits != width:
         raise ValueError(f"the {spec.kind if spec else 'memory'} layout is for {e.element_bits}-bit elements but the "
                          f"dtype {dtype} has {width} bits")
@@ -254,12 +254,33 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     if "strides" in given:
         given["strides"] = parse_strides(strides)
     request = Request((s, d), dtype, target, arch, strategy, given)
+    if is_packed(dtype):
+        return _plan_packed(ops, request)
+    return _first(ops, request)
+
+
+def _first(ops: Sequence[Operation], request: Request) -> Transfer:
+    """The plan of the first operation of ``ops`` whose planner takes ``request`` (the last one's error otherwise)."""
     for op in ops[:-1]:
         try:
             return op.plan(request)
         except ValueError:
             continue                # the next operation of these endpoints may take the pair (tma -> copy)
     return ops[-1].plan(request)
+
+
+def _plan_packed(ops: Sequence[Operation], r: Request) -> Transfer:
+    """A transfer of 4-bit elements, two per byte: the byte plan of the two quotient layouts
+    (``plan/packed.py``: both layouts pair the same elements, the pair dropped, its dim halved),
+    stating the 4-bit dtype and its ``packing``; global strides are read as 4-bit elements."""
+    s, d = r.endpoints
+    sq, dq, packing = packed.quotient_pair(s.layout, s.space, d.layout, d.space, r.dtype)
+    options = dict(r.options)
+    if "strides" in options:
+        options["strides"] = packed.quotient_strides(options["strides"], packing)
+    byte_request = replace(r, endpoints=(replace(s, layout=sq), replace(d, layout=dq)), dtype=packed.CARRIER,
+                           options=options)
+    return packed.relabel(_first(ops, byte_request), r.dtype, packing)
 
 
 def back_plan(plan: ConvertPlan, src: LinearLayout, dst: LinearLayout, strategy: str = "auto",
@@ -269,12 +290,14 @@ def back_plan(plan: ConvertPlan, src: LinearLayout, dst: LinearLayout, strategy:
     strategy that is illegal in reverse falls back to ``auto``."""
     kw = dict(dtype=plan.dtype, target=plan.target, arch=plan.arch, swizzle=swizzle, smem_budget=smem_budget,
               scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp)
+    # a packed plan's reverse is planned packed too, from the 4-bit layouts
+    plan_pair = planner.plan_conversion if plan.packing is None else plan_conversion
     try:
-        return planner.plan_conversion(dst, src, strategy=strategy, **kw)
+        return plan_pair(dst, src, strategy=strategy, **kw)
     except ValueError:
         if strategy == "auto":
             raise
-        return planner.plan_conversion(dst, src, strategy="auto", **kw)
+        return plan_pair(dst, src, strategy="auto", **kw)
 
 
 def layout_text(layout: LinearLayout, spec: Spec | None = None, source: str | None = None) -> str:

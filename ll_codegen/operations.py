@@ -53,6 +53,7 @@ from ll_codegen.verify.emulate.convert import check_convert
 from ll_codegen.verify.emulate.gather import check_gather
 from ll_codegen.verify.emulate.memory import check_copy_plan, check_memory_plan
 from ll_codegen.verify.emulate.mma import check_mma
+from ll_codegen.verify.emulate.packed import check_packing
 from ll_codegen.verify.emulate.reduce import check_reduce
 from ll_codegen.verify.emulate.relayout import check_relayout
 from ll_codegen.verify.emulate.tma import check_tma
@@ -268,8 +269,11 @@ def write_files(plan: Any, directory: str, name: str, emit: Sequence[str] = ("he
 
 def check(plan: Any, rng: np.random.Generator | int | None = 0, **options) -> None:
     """Emulate ``plan`` on random data and compare with numpy; AssertionError on any
-    difference (options: ``extent``/``strides`` for store, load and copy, ``runs`` for gather)."""
+    difference (options: ``extent``/``strides`` for store, load and copy, ``runs`` for gather).
+    A packed 4-bit plan's byte layouts are checked against its 4-bit layouts too."""
     operation_of(plan).emulate(plan, rng, **options)
+    if getattr(plan, "packing", None) is not None:
+        check_packing(plan, rng)
 
 
 def harness_of(plan: Any) -> harness.HarnessOp:
@@ -321,5 +325,8 @@ def command_line(command: str, **values: Any) -> str:
 
 
 def layout_bases(plan: Any) -> tuple[LinearLayout, LinearLayout]:
-    """The source and destination layouts a ``Transfer`` plan was made for."""
-    return layout_of(plan.src_bases), layout_of(plan.dst_bases)
+    """The source and destination layouts a ``Transfer`` plan was made for (a packed plan's: the
+    4-bit layouts its ``packing`` records, not the byte layouts it moves)."""
+    src, dst = (plan.src_bases, plan.dst_bases) if plan.packing is None else (plan.packing.src_bases,
+                                                                              plan.packing.dst_bases)
+    return layout_of(src), layout_of(dst)

@@ -8,7 +8,7 @@ from typing import Optional
 import click
 
 from ll_codegen.cli.app import CLIError, main, say
-from ll_codegen.cli.options import (BARRIER, DTYPE_HELP, DTYPES, EMIT_CHOICES, SCRATCH_BUFFERS, SCRATCH_PER_WARP,
+from ll_codegen.cli.options import (BARRIER, BYTE_DTYPES, DTYPE_HELP, DTYPES, EMIT_CHOICES, SCRATCH_BUFFERS, SCRATCH_PER_WARP,
                                     CommaChoice, check_outputs, conversion_options, need, spec_option)
 from ll_codegen.core import limits
 from ll_codegen.emit.names import default_name
@@ -74,7 +74,8 @@ def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str,
 @main.command()
 @spec_option("--src", "Source layout spec (a distributed layout).")
 @spec_option("--dst", "Destination layout spec (a distributed layout).")
-@click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=DTYPE_HELP)
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(BYTE_DTYPES),
+              help="Element type (only its width matters).")
 @click.option("--shape", default=None, metavar="N,N", help="Tensor shape (overrides both specs' 'shape').")
 @click.option("--iters", default=64, show_default=True, type=click.IntRange(1, limits.MAX_ITERS),
               help="Round trips src->dst->src per CTA.")

@@ -8,7 +8,7 @@ from typing import Optional
 import click
 
 from ll_codegen.cli.app import CLIError, main, say
-from ll_codegen.cli.options import (ARCHS, BARRIER, COMBINES, DTYPE_HELP, DTYPES, GATHER_STRATEGIES, INDEX_DTYPES,
+from ll_codegen.cli.options import (ARCHS, BARRIER, BYTE_DTYPES, COMBINES, GATHER_STRATEGIES, INDEX_DTYPES,
                                     MMA_DTYPES, REDUCE_DTYPES, TARGETS, generate, generator_options, given,
                                     spec_option)
 from ll_codegen.core.files import check_targets, quote_path, write_all
@@ -26,7 +26,8 @@ __all__ = ["gather", "mma", "reduce"]
 @click.option("--index", "index", default=None, metavar="IDX.yaml", type=click.Path(dir_okay=False),
               help="Index layout spec (distributed; the output has this layout and shape).")
 @click.option("--axis", default=None, type=int, metavar="N", help="The gather axis (a tensor dim).")
-@click.option("--dtype", default="f16", show_default=True, type=click.Choice(DTYPES), help=DTYPE_HELP)
+@click.option("--dtype", default="f16", show_default=True, type=click.Choice(BYTE_DTYPES),
+              help="Element type (only its width matters).")
 @click.option("--index-dtype", "index_dtype", default="i32", show_default=True, type=click.Choice(tuple(INDEX_DTYPES)),
               help="Index element type.")
 @click.option("--target", default="cuda", show_default=True, type=click.Choice(TARGETS), help="Target.")

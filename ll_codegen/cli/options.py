@@ -12,19 +12,20 @@ import click
 
 from ll_codegen.cli.app import CLIError, say
 from ll_codegen.core import limits
-from ll_codegen.core.dtypes import DTYPE_BYTES, INDEX_DTYPES
+from ll_codegen.core.dtypes import DTYPE_BITS, DTYPE_BYTES, INDEX_DTYPES
 from ll_codegen.core.files import check_output_dir, check_targets
 from ll_codegen.core.target import CUDA_ARCHS, HIP_WAVE32, HIP_WAVE64
 from ll_codegen.emit.names import check_name, output_names
 from ll_codegen.plan.mma import AB_TYPES
 from ll_codegen.plan.reduce import COMBINES, REDUCE_DTYPES
 
-__all__ = ["DTYPES", "MMA_DTYPES", "INDEX_DTYPES", "COMBINES", "REDUCE_DTYPES", "TARGETS", "ARCHS",
+__all__ = ["DTYPES", "BYTE_DTYPES", "MMA_DTYPES", "INDEX_DTYPES", "COMBINES", "REDUCE_DTYPES", "TARGETS", "ARCHS",
            "STRATEGY_CHOICES", "SWIZZLES", "EMIT_CHOICES", "GATHER_STRATEGIES", "CommaChoice", "spec_option",
            "options", "conversion_options", "generator_options", "check_outputs", "given", "generate", "need",
            "DTYPE_HELP", "SCRATCH_BUFFERS", "SCRATCH_PER_WARP", "BARRIER"]
 
-DTYPES = tuple(DTYPE_BYTES)
+DTYPES = tuple(DTYPE_BITS)          # conversions, stores, loads, copies: the 4-bit types packed two per byte
+BYTE_DTYPES = tuple(DTYPE_BYTES)     # gathers and the GPU bench: whole-byte elements
 MMA_DTYPES = tuple(AB_TYPES)
 TARGETS = ("cuda", "hip")
 ARCHS = CUDA_ARCHS + HIP_WAVE64 + HIP_WAVE32
@@ -152,7 +153,8 @@ def need(src: Optional[str], dst: Optional[str]) -> None:
     given(("--src", src), ("--dst", dst), tail=" (a spec file each)")
 
 
-DTYPE_HELP = "Element type (only its width matters)."
+DTYPE_HELP = ("Element type (only its width matters; i4, u4 and e2m1 are packed two per byte, the byte-internal "
+              "position register basis 0 / offset basis 0 of each layout).")
 SCRATCH_BUFFERS = click.option(
     "--scratch-buffers", "scratch_buffers", default="1", show_default=True, type=click.Choice(["1", "2"]),
     callback=lambda ctx, param, v: int(v),

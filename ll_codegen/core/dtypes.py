@@ -3,6 +3,13 @@
 Plans move raw bits, so an element type matters only by its width: ``f16``
 and ``bf16`` plan, render and verify alike.  Index types (gathers) are read as
 integers, so their signedness matters too.
+
+The 4-bit types (``i4``, ``u4``, ``e2m1``) are packed two per byte: they have a
+width in bits (``DTYPE_BITS``) but no width in bytes -- ``dtype_bytes`` refuses
+them, and every stage reaches them only through ``plan/packed.py``, which plans
+a 4-bit tensor as the byte tensor of its quotient layouts (element ``2i`` in the
+low nibble of byte ``i``, ``2i + 1`` in the high nibble).  An e2m1 value is its
+raw 4-bit code (sign, 2 exponent bits, 1 mantissa bit): plans move bits.
 """
 from __future__ import annotations
 
@@ -13,6 +20,12 @@ from ll_codegen.core.limits import short
 #: element type -> bytes (the ``--dtype`` choices, in the order the CLI lists them)
 DTYPE_BYTES = {"i8": 1, "u8": 1, "f8e4m3": 1, "f8e5m2": 1, "i16": 2, "f16": 2, "bf16": 2,
                "i32": 4, "u32": 4, "f32": 4, "i64": 8, "f64": 8}
+
+#: 4-bit element types, two per byte (low nibble first)
+PACKED_BITS = {"i4": 4, "u4": 4, "e2m1": 4}
+
+#: element type -> bits (the ``--dtype`` choices of conversions, stores, loads and copies)
+DTYPE_BITS = {**{k: 8 * v for k, v in DTYPE_BYTES.items()}, **PACKED_BITS}
 
 #: gather index type -> (bytes, C type, numpy type)
 INDEX_DTYPES = {"i32": (4, "int32_t", np.int32), "u32": (4, "uint32_t", np.uint32),
@@ -28,9 +41,24 @@ NP_RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 def dtype_bytes(dtype: str) -> int:
     """Bytes of one element of ``dtype``; ValueError naming the known types otherwise."""
+    if dtype in PACKED_BITS:
+        raise ValueError(f"{dtype} has {PACKED_BITS[dtype]} bits, two elements per byte: plan it through "
+                         f"plan.packed (conversions, stores, loads and copies of packed tiles)")
     if dtype not in DTYPE_BYTES:
-        raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BYTES)})")
+        raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BITS)})")
     return DTYPE_BYTES[dtype]
+
+
+def dtype_bits(dtype: str) -> int:
+    """Bits of one element of ``dtype`` (4 for the packed types); ValueError naming the known types otherwise."""
+    if dtype not in DTYPE_BITS:
+        raise ValueError(f"unknown dtype {short(dtype)} (known: {', '.join(DTYPE_BITS)})")
+    return DTYPE_BITS[dtype]
+
+
+def is_packed(dtype: str) -> bool:
+    """Whether ``dtype`` is a sub-byte type stored two per byte."""
+    return dtype in PACKED_BITS
 
 
 def index_bytes(index_dtype: str) -> int:

@@ -17,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ll_codegen.core.dtypes import C_RAW
+from ll_codegen.core.dtypes import C_RAW, is_packed
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import (address_expr, aligned, comment_lines, compose_word, hex_const, pack_words,
                                    parity_expr, signature, strip_parens, unpack_elems, xor_form_expr)
 from ll_codegen.emit.instructions import Instruction, memory
 from ll_codegen.plan.model import LaneSelect, XorForm, word_view
+from ll_codegen.plan.packed import side_bytes, side_pair
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.emit.harness_tiles import (global_access, harness_cut, harness_fill, harness_strides, harness_tile,
                                           harness_variants, scratch_bytes)
@@ -112,7 +113,8 @@ def constants(plan: Transfer, head: list[tuple[str, str]], tail: list[tuple[str,
     rows = list(head) + [
         (f"constexpr int kThreads   = {p.threads};", "threads taking part: tid in [0, kThreads)"),
         (f"constexpr int kWarpSize  = {p.warp_size};", ""),
-        (f"constexpr int kElemBytes = {p.elem_bytes};", f"sizeof(T) ({p.dtype})"),
+        (f"constexpr int kElemBytes = {p.elem_bytes};", f"sizeof(T) ({p.dtype})" if not is_packed(p.dtype) else
+         f"sizeof(T): one byte, two {p.dtype} elements (low nibble first)"),
         (f"constexpr int kRank      = {len(p.shape)};", ""),
         (f"__attribute__((unused)) constexpr int kShape[kRank] = {{{shape}}};", "the tensor (row-major)")]
     rows += list(tail)
@@ -178,6 +180,7 @@ def header_context(plan: Transfer, conv: Namespace, command: str, src_text: str 
             return f"{side} layout ({plan.memory.space} memory tile)"
         if plan.operation == "relayout":
             return f"{side} layout (shared memory tile)"
+        n = 2 * n if plan.packing is not None else n          # the 4-bit layout's registers: one element each
         return f"{side} layout ({n} registers x {plan.warp_size} lanes x {plan.num_warps} warps)"
     src, dst = layout_of(plan.src_bases), layout_of(plan.dst_bases)
     comment = comment_lines(
@@ -187,8 +190,37 @@ def header_context(plan: Transfer, conv: Namespace, command: str, src_text: str 
         f"{src_text if src_text is not None else repr(src)}\n\n"
         f"{what(plan.n_dst, 'Destination')}:\n"
         f"{dst_text if dst_text is not None else repr(dst)}\n\n"
-        "Plan:\n" + "\n".join("  " + line for line in _summary_lines(plan, summary)))
+        + (packing_text(plan) if plan.packing is not None else "")
+        + "Plan:\n" + "\n".join("  " + line for line in _summary_lines(plan, summary)))
     return dict(conv=conv, comment=comment)
+
+
+def element_unit(plan: Transfer) -> str:
+    """What a register of ``plan`` holds, as its header counts them: elements, or for a packed
+    4-bit plan bytes of two elements."""
+    return f"bytes (two {plan.dtype} elements each)" if is_packed(plan.dtype) else "elements"
+
+
+def packing_text(plan: Transfer) -> str:
+    """The header paragraph of a packed plan: what its registers and tiles hold, each side's packed
+    tensor (the one its index function indexes), and the byte layouts as the caller holds them."""
+    k = plan.packing
+
+    def side(name: str, role: str) -> str:
+        d, b = side_pair(k, name)
+        shape = [s // 2 if i == d else s for i, s in enumerate(k.shape)]
+        return (f"The {role}'s packed tensor: shape {shape}, byte y holding the two elements that differ in bit {b} of "
+                f"dim {d}\n(clear: low nibble, set: high nibble).\n")
+    return (f"Packed {k.dtype} (4-bit elements, two per byte): both layouts above are in elements. Every function\n"
+            f"here moves whole bytes (T is a 1-byte type): kSrcRegs, kDstRegs and kRegs count bytes, byte i of a\n"
+            f"thread holding its elements 2i (low nibble) and 2i+1 (high nibble), as register basis 0 pairs them;\n"
+            f"a tile's offsets and strides count bytes (element offset o is byte o >> 1, nibble o & 1).\n"
+            + side("src", "source") + side("dst", "destination")
+            + f"src_index/dst_index/tile_index index these packed tensors; kShape is the byte plan's "
+              f"({list(k.packed_shape)}).\n"
+            + "".join(f"{line.strip()}\n" for line in k.lines()[:-2])
+            + f"\nSource bytes (as the caller holds them):\n{side_bytes(k, 'src')!r}\n\n"
+            f"Destination bytes (as the caller holds them):\n{side_bytes(k, 'dst')!r}\n\n")
 
 
 def header_values(namespace: Callable[[Transfer, str], "Namespace"],

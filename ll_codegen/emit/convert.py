@@ -16,8 +16,9 @@ from typing import Sequence
 
 from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import LinearLayout, layout_of
-from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, harness_context,
-                                  header_values, new_namespace, use_instruction, word_counts)
+from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, element_unit,
+                                  harness_context, header_values, new_namespace, use_instruction, word_counts)
+from ll_codegen.emit.packed import repacked_namespace
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
                                    linear_expr, row_major_bases, row_major_form, select_tree, strip_parens, term_expr,
                                    xor_form_expr)
@@ -316,11 +317,15 @@ def convert_function(plan: Transfer, conv: Namespace) -> Fn:
 
 def namespace(plan: Transfer, name: str, nested: bool = False) -> Namespace:
     """The generated namespace of a conversion: constants, src_index/dst_index, convert()
-    (``nested``: a staged conversion's step, its constants marked unused)."""
+    (``nested``: a staged conversion's step, its constants marked unused); a packed plan that
+    repacks nibbles in registers, the byte plan wrapped (``emit/packed.py``)."""
+    if plan.packing is not None and plan.packing.repacks:
+        return repacked_namespace(plan, name, namespace)
     conv = new_namespace(plan, name)
     p = plan
-    head = [(f"constexpr int kSrcRegs   = {p.n_src};", "elements per thread before convert()"),
-            (f"constexpr int kDstRegs   = {p.n_dst};", "elements per thread after convert()"),
+    unit = element_unit(p)
+    head = [(f"constexpr int kSrcRegs   = {p.n_src};", f"{unit} per thread before convert()"),
+            (f"constexpr int kDstRegs   = {p.n_dst};", f"{unit} per thread after convert()"),
             (f"constexpr int kSmemBytes = {p.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
     if p.through_smem and p.smem.buffers == 2:
         head.append(("constexpr int kScratchBuffers = 2;", "alternate two kSmemBytes buffers between calls"))

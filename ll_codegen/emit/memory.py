@@ -18,8 +18,10 @@ from dataclasses import replace
 
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, alignment_dispatch, constants,
-                                  harness_context, header_values, new_namespace, path_name, word_counts)
+                                  element_unit, harness_context, header_values, new_namespace, path_name,
+                                  word_counts)
 from ll_codegen.emit.cexpr import aligned, hex_const, index_function, tile_index_function
+from ll_codegen.emit.packed import repacked_namespace
 from ll_codegen.emit.convert import namespace as convert_namespace
 from ll_codegen.plan.model import instruction_name, word_view
 from ll_codegen.plan.plans import Transfer, without_via
@@ -272,10 +274,14 @@ def dispatch_functions(plan: Transfer, conv: Namespace) -> list[Fn]:
 
 def namespace(plan: Transfer, name: str) -> Namespace:
     """The generated namespace of a store or load: constants, the index
-    functions of the registers (and of a shared tile), the functions."""
+    functions of the registers (and of a shared tile), the functions; a packed plan that
+    repacks nibbles in registers, the byte plan wrapped (``emit/packed.py``)."""
+    if plan.packing is not None and plan.packing.repacks:
+        return repacked_namespace(plan, name, namespace)
     conv = new_namespace(plan, name)
     p, m = plan, plan.memory
-    head = [(f"constexpr int kRegs      = {max(p.n_src, p.n_dst)};", f"elements per thread {m.direction}() moves")]
+    head = [(f"constexpr int kRegs      = {max(p.n_src, p.n_dst)};",
+             f"{element_unit(p)} per thread {m.direction}() moves")]
     if p.via is not None or p.paths:
         head.append((f"constexpr int kSmemBytes = {p.smem_bytes};", "scratch of a conversion step (via)"))
     elif m.space == "global":

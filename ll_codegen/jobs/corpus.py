@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from ll_codegen.api import DEFAULT_SMEM_BUDGET, plan_conversion
 from ll_codegen.core import limits
-from ll_codegen.core.dtypes import DTYPE_BYTES
+from ll_codegen.core.dtypes import DTYPE_BITS
 from ll_codegen.core.target import get_target
 from ll_codegen.emit.names import check_name, stem_ident
 from ll_codegen.operations import for_endpoints
@@ -143,8 +143,8 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
         except ValueError as err:
             raise SpecError(source, None, str(err)) from None
         for d in dts:
-            if d not in DTYPE_BYTES:
-                raise SpecError(source, f"{where}.{field}", f"unknown dtype {limits.short(d)} (known: {', '.join(DTYPE_BYTES)})")
+            if d not in DTYPE_BITS:
+                raise SpecError(source, f"{where}.{field}", f"unknown dtype {limits.short(d)} (known: {', '.join(DTYPE_BITS)})")
         name = text_field("name", None)
         if name is not None:
             try:

@@ -25,7 +25,9 @@ type            moves                                             parts
 (``plan/mma_model.py``) are the other operations' types.
 
 Conventions: each thread holds ``src[0..n_src)`` before and ``dst[0..n_dst)``
-after (elements of ``elem_bytes`` bytes, raw bits); a memory side has no
+after (elements of ``elem_bytes`` bytes, raw bits; for a 4-bit ``dtype`` the plan is the byte
+plan of the quotient layouts, ``packing`` (``plan/packed.py``) the 4-bit layouts and the pair bit,
+and every register, offset and count is a byte of two elements); a memory side has no
 registers (``n_dst = 0`` for a store, ``n_src = 0`` for a load) and its bases
 are the tile's (``offset`` -> tensor).  The strategy fills the canonical
 destination registers; ``dst_copies`` (dst, from_dst) then fills the ones the
@@ -39,6 +41,7 @@ from typing import Any, ClassVar
 
 from ll_codegen.plan.model import (Candidate, MemoryPlan, RegisterPlan, ShufflePlan, SmemPlan,
                                    instruction_name)
+from ll_codegen.plan.packed import Packing
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +62,7 @@ class Transfer:
     shape: tuple[int, ...]
     dst_copies: tuple[tuple[int, int], ...] = ()
     candidates: tuple[Candidate, ...] = ()
+    packing: Packing | None = None      # 4-bit elements two per byte: the byte plan of the quotient layouts
 
     @property
     def threads(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ll_codegen.core.dtypes import is_packed
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.mma import MmaPlan
@@ -22,8 +23,10 @@ def _vec(v: int, sizes: dict[str, int]) -> str:
 def _plan_text(p: Transfer, detail: list[str]) -> str:
     """A Transfer's summary: the headline, the operation's ``detail`` lines,
     broadcast copies and the candidates (the chosen one starred)."""
-    lines = [f"strategy: {p.strategy}  ({p.dtype}, {p.elem_bytes} B/elem, {p.target} {p.arch}, "
-             f"{p.num_warps} warps x {p.warp_size} lanes, {p.n_src} -> {p.n_dst} registers)"] + detail
+    width = f"{p.elem_bytes} B = 2 elems packed" if is_packed(p.dtype) else f"{p.elem_bytes} B/elem"
+    lines = [f"strategy: {p.strategy}  ({p.dtype}, {width}, {p.target} {p.arch}, "
+             f"{p.num_warps} warps x {p.warp_size} lanes, {p.n_src} -> {p.n_dst} registers)"]
+    lines += (p.packing.lines() if p.packing is not None else []) + detail
     if p.dst_copies:
         lines.append(f"broadcast copies: {len(p.dst_copies)} registers")
     best = min(range(len(p.candidates)), key=lambda i: p.candidates[i].score) if p.candidates else -1

@@ -28,6 +28,7 @@ import subprocess
 import numpy as np
 
 from ll_codegen.operations import operation_of
+from ll_codegen.verify.harness import byte_plan_input
 from ll_codegen.verify.ptx.expect import BLOCK_BARRIER, Want, show
 from ll_codegen.verify.ptx.ops import Event, PtxError
 from ll_codegen.verify.ptx.sim import Kernel, parse, run
@@ -111,7 +112,9 @@ def check_kernels(plan, kernels: dict[str, Kernel], name: str, seed: int = 0, ma
                 problems.append(f"{kname}: behaviour: {r.message}")
         for t, events in enumerate(out.events if structure else ()):
             lane, warp = t % plan.warp_size, t // plan.warp_size
-            wants, shfl = want.wants(plan, data.args, v, lane, warp)
+            # a source repack runs before the byte plan: its steps move the byte plan's tensor
+            args = [byte_plan_input(plan, data.args[0]), *data.args[1:]]
+            wants, shfl = want.wants(plan, args, v, lane, warp)
             mine = [e for e in events if want.counts(e)]
             if want.normalise is not None:
                 mine = want.normalise(mine, plan)

@@ -46,9 +46,11 @@ import numpy as np
 
 from ll_codegen.core.dtypes import C_RAW, INDEX_DTYPES, NP_RAW
 from ll_codegen.core.layout import layout_of
+from ll_codegen.plan.packed import side_bytes, side_pair
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.emit.harness_tiles import harness_cut, harness_extent, harness_fill, harness_strides, harness_variants, variant_masked
 from ll_codegen.emit.harness_tiles import harness_origin, scratch_bytes
+from ll_codegen.verify.emulate.packed import packed_tensor, random_nibbles, unpacked_tensor
 from ll_codegen.verify.emulate.reference import (acc_bits, encode_small, gather_expected, mma_tensors, reduce_reference,
                                          reduce_tensor, reference_registers, row_major_index)
 
@@ -109,6 +111,8 @@ def random_data(plan: Transfer, rng: np.random.Generator,
     harness of a global tile (``plan.harness_cut``): a masked store leaves
     the poison ``~in`` outside the extent, a masked load gives ``fill``, a
     masked copy zeros."""
+    if plan.packing is not None and plan.packing.repacks:
+        return repacked_data(plan, rng, variant)
     raw = NP_RAW[plan.elem_bytes]
     flat = rng.integers(0, np.iinfo(raw).max, size=int(np.prod(plan.shape)), dtype=raw, endpoint=True)
     if not plan.n_dst:
@@ -126,6 +130,41 @@ def random_data(plan: Transfer, rng: np.random.Generator,
         return flat, np.where(inside, flat, ~flat), want
     idx = row_major_index(layout_of(plan.dst_bases)).reshape(plan.threads, -1)
     return flat, np.where(inside, flat, fill), np.where(inside[idx], want, fill)
+
+
+def repacked_data(plan: Transfer, rng: np.random.Generator,
+                  variant: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``random_data`` of a packed plan whose registers repack nibbles: ``in`` is the byte tensor
+    packed as the source's caller holds it (its own pair vector), ``out`` packed as the
+    destination's; both through the 4-bit tensor (random nibbles, every code), the masked
+    forms cut on the byte plan's tensor as its harness does."""
+    k = plan.packing
+    src_pair, dst_pair = side_pair(k, "src"), side_pair(k, "dst")
+    nib = random_nibbles(k.shape, rng)
+    flat = packed_tensor(nib, *src_pair).reshape(-1)
+    inner = packed_tensor(nib, k.dim, k.bit).reshape(-1)                 # the byte plan's tensor
+    if variant_masked(variant):
+        coords = np.indices(plan.shape).reshape(len(plan.shape), -1)
+        inside = np.all(coords < np.array(harness_cut(plan.shape))[:, None], axis=0)
+        cut = (~flat if plan.operation == "store" else
+               np.zeros_like(inner) if plan.operation == "copy" else np.full_like(inner, harness_fill(1)))
+        inner = np.where(inside, inner, cut)
+    out = packed_tensor(unpacked_tensor(inner.reshape(plan.shape), k.dim, k.bit), *dst_pair).reshape(-1)
+    want = (reference_registers(side_bytes(k, "dst"), out, plan.threads) if plan.n_dst else
+            np.zeros((plan.threads, 0), dtype=np.uint8))
+    return flat, out, want
+
+
+def byte_plan_input(plan: Transfer, flat: np.ndarray) -> np.ndarray:
+    """A harness's ``in`` (row-major, packed as the source's caller holds it) as the byte plan of a
+    repacking packed plan reads it: the same nibbles packed by the byte plan's pair (``flat`` itself
+    for every other plan) -- what each thread's instructions move, step by step."""
+    k = getattr(plan, "packing", None)          # gathers, MMAs and reductions have none
+    if k is None or not k.src_swap:
+        return flat
+    d, b = side_pair(k, "src")
+    shape = tuple(s // 2 if i == d else s for i, s in enumerate(k.shape))
+    return packed_tensor(unpacked_tensor(np.asarray(flat).reshape(shape), d, b), k.dim, k.bit).reshape(-1)
 
 
 def compare(name: str, p: Transfer, flat: np.ndarray, want: np.ndarray, out: np.ndarray, regs: np.ndarray,
