@@ -16,9 +16,11 @@ kernels taking turns in a rotated order):
 * ``flash``: the same under ``SDPBackend.FLASH_ATTENTION`` (FlashAttention-2 in torch).
 
 A backend that refuses a shape is reported, not fatal.  TFLOP/s = 4 B H S^2 D / time, half that for
-causal.  ``--ladder`` also times variants of the example's hand-written control (LADDER: the -D knobs of
-attention_fwd.cu -- intra-warpgroup overlap, the rescale slack, exp2 on the FMA pipe, ping-pong) on
-LADDER_SHAPES, f16; each variant's O is checked as ours is.  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
+causal.  ``--ladder`` also times variants of the example's tile and hand-written control (LADDER: the -D
+knobs of attention_fwd.cu -- the tile per head dim (the 128 x 128 tile against the shipped 192 x 128 at
+d 64, 192-key tiles at d 64 and d 128, P from shared memory at d 64), intra-warpgroup overlap, the
+rescale slack, exp2 on the FMA pipe, ping-pong) on LADDER_SHAPES, f16; each variant's O is checked as
+ours is.  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
 """
 from __future__ import annotations
 
@@ -39,9 +41,22 @@ TOKENS = 131072  # batch x heads x seq
 HEADS = 8
 SEQS = [1024, 2048, 4096, 8192, 16384]
 SHAPES = [(d, s, c) for d in (64, 128) for c in (False, True) for s in SEQS]
-# The example as built, then variants of its hand-written control (-D knobs of attention_fwd.cu).
+# The example as built, then variants of its tile and of its hand-written control (-D knobs of
+# attention_fwd.cu).  Shipped tiles (BM query rows x BN keys): d 64 192 x 128 (three consumer warp
+# groups), d 128 128 x 128; FlashAttention-3's on Hopper: d 64 192 x 128 (192 x 192 non-causal in some
+# versions), d 128 128 x 176 non-causal (a 176-key tile is no sum of two wgmma N's here: 192 = 128 + 64
+# is the nearest) and 128 x 128 causal.
 LADDER = [("the example", ()),
-          ("HEAD's control: no intra-warpgroup overlap, 2 stages at d 64",
+          ("d 64: the 128 x 128 tile (2 consumer groups)", ("-DLLGEN_ATTENTION_BM_D64=128",)),
+          ("d 64: 128 x 192 (2 consumer groups, 192-key tiles)",
+           ("-DLLGEN_ATTENTION_BM_D64=128", "-DLLGEN_ATTENTION_BN_D64=192", "-DLLGEN_ATTENTION_BN_CAUSAL_D64=192")),
+          ("d 64: 192 x 192 non-causal, P from shared memory (ptxas spills 172 B)",
+           ("-DLLGEN_ATTENTION_P_SMEM_D64=1", "-DLLGEN_ATTENTION_BN_D64=192")),
+          ("d 64: 192 x 128, P from shared memory", ("-DLLGEN_ATTENTION_P_SMEM_D64=1",)),
+          ("d 128: 128 x 192 (192-key tiles, 2 stages)",
+           ("-DLLGEN_ATTENTION_BN_D128=192", "-DLLGEN_ATTENTION_BN_CAUSAL_D128=192")),
+          ("d 128: 128 x 192 non-causal only", ("-DLLGEN_ATTENTION_BN_D128=192",)),
+          ("no intra-warpgroup overlap, 2 stages at d 64",
            ("-DLLGEN_ATTENTION_OVERLAP=0", "-DLLGEN_ATTENTION_STAGES_D64=2")),
           ("no intra-warpgroup overlap", ("-DLLGEN_ATTENTION_OVERLAP=0",)),
           ("2 stages at d 64", ("-DLLGEN_ATTENTION_STAGES_D64=2",)),
@@ -51,7 +66,7 @@ LADDER = [("the example", ()),
           ("exp2 on FMA: 2/8 at d 64, 1/8 at d 128",
            ("-DLLGEN_ATTENTION_EXP2_FMA_D64=2", "-DLLGEN_ATTENTION_EXP2_FMA_D128=1")),
           ("no ping-pong", ("-DLLGEN_ATTENTION_PINGPONG=0",))]
-LADDER_SHAPES = [(64, 4096, False), (128, 4096, False), (64, 1024, True), (128, 1024, True)]
+LADDER_SHAPES = [(64, 1024, False), (64, 4096, False), (128, 4096, False), (64, 1024, True), (128, 1024, True)]
 
 
 def flops(B: int, H: int, S: int, d: int, causal: bool) -> float:

@@ -47,6 +47,23 @@ def gemm_operands() -> dict:
     return {"tensors": tensors, "steps": steps}
 
 
+def preshuffled_gemm() -> dict:
+    """A weight-only e4m3 mma.sync GEMM tile: the weights B pre-shuffled offline straight into the
+    m16n8k32 B fragment, the activations A staged global -> free registers -> free shared ->
+    fragment (4 steps, 3 free layouts)."""
+    b = {"kind": "dot_operand", "operand_index": 1, "k_width": 4, "shape": [64, 128],
+         "parent": {"kind": "nvidia_mma", "version": [2, 0], "warps_per_cta": [1, 4], "instr_shape": [16, 8]}}
+    a = {"kind": "dot_operand", "operand_index": 0, "k_width": 4, "shape": [16, 64],
+         "parent": {"kind": "nvidia_mma", "version": [2, 0], "warps_per_cta": [1, 4], "instr_shape": [16, 8]}}
+    return {"tensors": {"W": {"free": "global", "spec": {"kind": "global", "order": [0, 1], "shape": [64, 128]}},
+                        "B": {"spec": b},
+                        "GA": {"spec": {"kind": "global", "order": [1, 0], "shape": [16, 64]}},
+                        "RA": {"free": "registers", "shape": [16, 64], "warps": 4},
+                        "SA": {"free": "shared", "shape": [16, 64]}, "A": {"spec": a}},
+            "steps": [{"src": "W", "dst": "B", "dtype": "f8e4m3"}, {"src": "GA", "dst": "RA", "dtype": "f8e4m3"},
+                      {"src": "RA", "dst": "SA", "dtype": "f8e4m3"}, {"src": "SA", "dst": "A", "dtype": "f8e4m3"}]}
+
+
 def fa3_free_transpose() -> dict:
     """FA3's fp8 chain with its V transpose through a free register layout: the keys relabelled
     and the registers chosen together (3 steps)."""
@@ -69,10 +86,12 @@ def _inline(data: dict) -> dict:
 
 
 def cases():
-    for f in ("fa3_fp8.yaml", "v_transpose_registers.yaml", "global_to_mma_operand.yaml"):
+    for f in ("fa3_fp8.yaml", "v_transpose_registers.yaml", "global_to_mma_operand.yaml",
+              "preshuffled_mma_b_e4m3.yaml", "preshuffled_wgmma_a_e4m3.yaml", "preshuffled_mma_b_e2m1.yaml"):
         yield f, load_chain(os.path.join(EXAMPLES, f))
     yield "fa3 fp8 + free V transpose registers (3 steps)", chain_from_dict(_inline(fa3_free_transpose()), "fa3_free")
     yield "gemm A and B operands (6 steps)", chain_from_dict(gemm_operands(), "gemm_operands")
+    yield "pre-shuffled e4m3 weights, A staged (4 steps)", chain_from_dict(preshuffled_gemm(), "preshuffled_gemm")
 
 
 def _run(chain):

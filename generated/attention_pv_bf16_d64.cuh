@@ -2,7 +2,7 @@
 // Command: llgen mma --acc examples/attention/o_acc_d64.yaml --a examples/attention/pv_a_d64.yaml --b examples/attention/tile_nvmma_d64.yaml --dtype bf16 --acc-dtype f32 --target cuda --arch sm_90a --name attention_pv_bf16_d64
 //
 // Plan:
-// mma: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16  (acc 128x64 += A 128x128 * B 128x64, bf16 -> f32, cuda sm_90a, 8 warps x 32 lanes)
+// mma: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16  (acc 64x64 += A 64x128 * B 128x64, bf16 -> f32, cuda sm_90a, 4 warps x 32 lanes)
 //   8 instructions per thread (1 accumulator tiles x 8 k-steps), 32 accumulator registers
 //   A: registers, 32 words per thread
 //   B: shared tile of 16384 B (1024-byte aligned), MN-major, swizzle 128, LBO 0 B, SBO 1024 B
@@ -21,16 +21,16 @@ typedef unsigned long long uint64_t;
 
 namespace attention_pv_bf16_d64 {
 
-constexpr int kThreads = 256;  // threads taking part: tid in [0, kThreads)
+constexpr int kThreads = 128;  // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize = 32;
-constexpr int kM = 128, kN = 64, kK = 128;  // acc (M x N) += A (M x K) * B (K x N)
+constexpr int kM = 64, kN = 64, kK = 128;  // acc (M x N) += A (M x K) * B (K x N)
 constexpr int kElemBytes = 2;  // bytes of one A/B element (bf16)
 constexpr int kAccRegs = 32;  // accumulator registers per thread (f32)
 constexpr int kAWords = 32;  // 32-bit words of operand A per thread
 constexpr int kTileBytesB = 16384;  // bytes of B's shared tile
 constexpr int kTileAlignB = 1024;  // the swizzle acts on address bits: the tile starts on its pattern's repeat
 constexpr uint64_t kDescB = 0x4000004000000000ull;  // MN-major, swizzle 128, LBO 0 B, SBO 1024 B (start address added per instruction)
-constexpr int kPackRegs = 64;  // f32 registers per thread of the 128 x 128 accumulator pack_operand() takes
+constexpr int kPackRegs = 64;  // f32 registers per thread of the 64 x 128 accumulator pack_operand() takes
 
 // Row-major index in the M x N accumulator of the element register `reg` of (lane, warp) holds.
 __host__ __device__ constexpr int acc_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 8) ^ ((reg & 0x1c) << 1) ^ (reg & 0x1) ^ ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10); }
@@ -38,7 +38,7 @@ __host__ __device__ constexpr int acc_index(int reg, int lane, int warp) { retur
 __host__ __device__ constexpr int a_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 9) ^ ((reg & 0x3c) << 1) ^ (reg & 0x1) ^ ((lane & 0x1c) << 5) ^ ((lane & 0x3) << 1) ^ (warp << 11); }
 // Row-major index in B (K x N) of the element at element offset `offset` of B's tile.
 __host__ __device__ constexpr int b_tile_index(int offset) { return (void)offset, offset ^ ((offset >> 3) & 0x38); }
-// Row-major index in the 128 x 128 accumulator pack_operand() takes of the element register `reg` of (lane, warp) holds (wgmma, warps along M).
+// Row-major index in the 64 x 128 accumulator pack_operand() takes of the element register `reg` of (lane, warp) holds (wgmma, warps along M).
 __host__ __device__ constexpr int p_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 9) ^ ((reg & 0x3c) << 1) ^ (reg & 0x1) ^ ((lane & 0x1c) << 5) ^ ((lane & 0x3) << 1) ^ (warp << 11); }
 
 namespace detail {

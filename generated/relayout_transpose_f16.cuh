@@ -38,12 +38,14 @@
 // Plan:
 //   strategy: relayout  (f16, 2 B/elem, cuda sm_90, 4 warps x 32 lanes, 0 -> 0 registers)
 //   relayout: shared tile of 8192 bytes -> registers R1 -> R2 -> shared tile of 8192 bytes (no barrier inside, no scratch)
-//     load: ldmatrix.trans, 16 B per lane per instruction, 4 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp (bound 16: 2048 B a warp / 128 B)
-//       register layout R1: {'register': [[0, 1], [8, 0], [16, 0], [32, 0], [0, 8]], 'lane': [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], 'warp': [[0, 16], [0, 32]], 'block': []}
+//     load: ld.shared, 8 B per lane per instruction, 8 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp (bound 16: 2048 B a warp / 128 B)
+//       register layout R1: {'register': [[1, 0], [2, 0], [0, 1], [0, 2], [32, 0]], 'lane': [[4, 4], [8, 8], [16, 16], [32, 32], [4, 0]], 'warp': [[8, 0], [16, 0]], 'block': []}
 //     conversion R1 -> R2: noop
-//     store: st.shared, 4 B per lane per instruction, 16 instr/warp, 1 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp (bound 16: 2048 B a warp / 128 B)
-//       register layout R2: {'register': [[0, 1], [8, 0], [16, 0], [32, 0], [0, 8]], 'lane': [[0, 2], [0, 4], [1, 0], [2, 0], [4, 0]], 'warp': [[0, 16], [0, 32]], 'block': []}
-//   candidate*matrix.trans+noop+vector          score    37.00  matrix.trans / matrix, source order, crossed, high warps: load ldmatrix.trans 16 B x4 (4 wf, 0 cf); noop (32 register moves); store st.shared 4 B x16 (1 wf, 0 cf)
+//     store: st.shared, 8 B per lane per instruction, 8 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 16 wavefronts/warp (bound 16: 2048 B a warp / 128 B)
+//       register layout R2: {'register': [[1, 0], [2, 0], [0, 1], [0, 2], [32, 0]], 'lane': [[4, 4], [8, 8], [16, 16], [32, 32], [4, 0]], 'warp': [[8, 0], [16, 0]], 'block': []}
+//   candidate*vector+noop+vector                score    36.00  4x4 blocks, diagonal order: load ld.shared 8 B x8 (2 wf, 0 cf); noop (32 register moves); store st.shared 8 B x8 (2 wf, 0 cf)
+//   candidate vector+noop+vector                score    36.00  4x4 blocks, diagonal order, high warps: load ld.shared 8 B x8 (2 wf, 0 cf); noop (32 register moves); store st.shared 8 B x8 (2 wf, 0 cf)
+//   candidate matrix.trans+noop+vector          score    37.00  matrix.trans / matrix, source order, crossed, high warps: load ldmatrix.trans 16 B x4 (4 wf, 0 cf); noop (32 register moves); store st.shared 4 B x16 (1 wf, 0 cf)
 //   candidate matrix.trans+noop+vector          score    37.00  matrix.trans / matrix, source order, crossed: load ldmatrix.trans 16 B x4 (4 wf, 0 cf); noop (32 register moves); store st.shared 4 B x16 (1 wf, 0 cf)
 //   candidate matrix.trans+noop+vector          score    37.00  matrix.trans / matrix, destination order, crossed, high warps: load ldmatrix.trans 16 B x4 (4 wf, 0 cf); noop (32 register moves); store st.shared 4 B x16 (1 wf, 0 cf)
 //   candidate matrix.trans+noop+vector          score    37.00  matrix.trans / matrix, destination order, crossed: load ldmatrix.trans 16 B x4 (4 wf, 0 cf); noop (32 register moves); store st.shared 4 B x16 (1 wf, 0 cf)
@@ -56,6 +58,8 @@
 //   candidate matrix+noop+matrix.trans          score    38.00  matrix / matrix.trans, destination order, crossed: load ldmatrix 16 B x4 (4 wf, 0 cf); noop (32 register moves); store stmatrix.trans 16 B x4 (4 wf, 0 cf)
 //   candidate matrix+noop+matrix.trans          score    38.00  matrix / matrix.trans, diagonal order, crossed, high warps: load ldmatrix 16 B x4 (4 wf, 0 cf); noop (32 register moves); store stmatrix.trans 16 B x4 (4 wf, 0 cf)
 //   candidate matrix+noop+matrix.trans          score    38.00  matrix / matrix.trans, diagonal order, crossed: load ldmatrix 16 B x4 (4 wf, 0 cf); noop (32 register moves); store stmatrix.trans 16 B x4 (4 wf, 0 cf)
+//   candidate vector+noop+vector                score    40.00  2x2 blocks, diagonal order: load ld.shared 4 B x16 (1 wf, 0 cf); noop (32 register moves); store st.shared 4 B x16 (1 wf, 0 cf)
+//   candidate vector+noop+vector                score    40.00  2x2 blocks, diagonal order, high warps: load ld.shared 4 B x16 (1 wf, 0 cf); noop (32 register moves); store st.shared 4 B x16 (1 wf, 0 cf)
 //   candidate vector+register+vector            score    41.00  vector / matrix, diagonal order, crossed, high warps: load ld.shared 16 B x4 (4 wf, 0 cf); register (32 register moves, 16 byte permutes); store st.shared 4 B x16 (1 wf, 0 cf)
 //   candidate vector+shuffle+vector             score    54.00  vector / vector, diagonal order, crossed, high warps: load ld.shared 16 B x4 (4 wf, 0 cf); shuffle (8 shuffles, 0 selects (fused), 48 pack ops); store st.shared 16 B x4 (4 wf, 0 cf)
 //   candidate matrix+register+vector            score    54.00  matrix / vector, source order, crossed, high warps: load ldmatrix 16 B x4 (4 wf, 0 cf); register (32 register moves, 16 byte permutes); store st.shared 16 B x4 (8 wf, 4 cf)
@@ -73,6 +77,7 @@
 //   candidate matrix.trans+shuffle+matrix.trans score    62.00  matrix.trans / matrix.trans, diagonal order, crossed: load ldmatrix.trans 16 B x4 (4 wf, 0 cf); shuffle (16 shuffles, 0 selects (fused), 32 pack ops); store stmatrix.trans 16 B x4 (4 wf, 0 cf)
 //   candidate vector+shuffle+vector             score    65.00  vector / matrix, destination order, high warps: load ld.shared 16 B x4 (4 wf, 0 cf); shuffle (16 shuffles, 0 selects (fused), 48 pack ops); store st.shared 4 B x16 (1 wf, 0 cf)
 //   candidate matrix.trans+noop+vector          score    66.00  matrix.trans / vector, diagonal order, crossed, high warps: load ldmatrix.trans 16 B x4 (8 wf, 4 cf); noop (32 register moves); store st.shared 16 B x4 (8 wf, 4 cf)
+//   candidate vector+noop+vector                score    68.00  8x8 blocks, diagonal order, 1 broadcast warp bit: load ld.shared 16 B x8 (4 wf, 0 cf); noop (64 register moves); store st.shared 16 B x8 (4 wf, 0 cf)
 //   candidate vector+noop+vector                score    73.00  vector / matrix.trans, diagonal order, crossed, high warps: load ld.shared 16 B x4 (8 wf, 4 cf); noop (32 register moves); store st.shared 2 B x32 (1 wf, 0 cf)
 //   candidate matrix+shuffle+vector             score    73.00  matrix / matrix, source order, crossed, high warps: load ldmatrix 16 B x4 (4 wf, 0 cf); shuffle (16 shuffles, 0 selects, 16 pack ops); store st.shared 4 B x16 (2 wf, 1 cf)
 //   candidate matrix+shuffle+vector             score    73.00  matrix / matrix, source order, crossed: load ldmatrix 16 B x4 (4 wf, 0 cf); shuffle (16 shuffles, 0 selects, 16 pack ops); store st.shared 4 B x16 (2 wf, 1 cf)
@@ -102,7 +107,15 @@
 //   candidate vector+noop+matrix.trans          score   114.00  vector / matrix.trans, source order, crossed, high warps: load ld.shared 16 B x4 (8 wf, 4 cf); noop (32 register moves); store stmatrix.trans 16 B x4 (16 wf, 12 cf)
 //   candidate matrix+shuffle+vector             score   122.00  matrix / vector, destination order, high warps: load ldmatrix 16 B x4 (4 wf, 0 cf); shuffle (16 shuffles, 128 selects (swap stages), 32 pack ops); store st.shared 16 B x4 (4 wf, 0 cf)
 //   candidate vector+shuffle+vector             score   125.00  vector / matrix, source order, high warps: load ld.shared 16 B x4 (4 wf, 0 cf); shuffle (16 shuffles, 128 selects (swap stages), 32 pack ops); store st.shared 4 B x16 (1 wf, 0 cf)
+//   candidate vector+noop+vector                score   148.00  4x4 blocks, source order: load ld.shared 8 B x8 (2 wf, 0 cf); noop (32 register moves); store st.shared 8 B x8 (16 wf, 14 cf)
+//   candidate vector+noop+vector                score   148.00  4x4 blocks, source order, high warps: load ld.shared 8 B x8 (2 wf, 0 cf); noop (32 register moves); store st.shared 8 B x8 (16 wf, 14 cf)
+//   candidate vector+noop+vector                score   148.00  4x4 blocks, destination order: load ld.shared 8 B x8 (16 wf, 14 cf); noop (32 register moves); store st.shared 8 B x8 (2 wf, 0 cf)
+//   candidate vector+noop+vector                score   148.00  4x4 blocks, destination order, high warps: load ld.shared 8 B x8 (16 wf, 14 cf); noop (32 register moves); store st.shared 8 B x8 (2 wf, 0 cf)
+//   candidate matrix+noop+vector                score   149.00  2x2 blocks, source order: load ldmatrix 16 B x4 (4 wf, 0 cf); noop (32 register moves); store st.shared 4 B x16 (8 wf, 7 cf)
+//   candidate matrix+noop+vector                score   149.00  2x2 blocks, source order, high warps: load ldmatrix 16 B x4 (4 wf, 0 cf); noop (32 register moves); store st.shared 4 B x16 (8 wf, 7 cf)
 //   candidate matrix+register+vector            score   150.00  matrix / vector, destination order, crossed, high warps: load ldmatrix 16 B x4 (32 wf, 28 cf); register (32 register moves, 16 byte permutes); store st.shared 16 B x4 (4 wf, 0 cf)
+//   candidate vector+noop+vector                score   152.00  2x2 blocks, destination order: load ld.shared 4 B x16 (8 wf, 7 cf); noop (32 register moves); store st.shared 4 B x16 (1 wf, 0 cf)
+//   candidate vector+noop+vector                score   152.00  2x2 blocks, destination order, high warps: load ld.shared 4 B x16 (8 wf, 7 cf); noop (32 register moves); store st.shared 4 B x16 (1 wf, 0 cf)
 //   candidate vector+register+vector            score   153.00  vector / matrix, source order, crossed, high warps: load ld.shared 16 B x4 (4 wf, 0 cf); register (32 register moves, 16 byte permutes); store st.shared 4 B x16 (8 wf, 7 cf)
 //   candidate vector+shuffle+vector             score   166.00  vector / vector, diagonal order, high warps: load ld.shared 2 B x32 (2 wf, 1 cf); shuffle (14 shuffles, 0 selects, 32 pack ops); store st.shared 2 B x32 (2 wf, 1 cf)
 //   candidate vector+shuffle+vector             score   168.00  vector / matrix, diagonal order, high warps: load ld.shared 2 B x32 (2 wf, 1 cf); shuffle (16 shuffles, 64 selects (swap stages), 32 pack ops); store st.shared 2 B x32 (1 wf, 0 cf)
@@ -111,6 +124,8 @@
 //   candidate vector+shuffle+vector             score   184.00  matrix.trans / vector, diagonal order, high warps: load ld.shared 2 B x32 (1 wf, 0 cf); shuffle (16 shuffles, 96 selects (swap stages), 32 pack ops); store st.shared 2 B x32 (2 wf, 1 cf)
 //   candidate vector+noop+vector                score   281.00  R1 = R2 in source order: load ld.shared 16 B x4 (4 wf, 0 cf); noop (32 register moves); store st.shared 2 B x32 (8 wf, 7 cf)
 //   candidate vector+noop+vector                score   281.00  R1 = R2 in destination order: load ld.shared 2 B x32 (8 wf, 7 cf); noop (32 register moves); store st.shared 16 B x4 (4 wf, 0 cf)
+//   candidate vector+noop+vector                score   292.00  8x8 blocks, source order, 1 broadcast warp bit: load ld.shared 16 B x8 (4 wf, 0 cf); noop (64 register moves); store st.shared 16 B x8 (32 wf, 28 cf)
+//   candidate vector+noop+vector                score   292.00  8x8 blocks, destination order, 1 broadcast warp bit: load ld.shared 16 B x8 (32 wf, 28 cf); noop (64 register moves); store st.shared 16 B x8 (4 wf, 0 cf)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give
@@ -153,17 +168,17 @@ constexpr int kWords     = 16;                                   // packed 32-bi
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
 // registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
-__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xe) << 8) ^ (reg & 0x1) ^ ((reg >> 1) & 0x8) ^ ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 4); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x10) << 7) ^ ((reg & 0x3) << 6) ^ ((reg >> 2) & 0x3) ^ ((lane & 0xf) << 8) ^ ((lane & 0x10) << 4) ^ ((lane & 0xf) << 2) ^ (warp << 9); }
 __host__ __device__ constexpr int tile_index(int offset) { return (void)offset, ((offset & 0x3f) << 6) ^ ((offset & 0x1c0) << 3) ^ (offset >> 6); }
 
 namespace detail {
 template <int kImm>
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
-    llgen_host::ldmatrix(addr + kImm, 4, true, regs);
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::ld_shared(addr + kImm, 8, regs);
 #else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
 #endif
 }
 
@@ -172,38 +187,42 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, uint32_t& r0, u
 // load(): every thread's kRegs registers (dst_index) are read from the shared tile at smem
 // (kTileBytes bytes, kTileAlign-byte aligned) laid out as the given layout: tile_index(offset) is
 // the row-major index of the element at each element offset.
-// 4 x ldmatrix.trans (m8n8.x4) per thread; 4 wavefront(s) and 0 bank conflict(s) per warp instruction.
+// 8 x 8-byte ld.shared per thread; 2 wavefront(s) and 0 bank conflict(s) per warp instruction.
 // No barrier inside: __syncthreads() between a store() and reads of the tile by other threads.
 // tid: this thread's index among the kThreads threads (default threadIdx.x).
 // load_words: the same on packed 32-bit words (word i: elements 2i .. 2i+1, lowest first).
 __device__ __forceinline__ void load_words(const void* smem, uint32_t (&d)[kWords], unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                           // shared-window address
-    const unsigned ld_base = ((lane & 0x7) << 7) ^ ((lane & 0x7) << 4) ^ ((lane & 0x18) << 1) ^ (warp << 11);  // byte offset this thread loads at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                               // shared-window address
+    const unsigned ld_base = ((lane & 0xf) << 9) ^ ((lane & 0x1) << 6) ^ ((lane & 0xf) << 3) ^ ((lane >> 1) & 0x8) ^ (warp << 4);  // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 4 load(s) of m8n8.x4.trans matrices
-    uint32_t v0_0, v0_1, v0_2, v0_3; detail::ldmatrix_x4_trans<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
-    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x40), v1_0, v1_1, v1_2, v1_3);
-    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ldmatrix_x4_trans<1024>(ld_addr, v2_0, v2_1, v2_2, v2_3);
-    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x440), v3_0, v3_1, v3_2, v3_3);
+    // 8 load(s) of 8 B
+    uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
+    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x90), v1_0, v1_1);
+    uint32_t v2_0, v2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x120), v2_0, v2_1);
+    uint32_t v3_0, v3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x1b0), v3_0, v3_1);
+    uint32_t v4_0, v4_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x40), v4_0, v4_1);
+    uint32_t v5_0, v5_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xd0), v5_0, v5_1);
+    uint32_t v6_0, v6_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x160), v6_0, v6_1);
+    uint32_t v7_0, v7_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x1f0), v7_0, v7_1);
     d[0] = v0_0;
     d[1] = v0_1;
-    d[2] = v0_2;
-    d[3] = v0_3;
-    d[4] = v1_0;
-    d[5] = v1_1;
-    d[6] = v1_2;
-    d[7] = v1_3;
-    d[8] = v2_0;
-    d[9] = v2_1;
-    d[10] = v2_2;
-    d[11] = v2_3;
-    d[12] = v3_0;
-    d[13] = v3_1;
-    d[14] = v3_2;
-    d[15] = v3_3;
+    d[2] = v1_0;
+    d[3] = v1_1;
+    d[4] = v2_0;
+    d[5] = v2_1;
+    d[6] = v3_0;
+    d[7] = v3_1;
+    d[8] = v4_0;
+    d[9] = v4_1;
+    d[10] = v5_0;
+    d[11] = v5_1;
+    d[12] = v6_0;
+    d[13] = v6_1;
+    d[14] = v7_0;
+    d[15] = v7_1;
 }
 
 template <typename T>
@@ -230,17 +249,17 @@ constexpr int kWords     = 16;                                   // packed 32-bi
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
 // registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
-__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xe) << 8) ^ (reg & 0x1) ^ ((reg >> 1) & 0x8) ^ ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 4); }
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x10) << 7) ^ ((reg & 0x3) << 6) ^ ((reg >> 2) & 0x3) ^ ((lane & 0xf) << 8) ^ ((lane & 0x10) << 4) ^ ((lane & 0xf) << 2) ^ (warp << 9); }
 __host__ __device__ constexpr int tile_index(int offset) { return (void)offset, offset ^ ((offset >> 3) & 0x38); }
 
 namespace detail {
 template <int kImm>
-__device__ __forceinline__ void st_shared_b32(unsigned addr, uint32_t r0) {
+__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0};
-    llgen_host::st_shared(addr + kImm, 4, regs);
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::st_shared(addr + kImm, 8, regs);
 #else
-    asm volatile("st.shared.b32 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
 #endif
 }
 
@@ -249,34 +268,26 @@ __device__ __forceinline__ void st_shared_b32(unsigned addr, uint32_t r0) {
 // store(): every thread's kRegs registers (src_index) are written to the shared tile at smem
 // (kTileBytes bytes, kTileAlign-byte aligned) laid out as the given layout: tile_index(offset) is
 // the row-major index of the element at each element offset.
-// 16 x 4-byte st.shared per thread; 1 wavefront(s) and 0 bank conflict(s) per warp instruction.
+// 8 x 8-byte st.shared per thread; 2 wavefront(s) and 0 bank conflict(s) per warp instruction.
 // No barrier inside: __syncthreads() between a store() and reads of the tile by other threads.
 // tid: this thread's index among the kThreads threads (default threadIdx.x).
 // store_words: the same on packed 32-bit words (word i: elements 2i .. 2i+1, lowest first).
 __device__ __forceinline__ void store_words(const uint32_t (&s)[kWords], void* smem, unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));  // shared-window address
-    const unsigned st_base = ((lane & 0x1c) << 5) ^ (lane << 2) ^ (warp << 5);        // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                                                                        // shared-window address
+    const unsigned st_base = ((lane & 0xf) << 9) ^ ((lane & 0x1) << 6) ^ ((lane & 0x10) << 5) ^ ((lane & 0xf) << 3) ^ ((lane & 0x10) << 2) ^ (warp << 10);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
 
-    // 16 store(s) of 4 B
-    detail::st_shared_b32<0>(st_addr, s[0]);
-    detail::st_shared_b32<1024>(st_addr, s[1]);
-    detail::st_shared_b32<2048>(st_addr, s[2]);
-    detail::st_shared_b32<3072>(st_addr, s[3]);
-    detail::st_shared_b32<4096>(st_addr, s[4]);
-    detail::st_shared_b32<5120>(st_addr, s[5]);
-    detail::st_shared_b32<6144>(st_addr, s[6]);
-    detail::st_shared_b32<7168>(st_addr, s[7]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x10), s[8]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x410), s[9]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x810), s[10]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0xc10), s[11]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x1010), s[12]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x1410), s[13]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x1810), s[14]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x1c10), s[15]);
+    // 8 store(s) of 8 B
+    detail::st_shared_v2_b32<0>(st_addr, __byte_perm(s[0], s[2], 0x5410), __byte_perm(s[4], s[6], 0x5410));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x90), __byte_perm(s[0], s[2], 0x7632), __byte_perm(s[4], s[6], 0x7632));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x120), __byte_perm(s[1], s[3], 0x5410), __byte_perm(s[5], s[7], 0x5410));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1b0), __byte_perm(s[1], s[3], 0x7632), __byte_perm(s[5], s[7], 0x7632));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1000), __byte_perm(s[8], s[10], 0x5410), __byte_perm(s[12], s[14], 0x5410));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1090), __byte_perm(s[8], s[10], 0x7632), __byte_perm(s[12], s[14], 0x7632));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1120), __byte_perm(s[9], s[11], 0x5410), __byte_perm(s[13], s[15], 0x5410));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x11b0), __byte_perm(s[9], s[11], 0x7632), __byte_perm(s[13], s[15], 0x7632));
 }
 
 template <typename T>
@@ -292,7 +303,7 @@ __device__ __forceinline__ void store(const T (&src)[kRegs], void* smem, unsigne
 // relayout(): the tensor in the shared tile at src_smem (kSrcTileBytes bytes, kSrcTileAlign-byte aligned,
 // laid out as src_tile_index says) is written into the shared tile at dst_smem (kDstTileBytes bytes,
 // kDstTileAlign-byte aligned, laid out as dst_tile_index says) by the kThreads threads, through registers:
-// 4 x ldmatrix.trans (m8n8.x4) per thread, then 16 x 4-byte st.shared.
+// 8 x 8-byte ld.shared per thread, then 8 x 8-byte st.shared.
 // Per warp: 16 load and 16 store wavefronts (0 + 0 bank conflicts per instruction).
 // Contract: no barrier inside. Before the call the whole source tile is written and visible to every
 // calling thread (e.g. __syncthreads() after the writes, or a completed TMA/cp.async wait); after it,

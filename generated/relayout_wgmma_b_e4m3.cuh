@@ -42,14 +42,18 @@
 // Plan:
 //   strategy: relayout  (f8e4m3, 1 B/elem, cuda sm_90, 4 warps x 32 lanes, 0 -> 0 registers)
 //   relayout: shared tile of 16384 bytes -> registers R1 -> R2 -> shared tile of 16384 bytes (no barrier inside, no scratch)
-//     load: ldmatrix, 16 B per lane per instruction, 8 instr/warp, 4 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp (bound 32: 4096 B a warp / 128 B)
-//       register layout R1: {'register': [[1, 0], [2, 0], [0, 1], [0, 2], [0, 4], [0, 8], [16, 0]], 'lane': [[4, 0], [8, 0], [16, 16], [32, 32], [64, 64]], 'warp': [[32, 0], [64, 0]], 'block': []}
-//     conversion R1 -> R2: register:
-//       registers: dst[i] = src[[0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61, 2, 6, 10, 14, 18, 22, 26, 30, 34, 38, 42, 46, 50, 54, 58, 62, 3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63, 64, 68, 72, 76, 80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124, 65, 69, 73, 77, 81, 85, 89, 93, 97, 101, 105, 109, 113, 117, 121, 125, 66, 70, 74, 78, 82, 86, 90, 94, 98, 102, 106, 110, 114, 118, 122, 126, 67, 71, 75, 79, 83, 87, 91, 95, 99, 103, 107, 111, 115, 119, 123, 127][i]]
-//     store: st.shared, 16 B per lane per instruction, 8 instr/warp, 8 wavefronts/instr, 4 bank conflicts/instr, 64 wavefronts/warp (bound 32: 4096 B a warp / 128 B)
-//       register layout R2: {'register': [[0, 1], [0, 2], [0, 4], [0, 8], [1, 0], [2, 0], [16, 0]], 'lane': [[4, 0], [8, 0], [16, 16], [32, 32], [64, 64]], 'warp': [[32, 0], [64, 0]], 'block': []}
-//   candidate*matrix+register+vector score   116.00  matrix / vector, diagonal order, crossed, high warps: load ldmatrix 16 B x8 (4 wf, 0 cf); register (128 register moves, 64 byte permutes); store st.shared 16 B x8 (8 wf, 4 cf)
+//     load: ld.shared, 8 B per lane per instruction, 16 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp (bound 32: 4096 B a warp / 128 B)
+//       register layout R1: {'register': [[1, 0], [2, 0], [4, 0], [0, 1], [0, 2], [0, 4], [64, 0]], 'lane': [[8, 8], [16, 16], [32, 32], [64, 64], [8, 0]], 'warp': [[16, 0], [32, 0]], 'block': []}
+//     conversion R1 -> R2: noop
+//     store: st.shared, 8 B per lane per instruction, 16 instr/warp, 2 wavefronts/instr, 0 bank conflicts/instr, 32 wavefronts/warp (bound 32: 4096 B a warp / 128 B)
+//       register layout R2: {'register': [[1, 0], [2, 0], [4, 0], [0, 1], [0, 2], [0, 4], [64, 0]], 'lane': [[8, 8], [16, 16], [32, 32], [64, 64], [8, 0]], 'warp': [[16, 0], [32, 0]], 'block': []}
+//   candidate*vector+noop+vector     score    72.00  8x8 blocks, diagonal order: load ld.shared 8 B x16 (2 wf, 0 cf); noop (128 register moves); store st.shared 8 B x16 (2 wf, 0 cf)
+//   candidate vector+noop+vector     score    72.00  8x8 blocks, diagonal order, high warps: load ld.shared 8 B x16 (2 wf, 0 cf); noop (128 register moves); store st.shared 8 B x16 (2 wf, 0 cf)
+//   candidate vector+noop+vector     score    80.00  4x4 blocks, diagonal order: load ld.shared 4 B x32 (1 wf, 0 cf); noop (128 register moves); store st.shared 4 B x32 (1 wf, 0 cf)
+//   candidate vector+noop+vector     score    80.00  4x4 blocks, diagonal order, high warps: load ld.shared 4 B x32 (1 wf, 0 cf); noop (128 register moves); store st.shared 4 B x32 (1 wf, 0 cf)
+//   candidate matrix+register+vector score   116.00  matrix / vector, diagonal order, crossed, high warps: load ldmatrix 16 B x8 (4 wf, 0 cf); register (128 register moves, 64 byte permutes); store st.shared 16 B x8 (8 wf, 4 cf)
 //   candidate vector+register+vector score   122.00  vector / matrix, diagonal order, crossed, high warps: load ld.shared 16 B x8 (8 wf, 4 cf); register (128 register moves, 64 byte permutes); store st.shared 4 B x32 (1 wf, 0 cf)
+//   candidate vector+noop+vector     score   136.00  16x16 blocks, diagonal order, 1 broadcast warp bit: load ld.shared 16 B x16 (4 wf, 0 cf); noop (256 register moves); store st.shared 16 B x16 (4 wf, 0 cf)
 //   candidate vector+shuffle+vector  score   170.00  vector / matrix, destination order, high warps: load ld.shared 16 B x8 (4 wf, 0 cf); shuffle (32 shuffles, 64 selects (swap stages, fused), 128 pack ops); store st.shared 4 B x32 (1 wf, 0 cf)
 //   candidate matrix+register+vector score   180.00  matrix / vector, source order, crossed, high warps: load ldmatrix 16 B x8 (4 wf, 0 cf); register (128 register moves, 64 byte permutes); store st.shared 16 B x8 (16 wf, 12 cf)
 //   candidate vector+register+vector score   186.00  vector / matrix, destination order, crossed, high warps: load ld.shared 16 B x8 (16 wf, 12 cf); register (128 register moves, 64 byte permutes); store st.shared 4 B x32 (1 wf, 0 cf)
@@ -62,6 +66,8 @@
 //   candidate matrix+shuffle+vector  score   250.00  matrix / matrix, destination order, crossed, high warps: load ldmatrix 16 B x8 (16 wf, 12 cf); shuffle (32 shuffles, 0 selects, 64 pack ops); store st.shared 4 B x32 (2 wf, 1 cf)
 //   candidate matrix+shuffle+vector  score   250.00  matrix / matrix, destination order, crossed: load ldmatrix 16 B x8 (16 wf, 12 cf); shuffle (32 shuffles, 0 selects, 64 pack ops); store st.shared 4 B x32 (2 wf, 1 cf)
 //   candidate vector+shuffle+vector  score   260.00  vector / vector, destination order, high warps: load ld.shared 16 B x8 (4 wf, 0 cf); shuffle (32 shuffles, 256 selects (swap stages), 128 pack ops); store st.shared 16 B x8 (4 wf, 0 cf)
+//   candidate vector+noop+vector     score   288.00  2x2 blocks, diagonal order: load ld.shared 2 B x64 (2 wf, 1 cf); noop (128 register moves); store st.shared 2 B x64 (2 wf, 1 cf)
+//   candidate vector+noop+vector     score   288.00  2x2 blocks, diagonal order, high warps: load ld.shared 2 B x64 (2 wf, 1 cf); noop (128 register moves); store st.shared 2 B x64 (2 wf, 1 cf)
 //   candidate matrix+shuffle+vector  score   292.00  matrix / vector, destination order, high warps: load ldmatrix 16 B x8 (4 wf, 0 cf); shuffle (32 shuffles, 320 selects (swap stages), 128 pack ops); store st.shared 16 B x8 (4 wf, 0 cf)
 //   candidate vector+shuffle+vector  score   298.00  vector / matrix, source order, high warps: load ld.shared 16 B x8 (4 wf, 0 cf); shuffle (32 shuffles, 320 selects (swap stages), 128 pack ops); store st.shared 4 B x32 (1 wf, 0 cf)
 //   candidate vector+shuffle+vector  score   300.00  vector / vector, source order, high warps: load ld.shared 16 B x8 (4 wf, 0 cf); shuffle (32 shuffles, 320 selects (swap stages), 160 pack ops); store st.shared 16 B x8 (4 wf, 0 cf)
@@ -73,8 +79,22 @@
 //   candidate matrix+shuffle+vector  score   418.00  matrix / matrix, source order: load ldmatrix 16 B x8 (4 wf, 0 cf); shuffle (32 shuffles, 512 selects (swap stages), 224 pack ops); store st.shared 4 B x32 (1 wf, 0 cf)
 //   candidate matrix+shuffle+vector  score   426.00  matrix / matrix, destination order, high warps: load ldmatrix 16 B x8 (4 wf, 0 cf); shuffle (64 shuffles, 512 selects (swap stages), 128 pack ops); store st.shared 4 B x32 (1 wf, 0 cf)
 //   candidate matrix+shuffle+vector  score   426.00  matrix / matrix, destination order: load ldmatrix 16 B x8 (4 wf, 0 cf); shuffle (64 shuffles, 512 selects (swap stages), 128 pack ops); store st.shared 4 B x32 (1 wf, 0 cf)
+//   candidate vector+noop+vector     score   552.00  8x8 blocks, source order: load ld.shared 8 B x16 (2 wf, 0 cf); noop (128 register moves); store st.shared 8 B x16 (32 wf, 30 cf)
+//   candidate vector+noop+vector     score   552.00  8x8 blocks, source order, high warps: load ld.shared 8 B x16 (2 wf, 0 cf); noop (128 register moves); store st.shared 8 B x16 (32 wf, 30 cf)
+//   candidate vector+noop+vector     score   552.00  8x8 blocks, destination order: load ld.shared 8 B x16 (32 wf, 30 cf); noop (128 register moves); store st.shared 8 B x16 (2 wf, 0 cf)
+//   candidate vector+noop+vector     score   552.00  8x8 blocks, destination order, high warps: load ld.shared 8 B x16 (32 wf, 30 cf); noop (128 register moves); store st.shared 8 B x16 (2 wf, 0 cf)
+//   candidate matrix+noop+vector     score   554.00  4x4 blocks, source order: load ldmatrix 16 B x8 (4 wf, 0 cf); noop (128 register moves); store st.shared 4 B x32 (16 wf, 15 cf)
+//   candidate matrix+noop+vector     score   554.00  4x4 blocks, source order, high warps: load ldmatrix 16 B x8 (4 wf, 0 cf); noop (128 register moves); store st.shared 4 B x32 (16 wf, 15 cf)
+//   candidate vector+noop+vector     score   560.00  4x4 blocks, destination order: load ld.shared 4 B x32 (16 wf, 15 cf); noop (128 register moves); store st.shared 4 B x32 (1 wf, 0 cf)
+//   candidate vector+noop+vector     score   560.00  4x4 blocks, destination order, high warps: load ld.shared 4 B x32 (16 wf, 15 cf); noop (128 register moves); store st.shared 4 B x32 (1 wf, 0 cf)
 //   candidate vector+shuffle+vector  score   576.00  vector / matrix, diagonal order, high warps: load ld.shared 1 B x128 (2 wf, 1 cf); shuffle (32 shuffles, 128 selects (swap stages), 128 pack ops); store st.shared 1 B x128 (1 wf, 0 cf)
 //   candidate vector+shuffle+vector  score   576.00  matrix / vector, diagonal order, high warps: load ld.shared 1 B x128 (1 wf, 0 cf); shuffle (32 shuffles, 128 selects (swap stages), 128 pack ops); store st.shared 1 B x128 (2 wf, 1 cf)
+//   candidate vector+noop+vector     score   584.00  16x16 blocks, source order, 1 broadcast warp bit: load ld.shared 16 B x16 (4 wf, 0 cf); noop (256 register moves); store st.shared 16 B x16 (32 wf, 28 cf)
+//   candidate vector+noop+vector     score   584.00  16x16 blocks, destination order, 1 broadcast warp bit: load ld.shared 16 B x16 (32 wf, 28 cf); noop (256 register moves); store st.shared 16 B x16 (4 wf, 0 cf)
+//   candidate vector+noop+vector     score   608.00  2x2 blocks, source order: load ld.shared 2 B x64 (1 wf, 0 cf); noop (128 register moves); store st.shared 2 B x64 (8 wf, 7 cf)
+//   candidate vector+noop+vector     score   608.00  2x2 blocks, source order, high warps: load ld.shared 2 B x64 (1 wf, 0 cf); noop (128 register moves); store st.shared 2 B x64 (8 wf, 7 cf)
+//   candidate vector+noop+vector     score   608.00  2x2 blocks, destination order: load ld.shared 2 B x64 (8 wf, 7 cf); noop (128 register moves); store st.shared 2 B x64 (1 wf, 0 cf)
+//   candidate vector+noop+vector     score   608.00  2x2 blocks, destination order, high warps: load ld.shared 2 B x64 (8 wf, 7 cf); noop (128 register moves); store st.shared 2 B x64 (1 wf, 0 cf)
 //   candidate vector+shuffle+vector  score   638.00  vector / vector, diagonal order, high warps: load ld.shared 1 B x128 (2 wf, 1 cf); shuffle (30 shuffles, 0 selects, 128 pack ops); store st.shared 1 B x128 (2 wf, 1 cf)
 //   candidate vector+noop+vector     score  1090.00  R1 = R2 in source order: load ld.shared 16 B x8 (4 wf, 0 cf); noop (128 register moves); store st.shared 1 B x128 (8 wf, 7 cf)
 //   candidate vector+noop+vector     score  1090.00  R1 = R2 in destination order: load ld.shared 1 B x128 (8 wf, 7 cf); noop (128 register moves); store st.shared 16 B x8 (4 wf, 0 cf)
@@ -120,17 +140,17 @@ constexpr int kWords     = 32;                                     // packed 32-
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
 // registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
-__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x3) << 7) ^ ((reg & 0x40) << 5) ^ ((reg >> 2) & 0xf) ^ (lane << 9) ^ ((lane & 0x1c) << 2) ^ (warp << 12); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x47) << 7) ^ ((reg >> 3) & 0x7) ^ ((lane & 0xf) << 10) ^ ((lane & 0x10) << 6) ^ ((lane & 0xf) << 3) ^ (warp << 11); }
 __host__ __device__ constexpr int tile_index(int offset) { return (void)offset, ((offset & 0x7f) << 7) ^ ((offset & 0x380) << 4) ^ (offset >> 7); }
 
 namespace detail {
 template <int kImm>
-__device__ __forceinline__ void ldmatrix_x4(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
-    llgen_host::ldmatrix(addr + kImm, 4, false, regs);
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::ld_shared(addr + kImm, 8, regs);
 #else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
 #endif
 }
 
@@ -139,58 +159,66 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned addr, uint32_t& r0, uint32_
 // load(): every thread's kRegs registers (dst_index) are read from the shared tile at smem
 // (kTileBytes bytes, kTileAlign-byte aligned) laid out as the given layout: tile_index(offset) is
 // the row-major index of the element at each element offset.
-// 8 x ldmatrix (m8n8.x4) per thread; 4 wavefront(s) and 0 bank conflict(s) per warp instruction.
+// 16 x 8-byte ld.shared per thread; 2 wavefront(s) and 0 bank conflict(s) per warp instruction.
 // No barrier inside: __syncthreads() between a store() and reads of the tile by other threads.
 // tid: this thread's index among the kThreads threads (default threadIdx.x).
 // load_words: the same on packed 32-bit words (word i: elements 4i .. 4i+3, lowest first).
 __device__ __forceinline__ void load_words(const void* smem, uint32_t (&d)[kWords], unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                   // shared-window address
-    const unsigned ld_base = ((lane & 0x7) << 11) ^ (lane << 4) ^ ((lane & 0x18) << 1) ^ (warp << 5);  // byte offset this thread loads at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                          // shared-window address
+    const unsigned ld_base = ((lane & 0xf) << 10) ^ ((lane & 0xf) << 3) ^ ((lane >> 1) & 0x8) ^ (warp << 4);  // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 8 load(s) of m8n8.x4 matrices
-    uint32_t v0_0, v0_1, v0_2, v0_3; detail::ldmatrix_x4<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
-    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ldmatrix_x4<0>(smem_u32 + (ld_base ^ 0x240), v1_0, v1_1, v1_2, v1_3);
-    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ldmatrix_x4<1024>(ld_addr, v2_0, v2_1, v2_2, v2_3);
-    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ldmatrix_x4<0>(smem_u32 + (ld_base ^ 0x640), v3_0, v3_1, v3_2, v3_3);
-    uint32_t v4_0, v4_1, v4_2, v4_3; detail::ldmatrix_x4<0>(smem_u32 + (ld_base ^ 0x10), v4_0, v4_1, v4_2, v4_3);
-    uint32_t v5_0, v5_1, v5_2, v5_3; detail::ldmatrix_x4<0>(smem_u32 + (ld_base ^ 0x250), v5_0, v5_1, v5_2, v5_3);
-    uint32_t v6_0, v6_1, v6_2, v6_3; detail::ldmatrix_x4<0>(smem_u32 + (ld_base ^ 0x410), v6_0, v6_1, v6_2, v6_3);
-    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ldmatrix_x4<0>(smem_u32 + (ld_base ^ 0x650), v7_0, v7_1, v7_2, v7_3);
+    // 16 load(s) of 8 B
+    uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
+    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x90), v1_0, v1_1);
+    uint32_t v2_0, v2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x120), v2_0, v2_1);
+    uint32_t v3_0, v3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x1b0), v3_0, v3_1);
+    uint32_t v4_0, v4_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x240), v4_0, v4_1);
+    uint32_t v5_0, v5_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x2d0), v5_0, v5_1);
+    uint32_t v6_0, v6_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x360), v6_0, v6_1);
+    uint32_t v7_0, v7_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x3f0), v7_0, v7_1);
+    uint32_t v8_0, v8_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x40), v8_0, v8_1);
+    uint32_t v9_0, v9_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xd0), v9_0, v9_1);
+    uint32_t v10_0, v10_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x160), v10_0, v10_1);
+    uint32_t v11_0, v11_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x1f0), v11_0, v11_1);
+    uint32_t v12_0, v12_1; detail::ld_shared_v2_b32<512>(ld_addr, v12_0, v12_1);
+    uint32_t v13_0, v13_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x290), v13_0, v13_1);
+    uint32_t v14_0, v14_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x320), v14_0, v14_1);
+    uint32_t v15_0, v15_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x3b0), v15_0, v15_1);
     d[0] = v0_0;
     d[1] = v0_1;
-    d[2] = v0_2;
-    d[3] = v0_3;
-    d[4] = v1_0;
-    d[5] = v1_1;
-    d[6] = v1_2;
-    d[7] = v1_3;
-    d[8] = v2_0;
-    d[9] = v2_1;
-    d[10] = v2_2;
-    d[11] = v2_3;
-    d[12] = v3_0;
-    d[13] = v3_1;
-    d[14] = v3_2;
-    d[15] = v3_3;
-    d[16] = v4_0;
-    d[17] = v4_1;
-    d[18] = v4_2;
-    d[19] = v4_3;
-    d[20] = v5_0;
-    d[21] = v5_1;
-    d[22] = v5_2;
-    d[23] = v5_3;
-    d[24] = v6_0;
-    d[25] = v6_1;
-    d[26] = v6_2;
-    d[27] = v6_3;
-    d[28] = v7_0;
-    d[29] = v7_1;
-    d[30] = v7_2;
-    d[31] = v7_3;
+    d[2] = v1_0;
+    d[3] = v1_1;
+    d[4] = v2_0;
+    d[5] = v2_1;
+    d[6] = v3_0;
+    d[7] = v3_1;
+    d[8] = v4_0;
+    d[9] = v4_1;
+    d[10] = v5_0;
+    d[11] = v5_1;
+    d[12] = v6_0;
+    d[13] = v6_1;
+    d[14] = v7_0;
+    d[15] = v7_1;
+    d[16] = v8_0;
+    d[17] = v8_1;
+    d[18] = v9_0;
+    d[19] = v9_1;
+    d[20] = v10_0;
+    d[21] = v10_1;
+    d[22] = v11_0;
+    d[23] = v11_1;
+    d[24] = v12_0;
+    d[25] = v12_1;
+    d[26] = v13_0;
+    d[27] = v13_1;
+    d[28] = v14_0;
+    d[29] = v14_1;
+    d[30] = v15_0;
+    d[31] = v15_1;
 }
 
 template <typename T>
@@ -202,81 +230,6 @@ __device__ __forceinline__ void load(const void* smem, T (&dst)[kRegs], unsigned
 }
 
 }  // namespace src
-
-namespace cvt {
-
-__attribute__((unused)) constexpr int kSrcRegs   = 128;            // elements per thread before convert()
-__attribute__((unused)) constexpr int kDstRegs   = 128;            // elements per thread after convert()
-__attribute__((unused)) constexpr int kSmemBytes = 0;              // shared-memory scratch convert() needs (0: none)
-__attribute__((unused)) constexpr int kThreads   = 128;            // threads taking part: tid in [0, kThreads)
-__attribute__((unused)) constexpr int kWarpSize  = 32;
-__attribute__((unused)) constexpr int kElemBytes = 1;              // sizeof(T) (f8e4m3)
-__attribute__((unused)) constexpr int kRank      = 2;
-__attribute__((unused)) constexpr int kShape[kRank] = {128, 128};  // the tensor (row-major)
-__attribute__((unused)) constexpr int kSrcWords  = 32;             // packed 32-bit words for convert_words()
-__attribute__((unused)) constexpr int kDstWords  = 32;
-
-// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
-// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
-__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x3) << 7) ^ ((reg & 0x40) << 5) ^ ((reg >> 2) & 0xf) ^ (lane << 9) ^ ((lane & 0x1c) << 2) ^ (warp << 12); }
-__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x40) << 5) ^ ((reg & 0x30) << 3) ^ (reg & 0xf) ^ (lane << 9) ^ ((lane & 0x1c) << 2) ^ (warp << 12); }
-
-// dst = src in the destination layout: register permutation within each thread.
-// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
-// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
-// Barriers: none; smem is not touched and no data leaves the thread.
-// convert_words: the same on packed 32-bit words -- word i holds elements
-// 4i .. 4i+3, lowest first, as mma fragments keep 8/16-bit data.
-__device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], uint32_t (&d)[kDstWords], void* smem,
-                                              unsigned tid = threadIdx.x) {
-    (void)smem;
-
-    // Register moves: whole words where they line up, else byte permutes
-    d[0] = __byte_perm(__byte_perm(s[0], s[1], 0x5140), __byte_perm(s[2], s[3], 0x5140), 0x5410);
-    d[1] = __byte_perm(__byte_perm(s[4], s[5], 0x5140), __byte_perm(s[6], s[7], 0x5140), 0x5410);
-    d[2] = __byte_perm(__byte_perm(s[8], s[9], 0x5140), __byte_perm(s[10], s[11], 0x5140), 0x5410);
-    d[3] = __byte_perm(__byte_perm(s[12], s[13], 0x5140), __byte_perm(s[14], s[15], 0x5140), 0x5410);
-    d[4] = __byte_perm(__byte_perm(s[0], s[1], 0x5140), __byte_perm(s[2], s[3], 0x5140), 0x7632);
-    d[5] = __byte_perm(__byte_perm(s[4], s[5], 0x5140), __byte_perm(s[6], s[7], 0x5140), 0x7632);
-    d[6] = __byte_perm(__byte_perm(s[8], s[9], 0x5140), __byte_perm(s[10], s[11], 0x5140), 0x7632);
-    d[7] = __byte_perm(__byte_perm(s[12], s[13], 0x5140), __byte_perm(s[14], s[15], 0x5140), 0x7632);
-    d[8] = __byte_perm(__byte_perm(s[0], s[1], 0x7362), __byte_perm(s[2], s[3], 0x7362), 0x5410);
-    d[9] = __byte_perm(__byte_perm(s[4], s[5], 0x7362), __byte_perm(s[6], s[7], 0x7362), 0x5410);
-    d[10] = __byte_perm(__byte_perm(s[8], s[9], 0x7362), __byte_perm(s[10], s[11], 0x7362), 0x5410);
-    d[11] = __byte_perm(__byte_perm(s[12], s[13], 0x7362), __byte_perm(s[14], s[15], 0x7362), 0x5410);
-    d[12] = __byte_perm(__byte_perm(s[0], s[1], 0x7362), __byte_perm(s[2], s[3], 0x7362), 0x7632);
-    d[13] = __byte_perm(__byte_perm(s[4], s[5], 0x7362), __byte_perm(s[6], s[7], 0x7362), 0x7632);
-    d[14] = __byte_perm(__byte_perm(s[8], s[9], 0x7362), __byte_perm(s[10], s[11], 0x7362), 0x7632);
-    d[15] = __byte_perm(__byte_perm(s[12], s[13], 0x7362), __byte_perm(s[14], s[15], 0x7362), 0x7632);
-    d[16] = __byte_perm(__byte_perm(s[16], s[17], 0x5140), __byte_perm(s[18], s[19], 0x5140), 0x5410);
-    d[17] = __byte_perm(__byte_perm(s[20], s[21], 0x5140), __byte_perm(s[22], s[23], 0x5140), 0x5410);
-    d[18] = __byte_perm(__byte_perm(s[24], s[25], 0x5140), __byte_perm(s[26], s[27], 0x5140), 0x5410);
-    d[19] = __byte_perm(__byte_perm(s[28], s[29], 0x5140), __byte_perm(s[30], s[31], 0x5140), 0x5410);
-    d[20] = __byte_perm(__byte_perm(s[16], s[17], 0x5140), __byte_perm(s[18], s[19], 0x5140), 0x7632);
-    d[21] = __byte_perm(__byte_perm(s[20], s[21], 0x5140), __byte_perm(s[22], s[23], 0x5140), 0x7632);
-    d[22] = __byte_perm(__byte_perm(s[24], s[25], 0x5140), __byte_perm(s[26], s[27], 0x5140), 0x7632);
-    d[23] = __byte_perm(__byte_perm(s[28], s[29], 0x5140), __byte_perm(s[30], s[31], 0x5140), 0x7632);
-    d[24] = __byte_perm(__byte_perm(s[16], s[17], 0x7362), __byte_perm(s[18], s[19], 0x7362), 0x5410);
-    d[25] = __byte_perm(__byte_perm(s[20], s[21], 0x7362), __byte_perm(s[22], s[23], 0x7362), 0x5410);
-    d[26] = __byte_perm(__byte_perm(s[24], s[25], 0x7362), __byte_perm(s[26], s[27], 0x7362), 0x5410);
-    d[27] = __byte_perm(__byte_perm(s[28], s[29], 0x7362), __byte_perm(s[30], s[31], 0x7362), 0x5410);
-    d[28] = __byte_perm(__byte_perm(s[16], s[17], 0x7362), __byte_perm(s[18], s[19], 0x7362), 0x7632);
-    d[29] = __byte_perm(__byte_perm(s[20], s[21], 0x7362), __byte_perm(s[22], s[23], 0x7362), 0x7632);
-    d[30] = __byte_perm(__byte_perm(s[24], s[25], 0x7362), __byte_perm(s[26], s[27], 0x7362), 0x7632);
-    d[31] = __byte_perm(__byte_perm(s[28], s[29], 0x7362), __byte_perm(s[30], s[31], 0x7362), 0x7632);
-}
-
-template <typename T>
-__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
-                                        unsigned tid = threadIdx.x) {
-    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 1 bytes wide");
-    uint32_t s[kSrcWords], d[kDstWords];
-    memcpy(s, src, sizeof s);
-    convert_words(s, d, smem, tid);
-    memcpy(dst, d, sizeof d);
-}
-
-}  // namespace cvt
 
 namespace dst {
 
@@ -292,17 +245,17 @@ constexpr int kWords     = 32;                                     // packed 32-
 
 // Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
 // registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
-__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x40) << 5) ^ ((reg & 0x30) << 3) ^ (reg & 0xf) ^ (lane << 9) ^ ((lane & 0x1c) << 2) ^ (warp << 12); }
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x47) << 7) ^ ((reg >> 3) & 0x7) ^ ((lane & 0xf) << 10) ^ ((lane & 0x10) << 6) ^ ((lane & 0xf) << 3) ^ (warp << 11); }
 __host__ __device__ constexpr int tile_index(int offset) { return (void)offset, offset ^ ((offset >> 3) & 0x70); }
 
 namespace detail {
 template <int kImm>
-__device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
-    llgen_host::st_shared(addr + kImm, 16, regs);
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::st_shared(addr + kImm, 8, regs);
 #else
-    asm volatile("st.shared.v4.b32 [%0+%5], {%1, %2, %3, %4};" :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3), "n"(kImm) : "memory");
+    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
 #endif
 }
 
@@ -311,26 +264,34 @@ __device__ __forceinline__ void st_shared_v4_b32(unsigned addr, uint32_t r0, uin
 // store(): every thread's kRegs registers (src_index) are written to the shared tile at smem
 // (kTileBytes bytes, kTileAlign-byte aligned) laid out as the given layout: tile_index(offset) is
 // the row-major index of the element at each element offset.
-// 8 x 16-byte st.shared per thread; 8 wavefront(s) and 4 bank conflict(s) per warp instruction.
+// 16 x 8-byte st.shared per thread; 2 wavefront(s) and 0 bank conflict(s) per warp instruction.
 // No barrier inside: __syncthreads() between a store() and reads of the tile by other threads.
 // tid: this thread's index among the kThreads threads (default threadIdx.x).
 // store_words: the same on packed 32-bit words (word i: elements 4i .. 4i+3, lowest first).
 __device__ __forceinline__ void store_words(const uint32_t (&s)[kWords], void* smem, unsigned tid = threadIdx.x) {
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
-    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                   // shared-window address
-    const unsigned st_base = (lane << 9) ^ ((lane & 0x1) << 6) ^ ((lane & 0x1c) << 2) ^ (warp << 12);  // byte offset this thread stores at
+    const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));                            // shared-window address
+    const unsigned st_base = ((lane & 0xf) << 10) ^ ((lane & 0x10) << 6) ^ ((lane & 0xf) << 3) ^ (warp << 11);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
 
-    // 8 store(s) of 16 B
-    detail::st_shared_v4_b32<0>(st_addr, s[0], s[1], s[2], s[3]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x90), s[4], s[5], s[6], s[7]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x120), s[8], s[9], s[10], s[11]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x1b0), s[12], s[13], s[14], s[15]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x800), s[16], s[17], s[18], s[19]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x890), s[20], s[21], s[22], s[23]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x920), s[24], s[25], s[26], s[27]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x9b0), s[28], s[29], s[30], s[31]);
+    // 16 store(s) of 8 B
+    detail::st_shared_v2_b32<0>(st_addr, __byte_perm(__byte_perm(s[0], s[2], 0x5140), __byte_perm(s[4], s[6], 0x5140), 0x5410), __byte_perm(__byte_perm(s[10], s[8], 0x5140), __byte_perm(s[12], s[14], 0x5140), 0x5401));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x90), __byte_perm(__byte_perm(s[0], s[2], 0x5140), __byte_perm(s[4], s[6], 0x5140), 0x7632), __byte_perm(__byte_perm(s[10], s[8], 0x5140), __byte_perm(s[12], s[14], 0x5140), 0x7623));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x120), __byte_perm(__byte_perm(s[0], s[2], 0x7362), __byte_perm(s[4], s[6], 0x7362), 0x5410), __byte_perm(__byte_perm(s[10], s[8], 0x7362), __byte_perm(s[12], s[14], 0x7362), 0x5401));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1b0), __byte_perm(__byte_perm(s[0], s[2], 0x7362), __byte_perm(s[4], s[6], 0x7362), 0x7632), __byte_perm(__byte_perm(s[10], s[8], 0x7362), __byte_perm(s[12], s[14], 0x7362), 0x7623));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x240), __byte_perm(__byte_perm(s[1], s[3], 0x5140), __byte_perm(s[5], s[7], 0x5140), 0x5410), __byte_perm(__byte_perm(s[11], s[9], 0x5140), __byte_perm(s[13], s[15], 0x5140), 0x5401));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2d0), __byte_perm(__byte_perm(s[1], s[3], 0x5140), __byte_perm(s[5], s[7], 0x5140), 0x7632), __byte_perm(__byte_perm(s[11], s[9], 0x5140), __byte_perm(s[13], s[15], 0x5140), 0x7623));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x360), __byte_perm(__byte_perm(s[1], s[3], 0x7362), __byte_perm(s[5], s[7], 0x7362), 0x5410), __byte_perm(__byte_perm(s[11], s[9], 0x7362), __byte_perm(s[13], s[15], 0x7362), 0x5401));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x3f0), __byte_perm(__byte_perm(s[1], s[3], 0x7362), __byte_perm(s[5], s[7], 0x7362), 0x7632), __byte_perm(__byte_perm(s[11], s[9], 0x7362), __byte_perm(s[13], s[15], 0x7362), 0x7623));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2000), __byte_perm(__byte_perm(s[16], s[18], 0x5140), __byte_perm(s[20], s[22], 0x5140), 0x5410), __byte_perm(__byte_perm(s[24], s[26], 0x5140), __byte_perm(s[28], s[30], 0x5140), 0x5410));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2090), __byte_perm(__byte_perm(s[16], s[18], 0x5140), __byte_perm(s[20], s[22], 0x5140), 0x7632), __byte_perm(__byte_perm(s[24], s[26], 0x5140), __byte_perm(s[28], s[30], 0x5140), 0x7632));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2120), __byte_perm(__byte_perm(s[16], s[18], 0x7362), __byte_perm(s[20], s[22], 0x7362), 0x5410), __byte_perm(__byte_perm(s[24], s[26], 0x7362), __byte_perm(s[28], s[30], 0x7362), 0x5410));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x21b0), __byte_perm(__byte_perm(s[16], s[18], 0x7362), __byte_perm(s[20], s[22], 0x7362), 0x7632), __byte_perm(__byte_perm(s[24], s[26], 0x7362), __byte_perm(s[28], s[30], 0x7362), 0x7632));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2240), __byte_perm(__byte_perm(s[17], s[19], 0x5140), __byte_perm(s[21], s[23], 0x5140), 0x5410), __byte_perm(__byte_perm(s[25], s[27], 0x5140), __byte_perm(s[29], s[31], 0x5140), 0x5410));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x22d0), __byte_perm(__byte_perm(s[17], s[19], 0x5140), __byte_perm(s[21], s[23], 0x5140), 0x7632), __byte_perm(__byte_perm(s[25], s[27], 0x5140), __byte_perm(s[29], s[31], 0x5140), 0x7632));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2360), __byte_perm(__byte_perm(s[17], s[19], 0x7362), __byte_perm(s[21], s[23], 0x7362), 0x5410), __byte_perm(__byte_perm(s[25], s[27], 0x7362), __byte_perm(s[29], s[31], 0x7362), 0x5410));
+    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x23f0), __byte_perm(__byte_perm(s[17], s[19], 0x7362), __byte_perm(s[21], s[23], 0x7362), 0x7632), __byte_perm(__byte_perm(s[25], s[27], 0x7362), __byte_perm(s[29], s[31], 0x7362), 0x7632));
 }
 
 template <typename T>
@@ -346,8 +307,8 @@ __device__ __forceinline__ void store(const T (&src)[kRegs], void* smem, unsigne
 // relayout(): the tensor in the shared tile at src_smem (kSrcTileBytes bytes, kSrcTileAlign-byte aligned,
 // laid out as src_tile_index says) is written into the shared tile at dst_smem (kDstTileBytes bytes,
 // kDstTileAlign-byte aligned, laid out as dst_tile_index says) by the kThreads threads, through registers:
-// 8 x ldmatrix (m8n8.x4) per thread, then register moves (cvt::convert), then 8 x 16-byte st.shared.
-// Per warp: 32 load and 64 store wavefronts (0 + 4 bank conflicts per instruction).
+// 16 x 8-byte ld.shared per thread, then 16 x 8-byte st.shared.
+// Per warp: 32 load and 32 store wavefronts (0 + 0 bank conflicts per instruction).
 // Contract: no barrier inside. Before the call the whole source tile is written and visible to every
 // calling thread (e.g. __syncthreads() after the writes, or a completed TMA/cp.async wait); after it,
 // a barrier (__syncthreads()) before any thread reads the destination tile. The tiles must not
@@ -358,9 +319,7 @@ __device__ __forceinline__ void relayout(const void* src_smem, void* dst_smem, u
     static_assert(sizeof(T) == kElemBytes, "relayout<T>: T must be 1 bytes wide");
     T r1[src::kRegs];
     src::load(src_smem, r1, tid);
-    T r2[cvt::kDstRegs];
-    cvt::convert(r1, r2, nullptr, tid);  // no scratch: registers or shuffles
-    dst::store(r2, dst_smem, tid);
+    dst::store(r1, dst_smem, tid);
 }
 
 }  // namespace relayout_wgmma_b_e4m3

@@ -6,8 +6,11 @@ for grouped-query heads; ``is_causal`` is top-left aligned, as the kernel's mask
 log-sum-exp of the scaled, masked scores in float64.  Inputs are N(0, 1) rounded to the kernel's type;
 the kernel rounds P to that type before P V and O at the end, so the tolerances are per dtype:
 |O - ref| <= 2^-9 (f16) and 2^-6 (bf16) absolute (|O| < ~1), |LSE - ref| <= 1e-3.  Variants: head dims
-64 and 128, f16 and bf16, causal and not, sequence lengths that are and are not multiples of 128
-(queries and keys apart), grouped-query heads, several batches.  The example is built with nvcc into
+64 and 128, f16 and bf16, causal and not, sequence lengths that are and are not multiples of the tile
+(queries and keys apart), grouped-query heads, several batches; the tiles as shipped (d 64: 192 query
+rows, three consumer warp groups, 128 keys; d 128: 128 x 128) and the -D knobs' other tiles (128 x 128 at
+d 64; 192-key tiles, a 128-key and a 64-key part, at d 64 and d 128, causal and not; P V with P from
+shared memory at d 64, 192 x 192 non-causal).  The example is built with nvcc into
 a shared library and called through its host entry points with ctypes (``Library``) on torch tensors.
 """
 from __future__ import annotations
@@ -129,7 +132,7 @@ DTYPES = [torch.float16, torch.bfloat16]
 SHAPES = [  # B, H, Hkv, Sq, Sk
     (1, 1, 1, 128, 128), (2, 3, 3, 256, 256), (1, 2, 2, 1024, 1024), (1, 1, 1, 100, 100), (2, 2, 2, 200, 333),
     (1, 2, 2, 333, 129), (1, 1, 1, 1, 1), (1, 1, 1, 1, 700), (1, 1, 1, 513, 17), (2, 8, 2, 300, 300),
-    (1, 6, 1, 640, 640), (1, 4, 4, 2048, 2048)]
+    (1, 6, 1, 640, 640), (1, 4, 4, 2048, 2048), (1, 2, 1, 576, 577)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
@@ -145,7 +148,14 @@ def test_attention_fwd_against_float64(attn, B, H, Hkv, Sq, Sk, d, causal, dtype
 VARIANTS = {"no_overlap_2_stages_slack0": ("-DLLGEN_ATTENTION_OVERLAP=0", "-DLLGEN_ATTENTION_STAGES_D64=2",
                                            "-DLLGEN_ATTENTION_RESCALE_SLACK=0"),
             "exp2_fma_slack8": ("-DLLGEN_ATTENTION_EXP2_FMA_D64=3", "-DLLGEN_ATTENTION_EXP2_FMA_D128=8",
-                                "-DLLGEN_ATTENTION_RESCALE_SLACK=8")}
+                                "-DLLGEN_ATTENTION_RESCALE_SLACK=8"),
+            "tile_128x128": ("-DLLGEN_ATTENTION_BM_D64=128",),
+            "keys_192": ("-DLLGEN_ATTENTION_BM_D64=128", "-DLLGEN_ATTENTION_BN_D64=192",
+                         "-DLLGEN_ATTENTION_BN_D128=192", "-DLLGEN_ATTENTION_BN_CAUSAL_D64=192",
+                         "-DLLGEN_ATTENTION_BN_CAUSAL_D128=192"),
+            "d128_keys_192_no_overlap": ("-DLLGEN_ATTENTION_BN_D128=192", "-DLLGEN_ATTENTION_BN_CAUSAL_D128=192",
+                                         "-DLLGEN_ATTENTION_OVERLAP=0"),
+            "p_smem_keys_192": ("-DLLGEN_ATTENTION_P_SMEM_D64=1", "-DLLGEN_ATTENTION_BN_D64=192")}
 
 
 @pytest.fixture(scope="module", params=sorted(VARIANTS))

@@ -93,8 +93,9 @@ def gemm():
         yield Library(build(d))
 
 
+# the last two: more tiles than SMs, so each persistent CTA walks several (examples/kernels/gemm_hopper.h)
 SIZES = [(128, 256, 64), (256, 512, 192), (200, 136, 72), (1000, 520, 264), (8, 8, 8), (130, 8, 40),
-         (1, 264, 8), (512, 512, 1024), (384, 768, 4096)]
+         (1, 264, 8), (512, 512, 1024), (384, 768, 4096), (3000, 5000, 512), (4096, 4096, 256)]
 KINDS = [(False, False), (False, True), (True, False), (True, True)]
 
 

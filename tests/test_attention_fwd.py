@@ -2,20 +2,27 @@
 
 * It compiles for sm_90a from the generated headers alone (its static_asserts check that the tiles
   TMA writes are the tiles wgmma reads, that pack_operand() and the row reductions take the S
-  accumulator's registers and that every row vector has one layout), without spills, without ptxas
-  serialising the wgmma (C7514 / C7515 / C7517 / C7519), and the PTX of every kernel holds what the
-  plans say: D / 16 wgmma m64n128k16 (S = Q K^T, shared A and B) and 8 wgmma m64nDk16 (O += P V,
-  register A) at each of their two call sites, 3-D TMA loads of Q, K, V (D / 64 boxes each) and the O store, the producer's and consumers'
-  register budgets.
+  accumulators' registers and that every row vector has one layout), without spills, without ptxas
+  serialising the wgmma (C7511 / C7512 / C7514 / C7515 / C7517 / C7519), and the PTX of every kernel
+  holds what the plans and its tile (BM query rows: BM / 64 consumer warp groups; BN keys: 128, or
+  192 = 128 + 64) say: D / 16 wgmma m64n128k16 (S = Q K^T, shared A and B; with D / 16 m64n64k16 more
+  for a 192-key tile) and 8 wgmma m64nDk16 (O += P V, register A; 4 more for a 192-key tile) at each of
+  their two call sites, 3-D TMA loads of the Q tiles (BM / 64 tiles of D / 64 boxes each), K and V (D / 64
+  boxes each, twice for a 192-key tile) and the O store, the producer's and consumers' register
+  budgets (setmaxnreg 24, then 240 with 2 consumer groups, 160 with 3), registers at entry within the
+  64K-register file over the block's threads.  Built as shipped and with the -D knobs of the other
+  tiles (the 128 x 128 tile at d 64, 192-key tiles, P from shared memory at d 64).
 * It runs on the host SIMT runtime (every generated line: 3-D TMA with zero fill and clipping, the
   mbarrier ring, both wgmma through their descriptors and registers, the reductions' shuffles, the
-  staged O tile and its TMA store, the masked LSE store) at one tile and at two key tiles with ragged
-  lengths, causal masks and grouped-query heads.  Two references: (a) the same online softmax in
-  float64 with P rounded to the inputs' type per key tile as the kernel rounds it -- the kernel may
-  differ by its f32 arithmetic only: |O - ref| <= 2 ulp of the 16-bit O (+ 2^-14 absolute), LSE within
-  1e-4; (b) exact softmax attention in float64 (no rounding of P): within 2^-9 (f16) and 2^-6 (bf16)
-  absolute on O (the GPU tests' tolerances; measured here 2.4e-4 and 6.5e-3), LSE within 1e-4, inputs
-  N(0, 1).
+  staged O tiles and their TMA stores, the masked LSE store) at one tile and at two key tiles with
+  ragged lengths (not multiples of BM or BN), causal masks and grouped-query heads, as shipped (BM 192 at
+  d 64), with 192-key tiles (d 64 with BM 128, d 128 non-causal and causal) and with the 192 x 192 tile
+  at d 64 with P from shared memory (the staged P tiles and wgmma from shared A).  Two references: (a)
+  the same online softmax in float64, key tiles of the kernel's BN, with P rounded to the inputs' type
+  per key tile as the kernel rounds it -- the kernel may differ by its f32 arithmetic only: |O - ref| <=
+  2 ulp of the 16-bit O (+ 2^-14 absolute), LSE within 1e-4; (b) exact softmax attention in float64 (no
+  rounding of P): within 2^-9 (f16) and 2^-6 (bf16) absolute on O (the GPU tests' tolerances), LSE
+  within 1e-4, inputs N(0, 1).
 """
 from __future__ import annotations
 
@@ -34,19 +41,49 @@ pytestmark = pytest.mark.compile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join(ROOT, "examples", "kernels", "attention_fwd.cu")
 GENERATED = os.path.join(ROOT, "generated")
-HEADERS = sorted([f"attention_{k}_{t}_d{d}.cuh" for k in ("tma", "qk", "pv") for t in ("f16", "bf16") for d in (64, 128)]
-                 + ["attention_row_max.cuh", "attention_row_sum.cuh", "attention_store_lse.cuh"]
+HEADERS = sorted([f"attention_{k}_{t}_d{d}.cuh" for k in ("tma_q", "tma", "qk", "qk_n64", "pv", "pv_k64")
+                  for t in ("f16", "bf16") for d in (64, 128)]
+                 + [f"attention_{k}_{t}_d64.cuh" for k in ("pv_ss", "pv_ss_k64") for t in ("f16", "bf16")]
+                 + [f"attention_{k}.cuh" for k in ("row_max", "row_sum", "row_max_n64", "row_sum_n64", "store_lse",
+                                                   "stage_p", "stage_p_n64")]
                  + [f"attention_{k}_d{d}.cuh" for k in ("o_rows", "stage_o") for d in (64, 128)])
-KERNELS = {f"attention_fwd_{t}_d{d}{c}": (t, d) for t in ("f16", "bf16") for d in (64, 128) for c in ("", "_causal")}
+KERNELS = [(t, d, c) for t in ("f16", "bf16") for d in (64, 128) for c in (False, True)]
+
+# The tile (BM, BN) per (d, causal) of a build: as shipped, then the -D knobs of the other tiles.
+SHIPPED = {(64, False): (192, 128), (64, True): (192, 128), (128, False): (128, 128), (128, True): (128, 128)}
+BUILDS = {
+    "shipped": ((), SHIPPED),
+    "tile_128x128": (("LLGEN_ATTENTION_BM_D64=128",),
+                     {**SHIPPED, (64, False): (128, 128), (64, True): (128, 128)}),
+    "keys_192": (("LLGEN_ATTENTION_BM_D64=128", "LLGEN_ATTENTION_BN_D64=192", "LLGEN_ATTENTION_BN_D128=192",
+                  "LLGEN_ATTENTION_BN_CAUSAL_D64=192", "LLGEN_ATTENTION_BN_CAUSAL_D128=192"),
+                 {(d, c): (128, 192) for d in (64, 128) for c in (False, True)}),
+    "p_smem": (("LLGEN_ATTENTION_P_SMEM_D64=1",), SHIPPED),
+    # FlashAttention-3's non-causal d 64 tile: ptxas spills there (not compiled by the test below)
+    "p_smem_keys_192": (("LLGEN_ATTENTION_P_SMEM_D64=1", "LLGEN_ATTENTION_BN_D64=192"),
+                        {**SHIPPED, (64, False): (192, 192)}),
+}
+SPILL_FREE = ["keys_192", "p_smem", "shipped", "tile_128x128"]
 
 
-def test_attention_fwd_compiles_from_generated_headers(tmp_path):
+def kernel_name(t: str, d: int, causal: bool) -> str:
+    return f"attention_fwd_{t}_d{d}{'_causal' if causal else ''}"
+
+
+def wgmma(ptx: str, n: int, t: str) -> int:
+    """The wgmma m64n{n}k16 with f32 accumulator and {t} inputs in a kernel's PTX."""
+    return len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k16\.f32\.{t}\.{t}\s", ptx))
+
+
+@pytest.mark.parametrize("build", SPILL_FREE)
+def test_attention_fwd_compiles_from_generated_headers(tmp_path, build):
     nvcc = need("nvcc")
     with open(KERNEL) as f:
         src = f.read()
     assert sorted(re.findall(r'#include "([^"]+)"', src)) == HEADERS
     assert not re.search(r"\basm\s*(volatile\s*)?\(", src), "every instruction is a generated header's wrapper"
-    flags = ["-std=c++17", "-O3", *arch_flags("sm_90a"), "-I", GENERATED]
+    knobs, tiles = BUILDS[build]
+    flags = ["-std=c++17", "-O3", *arch_flags("sm_90a"), "-I", GENERATED, *[f"-D{k}" for k in knobs]]
     ptx_path = str(tmp_path / "a.ptx")
     rc, out = run([nvcc, *flags[:2], "-gencode", "arch=compute_90a,code=compute_90a", *flags[4:], "-ptx", "-o",
                    ptx_path, KERNEL], str(tmp_path))
@@ -54,26 +91,35 @@ def test_attention_fwd_compiles_from_generated_headers(tmp_path):
     rc, out = run([nvcc, *flags, "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "a.cubin"), KERNEL], str(tmp_path))
     assert rc == 0, out
     assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(KERNELS), out
-    assert not re.search(r"C75(14|15|17|19)", out), f"ptxas serialises the wgmma:\n{out}"
+    assert not re.search(r"C75(11|12|14|15|17|19)", out), f"ptxas serialises the wgmma:\n{out}"
+    # registers at entry: 65536 / threads, rounded down to a multiple of 8 (168 with 384 threads, 128 with 512)
+    for (t, d, c) in KERNELS:
+        consumers = tiles[(d, c)][0] // 64
+        regs = re.search(rf"Compiling entry function '{kernel_name(t, d, c)}'.*?Used (\d+) registers", out, re.S)
+        assert regs and int(regs.group(1)) <= 65536 // (128 * (1 + consumers)) // 8 * 8, out
     with open(ptx_path) as f:
         ptx = f.read()
     parts = re.split(r"\.entry (\w+)\(", ptx)[1:]   # name, body, name, body, ...
     bodies = dict(zip(parts[::2], parts[1::2]))
-    assert sorted(bodies) == sorted(KERNELS)
-    for name, (t, d) in KERNELS.items():
+    assert sorted(bodies) == sorted(kernel_name(*k) for k in KERNELS)
+    for (t, d, c) in KERNELS:
+        name = kernel_name(t, d, c)
         body = bodies[name]
-        qk = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n128k16\.f32\.{t}\.{t}\s", body)
-        pv = re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{d}k16\.f32\.{t}\.{t}\s", body)
+        bm, bn = tiles[(d, c)]
+        split = bn == 192
         # each is issued at two places (the first round has no P V, the last no S)
-        if d == 128:  # both are m64n128k16
-            assert len(qk) == 2 * (d // 16 + 8), name
-        else:
-            assert (len(qk), len(pv)) == (2 * d // 16, 2 * 8), name
+        qk, qk1, pv, pv1 = 2 * d // 16, 2 * d // 16 if split else 0, 2 * 8, 2 * 4 if split else 0
+        if d == 128:  # S and O are both m64n128k16; the 64-key parts m64n64k16 (S) and m64n128k16 (O)
+            assert (wgmma(body, 128, t), wgmma(body, 64, t)) == (qk + pv + pv1, qk1), name
+        else:         # O and the 64-key part of S are m64n64k16
+            assert (wgmma(body, 128, t), wgmma(body, 64, t)) == (qk, qk1 + pv + pv1), name
         loads = re.findall(r"cp\.async\.bulk\.tensor\.3d\.shared::cluster\.global\.mbarrier::complete_tx::bytes", body)
-        assert len(loads) == 3 * (d // 64), name   # Q, K, V
+        assert len(loads) == (d // 64) * (bm // 64 + 2 * (2 if split else 1)), name  # Q per group, K, V (+ 64-key parts)
         stores = re.findall(r"cp\.async\.bulk\.tensor\.3d\.global\.shared::cta", body)
         assert len(stores) == d // 64, name
-        assert "setmaxnreg.dec.sync.aligned.u32 24" in body and "setmaxnreg.inc.sync.aligned.u32 240" in body
+        consumer_regs = 240 if bm == 128 else 160
+        assert ("setmaxnreg.dec.sync.aligned.u32 24" in body
+                and f"setmaxnreg.inc.sync.aligned.u32 {consumer_regs}" in body), name
 
 
 DRIVER = r"""
@@ -81,7 +127,7 @@ DRIVER = r"""
 #include <cstdio>
 #include <vector>
 
-__attribute__((aligned(1024))) unsigned char smem[attention_fwd::smem_bytes(128)];
+__attribute__((aligned(1024))) unsigned char smem[attention_fwd::MAX_SMEM_BYTES];
 
 // driver IN OUT: IN = int32 dtype, d, causal, B, H, Hkv, Sq, Sk, f32 scale, then Q, K, V as 16-bit bits;
 // OUT = O (16-bit bits), then LSE (f32).
@@ -104,13 +150,14 @@ int main(int argc, char** argv) {
     }
     const attention_fwd::Kernel kernel = attention_fwd::kernel_of(dtype, d, causal);
     llgen_host::Dim3 grid;
-    grid.x = unsigned((Sq + attention_fwd::BM - 1) / attention_fwd::BM), grid.y = unsigned(B * H), grid.z = 1;
+    grid.x = unsigned((Sq + kernel.bm - 1) / kernel.bm), grid.y = unsigned(B * H), grid.z = 1;
     for (unsigned y = 0; y < grid.y; ++y)
         for (unsigned x = 0; x < grid.x; ++x) {
             llgen_host::Dim3 bid;
             bid.x = x, bid.y = y;
-            auto errors = llgen_host::launch(attention_fwd::THREADS, 32, smem, attention_fwd::smem_bytes(d), [&] {
-                kernel(maps.q, maps.k, maps.v, maps.o, L.data(), H, H / Hkv, Sq, Sk, scale * 1.4426950408889634f);
+            auto errors = llgen_host::launch(kernel.threads, 32, smem, kernel.smem_bytes, [&] {
+                kernel.fn(maps.q, maps.k, maps.v, maps.o, maps.k1, maps.v1, L.data(), H, H / Hkv, Sq, Sk,
+                          scale * 1.4426950408889634f);
             }, bid, grid);
             for (auto& e : errors) std::printf("ERR block (%%u, %%u): %%s\n", x, y, e.c_str());
             if (!errors.empty()) return 5;
@@ -122,8 +169,6 @@ int main(int argc, char** argv) {
     return 0;
 }
 """
-
-BN = 128
 
 
 def _bits_to_f64(bits: np.ndarray, dtype: str) -> np.ndarray:
@@ -146,8 +191,8 @@ def _masked_scores(q, k, causal):
     return s
 
 
-def reference_online(q, k, v, scale, causal, dtype):
-    """The kernel's algorithm in float64: per key tile of 128, m' = max(m, rowmax S), P = exp2((S - m') c)
+def reference_online(q, k, v, scale, causal, dtype, bn):
+    """The kernel's algorithm in float64: per key tile of bn keys, m' = max(m, rowmax S), P = exp2((S - m') c)
     rounded to the inputs' type for P V (the row sum takes P unrounded), O and l rescaled by
     exp2((m - m') c); then O / l, and LSE = (m c + log2 l) ln 2."""
     c = scale * np.log2(np.e)
@@ -156,14 +201,14 @@ def reference_online(q, k, v, scale, causal, dtype):
     m = np.full(rows, -np.inf)
     l = np.zeros(rows)
     o = np.zeros(rows + (v.shape[-1],))
-    for n0 in range(0, s.shape[-1], BN):
-        st = s[..., n0:n0 + BN]
+    for n0 in range(0, s.shape[-1], bn):
+        st = s[..., n0:n0 + bn]
         mn = np.maximum(m, st.max(axis=-1))
         shift = np.where(mn == -np.inf, 0.0, mn * c)
         alpha = np.exp2(m * c - shift)
         p = np.exp2(st * c - shift[..., None])
         l = alpha * l + p.sum(axis=-1)
-        o = alpha[..., None] * o + _round16(p, dtype) @ v[..., n0:n0 + BN, :]
+        o = alpha[..., None] * o + _round16(p, dtype) @ v[..., n0:n0 + bn, :]
         m = mn
     return o / l[..., None], (m * c + np.log2(l)) * np.log(2.0)
 
@@ -177,26 +222,39 @@ def reference_exact(q, k, v, scale, causal):
 
 
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory):
+def drivers(tmp_path_factory):
+    """The host SIMT driver of each build, compiled when a test first asks for it."""
     if host.compiler() is None:
         need("hipcc")  # Debian's hipcc brings clang++: skip (or fail under CI) with that reason
-    d = str(tmp_path_factory.mktemp("attention_fwd_host"))
-    path, log = host.build(d, [], exe="attention", sources=GENERATED, driver=DRIVER % {"kernel": KERNEL},
-                           defines=["LLGEN_HOST_SIMT"], opt="-O0")  # -O0: compiles ~4x faster, runs as fast
-    assert path, log
-    return path, d
+    built = {}
+
+    def get(build):
+        if build not in built:
+            d = str(tmp_path_factory.mktemp(f"attention_fwd_host_{build}"))
+            path, log = host.build(d, [], exe="attention", sources=GENERATED, driver=DRIVER % {"kernel": KERNEL},
+                                   defines=["LLGEN_HOST_SIMT", *BUILDS[build][0]],
+                                   opt="-O0")  # -O0: compiles ~4x faster, runs as fast
+            assert path, log
+            built[build] = path, d
+        return built[build]
+    return get
 
 
-# (dtype, d, causal, B, H, Hkv, Sq, Sk): one tile; two key tiles (ragged), causal, grouped heads
-CASES = [("f16", 64, False, 1, 1, 1, 128, 128),
-         ("bf16", 128, True, 1, 2, 1, 100, 200),
-         ("f16", 128, False, 1, 1, 1, 40, 250),
-         ("bf16", 64, True, 1, 1, 1, 130, 130)]
+# (build, dtype, d, causal, B, H, Hkv, Sq, Sk): one key tile; two key tiles (ragged: Sq and Sk not
+# multiples of BM or BN), causal (a key tile wholly after the first consumer group's rows when BM >
+# BN; the 192-key tile's 64-key part wholly masked), grouped heads; a consumer group wholly past Sq.
+CASES = [("shipped", "f16", 64, False, 1, 1, 1, 128, 100),
+         ("shipped", "bf16", 128, True, 1, 2, 1, 100, 200),
+         ("shipped", "f16", 128, False, 1, 1, 1, 40, 250),
+         ("shipped", "bf16", 64, True, 1, 1, 1, 130, 130),
+         ("keys_192", "f16", 64, False, 1, 1, 1, 200, 250),
+         ("keys_192", "bf16", 128, True, 1, 2, 1, 200, 230),
+         ("p_smem_keys_192", "bf16", 64, False, 1, 1, 1, 250, 300)]
 
 
-@pytest.mark.parametrize("dtype,d,causal,B,H,Hkv,Sq,Sk", CASES)
-def test_attention_fwd_on_host_simt(driver, dtype, d, causal, B, H, Hkv, Sq, Sk):
-    path, wd = driver
+@pytest.mark.parametrize("build,dtype,d,causal,B,H,Hkv,Sq,Sk", CASES)
+def test_attention_fwd_on_host_simt(drivers, build, dtype, d, causal, B, H, Hkv, Sq, Sk):
+    path, wd = drivers(build)
     rng = np.random.default_rng(d + Sq + Sk + H)
     qb, kb, vb = (round16_bits(rng.standard_normal(shape).astype(np.float32), dtype=dtype)
                   for shape in ((B, H, Sq, d), (B, Hkv, Sk, d), (B, Hkv, Sk, d)))
@@ -215,7 +273,7 @@ def test_attention_fwd_on_host_simt(driver, dtype, d, causal, B, H, Hkv, Sq, Sk)
     q = _bits_to_f64(qb, dtype)
     k = np.repeat(_bits_to_f64(kb, dtype), H // Hkv, axis=1)
     v = np.repeat(_bits_to_f64(vb, dtype), H // Hkv, axis=1)
-    want, want_lse = reference_online(q, k, v, scale, causal, dtype)
+    want, want_lse = reference_online(q, k, v, scale, causal, dtype, BUILDS[build][1][(d, causal)][1])
     ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(want), 2.0 ** -14))) - (10 if dtype == "f16" else 7))
     err = np.abs(o - want)
     assert np.all(err <= 2 * ulp + 2.0 ** -14), f"O vs the online reference: max {err.max():.3g}"

@@ -81,15 +81,16 @@ def test_relabelled_contraction_equals_the_reference():
 
 def test_fa3_chain_with_the_v_transpose():
     """The shipped FA3 chain: with the keys relabelled, P is a register permutation and the e4m3 V
-    transpose reaches the wavefront bound on both sides (as written its stores spend more); the
-    chain run through the emulators gives P V = S V exactly."""
+    transpose reaches the wavefront bound on both sides (the relayout planner's block layouts reach
+    it with the keys as written too); the chain run through the emulators gives P V = S V exactly."""
     cp = plan_chain(load_chain(EXAMPLE), rounds=0)
     p_plan, v_plan = cp.plans
     assert p_plan.in_registers and v_plan.operation == "relayout"
     for side, m in (("load", v_plan.load.memory), ("store", v_plan.store.memory)):
         assert m.cost.total_wavefronts == wavefront_bound(v_plan, side) and m.cost.bank_conflicts == 0
     as_written = cp.identity_plans[1]
-    assert as_written.store.memory.cost.total_wavefronts > wavefront_bound(as_written, "store")
+    assert as_written.store.memory.cost.total_wavefronts == wavefront_bound(as_written, "store")
+    assert cp.cost < cp.identity_cost
     rng = np.random.default_rng(2)
     s, v = (rng.integers(0, 4, size=(n, 128)).astype(np.uint8) for n in (64, 128))
     views = run_chain(cp, {"S": s, "Vm": v})

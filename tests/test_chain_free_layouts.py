@@ -56,8 +56,8 @@ def test_free_registers_between_an_8bit_transpose():
     """The e4m3 V transpose (MN-major TMA tile -> K-major tile) through one free register layout:
     the found layout holds 8x8 blocks, so both the load and the store are 8-byte vectors at the
     wavefront bound (16 KiB over 4 warps: 32 wavefronts a warp, no conflicts, counted from the
-    addresses), total cost 72 against 194 with Triton's default blocked layout -- and below the
-    90 of the relayout planner, whose load and store layouts are joined by a register conversion."""
+    addresses), total cost 72 against 194 with Triton's default blocked layout -- the relayout
+    planner's plan for the same tiles, whose block candidates are these layouts."""
     cp = plan_chain(load_chain(os.path.join(EXAMPLES, "v_transpose_registers.yaml")))
     load, store = cp.plans
     assert (load.operation, store.operation) == ("load", "store")
@@ -69,7 +69,7 @@ def test_free_registers_between_an_8bit_transpose():
     (name, chosen), = cp.layouts
     assert name == "R" and in_family(chosen.spec.linear, cp.chain.tensor("R").free, 32)
     vm, vk = (cp.chain.tensor(n).spec.linear for n in ("Vm", "Vk"))
-    assert plan_relayout(vm, vk, "f8e4m3").cost > cp.cost
+    assert plan_relayout(vm, vk, "f8e4m3").cost == cp.cost
     check_chain(cp, rng=1)
 
 
@@ -232,7 +232,7 @@ def test_cli_writes_the_chosen_specs(tmp_path):
 
 
 @pytest.mark.parametrize("tensors, message", [
-    ({"T": {"free": "global", "shape": [64, 64]}}, "tensors.T.free: 'global' is not a free layout family"),
+    ({"T": {"free": "local", "shape": [64, 64]}}, "tensors.T.free: 'local' is not a free layout family"),
     ({"T": {"free": "registers", "shape": [64, 64]}}, "tensors.T.warps: free: registers needs warps"),
     ({"T": {"free": "registers", "warps": 4}}, "free: registers needs shape"),
     ({"T": {"free": "registers", "shape": [64, 64], "warps": 3}}, "a power of two from 1 to 32"),

@@ -1,4 +1,5 @@
-"""The Hopper GEMM example (examples/kernels/gemm_wgmma.cu) without a GPU.
+"""The Hopper GEMM example (examples/kernels/gemm_wgmma.cu, its control examples/kernels/gemm_hopper.h)
+without a GPU.
 
 * It compiles for sm_90a from the generated headers alone, without spills and without ptxas
   serialising the wgmma (messages C7514 / C7517 / C7519: a register a wgmma in flight writes was
@@ -27,8 +28,8 @@ pytestmark = pytest.mark.compile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_wgmma.cu")
 GENERATED = os.path.join(ROOT, "generated")
-HEADERS = sorted(f"gemm_wgmma_{p}.cuh" for p in ("tma_a_f16", "tma_b_f16", "mma_f16", "tma_c_f16", "tma_a_bf16",
-                                                 "tma_b_bf16", "mma_bf16", "tma_c_bf16", "store_f32", "stage_c"))
+HEADERS = sorted([*(f"gemm_wgmma_{p}.cuh" for p in ("tma_a_f16", "tma_b_f16", "mma_f16", "tma_a_bf16", "tma_b_bf16",
+                                                    "mma_bf16")), "gemm_hopper.h"])
 KERNELS = {"gemm_wgmma_f16_f32": ("f16", False), "gemm_wgmma_f16_f16": ("f16", True),
            "gemm_wgmma_bf16_f32": ("bf16", False), "gemm_wgmma_bf16_bf16": ("bf16", True)}
 
@@ -38,7 +39,9 @@ def test_gemm_wgmma_compiles_from_generated_headers(tmp_path):
     with open(KERNEL) as f:
         src = f.read()
     assert sorted(re.findall(r'#include "([^"]+)"', src)) == HEADERS
-    assert not re.search(r"\basm\s*(volatile\s*)?\(", src), "every instruction is a generated header's wrapper"
+    with open(os.path.join(os.path.dirname(KERNEL), "gemm_hopper.h")) as f:
+        control = f.read()
+    assert not re.search(r"\basm\s*(volatile\s*)?\(", src + control), "every instruction is a generated header's wrapper"
     flags = ["-std=c++17", "-O3", *arch_flags("sm_90a"), "-I", GENERATED]
     ptx_path = str(tmp_path / "g.ptx")
     rc, out = run([nvcc, *flags[:2], "-gencode", "arch=compute_90a,code=compute_90a", *flags[4:], "-ptx", "-o",
@@ -70,7 +73,7 @@ DRIVER = r"""
 #include <cstdio>
 #include <vector>
 
-__attribute__((aligned(1024))) unsigned char smem[gemm_wgmma::SMEM_BYTES];
+__attribute__((aligned(1024))) unsigned char smem[gemm_hopper::MAX_SMEM];
 
 // driver IN OUT: IN = int32 ab, out16, M, N, K, then A (M x K) and B (K x N) as 16-bit bits; OUT = C.
 int main(int argc, char** argv) {
@@ -87,12 +90,15 @@ int main(int argc, char** argv) {
         std::printf("ERR encode %%d\n", r);
         return 4;
     }
-    auto kernel = ab ? (out16 ? gemm_wgmma_bf16_bf16 : gemm_wgmma_bf16_f32) : (out16 ? gemm_wgmma_f16_f16 : gemm_wgmma_f16_f32);
-    for (int b = 0; b < gemm_wgmma::blocks(M, N); ++b) {
+    const gemm_wgmma::Kernel kernel = gemm_wgmma::kernel_of(ab, out16);
+    const int grid = gemm_hopper::grid_size(M, N, 0);  // one CTA per tile (tests/test_gemm_fp8.py: fewer)
+    llgen_host::Dim3 dims;
+    dims.x = unsigned(grid);
+    for (int b = 0; b < grid; ++b) {
         llgen_host::Dim3 bid;
         bid.x = unsigned(b);
-        auto errors = llgen_host::launch(gemm_wgmma::THREADS, 32, smem, sizeof smem,
-                                         [&] { kernel(maps.a, maps.b, maps.c, C.data(), M, N, K); }, bid);
+        auto errors = llgen_host::launch(gemm_wgmma::THREADS, 32, smem, gemm_wgmma::smem_bytes(ab, out16),
+                                         [&] { kernel(maps.a, maps.b, maps.c, C.data(), M, N, K); }, bid, dims);
         for (auto& e : errors) std::printf("ERR block %%d: %%s\n", b, e.c_str());
         if (!errors.empty()) return 5;
     }

@@ -95,7 +95,8 @@ def test_verdicts_follow_the_measurement(rows):
 
 
 def test_measured_reads_the_ncu_counters(cases):
-    plan = next(c.plan for c in cases if c.name == "relayout_transpose_f16")      # ldmatrix.trans load
+    plan = next(c.plan for c in cases if c.plan.operation == "relayout"              # an ldmatrix load
+                and c.plan.load.memory.instr.startswith("matrix"))
     meas = {nrr.REQUIRED[0]: 0.0, nrr.REQUIRED[1]: 0.0, nrr.REQUIRED[2]: 64.0, nrr.REQUIRED[3]: 128.0,
             "smsp__sass_inst_executed_op_shared_st.sum": 128.0, "smsp__sass_inst_executed_op_shared_ld.sum": 0.0,
             "smsp__sass_inst_executed_op_ldsm.sum": 16.0, "smsp__sass_inst_executed_op_shfl.sum": 0.0}

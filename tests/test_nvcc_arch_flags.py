@@ -8,8 +8,10 @@ instruction), so a generated header needs no special flags.  Each file is compil
 
 * with ``-arch=sm_90a``, as users type it (the generated sources several to a translation unit: the
   host pass is the same for all, and each is compiled alone, device code only, by ``tests/test_compile.py``);
-* with ``-gencode arch=compute_90a,code=sm_90a`` (the sm_90a pass alone) -- the example kernels here;
-  the generated files planned for sm_90a are compiled so by ``tests/test_compile.py`` already;
+* with ``-gencode arch=compute_90a,code=sm_90a`` (the sm_90a pass alone): ``-arch=sm_90a`` runs that
+  pass, command for command (``nvcc --dryrun`` of both is compared), so the ``-arch=sm_90a`` build
+  compiles each source so too; the generated files planned for sm_90a are also compiled so, alone and
+  device code only, by ``tests/test_compile.py``;
 * with ``-arch=sm_80`` unless it is planned for sm_90a (or, for an example, includes a header
   that is): the guards also keep a newer instruction's wrapper out of an older arch's code; a
   generated file without stmatrix is compiled so by ``tests/test_compile.py`` already.
@@ -23,6 +25,7 @@ import glob
 import os
 import re
 import shlex
+import subprocess
 
 import pytest
 import yaml
@@ -34,8 +37,9 @@ pytestmark = pytest.mark.compile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GENERATED = os.path.join(ROOT, "generated")
 KERNELS = os.path.join(ROOT, "examples", "kernels")
-FLAGS = {"sm_90a": ["-arch=sm_90a"], "sm_90a_gencode": ["-gencode", "arch=compute_90a,code=sm_90a"],
-         "sm_80": ["-arch=sm_80"]}
+FLAGS = {"sm_90a": ["-arch=sm_90a"], "sm_80": ["-arch=sm_80"]}
+#: the sm_90a pass alone, which the ``-arch=sm_90a`` build runs too (``test_users_sm_90a_runs_the_sm_90a_pass_alone``)
+GENCODE_90A = ["-gencode", "arch=compute_90a,code=sm_90a"]
 _INCLUDE = re.compile(r'^#include "(?:\.\./\.\./generated/)?([^"/]+\.cuh)"', re.M)
 
 
@@ -114,8 +118,6 @@ def test_compiles_with(tmp_path, flags):
     for src in sources():
         if flags == "sm_80" and any(archs[h] == "sm_90a" for h in headers_of(src)):
             continue                                   # wgmma, TMA: planned for sm_90a only
-        if flags == "sm_90a_gencode" and src.startswith(GENERATED):
-            continue                                   # test_compile's generated build uses these flags
         if flags == "sm_80" and src.startswith(GENERATED) and not uses_stmatrix(src):
             continue                                   # test_compile's generated build compiles it with -arch=sm_80
         if flags == "sm_90a" and src.startswith(GENERATED):
@@ -129,6 +131,40 @@ def test_compiles_with(tmp_path, flags):
         units.append((" + ".join(os.path.relpath(p, ROOT) for p in batch), str(tu)))
     jobs = [(what, [nvcc, "-std=c++17", *FLAGS[flags], "-I", GENERATED, "-c", tu, "-o", str(tmp_path / f"{k}.o")])
             for k, (what, tu) in enumerate(units)]
-    assert files >= {"sm_80": 2, "sm_90a": 60, "sm_90a_gencode": 3}[flags]
+    assert files >= {"sm_80": 2, "sm_90a": 60}[flags]
     bad = failures(run_all(jobs, str(tmp_path)))
     assert not bad, f"{len(bad)} of {len(jobs)} units fail with {' '.join(FLAGS[flags])}:\n" + "\n".join(bad)
+
+
+#: nvcc's temporary file names (``/tmp/tmpxft_<id>_<n>-<step>_``) and the arch part of an intermediate's
+#: name: what differs between two runs of the same steps
+_TEMP = re.compile(r"\S*tmpxft_[0-9a-f]+_[0-9a-f]+-\d+_")
+_ARCH_PART = re.compile(r"\.compute_90a(?:\.sm_90a)?(?=\.)")
+
+
+def compile_steps(nvcc: str, flags: list[str], src: str) -> list[str]:
+    """The preprocessor, front-end, ptxas and host-compiler commands ``nvcc -c`` runs for ``src``
+    (``--dryrun``), temporary names normalised."""
+    r = subprocess.run([nvcc, "-std=c++17", *flags, "-I", GENERATED, "-c", src, "-o", "x.o", "--dryrun"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    steps = []
+    for line in r.stderr.splitlines():
+        cmd = line.removeprefix("#$ ").strip()
+        prog = os.path.basename(shlex.split(cmd)[0].replace('"$CICC_PATH/cicc"', "cicc"))
+        if prog in ("gcc", "cicc", "cudafe++", "ptxas") or cmd.startswith('"$CICC_PATH/cicc"'):
+            steps.append(_ARCH_PART.sub("", _TEMP.sub("TMP_", cmd)))
+    return steps
+
+
+def test_users_sm_90a_runs_the_sm_90a_pass_alone():
+    """Every step of ``-gencode arch=compute_90a,code=sm_90a -c`` (preprocessing, cicc for compute_90a,
+    ptxas for sm_90a, the host pass) is a step of ``-arch=sm_90a -c`` with the same arguments: the
+    ``-arch=sm_90a`` build of ``test_compiles_with`` compiles every source with those flags too (a
+    failure or warning of that pass fails it there)."""
+    nvcc = need("nvcc")
+    src = sorted(glob.glob(os.path.join(KERNELS, "*.cu")))[0]
+    alone, users = compile_steps(nvcc, GENCODE_90A, src), compile_steps(nvcc, FLAGS["sm_90a"], src)
+    assert any(" -arch compute_90a " in s for s in alone) and any("ptxas -arch=sm_90a " in s for s in alone), alone
+    missing = [s for s in alone if s not in users]
+    assert not missing, "steps of the sm_90a pass alone that -arch=sm_90a does not run:\n" + "\n".join(missing)

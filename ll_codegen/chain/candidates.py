@@ -17,16 +17,18 @@ members are the ones an adjacent step already wants, and the F2 view names them:
   or the diagonal one (a vector that moves both tiles' addresses by their i-th bit,
   which keeps a transpose's lanes apart in both) -- both its R1 (the load side's)
   and R2 (the store side's).  A register tensor between a load and a store is one
-  layout, so R1 = R2 is what vectorises both sides;
-* and, for a load from ``A`` and a store to ``B``, the *block* layouts: a thread's
-  registers take ``A``'s first ``j`` offset bits and ``B``'s first ``j`` (a
-  ``2^j x 2^j`` block, ``2^j``-element vectors on both sides where the two full
-  vectors cannot share one layout: an 8-bit transpose), the lanes, warps and other
-  registers filled in the diagonal, ``A``'s or ``B``'s offset order, the warps after
-  the lanes or last.
+  layout, so R1 = R2 is what vectorises both sides; among them the relayout
+  planner's *block* layouts (``relayout.block_layouts``): a thread's registers take
+  ``A``'s first ``j`` offset bits and ``B``'s first ``j`` (a ``2^j x 2^j`` block,
+  ``2^j``-element vectors on both sides where the two full vectors cannot share one
+  layout: an 8-bit transpose).
 
 Only members of the family survive: ``warps`` warps, the target's lanes, ``per_thread``
 registers, every element held once.
+
+**Free global** ``T`` (pre-shuffled offline, ``preshuffle``): for each register layout ``R``
+it is loaded into, the layouts whose packed offsets take ``R``'s images in the order
+vector registers, lanes, other registers, warps (``preshuffle.candidates``).
 
 **Free shared** ``T`` (one element width ``w``):
 
@@ -51,6 +53,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from ll_codegen.chain import preshuffle
 from ll_codegen.chain.description import Free
 from ll_codegen.core import f2
 from ll_codegen.core.dtypes import DTYPE_BYTES
@@ -76,6 +79,11 @@ class Neighbour:
     elem_bytes: int
     into: bool = True
     warps: int = 4
+    elem_bits: int = 0          # 0: 8 * elem_bytes (4 for the packed 4-bit types)
+
+    @property
+    def bits(self) -> int:
+        return self.elem_bits or 8 * self.elem_bytes
 
 
 def _sides(items: list, into: list[bool]) -> list[tuple]:
@@ -89,10 +97,19 @@ def _sides(items: list, into: list[bool]) -> list[tuple]:
 @dataclass(frozen=True)
 class Placement:
     """One layout of a free tensor: how it was found (``label``), its spec as a one-line YAML
-    mapping a user pastes (``text``), and the ``Spec`` that text parses to."""
+    mapping a user pastes (``text``), and the ``Spec`` that text parses to.  A pre-shuffled
+    global layout (``preshuffle``) has no spec kind of its own: ``offsets`` are its packed
+    offset bases (``G``'s columns, flat tensor indices), ``spec`` the packed buffer the load
+    reads, ``text`` ``G`` as coordinates."""
     label: str
     text: str
     spec: Spec
+    offsets: tuple[int, ...] = ()
+
+    @property
+    def key(self) -> tuple:
+        """What tells two placements apart (a pre-shuffle's packed spec is the same for every ``G``)."""
+        return self.spec.linear, self.offsets
 
 
 def flow(v: Any) -> str:
@@ -135,46 +152,6 @@ def _linear_mapping(L: LinearLayout, shape: list[int]) -> dict[str, Any]:
     return {"kind": "linear", **{d: L.bases.get(d, []) for d in ("register", "lane", "warp")}, "shape": shape}
 
 
-def _take(fill: list[int], span: list[int], n: int) -> list[int]:
-    """The first ``n`` vectors of ``fill`` independent of ``span`` and of each other (``span`` grows)."""
-    out = []
-    for v in fill:
-        if len(out) == n:
-            break
-        if v and f2.rank(span + [v]) > len(span):
-            span.append(v)
-            out.append(v)
-    return out
-
-
-def block_layouts(a: LinearLayout, b: LinearLayout, elem_bytes: int, free: Free,
-                  target: Target) -> list[tuple[str, LinearLayout]]:
-    """The block candidates of a load from tile ``a`` and a store to tile ``b`` (module docstring)."""
-    A, B = a.flat_bases("offset"), b.flat_bases("offset")
-    d, nl, nw = len(A), target.warp_size.bit_length() - 1, free.warps.bit_length() - 1
-    nr = d - nl - nw
-    most = (target.max_vector_bytes // elem_bytes).bit_length() - 1
-    out = []
-    for j in range(1, most + 1):
-        block = A[:j] + B[:j]
-        if 2 * j > nr or f2.rank(block) < 2 * j:
-            break
-        for name, fill in (("diagonal", [x ^ y for x, y in zip(A, B)] + A + B), ("source", A + B),
-                           ("destination", B + A)):
-            for high in (False, True):
-                span = list(block)
-                lanes = _take(fill, span, nl)
-                rest = _take(fill + [1 << i for i in range(d)], span, d)
-                warps = rest[len(rest) - nw:] if high else rest[:nw]
-                regs = block + [v for v in rest if v not in warps]
-                if len(lanes) != nl or len(regs) != nr:
-                    continue
-                L = LinearLayout.from_flat({"register": regs, "lane": lanes, "warp": warps, "block": []},
-                                           a.out_dim_sizes, require_surjective=True)
-                out.append((f"{1 << j}x{1 << j} blocks, {name} order{', high warps' if high else ''}", L))
-    return out
-
-
 def register_candidates(t_name: str, free: Free, shape: tuple[int, ...], neighbours: list[Neighbour],
                         target: Target, source: str) -> list[Placement]:
     """The candidate layouts of a free register tensor (module docstring), in order."""
@@ -190,11 +167,9 @@ def register_candidates(t_name: str, free: Free, shape: tuple[int, ...], neighbo
         except ValueError:
             continue
         for label, r1, r2 in pairs:
-            found += [(f"{a.name} -> {b.name}: {label}, load side", r1),
-                      (f"{a.name} -> {b.name}: {label}, store side", r2)]
-        if a is not b:
-            found += [(f"{a.name} -> {b.name}: {label}", L)
-                      for label, L in block_layouts(a.layout, b.layout, a.elem_bytes, free, target)]
+            found += ([(f"{a.name} -> {b.name}: {label}", r1)] if r1 == r2 else
+                      [(f"{a.name} -> {b.name}: {label}, load side", r1),
+                       (f"{a.name} -> {b.name}: {label}, store side", r2)])
     out, seen = [], set()
     for label, L in found:
         L = normalise(L)
@@ -320,4 +295,22 @@ def shared_candidates(t_name: str, shape: tuple[int, ...], dtype: str, neighbour
                 continue
             mapping = {"kind": "shared_linear", "offset": L.bases["offset"], "shape": list(shape)}
         out.append(placement(label, mapping, f"{source}: {t_name} ({label})"))
+    return out
+
+
+def global_candidates(t_name: str, shape: tuple[int, ...], neighbours: list[Neighbour],
+                      source: str) -> list[Placement]:
+    """The candidate pre-shuffled layouts of a free global tensor: for each register layout it is
+    loaded into or stored from, ``preshuffle.candidates`` (its vectors, then lanes, the thread's
+    other registers, warps), in neighbour order, each ``G`` once."""
+    out, seen = [], set()
+    for n in neighbours:
+        if "lane" not in n.layout.in_dims:
+            continue
+        for label, g in preshuffle.candidates(n.layout, n.bits):
+            if g in seen:
+                continue
+            seen.add(g)
+            out.append(Placement(f"for {n.name}: {label}", flow(preshuffle.offset_mapping(g, shape)),
+                                 preshuffle.packed_spec(shape, f"{source}: {t_name} (packed)"), g))
     return out

@@ -11,7 +11,8 @@ What the relabelling promises (``description``'s module docstring) is then check
 directly: every tensor's hardware view is the logical tensor with each free index it
 carries relabelled, ``H_t[.., k, ..] = T[.., pi(k), ..]``; so a contraction over a
 relabelled index (``sum_k H_P[q, k] H_V[k, d]``) equals the one over the logical
-tensors; a free tensor's view is its logical tensor.  Conversions, loads and stores
+tensors; a free tensor's view is its logical tensor (a pre-shuffled one's too: the kernel
+reads it through the registers it is shuffled for).  Conversions, loads and stores
 (shared and global tiles), relayouts and copies run, each by its own emulator (a copy as
 its load half, then its store half); a step of another operation (a TMA box) is refused
 by name.
@@ -22,14 +23,16 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ll_codegen.chain.description import Tensor
-from ll_codegen.chain.search import ChainPlan, tensor_layout
+from ll_codegen.chain import preshuffle
+from ll_codegen.chain.description import Step
+from ll_codegen.chain.search import ChainPlan, preshuffled, step_specs, tensor_layout
 from ll_codegen.core import f2
 from ll_codegen.core.dtypes import NP_RAW
-from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.plans import Transfer
+from ll_codegen.core.layout import LinearLayout, layout_of
+from ll_codegen.plan.plans import Transfer, without_via
 from ll_codegen.verify.emulate.convert import emulate
 from ll_codegen.verify.emulate.memory import copy_halves, emulate_memory
+from ll_codegen.verify.emulate.packed import unpack_registers
 from ll_codegen.verify.emulate.reference import dim_images, regs_of, tensor_flat
 from ll_codegen.verify.emulate.relayout import store_registers
 
@@ -80,10 +83,21 @@ def _leave(written: LinearLayout, planned: LinearLayout, value: np.ndarray) -> n
 
 
 def _store(plan: Transfer, planned_src: LinearLayout, regs: np.ndarray) -> np.ndarray:
-    """A store plan run on registers: the tensor its tile holds (in the plan's frame)."""
+    """A store plan run on registers: the tensor its tile holds (in the plan's frame); a ``via``
+    store converts first, then stores from the layout it converted to."""
+    if plan.via is not None:
+        return _store(without_via(plan), layout_of(plan.via.dst_bases), emulate(plan.via, regs))
     if plan.memory.space == "shared":
         return store_registers(plan, regs).reshape(plan.shape, order="F")
     return emulate_memory(plan, scatter_regs(planned_src, regs))
+
+
+def load_registers(plan: Transfer, tile: np.ndarray) -> np.ndarray:
+    """A load plan run on a tile's tensor: every thread's registers; a ``via`` load loads into the
+    layout it converts from, then converts."""
+    if plan.via is not None:
+        return emulate(plan.via, emulate_memory(without_via(plan), tile))
+    return emulate_memory(plan, tile)
 
 
 def _run_plan(plan: Transfer, planned_src: LinearLayout, value: np.ndarray) -> np.ndarray:
@@ -91,7 +105,7 @@ def _run_plan(plan: Transfer, planned_src: LinearLayout, value: np.ndarray) -> n
     if plan.operation == "convert":
         return emulate(plan, value)
     if plan.operation == "load":
-        return emulate_memory(plan, value)
+        return load_registers(plan, value)
     if plan.operation == "store":
         return _store(plan, planned_src, value)
     if plan.operation == "relayout":
@@ -104,16 +118,42 @@ def _run_plan(plan: Transfer, planned_src: LinearLayout, value: np.ndarray) -> n
                      f"is a {plan.operation}")
 
 
-def _run_step(cp: ChainPlan, plan: Transfer, src: Tensor, dst: Tensor, view: np.ndarray) -> np.ndarray:
-    """The destination's hardware view after ``plan`` ran on the source's hardware view ``view``."""
+def _run_step(cp: ChainPlan, step: Step, plan: Transfer, view: np.ndarray) -> np.ndarray:
+    """The destination's hardware view after ``plan`` ran on the source's hardware view ``view``.
+    A pre-shuffled tensor's view is its logical tensor; the step runs in the packed frame
+    (``search.step_specs``) on the buffer ``preshuffle.reorder`` makes of it, and a store's buffer
+    is read back by ``preshuffle.restore``."""
     choice, layouts = dict(cp.choice), dict(cp.layouts)
+    src, dst = cp.chain.tensor(step.src), cp.chain.tensor(step.dst)
     written = {t.name: tensor_layout(t, {}, layouts) if t.free else t.spec.linear for t in (src, dst)}
-    planned = {t.name: tensor_layout(t, choice, layouts) for t in (src, dst)}
+    a, b = step_specs(cp.chain, step, choice, layouts)
+    planned = {src.name: a.linear, dst.name: b.linear}
+    shuffled_src, shuffled_dst = preshuffled(src, layouts), preshuffled(dst, layouts)
+    if plan.packing is not None:
+        return _run_packed_load(plan, step, shuffled_src, written[dst.name], view)
     try:
-        out = _run_plan(plan, planned[src.name], _enter(written[src.name], planned[src.name], view))
+        value = (preshuffle.reorder(view, shuffled_src.offsets) if shuffled_src is not None
+                 else _enter(written[src.name], planned[src.name], view))
+        out = _run_plan(plan, planned[src.name], value)
     except ValueError as e:
         raise ValueError(f"{src.name} -> {dst.name}: {e}") from None
+    if shuffled_dst is not None:
+        return preshuffle.restore(out, shuffled_dst.offsets, dst.spec.shape)
     return _leave(written[dst.name], planned[dst.name], out)
+
+
+def _run_packed_load(plan: Transfer, step: Step, shuffled, regs_layout: LinearLayout, view: np.ndarray) -> np.ndarray:
+    """A 4-bit load of a pre-shuffled tensor (the chain file allows 4-bit steps only next to one):
+    the tensor's codes packed by ``preshuffle.reorder``, two a byte (offset ``2i`` in the low nibble
+    of byte ``i``: the packed tile's pair), the byte plan run on those bytes, each thread's byte
+    registers unpacked to its 4-bit registers (register ``2i`` the low nibble of byte ``i``) and
+    read through the register layout as written."""
+    if shuffled is None or plan.operation != "load":
+        raise ValueError(f"{step.src} -> {step.dst}: the chain emulation runs 4-bit steps only as loads of a "
+                         f"pre-shuffled tensor")
+    codes = preshuffle.reorder(view, shuffled.offsets).astype(np.uint8)
+    packed = (codes[0::2] & 0xF) | ((codes[1::2] & 0xF) << 4)
+    return scatter_regs(regs_layout, unpack_registers(load_registers(plan, packed)))
 
 
 def run_chain(cp: ChainPlan, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -123,8 +163,7 @@ def run_chain(cp: ChainPlan, inputs: Mapping[str, np.ndarray]) -> dict[str, np.n
     for step, plan in zip(cp.chain.steps, cp.plans):
         if step.src not in views:
             raise ValueError(f"{step.src} has no value: give it as an input or write it in an earlier step")
-        views[step.dst] = _run_step(cp, plan, cp.chain.tensor(step.src), cp.chain.tensor(step.dst),
-                                    views[step.src].astype(NP_RAW[plan.elem_bytes]))
+        views[step.dst] = _run_step(cp, step, plan, views[step.src].astype(NP_RAW[plan.elem_bytes]))
     return views
 
 
@@ -140,7 +179,8 @@ def check_chain(cp: ChainPlan, rng: np.random.Generator | int | None = 0) -> dic
         if step.src in written or step.src in inputs:
             continue
         t, dt = cp.chain.tensor(step.src), NP_RAW[plan.elem_bytes]
-        logical[step.src] = rng.integers(0, np.iinfo(dt).max, size=t.spec.shape, dtype=dt, endpoint=True)
+        top = 15 if plan.packing is not None else np.iinfo(dt).max          # 4-bit: one code an element
+        logical[step.src] = rng.integers(0, top, size=t.spec.shape, dtype=dt, endpoint=True)
         inputs[step.src] = relabelled(logical[step.src], t.indices, choice)
     views = run_chain(cp, inputs)
     for step in cp.chain.steps:

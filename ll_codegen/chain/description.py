@@ -36,6 +36,10 @@ family; the logical tensor is unchanged, only where its elements live is chosen:
     T:  {free: registers, shape: [64, 64], warps: 4}   # any distributed layout, 4 warps
     Ts: {free: shared, shape: [64, 64]}                # any shared tile of the shape
 
+``free: global``: a tensor in global memory the caller reorders once, offline (weights):
+any invertible map from packed offsets to elements (``preshuffle``'s module docstring); its
+steps load it into (or store it from) a fixed register layout.
+
 ``free: registers``: any layout of the shape onto ``warps`` warps of the
 target's lanes in which every element is held once (``per_thread`` elements a
 thread, ``elements / (lanes * warps)``; given, it is checked).  ``free: shared``:
@@ -44,7 +48,8 @@ of the steps that touch it.  Each family has a *reference*, the layout the chain
 is costed against (what an author writes without thinking about it): for
 registers Triton's default blocked layout of the shape and warps
 (``getDefaultBlockedEncoding``: one element a thread a step, lanes then warps
-along the last dim first), for shared the unswizzled row-major tile.  A
+along the last dim first), for shared the unswizzled row-major tile, for global the
+row-major tile (the last dim contiguous, 16-byte aligned).  A
 ``spec`` given with ``free`` is the reference instead (its shape and warps are
 the family's).  A free tensor carries no free index: its layout already
 ranges over every placement of its elements.
@@ -58,7 +63,7 @@ from math import prod
 from typing import Any
 
 from ll_codegen.core import limits
-from ll_codegen.core.dtypes import DTYPE_BYTES
+from ll_codegen.core.dtypes import DTYPE_BITS
 from ll_codegen.core.target import get_target
 from ll_codegen.spec import (
     Spec,
@@ -82,7 +87,7 @@ class ChainError(ValueError):
 
 @dataclass(frozen=True)
 class Free:
-    """A free layout's family (module docstring): ``space`` (``registers`` or ``shared``), and for
+    """A free layout's family (module docstring): ``space`` (``registers``, ``shared`` or ``global``), and for
     registers the ``warps`` and elements ``per_thread`` every candidate has."""
     space: str
     warps: int = 1
@@ -181,15 +186,23 @@ def chain_from_dict(data: Mapping[str, Any], source: str = "<chain>", root: str 
         raise _fail(source, "steps", f"a list of 1 to {MAX_STEPS} steps")
     steps = tuple(_step(source, k, _mapping(source, f"steps[{k}]", s), names) for k, s in enumerate(raw_steps))
     used = {t for s in steps for t in (s.src, s.dst)}
+    free_global = {t.name for t in tensors if t.free is not None and t.free.space == "global"}
+    for k, s in enumerate(steps):
+        if DTYPE_BITS[s.dtype] < 8 and not {s.src, s.dst} & free_global:
+            raise _fail(source, f"steps[{k}].dtype", f"{s.dtype} (4-bit) steps are planned in a chain only to "
+                                                     f"load or store a free: global (pre-shuffled) tensor")
     for t in tensors:
         if (t.indices or t.free) and t.name not in used:
             raise _fail(source, f"tensors.{t.name}", f"{'is free' if t.free else 'carries a free index'} but no "
                                                      f"step uses the tensor")
-        if t.free is not None and t.free.space == "shared":
-            widths = sorted({DTYPE_BYTES[s.dtype] for s in steps if t.name in (s.src, s.dst)})
+        if t.free is not None and t.free.space == "global":
+            _check_preshuffled(source, t, steps, {x.name: x for x in tensors})
+        if t.free is not None and t.free.space in ("shared", "global"):
+            widths = sorted({DTYPE_BITS[s.dtype] for s in steps if t.name in (s.src, s.dst)})
             if len(widths) > 1:
-                raise _fail(source, f"tensors.{t.name}", f"a free shared tile holds one element width; its steps "
-                                                         f"move {' and '.join(f'{8 * w}-bit' for w in widths)} "
+                raise _fail(source, f"tensors.{t.name}", f"a free {t.free.space} tile holds one element width; its "
+                                                         f"steps "
+                                                         f"move {' and '.join(f'{w}-bit' for w in widths)} "
                                                          f"elements")
     return Chain(source, str(target), None if arch is None else str(arch), tuple(indices.items()),
                  tuple(tensors), steps)
@@ -230,6 +243,21 @@ def _tensor(source: str, root: str, name: str, entry: Mapping, indices: Mapping[
     return Tensor(name, spec, tuple(sorted(carried)))
 
 
+def _check_preshuffled(source: str, t: Tensor, steps: tuple[Step, ...], tensors: Mapping[str, Tensor]) -> None:
+    """A pre-shuffled tensor's steps move it between global memory and a fixed register layout
+    (the layout it is shuffled for): one line naming the first step that does not."""
+    for k, s in enumerate(steps):
+        if t.name not in (s.src, s.dst):
+            continue
+        other = tensors[s.dst if s.src == t.name else s.src]
+        if other.name == t.name or other.free is not None or other.spec.layout.space != "registers":
+            what = ("itself" if other.name == t.name else f"{other.name}, a free layout" if other.free is not None
+                    else f"{other.name}, a {other.spec.layout.space} layout")
+            raise _fail(source, f"steps[{k}]", f"{t.name} is free: global (pre-shuffled offline), so its steps "
+                                               f"load it into or store it from a fixed register layout; this one "
+                                               f"moves it to {what}")
+
+
 def _step(source: str, k: int, entry: Mapping, names: set[str]) -> Step:
     where = f"steps[{k}]"
     allowed = ("src", "dst", "dtype") + STEP_OPTIONS
@@ -240,13 +268,13 @@ def _step(source: str, k: int, entry: Mapping, names: set[str]) -> Step:
         if entry.get(side) not in names:
             raise _fail(source, f"{where}.{side}", f"{limits.short(entry.get(side))} is not a tensor of the chain")
     dtype = entry.get("dtype", "f16")
-    if dtype not in DTYPE_BYTES:
-        raise _fail(source, f"{where}.dtype", f"{limits.short(dtype)} is not one of {', '.join(DTYPE_BYTES)}")
+    if dtype not in DTYPE_BITS:
+        raise _fail(source, f"{where}.dtype", f"{limits.short(dtype)} is not one of {', '.join(DTYPE_BITS)}")
     options = tuple((o, entry[o]) for o in STEP_OPTIONS if o in entry)
     return Step(entry["src"], entry["dst"], dtype, options)
 
 
-FREE_SPACES = ("registers", "shared")
+FREE_SPACES = ("registers", "shared", "global")
 #: warps of a free register layout at most (the threads of a CTA: 32 warps of 32 lanes)
 MAX_FREE_WARPS = 32
 
@@ -280,6 +308,11 @@ def row_major_shared(shape: tuple[int, ...]) -> dict[str, Any]:
             "order": list(range(len(shape) - 1, -1, -1)), "shape": list(shape)}
 
 
+def row_major_global(shape: tuple[int, ...]) -> dict[str, Any]:
+    """The row-major global tile of ``shape`` (the last dim contiguous, 16-byte aligned) as a spec mapping."""
+    return {"kind": "global", "order": list(range(len(shape) - 1, -1, -1)), "alignment": 16, "shape": list(shape)}
+
+
 def _free_tensor(source: str, root: str, name: str, entry: Mapping, target: Any) -> Tensor:
     """A tensor whose layout is free within ``entry["free"]``'s family (module docstring)."""
     where = f"tensors.{_named(name)}"
@@ -291,8 +324,8 @@ def _free_tensor(source: str, root: str, name: str, entry: Mapping, target: Any)
         raise _fail(source, f"{where}.index", "a free layout carries no free index (it already ranges over every "
                                               "placement of its elements); relabel a fixed tensor's dim instead")
     for k in ("warps", "per_thread"):
-        if space == "shared" and k in entry:
-            raise _fail(source, f"{where}.{k}", "belongs to free: registers (a shared tile has no threads)")
+        if space != "registers" and k in entry:
+            raise _fail(source, f"{where}.{k}", f"belongs to free: registers (a {space} tile has no threads)")
     given, lanes = entry.get("spec"), target.warp_size
     if given is not None:
         for k in ("shape", "warps"):
@@ -326,7 +359,8 @@ def _free_tensor(source: str, root: str, name: str, entry: Mapping, target: Any)
             raise _fail(source, f"{where}.warps", f"free: registers needs warps, a power of two from 1 to "
                                                   f"{limits.MAX_THREADS_PER_CTA // lanes}, got "
                                                   f"{'none' if warps is None else limits.short(warps)}")
-        mapping = default_blocked(shape, warps, lanes) if space == "registers" else row_major_shared(shape)
+        mapping = (default_blocked(shape, warps, lanes) if space == "registers" else row_major_shared(shape)
+                   if space == "shared" else row_major_global(shape))
         spec = spec_from_dict(mapping, f"{source}: {where} (reference)")
     per = 1
     if space == "registers":

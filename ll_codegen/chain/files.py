@@ -1,6 +1,8 @@
 """The files of a planned chain: every step's header (and harness) under the chosen layouts,
-the index header of the relabelled indices, and each free tensor's chosen layout as a spec
-file (``<name>_<tensor>.yaml``, what ``llgen convert`` and the kernel's other tools read)."""
+the index header of the relabelled indices, each free tensor's chosen layout as a spec
+file (``<name>_<tensor>.yaml``, what ``llgen convert`` and the kernel's other tools read),
+and for a pre-shuffled global tensor its offline reorder (``<name>_<tensor>_reorder.py``, numpy,
+and ``<name>_<tensor>_reorder.cuh``, CUDA kernels; each with the inverse)."""
 from __future__ import annotations
 
 import os
@@ -9,11 +11,14 @@ from collections.abc import Sequence
 import yaml
 
 from ll_codegen.api import check_name, layout_text, parse_emit
+from ll_codegen.chain import preshuffle
 from ll_codegen.chain.candidates import Placement
-from ll_codegen.chain.description import Chain
-from ll_codegen.chain.search import ROUNDS, ChainPlan, tensor_spec
+from ll_codegen.chain.description import Chain, Tensor
+from ll_codegen.chain.search import ROUNDS, ChainPlan, step_specs
+from ll_codegen.core.dtypes import dtype_bits
 from ll_codegen.emit.index_map import index_header
 from ll_codegen.emit.render import file_names
+from ll_codegen.emit.reorder import reorder_cuda, reorder_python
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.operations import command_line, operation_of, render_files
 
@@ -35,12 +40,45 @@ def chain_file_names(chain: Chain, name: str, emit: Sequence[str] | str | None =
     out = [file_names(chain.target, step_name(name, k, s.src, s.dst))[kind]
            for k, s in enumerate(chain.steps) for kind in kinds]
     out += [spec_file_name(name, t.name) for t in chain.tensors if t.free is not None]
+    out += [f for t in chain.tensors if t.free is not None and t.free.space == "global"
+            for f in reorder_file_names(chain, name, t.name)]
     return out + ([file_names(chain.target, f"{name}_indices")["header"]] if chain.indices else [])
 
 
+def reorder_file_names(chain: Chain, name: str, tensor: str) -> list[str]:
+    """The offline reorder of a pre-shuffled tensor: ``<chain>_<tensor>_reorder.py`` (numpy) and
+    the CUDA (HIP) header ``<chain>_<tensor>_reorder.cuh``."""
+    return [f"{name}_{tensor}_reorder.py", file_names(chain.target, f"{name}_{tensor}_reorder")["header"]]
+
+
+def shuffle_offsets(t: Tensor, p: Placement) -> tuple[int, ...]:
+    """A free global tensor's packed offsets under its placement: the pre-shuffle's, or the
+    reference tile's own (the tensor as written, packed tile by tile)."""
+    return p.offsets or preshuffle.reference_offsets(t.spec.linear)
+
+
+def _reorder_files(cp: ChainPlan, name: str, t: Tensor, p: Placement, command: str) -> dict[str, str]:
+    dtype = next(s.dtype for s in cp.chain.steps if t.name in (s.src, s.dst))
+    offset = preshuffle.offset_mapping(shuffle_offsets(t, p), t.spec.shape)["offset"]
+    how = p.label if p.offsets else "the reference layout as written (no pre-shuffle was cheaper)"
+    py, cuh = reorder_file_names(cp.chain, name, t.name)
+    args = (f"{name}_{t.name}_reorder", t.name, offset, t.spec.shape, dtype_bits(dtype), command, how)
+    return {py: reorder_python(*args), cuh: reorder_cuda(*args, target=cp.chain.target)}
+
+
 def spec_file(cp: ChainPlan, tensor: str, p: Placement, command: str) -> str:
-    """A free tensor's chosen layout as a spec file: how it was found, the costs, the spec."""
+    """A free tensor's chosen layout as a spec file: how it was found, the costs, the spec.  A
+    pre-shuffled tensor's file is the packed buffer's spec (what its steps' headers load), its
+    offset bases in the comments."""
     t = cp.chain.tensor(tensor)
+    if p.offsets:
+        head = [f"# {tensor}: the pre-shuffled global layout {command} chose",
+                f"# found as {p.label}; chain cost {cp.cost:.2f} (reference {cp.identity_cost:.2f})",
+                "# a tile is packed into one dense run: packed offset bit i holds the element at offset[i]",
+                "# (reorder it offline with the generated reorder module or kernel)",
+                f"#   {p.text}"]
+        return "\n".join(head + [f"{k}: {_flow(v)}" for k, v in preshuffle.packed_mapping(t.spec.shape).items()]) \
+            + "\n"
     text = p.text or yaml.safe_dump(_reference_mapping(t), default_flow_style=True, sort_keys=False,
                                     width=1 << 20).strip()
     head = [f"# {tensor}: the layout {command} chose (free {t.free.space})",
@@ -72,14 +110,15 @@ def chain_files(cp: ChainPlan, name: str, file_arg: str, emit: Sequence[str] | s
     choice, layouts = dict(cp.choice), dict(cp.layouts)
     files: dict[str, str] = {}
     for k, (step, plan) in enumerate(zip(cp.chain.steps, cp.plans)):
-        src, dst = cp.chain.tensor(step.src), cp.chain.tensor(step.dst)
-        s_spec, d_spec = tensor_spec(src, choice, layouts), tensor_spec(dst, choice, layouts)
+        s_spec, d_spec = step_specs(cp.chain, step, choice, layouts)
         have = [x for x in kinds if x in operation_of(plan).kinds(plan)]
         files.update(render_files(plan, step_name(name, k, step.src, step.dst), have, command,
                                   layout_text(s_spec.linear, s_spec, os.fspath(s_spec.source)),
                                   layout_text(d_spec.linear, d_spec, os.fspath(d_spec.source))))
     for tensor, p in cp.layouts:
         files[spec_file_name(name, tensor)] = spec_file(cp, tensor, p, command)
+        if cp.chain.tensor(tensor).free.space == "global":
+            files.update(_reorder_files(cp, name, cp.chain.tensor(tensor), p, command))
     if cp.choice:
         index_file = file_names(cp.chain.target, f"{name}_indices")["header"]
         files[index_file] = index_header(cp.choice, command, cp.chain.target)

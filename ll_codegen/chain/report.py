@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ll_codegen.chain import preshuffle
 from ll_codegen.chain.candidates import Placement
 from ll_codegen.chain.description import Tensor
 from ll_codegen.chain.search import ChainPlan, identity
@@ -23,15 +24,22 @@ def chosen_text(p: Placement) -> str:
     return p.text or "reference"
 
 
+def _global_vector(plan: Transfer) -> int | None:
+    """The vector width (bytes) of a global access step; None for other steps."""
+    m = getattr(plan, "memory", None)
+    return m.vector_bytes if m is not None and m.space == "global" else None
+
+
 def describe(cp: ChainPlan) -> dict[str, Any]:
     """Plain data of a chain plan: the choice (each index's bit images, each free tensor's spec
-    and how it was found), per step the operation, strategy and cost under the choice and
-    under the reference, the totals."""
+    and how it was found), per step the operation, strategy, cost (and a global access's vector
+    bytes) under the choice and under the reference, the totals."""
     steps = []
     for step, p, q in zip(cp.chain.steps, cp.plans, cp.identity_plans):
         steps.append({"src": step.src, "dst": step.dst, "dtype": step.dtype, "operation": p.operation,
                       "strategy": p.strategy, "cost": p.cost, "identity_strategy": q.strategy,
-                      "identity_cost": q.cost})
+                      "identity_cost": q.cost, "vector_bytes": _global_vector(p),
+                      "identity_vector_bytes": _global_vector(q)})
     layouts = {name: {"space": cp.chain.tensor(name).free.space, "found": p.label, "spec": p.text or None,
                       "reference": reference_text(cp.chain.tensor(name))} for name, p in cp.layouts}
     return {"choice": {i: list(pi) for i, pi in cp.choice}, "layouts": layouts, "steps": steps, "cost": cp.cost,
@@ -45,6 +53,16 @@ def chain_json(cp: ChainPlan, indent: int | None = 2) -> str:
 
 def _how(plan: Transfer) -> str:
     return plan.operation if plan.strategy == plan.operation else f"{plan.operation} {plan.strategy}"
+
+
+def _vectors(plan: Transfer) -> str:
+    """A global access's vector width and sectors, as the chain reads them (empty for other steps)."""
+    if _global_vector(plan) is None:
+        return ""
+    m = plan.memory
+    conv = f", then {plan.via.strategy}" if plan.via is not None else ""
+    return (f" of {m.vector_bytes}-byte vectors ({m.cost.instructions} a warp, {m.cost.sectors} sectors each, "
+            f"{m.cost.min_sectors} at best{conv})")
 
 
 def chain_summary(cp: ChainPlan) -> str:
@@ -62,14 +80,18 @@ def chain_summary(cp: ChainPlan) -> str:
                      f"{' '.join(map(str, pi))}")
     for name, p in cp.layouts:
         t = c.tensor(name)
-        fam = f"{t.free.warps} warps, {t.free.per_thread} a thread" if t.free.space == "registers" else "shared"
+        fam = {"registers": f"{t.free.warps} warps, {t.free.per_thread} a thread", "shared": "shared",
+               "global": "pre-shuffled offline"}[t.free.space]
         if p.text:
             lines.append(f"{name} (free {t.free.space}: {fam}): found as {p.label}; reference {reference_text(t)}")
             lines.append(f"  {name}: {p.text}")
+            if p.offsets:
+                lines.append(f"  (packed offset bit i holds the element at offset[i]; the buffer is "
+                             f"{preshuffle.flow_packed(t.spec.shape)})")
         else:
             lines.append(f"{name} (free {t.free.space}: {fam}): the reference {reference_text(t)} stays")
     for k, (step, p, q) in enumerate(zip(c.steps, cp.plans, cp.identity_plans)):
-        lines.append(f"step {k}: {step.src} -> {step.dst} ({step.dtype}): {_how(p)}, cost {p.cost:.2f} "
-                     f"(reference: {_how(q)}, {q.cost:.2f})")
+        lines.append(f"step {k}: {step.src} -> {step.dst} ({step.dtype}): {_how(p)}{_vectors(p)}, cost {p.cost:.2f} "
+                     f"(reference: {_how(q)}{_vectors(q)}, {q.cost:.2f})")
     lines.append(f"total cost {cp.cost:.2f} (reference {cp.identity_cost:.2f})")
     return "\n".join(lines)

@@ -39,15 +39,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ll_codegen import api
+from ll_codegen.chain import preshuffle
 from ll_codegen.chain.candidates import (
     Neighbour,
     Placement,
+    global_candidates,
     register_candidates,
     shared_candidates,
 )
 from ll_codegen.chain.description import Chain, Step, Tensor
 from ll_codegen.core import f2
-from ll_codegen.core.dtypes import DTYPE_BYTES
+from ll_codegen.core.dtypes import dtype_bits
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import get_target
 from ll_codegen.plan import planner
@@ -120,12 +122,31 @@ def tensor_spec(t: Tensor, choice: dict[str, tuple[int, ...]], layouts: dict[str
     return replace(t.spec, linear=L)
 
 
+def preshuffled(t: Tensor, layouts: dict[str, Placement] | None) -> Placement | None:
+    """``t``'s pre-shuffled layout under ``layouts`` (a free global tensor off its reference), else None."""
+    p = (layouts or {}).get(t.name) if t.free is not None and t.free.space == "global" else None
+    return p if p is not None and p.offsets else None
+
+
+def step_specs(chain: Chain, step: Step, choice: dict[str, tuple[int, ...]],
+               layouts: dict[str, Placement] | None = None) -> tuple[Spec, Spec]:
+    """The (source, destination) specs a step is planned between under a choice.  A pre-shuffled
+    side is planned in the packed frame (``preshuffle``): its packed buffer, and the register
+    side as ``G^-1 o R`` over it -- the same registers, read from the packed offsets."""
+    src, dst = chain.tensor(step.src), chain.tensor(step.dst)
+    a, b = tensor_spec(src, choice, layouts), tensor_spec(dst, choice, layouts)
+    if (p := preshuffled(src, layouts)) is not None:
+        b = preshuffle.packed_registers(b.linear, p.offsets, f"{chain.source}: {dst.name} (packed frame)")
+    if (p := preshuffled(dst, layouts)) is not None:
+        a = preshuffle.packed_registers(a.linear, p.offsets, f"{chain.source}: {src.name} (packed frame)")
+    return a, b
+
+
 def plan_step(chain: Chain, step: Step, choice: dict[str, tuple[int, ...]],
               layouts: dict[str, Placement] | None = None) -> Transfer:
     """One step planned by the registry under a choice (as ``llgen convert`` would)."""
-    return api.plan_conversion(tensor_spec(chain.tensor(step.src), choice, layouts),
-                               tensor_spec(chain.tensor(step.dst), choice, layouts), dtype=step.dtype,
-                               target=chain.target, arch=chain.arch, **dict(step.options))
+    a, b = step_specs(chain, step, choice, layouts)
+    return api.plan_conversion(a, b, dtype=step.dtype, target=chain.target, arch=chain.arch, **dict(step.options))
 
 
 def aligned(fixed: LinearLayout, free: LinearLayout, dim: int, bits: int) -> tuple[int, ...] | None:
@@ -184,7 +205,7 @@ class _Evaluator:
         carried = {i for name in (step.src, step.dst) for _, i in self.chain.tensor(name).indices}
         lay = dict(state[1])
         return (k, tuple((i, p) for i, p in state[0] if i in carried),
-                tuple(lay[n].spec.linear for n in (step.src, step.dst) if n in lay))
+                tuple(lay[n].key for n in (step.src, step.dst) if n in lay))
 
     def _plan(self, k: int, step: Step, state: State) -> Transfer:
         key = self._key(k, step, state)
@@ -233,7 +254,7 @@ def floor(chain: Chain, step: Step, layouts: dict[str, Placement]) -> float:
         return 0.0
     regs = tensor_layout(src if spaces[0] == "registers" else dst, {}, layouts)
     target = get_target(chain.target, chain.arch)
-    share = (DTYPE_BYTES[step.dtype] << regs.total_out_size_log2) // regs.in_dim_size("warp")
+    share = (dtype_bits(step.dtype) << regs.total_out_size_log2) // 8 // regs.in_dim_size("warp")
     return planner.SECTOR * -(-share // 32) + planner.ALU * -(-share // (target.warp_size * target.max_vector_bytes))
 
 
@@ -250,8 +271,9 @@ def neighbours(chain: Chain, t: Tensor, state: State) -> list[Neighbour]:
         for me, other in ((step.src, step.dst), (step.dst, step.src)):
             if me == t.name and other != t.name:
                 warps = dict(step.options).get("warps") or 4
-                out.append(Neighbour(other, tensor_layout(chain.tensor(other), d, lay),
-                                     DTYPE_BYTES[step.dtype], other == step.src, warps))
+                bits = dtype_bits(step.dtype)
+                out.append(Neighbour(other, tensor_layout(chain.tensor(other), d, lay), max(1, bits // 8),
+                                     other == step.src, warps, bits))
     return out
 
 
@@ -267,6 +289,8 @@ def free_candidates(chain: Chain, t: Tensor, state: State, memo: dict | None = N
     target = get_target(chain.target, chain.arch)
     if t.free.space == "registers":
         return register_candidates(t.name, t.free, t.spec.shape, near, target, chain.source)
+    if t.free.space == "global":
+        return global_candidates(t.name, t.spec.shape, near, chain.source)
     dtype = next(s.dtype for s in chain.steps if t.name in (s.src, s.dst))
     return shared_candidates(t.name, t.spec.shape, dtype, near, target, chain.source)
 

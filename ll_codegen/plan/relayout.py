@@ -28,6 +28,15 @@ is filled in the fill order, lanes before registers.  Both take the same warps (
 warps): the free vectors of the fill order right after the lanes', or its last ones.  Two R1 = R2 candidates are added:
 each tile's own order (vector registers, then lanes, warps, registers in offset order).
 
+Block candidates (R1 = R2, ``block_layouts``): registers ``0 .. 2j-1`` take ``U_S[0 .. j)`` and
+``U_D[0 .. j)``, so a thread holds ``2^j`` elements along each tile's fast direction and both sides
+move ``2^j``-element vectors with no conversion.  Where the fast directions differ (a transpose),
+one side's full vector is the other side's column of single elements; a block splits the vector
+between them.  The 8-bit 128 x 128 transpose between the two 128-byte swizzles: 8 x 8-byte blocks,
+``ld.shared`` and ``st.shared`` of 8 bytes, 32 wavefronts a warp on each side -- the bound --, cost 72
+(the template pairs' best: 90 from the K-major side, 116 from the MN-major side).
+They come after the template candidates: a tie keeps the earlier one.
+
 Cost: the planner's scores of the three steps (``planner.py``'s weights: wavefronts, ALU per
 instruction, ``STMATRIX``, shuffles, selects, pack ops) plus ``ALU`` per byte permute of an
 in-register conversion in the word view (the convert planner prices register moves at 0: in the
@@ -178,6 +187,59 @@ def register_layouts(src_tile: LinearLayout, dst_tile: LinearLayout, elem_bytes:
     # before it narrows the vector), or every warp bit the tile has room for (narrower vectors)
     for nwv in sorted({min(nw, max(0, d - nl - kv)), min(nw, d - nl)}):
         out += _layouts_at(S, D, ts, td, nl, nw, nwv, shape, seen)
+    return out + [(label, L, L) for label, L in block_layouts(src_tile, dst_tile, elem_bytes, target, num_warps, cap)]
+
+
+def _take(fill: list[int], span: _Span, n: int) -> list[int]:
+    """The first ``n`` vectors of ``fill`` outside ``span`` and independent of each other (``span`` grows)."""
+    out: list[int] = []
+    for v in fill:
+        if len(out) == n:
+            break
+        if span.free(v):
+            span.add(v)
+            out.append(v)
+    return out
+
+
+def block_layouts(src_tile: LinearLayout, dst_tile: LinearLayout, elem_bytes: int, target: Target,
+                  num_warps: int, cap: int) -> list[tuple[str, LinearLayout]]:
+    """The block register layouts of a load from ``src_tile`` and a store to ``dst_tile`` (R1 = R2).
+
+    With ``U_S``, ``U_D`` the tiles' offset units, registers ``0 .. 2j-1`` take
+    ``U_S[0 .. j) + U_D[0 .. j)``: a thread holds a ``2^j x 2^j`` block whose ``2^j`` elements
+    along each tile's fast direction are contiguous in that tile, so the load and the store both
+    move ``2^j``-element vectors out of the same registers (no conversion).  Where the tiles'
+    fast directions differ (a transpose) no other R1 = R2 layout vectorises both sides, and a
+    single-side vector of ``2^(2j)`` elements cannot be stored wider than one element.  ``j``
+    runs while the block's vectors are independent and its ``2^j`` elements fit ``cap`` bytes;
+    the lanes, warps and remaining registers take the other vectors of a fill order (the
+    diagonal ``U_S[i] ^ U_D[i]`` first, ``U_S`` first or ``U_D`` first), the warps right after
+    the lanes or last; warp bits the tile has no room for stay broadcast."""
+    S, D = src_tile.flat_bases("offset"), dst_tile.flat_bases("offset")
+    d, nl, nw = len(S), _log2(target.warp_size), _log2(num_warps)
+    shape = dict(src_tile.out_dim_sizes)
+    out: list[tuple[str, LinearLayout]] = []
+    for j in range(1, _log2(cap // elem_bytes) + 1):
+        block = S[:j] + D[:j]
+        nwv = min(nw, d - nl - 2 * j)
+        if nwv < 0 or f2.rank(block) < 2 * j:
+            break
+        nr = d - nl - nwv
+        tag = "" if nwv == nw else f", {nw - nwv} broadcast warp bit{'s' if nw - nwv > 1 else ''}"
+        for name, fill in (("diagonal", [x ^ y for x, y in zip(S, D)] + S + D), ("source", S + D),
+                           ("destination", D + S)):
+            for high in (False, True):
+                span = _Span(block)
+                lanes = _take(fill, span, nl)
+                rest = _take(fill + [1 << i for i in range(d)], span, d)
+                warps = (rest[len(rest) - nwv:] if high else rest[:nwv]) if nwv else []
+                regs = block + [v for v in rest if v not in warps]
+                L = _layout(regs, lanes, warps + [0] * (nw - nwv), shape) if len(lanes) == nl and len(regs) == nr \
+                    else None
+                if L is None or any(L == x for _, x in out):
+                    continue
+                out.append((f"{1 << j}x{1 << j} blocks, {name} order{', high warps' if high else ''}{tag}", L))
     return out
 
 
@@ -332,5 +394,5 @@ def plan_relayout(src_tile: LinearLayout, dst_tile: LinearLayout, dtype: str = "
                          for c in scored))
 
 
-__all__ = ["RelayoutPlan", "LoadPlan", "StorePlan", "plan_relayout", "register_layouts", "templates",
-           "fill_side", "wavefront_bound", "permute_ops"]
+__all__ = ["RelayoutPlan", "LoadPlan", "StorePlan", "plan_relayout", "register_layouts", "block_layouts",
+           "templates", "fill_side", "wavefront_bound", "permute_ops"]

@@ -1,0 +1,159 @@
+"""The Hopper fp8 GEMM built from generated headers (``examples/kernels/gemm_fp8.cu``): C = (A B^T) *
+scale_a * scale_b with A M x K and B N x K row-major e4m3 / e5m2, C f32, bf16 or f16.
+
+* Exact: small-integer inputs (|x| <= 8 in e4m3, <= 4 in e5m2, each exactly representable) and
+  powers of two as scales make every product, every f32 partial sum and the scaled result exact, so
+  an f32 C must equal the float64 reference of the same fp8 inputs bit for bit and a 16-bit C that
+  reference rounded to nearest even -- at tile multiples, ragged sizes and sizes of several tiles per
+  SM (the persistent scheduler's walk).
+* Realistic: random-normal inputs rounded to e4m3 by torch, scales 0.37 and 1.9, against the float64
+  product of the same rounded inputs: |C - ref| <= 2^-9 * sum_k |a_ik b_jk| * scale (+ half a bf16
+  ulp for a bf16 C).  The bound is loose on purpose: Hopper's fp8 wgmma adds its products with fewer
+  than f32's bits (DeepSeek-V3 reports about 14), so the f32 rounding of an exact sum is no bound
+  (measured on an H200 at 4096^3: up to 2^-10.7 of the magnitude sum); a wrong k-step (128 terms) or
+  tile misses it by orders of magnitude.
+* Refusals: N not a multiple of 8 or K not of 16 (TMA's 16-byte rows) return an error, no launch.
+
+The example is built with nvcc into a shared library and called through its host entry points
+(``Library``), on CuPy / torch device buffers.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+
+from ll_codegen.run import gpu
+from ll_codegen.verify.emulate.reference import encode_small, round16_bits
+
+REASON = gpu.available()
+if REASON is not None:
+    pytest.skip(f"no GPU: {REASON}", allow_module_level=True)
+
+import cupy  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_fp8.cu")
+OUTS = {"f32": 0, "bf16": 1, "f16": 2}
+TYPES = {"e4m3": 0, "e5m2": 1}
+
+
+def build(directory: str, extra: tuple[str, ...] = ()) -> str:
+    """nvcc -O3 -arch=sm_90a (the kernel's own build line) into a shared library; its path."""
+    out = os.path.join(directory, "gemm_fp8.so")
+    subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90a", "-I", os.path.join(ROOT, "generated"), "-shared",
+                    "-Xcompiler", "-fPIC", *extra, "-o", out, KERNEL], check=True, capture_output=True, text=True)
+    return out
+
+
+class Library:
+    """The example's host entry points: ``llgen_gemm_fp8`` (tensor maps encoded, then the launch) and
+    ``llgen_gemm_fp8_prepare`` / ``_launch`` (the maps encoded once, launched often).  Pointers are
+    device addresses (ints); ``stream`` a function giving the stream to launch on."""
+
+    def __init__(self, path: str):
+        lib = ctypes.CDLL(path)
+        ptrs, dims = [ctypes.c_void_p] * 5, [ctypes.c_int] * 3
+        lib.llgen_gemm_fp8.argtypes = [ctypes.c_int, ctypes.c_int, *ptrs, *dims, ctypes.c_void_p]
+        lib.llgen_gemm_fp8_prepare.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, *ptrs, *dims]
+        lib.llgen_gemm_fp8_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.lib = lib
+
+    def status(self, ab: str, out: str, a: int, b: int, c: int, sa: int, sb: int, M: int, N: int, K: int) -> int:
+        """C = (A B^T) * *sa * *sb on the default stream; the library's result (0, or a CUresult / cudaError_t)."""
+        return self.lib.llgen_gemm_fp8(TYPES[ab], OUTS[out], a, b, c, sa, sb, M, N, K, 0)
+
+    def run(self, *args) -> None:
+        if r := self.status(*args):
+            raise RuntimeError(f"llgen_gemm_fp8 returned {r}")
+
+    def prepared(self, ab: str, out: str, a: int, b: int, c: int, sa: int, sb: int, M: int, N: int, K: int,
+                 stream=lambda: 0):
+        """The tensor maps encoded now; the returned function launches on ``stream()``."""
+        params = ctypes.create_string_buffer(self.lib.llgen_gemm_fp8_params_size())
+        if r := self.lib.llgen_gemm_fp8_prepare(params, TYPES[ab], OUTS[out], a, b, c, sa, sb, M, N, K):
+            raise RuntimeError(f"llgen_gemm_fp8_prepare returned {r}")
+
+        def go() -> None:
+            if r := self.lib.llgen_gemm_fp8_launch(params, stream()):
+                raise RuntimeError(f"llgen_gemm_fp8_launch returned {r}")
+        return go
+
+
+def small_operands(M: int, N: int, K: int, ab: str, seed: int):
+    """Small-integer A (M x K), B (N x K) as fp8 bytes, and their float64 values."""
+    rng = np.random.default_rng(seed)
+    lim = 8 if ab == "e4m3" else 4
+    a = rng.integers(-lim, lim + 1, size=(M, K)).astype(np.float64)
+    b = rng.integers(-lim, lim + 1, size=(N, K)).astype(np.float64)
+    t = "f8e4m3" if ab == "e4m3" else "f8e5m2"
+    return encode_small(a, t), encode_small(b, t), a, b
+
+
+def expected(ref: np.ndarray, out: str) -> np.ndarray:
+    """C as the kernel writes it from an exact f32 result: f32, or rounded to a 16-bit type (bits)."""
+    ref = ref.astype(np.float32)
+    return ref if out == "f32" else round16_bits(ref, out)
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    with tempfile.TemporaryDirectory() as d:
+        yield Library(build(d))
+
+
+SIZES = [(128, 256, 128), (256, 512, 384), (200, 136, 80), (1000, 520, 272), (8, 8, 16), (130, 8, 48),
+         (1, 264, 16), (512, 512, 1024), (384, 768, 4096), (3000, 5000, 512), (4096, 4096, 256)]
+KINDS = [(ab, out) for ab in TYPES for out in OUTS]
+
+
+@pytest.mark.parametrize("ab,out", KINDS, ids=[f"{ab}-{out}" for ab, out in KINDS])
+@pytest.mark.parametrize("M,N,K", SIZES)
+def test_gemm_fp8_exact(gemm, M, N, K, ab, out):
+    bits_a, bits_b, a, b = small_operands(M, N, K, ab, M * 7 + N * 3 + K)
+    scale_a, scale_b = 0.5, 4.0
+    want = expected((a @ b.T) * (scale_a * scale_b), out)
+    da, db = cupy.asarray(bits_a), cupy.asarray(bits_b)
+    scales = cupy.asarray(np.array([scale_a, scale_b], dtype=np.float32))
+    dc = cupy.full((M, N), 0x7FC0 if out != "f32" else np.nan, dtype=np.uint16 if out != "f32" else np.float32)
+    gemm.run(ab, out, da.data.ptr, db.data.ptr, dc.data.ptr, scales.data.ptr, scales.data.ptr + 4, M, N, K)
+    got = dc.get()
+    bad = np.argwhere(got != want)
+    assert not len(bad), (f"{M}x{N}x{K}: {len(bad)} of {got.size} differ; first {tuple(bad[0])}: "
+                          f"{got[tuple(bad[0])]} != {want[tuple(bad[0])]}")
+
+
+@pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (3000, 5000, 4000)])
+def test_gemm_fp8_random_normal(gemm, M, N, K):
+    """Random-normal e4m3 inputs, bf16 and f32 C, against float64 of the same rounded inputs: the
+    f32 C within 2^-9 of the sum of |terms| (times the scales), the bf16 C within that plus half a
+    bf16 ulp of the result (2^-9 relative)."""
+    torch = pytest.importorskip("torch")
+    g = torch.Generator(device="cuda").manual_seed(M + N + K)
+    A = torch.randn((M, K), device="cuda", generator=g).to(torch.float8_e4m3fn)
+    B = torch.randn((N, K), device="cuda", generator=g).to(torch.float8_e4m3fn)
+    scales = torch.tensor([0.37, 1.9], device="cuda", dtype=torch.float32)
+    s = float(scales[0]) * float(scales[1])
+    ref = (A.double() @ B.double().T) * s
+    mag = (A.double().abs() @ B.double().abs().T) * s
+    for out, t in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+        C = torch.full((M, N), float("nan"), device="cuda", dtype=t)
+        gemm.run("e4m3", out, A.data_ptr(), B.data_ptr(), C.data_ptr(), scales.data_ptr(), scales.data_ptr() + 4,
+                 M, N, K)
+        torch.cuda.synchronize()
+        bound = 2.0 ** -9 * mag + (2.0 ** -9 * ref.abs() if out == "bf16" else 0)
+        err = (C.double() - ref).abs()
+        assert bool((err <= bound).all()), f"{out}: max error {float(err.max())}, worst excess {float((err - bound).max())}"
+
+
+def test_gemm_fp8_refuses_misaligned(gemm):
+    """N not a multiple of 8 or K not of 16 (rows not 16-byte aligned, which TMA needs): an error, no launch."""
+    d = cupy.zeros(64 * 64, dtype=np.float32)
+    p = d.data.ptr
+    assert gemm.status("e4m3", "f32", p, p, p, p, p, 16, 12, 16) != 0
+    assert gemm.status("e4m3", "f32", p, p, p, p, p, 16, 16, 24) != 0
+    assert gemm.status("e4m3", "f32", p, p, p, 0, p, 16, 16, 16) != 0
