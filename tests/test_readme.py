@@ -120,6 +120,11 @@ def _llgen(args: list[str], cwd: str = ROOT) -> subprocess.CompletedProcess:
                           text=True)
 
 
+def _visible(folder: str) -> set[str]:
+    """The names in ``folder`` that are not hidden (caches such as .pytest_cache come and go)."""
+    return {n for n in os.listdir(folder) if not n.startswith(".")}
+
+
 def _matches(want: str, got: str) -> bool:
     return doctest.OutputChecker().check_output(want, got, doctest.ELLIPSIS)
 
@@ -145,8 +150,10 @@ def _ids(rows) -> list[str]:
 
 @pytest.mark.parametrize("page, cmd, want, line", shell_samples(), ids=_ids(shell_samples()))
 def test_shell_sample_output(page, cmd, want, line):
+    before = _visible(ROOT)
     p = _llgen(shlex.split(cmd)[1:])
     got = p.stdout + p.stderr
+    assert _visible(ROOT) <= before, f"{page} line {line}: `{cmd}` wrote into the checkout (a sample runs in the root)"
     assert p.returncode == (2 if want.startswith("llgen: error:") else 0), (page, line, p.stderr)
     assert _matches(want, got), f"{page} line {line}: `{cmd}` prints\n{got}\nbut {page} shows\n{want}"
 
