@@ -9,6 +9,7 @@ and one-line errors."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -229,6 +230,10 @@ def test_cuda_reorder_compiles_with_nvcc(tmp_path, case):
     for k, v in chain_files(cp, "ps", "chain.yaml").items():
         (tmp_path / k).write_text(v)
     (tmp_path / "use.cu").write_text('#include "ps_W_reorder.cuh"\n')
+    # NVRTC (CuPy) has no host headers: with __CUDACC_RTC__ defined the header includes only cuda_runtime.h
+    rtc = re.sub(r"#if defined\(__CUDACC_RTC__\)(.*?)#else.*?#endif", r"\1", (tmp_path / "ps_W_reorder.cuh").read_text(),
+                 flags=re.S)
+    assert re.findall(r"#include\s*<([^>]+)>", rtc) == ["cuda_runtime.h"]
     for arch in ("sm_90a", "sm_80"):
         r = subprocess.run([nvcc, "-std=c++17", f"-arch={arch}", "-c", str(tmp_path / "use.cu"), "-o",
                             str(tmp_path / f"use_{arch}.o")], capture_output=True, text=True)
