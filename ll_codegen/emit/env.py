@@ -7,6 +7,7 @@ block tags on their own lines leave no blank lines behind.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import jinja2
@@ -17,8 +18,10 @@ TEMPLATES = next(p for p in (os.path.join(_PKG, "templates"), os.path.join(os.pa
                  if os.path.isdir(p))
 
 
+@functools.lru_cache(maxsize=None)
 def environment() -> jinja2.Environment:
-    """A Jinja2 environment over ``TEMPLATES``."""
+    """The Jinja2 environment over ``TEMPLATES``: one per process, so each template is parsed and
+    compiled once (its cache reloads a template whose file changed); nothing may modify it."""
     return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True,
                               trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
                               autoescape=False)

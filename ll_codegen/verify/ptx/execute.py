@@ -9,7 +9,10 @@ values rounded once).  An opcode not modelled raises ``PtxError`` naming it.
 """
 from __future__ import annotations
 
+import functools
+import operator
 import re
+import struct
 from typing import Callable
 
 from ll_codegen.verify.ptx import floats
@@ -219,6 +222,9 @@ def _body(m, ins, c: Compiler) -> Callable:
         g0, g1 = ins_
         x, y = (register_name(v) for v in a[1:3])
         k = c.get(a[2])(None) if y is None and imm_operand(a[2]) else None
+        fast = _fast_alu2(base, mods, t, name, x, y, k) if x is not None and (y is not None or k is not None) else None
+        if fast is not None:
+            return fast
         if x is not None and y is not None:          # register, register: no getter calls
 
             def alu2rr(th):
@@ -245,12 +251,59 @@ def _body(m, ins, c: Compiler) -> Callable:
     return alun
 
 
+def _fast_alu2(base: str, mods: list[str], t: str, name: str, x: str, y: str | None, k: int | None) -> Callable | None:
+    """The commonest integer instructions on a register and a register (``y``) or an immediate
+    (``k``), the result written straight into the register file: the same values as ``_alu``
+    (modulo 2^bits add / sub / mul.lo and bitwise ops, whatever the signedness; shl; shr of an
+    unsigned or bit type) without a call per operation.  None for every other form."""
+    if t.startswith(("f", "bf")) or t == "pred" or not (mods == [] or (base == "mul" and mods == ["lo"])):
+        return None
+    bits = bits_of(t)
+    mask = (1 << bits) - 1
+    if y is None and base in ("shl", "shr") and not (base == "shr" and t.startswith("s")):
+        sh = min(k & 0xffffffff, bits)
+        if base == "shl":
+            def shl_ri(th):
+                r = th.r
+                r[name] = (r[x] << sh) & mask
+                th.pc += 1
+            return shl_ri
+
+        def shr_ri(th):
+            r = th.r
+            r[name] = (r[x] & mask) >> sh
+            th.pc += 1
+        return shr_ri
+    op = _FAST_OPS.get(base)
+    if op is None:
+        return None
+    if y is not None:
+        def alu_rr(th):
+            r = th.r
+            r[name] = op(r[x], r[y]) & mask
+            th.pc += 1
+        return alu_rr
+
+    def alu_ri(th):
+        r = th.r
+        r[name] = op(r[x], k) & mask
+        th.pc += 1
+    return alu_ri
+
+
+#: two-operand instructions whose result modulo 2^bits does not depend on the operands' signedness
+_FAST_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "and": operator.and_,
+             "or": operator.or_, "xor": operator.xor}
+
+
+@functools.lru_cache(maxsize=None)
 def register_name(tok: str) -> str | None:
     """The operand's register name when it is a plain register (read straight from the dict)."""
     tok = tok.strip()
     return tok if re.fullmatch(r"%[A-Za-z]+\d*", tok) else None
 
 
+@functools.lru_cache(maxsize=None)
 def imm_operand(tok: str) -> bool:
     return re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)[uU]?", tok.strip()) is not None
 
@@ -324,27 +377,44 @@ def _ldst(m, c: Compiler, ins, base: str, mods: list[str], t: str) -> Callable:
     # the harness's own global traffic is never compared: only our wrappers' (inline asm) is recorded
     record = space != "local" and (space == "shared" or ins.asm or space == "")
 
+    # little-endian words of the access (signed ones sign-extended); a generic address is sorted
+    # into its window at run time, a space the opcode names is the space
+    word = {1: "b", 2: "h", 4: "i", 8: "q"}.get(n)
+    fmt = struct.Struct(f"<{vec}{word if sgn else word.upper()}") if word else None
+    explicit = space not in ("", "generic")
+    vmask = (1 << bits) - 1
+
+    def where(th) -> tuple[str, int]:
+        return (space, addr(th)) if explicit else m.resolve(space, addr(th), th)
+
     if base == "ld":
         sets = c.setv(a[0], 64 if sgn else max(bits, 32))
 
         def load(th):
-            sp, ad = m.resolve(space, addr(th), th)
+            sp, ad = where(th)
             raw = m.read(sp, ad, n * vec, th)
-            vals = [int.from_bytes(raw[i * n:(i + 1) * n], "little") for i in range(vec)]
-            if sgn:
-                vals = [signed(v, bits) & 0xffffffffffffffff for v in vals]
+            if fmt is not None and len(raw) == fmt.size:
+                vals = fmt.unpack(raw)
+                if sgn:
+                    vals = [v & 0xffffffffffffffff for v in vals]
+            else:
+                vals = [int.from_bytes(raw[i * n:(i + 1) * n], "little") for i in range(vec)]
+                if sgn:
+                    vals = [signed(v, bits) & 0xffffffffffffffff for v in vals]
             for s, v in zip(sets, vals):
                 s(th, v)
             if record and (sp == "shared" or ins.asm):
-                record_event(th, ins, sp, ad, [v & ((1 << bits) - 1) for v in vals])
+                record_event(th, ins, sp, ad, [v & vmask for v in vals])
             th.pc += 1
         return load
     gets = c.getv(a[1])
+    # stored words as unsigned values of the access width
+    ufmt = struct.Struct(f"<{vec}{word.upper()}") if word and len(gets) == vec else None
 
     def store(th):
-        sp, ad = m.resolve(space, addr(th), th)
-        vals = [g(th) & ((1 << bits) - 1) for g in gets]
-        m.write(sp, ad, b"".join(v.to_bytes(n, "little") for v in vals), th)
+        sp, ad = where(th)
+        vals = [g(th) & vmask for g in gets]
+        m.write(sp, ad, ufmt.pack(*vals) if ufmt is not None else b"".join(v.to_bytes(n, "little") for v in vals), th)
         if record and (sp == "shared" or ins.asm):
             record_event(th, ins, sp, ad, vals)
         th.pc += 1

@@ -14,6 +14,7 @@ stmatrix, the cp.async family, mbarrier, fences, TMA and wgmma / mma (see ``sim`
 """
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from dataclasses import dataclass
@@ -87,7 +88,10 @@ def split_op(op: str) -> tuple[str, list[str], list[str]]:
     return parts[0], mods, types
 
 
+@functools.lru_cache(maxsize=None)
 def _imm(tok: str) -> int | None:
+    """The value of an immediate operand (integer, ``0f``/``0d`` float bits, decimal float), or None;
+    cached: a machine decodes every operand of its kernel once per run."""
     t = tok.strip()
     if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", t) or re.fullmatch(r"0[dD][0-9a-fA-F]{16}", t):
         return int(t[2:], 16)
@@ -166,6 +170,11 @@ class Compiler:
         if not m:
             raise PtxError(f"memory operand {tok!r} is not modelled")
         base, off = self.get(m.group(1)), int(m.group(2) or "0", 0)
+        name = m.group(1).strip()
+        if base.__name__ == "reg":
+            # a plain register read straight from the file (``sim.Machine.run_thread`` reports a
+            # register read before it is written)
+            return lambda th: th.r[name] + off
         return lambda th: base(th) + off
 
 

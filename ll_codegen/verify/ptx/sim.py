@@ -152,7 +152,7 @@ def parse(ptx: str) -> dict[str, Kernel]:
 
 
 # ------------------------------------------------------------------ machine state
-@dataclass
+@dataclass(slots=True)
 class Thread:
     tid: int
     lane: int
@@ -264,18 +264,22 @@ class Machine:
     # scheduling ---------------------------------------------------------
     def run_thread(self, th: Thread) -> None:
         code, n = self.code, len(self.code)
-        while th.state == "run":
-            if th.pc >= n:
-                th.state = "done"
-                break
-            th.steps += 1
-            if th.steps > STEP_LIMIT:
-                self.error(f"thread {th.tid}: more than {STEP_LIMIT} instructions (a loop that does not end?)")
-            try:
-                code[th.pc](th)
-            except KeyError as e:           # the fast paths read registers straight from the dict
-                self.error(f"{unwritten(th, e.args[0])} "
-                           f"(PTX line {self.kernel.instrs[th.pc].line})")
+        steps = th.steps
+        try:
+            while th.state == "run":
+                pc = th.pc
+                if pc >= n:
+                    th.state = "done"
+                    break
+                steps += 1
+                if steps > STEP_LIMIT:
+                    self.error(f"thread {th.tid}: more than {STEP_LIMIT} instructions (a loop that does not end?)")
+                code[pc](th)
+        except KeyError as e:               # the fast paths read registers straight from the dict
+            self.error(f"{unwritten(th, e.args[0])} "
+                       f"(PTX line {self.kernel.instrs[th.pc].line})")
+        finally:
+            th.steps = steps
 
     def resolve_warps(self) -> bool:
         any_done = False

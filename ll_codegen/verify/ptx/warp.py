@@ -153,33 +153,44 @@ def recorded_instr(m, c: Compiler, ins) -> Callable:
     (``mbarrier.try_wait`` succeeds at once, so a kernel waiting on a TMA load goes on)."""
     op, a = ins.op, ins.args
 
+    def operand(x: str) -> Callable:
+        """The value-of-this-operand function of one operand text, decided once."""
+        x = x.strip()
+        if x == "_":
+            return lambda th: None
+        if x.startswith("["):
+            inner = x[1:-1]
+            if "," in inner:                    # [map, {c0, c1}]
+                head, rest = inner.split(",", 1)
+                hg, rg = c.get(head), c.getv(rest.strip())
+                return lambda th: (hg(th), tuple(g(th) for g in rg))
+            return c.addr(x)
+        if x.startswith("{"):              # a register in flight: its value at the wgmma's issue
+            parts = [(g, v.strip()) for g, v in zip(c.getv(x), x[1:-1].split(","))]
+            return lambda th: tuple(th.wg_inflight[v][1] if v in th.wg_inflight else
+                                    g(th) if not undefined(th, v) else None for g, v in parts)
+        g = c.get(x)
+        return lambda th: g(th) if not undefined(th, x) else None
+
+    def lazily(x: str) -> Callable:
+        try:
+            return operand(x)
+        except PtxError as e:            # an operand not modelled fails when the instruction runs
+            def fail(th, e=e):
+                raise e
+            return fail
+    getters = [lazily(x) for x in a]
+
     def values(th) -> tuple:
-        out = []
-        for x in a:
-            x = x.strip()
-            if x == "_":
-                out.append(None)
-            elif x.startswith("["):
-                inner = x[1:-1]
-                if "," in inner:                    # [map, {c0, c1}]
-                    head, rest = inner.split(",", 1)
-                    out.append((c.get(head)(th), tuple(g(th) for g in c.getv(rest.strip()))))
-                else:
-                    out.append(c.addr(x)(th))
-            elif x.startswith("{"):              # a register in flight: its value at the wgmma's issue
-                out.append(tuple(th.wg_inflight[v.strip()][1] if v.strip() in th.wg_inflight else
-                                 g(th) if not undefined(th, v) else None
-                                 for g, v in zip(c.getv(x), x[1:-1].split(","))))
-            else:
-                out.append(c.get(x)(th) if not undefined(th, x) else None)
-        return tuple(out)
-    first_dst = op.startswith("mbarrier.try_wait")
+        return tuple(g(th) for g in getters)
+    first_dst = Compiler.setter(a[0], 1) if op.startswith("mbarrier.try_wait") else None
+    unmodelled = op.startswith(UNMODELLED)
 
     def rec(th):
-        if first_dst:
-            Compiler.setter(a[0], 1)(th, True)
+        if first_dst is not None:
+            first_dst(th, True)
         record_event(th, ins, extra=values(th))
-        if op.startswith(UNMODELLED):
+        if unmodelled:
             m.unmodelled.add(op)
     return advancing(rec)
 
