@@ -20,6 +20,7 @@ import math
 import os
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -39,6 +40,7 @@ LSE_TOL = 1e-3
 
 def build(directory: str, extra: tuple[str, ...] = ()) -> str:
     """nvcc -O3 -arch=sm_90a (the kernel's own build line) into a shared library; its path."""
+    os.makedirs(directory, exist_ok=True)
     out = os.path.join(directory, "attention_fwd.so")
     subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90a", "-I", os.path.join(ROOT, "generated"), "-shared",
                     "-Xcompiler", "-fPIC", *extra, "-o", out, KERNEL], check=True, capture_output=True, text=True)
@@ -123,9 +125,17 @@ def check(lib, B, H, Hkv, Sq, Sk, d, dtype, causal, seed, scale=None):
 
 
 @pytest.fixture(scope="module")
-def attn():
-    with tempfile.TemporaryDirectory() as d:
-        yield Library(build(d))
+def builds():
+    """The example and every variant of VARIANTS, built at once (nvcc runs in parallel): name -> .so path."""
+    builds = {"example": (), **VARIANTS}
+    with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(len(builds)) as pool:
+        paths = pool.map(lambda item: build(os.path.join(d, item[0]), item[1]), builds.items())
+        yield dict(zip(builds, paths))
+
+
+@pytest.fixture(scope="module")
+def attn(builds):
+    return Library(builds["example"])
 
 
 DTYPES = [torch.float16, torch.bfloat16]
@@ -150,6 +160,7 @@ VARIANTS = {"no_overlap_2_stages_slack0": ("-DLLGEN_ATTENTION_OVERLAP=0", "-DLLG
             "exp2_fma_slack8": ("-DLLGEN_ATTENTION_EXP2_FMA_D64=3", "-DLLGEN_ATTENTION_EXP2_FMA_D128=8",
                                 "-DLLGEN_ATTENTION_RESCALE_SLACK=8"),
             "tile_128x128": ("-DLLGEN_ATTENTION_BM_D64=128",),
+            "causal_192": ("-DLLGEN_ATTENTION_BM_CAUSAL_D64=192",),
             "keys_192": ("-DLLGEN_ATTENTION_BM_D64=128", "-DLLGEN_ATTENTION_BN_D64=192",
                          "-DLLGEN_ATTENTION_BN_D128=192", "-DLLGEN_ATTENTION_BN_CAUSAL_D64=192",
                          "-DLLGEN_ATTENTION_BN_CAUSAL_D128=192"),
@@ -159,9 +170,8 @@ VARIANTS = {"no_overlap_2_stages_slack0": ("-DLLGEN_ATTENTION_OVERLAP=0", "-DLLG
 
 
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
-def attn_variant(request):
-    with tempfile.TemporaryDirectory() as d:
-        yield Library(build(d, VARIANTS[request.param]))
+def attn_variant(request, builds):
+    return Library(builds[request.param])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])

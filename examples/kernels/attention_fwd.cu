@@ -119,6 +119,14 @@ namespace regs = attention_pv_f16_d64;   // setmaxnreg: the same for every mma h
 #ifndef LLGEN_ATTENTION_BM_D128
 #define LLGEN_ATTENTION_BM_D128 128
 #endif
+// Causal: 128 query rows at both head dims (H200, d 64: 192 rows cost 10% at seq 1024 -- fewer blocks,
+// a longer diagonal per block -- and are within noise from seq 2048)
+#ifndef LLGEN_ATTENTION_BM_CAUSAL_D64
+#define LLGEN_ATTENTION_BM_CAUSAL_D64 128
+#endif
+#ifndef LLGEN_ATTENTION_BM_CAUSAL_D128
+#define LLGEN_ATTENTION_BM_CAUSAL_D128 128
+#endif
 #ifndef LLGEN_ATTENTION_BN_D64
 #define LLGEN_ATTENTION_BN_D64 128
 #endif
@@ -184,7 +192,8 @@ constexpr int PRODUCER_REGS = 24;  // setmaxnreg of the producer warp group (one
 // consumers, a multiple of 8), whether a key tile has a second part of 64 keys.
 template <int D, bool kCausal>
 struct Tile {
-    static constexpr int BM = D == 64 ? LLGEN_ATTENTION_BM_D64 : LLGEN_ATTENTION_BM_D128;
+    static constexpr int BM = kCausal ? (D == 64 ? LLGEN_ATTENTION_BM_CAUSAL_D64 : LLGEN_ATTENTION_BM_CAUSAL_D128)
+                                      : (D == 64 ? LLGEN_ATTENTION_BM_D64 : LLGEN_ATTENTION_BM_D128);
     static constexpr int BN = kCausal ? (D == 64 ? LLGEN_ATTENTION_BN_CAUSAL_D64 : LLGEN_ATTENTION_BN_CAUSAL_D128)
                                       : (D == 64 ? LLGEN_ATTENTION_BN_D64 : LLGEN_ATTENTION_BN_D128);
     static constexpr int CONSUMERS = BM / WG_ROWS;
