@@ -297,16 +297,19 @@ def run_events_ignoring_inflight(kernel, args, plan):
 
 # ------------------------------------------------------------ the GEMM example, its stage released early
 def test_gemm_example_releasing_a_stage_before_its_wait(tmp_path):
-    """``examples/kernels/gemm_wgmma.cu`` with its consumers' ``wait<IN_FLIGHT>()`` made
-    ``wait<IN_FLIGHT + 1>()``: the stage of k-step kt - 1 goes back to the TMA producer while that
-    step's wgmma may still read it.  On the host, six k-steps over four stages: the producer's
-    reload of stage 0 lands on bytes a wgmma in flight reads -- one race line."""
+    """``examples/kernels/gemm_wgmma.cu`` with its consumers' ``wait<IN_FLIGHT>()`` (in the control
+    both GEMMs share, ``gemm_hopper.h``) made ``wait<IN_FLIGHT + 1>()``: the stage of k-step kt - 1
+    goes back to the TMA producer while that step's wgmma may still read it.  On the host, six
+    k-steps over the stage ring: the producer's reload of a stage lands on bytes a wgmma in flight
+    reads -- one race line."""
     import test_gemm_wgmma as gemm
-    text = open(gemm.KERNEL).read()
-    wait = "mma::wait<IN_FLIGHT>();"
+    control = os.path.join(os.path.dirname(gemm.KERNEL), "gemm_hopper.h")
+    text = open(control).read()
+    wait = "Op::template wait<IN_FLIGHT>();"
     assert text.count(wait) == 1
-    kernel = tmp_path / "gemm_wgmma_early_release.cu"
-    kernel.write_text(text.replace(wait, "mma::wait<IN_FLIGHT + 1>();"))
+    (tmp_path / "gemm_hopper.h").write_text(text.replace(wait, "Op::template wait<IN_FLIGHT + 1>();"))
+    kernel = tmp_path / "gemm_wgmma_early_release.cu"      # includes the mutated "gemm_hopper.h" beside it
+    kernel.write_text(open(gemm.KERNEL).read())
     path, log = host.build(str(tmp_path), [], exe="gemm", sources=gemm.GENERATED,
                            driver=gemm.DRIVER % {"kernel": str(kernel)}, defines=["LLGEN_HOST_SIMT"])
     assert path, log
