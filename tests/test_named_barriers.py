@@ -18,7 +18,6 @@ Checked independently of the code that renders them:
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shlex

@@ -89,6 +89,7 @@ def test_plan_is_the_byte_plan_of_the_quotient(i):
     four_src, four_dst = layout_of(k.src_bases), layout_of(k.dst_bases)
     assert four_src.total_out_size_log2 == layout_of(p.src_bases).total_out_size_log2 + 1
     assert p.n_src * 2 == (four_src.in_dim_size("register") if "register" in four_src.in_dims else 0)
+    assert p.n_dst * 2 == (four_dst.in_dim_size("register") if "register" in four_dst.in_dims else 0)
     by_hand = plan_conversion(layout_of(p.src_bases), layout_of(p.dst_bases), dtype="u8") if op != "copy" else None
     if by_hand is not None and op == "convert":
         assert (by_hand.strategy, by_hand.cost, by_hand.smem_bytes) == (p.strategy, p.cost, p.smem_bytes)

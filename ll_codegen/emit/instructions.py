@@ -337,7 +337,7 @@ def cvt_pack(dtype: str) -> Instruction:
     return Instruction(
         f"cvt_pack_{dtype}", "float hi, float lo",
         (f"{result} d;", f'asm("{ptx} %0, %1, %2;" : "={constraint}"(d) : "f"(hi), "f"(lo));', "return d;"),
-        (host, f"{result} d;", f"memcpy(&d, &h, sizeof d);", "return d;"),
+        (host, f"{result} d;", "memcpy(&d, &h, sizeof d);", "return d;"),
         ptx, arch=arch, result=result,
         doc=(f"// {ptx}: hi -> the upper {'8' if result == 'uint16_t' else '16'} bits, lo -> the lower.",))
 
