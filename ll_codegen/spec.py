@@ -52,7 +52,7 @@ from ll_codegen.layouts.kinds import LAYOUT_KINDS
 from ll_codegen.layouts.show import layout_json
 from ll_codegen.ttgir import TtgirDoc, TtgirError, parse_dims, read_ttgir, split_selector
 
-__all__ = ["Spec", "SpecError", "load_spec", "spec_from_dict", "build_layout", "parse_shape", "parse_yaml",
+__all__ = ["Spec", "SpecError", "load_spec", "spec_from_dict", "build_layout", "parse_shape", "parse_yaml", "flow_yaml",
            "read_spec_text", "read_ttgir_file", "ttgir_listing"]
 
 
@@ -432,6 +432,18 @@ def parse_yaml(text: str, source: str) -> Any:
         raise SpecError(source, "YAML", f"malformed YAML: cannot read a value: {what}") from None
     finally:
         loader.dispose()
+
+
+def flow_yaml(v: Any) -> str:
+    """A spec value as one line of YAML flow style (names, integers, booleans, nested lists and
+    mappings: what spec mappings hold), e.g. ``{kind: global, order: [0], shape: [64]}``."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return f"[{', '.join(flow_yaml(x) for x in v)}]"
+    if isinstance(v, Mapping):
+        return f"{{{', '.join(f'{k}: {flow_yaml(x)}' for k, x in v.items())}}}"
+    return str(v)
 
 
 def read_spec_text(path: str | os.PathLike, what: str = "spec", most: int = limits.MAX_SPEC_BYTES) -> str:

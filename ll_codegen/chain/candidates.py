@@ -62,7 +62,7 @@ from ll_codegen.core.target import Target
 from ll_codegen.plan.planner import normalise
 from ll_codegen.plan.relayout import register_layouts
 from ll_codegen.plan.swizzle import plan_smem
-from ll_codegen.spec import Spec, spec_from_dict
+from ll_codegen.spec import Spec, flow_yaml, spec_from_dict
 
 #: the swizzle planner's budget for a candidate tile: the whole tile in one round
 WHOLE_TILE = 1 << 30
@@ -76,14 +76,14 @@ class Neighbour:
     the neighbour's layout does not say (a copy's, a relayout's)."""
     name: str
     layout: LinearLayout
-    elem_bytes: int
+    bits: int                   # of one element: 4 for the packed 4-bit types
     into: bool = True
     warps: int = 4
-    elem_bits: int = 0          # 0: 8 * elem_bytes (4 for the packed 4-bit types)
 
     @property
-    def bits(self) -> int:
-        return self.elem_bits or 8 * self.elem_bytes
+    def elem_bytes(self) -> int:
+        """Bytes the step's plans move an element as (a packed 4-bit plan moves bytes)."""
+        return max(1, self.bits // 8)
 
 
 def _sides(items: list, into: list[bool]) -> list[tuple]:
@@ -112,21 +112,9 @@ class Placement:
         return self.spec.linear, self.offsets
 
 
-def flow(v: Any) -> str:
-    """A spec value as one line of YAML flow style (names, integers, booleans, nested lists and
-    mappings: what spec mappings hold)."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (list, tuple)):
-        return f"[{', '.join(flow(x) for x in v)}]"
-    if isinstance(v, dict):
-        return f"{{{', '.join(f'{k}: {flow(x)}' for k, x in v.items())}}}"
-    return str(v)
-
-
 def placement(label: str, mapping: dict[str, Any], source: str) -> Placement:
     """The ``Placement`` of a spec mapping: its YAML flow text and the spec it builds."""
-    return Placement(label, flow(mapping), spec_from_dict(mapping, source))
+    return Placement(label, flow_yaml(mapping), spec_from_dict(mapping, source))
 
 
 def _key(L: LinearLayout, dims: tuple[str, ...]) -> tuple:
@@ -311,6 +299,6 @@ def global_candidates(t_name: str, shape: tuple[int, ...], neighbours: list[Neig
             if g in seen:
                 continue
             seen.add(g)
-            out.append(Placement(f"for {n.name}: {label}", flow(preshuffle.offset_mapping(g, shape)),
+            out.append(Placement(f"for {n.name}: {label}", flow_yaml(preshuffle.offset_mapping(g, shape)),
                                  preshuffle.packed_spec(shape, f"{source}: {t_name} (packed)"), g))
     return out

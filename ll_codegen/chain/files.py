@@ -21,6 +21,7 @@ from ll_codegen.emit.render import file_names
 from ll_codegen.emit.reorder import reorder_cuda, reorder_python
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.operations import command_line, operation_of, render_files
+from ll_codegen.spec import flow_yaml
 
 
 def step_name(name: str, k: int, src: str, dst: str) -> str:
@@ -77,19 +78,13 @@ def spec_file(cp: ChainPlan, tensor: str, p: Placement, command: str) -> str:
                 "# a tile is packed into one dense run: packed offset bit i holds the element at offset[i]",
                 "# (reorder it offline with the generated reorder module or kernel)",
                 f"#   {p.text}"]
-        return "\n".join(head + [f"{k}: {_flow(v)}" for k, v in preshuffle.packed_mapping(t.spec.shape).items()]) \
+        return "\n".join(head + [f"{k}: {flow_yaml(v)}" for k, v in preshuffle.packed_mapping(t.spec.shape).items()]) \
             + "\n"
-    text = p.text or yaml.safe_dump(_reference_mapping(t), default_flow_style=True, sort_keys=False,
-                                    width=1 << 20).strip()
+    text = p.text or flow_yaml(_reference_mapping(t))
     head = [f"# {tensor}: the layout {command} chose (free {t.free.space})",
             f"# found as {p.label}; chain cost {cp.cost:.2f} (reference {cp.identity_cost:.2f})"]
-    body = [f"{k}: {_flow(v)}" for k, v in yaml.safe_load(text).items()]
+    body = [f"{k}: {flow_yaml(v)}" for k, v in yaml.safe_load(text).items()]
     return "\n".join(head + body) + "\n"
-
-
-def _flow(v) -> str:
-    """One YAML value on one line (lists of bases in flow style)."""
-    return yaml.safe_dump(v, default_flow_style=True, width=1 << 20).removesuffix("\n...\n").strip()
 
 
 def _reference_mapping(t) -> dict:

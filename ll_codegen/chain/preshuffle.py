@@ -60,12 +60,6 @@ def packed_mapping(shape: tuple[int, ...], alignment: int = 16) -> dict[str, Any
     return {"kind": "global", "order": [0], "alignment": alignment, "shape": [prod(shape)]}
 
 
-def flow_packed(shape: tuple[int, ...]) -> str:
-    """``packed_mapping`` as one line of YAML."""
-    m = packed_mapping(shape)
-    return f"{{kind: global, order: [0], alignment: {m['alignment']}, shape: [{m['shape'][0]}]}}"
-
-
 def packed_spec(shape: tuple[int, ...], source: str = "<packed>") -> Spec:
     """The packed buffer's spec (``packed_mapping``)."""
     return spec_from_dict(packed_mapping(shape), source)

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ll_codegen.chain import preshuffle
+from ll_codegen.spec import flow_yaml
 from ll_codegen.chain.candidates import Placement
 from ll_codegen.chain.description import Tensor
 from ll_codegen.chain.search import ChainPlan, identity
@@ -87,7 +88,7 @@ def chain_summary(cp: ChainPlan) -> str:
             lines.append(f"  {name}: {p.text}")
             if p.offsets:
                 lines.append(f"  (packed offset bit i holds the element at offset[i]; the buffer is "
-                             f"{preshuffle.flow_packed(t.spec.shape)})")
+                             f"{flow_yaml(preshuffle.packed_mapping(t.spec.shape))})")
         else:
             lines.append(f"{name} (free {t.free.space}: {fam}): the reference {reference_text(t)} stays")
     for k, (step, p, q) in enumerate(zip(c.steps, cp.plans, cp.identity_plans)):

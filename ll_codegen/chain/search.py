@@ -272,8 +272,8 @@ def neighbours(chain: Chain, t: Tensor, state: State) -> list[Neighbour]:
             if me == t.name and other != t.name:
                 warps = dict(step.options).get("warps") or 4
                 bits = dtype_bits(step.dtype)
-                out.append(Neighbour(other, tensor_layout(chain.tensor(other), d, lay), max(1, bits // 8),
-                                     other == step.src, warps, bits))
+                out.append(Neighbour(other, tensor_layout(chain.tensor(other), d, lay), bits, other == step.src,
+                                     warps))
     return out
 
 

@@ -15,7 +15,7 @@ from ll_codegen.core.files import check_targets, quote_path, write_all
 from ll_codegen.emit.names import gather_name, mma_name, reduce_name
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.plan.mma_model import AB_BYTES
-from ll_codegen.spec import load_spec, spec_from_dict
+from ll_codegen.spec import flow_yaml, load_spec, spec_from_dict
 
 __all__ = ["gather", "mma", "reduce"]
 
@@ -110,12 +110,11 @@ def operand_spec_text(acc: str, b: str, dtype: str) -> str:
     spec = {"kind": "dot_operand", "operand_index": 0, "k_width": max(1, 4 // AB_BYTES[dtype]),
             "parent": layout_params(s.layout), "shape": [s.shape[0], bs.shape[0]]}
     spec_from_dict(spec, "--write-operand-spec")           # the layout builds: its k_width and shape fit
-    flow = lambda v: "[" + ", ".join(map(str, v)) + "]" if isinstance(v, (list, tuple)) else str(v)  # noqa: E731
     lines = [f"# Register A operand (M x K) of llgen mma with --acc {quote_path(os.path.basename(acc))} and --dtype "
              f"{dtype}: {spec['k_width']} K-consecutive elements per 32-bit register.", "kind: dot_operand",
              "operand_index: 0", f"k_width: {spec['k_width']}", "parent:"]
-    lines += [f"  {k}: {flow(v)}" for k, v in spec["parent"].items()]
-    lines.append(f"shape: {flow(spec['shape'])}")
+    lines += [f"  {k}: {flow_yaml(v)}" for k, v in spec["parent"].items()]
+    lines.append(f"shape: {flow_yaml(spec['shape'])}")
     return "\n".join(lines) + "\n"
 
 

@@ -21,12 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from math import prod
 
+from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.emit.env import environment
 
 #: bytes of the packed buffer one thread of the CUDA kernels moves (one vector store or load)
 VECTOR_BYTES = 16
-
-C_RAW = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t"}
 
 
 def _values(name: str, tensor: str, offset: Sequence[Sequence[int]], shape: Sequence[int], elem_bits: int,
