@@ -6,15 +6,22 @@ Builds the examples with nvcc for this GPU, checks every kernel at every size, t
 size, with CUDA events (``timed``: the median of 15 samples of 10 back-to-back launches, the kernels
 taking turns; the Hopper GEMMs' tensor maps are encoded once, outside):
 
-* ``wgmma``: examples/kernels/gemm_wgmma.cu (TMA, wgmma m64n256k16, 128 x 256 x 64 tiles, an
-  mbarrier stage ring, a producer and two consumer warp groups, the persistent grouped scheduler of
-  gemm_hopper.h), 16-bit C (``wgmma``) and f32 C (``wgmma f32``), f16 and bf16 inputs;
+* ``wgmma``: examples/kernels/gemm_wgmma.cu (TMA, wgmma m64n256k16 / m64n128k16, 128 x 256 or 128 x
+  128 tiles 64 deep, an mbarrier stage ring, a producer and two consumer warp groups, the persistent
+  grouped scheduler of gemm_hopper.h, K split among CTAs where the tiles are too few for the SMs;
+  the tile and split chosen per size by gemm_hopper_plan.h, reported per row as ``plan``: the tile's
+  columns, the splits, the tiles computed whole), 16-bit C (``wgmma``) and f32 C (``wgmma f32``),
+  f16 and bf16 inputs.  In the same run, where the chosen plan is not already one of them, the same
+  kernel with K never split (``llgen no split``), with the 128 x 256 tile forced (``llgen 128x256``) and
+  with both (``llgen 128x256 no split``: the kernel before either choice): the gain of each choice,
+  measured beside it (``—``: the variant's plan is the chosen one, or an earlier variant's);
 * ``mma.sync``: examples/kernels/gemm_mma.cu (mma.sync m16n8k16, cp.async, 128 x 128 x 32, f32 C; f16);
 * ``cublas``: ``torch.matmul`` on the same dtypes (16-bit C, f32 accumulation);
 * ``triton``: a Triton matmul with TMA descriptors and the same 128 x 256 x 64 tiles (8 warps, 4
   stages; ``tl.dot`` is wgmma on sm_90), 16-bit C;
 * fp8 rows (e4m3 A M x K and B N x K, per-tensor f32 scales, bf16 C): ``fp8`` is
-  examples/kernels/gemm_fp8.cu (wgmma m64n256k32, 128 x 256 x 128 tiles, the same control),
+  examples/kernels/gemm_fp8.cu (wgmma m64n256k32 / m64n128k32, 128 x 256 or 128 x 128 tiles 128
+  deep, the same control, plan and variants),
   ``fp8 1/tile`` the same built with -DLLGEN_GEMM_PERSISTENT=0 (one CTA per tile), ``cublas`` is
   ``torch._scaled_mm`` (e4m3, bf16 out, the same scales), ``triton`` a Triton fp8 matmul of the same
   tiles (A and B^T both K-major, f32 accumulation, the scales applied to the accumulator).
@@ -280,7 +287,31 @@ def main(argv=None) -> int:
 
 
 #: the kernels of this repository: a result out of bounds fails the bench (cuBLAS's and Triton's are reported)
-OURS = ("llgen", "llgen f32 C", "llgen 1 CTA/tile", "mma.sync f32 C")
+OURS = ("llgen", "llgen f32 C", "llgen 1 CTA/tile", "llgen no split", "llgen 128x256", "llgen 128x256 no split",
+        "mma.sync f32 C")
+#: variants of the chosen plan timed in the same run (16-bit C): (bn, splits) forced, 0 = chosen
+VARIANTS = {"llgen no split": (0, 1), "llgen 128x256": (256, 0), "llgen 128x256 no split": (256, 1)}
+
+
+def plan_text(p: dict) -> str:
+    """A plan as the table shows it: 128 x bn, the splits and (split tail) the tiles computed whole."""
+    text = f"128x{p['bn']}"
+    if p["splits"] > 1:
+        text += f" K/{p['splits']}" + (f" after {p['dp']} whole" if p["dp"] else "")
+    return text
+
+
+def variants(lib, M: int, N: int, K: int) -> tuple[dict, dict]:
+    """The chosen plan and the variants whose plan differs from it and from the variants before them:
+    name -> (bn, splits)."""
+    chosen = lib.plan(M, N, K)
+    seen, out = {(chosen["bn"], chosen["splits"], chosen["dp"])}, {}
+    for name, (bn, splits) in VARIANTS.items():
+        p = lib.plan(M, N, K, bn, splits)
+        if (p["bn"], p["splits"], p["dp"]) not in seen:
+            seen.add((p["bn"], p["splits"], p["dp"]))
+            out[name] = (bn, splits)
+    return chosen, out
 
 
 def checked(go: dict, err: dict, key: str, launch, C, ref, mag, rel: float, exact: bool, bad: list, what: str):
@@ -308,10 +339,14 @@ def row16(kernels: dict, M: int, N: int, K: int, dt: str, exact: bool, bad: list
     ref, mag = reference(A, B)
     what = f"{dt} {M}x{N}x{K}"
     go, err = {}, {}
-    for key, lib, out16 in (("llgen", "wgmma", True), ("llgen f32 C", "wgmma", False),
-                            ("llgen 1 CTA/tile", "wgmma 1/tile", True)):
+    chosen, extra = variants(kernels["wgmma"], M, N, K)
+    runs = [("llgen", "wgmma", True, 0, 0), ("llgen f32 C", "wgmma", False, 0, 0),
+            ("llgen 1 CTA/tile", "wgmma 1/tile", True, 0, 0)]
+    runs += [(name, "wgmma", True, bn, splits) for name, (bn, splits) in extra.items()]
+    for key, lib, out16, bn, splits in runs:
         C = torch.full((M, N), float("nan"), device="cuda", dtype=t16 if out16 else torch.float32)
-        launch = kernels[lib].prepared(bf, out16, A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, torch_stream)
+        launch = kernels[lib].prepared(bf, out16, A.data_ptr(), B.data_ptr(), C.data_ptr(), M, N, K, torch_stream,
+                                       bn=bn, splits=splits)
         checked(go, err, key, launch, C, ref, mag, REL[dt], exact, bad, what)
     if not bf:
         C32 = torch.full((M, N), float("nan"), device="cuda")
@@ -321,7 +356,7 @@ def row16(kernels: dict, M: int, N: int, K: int, dt: str, exact: bool, bad: list
     checked(go, err, "cuBLAS", lambda: torch.matmul(A, B), None, ref, mag, REL[dt], exact, bad, what)
     Ct = torch.empty((M, N), device="cuda", dtype=t16)
     checked(go, err, "Triton", lambda: kernels["triton"](A, B, Ct, M, N, K), Ct, ref, mag, REL[dt], exact, bad, what)
-    return finish(go, err, M, N, K, dt, bad)
+    return finish(go, err, M, N, K, dt, bad, plan_text(chosen))
 
 
 def fp8_row(kernels: dict, M: int, N: int, K: int, dt: str, exact: bool, bad: list) -> dict:
@@ -334,29 +369,34 @@ def fp8_row(kernels: dict, M: int, N: int, K: int, dt: str, exact: bool, bad: li
     ref, mag = reference(A, B.t(), float(sa) * float(sb))
     what = f"e4m3 {M}x{N}x{K}"
     go, err = {}, {}
-    for key, lib, out in (("llgen", "fp8", "bf16"), ("llgen f32 C", "fp8", "f32"),
-                          ("llgen 1 CTA/tile", "fp8 1/tile", "bf16")):
+    chosen, extra = variants(kernels["fp8"], M, N, K)
+    runs = [("llgen", "fp8", "bf16", 0, 0), ("llgen f32 C", "fp8", "f32", 0, 0),
+            ("llgen 1 CTA/tile", "fp8 1/tile", "bf16", 0, 0)]
+    runs += [(name, "fp8", "bf16", bn, splits) for name, (bn, splits) in extra.items()]
+    for key, lib, out, bn, splits in runs:
         C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16 if out == "bf16" else torch.float32)
         launch = kernels[lib].prepared("e4m3", out, A.data_ptr(), B.data_ptr(), C.data_ptr(), sa.data_ptr(),
-                                       sb.data_ptr(), M, N, K, torch_stream)
+                                       sb.data_ptr(), M, N, K, torch_stream, bn=bn, splits=splits)
         checked(go, err, key, launch, C, ref, mag, REL[dt], exact, bad, what)
     checked(go, err, "cuBLAS", lambda: torch._scaled_mm(A, B.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
             None, ref, mag, REL[dt], exact, bad, what)
     Ct = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
     checked(go, err, "Triton", lambda: kernels["triton fp8"](A, B, Ct, sa, sb, M, N, K), Ct, ref, mag, REL[dt], exact,
             bad, what)
-    return finish(go, err, M, N, K, dt, bad)
+    return finish(go, err, M, N, K, dt, bad, plan_text(chosen))
 
 
-def finish(go: dict, err: dict, M: int, N: int, K: int, dt: str, bad: list) -> dict:
-    """Time the checked launches; the row: errors (max |C - ref| / bound), ok per kernel, ms, TFLOP/s."""
+def finish(go: dict, err: dict, M: int, N: int, K: int, dt: str, bad: list, plan: str) -> dict:
+    """Time the checked launches; the row: the chosen plan, errors (max |C - ref| / bound), ok per
+    kernel, ms, TFLOP/s."""
     ok = {k: e <= 1.0 for k, e in err.items()}
     for k in OURS:
         if k in err and not ok[k]:
             bad.append(f"{k} {dt} {M}x{N}x{K}: error {err[k]:.3g} of the bound")
     ms = timed(go)
     fl = 2.0 * M * N * K
-    return {"M": M, "N": N, "K": K, "dtype": dt, "err": err, "ok": {k: v for k, v in ok.items() if k in OURS},
+    return {"M": M, "N": N, "K": K, "dtype": dt, "plan": plan, "err": err,
+            "ok": {k: v for k, v in ok.items() if k in OURS},
             "ms": ms, "tflops": {k: fl / (t * 1e-3) / 1e12 for k, t in ms.items()}}
 
 
@@ -389,7 +429,8 @@ def run_ladder(tw, d: str, exact: bool, M: int = 8192, N: int = 8192, K: int = 8
             for what, flags in LADDER]
 
 
-COLUMNS = ("llgen", "llgen f32 C", "llgen 1 CTA/tile", "mma.sync f32 C", "cuBLAS", "Triton")
+COLUMNS = ("llgen", "llgen no split", "llgen 128x256", "llgen 128x256 no split", "llgen f32 C", "llgen 1 CTA/tile",
+           "mma.sync f32 C", "cuBLAS", "Triton")
 
 
 def report(dev: str, rows: list[dict], ladder: list[dict], prof, exact: bool) -> str:
@@ -401,8 +442,8 @@ def report(dev: str, rows: list[dict], ladder: list[dict], prof, exact: bool) ->
         "random normal, each result within its bound (bench_gemm.tolerance; max error / bound shown)"
     lines = [f"GEMM on {dev}: TFLOP/s (median of 15 x 10 launches, kernels interleaved); C 16-bit (fp8: bf16) "
              f"unless said; inputs {inputs}; fp8: e4m3, per-tensor scales, cuBLAS is torch._scaled_mm", "",
-             "| M x N x K | in | check (llgen / cuBLAS) | " + " | ".join(COLUMNS) +
-             " | time llgen / cuBLAS | time llgen / Triton |", "| --- " * (len(COLUMNS) + 5) + "|"]
+             "| M x N x K | in | plan | check (llgen / cuBLAS) | " + " | ".join(COLUMNS) +
+             " | time llgen / cuBLAS | time llgen / Triton |", "| --- " * (len(COLUMNS) + 6) + "|"]
     ratios: dict[str, list[float]] = {}
     for r in rows:
         t, e = r["tflops"], r["err"]
@@ -415,7 +456,8 @@ def report(dev: str, rows: list[dict], ladder: list[dict], prof, exact: bool) ->
         if cub:
             ratios.setdefault(r["dtype"], []).append(cub)
         cells = [fmt(t.get(c)) for c in COLUMNS] + [f"{x:.2f}" if x else "—" for x in (cub, tri)]
-        lines.append(f"| {r['M']} x {r['N']} x {r['K']} | {r['dtype']} | {check} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['M']} x {r['N']} x {r['K']} | {r['dtype']} | {r.get('plan', '')} | {check} | "
+                     + " | ".join(cells) + " |")
     lines += ["", "Time ratio llgen / cuBLAS, geometric mean over the sizes (< 1: llgen faster): " + "; ".join(
         f"{k} {math.exp(sum(map(math.log, v)) / len(v)):.3f} (worst {max(v):.2f})" for k, v in ratios.items())]
     if ladder:

@@ -12,6 +12,8 @@ scale_a * scale_b with A M x K and B N x K row-major e4m3 / e5m2, C f32, bf16 or
   than f32's bits (DeepSeek-V3 reports about 14), so the f32 rounding of an exact sum is no bound
   (measured on an H200 at 4096^3: up to 2^-10.7 of the magnitude sum); a wrong k-step (128 terms) or
   tile misses it by orders of magnitude.
+* Split K and the 128 x 128 tile: exact with the tile and split forced (K whole and in 2 .. 6
+  ranges), the host's chosen plan exact, split-K launches bit-identical on random-normal inputs.
 * Refusals: N not a multiple of 8 or K not of 16 (TMA's 16-byte rows) return an error, no launch.
 
 The example is built with nvcc into a shared library and called through its host entry points
@@ -23,6 +25,7 @@ import ctypes
 import os
 import subprocess
 import tempfile
+import weakref
 
 import numpy as np
 import pytest
@@ -51,17 +54,28 @@ def build(directory: str, extra: tuple[str, ...] = ()) -> str:
 
 
 class Library:
-    """The example's host entry points: ``llgen_gemm_fp8`` (tensor maps encoded, then the launch) and
-    ``llgen_gemm_fp8_prepare`` / ``_launch`` (the maps encoded once, launched often).  Pointers are
-    device addresses (ints); ``stream`` a function giving the stream to launch on."""
+    """The example's host entry points: ``llgen_gemm_fp8`` (plan chosen, tensor maps encoded, then the
+    launch), ``llgen_gemm_fp8_prepare_with`` / ``_launch`` / ``_release`` (encoded once, launched often;
+    the tile and split chosen, or forced by ``bn`` / ``splits``) and ``llgen_gemm_fp8_plan``.  Pointers
+    are device addresses (ints); ``stream`` a function giving the stream to launch on."""
 
     def __init__(self, path: str):
         lib = ctypes.CDLL(path)
         ptrs, dims = [ctypes.c_void_p] * 5, [ctypes.c_int] * 3
         lib.llgen_gemm_fp8.argtypes = [ctypes.c_int, ctypes.c_int, *ptrs, *dims, ctypes.c_void_p]
-        lib.llgen_gemm_fp8_prepare.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, *ptrs, *dims]
+        lib.llgen_gemm_fp8_prepare_with.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, *ptrs, *dims,
+                                                    ctypes.c_int, ctypes.c_int]
         lib.llgen_gemm_fp8_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.llgen_gemm_fp8_release.argtypes = [ctypes.c_void_p]
+        lib.llgen_gemm_fp8_plan.argtypes = [*dims, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         self.lib = lib
+
+    def plan(self, M: int, N: int, K: int, bn: int = 0, splits: int = 0) -> dict:
+        """The plan prepare() takes: the tile's columns, the splits, the tiles computed whole, the grid."""
+        out = (ctypes.c_int * 4)()
+        if r := self.lib.llgen_gemm_fp8_plan(M, N, K, bn, splits, out):
+            raise RuntimeError(f"llgen_gemm_fp8_plan returned {r}")
+        return dict(zip(("bn", "splits", "dp", "grid"), out))
 
     def status(self, ab: str, out: str, a: int, b: int, c: int, sa: int, sb: int, M: int, N: int, K: int) -> int:
         """C = (A B^T) * *sa * *sb on the default stream; the library's result (0, or a CUresult / cudaError_t)."""
@@ -72,16 +86,27 @@ class Library:
             raise RuntimeError(f"llgen_gemm_fp8 returned {r}")
 
     def prepared(self, ab: str, out: str, a: int, b: int, c: int, sa: int, sb: int, M: int, N: int, K: int,
-                 stream=lambda: 0):
-        """The tensor maps encoded now; the returned function launches on ``stream()``."""
+                 stream=lambda: 0, bn: int = 0, splits: int = 0):
+        """The plan chosen (or forced: ``bn``, ``splits``), the tensor maps encoded and the workspace
+        allocated now; the returned function launches on ``stream()`` and frees the workspace when it
+        is garbage (after a device synchronisation)."""
         params = ctypes.create_string_buffer(self.lib.llgen_gemm_fp8_params_size())
-        if r := self.lib.llgen_gemm_fp8_prepare(params, TYPES[ab], OUTS[out], a, b, c, sa, sb, M, N, K):
+        if r := self.lib.llgen_gemm_fp8_prepare_with(params, TYPES[ab], OUTS[out], a, b, c, sa, sb, M, N, K, bn,
+                                                     splits):
+            self.lib.llgen_gemm_fp8_release(params)
             raise RuntimeError(f"llgen_gemm_fp8_prepare returned {r}")
 
         def go() -> None:
             if r := self.lib.llgen_gemm_fp8_launch(params, stream()):
                 raise RuntimeError(f"llgen_gemm_fp8_launch returned {r}")
+        weakref.finalize(go, release, self.lib.llgen_gemm_fp8_release, params)
         return go
+
+
+def release(free, params) -> None:
+    """Frees a prepared GEMM's workspace once the device has finished every launch using it."""
+    cupy.cuda.runtime.deviceSynchronize()
+    free(params)
 
 
 def small_operands(M: int, N: int, K: int, ab: str, seed: int):
@@ -157,3 +182,58 @@ def test_gemm_fp8_refuses_misaligned(gemm):
     assert gemm.status("e4m3", "f32", p, p, p, p, p, 16, 12, 16) != 0
     assert gemm.status("e4m3", "f32", p, p, p, p, p, 16, 16, 24) != 0
     assert gemm.status("e4m3", "f32", p, p, p, 0, p, 16, 16, 16) != 0
+
+
+# (M, N, K, bn, splits): K split in every tile (tile multiples, ragged, uneven ranges) and whole
+SPLIT = [(128, 256, 512, 256, 2), (200, 136, 1008, 128, 3), (1000, 520, 4000, 256, 4), (512, 512, 8192, 128, 6),
+         (200, 136, 1008, 128, 1), (1000, 520, 4000, 256, 1)]
+
+
+@pytest.mark.parametrize("ab,out", [("e4m3", "bf16"), ("e5m2", "f32")])
+@pytest.mark.parametrize("M,N,K,bn,splits", SPLIT)
+def test_gemm_fp8_exact_forced_plan(gemm, M, N, K, bn, splits, ab, out):
+    """Exact with the tile and split forced, two launches of one prepared GEMM (the second finds the
+    counters the first zeroed); the scales applied once, after the ranges are summed."""
+    bits_a, bits_b, a, b = small_operands(M, N, K, ab, M + 3 * N + K)
+    want = expected((a @ b.T) * 2.0, out)
+    assert gemm.plan(M, N, K, bn, splits)["splits"] == splits
+    da, db = cupy.asarray(bits_a), cupy.asarray(bits_b)
+    scales = cupy.asarray(np.array([0.5, 4.0], dtype=np.float32))
+    dc = cupy.empty((M, N), dtype=np.uint16 if out != "f32" else np.float32)
+    go = gemm.prepared(ab, out, da.data.ptr, db.data.ptr, dc.data.ptr, scales.data.ptr, scales.data.ptr + 4, M, N, K,
+                       bn=bn, splits=splits)
+    for launch in range(2):
+        dc.fill(0x7FC0 if out != "f32" else np.nan)
+        go()
+        got = dc.get()
+        bad = np.argwhere(got != want)
+        assert not len(bad), (f"{M}x{N}x{K} bn {bn} splits {splits}, launch {launch}: {len(bad)} of {got.size} "
+                              f"differ; first {tuple(bad[0])}")
+
+
+def test_gemm_fp8_split_k_deterministic_and_chosen(gemm):
+    """512 x 512 x 8192, the plan chosen (on 132 SMs: 128 x 128 tiles, K in 6 ranges): random-normal
+    e4m3 inputs, five launches bit-identical, within the fp8 bound of the float64 product."""
+    torch = pytest.importorskip("torch")
+    M, N, K = 512, 512, 8192
+    plan = gemm.plan(M, N, K)
+    if cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"] == 132:
+        assert (plan["bn"], plan["splits"], plan["dp"]) == (128, 6, 0)
+    g = torch.Generator(device="cuda").manual_seed(8)
+    A = torch.randn((M, K), device="cuda", generator=g).to(torch.float8_e4m3fn)
+    B = torch.randn((N, K), device="cuda", generator=g).to(torch.float8_e4m3fn)
+    scales = torch.tensor([0.37, 1.9], device="cuda", dtype=torch.float32)
+    C = torch.empty((M, N), device="cuda", dtype=torch.float32)
+    go = gemm.prepared("e4m3", "f32", A.data_ptr(), B.data_ptr(), C.data_ptr(), scales.data_ptr(),
+                       scales.data_ptr() + 4, M, N, K)
+    runs = []
+    for _ in range(5):
+        C.fill_(float("nan"))
+        go()
+        torch.cuda.synchronize()
+        runs.append(C.clone())
+    assert all(torch.equal(r.view(torch.int32), runs[0].view(torch.int32)) for r in runs[1:])
+    s = float(scales[0]) * float(scales[1])
+    ref = (A.double() @ B.double().T) * s
+    mag = (A.double().abs() @ B.double().abs().T) * s
+    assert bool(((runs[0].double() - ref).abs() <= 2.0 ** -9 * mag).all())

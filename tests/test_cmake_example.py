@@ -94,30 +94,30 @@ def test_cmake_example_builds(tmp_path):
 
 
 def test_cmake_hopper_gemm_builds(tmp_path):
-    """examples/cmake_hopper: the Hopper GEMM as its own project, its 10 headers generated at build
+    """examples/cmake_hopper: the Hopper GEMM as its own project, its 18 headers generated at build
     time (llgen_convert and llgen_mma); each equals the copy in generated/ that the manifest makes
     (but for the paths in its comments), and the library exports the host entry points."""
     cmake = need_cmake()
     nvcc = need("nvcc")
     src = tmp_path / "src"
     shutil.copytree(os.path.join(ROOT, "cmake"), src / "cmake")
-    for sub in ("cmake_hopper", "hopper", "kernels"):
+    for sub in ("cmake_hopper", "hopper", "gemm", "kernels"):
         shutil.copytree(os.path.join(ROOT, "examples", sub), src / "examples" / sub)
     build = tmp_path / "build"
     llgen = f"{sys.executable};{os.path.join(ROOT, 'cli.py')}"
     _run([cmake, "-S", src / "examples" / "cmake_hopper", "-B", build, f"-DCMAKE_CUDA_COMPILER={nvcc}",
           f"-DLLGEN_EXECUTABLE={llgen}"])
     out = _run([cmake, "--build", build, "-j", "2"])
-    assert out.count("llgen: ") == 10, out
+    assert out.count("llgen: ") == 18, out
     lib = next(iter(glob.glob(str(build / "*gemm_wgmma*.so"))), None)
     assert lib, os.listdir(build)
     syms = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
     for name in ("llgen_gemm_wgmma", "llgen_gemm_wgmma_prepare", "llgen_gemm_wgmma_launch"):
         assert re.search(rf"\bT {name}$", syms, re.M), name
     made = sorted(glob.glob(str(build / "llgen" / "*.cuh")))
-    assert len(made) == 10
+    assert len(made) == 18
     strip = lambda text: re.sub(r"^// Command: .*\n", "", text, flags=re.M)  # noqa: E731
     for path in made:
         with open(path) as f, open(os.path.join(ROOT, "generated", os.path.basename(path))) as g:
-            ours = strip(g.read()).replace("(examples/hopper/", "(../hopper/")  # spec paths in the comments
+            ours = strip(g.read()).replace("(examples/hopper/", "(../hopper/").replace("(examples/gemm/", "(../gemm/")
             assert strip(f.read()) == ours, os.path.basename(path)

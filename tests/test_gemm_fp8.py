@@ -3,13 +3,14 @@ without a GPU.
 
 * It compiles for sm_90a from the generated headers alone, without spills and without ptxas
   serialising the wgmma (messages C7514 / C7517 / C7519), and the PTX holds what the plans say per
-  kernel: 4 wgmma m64n256k32 of its fp8 type per k-step, 2 TMA boxes per stage (one for A, one for
-  B), 4 TMA store boxes for a 16-bit C, 64 8-byte stores in each of store() and store_masked() for
-  an f32 C.
+  kernel: 4 wgmma m64n256k32 (128 x 256 tiles) or m64n128k32 (128 x 128) of its fp8 type per k-step,
+  2 TMA boxes per stage (one for A, one for B), 4 (2) TMA store boxes for a 16-bit C, 64 (32) 8-byte
+  stores in each of store() and store_masked() for an f32 C, one atomic add for split K.
 * It runs on the host SIMT runtime (TMA with its swizzle and zero fill, the mbarrier ring running on
   across the tiles of a persistent CTA, wgmma on e4m3 / e5m2 through its descriptors, the scales,
   both epilogues and the C buffer reused tile after tile) at one tile and at ragged sizes whose tiles
-  are shared by fewer CTAs than tiles, bit-exact against numpy: small integers are exact in e4m3
+  are shared by fewer CTAs than tiles, whole or with K split (the scales applied once, after the
+  ranges are summed), bit-exact against numpy: small integers are exact in e4m3
   (|x| <= 8) and e5m2 (|x| <= 4 here), powers of two as scales keep every f32 result exact, and a
   16-bit C is that result rounded to nearest even.
 """
@@ -31,10 +32,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_fp8.cu")
 CONTROL = os.path.join(ROOT, "examples", "kernels", "gemm_hopper.h")
 GENERATED = os.path.join(ROOT, "generated")
-HEADERS = ["gemm_fp8_mma_e4m3.cuh", "gemm_fp8_mma_e5m2.cuh", "gemm_fp8_tma_a.cuh", "gemm_fp8_tma_b.cuh",
-           "gemm_hopper.h"]
+HEADERS = sorted(["gemm_fp8_mma_e4m3.cuh", "gemm_fp8_mma_e5m2.cuh", "gemm_fp8_tma_a.cuh", "gemm_fp8_tma_b.cuh",
+                  "gemm_fp8_mma_e4m3_n128.cuh", "gemm_fp8_mma_e5m2_n128.cuh", "gemm_fp8_tma_b_n128.cuh",
+                  "gemm_hopper.h"])
 OUTS = {"f32": 0, "bf16": 1, "f16": 2}
-KERNELS = {f"gemm_fp8_{t}_{o}": (t, o) for t in ("e4m3", "e5m2") for o in OUTS}
+#: kernel -> (fp8 type, C type, tile columns)
+KERNELS = {f"gemm_fp8{'_n128' if bn == 128 else ''}_{t}_{o}": (t, o, bn)
+           for bn in (256, 128) for t in ("e4m3", "e5m2") for o in OUTS}
 
 
 def test_gemm_fp8_compiles_from_generated_headers(tmp_path):
@@ -59,15 +63,17 @@ def test_gemm_fp8_compiles_from_generated_headers(tmp_path):
     parts = re.split(r"\.entry (\w+)\(", ptx)[1:]   # name, body, name, body, ...
     bodies = dict(zip(parts[::2], parts[1::2]))
     assert sorted(bodies) == sorted(KERNELS)
-    for name, (t, o) in KERNELS.items():
+    for name, (t, o, bn) in KERNELS.items():
         body = bodies[name]
         assert re.findall(r"wgmma\.mma_async\.sync\.aligned\.m[\w.]+", body) == \
-            [f"wgmma.mma_async.sync.aligned.m64n256k32.f32.{t}.{t}"] * 4, name
+            [f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.{t}.{t}"] * 4, name
         loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes", body)
         assert len(loads) == 2, name
         stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", body)
-        assert len(stores) == (0 if o == "f32" else 4), name
-        assert len(re.findall(r"st\.global\.v2\.(?:b32|f32)", body)) == (128 if o == "f32" else 0), name
+        assert len(stores) == (0 if o == "f32" else bn // 64), name
+        assert len(re.findall(r"st\.global\.v2\.(?:b32|f32)", body)) == (bn // 2 if o == "f32" else 0), name
+        assert len(re.findall(r"st\.global\.v4\.f32", body)) == bn // 8, name  # the split's partial
+        assert len(re.findall(r"atom\.global\.add\.u32|atom\.global\.add\.s32", body)) == 1, name
         assert "setmaxnreg.dec.sync.aligned.u32 40" in body and "setmaxnreg.inc.sync.aligned.u32 232" in body
 
 
@@ -78,36 +84,44 @@ DRIVER = r"""
 
 __attribute__((aligned(1024))) unsigned char smem[gemm_hopper::MAX_SMEM];
 
-// driver IN OUT: IN = int32 ab, out, M, N, K, grid, then f32 scale_a, scale_b, then A (M x K) and
-// B (N x K) as fp8 bytes; OUT = C.  Blocks 0 .. grid - 1 each walk their tiles.
+// driver IN OUT: IN = int32 ab, out, M, N, K, grid, bn, splits, then f32 scale_a, scale_b, then A
+// (M x K) and B (N x K) as fp8 bytes; OUT = C.  Blocks 0 .. grid - 1 each walk their units (splits >
+// 1: every tile in that many ranges of K; the workspace and counters are host memory).
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* in = std::fopen(argv[1], "rb");
-    int h[6];
+    int h[8];
     float scales[2];
-    if (!in || std::fread(h, 4, 6, in) != 6 || std::fread(scales, 4, 2, in) != 2) return 3;
-    const int ab = h[0], out = h[1], M = h[2], N = h[3], K = h[4], grid = h[5];
+    if (!in || std::fread(h, 4, 8, in) != 8 || std::fread(scales, 4, 2, in) != 2) return 3;
+    const int ab = h[0], out = h[1], M = h[2], N = h[3], K = h[4], grid = h[5], bn = h[6], splits = h[7];
     std::vector<uint8_t> A(size_t(M) * K), B(size_t(N) * K);
     if (std::fread(A.data(), 1, A.size(), in) != A.size() || std::fread(B.data(), 1, B.size(), in) != B.size()) return 3;
     std::vector<unsigned char> C(size_t(M) * N * (out ? 2 : 4), 0xff);  // NaN poison
+    const gemm_hopper::Plan plan = gemm_hopper::plan_fixed(M, N, K, gemm_fp8::K_STEP, 0, false, bn, splits, 0);
+    std::vector<float> partial(size_t(plan.workspace) + 4, -1.0f);
+    std::vector<int> count(size_t(plan.counters) + 1, 0);
+    const gemm_hopper::Work work{plan.splits, plan.dp, partial.data(), count.data()};
     gemm_fp8::Maps maps = {};
-    if (int r = gemm_fp8::encode(maps, out, A.data(), B.data(), C.data(), M, N, K)) {
+    if (int r = gemm_fp8::encode(maps, out, bn, A.data(), B.data(), C.data(), M, N, K)) {
         std::printf("ERR encode %%d\n", r);
         return 4;
     }
-    if (gemm_fp8::smem_bytes(out) > int(sizeof smem)) return 6;
-    const gemm_fp8::Kernel kernel = gemm_fp8::kernel_of(ab, out);
+    if (gemm_fp8::smem_bytes(out, bn) > int(sizeof smem)) return 6;
+    const gemm_fp8::Kernel kernel = gemm_fp8::kernel_of(ab, out, bn);
     llgen_host::Dim3 dims;
     dims.x = unsigned(grid);
     for (int b = 0; b < grid; ++b) {
         llgen_host::Dim3 bid;
         bid.x = unsigned(b);
-        auto errors = llgen_host::launch(gemm_hopper::THREADS, 32, smem, gemm_fp8::smem_bytes(out),
-                                         [&] { kernel(maps.a, maps.b, maps.c, C.data(), M, N, K, &scales[0], &scales[1]); },
+        auto errors = llgen_host::launch(gemm_hopper::THREADS, 32, smem, gemm_fp8::smem_bytes(out, bn),
+                                         [&] { kernel(maps.a, maps.b, maps.c, C.data(), M, N, K, &scales[0], &scales[1],
+                                                      work); },
                                          bid, dims);
         for (auto& e : errors) std::printf("ERR block %%d: %%s\n", b, e.c_str());
         if (!errors.empty()) return 5;
     }
+    for (int t = 0; t < plan.counters; ++t)
+        if (count[t]) return 7;  // a split tile's counter not zeroed by the CTA that completed it
     FILE* o = std::fopen(argv[2], "wb");
     std::fwrite(C.data(), 1, C.size(), o);
     std::fclose(o);
@@ -138,17 +152,19 @@ def fp8_values(bits: np.ndarray, dtype: str) -> np.ndarray:
     return np.where(b & 0x80, -mag, mag)
 
 
-# (M, N, K, fp8 type, C, grid), built with 2 stages and groups of 2 tile rows: one tile over two
-# k-steps; ragged M, N, K (TMA zero fill, the masked f32 store, the clipped TMA store) over 2 x 2
-# tiles walked by 3 CTAs (CTA 0 takes tiles 0 and 3: the ring runs on across its tiles); 3 x 1 tiles
-# (a last group of one row) and 2 x 1 tiles walked by one CTA (the ring wraps, the C buffer is
-# reused, the epilogue's rendezvous change phase).
-CASES = [(128, 256, 256, "f8e4m3", "bf16", 1), (200, 264, 144, "f8e4m3", "f32", 3),
-         (300, 8, 176, "f8e5m2", "f16", 1), (136, 40, 32, "f8e5m2", "bf16", 1)]
+# (M, N, K, fp8 type, C, grid, bn, splits), built with 2 stages and groups of 2 tile rows: one tile
+# over two k-steps; ragged M, N, K (TMA zero fill, the masked f32 store, the clipped TMA store) over
+# 2 x 2 tiles walked by 3 CTAs (CTA 0 takes tiles 0 and 3: the ring runs on across its tiles); 3 x 1
+# tiles (a last group of one row) and 2 x 1 tiles walked by one CTA (the ring wraps, the C buffer is
+# reused, the epilogue's rendezvous change phase); split K: one 128 x 256 tile in 2 ranges, by 2
+# CTAs; 2 x 1 ragged 128 x 128 tiles in 2 ranges walked by 3 CTAs.
+CASES = [(128, 256, 256, "f8e4m3", "bf16", 1, 256, 1), (200, 264, 144, "f8e4m3", "f32", 3, 256, 1),
+         (300, 8, 176, "f8e5m2", "f16", 1, 256, 1), (136, 40, 32, "f8e5m2", "bf16", 1, 256, 1),
+         (128, 256, 512, "f8e4m3", "f32", 2, 256, 2), (200, 120, 384, "f8e5m2", "bf16", 3, 128, 2)]
 
 
-@pytest.mark.parametrize("M,N,K,ab,out,grid", CASES)
-def test_gemm_fp8_on_host_simt(driver, M, N, K, ab, out, grid):
+@pytest.mark.parametrize("M,N,K,ab,out,grid,bn,splits", CASES)
+def test_gemm_fp8_on_host_simt(driver, M, N, K, ab, out, grid, bn, splits):
     path, d = driver
     rng = np.random.default_rng(M + N + K)
     lim = 8 if ab == "f8e4m3" else 4
@@ -162,7 +178,7 @@ def test_gemm_fp8_on_host_simt(driver, M, N, K, ab, out, grid):
         want = round16_bits(want, out)
     inp, outp = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")
     with open(inp, "wb") as f:
-        f.write(np.array([int(ab == "f8e5m2"), OUTS[out], M, N, K, grid], dtype=np.int32).tobytes()
+        f.write(np.array([int(ab == "f8e5m2"), OUTS[out], M, N, K, grid, bn, splits], dtype=np.int32).tobytes()
                 + np.array([scale_a, scale_b], dtype=np.float32).tobytes() + bits_a.tobytes() + bits_b.tobytes())
     rc, log = run([path, inp, outp], d)
     assert rc == 0, log

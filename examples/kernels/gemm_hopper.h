@@ -1,39 +1,58 @@
 // The control shared by the Hopper GEMM kernels (gemm_wgmma.cu: f16 / bf16 operands; gemm_fp8.cu:
-// e4m3 / e5m2 operands): C (M x N) = A (M x K) B (K x N) in 128 x 256 tiles of C, f32 accumulation.
-// Written by hand here: the tile scheduler, the stage ring and its mbarriers, the producer /
-// consumer split and its register budgets, the epilogue's order.  Everything that depends on a
-// layout -- the TMA boxes, the swizzled tiles, the wgmma descriptors, the registers the epilogue
-// stores -- is a generated header's function: the operands' (a kernel file hands them in through
-// LLGEN_GEMM_HOPPER_OPERANDS) and the epilogue's, included here and shared by every operand type
-// (the kernel files assert that each operand header's accumulator is the registers they read).
+// e4m3 / e5m2 operands): C (M x N) = A (M x K) B (K x N) in 128 x 256 or 128 x 128 tiles of C, f32
+// accumulation.  Written by hand here: the tile scheduler and the split of K, the stage ring and its
+// mbarriers, the producer / consumer split and its register budgets, the epilogue's order.
+// Everything that depends on a layout -- the TMA boxes, the swizzled tiles, the wgmma descriptors,
+// the registers the epilogue stores -- is a generated header's function: the operands' (a kernel
+// file hands them in through LLGEN_GEMM_HOPPER_OPERANDS) and the epilogue's (LLGEN_GEMM_HOPPER_EPILOGUE
+// below, one per tile shape), shared by every operand type (the kernel files assert that each operand
+// header's accumulator is the registers the epilogue reads).
 //
-//   gemm_wgmma_store_f32  the f32 accumulator -> global C (8-byte vectors, store_masked at the edges)
-//   gemm_wgmma_stage_c    the 16-bit accumulator -> a 128-byte-swizzled shared C tile (st.shared)
-//   gemm_wgmma_tma_c_<t>  that shared tile -> global C (four TMA boxes; TMA clips at the edges)
+//   gemm_wgmma_store_f32[_n128]  the f32 accumulator -> global C (8-byte vectors, store_masked at the edges)
+//   gemm_wgmma_stage_c[_n128]    the 16-bit accumulator -> a 128-byte-swizzled shared C tile (st.shared)
+//   gemm_wgmma_tma_c_<t>[_n128]  that shared tile -> global C (TMA boxes; TMA clips at the edges)
 //
-// Schedule.  Tiles are numbered in grouped order (GROUP_M tile rows form a group, walked column by
-// column: the CTAs in flight together read few distinct A and B tiles, so L2 serves them).
-// Persistent (LLGEN_GEMM_PERSISTENT=1, the default): the grid has one CTA per SM (at most one per
-// tile) and CTA b computes tiles b, b + gridDim.x, ...; the producer's stage ring runs on across
-// tiles, so the next tile's operands load while the consumers run the epilogue of this one, and a
-// 16-bit C is staged in a buffer of its own.  LLGEN_GEMM_PERSISTENT=0: one CTA per tile (the same
-// loop, run once), a 16-bit C staged in the then idle operand stages.
+// Schedule (gemm_hopper_plan.h: the units of work and how the host chooses them).  Tiles are numbered
+// in grouped order (GROUP_M tile rows form a group, walked column by column: the CTAs in flight
+// together read few distinct A and B tiles, so L2 serves them).  A unit is a whole tile or one range of
+// k-steps of a split tile.  Persistent (LLGEN_GEMM_PERSISTENT=1, the default): the grid has at most
+// one CTA per SM and CTA b computes units b, b + gridDim.x, ...; the producer's stage ring runs on
+// across units, so the next unit's operands load while the consumers run the epilogue of this one,
+// and a 16-bit C is staged in a buffer of its own.  LLGEN_GEMM_PERSISTENT=0: one CTA per unit (the
+// same loop, run once), a 16-bit C staged in the then idle operand stages.
+//
+// Split K (deterministic).  A CTA that finishes a range of a split tile writes its f32 accumulator to
+// the workspace slot of (tile, range) and counts the range in the tile's counter (atomicAdd after a
+// __threadfence: the slot is visible before the count).  The CTA whose count completes the tile sums
+// the slots in range order 0, 1, .., splits - 1 (its own accumulator stands for slot 0 when it holds
+// range 0; every other slot, its own included, is read back), so each element's sum is the same
+// sequence of f32 additions whichever CTA comes last; it zeroes the counter for the next launch and
+// runs the epilogue.  A slot holds the accumulator in register order, thread by thread (16-byte
+// vectors: register 4c .. 4c + 3 of consumer thread t at float4 c * 256 + t): written and read back
+// by the same thread index of CTAs sharing one accumulator layout, it holds no tile layout of its own.
+// No CTA ever waits for another, so any number of CTAs in any order (the host SIMT runtime runs them
+// one after another) computes the same C.
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cstdint>
 
+#include "gemm_hopper_plan.h"
 #include "gemm_wgmma_store_f32.cuh"
 #include "gemm_wgmma_stage_c.cuh"
 #include "gemm_wgmma_tma_c_f16.cuh"
 #include "gemm_wgmma_tma_c_bf16.cuh"
+#include "gemm_wgmma_store_f32_n128.cuh"
+#include "gemm_wgmma_stage_c_n128.cuh"
+#include "gemm_wgmma_tma_c_f16_n128.cuh"
+#include "gemm_wgmma_tma_c_bf16_n128.cuh"
 
 extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: gemm_hopper::smem_bytes<Op>(out)
 
 // The hand-written control's knobs (bench/bench_gemm.py --ladder builds variants with -D):
 #ifndef LLGEN_GEMM_STAGES
-#define LLGEN_GEMM_STAGES 4
+#define LLGEN_GEMM_STAGES 8  // at most; fewer where they do not fit (128 x 256: 4, or 3 beside a C buffer)
 #endif
 #ifndef LLGEN_GEMM_GROUP_M
 #define LLGEN_GEMM_GROUP_M 8
@@ -47,33 +66,25 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: gemm_hopper
 
 namespace gemm_hopper {
 
-namespace store_f32 = gemm_wgmma_store_f32;
-namespace stage_c = gemm_wgmma_stage_c;
 namespace sync = gemm_wgmma_tma_c_f16;  // mbarriers, proxy fences, bulk groups: the same in every TMA header
 
 // The output's element type.  F16 / BF16: rounded to nearest even, staged and stored by TMA.
 enum Out { F32 = 0, BF16 = 1, F16 = 2 };
 
-constexpr int BM = stage_c::kShape[0], BN = stage_c::kShape[1];  // the C tile of one CTA
 constexpr int CONSUMERS = 2;                  // consumer warp groups, 64 rows of the tile each
-constexpr int THREADS = 128 + CONSUMERS * 128;  // warp group 0 produces, 1 and 2 consume
+constexpr int CONSUMER_THREADS = CONSUMERS * 128;
+constexpr int THREADS = 128 + CONSUMER_THREADS;  // warp group 0 produces, 1 and 2 consume
 constexpr int ALIGN = 1024;                   // the 128-byte swizzle's tile alignment (asserted)
 constexpr int MAX_SMEM = 227 * 1024;          // sm_90's dynamic shared memory per block
-constexpr int C_BYTES = stage_c::kTileBytes;  // the staged 16-bit C tile
 constexpr int IN_FLIGHT = LLGEN_GEMM_IN_FLIGHT;  // wgmma groups a consumer leaves running (0 or 1)
 constexpr int GROUP_M = LLGEN_GEMM_GROUP_M;   // tile rows of one group of the grouped order
 constexpr bool PERSISTENT = LLGEN_GEMM_PERSISTENT;
-constexpr int BARRIER_BYTES = 2 * 8 * 8 + 2 * 8;  // full/empty per stage (at most 8), two epilogue rendezvous
+// full/empty per stage (at most 8), the consumers' rendezvous, the split's "last range" flag
+constexpr int BARRIER_BYTES = 2 * 8 * 8 + 8 + 8;
 
 static_assert(IN_FLIGHT == 0 || IN_FLIGHT == 1, "a consumer releases one stage per k-step");
 static_assert(GROUP_M >= 1, "a group holds at least one tile row");
-static_assert(store_f32::kThreads == CONSUMERS * 128 && stage_c::kThreads == CONSUMERS * 128 &&
-              store_f32::kRegs == stage_c::kRegs && store_f32::kShape[0] == BM && store_f32::kShape[1] == BN,
-              "both epilogues store the consumers' registers of one C tile");
-static_assert(gemm_wgmma_tma_c_f16::kTileBytes == C_BYTES && gemm_wgmma_tma_c_bf16::kTileBytes == C_BYTES &&
-              gemm_wgmma_tma_c_f16::kShape[0] == BM && gemm_wgmma_tma_c_f16::kShape[1] == BN &&
-              gemm_wgmma_tma_c_bf16::kShape[0] == BM && gemm_wgmma_tma_c_bf16::kShape[1] == BN &&
-              gemm_wgmma_tma_c_f16::kTileAlign <= ALIGN && C_BYTES % ALIGN == 0, "the C tile TMA stores");
+static_assert(LLGEN_GEMM_STAGES >= 2 && LLGEN_GEMM_STAGES <= 8, "between 2 and 8 stages");
 
 // ---- compile-time checks that headers agree on the bytes and registers they share ----
 // f(o) == g(o) for every element offset o of a shared tile.
@@ -92,36 +103,31 @@ constexpr bool same_regs(int regs, F f, G g) {
                 if (f(r, l, w) != g(r, l, w)) return false;
     return true;
 }
-static_assert(same_regs(stage_c::kRegs, store_f32::src_index, stage_c::src_index), "one accumulator layout");
-static_assert(same_tile(BM * BN, stage_c::tile_index, gemm_wgmma_tma_c_f16::tile_index) &&
-              same_tile(BM * BN, stage_c::tile_index, gemm_wgmma_tma_c_bf16::tile_index),
-              "TMA stores the C tile the epilogue stages");
 
-// Operand stages in flight: LLGEN_GEMM_STAGES, fewer where they would not fit beside the C buffer.
-__host__ __device__ constexpr int c_buffer_bytes(int out) { return PERSISTENT && out != F32 ? C_BYTES : 0; }
-template <class Op>
-__host__ __device__ constexpr int stages(int out) {
-    return (MAX_SMEM - ALIGN - BARRIER_BYTES - c_buffer_bytes(out)) / Op::kStageBytes < LLGEN_GEMM_STAGES
-               ? (MAX_SMEM - ALIGN - BARRIER_BYTES - c_buffer_bytes(out)) / Op::kStageBytes
-               : LLGEN_GEMM_STAGES;
-}
-// Dynamic shared memory: the stages, the C buffer (persistent, 16-bit C), the barriers, alignment slack.
-template <class Op>
-__host__ __device__ constexpr int smem_bytes(int out) {
-    return stages<Op>(out) * Op::kStageBytes + c_buffer_bytes(out) + BARRIER_BYTES + ALIGN;
-}
+// The launch's work as the kernel reads it (gemm_hopper_plan.h's Plan, less what the host alone
+// needs): `splits` ranges per split tile, `dp` tiles computed whole, the partial-tile workspace and
+// the per-split-tile counters (zero between launches).
+struct Work {
+    int splits, dp;
+    float* partial;
+    int* count;
+};
 
 // Register budgets of warp specialisation (setmaxnreg): the producer (one thread issuing TMA) gives
-// registers back, the consumers take them for the 128 accumulator registers and the epilogue's.
+// registers back, the consumers take them for the accumulator and the epilogue's registers.
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * CONSUMERS * 128 <= 65536, "the register file");
 
-// The tiles of C in grouped order: GROUP_M tile rows per group, each group walked column by column
-// (tile id -> (m0, n0)); the last group has the rows that are left.
+// The units of C in grouped order: GROUP_M tile rows per group, each group walked column by column
+// (tile id -> (m0, n0)); the last group has the rows that are left.  Units as gemm_hopper_plan.h.
+template <int BM, int BN>
 struct Schedule {
-    int tiles_m, tiles_n;
-    __host__ __device__ Schedule(int M, int N) : tiles_m((M + BM - 1) / BM), tiles_n((N + BN - 1) / BN) {}
+    int tiles_m, tiles_n, ksteps;
+    Work work;
+    __host__ __device__ Schedule(int M, int N, int K, int kK, Work w)
+        : tiles_m((M + BM - 1) / BM), tiles_n((N + BN - 1) / BN), ksteps((K + kK - 1) / kK), work(w) {}
     __host__ __device__ int count() const { return tiles_m * tiles_n; }
+    __host__ __device__ int units() const { return work.dp + (count() - work.dp) * work.splits; }
     __device__ __forceinline__ void origin(int id, int& m0, int& n0) const {
         const int group = id / (GROUP_M * tiles_n), first = group * GROUP_M;
         const int rows = tiles_m - first < GROUP_M ? tiles_m - first : GROUP_M;
@@ -129,58 +135,117 @@ struct Schedule {
         m0 = (first + in_group % rows) * BM;
         n0 = (in_group / rows) * BN;
     }
+    // unit u -> its tile, its range (-1: the whole tile) and k-steps [kb, ke); range r of S holds
+    // k-steps [r ksteps / S, (r + 1) ksteps / S), never empty while S <= ksteps.
+    __device__ __forceinline__ void unit(int u, int& tile, int& range, int& kb, int& ke) const {
+        if (u < work.dp) {
+            tile = u, range = -1, kb = 0, ke = ksteps;
+            return;
+        }
+        const int v = u - work.dp;
+        tile = work.dp + v / work.splits, range = v % work.splits;
+        kb = static_cast<int>(static_cast<long long>(range) * ksteps / work.splits);
+        ke = static_cast<int>(static_cast<long long>(range + 1) * ksteps / work.splits);
+    }
 };
-
-// The grid: one CTA per tile, or (persistent) one per SM and never more than the tiles.
-inline int grid_size(int M, int N, int sms) {
-    const int tiles = Schedule(M, N).count();
-    return PERSISTENT && sms > 0 && sms < tiles ? sms : tiles;
-}
 
 inline __device__ uint16_t round16(float x, bool bf) {
     return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
 }
 
+// A split range's accumulator -> its workspace slot, in register order (see the top of this file).
+template <int R>
+__device__ __forceinline__ void store_partial(const float (&acc)[R], float* slot, unsigned tid) {
+    float4* const p = reinterpret_cast<float4*>(slot);
+#pragma unroll
+    for (int c = 0; c < R / 4; ++c)
+        p[c * CONSUMER_THREADS + tid] = make_float4(acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]);
+}
+
+// acc = ((slot 0 + slot 1) + slot 2) + .. + slot splits-1, f32 additions in that order; acc holds range
+// `mine`'s partial on entry (== slot `mine`, so for mine == 0 slot 0 is not read back).
+template <int R>
+__device__ __forceinline__ void sum_partials(float (&acc)[R], const float* slots, int splits, int mine,
+                                             unsigned tid) {
+    const float4* const p = reinterpret_cast<const float4*>(slots);
+    constexpr long long SLOT = R * CONSUMER_THREADS / 4;  // float4 per slot
+    if (mine != 0) {
+#pragma unroll
+        for (int c = 0; c < R / 4; ++c) {
+            const float4 v = p[c * CONSUMER_THREADS + tid];
+            acc[4 * c] = v.x, acc[4 * c + 1] = v.y, acc[4 * c + 2] = v.z, acc[4 * c + 3] = v.w;
+        }
+    }
+    for (int s = 1; s < splits; ++s) {
+        const float4* const q = p + s * SLOT;
+#pragma unroll
+        for (int c = 0; c < R / 4; ++c) {
+            const float4 v = q[c * CONSUMER_THREADS + tid];
+            acc[4 * c] += v.x, acc[4 * c + 1] += v.y, acc[4 * c + 2] += v.z, acc[4 * c + 3] += v.w;
+        }
+    }
+}
+
+// Operand stages in flight: LLGEN_GEMM_STAGES, fewer where they would not fit beside the C buffer.
+template <class Op>
+__host__ __device__ constexpr int c_buffer_bytes(int out) { return PERSISTENT && out != F32 ? Op::Epi::C_BYTES : 0; }
+template <class Op>
+__host__ __device__ constexpr int stages(int out) {
+    return (MAX_SMEM - ALIGN - BARRIER_BYTES - c_buffer_bytes<Op>(out)) / Op::kStageBytes < LLGEN_GEMM_STAGES
+               ? (MAX_SMEM - ALIGN - BARRIER_BYTES - c_buffer_bytes<Op>(out)) / Op::kStageBytes
+               : LLGEN_GEMM_STAGES;
+}
+// Dynamic shared memory: the stages, the C buffer (persistent, 16-bit C), the barriers, alignment slack.
+template <class Op>
+__host__ __device__ constexpr int smem_bytes(int out) {
+    return stages<Op>(out) * Op::kStageBytes + c_buffer_bytes<Op>(out) + BARRIER_BYTES + ALIGN;
+}
+
 // C = (A B) * scale, scale = *scale_a * *scale_b in f32 (kScaled; else 1), for the operand type Op
-// (a struct made by LLGEN_GEMM_HOPPER_OPERANDS) and the output kOut.  A stage holds Op's A tile (BM
-// x kK) then its B tile (kK x BN); k-step g of the CTA (counted across its tiles) uses stage g % S,
-// whose `full` barrier completes its phase (g / S) & 1 when TMA has landed both tiles and whose
-// `empty` barrier completes a phase when both consumer warp groups are done reading it.
+// (a struct made by LLGEN_GEMM_HOPPER_OPERANDS, its epilogue Op::Epi) and the output kOut, over the
+// units of `work`.  A stage holds Op's A tile (BM x kK) then its B tile (kK x BN); k-step g of the CTA
+// (counted across its units) uses stage g % S, whose `full` barrier completes its phase (g / S) & 1
+// when TMA has landed both tiles and whose `empty` barrier completes a phase when both consumer warp
+// groups are done reading it.
 template <class Op, int kOut, bool kScaled>
 __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap* map_b, const CUtensorMap* map_c,
-                                     void* C, int M, int N, int K, const float* scale_a, const float* scale_b) {
+                                     void* C, int M, int N, int K, const float* scale_a, const float* scale_b,
+                                     const Work& work) {
+    using Epi = typename Op::Epi;
+    constexpr int BM = Epi::BM, BN = Epi::BN;
     constexpr int S = stages<Op>(kOut);
     static_assert(S >= 2 && S <= 8, "between 2 and 8 stages fit");
     static_assert(smem_bytes<Op>(kOut) <= MAX_SMEM, "shared memory");
-    static_assert(PERSISTENT || kOut == F32 || C_BYTES <= S * Op::kStageBytes, "C is staged in the idle stages");
+    static_assert(PERSISTENT || kOut == F32 || Epi::C_BYTES <= S * Op::kStageBytes, "C is staged in the idle stages");
     // dynamic shared memory is 16-byte aligned by contract: align the stages to the swizzle's 1024
     unsigned char* const base = smem + ((ALIGN - (static_cast<unsigned>(__cvta_generic_to_shared(smem)) % ALIGN)) % ALIGN);
     unsigned char* const c_tile = PERSISTENT ? base + S * Op::kStageBytes : base;
-    uint64_t* const full = reinterpret_cast<uint64_t*>(base + S * Op::kStageBytes + c_buffer_bytes(kOut));
+    uint64_t* const full = reinterpret_cast<uint64_t*>(base + S * Op::kStageBytes + c_buffer_bytes<Op>(kOut));
     uint64_t* const empty = full + S;
-    uint64_t* const epilogue = empty + S;  // two rendezvous of the consumer threads per tile
+    uint64_t* const meet = empty + S;  // the consumer threads' rendezvous, phase after phase
+    volatile int* const last_flag = reinterpret_cast<volatile int*>(meet + 1);
     const int wg = threadIdx.x / 128;
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; ++s) {
             sync::mbar_init(&full[s], 1);           // the producer's arrive_expect_tx
             sync::mbar_init(&empty[s], CONSUMERS);  // one arrival per consumer warp group
         }
-        sync::mbar_init(&epilogue[0], CONSUMERS * 128);
-        sync::mbar_init(&epilogue[1], CONSUMERS * 128);
+        sync::mbar_init(meet, CONSUMER_THREADS);
         sync::fence_barrier_init();
     }
     __syncthreads();
-    const Schedule tiles(M, N);
-    const int ktiles = (K + Op::kK - 1) / Op::kK;
+    const Schedule<BM, BN> sched(M, N, K, Op::kK, work);
+    const int units = sched.units();
 
-    if (wg == 0) {  // producer: one thread keeps the ring full, tile after tile
+    if (wg == 0) {  // producer: one thread keeps the ring full, unit after unit
         Op::template regs_dec<PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             int g = 0;
-            for (int t = blockIdx.x; t < tiles.count(); t += gridDim.x) {
-                int m0, n0;
-                tiles.origin(t, m0, n0);
-                for (int kt = 0; kt < ktiles; ++kt, ++g) {
+            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                int tile, range, kb, ke, m0, n0;
+                sched.unit(u, tile, range, kb, ke);
+                sched.origin(tile, m0, n0);
+                for (int kt = kb; kt < ke; ++kt, ++g) {
                     const int s = g % S;
                     if (g >= S) sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its last readers are done
                     sync::mbar_arrive_expect_tx(&full[s], Op::kTxBytes);
@@ -195,25 +260,47 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
     const unsigned tid = threadIdx.x - 128;  // 0 .. 255: the mma's and the epilogue's thread index
     const float scale = kScaled ? *scale_a * *scale_b : 1.0f;
     int g = 0;
-    unsigned phase = 0;  // of the epilogue rendezvous
-    for (int t = blockIdx.x; t < tiles.count(); t += gridDim.x, phase ^= 1) {
-        int m0, n0;
-        tiles.origin(t, m0, n0);
+    unsigned meets = 0;  // rendezvous passed: the next one completes phase parity meets & 1
+    auto rendezvous = [&] {
+        sync::mbar_arrive(meet);
+        sync::mbar_wait(meet, meets & 1);
+        ++meets;
+    };
+    for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        int tile, range, kb, ke, m0, n0;
+        sched.unit(u, tile, range, kb, ke);
+        sched.origin(tile, m0, n0);
         float acc[Op::kAccRegs];
 #pragma unroll
         for (int r = 0; r < Op::kAccRegs; ++r) acc[r] = 0.0f;
-        for (int kt = 0; kt < ktiles; ++kt, ++g) {
+        for (int kt = kb; kt < ke; ++kt, ++g) {
             const int s = g % S;
             sync::mbar_wait(&full[s], (g / S) & 1);
             Op::fence();
             Op::mma(acc, base + s * Op::kStageBytes, tid);
             Op::commit();
             Op::template wait<IN_FLIGHT>();  // k-step g - IN_FLIGHT's wgmma are done: release its stage
-            if (kt >= IN_FLIGHT && tid % 128 == 0) sync::mbar_arrive(&empty[(g - IN_FLIGHT) % S]);
+            if (kt - kb >= IN_FLIGHT && tid % 128 == 0) sync::mbar_arrive(&empty[(g - IN_FLIGHT) % S]);
         }
-        Op::wait_acc(acc);  // every wgmma of the tile done; acc readable
-        // the tile's last IN_FLIGHT stages, released now that their wgmma are done
+        Op::wait_acc(acc);  // every wgmma of the unit done; acc readable
+        // the unit's last IN_FLIGHT stages, released now that their wgmma are done
         if (IN_FLIGHT && tid % 128 == 0) sync::mbar_arrive(&empty[(g - 1) % S]);
+
+        if (range >= 0) {  // one range of a split tile: park it; the CTA completing the tile sums
+            float* const slots = work.partial + static_cast<long long>(tile - work.dp) * work.splits * (BM * BN);
+            store_partial(acc, slots + static_cast<long long>(range) * (BM * BN), tid);
+            rendezvous();  // every consumer thread's slot written (and the last unit's flag read)
+            if (tid == 0) {
+                __threadfence();  // the slot (this CTA's writes, ordered by the rendezvous) before the count
+                const int last = atomicAdd(&work.count[tile - work.dp], 1) == work.splits - 1;
+                if (last) work.count[tile - work.dp] = 0;  // every range has counted: zero for the next launch
+                __threadfence();  // the other ranges' slots, seen through their counts, before the reads
+                *last_flag = last;
+            }
+            rendezvous();  // the flag written
+            if (!*last_flag) continue;
+            sum_partials(acc, slots, work.splits, range, tid);
+        }
 
         if constexpr (kScaled) {
 #pragma unroll
@@ -221,12 +308,12 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         }
         if constexpr (kOut == F32) {
             const long long strides[2] = {N, 1};
-            float* const tile = static_cast<float*>(C) + static_cast<long long>(m0) * N + n0;
+            float* const c = static_cast<float*>(C) + static_cast<long long>(m0) * N + n0;
             if (m0 + BM <= M && n0 + BN <= N) {
-                store_f32::store(acc, tile, strides, base, tid);  // (kSmemBytes 0: no scratch)
+                Epi::store_f32(acc, c, strides, base, tid);  // (kSmemBytes 0: no scratch)
             } else {
                 const int extent[2] = {M - m0, N - n0};
-                store_f32::store_masked(acc, tile, strides, extent, base, tid);
+                Epi::store_f32_masked(acc, c, strides, extent, base, tid);
             }
         } else {
             uint16_t out[Op::kAccRegs];
@@ -234,19 +321,16 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
             for (int r = 0; r < Op::kAccRegs; ++r) out[r] = round16(acc[r], kOut == BF16);
             // Rendezvous 1: C may be written.  Persistent: the previous tile's TMA store has read the
             // C buffer (thread 0 issued it and waits for its reads before arriving).  One CTA per
-            // tile: both consumer groups are past their last wgmma, so the stages are free for C.
+            // unit: both consumer groups are past their last wgmma, so the stages are free for C.
             if (PERSISTENT && tid == 0) sync::store_wait<0>();
-            sync::mbar_arrive(&epilogue[0]);
-            sync::mbar_wait(&epilogue[0], phase);
-            stage_c::store(out, c_tile, tid);
+            rendezvous();
+            Epi::stage(out, c_tile, tid);
             sync::fence_proxy_async();  // the tile's st.shared visible to TMA
             // Rendezvous 2: the whole C tile is in shared memory.
-            sync::mbar_arrive(&epilogue[1]);
-            sync::mbar_wait(&epilogue[1], phase);
+            rendezvous();
             if (tid == 0) {
                 const int cc[2] = {m0, n0};
-                if constexpr (kOut == BF16) gemm_wgmma_tma_c_bf16::store(map_c, cc, c_tile);
-                else gemm_wgmma_tma_c_f16::store(map_c, cc, c_tile);
+                Epi::template tma_store<kOut == BF16>(map_c, cc, c_tile);
                 sync::store_commit();  // its reads are waited for before the next tile's C, or below
             }
         }
@@ -254,28 +338,110 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
     if (kOut != F32 && tid == 0) sync::store_wait<0>();  // shared memory must outlive the store's reads
 }
 
-// C's tensor map (16-bit C only: the f32 epilogue stores from registers).  C: M x N row-major.
-inline CUresult encode_c(CUtensorMap* map, int out, const void* C, int M, int N) {
-    if (out == F32) return CUDA_SUCCESS;
-    const unsigned long long dc[2] = {static_cast<unsigned long long>(M), static_cast<unsigned long long>(N)};
-    const unsigned long long sc[2] = {static_cast<unsigned long long>(N), 1};
-    return out == BF16 ? gemm_wgmma_tma_c_bf16::make_tensor_map(map, C, dc, sc)
-                       : gemm_wgmma_tma_c_f16::make_tensor_map(map, C, dc, sc);
-}
-
 }  // namespace gemm_hopper
+
+// The epilogue of one C tile shape as the control above calls it: NAME::store_f32 / store_f32_masked
+// (STORE_F32: the f32 accumulator to global C), NAME::stage (STAGE_C: the 16-bit accumulator to the
+// swizzled shared C tile), NAME::tma_store (TMA_C_F16 / TMA_C_BF16: that tile to global C) and
+// NAME::encode_c (C's tensor map).  The assertions: both stores read one accumulator layout, TMA
+// stores the tile the stage writes.
+#define LLGEN_GEMM_HOPPER_EPILOGUE(NAME, STORE_F32, STAGE_C, TMA_C_F16, TMA_C_BF16)                              \
+    struct NAME {                                                                                                \
+        static constexpr int BM = STAGE_C::kShape[0], BN = STAGE_C::kShape[1], kRegs = STAGE_C::kRegs;          \
+        static constexpr int C_BYTES = STAGE_C::kTileBytes;                                                      \
+        static_assert(BM == gemm_hopper::PLAN_BM && STORE_F32::kShape[0] == BM && STORE_F32::kShape[1] == BN &&  \
+                      STORE_F32::kThreads == gemm_hopper::CONSUMER_THREADS &&                                    \
+                      STAGE_C::kThreads == gemm_hopper::CONSUMER_THREADS && STORE_F32::kRegs == kRegs &&         \
+                      kRegs % 4 == 0, "both epilogues store the consumers' registers of one C tile");           \
+        static_assert(TMA_C_F16::kTileBytes == C_BYTES && TMA_C_BF16::kTileBytes == C_BYTES &&                   \
+                      TMA_C_F16::kShape[0] == BM && TMA_C_F16::kShape[1] == BN && TMA_C_BF16::kShape[0] == BM && \
+                      TMA_C_BF16::kShape[1] == BN && TMA_C_F16::kTileAlign <= gemm_hopper::ALIGN &&              \
+                      C_BYTES % gemm_hopper::ALIGN == 0, "the C tile TMA stores");                               \
+        static_assert(gemm_hopper::same_regs(kRegs, STORE_F32::src_index, STAGE_C::src_index),                   \
+                      "one accumulator layout");                                                                 \
+        static_assert(gemm_hopper::same_tile(BM * BN, STAGE_C::tile_index, TMA_C_F16::tile_index) &&             \
+                      gemm_hopper::same_tile(BM * BN, STAGE_C::tile_index, TMA_C_BF16::tile_index),              \
+                      "TMA stores the C tile the epilogue stages");                                              \
+        __host__ __device__ static constexpr int src_index(int r, int lane, int warp) {                          \
+            return STAGE_C::src_index(r, lane, warp);                                                            \
+        }                                                                                                        \
+        __device__ static __forceinline__ void store_f32(const float (&acc)[kRegs], float* tile,                 \
+                                                         const long long (&strides)[2], void* s, unsigned tid) { \
+            STORE_F32::store(acc, tile, strides, s, tid);                                                        \
+        }                                                                                                        \
+        __device__ static __forceinline__ void store_f32_masked(const float (&acc)[kRegs], float* tile,          \
+                                                                const long long (&strides)[2],                   \
+                                                                const int (&extent)[2], void* s, unsigned tid) { \
+            STORE_F32::store_masked(acc, tile, strides, extent, s, tid);                                         \
+        }                                                                                                        \
+        __device__ static __forceinline__ void stage(const uint16_t (&out)[kRegs], void* c_tile, unsigned tid) { \
+            STAGE_C::store(out, c_tile, tid);                                                                    \
+        }                                                                                                        \
+        template <bool kBf16>                                                                                    \
+        __device__ static __forceinline__ void tma_store(const CUtensorMap* map, const int (&cc)[2],             \
+                                                         const void* c_tile) {                                   \
+            if constexpr (kBf16) TMA_C_BF16::store(map, cc, c_tile);                                             \
+            else TMA_C_F16::store(map, cc, c_tile);                                                              \
+        }                                                                                                        \
+        /* C's tensor map (16-bit C only: the f32 epilogue stores from registers).  C: M x N row-major. */      \
+        static inline CUresult encode_c(CUtensorMap* map, int out, const void* C, int M, int N) {                \
+            if (out == gemm_hopper::F32) return CUDA_SUCCESS;                                                    \
+            const unsigned long long dc[2] = {static_cast<unsigned long long>(M), static_cast<unsigned long long>(N)}; \
+            const unsigned long long sc[2] = {static_cast<unsigned long long>(N), 1};                            \
+            return out == gemm_hopper::BF16 ? TMA_C_BF16::make_tensor_map(map, C, dc, sc)                        \
+                                            : TMA_C_F16::make_tensor_map(map, C, dc, sc);                        \
+        }                                                                                                        \
+    };
+
+namespace gemm_hopper {
+LLGEN_GEMM_HOPPER_EPILOGUE(Epi256, gemm_wgmma_store_f32, gemm_wgmma_stage_c, gemm_wgmma_tma_c_f16, gemm_wgmma_tma_c_bf16)
+LLGEN_GEMM_HOPPER_EPILOGUE(Epi128, gemm_wgmma_store_f32_n128, gemm_wgmma_stage_c_n128, gemm_wgmma_tma_c_f16_n128,
+                           gemm_wgmma_tma_c_bf16_n128)
+}  // namespace gemm_hopper
+
+#if !defined(__CUDACC_RTC__) && !defined(LLGEN_HOST_SIMT)
+namespace gemm_hopper {
+// The split's workspace for plan p (none when p.splits is 1): the counters, zeroed (the CTA completing
+// a tile zeroes its counter again, so they stay zero between launches), then the partial tiles
+// (256-byte aligned), in one allocation *mem.  Launches sharing a workspace must not overlap (one
+// stream).  Returns 0 or a cudaError_t.
+inline int allocate_work(const Plan& p, void** mem, Work* w) {
+    *mem = nullptr;
+    *w = Work{p.splits, p.dp, nullptr, nullptr};
+    if (p.splits <= 1) return 0;
+    const size_t counters = (static_cast<size_t>(p.counters) * sizeof(int) + 255) / 256 * 256;
+    if (cudaError_t e = cudaMalloc(mem, counters + static_cast<size_t>(p.workspace) * sizeof(float))) return e;
+    if (cudaError_t e = cudaMemset(*mem, 0, counters)) return e;
+    if (cudaError_t e = cudaStreamSynchronize(0)) return e;  // zero before a launch on any stream
+    w->count = static_cast<int*>(*mem);
+    w->partial = reinterpret_cast<float*>(static_cast<char*>(*mem) + counters);
+    return 0;
+}
+// The plan of an (M, N, K) GEMM of k-step kK on the current device (bn / splits: 0 to choose).
+inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits) {
+    int device = 0, sms = 0;
+    if (cudaError_t e = cudaGetDevice(&device)) return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) return e;
+    if ((bn != 0 && bn != 128 && bn != 256) || splits < 0 || splits > MAX_SPLITS) return cudaErrorInvalidValue;
+    *p = plan(M, N, K, kK, sms, PERSISTENT, bn, splits);
+    return p->splits > p->ksteps ? cudaErrorInvalidValue : 0;  // a range without a k-step
+}
+}  // namespace gemm_hopper
+#endif
 
 // One operand type of the GEMM as the control above calls it: NAME::load() (one stage: TMA_A's A
 // tile at (m0, k0), TMA_B's B tile at (k0, n0), both in the tensors' dim order), NAME::mma() (MMA's
-// wgmma over one stage), and MMA's fence / commit / wait / register budgets.  The assertions are the
+// wgmma over one stage), MMA's fence / commit / wait / register budgets, and NAME::Epi (EPI, the
+// epilogue of MMA's C tile shape: gemm_hopper::Epi256 or Epi128).  The assertions are the
 // claims the control relies on: TMA writes the tiles wgmma reads (element by element, through the
 // headers' index functions), the accumulator is the registers the epilogue headers read.
-#define LLGEN_GEMM_HOPPER_OPERANDS(NAME, TMA_A, TMA_B, MMA)                                                      \
+#define LLGEN_GEMM_HOPPER_OPERANDS(NAME, TMA_A, TMA_B, MMA, EPI)                                                 \
     struct NAME {                                                                                                \
+        using Epi = EPI;                                                                                         \
         static constexpr int kK = MMA::kK, kAccRegs = MMA::kAccRegs;                                             \
         static constexpr int kBytesA = MMA::kTileBytesA, kStageBytes = MMA::kTileBytesA + MMA::kTileBytesB;      \
         static constexpr int kTxBytes = TMA_A::kTxBytes + TMA_B::kTxBytes;                                       \
-        static_assert(MMA::kM == gemm_hopper::BM && MMA::kN == gemm_hopper::BN &&                                \
+        static_assert(MMA::kM == EPI::BM && MMA::kN == EPI::BN &&                                                \
                       MMA::kThreads == gemm_hopper::CONSUMERS * 128, #MMA ": the C tile of two consumer groups"); \
         static_assert(TMA_A::kShape[0] == MMA::kM && TMA_A::kShape[1] == kK && TMA_B::kShape[0] == kK &&          \
                       TMA_B::kShape[1] == MMA::kN && TMA_A::kTileBytes == MMA::kTileBytesA &&                    \
@@ -287,8 +453,7 @@ inline CUresult encode_c(CUtensorMap* map, int out, const void* C, int M, int N)
         static_assert(gemm_hopper::same_tile(MMA::kM * kK, TMA_A::tile_index, MMA::a_tile_index) &&              \
                       gemm_hopper::same_tile(kK * MMA::kN, TMA_B::tile_index, MMA::b_tile_index),                \
                       "TMA writes the A and B tiles wgmma reads");                                               \
-        static_assert(kAccRegs == gemm_hopper::stage_c::kRegs &&                                                 \
-                      gemm_hopper::same_regs(kAccRegs, MMA::acc_index, gemm_hopper::stage_c::src_index),         \
+        static_assert(kAccRegs == EPI::kRegs && gemm_hopper::same_regs(kAccRegs, MMA::acc_index, EPI::src_index), \
                       "the epilogue stores the registers the mma fills");                                        \
         __device__ static __forceinline__ void load(const CUtensorMap* a, const CUtensorMap* b, int m0, int n0,  \
                                                     int k0, unsigned char* stage, uint64_t* bar) {               \

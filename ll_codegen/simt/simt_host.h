@@ -776,6 +776,21 @@ inline void __syncthreads() {
     ::llgen_host::yield_to_scheduler();
 }
 
+// Global-memory atomics and fences (a split-K GEMM's per-tile counters, say).  One fiber runs at a
+// time and switches only at a barrier or a warp-collective operation, so a read-modify-write is
+// atomic and every write is seen by every later read: __threadfence() has nothing left to order.
+inline int atomicAdd(int* p, int v) {
+    const int old = *p;
+    *p = old + v;
+    return old;
+}
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+    const unsigned old = *p;
+    *p = old + v;
+    return old;
+}
+inline void __threadfence() {}
+
 namespace llgen_host {
 // a warp-scope barrier (bar.warp.sync, or the HIP headers' wavefront barrier)
 inline void sync_warp(unsigned mask = 0xffffffffu) {

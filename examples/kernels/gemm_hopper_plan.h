@@ -1,0 +1,105 @@
+// The work of one Hopper GEMM launch (examples/kernels/gemm_hopper.h): the tile shape of C and how K
+// is split, chosen per (M, N, K) on the host.  Plain C++ (no CUDA), so the choice is unit-tested on
+// any machine (tests/test_gemm_hopper_plan.py compiles this header alone and reads its table).
+//
+// Units of work.  C is cut into tiles of 128 x bn (bn 256 or 128), numbered in grouped order.  The
+// first `dp` tiles are computed whole, each by one CTA ("data parallel"); every tile after them is
+// cut along K into `splits` ranges of k-steps, one CTA per range, each writing its f32 partial tile
+// to a workspace; the CTA that finishes a tile's last range (a counter per tile in global memory)
+// sums the partials in split order 0, 1, .., splits - 1 -- an order fixed by the plan, not by which
+// CTA came last, so C is bit-identical run to run -- and runs the epilogue.  Unit u < dp is tile u;
+// unit dp + v is tile dp + v / splits, range v % splits.  A persistent grid walks the units u =
+// blockIdx.x, + gridDim.x, ..; the split units come after every whole tile, in the last rounds.
+//
+// The choice (plan()): minimise a modelled time over bn in {256, 128} and splits in 1 .. 16, in units
+// of one k-step of a 128 x 256 tile on one SM:
+//
+//   a k-step of a 128 x bn tile      costs  c(256) = 1,  c(128) = 0.55  (half the MACs; a smaller tile
+//                                           reuses each operand byte less, so not quite half the time)
+//   writing or reading one f32       costs  p(bn) = bn / 128  (64 KB per 128 columns; about 2 k-steps
+//   partial tile on one SM                  for 128 x 256 at an SM's share of the L2 bandwidth)
+//   unsplit (splits 1, dp = tiles):  ceil(tiles / sms) * ksteps * c
+//   split (splits S >= 2):           the full rounds W = floor(tiles / sms) stay whole (dp = W sms), the
+//                                    tail's tail * S units take R = ceil(tail * S / sms) rounds:
+//                                    W * ksteps * c + R * (ceil(ksteps / S) * c + p) + S * p
+//                                    (each unit writes its partial; the last one reads S partials)
+//
+// Splits need a tail (tiles not a multiple of sms), at least MIN_KSTEPS k-steps per range, and S <= 16;
+// a split plan is taken only when its modelled time is below SPLIT_GAIN of the best unsplit one (the
+// model is coarse and a split costs a workspace).  Ties go to the larger tile, then fewer splits.
+// Examples on 132 SMs, 16-bit operands (64-deep k-steps): 512 x 512 x 8192 -> 128 x 128, 8 splits (16
+// tiles -> 128 units); 3000 x 5000 x 4000 -> 128 x 256, 3 rounds whole and the 84-tile tail in 3 splits;
+// 4096^3 -> 128 x 256 unsplit (512 tiles: the tail's split would not pay).
+#pragma once
+
+namespace gemm_hopper {
+
+constexpr int PLAN_BM = 128;           // every tile shape has 128 rows (two consumer warp groups of 64)
+constexpr int MAX_SPLITS = 16;
+constexpr int MIN_KSTEPS = 4;          // k-steps per split range, at least
+constexpr double SPLIT_GAIN = 0.97;    // a split plan must model at least 3% faster than the best unsplit one
+
+// One launch's work.  bn: 256 or 128; splits >= 1; dp: tiles computed whole (all of them when splits
+// is 1); units = dp + (tiles - dp) * splits; grid: CTAs launched; workspace: f32 elements of the
+// partial tiles ((tiles - dp) * splits * 128 * bn); counters: ints, one per split tile, zero between
+// launches; cost: the modelled time (k-steps of a 128 x 256 tile).
+struct Plan {
+    int bn, splits, dp, tiles, ksteps, units, grid;
+    long long workspace;
+    int counters;
+    double cost;
+};
+
+inline int plan_ceil(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
+
+// The plan of tile width bn and `splits` ranges (dp: -1 for the rule above, else the whole tiles).
+// sms <= 0: no SM count (one CTA per unit).  persistent: the grid is min(sms, units).
+inline Plan plan_fixed(int M, int N, int K, int kK, int sms, bool persistent, int bn, int splits, int dp = -1) {
+    Plan p{};
+    p.bn = bn;
+    p.splits = splits;
+    p.tiles = plan_ceil(M, PLAN_BM) * plan_ceil(N, bn);
+    p.ksteps = plan_ceil(K, kK);
+    const double c = bn == 256 ? 1.0 : 0.55, partial = bn / 128.0;
+    if (splits <= 1) {
+        p.splits = 1;
+        p.dp = p.tiles;
+        p.cost = plan_ceil(p.tiles, sms > 0 ? sms : p.tiles) * static_cast<double>(p.ksteps) * c;
+    } else {
+        const int rounds = sms > 0 ? p.tiles / sms : 0;
+        p.dp = dp >= 0 ? dp : rounds * sms;
+        const int tail = p.tiles - p.dp;
+        const int tail_rounds = plan_ceil(static_cast<long long>(tail) * splits, sms > 0 ? sms : tail * splits);
+        p.cost = (static_cast<double>(p.dp) / (sms > 0 ? sms : p.tiles)) * p.ksteps * c +
+                 tail_rounds * (plan_ceil(p.ksteps, splits) * c + partial) + splits * partial;
+    }
+    p.units = p.dp + (p.tiles - p.dp) * p.splits;
+    p.grid = persistent && sms > 0 && sms < p.units ? sms : p.units;
+    p.workspace = static_cast<long long>(p.tiles - p.dp) * p.splits * PLAN_BM * bn;
+    p.counters = p.splits > 1 ? p.tiles - p.dp : 0;
+    return p;
+}
+
+// The plan of least modelled time (see the top of this file).  bn_want: 0 to choose, else 256 or 128;
+// splits_want: 0 to choose, 1 for none, S >= 2 to cut every tile into S ranges (dp = 0).
+inline Plan plan(int M, int N, int K, int kK, int sms, bool persistent, int bn_want = 0, int splits_want = 0) {
+    if (splits_want >= 2) return plan_fixed(M, N, K, kK, sms, persistent, bn_want ? bn_want : 256, splits_want, 0);
+    Plan best{}, best_split{};
+    bool have = false, have_split = false;
+    for (int i = 0; i < 2; ++i) {
+        const int bn = i == 0 ? 256 : 128;
+        if (bn_want && bn != bn_want) continue;
+        const Plan whole = plan_fixed(M, N, K, kK, sms, persistent, bn, 1);
+        if (!have || whole.cost < best.cost) best = whole, have = true;
+        if (splits_want == 1 || sms <= 0) continue;
+        const int tail = whole.tiles % sms;
+        if (tail == 0) continue;
+        for (int s = 2; s <= MAX_SPLITS && s * MIN_KSTEPS <= whole.ksteps; ++s) {
+            const Plan sp = plan_fixed(M, N, K, kK, sms, persistent, bn, s);
+            if (!have_split || sp.cost < best_split.cost) best_split = sp, have_split = true;
+        }
+    }
+    return have_split && best_split.cost < SPLIT_GAIN * best.cost ? best_split : best;
+}
+
+}  // namespace gemm_hopper
