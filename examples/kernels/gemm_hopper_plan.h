@@ -16,8 +16,11 @@
 //
 //   a k-step of a 128 x bn tile      costs  c(256) = 1,  c(128) = 0.55  (half the MACs; a smaller tile
 //                                           reuses each operand byte less, so not quite half the time)
-//   writing or reading one f32       costs  p(bn) = bn / 128  (64 KB per 128 columns; about 2 k-steps
-//   partial tile on one SM                  for 128 x 256 at an SM's share of the L2 bandwidth)
+//   writing or reading one f32       costs  p(bn) = 2.5 bn / 128  (64 KB per 128 columns; measured on the
+//   partial tile on one SM                  H200: a round of 128 x 256 partials, 17 MB from 132 SMs, takes
+//                                           about 5 k-steps -- the 3000 x 5000 x 4000 tail split in 3 ran
+//                                           546 TFLOP/s against 560 unsplit, 512 x 512 x 8192 in 8 ranges
+//                                           2.3x its unsplit speed, as this cost predicts)
 //   unsplit (splits 1, dp = tiles):  ceil(tiles / sms) * ksteps * c
 //   split (splits S >= 2):           the full rounds W = floor(tiles / sms) stay whole (dp = W sms), the
 //                                    tail's tail * S units take R = ceil(tail * S / sms) rounds:
@@ -27,9 +30,10 @@
 // Splits need a tail (tiles not a multiple of sms), at least MIN_KSTEPS k-steps per range, and S <= 16;
 // a split plan is taken only when its modelled time is below SPLIT_GAIN of the best unsplit one (the
 // model is coarse and a split costs a workspace).  Ties go to the larger tile, then fewer splits.
-// Examples on 132 SMs, 16-bit operands (64-deep k-steps): 512 x 512 x 8192 -> 128 x 128, 8 splits (16
-// tiles -> 128 units); 3000 x 5000 x 4000 -> 128 x 256, 3 rounds whole and the 84-tile tail in 3 splits;
-// 4096^3 -> 128 x 256 unsplit (512 tiles: the tail's split would not pay).
+// Examples on 132 SMs, 16-bit operands (64-deep k-steps): 512 x 512 x 8192 -> 128 x 128, 5 splits (16
+// tiles -> 80 units; fp8: 4 splits); 3000 x 5000 x 4000 -> 128 x 256 unsplit (splitting the 84-tile
+// tail in 3 models 256 against 252: the partials' traffic eats the last round's gain); 4096^3 -> 128 x
+// 256 unsplit (512 tiles).
 #pragma once
 
 namespace gemm_hopper {
@@ -60,7 +64,7 @@ inline Plan plan_fixed(int M, int N, int K, int kK, int sms, bool persistent, in
     p.splits = splits;
     p.tiles = plan_ceil(M, PLAN_BM) * plan_ceil(N, bn);
     p.ksteps = plan_ceil(K, kK);
-    const double c = bn == 256 ? 1.0 : 0.55, partial = bn / 128.0;
+    const double c = bn == 256 ? 1.0 : 0.55, partial = 2.5 * bn / 128.0;
     if (splits <= 1) {
         p.splits = 1;
         p.dp = p.tiles;
