@@ -6,7 +6,7 @@
     python bench/bench_convert.py --headline RESULTS_JSON          # no GPU: a recorded run's headline
 
 One device call does everything: measures the SM clock under load, plans
-every pair of ``CORPUS`` (auto, the naive baseline -- strategy smem, no
+every pair of ``CORPUS`` (tiles of rank 1 to 3; auto, the naive baseline -- strategy smem, no
 swizzle, one element per access -- and, for the cost-model calibration, every
 candidate the planner scores), renders the round-trip bench kernels, compiles
 them with nvcc in parallel (``-Xptxas -v``), checks every kernel's output bit for
@@ -110,6 +110,15 @@ CORPUS = [
      dot(mma_v2([2, 2], [64, 128]), 1, 2, [64, 128]), "f16", False, "dot operand B, 64 x 128"),
     ("T_row_col_64x128_f32_2w", blocked([1, 4], [8, 4], [2, 1], [1, 0], [64, 128]),
      blocked([4, 1], [4, 8], [1, 2], [0, 1], [64, 128]), "f32", False, "2 warps"),
+    # rank 3: batched transposes (the batch over warps), a permutation of the dims, a batched mma accumulator
+    ("T3_batch_row_col_2x64x64_f16", blocked([1, 1, 8], [1, 4, 8], [2, 2, 1], [2, 1, 0], [2, 64, 64]),
+     blocked([1, 8, 1], [1, 8, 4], [2, 1, 2], [1, 2, 0], [2, 64, 64]), "f16", False, "rank 3"),
+    ("T3_batch_row_col_4x32x64_f32_8w", blocked([1, 1, 4], [1, 4, 8], [4, 2, 1], [2, 1, 0], [4, 32, 64]),
+     blocked([1, 4, 1], [1, 8, 4], [4, 1, 2], [1, 2, 0], [4, 32, 64]), "f32", False, "rank 3"),
+    ("T3_dims_021_8x16x32_f16", blocked([1, 1, 8], [1, 4, 8], [4, 1, 1], [2, 1, 0], [8, 16, 32]),
+     blocked([8, 1, 1], [8, 4, 1], [1, 1, 4], [0, 1, 2], [8, 16, 32]), "f16", False, "rank 3"),
+    ("mma2_3d_to_blocked_2x64x64_f16", mma_v2([2, 2, 1], [2, 64, 64], (1, 16, 8)),
+     blocked([1, 1, 8], [1, 4, 8], [2, 2, 1], [2, 1, 0], [2, 64, 64]), "f16", False, "rank 3"),
     # warp-local transposes: each warp's 8x32 block, registers along columns -> along rows
     *[(f"warp_T_64x32_{dt}_8w", WARP_T_SRC, WARP_T_DST, dt, False, "warp-local transpose") for dt in ("i8", "f16", "f32")],
 ]

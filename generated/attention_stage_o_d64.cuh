@@ -101,19 +101,19 @@ __device__ __forceinline__ void store_words(const uint32_t (&s)[kWords], void* s
     detail::st_shared_b32<0>(st_addr, s[0]);
     detail::st_shared_b32<1024>(st_addr, s[1]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x10), s[2]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x410), s[3]);
+    detail::st_shared_b32<1024>(smem_u32 + (st_base ^ 0x10), s[3]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x20), s[4]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x420), s[5]);
+    detail::st_shared_b32<1024>(smem_u32 + (st_base ^ 0x20), s[5]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x30), s[6]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x430), s[7]);
+    detail::st_shared_b32<1024>(smem_u32 + (st_base ^ 0x30), s[7]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x40), s[8]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x440), s[9]);
+    detail::st_shared_b32<1024>(smem_u32 + (st_base ^ 0x40), s[9]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x50), s[10]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x450), s[11]);
+    detail::st_shared_b32<1024>(smem_u32 + (st_base ^ 0x50), s[11]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x60), s[12]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x460), s[13]);
+    detail::st_shared_b32<1024>(smem_u32 + (st_base ^ 0x60), s[13]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x70), s[14]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x470), s[15]);
+    detail::st_shared_b32<1024>(smem_u32 + (st_base ^ 0x70), s[15]);
 }
 
 template <typename T>

@@ -2,11 +2,15 @@
 // Grid of CTAs with blocked_register_permute_bf16::kThreads threads and 0 bytes of dynamic shared memory each;
 // CTA b converts tile b (4096 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  blocked_register_permute_bf16_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  blocked_register_permute_bf16_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "blocked_register_permute_bf16.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -77,9 +81,6 @@ static_assert(blocked_register_permute_bf16_back::kThreads == blocked_register_p
 static_assert(blocked_register_permute_bf16_back::kSmemBytes <= 0 && blocked_register_permute_bf16::kSmemBytes <= 0,
               "launch with 0 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned blocked_register_permute_bf16_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(blocked_register_permute_bf16::kThreads)
 blocked_register_permute_bf16_bench(const uint16_t* __restrict__ in, uint16_t* __restrict__ out, int iters) {
@@ -94,38 +95,41 @@ blocked_register_permute_bf16_bench(const uint16_t* __restrict__ in, uint16_t* _
     const unsigned src_idx = ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8);
     // the tile in and out 4 element(s) at a time (uint2): registers 4g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
-    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
-    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x820]);
-    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
-    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc20]);
-    uint16_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint16_t>(blocked_register_permute_bf16_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kDstWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(in + src_idx);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x420);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x820);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(in + src_idx + 0xc00);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(in + src_idx + 0xc20);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kDstWords] = {
+        0x40000u, 0x20e420e0u, 0x1030107u, 0x21e321e7u, 0xc0008u, 0x20ec20e8u, 0x10b010fu, 0x21eb21efu,
+        0x20a020eu, 0x22ea22eeu, 0x30d0309u, 0x23ed23e9u, 0x2020206u, 0x22e222e6u, 0x3050301u, 0x23e523e1u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x41c041cu) ^ (((lane >> 1) & 1u) * 0x8380838u) ^ (((lane >> 2) & 1u) * 0x10701070u) ^ (((lane >> 3) & 1u) * 0x40c140c1u) ^ (((lane >> 4) & 1u) * 0x80838083u) ^ (((warp >> 0) & 1u) * 0x10001u) ^ (((warp >> 1) & 1u) * 0x20002u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
     uint32_t yw[kDstWords];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert_words(xw, yw, smem);
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
         blocked_register_permute_bf16_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[4]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[12]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint2*>(&x[20]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0xc20]) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(out + src_idx) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x20) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x400) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x420) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x800) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x820) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0xc20) = *reinterpret_cast<const uint2*>(&x[28]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_register_permute_bf16::kThreads)
@@ -140,33 +144,36 @@ blocked_register_permute_bf16_base(const uint16_t* __restrict__ in, uint16_t* __
     const unsigned src_idx = ((lane & 0x18) << 3) ^ ((lane & 0x7) << 2) ^ (warp << 8);
     // the tile in and out 4 element(s) at a time (uint2): registers 4g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
-    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
-    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x820]);
-    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
-    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc20]);
-    uint16_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint16_t>(blocked_register_permute_bf16_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kSrcWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(in + src_idx);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x420);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x820);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(in + src_idx + 0xc00);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(in + src_idx + 0xc20);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kSrcWords] = {
+        0x1070000u, 0x309020eu, 0x21e720e0u, 0x23e922eeu, 0x1030004u, 0x30d020au, 0x21e320e4u, 0x23ed22eau,
+        0x10f0008u, 0x3010206u, 0x21ef20e8u, 0x23e122e6u, 0x10b000cu, 0x3050202u, 0x21eb20ecu, 0x23e522e2u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x41c041cu) ^ (((lane >> 1) & 1u) * 0x8380838u) ^ (((lane >> 2) & 1u) * 0x10701070u) ^ (((lane >> 3) & 1u) * 0x40c140c1u) ^ (((lane >> 4) & 1u) * 0x80838083u) ^ (((warp >> 0) & 1u) * 0x10001u) ^ (((warp >> 1) & 1u) * 0x20002u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[4]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[12]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint2*>(&x[20]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0xc20]) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(out + src_idx) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x20) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x400) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x420) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x800) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x820) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0xc20) = *reinterpret_cast<const uint2*>(&x[28]);
 }

@@ -126,9 +126,9 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     detail::st_shared_v4_b32<768>(st_addr, s[12], s[13], s[14], s[15]);
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ldmatrix_x4<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
-    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ldmatrix_x4<0>(smem_u32 + (ld_base ^ 0x1040), v1_0, v1_1, v1_2, v1_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ldmatrix_x4<4096>(smem_u32 + (ld_base ^ 0x40), v1_0, v1_1, v1_2, v1_3);
     uint32_t v2_0, v2_1, v2_2, v2_3; detail::ldmatrix_x4<512>(ld_addr, v2_0, v2_1, v2_2, v2_3);
-    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ldmatrix_x4<0>(smem_u32 + (ld_base ^ 0x1240), v3_0, v3_1, v3_2, v3_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ldmatrix_x4<4608>(smem_u32 + (ld_base ^ 0x40), v3_0, v3_1, v3_2, v3_3);
     d[0] = v0_0;
     d[1] = v0_1;
     d[2] = v0_2;

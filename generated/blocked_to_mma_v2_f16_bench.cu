@@ -2,11 +2,15 @@
 // Grid of CTAs with blocked_to_mma_v2_f16::kThreads threads and 8192 bytes of dynamic shared memory each;
 // CTA b converts tile b (4096 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  blocked_to_mma_v2_f16_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  blocked_to_mma_v2_f16_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "blocked_to_mma_v2_f16.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -70,17 +74,17 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     __syncthreads();  // scratch free (previous use done)
     detail::st_shared_v2_b32<0>(st_addr, s[0], s[8]);
     detail::st_shared_v2_b32<256>(st_addr, s[1], s[9]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x810), s[2], s[10]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x910), s[3], s[11]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1020), s[4], s[12]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1120), s[5], s[13]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1830), s[6], s[14]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1930), s[7], s[15]);
+    detail::st_shared_v2_b32<2048>(smem_u32 + (st_base ^ 0x10), s[2], s[10]);
+    detail::st_shared_v2_b32<2304>(smem_u32 + (st_base ^ 0x10), s[3], s[11]);
+    detail::st_shared_v2_b32<4096>(smem_u32 + (st_base ^ 0x20), s[4], s[12]);
+    detail::st_shared_v2_b32<4352>(smem_u32 + (st_base ^ 0x20), s[5], s[13]);
+    detail::st_shared_v2_b32<6144>(smem_u32 + (st_base ^ 0x30), s[6], s[14]);
+    detail::st_shared_v2_b32<6400>(smem_u32 + (st_base ^ 0x30), s[7], s[15]);
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
     uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x40), v1_0, v1_1, v1_2, v1_3);
     uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<512>(ld_addr, v2_0, v2_1, v2_2, v2_3);
-    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x240), v3_0, v3_1, v3_2, v3_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<512>(smem_u32 + (ld_base ^ 0x40), v3_0, v3_1, v3_2, v3_3);
     d[0] = v0_0;
     d[1] = v0_2;
     d[8] = v0_1;
@@ -119,9 +123,6 @@ static_assert(blocked_to_mma_v2_f16_back::kThreads == blocked_to_mma_v2_f16::kTh
 static_assert(blocked_to_mma_v2_f16_back::kSmemBytes <= 8192 && blocked_to_mma_v2_f16::kSmemBytes <= 8192,
               "launch with 8192 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned blocked_to_mma_v2_f16_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(blocked_to_mma_v2_f16::kThreads)
 blocked_to_mma_v2_f16_bench(const uint16_t* __restrict__ in, uint16_t* __restrict__ out, int iters) {
@@ -136,30 +137,33 @@ blocked_to_mma_v2_f16_bench(const uint16_t* __restrict__ in, uint16_t* __restric
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
     // the tile in and out 8 element(s) at a time (uint4): registers 8g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
-    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xc00]);
-    uint16_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint16_t>(blocked_to_mma_v2_f16_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kDstWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(in + src_idx);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xc00);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kDstWords] = {
+        0x1070000u, 0x1050002u, 0x11771070u, 0x11751072u, 0x21e720e0u, 0x21e520e2u, 0x31973090u, 0x31953092u,
+        0x10f0008u, 0x10d000au, 0x117f1078u, 0x117d107au, 0x21ef20e8u, 0x21ed20eau, 0x319f3098u, 0x319d309au,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x20e020eu) ^ (((lane >> 1) & 1u) * 0x41c041cu) ^ (((lane >> 2) & 1u) * 0x40c140c1u) ^ (((lane >> 3) & 1u) * 0x80838083u) ^ (((lane >> 4) & 1u) * 0x10001u) ^ (((warp >> 0) & 1u) * 0x8380838u) ^ (((warp >> 1) & 1u) * 0x40004u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
     uint32_t yw[kDstWords];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert_words(xw, yw, smem);
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
         blocked_to_mma_v2_f16_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint4*>(&x[8]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(out + src_idx) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x400) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x800) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint4*>(&x[24]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_to_mma_v2_f16::kThreads)
@@ -174,25 +178,28 @@ blocked_to_mma_v2_f16_base(const uint16_t* __restrict__ in, uint16_t* __restrict
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
     // the tile in and out 8 element(s) at a time (uint4): registers 8g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
-    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xc00]);
-    uint16_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint16_t>(blocked_to_mma_v2_f16_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kSrcWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(in + src_idx);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xc00);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kSrcWords] = {
+        0x1070000u, 0x309020eu, 0x51b041cu, 0x7150612u, 0x1030004u, 0x30d020au, 0x51f0418u, 0x7110616u,
+        0x10f0008u, 0x3010206u, 0x5130414u, 0x71d061au, 0x10b000cu, 0x3050202u, 0x5170410u, 0x719061eu,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x8380838u) ^ (((lane >> 1) & 1u) * 0x10701070u) ^ (((lane >> 2) & 1u) * 0x20e020e0u) ^ (((lane >> 3) & 1u) * 0x40c140c1u) ^ (((lane >> 4) & 1u) * 0x80838083u) ^ (((warp >> 0) & 1u) * 0x10001u) ^ (((warp >> 1) & 1u) * 0x20002u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint4*>(&x[8]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(out + src_idx) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x400) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x800) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint4*>(&x[24]);
 }

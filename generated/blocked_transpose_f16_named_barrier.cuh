@@ -132,12 +132,12 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     detail::st_shared_v4_b32<0>(st_addr, __byte_perm(s[0], s[8], 0x5410), __byte_perm(s[0], s[8], 0x7632), __byte_perm(s[1], s[9], 0x5410), __byte_perm(s[1], s[9], 0x7632));
     detail::st_shared_v4_b32<512>(st_addr, __byte_perm(s[2], s[10], 0x5410), __byte_perm(s[2], s[10], 0x7632), __byte_perm(s[3], s[11], 0x5410), __byte_perm(s[3], s[11], 0x7632));
     detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x40), __byte_perm(s[4], s[12], 0x5410), __byte_perm(s[4], s[12], 0x7632), __byte_perm(s[5], s[13], 0x5410), __byte_perm(s[5], s[13], 0x7632));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x240), __byte_perm(s[6], s[14], 0x5410), __byte_perm(s[6], s[14], 0x7632), __byte_perm(s[7], s[15], 0x5410), __byte_perm(s[7], s[15], 0x7632));
+    detail::st_shared_v4_b32<512>(smem_u32 + (st_base ^ 0x40), __byte_perm(s[6], s[14], 0x5410), __byte_perm(s[6], s[14], 0x7632), __byte_perm(s[7], s[15], 0x5410), __byte_perm(s[7], s[15], 0x7632));
     detail::bar_sync(1, 128);  // stores visible (named barrier 1: the kThreads threads of this call)
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ldmatrix_x4_trans<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
-    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x820), v1_0, v1_1, v1_2, v1_3);
-    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x1040), v2_0, v2_1, v2_2, v2_3);
-    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x1860), v3_0, v3_1, v3_2, v3_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ldmatrix_x4_trans<2048>(smem_u32 + (ld_base ^ 0x20), v1_0, v1_1, v1_2, v1_3);
+    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ldmatrix_x4_trans<4096>(smem_u32 + (ld_base ^ 0x40), v2_0, v2_1, v2_2, v2_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ldmatrix_x4_trans<6144>(smem_u32 + (ld_base ^ 0x60), v3_0, v3_1, v3_2, v3_3);
     d[0] = v0_0;
     d[1] = v0_1;
     d[2] = v0_2;

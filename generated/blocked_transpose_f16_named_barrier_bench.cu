@@ -2,11 +2,15 @@
 // Grid of CTAs with blocked_transpose_f16_named_barrier::kThreads threads and 8192 bytes of dynamic shared memory each;
 // CTA b converts tile b (4096 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  blocked_transpose_f16_named_barrier_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  blocked_transpose_f16_named_barrier_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "blocked_transpose_f16_named_barrier.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -70,8 +74,8 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     __syncthreads();  // scratch free (previous use done)
     detail::st_shared_v4_b32<0>(st_addr, __byte_perm(s[0], s[8], 0x5410), __byte_perm(s[0], s[8], 0x7632), __byte_perm(s[1], s[9], 0x5410), __byte_perm(s[1], s[9], 0x7632));
     detail::st_shared_v4_b32<128>(st_addr, __byte_perm(s[2], s[10], 0x5410), __byte_perm(s[2], s[10], 0x7632), __byte_perm(s[3], s[11], 0x5410), __byte_perm(s[3], s[11], 0x7632));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x1040), __byte_perm(s[4], s[12], 0x5410), __byte_perm(s[4], s[12], 0x7632), __byte_perm(s[5], s[13], 0x5410), __byte_perm(s[5], s[13], 0x7632));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x10c0), __byte_perm(s[6], s[14], 0x5410), __byte_perm(s[6], s[14], 0x7632), __byte_perm(s[7], s[15], 0x5410), __byte_perm(s[7], s[15], 0x7632));
+    detail::st_shared_v4_b32<4096>(smem_u32 + (st_base ^ 0x40), __byte_perm(s[4], s[12], 0x5410), __byte_perm(s[4], s[12], 0x7632), __byte_perm(s[5], s[13], 0x5410), __byte_perm(s[5], s[13], 0x7632));
+    detail::st_shared_v4_b32<4224>(smem_u32 + (st_base ^ 0x40), __byte_perm(s[6], s[14], 0x5410), __byte_perm(s[6], s[14], 0x7632), __byte_perm(s[7], s[15], 0x5410), __byte_perm(s[7], s[15], 0x7632));
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ldmatrix_x4_trans<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
     uint32_t v1_0, v1_1, v1_2, v1_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x20), v1_0, v1_1, v1_2, v1_3);
@@ -115,9 +119,6 @@ static_assert(blocked_transpose_f16_named_barrier_back::kThreads == blocked_tran
 static_assert(blocked_transpose_f16_named_barrier_back::kSmemBytes <= 8192 && blocked_transpose_f16_named_barrier::kSmemBytes <= 8192,
               "launch with 8192 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned blocked_transpose_f16_named_barrier_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(blocked_transpose_f16_named_barrier::kThreads)
 blocked_transpose_f16_named_barrier_bench(const uint16_t* __restrict__ in, uint16_t* __restrict__ out, int iters) {
@@ -132,30 +133,33 @@ blocked_transpose_f16_named_barrier_bench(const uint16_t* __restrict__ in, uint1
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
     // the tile in and out 8 element(s) at a time (uint4): registers 8g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
-    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xc00]);
-    uint16_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint16_t>(blocked_transpose_f16_named_barrier_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kDstWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(in + src_idx);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xc00);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kDstWords] = {
+        0x40c10000u, 0xc0428083u, 0x40c00001u, 0xc0438082u, 0x50b11070u, 0xd03290f3u, 0x50b01071u, 0xd03390f2u,
+        0x602120e0u, 0xe0a2a063u, 0x602020e1u, 0xe0a3a062u, 0x70513090u, 0xf0d2b013u, 0x70503091u, 0xf0d3b012u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x20002u) ^ (((lane >> 1) & 1u) * 0x40004u) ^ (((lane >> 2) & 1u) * 0x80008u) ^ (((lane >> 3) & 1u) * 0x1070107u) ^ (((lane >> 4) & 1u) * 0x20e020eu) ^ (((warp >> 0) & 1u) * 0x41c041cu) ^ (((warp >> 1) & 1u) * 0x8380838u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
     uint32_t yw[kDstWords];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert_words(xw, yw, smem);
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
         blocked_transpose_f16_named_barrier_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint4*>(&x[8]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(out + src_idx) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x400) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x800) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint4*>(&x[24]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_transpose_f16_named_barrier::kThreads)
@@ -170,25 +174,28 @@ blocked_transpose_f16_named_barrier_base(const uint16_t* __restrict__ in, uint16
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
     // the tile in and out 8 element(s) at a time (uint4): registers 8g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
-    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xc00]);
-    uint16_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint16_t>(blocked_transpose_f16_named_barrier_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kSrcWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(in + src_idx);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xc00);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kSrcWords] = {
+        0x1070000u, 0x309020eu, 0x51b041cu, 0x7150612u, 0x1030004u, 0x30d020au, 0x51f0418u, 0x7110616u,
+        0x10f0008u, 0x3010206u, 0x5130414u, 0x71d061au, 0x10b000cu, 0x3050202u, 0x5170410u, 0x719061eu,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x8380838u) ^ (((lane >> 1) & 1u) * 0x10701070u) ^ (((lane >> 2) & 1u) * 0x20e020e0u) ^ (((lane >> 3) & 1u) * 0x40c140c1u) ^ (((lane >> 4) & 1u) * 0x80838083u) ^ (((warp >> 0) & 1u) * 0x10001u) ^ (((warp >> 1) & 1u) * 0x20002u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint4*>(&x[8]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(out + src_idx) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x400) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x800) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint4*>(&x[24]);
 }

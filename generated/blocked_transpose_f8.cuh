@@ -235,11 +235,11 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     detail::st_shared_b32<0>(st_addr, s[0]);
     detail::st_shared_b32<256>(st_addr, s[1]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x20), s[2]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x120), s[3]);
+    detail::st_shared_b32<256>(smem_u32 + (st_base ^ 0x20), s[3]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x40), s[4]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x140), s[5]);
+    detail::st_shared_b32<256>(smem_u32 + (st_base ^ 0x40), s[5]);
     detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x60), s[6]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x160), s[7]);
+    detail::st_shared_b32<256>(smem_u32 + (st_base ^ 0x60), s[7]);
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
     uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<128>(ld_addr, v1_0, v1_1, v1_2, v1_3);

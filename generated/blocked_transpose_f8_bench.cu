@@ -2,11 +2,15 @@
 // Grid of CTAs with blocked_transpose_f8::kThreads threads and 4096 bytes of dynamic shared memory each;
 // CTA b converts tile b (4096 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  blocked_transpose_f8_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  blocked_transpose_f8_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "blocked_transpose_f8.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -166,12 +170,12 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     __syncthreads();  // scratch free (previous use done)
     detail::st_shared_b32<0>(st_addr, s[0]);
     detail::st_shared_b32<128>(st_addr, s[1]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x410), s[2]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x490), s[3]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x820), s[4]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0x8a0), s[5]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0xc30), s[6]);
-    detail::st_shared_b32<0>(smem_u32 + (st_base ^ 0xcb0), s[7]);
+    detail::st_shared_b32<1024>(smem_u32 + (st_base ^ 0x10), s[2]);
+    detail::st_shared_b32<1152>(smem_u32 + (st_base ^ 0x10), s[3]);
+    detail::st_shared_b32<2048>(smem_u32 + (st_base ^ 0x20), s[4]);
+    detail::st_shared_b32<2176>(smem_u32 + (st_base ^ 0x20), s[5]);
+    detail::st_shared_b32<3072>(smem_u32 + (st_base ^ 0x30), s[6]);
+    detail::st_shared_b32<3200>(smem_u32 + (st_base ^ 0x30), s[7]);
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
     uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<256>(ld_addr, v1_0, v1_1, v1_2, v1_3);
@@ -232,9 +236,6 @@ static_assert(blocked_transpose_f8_back::kThreads == blocked_transpose_f8::kThre
 static_assert(blocked_transpose_f8_back::kSmemBytes <= 4096 && blocked_transpose_f8::kSmemBytes <= 4096,
               "launch with 4096 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned blocked_transpose_f8_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(blocked_transpose_f8::kThreads)
 blocked_transpose_f8_bench(const uint8_t* __restrict__ in, uint8_t* __restrict__ out, int iters) {
@@ -249,30 +250,32 @@ blocked_transpose_f8_bench(const uint8_t* __restrict__ in, uint8_t* __restrict__
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
     // the tile in and out 8 element(s) at a time (uint2): registers 8g.. hold consecutive elements
     alignas(16) uint8_t x[kSrcRegs];
-    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
-    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
-    uint8_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint8_t>(blocked_transpose_f8_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kDstWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(in + src_idx);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(in + src_idx + 0xc00);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kDstWords] = {
+        0x4283c100u, 0x4382c001u, 0x32f3b170u, 0x33f2b071u, 0xa26321e0u, 0xa36220e1u, 0xd2135190u, 0xd3125091u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x2020202u) ^ (((lane >> 1) & 1u) * 0x4040404u) ^ (((lane >> 2) & 1u) * 0x8080808u) ^ (((lane >> 3) & 1u) * 0x7070707u) ^ (((lane >> 4) & 1u) * 0xe0e0e0eu) ^ (((warp >> 0) & 1u) * 0x1c1c1c1cu) ^ (((warp >> 1) & 1u) * 0x38383838u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
     uint32_t yw[kDstWords];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert_words(xw, yw, smem);
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffu) * 0x01010101u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffu) * 0x01010101u);  // every element ^= key ^ k
+        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
         blocked_transpose_f8_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(out + src_idx) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x400) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x800) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint2*>(&x[24]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_transpose_f8::kThreads)
@@ -287,25 +290,27 @@ blocked_transpose_f8_base(const uint8_t* __restrict__ in, uint8_t* __restrict__ 
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
     // the tile in and out 8 element(s) at a time (uint2): registers 8g.. hold consecutive elements
     alignas(16) uint8_t x[kSrcRegs];
-    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
-    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0xc00]);
-    uint8_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint8_t>(blocked_transpose_f8_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kSrcWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(in + src_idx);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(in + src_idx + 0xc00);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kSrcWords] = {
+        0x90e0700u, 0x15121b1cu, 0xd0a0304u, 0x11161f18u, 0x1060f08u, 0x1d1a1314u, 0x5020b0cu, 0x191e1710u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x38383838u) ^ (((lane >> 1) & 1u) * 0x70707070u) ^ (((lane >> 2) & 1u) * 0xe0e0e0e0u) ^ (((lane >> 3) & 1u) * 0xc1c1c1c1u) ^ (((lane >> 4) & 1u) * 0x83838383u) ^ (((warp >> 0) & 1u) * 0x1010101u) ^ (((warp >> 1) & 1u) * 0x2020202u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffu) * 0x01010101u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffu) * 0x01010101u);  // every element ^= key ^ k
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[8]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint2*>(&x[16]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(out + src_idx) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x400) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x800) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint2*>(&x[24]);
 }

@@ -2,11 +2,15 @@
 // Grid of CTAs with blocked_wave64_staged_i8::kThreads threads and 4096 bytes of dynamic shared memory each;
 // CTA b converts tile b (4096 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  blocked_wave64_staged_i8_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  blocked_wave64_staged_i8_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include <hip/hip_runtime.h>
 #include "blocked_wave64_staged_i8.h"
 
@@ -218,9 +222,6 @@ static_assert(blocked_wave64_staged_i8_back::kThreads == blocked_wave64_staged_i
 static_assert(blocked_wave64_staged_i8_back::kSmemBytes <= 4096 && blocked_wave64_staged_i8::kSmemBytes <= 4096,
               "launch with 4096 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned blocked_wave64_staged_i8_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(blocked_wave64_staged_i8::kThreads)
 blocked_wave64_staged_i8_bench(const uint8_t* __restrict__ in, uint8_t* __restrict__ out, int iters) {
@@ -235,30 +236,32 @@ blocked_wave64_staged_i8_bench(const uint8_t* __restrict__ in, uint8_t* __restri
     const unsigned src_idx = (lane << 2) ^ (warp << 8);
     // the tile in and out 4 element(s) at a time (uint32_t): registers 4g.. hold consecutive elements
     alignas(16) uint8_t x[kSrcRegs];
-    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
-    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0xc00]);
-    uint8_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint8_t>(blocked_wave64_staged_i8_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kDstWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(in + src_idx);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0xc00);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kDstWords] = {
+        0xc6c10700u, 0xc2c50304u, 0xcec90f08u, 0xcacd0b0cu,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0xe0e0e0eu) ^ (((lane >> 1) & 1u) * 0x1c1c1c1cu) ^ (((lane >> 2) & 1u) * 0x38383838u) ^ (((lane >> 3) & 1u) * 0x70707070u) ^ (((lane >> 4) & 1u) * 0xe0e0e0e0u) ^ (((lane >> 5) & 1u) * 0x83838383u) ^ (((warp >> 0) & 1u) * 0x1010101u) ^ (((warp >> 1) & 1u) * 0x2020202u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
     uint32_t yw[kDstWords];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert_words(xw, yw, smem);
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffu) * 0x01010101u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffu) * 0x01010101u);  // every element ^= key ^ k
+        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
         blocked_wave64_staged_i8_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint32_t*>(&x[4]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint32_t*>(&x[8]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(out + src_idx) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x400) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x800) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint32_t*>(&x[12]);
 }
 
 extern "C" __global__ void __launch_bounds__(blocked_wave64_staged_i8::kThreads)
@@ -273,25 +276,27 @@ blocked_wave64_staged_i8_base(const uint8_t* __restrict__ in, uint8_t* __restric
     const unsigned src_idx = (lane << 2) ^ (warp << 8);
     // the tile in and out 4 element(s) at a time (uint32_t): registers 4g.. hold consecutive elements
     alignas(16) uint8_t x[kSrcRegs];
-    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
-    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0xc00]);
-    uint8_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint8_t>(blocked_wave64_staged_i8_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kSrcWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(in + src_idx);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0xc00);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kSrcWords] = {
+        0x90e0700u, 0xd0a0304u, 0x1060f08u, 0x5020b0cu,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x1c1c1c1cu) ^ (((lane >> 1) & 1u) * 0x38383838u) ^ (((lane >> 2) & 1u) * 0x70707070u) ^ (((lane >> 3) & 1u) * 0xe0e0e0e0u) ^ (((lane >> 4) & 1u) * 0xc1c1c1c1u) ^ (((lane >> 5) & 1u) * 0x83838383u) ^ (((warp >> 0) & 1u) * 0x1010101u) ^ (((warp >> 1) & 1u) * 0x2020202u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffu) * 0x01010101u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffu) * 0x01010101u);  // every element ^= key ^ k
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint32_t*>(&x[4]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint32_t*>(&x[8]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0xc00]) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(out + src_idx) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x400) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x800) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0xc00) = *reinterpret_cast<const uint32_t*>(&x[12]);
 }

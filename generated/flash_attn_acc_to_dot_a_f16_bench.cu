@@ -2,11 +2,15 @@
 // Grid of CTAs with flash_attn_acc_to_dot_a_f16::kThreads threads and 0 bytes of dynamic shared memory each;
 // CTA b converts tile b (4096 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  flash_attn_acc_to_dot_a_f16_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  flash_attn_acc_to_dot_a_f16_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "flash_attn_acc_to_dot_a_f16.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -77,9 +81,6 @@ static_assert(flash_attn_acc_to_dot_a_f16_back::kThreads == flash_attn_acc_to_do
 static_assert(flash_attn_acc_to_dot_a_f16_back::kSmemBytes <= 0 && flash_attn_acc_to_dot_a_f16::kSmemBytes <= 0,
               "launch with 0 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned flash_attn_acc_to_dot_a_f16_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(flash_attn_acc_to_dot_a_f16::kThreads)
 flash_attn_acc_to_dot_a_f16_bench(const uint16_t* __restrict__ in, uint16_t* __restrict__ out, int iters) {
@@ -94,54 +95,57 @@ flash_attn_acc_to_dot_a_f16_bench(const uint16_t* __restrict__ in, uint16_t* __r
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
     // the tile in and out 2 element(s) at a time (uint32_t): registers 2g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
-    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x8]);
-    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x208]);
-    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x18]);
-    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x218]);
-    *reinterpret_cast<uint32_t*>(&x[16]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint32_t*>(&x[18]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<uint32_t*>(&x[20]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x28]);
-    *reinterpret_cast<uint32_t*>(&x[22]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x228]);
-    *reinterpret_cast<uint32_t*>(&x[24]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint32_t*>(&x[26]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<uint32_t*>(&x[28]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x38]);
-    *reinterpret_cast<uint32_t*>(&x[30]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x238]);
-    uint16_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint16_t>(flash_attn_acc_to_dot_a_f16_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kDstWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(in + src_idx);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x200);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x8);
+    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x208);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x210);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x18);
+    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x218);
+    *reinterpret_cast<uint32_t*>(&x[16]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint32_t*>(&x[18]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x220);
+    *reinterpret_cast<uint32_t*>(&x[20]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x28);
+    *reinterpret_cast<uint32_t*>(&x[22]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x228);
+    *reinterpret_cast<uint32_t*>(&x[24]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x30);
+    *reinterpret_cast<uint32_t*>(&x[26]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x230);
+    *reinterpret_cast<uint32_t*>(&x[28]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x38);
+    *reinterpret_cast<uint32_t*>(&x[30]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x238);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kDstWords] = {
+        0x1070000u, 0x1050002u, 0x93f0838u, 0x93d083au, 0x11771070u, 0x11751072u, 0x194f1848u, 0x194d184au,
+        0x21e720e0u, 0x21e520e2u, 0x29df28d8u, 0x29dd28dau, 0x31973090u, 0x31953092u, 0x39af38a8u, 0x39ad38aau,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x20e020eu) ^ (((lane >> 1) & 1u) * 0x41c041cu) ^ (((lane >> 2) & 1u) * 0x40c140c1u) ^ (((lane >> 3) & 1u) * 0x80838083u) ^ (((lane >> 4) & 1u) * 0x10001u) ^ (((warp >> 0) & 1u) * 0x40004u) ^ (((warp >> 1) & 1u) * 0x80008u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
     uint32_t yw[kDstWords];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert_words(xw, yw, smem);
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
         flash_attn_acc_to_dot_a_f16_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint32_t*>(&x[2]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint32_t*>(&x[4]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x208]) = *reinterpret_cast<const uint32_t*>(&x[6]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint32_t*>(&x[8]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint32_t*>(&x[10]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint32_t*>(&x[12]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x218]) = *reinterpret_cast<const uint32_t*>(&x[14]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint32_t*>(&x[16]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint32_t*>(&x[18]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint32_t*>(&x[20]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x228]) = *reinterpret_cast<const uint32_t*>(&x[22]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint32_t*>(&x[24]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint32_t*>(&x[26]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint32_t*>(&x[28]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x238]) = *reinterpret_cast<const uint32_t*>(&x[30]);
+    *reinterpret_cast<uint32_t*>(out + src_idx) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x200) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x8) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x208) = *reinterpret_cast<const uint32_t*>(&x[6]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x10) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x210) = *reinterpret_cast<const uint32_t*>(&x[10]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x18) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x218) = *reinterpret_cast<const uint32_t*>(&x[14]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x20) = *reinterpret_cast<const uint32_t*>(&x[16]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x220) = *reinterpret_cast<const uint32_t*>(&x[18]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x28) = *reinterpret_cast<const uint32_t*>(&x[20]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x228) = *reinterpret_cast<const uint32_t*>(&x[22]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x30) = *reinterpret_cast<const uint32_t*>(&x[24]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x230) = *reinterpret_cast<const uint32_t*>(&x[26]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x38) = *reinterpret_cast<const uint32_t*>(&x[28]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x238) = *reinterpret_cast<const uint32_t*>(&x[30]);
 }
 
 extern "C" __global__ void __launch_bounds__(flash_attn_acc_to_dot_a_f16::kThreads)
@@ -156,49 +160,52 @@ flash_attn_acc_to_dot_a_f16_base(const uint16_t* __restrict__ in, uint16_t* __re
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
     // the tile in and out 2 element(s) at a time (uint32_t): registers 2g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
-    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x8]);
-    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x208]);
-    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x18]);
-    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x218]);
-    *reinterpret_cast<uint32_t*>(&x[16]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint32_t*>(&x[18]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<uint32_t*>(&x[20]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x28]);
-    *reinterpret_cast<uint32_t*>(&x[22]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x228]);
-    *reinterpret_cast<uint32_t*>(&x[24]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint32_t*>(&x[26]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<uint32_t*>(&x[28]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x38]);
-    *reinterpret_cast<uint32_t*>(&x[30]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x238]);
-    uint16_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint16_t>(flash_attn_acc_to_dot_a_f16_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kSrcWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(in + src_idx);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x200);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x8);
+    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x208);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x210);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x18);
+    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x218);
+    *reinterpret_cast<uint32_t*>(&x[16]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint32_t*>(&x[18]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x220);
+    *reinterpret_cast<uint32_t*>(&x[20]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x28);
+    *reinterpret_cast<uint32_t*>(&x[22]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x228);
+    *reinterpret_cast<uint32_t*>(&x[24]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x30);
+    *reinterpret_cast<uint32_t*>(&x[26]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x230);
+    *reinterpret_cast<uint32_t*>(&x[28]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x38);
+    *reinterpret_cast<uint32_t*>(&x[30]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x238);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kSrcWords] = {
+        0x1070000u, 0x1050002u, 0x93f0838u, 0x93d083au, 0x11771070u, 0x11751072u, 0x194f1848u, 0x194d184au,
+        0x21e720e0u, 0x21e520e2u, 0x29df28d8u, 0x29dd28dau, 0x31973090u, 0x31953092u, 0x39af38a8u, 0x39ad38aau,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x20e020eu) ^ (((lane >> 1) & 1u) * 0x41c041cu) ^ (((lane >> 2) & 1u) * 0x40c140c1u) ^ (((lane >> 3) & 1u) * 0x80838083u) ^ (((lane >> 4) & 1u) * 0x10001u) ^ (((warp >> 0) & 1u) * 0x40004u) ^ (((warp >> 1) & 1u) * 0x80008u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint32_t*>(&x[2]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint32_t*>(&x[4]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x208]) = *reinterpret_cast<const uint32_t*>(&x[6]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint32_t*>(&x[8]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint32_t*>(&x[10]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint32_t*>(&x[12]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x218]) = *reinterpret_cast<const uint32_t*>(&x[14]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint32_t*>(&x[16]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint32_t*>(&x[18]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint32_t*>(&x[20]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x228]) = *reinterpret_cast<const uint32_t*>(&x[22]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint32_t*>(&x[24]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint32_t*>(&x[26]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint32_t*>(&x[28]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x238]) = *reinterpret_cast<const uint32_t*>(&x[30]);
+    *reinterpret_cast<uint32_t*>(out + src_idx) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x200) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x8) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x208) = *reinterpret_cast<const uint32_t*>(&x[6]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x10) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x210) = *reinterpret_cast<const uint32_t*>(&x[10]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x18) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x218) = *reinterpret_cast<const uint32_t*>(&x[14]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x20) = *reinterpret_cast<const uint32_t*>(&x[16]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x220) = *reinterpret_cast<const uint32_t*>(&x[18]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x28) = *reinterpret_cast<const uint32_t*>(&x[20]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x228) = *reinterpret_cast<const uint32_t*>(&x[22]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x30) = *reinterpret_cast<const uint32_t*>(&x[24]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x230) = *reinterpret_cast<const uint32_t*>(&x[26]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x38) = *reinterpret_cast<const uint32_t*>(&x[28]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x238) = *reinterpret_cast<const uint32_t*>(&x[30]);
 }

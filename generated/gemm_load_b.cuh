@@ -104,9 +104,9 @@ __device__ __forceinline__ void load_words(const void* smem, uint32_t (&d)[kWord
     uint32_t v2_0, v2_1, v2_2, v2_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x40), v2_0, v2_1, v2_2, v2_3);
     uint32_t v3_0, v3_1, v3_2, v3_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0x60), v3_0, v3_1, v3_2, v3_3);
     uint32_t v4_0, v4_1, v4_2, v4_3; detail::ldmatrix_x4_trans<128>(ld_addr, v4_0, v4_1, v4_2, v4_3);
-    uint32_t v5_0, v5_1, v5_2, v5_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0xa0), v5_0, v5_1, v5_2, v5_3);
-    uint32_t v6_0, v6_1, v6_2, v6_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0xc0), v6_0, v6_1, v6_2, v6_3);
-    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ldmatrix_x4_trans<0>(smem_u32 + (ld_base ^ 0xe0), v7_0, v7_1, v7_2, v7_3);
+    uint32_t v5_0, v5_1, v5_2, v5_3; detail::ldmatrix_x4_trans<128>(smem_u32 + (ld_base ^ 0x20), v5_0, v5_1, v5_2, v5_3);
+    uint32_t v6_0, v6_1, v6_2, v6_3; detail::ldmatrix_x4_trans<128>(smem_u32 + (ld_base ^ 0x40), v6_0, v6_1, v6_2, v6_3);
+    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ldmatrix_x4_trans<128>(smem_u32 + (ld_base ^ 0x60), v7_0, v7_1, v7_2, v7_3);
     d[0] = v0_0;
     d[1] = v0_1;
     d[2] = v0_2;

@@ -123,7 +123,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     const detail::u32x4 v0 = detail::ld<detail::u32x4>(ld_ptr);
     const detail::u32x4 v1 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x10));
     const detail::u32x4 v2 = detail::ld<detail::u32x4>(ld_ptr + 0x800);
-    const detail::u32x4 v3 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x810));
+    const detail::u32x4 v3 = detail::ld<detail::u32x4>(smem_bytes + (ld_base ^ 0x10) + 0x800);
     d[0] = v0.x;
     d[4] = v0.y;
     d[1] = v0.z;

@@ -2,11 +2,15 @@
 // Grid of CTAs with mfma_acc_to_blocked_wave64::kThreads threads and 16384 bytes of dynamic shared memory each;
 // CTA b converts tile b (4096 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  mfma_acc_to_blocked_wave64_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  mfma_acc_to_blocked_wave64_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include <hip/hip_runtime.h>
 #include "mfma_acc_to_blocked_wave64.h"
 
@@ -72,7 +76,7 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     detail::st(st_ptr, detail::u32x4{s[0], s[4], s[1], s[5]});
     detail::st(smem_bytes + (st_base ^ 0x10), detail::u32x4{s[2], s[6], s[3], s[7]});
     detail::st(st_ptr + 0x800, detail::u32x4{s[8], s[12], s[9], s[13]});
-    detail::st(smem_bytes + (st_base ^ 0x810), detail::u32x4{s[10], s[14], s[11], s[15]});
+    detail::st(smem_bytes + (st_base ^ 0x10) + 0x800, detail::u32x4{s[10], s[14], s[11], s[15]});
     __syncthreads();  // stores visible
     const detail::u32x2 v0 = detail::ld<detail::u32x2>(ld_ptr);
     const detail::u32x2 v1 = detail::ld<detail::u32x2>(ld_ptr + 0x80);
@@ -111,9 +115,6 @@ static_assert(mfma_acc_to_blocked_wave64_back::kThreads == mfma_acc_to_blocked_w
 static_assert(mfma_acc_to_blocked_wave64_back::kSmemBytes <= 16384 && mfma_acc_to_blocked_wave64::kSmemBytes <= 16384,
               "launch with 16384 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned mfma_acc_to_blocked_wave64_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(mfma_acc_to_blocked_wave64::kThreads)
 mfma_acc_to_blocked_wave64_bench(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, int iters) {
@@ -128,50 +129,54 @@ mfma_acc_to_blocked_wave64_bench(const uint32_t* __restrict__ in, uint32_t* __re
     const unsigned src_idx = ((lane & 0x20) << 3) ^ (lane & 0x1f) ^ ((warp & 0x2) << 10) ^ ((warp & 0x1) << 5);
     // the tile in and out 1 element(s) at a time (uint32_t): registers 1g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
-    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x80]);
-    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0xc0]);
-    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint32_t*>(&x[5]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x240]);
-    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x280]);
-    *reinterpret_cast<uint32_t*>(&x[7]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x2c0]);
-    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint32_t*>(&x[9]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x440]);
-    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x480]);
-    *reinterpret_cast<uint32_t*>(&x[11]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x4c0]);
-    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x600]);
-    *reinterpret_cast<uint32_t*>(&x[13]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x640]);
-    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x680]);
-    *reinterpret_cast<uint32_t*>(&x[15]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x6c0]);
-    uint32_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint32_t>(mfma_acc_to_blocked_wave64_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(in + src_idx);
+    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x40);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x80);
+    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0xc0);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x200);
+    *reinterpret_cast<uint32_t*>(&x[5]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x240);
+    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x280);
+    *reinterpret_cast<uint32_t*>(&x[7]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x2c0);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint32_t*>(&x[9]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x440);
+    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x480);
+    *reinterpret_cast<uint32_t*>(&x[11]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x4c0);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x600);
+    *reinterpret_cast<uint32_t*>(&x[13]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x640);
+    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x680);
+    *reinterpret_cast<uint32_t*>(&x[15]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x6c0);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kDstRegs] = {
+        0x0u, 0x107u, 0x20eu, 0x309u, 0x4u, 0x103u, 0x20au, 0x30du,
+        0x8u, 0x10fu, 0x206u, 0x301u, 0xcu, 0x10bu, 0x202u, 0x305u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x41cu) ^ (((lane >> 1) & 1u) * 0x838u) ^ (((lane >> 2) & 1u) * 0x1070u) ^ (((lane >> 3) & 1u) * 0x20e0u) ^ (((lane >> 4) & 1u) * 0x40c1u) ^ (((lane >> 5) & 1u) * 0x8083u) ^ (((warp >> 0) & 1u) * 0x1u) ^ (((warp >> 1) & 1u) * 0x2u);
     uint32_t y[kDstRegs];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kDstRegs; ++r) y[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
         mfma_acc_to_blocked_wave64_back::convert(y, x, smem);
     }
-    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint32_t*>(&x[1]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x80]) = *reinterpret_cast<const uint32_t*>(&x[2]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const uint32_t*>(&x[3]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint32_t*>(&x[4]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x240]) = *reinterpret_cast<const uint32_t*>(&x[5]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x280]) = *reinterpret_cast<const uint32_t*>(&x[6]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x2c0]) = *reinterpret_cast<const uint32_t*>(&x[7]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint32_t*>(&x[8]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x440]) = *reinterpret_cast<const uint32_t*>(&x[9]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x480]) = *reinterpret_cast<const uint32_t*>(&x[10]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x4c0]) = *reinterpret_cast<const uint32_t*>(&x[11]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x600]) = *reinterpret_cast<const uint32_t*>(&x[12]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x640]) = *reinterpret_cast<const uint32_t*>(&x[13]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x680]) = *reinterpret_cast<const uint32_t*>(&x[14]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x6c0]) = *reinterpret_cast<const uint32_t*>(&x[15]);
+    *reinterpret_cast<uint32_t*>(out + src_idx) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x40) = *reinterpret_cast<const uint32_t*>(&x[1]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x80) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0xc0) = *reinterpret_cast<const uint32_t*>(&x[3]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x200) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x240) = *reinterpret_cast<const uint32_t*>(&x[5]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x280) = *reinterpret_cast<const uint32_t*>(&x[6]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x2c0) = *reinterpret_cast<const uint32_t*>(&x[7]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x400) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x440) = *reinterpret_cast<const uint32_t*>(&x[9]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x480) = *reinterpret_cast<const uint32_t*>(&x[10]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x4c0) = *reinterpret_cast<const uint32_t*>(&x[11]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x600) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x640) = *reinterpret_cast<const uint32_t*>(&x[13]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x680) = *reinterpret_cast<const uint32_t*>(&x[14]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x6c0) = *reinterpret_cast<const uint32_t*>(&x[15]);
 }
 
 extern "C" __global__ void __launch_bounds__(mfma_acc_to_blocked_wave64::kThreads)
@@ -186,45 +191,49 @@ mfma_acc_to_blocked_wave64_base(const uint32_t* __restrict__ in, uint32_t* __res
     const unsigned src_idx = ((lane & 0x20) << 3) ^ (lane & 0x1f) ^ ((warp & 0x2) << 10) ^ ((warp & 0x1) << 5);
     // the tile in and out 1 element(s) at a time (uint32_t): registers 1g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
-    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x80]);
-    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0xc0]);
-    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint32_t*>(&x[5]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x240]);
-    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x280]);
-    *reinterpret_cast<uint32_t*>(&x[7]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x2c0]);
-    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint32_t*>(&x[9]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x440]);
-    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x480]);
-    *reinterpret_cast<uint32_t*>(&x[11]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x4c0]);
-    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x600]);
-    *reinterpret_cast<uint32_t*>(&x[13]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x640]);
-    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x680]);
-    *reinterpret_cast<uint32_t*>(&x[15]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x6c0]);
-    uint32_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint32_t>(mfma_acc_to_blocked_wave64_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(in + src_idx);
+    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x40);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x80);
+    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0xc0);
+    *reinterpret_cast<uint32_t*>(&x[4]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x200);
+    *reinterpret_cast<uint32_t*>(&x[5]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x240);
+    *reinterpret_cast<uint32_t*>(&x[6]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x280);
+    *reinterpret_cast<uint32_t*>(&x[7]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x2c0);
+    *reinterpret_cast<uint32_t*>(&x[8]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint32_t*>(&x[9]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x440);
+    *reinterpret_cast<uint32_t*>(&x[10]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x480);
+    *reinterpret_cast<uint32_t*>(&x[11]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x4c0);
+    *reinterpret_cast<uint32_t*>(&x[12]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x600);
+    *reinterpret_cast<uint32_t*>(&x[13]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x640);
+    *reinterpret_cast<uint32_t*>(&x[14]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x680);
+    *reinterpret_cast<uint32_t*>(&x[15]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x6c0);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kSrcRegs] = {
+        0x0u, 0x40c1u, 0x8083u, 0xc042u, 0x2u, 0x40c3u, 0x8081u, 0xc040u,
+        0x4u, 0x40c5u, 0x8087u, 0xc046u, 0x6u, 0x40c7u, 0x8085u, 0xc044u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x107u) ^ (((lane >> 1) & 1u) * 0x20eu) ^ (((lane >> 2) & 1u) * 0x41cu) ^ (((lane >> 3) & 1u) * 0x838u) ^ (((lane >> 4) & 1u) * 0x1070u) ^ (((lane >> 5) & 1u) * 0x1u) ^ (((warp >> 0) & 1u) * 0x20e0u) ^ (((warp >> 1) & 1u) * 0x8u);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
     }
-    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint32_t*>(&x[1]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x80]) = *reinterpret_cast<const uint32_t*>(&x[2]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const uint32_t*>(&x[3]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint32_t*>(&x[4]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x240]) = *reinterpret_cast<const uint32_t*>(&x[5]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x280]) = *reinterpret_cast<const uint32_t*>(&x[6]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x2c0]) = *reinterpret_cast<const uint32_t*>(&x[7]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint32_t*>(&x[8]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x440]) = *reinterpret_cast<const uint32_t*>(&x[9]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x480]) = *reinterpret_cast<const uint32_t*>(&x[10]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x4c0]) = *reinterpret_cast<const uint32_t*>(&x[11]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x600]) = *reinterpret_cast<const uint32_t*>(&x[12]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x640]) = *reinterpret_cast<const uint32_t*>(&x[13]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x680]) = *reinterpret_cast<const uint32_t*>(&x[14]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x6c0]) = *reinterpret_cast<const uint32_t*>(&x[15]);
+    *reinterpret_cast<uint32_t*>(out + src_idx) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x40) = *reinterpret_cast<const uint32_t*>(&x[1]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x80) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0xc0) = *reinterpret_cast<const uint32_t*>(&x[3]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x200) = *reinterpret_cast<const uint32_t*>(&x[4]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x240) = *reinterpret_cast<const uint32_t*>(&x[5]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x280) = *reinterpret_cast<const uint32_t*>(&x[6]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x2c0) = *reinterpret_cast<const uint32_t*>(&x[7]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x400) = *reinterpret_cast<const uint32_t*>(&x[8]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x440) = *reinterpret_cast<const uint32_t*>(&x[9]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x480) = *reinterpret_cast<const uint32_t*>(&x[10]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x4c0) = *reinterpret_cast<const uint32_t*>(&x[11]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x600) = *reinterpret_cast<const uint32_t*>(&x[12]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x640) = *reinterpret_cast<const uint32_t*>(&x[13]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x680) = *reinterpret_cast<const uint32_t*>(&x[14]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x6c0) = *reinterpret_cast<const uint32_t*>(&x[15]);
 }

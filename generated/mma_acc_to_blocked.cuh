@@ -117,22 +117,22 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     // 8 store(s) of 16 B, 8 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
     detail::st_shared_v4_b32<0>(st_addr, s[0], s[1], s[2], s[3]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x1020), s[4], s[5], s[6], s[7]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x2010), s[8], s[9], s[10], s[11]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x3030), s[12], s[13], s[14], s[15]);
+    detail::st_shared_v4_b32<4096>(smem_u32 + (st_base ^ 0x20), s[4], s[5], s[6], s[7]);
+    detail::st_shared_v4_b32<8192>(smem_u32 + (st_base ^ 0x10), s[8], s[9], s[10], s[11]);
+    detail::st_shared_v4_b32<12288>(smem_u32 + (st_base ^ 0x30), s[12], s[13], s[14], s[15]);
     detail::st_shared_v4_b32<2048>(st_addr, s[16], s[17], s[18], s[19]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x1820), s[20], s[21], s[22], s[23]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x2810), s[24], s[25], s[26], s[27]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x3830), s[28], s[29], s[30], s[31]);
+    detail::st_shared_v4_b32<6144>(smem_u32 + (st_base ^ 0x20), s[20], s[21], s[22], s[23]);
+    detail::st_shared_v4_b32<10240>(smem_u32 + (st_base ^ 0x10), s[24], s[25], s[26], s[27]);
+    detail::st_shared_v4_b32<14336>(smem_u32 + (st_base ^ 0x30), s[28], s[29], s[30], s[31]);
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
     uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x20), v1_0, v1_1, v1_2, v1_3);
     uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<512>(ld_addr, v2_0, v2_1, v2_2, v2_3);
-    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x220), v3_0, v3_1, v3_2, v3_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<512>(smem_u32 + (ld_base ^ 0x20), v3_0, v3_1, v3_2, v3_3);
     uint32_t v4_0, v4_1, v4_2, v4_3; detail::ld_shared_v4_b32<1024>(ld_addr, v4_0, v4_1, v4_2, v4_3);
-    uint32_t v5_0, v5_1, v5_2, v5_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x420), v5_0, v5_1, v5_2, v5_3);
+    uint32_t v5_0, v5_1, v5_2, v5_3; detail::ld_shared_v4_b32<1024>(smem_u32 + (ld_base ^ 0x20), v5_0, v5_1, v5_2, v5_3);
     uint32_t v6_0, v6_1, v6_2, v6_3; detail::ld_shared_v4_b32<1536>(ld_addr, v6_0, v6_1, v6_2, v6_3);
-    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x620), v7_0, v7_1, v7_2, v7_3);
+    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ld_shared_v4_b32<1536>(smem_u32 + (ld_base ^ 0x20), v7_0, v7_1, v7_2, v7_3);
     d[0] = v0_0;
     d[1] = v0_1;
     d[4] = v0_2;

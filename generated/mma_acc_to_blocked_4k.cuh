@@ -120,9 +120,9 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     // Round 0/4: 4 store(s) of 8 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
     detail::st_shared_v2_b32<0>(st_addr, s[0], s[1]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x820), s[4], s[5]);
+    detail::st_shared_v2_b32<2048>(smem_u32 + (st_base ^ 0x20), s[4], s[5]);
     detail::st_shared_v2_b32<512>(st_addr, s[8], s[9]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0xa20), s[12], s[13]);
+    detail::st_shared_v2_b32<2560>(smem_u32 + (st_base ^ 0x20), s[12], s[13]);
     __syncthreads();  // stores visible
     uint32_t v0_0_0, v0_0_1, v0_0_2, v0_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0_0, v0_0_1, v0_0_2, v0_0_3);
     uint32_t v0_1_0, v0_1_1, v0_1_2, v0_1_3; detail::ld_shared_v4_b32<256>(ld_addr, v0_1_0, v0_1_1, v0_1_2, v0_1_3);
@@ -138,9 +138,9 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     // Round 1/4: 4 store(s) of 8 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
     detail::st_shared_v2_b32<0>(st_addr, s[2], s[3]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x820), s[6], s[7]);
+    detail::st_shared_v2_b32<2048>(smem_u32 + (st_base ^ 0x20), s[6], s[7]);
     detail::st_shared_v2_b32<512>(st_addr, s[10], s[11]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0xa20), s[14], s[15]);
+    detail::st_shared_v2_b32<2560>(smem_u32 + (st_base ^ 0x20), s[14], s[15]);
     __syncthreads();  // stores visible
     uint32_t v1_0_0, v1_0_1, v1_0_2, v1_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v1_0_0, v1_0_1, v1_0_2, v1_0_3);
     uint32_t v1_1_0, v1_1_1, v1_1_2, v1_1_3; detail::ld_shared_v4_b32<256>(ld_addr, v1_1_0, v1_1_1, v1_1_2, v1_1_3);
@@ -156,9 +156,9 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     // Round 2/4: 4 store(s) of 8 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
     detail::st_shared_v2_b32<0>(st_addr, s[16], s[17]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x820), s[20], s[21]);
+    detail::st_shared_v2_b32<2048>(smem_u32 + (st_base ^ 0x20), s[20], s[21]);
     detail::st_shared_v2_b32<512>(st_addr, s[24], s[25]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0xa20), s[28], s[29]);
+    detail::st_shared_v2_b32<2560>(smem_u32 + (st_base ^ 0x20), s[28], s[29]);
     __syncthreads();  // stores visible
     uint32_t v2_0_0, v2_0_1, v2_0_2, v2_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v2_0_0, v2_0_1, v2_0_2, v2_0_3);
     uint32_t v2_1_0, v2_1_1, v2_1_2, v2_1_3; detail::ld_shared_v4_b32<256>(ld_addr, v2_1_0, v2_1_1, v2_1_2, v2_1_3);
@@ -174,9 +174,9 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     // Round 3/4: 4 store(s) of 8 B, 2 load(s) of 16 B
     __syncthreads();  // scratch free (previous use done)
     detail::st_shared_v2_b32<0>(st_addr, s[18], s[19]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x820), s[22], s[23]);
+    detail::st_shared_v2_b32<2048>(smem_u32 + (st_base ^ 0x20), s[22], s[23]);
     detail::st_shared_v2_b32<512>(st_addr, s[26], s[27]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0xa20), s[30], s[31]);
+    detail::st_shared_v2_b32<2560>(smem_u32 + (st_base ^ 0x20), s[30], s[31]);
     __syncthreads();  // stores visible
     uint32_t v3_0_0, v3_0_1, v3_0_2, v3_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v3_0_0, v3_0_1, v3_0_2, v3_0_3);
     uint32_t v3_1_0, v3_1_1, v3_1_2, v3_1_3; detail::ld_shared_v4_b32<256>(ld_addr, v3_1_0, v3_1_1, v3_1_2, v3_1_3);

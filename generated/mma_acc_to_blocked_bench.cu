@@ -2,11 +2,15 @@
 // Grid of CTAs with mma_acc_to_blocked::kThreads threads and 16384 bytes of dynamic shared memory each;
 // CTA b converts tile b (4096 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  mma_acc_to_blocked_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  mma_acc_to_blocked_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "mma_acc_to_blocked.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -72,20 +76,20 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     detail::st_shared_v4_b32<0>(st_addr, s[0], s[1], s[4], s[5]);
     detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x20), s[2], s[3], s[6], s[7]);
     detail::st_shared_v4_b32<512>(st_addr, s[8], s[9], s[12], s[13]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x220), s[10], s[11], s[14], s[15]);
+    detail::st_shared_v4_b32<512>(smem_u32 + (st_base ^ 0x20), s[10], s[11], s[14], s[15]);
     detail::st_shared_v4_b32<1024>(st_addr, s[16], s[17], s[20], s[21]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x420), s[18], s[19], s[22], s[23]);
+    detail::st_shared_v4_b32<1024>(smem_u32 + (st_base ^ 0x20), s[18], s[19], s[22], s[23]);
     detail::st_shared_v4_b32<1536>(st_addr, s[24], s[25], s[28], s[29]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x620), s[26], s[27], s[30], s[31]);
+    detail::st_shared_v4_b32<1536>(smem_u32 + (st_base ^ 0x20), s[26], s[27], s[30], s[31]);
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
-    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1020), v1_0, v1_1, v1_2, v1_3);
-    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x2010), v2_0, v2_1, v2_2, v2_3);
-    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x3030), v3_0, v3_1, v3_2, v3_3);
+    uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<4096>(smem_u32 + (ld_base ^ 0x20), v1_0, v1_1, v1_2, v1_3);
+    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<8192>(smem_u32 + (ld_base ^ 0x10), v2_0, v2_1, v2_2, v2_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<12288>(smem_u32 + (ld_base ^ 0x30), v3_0, v3_1, v3_2, v3_3);
     uint32_t v4_0, v4_1, v4_2, v4_3; detail::ld_shared_v4_b32<2048>(ld_addr, v4_0, v4_1, v4_2, v4_3);
-    uint32_t v5_0, v5_1, v5_2, v5_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x1820), v5_0, v5_1, v5_2, v5_3);
-    uint32_t v6_0, v6_1, v6_2, v6_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x2810), v6_0, v6_1, v6_2, v6_3);
-    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x3830), v7_0, v7_1, v7_2, v7_3);
+    uint32_t v5_0, v5_1, v5_2, v5_3; detail::ld_shared_v4_b32<6144>(smem_u32 + (ld_base ^ 0x20), v5_0, v5_1, v5_2, v5_3);
+    uint32_t v6_0, v6_1, v6_2, v6_3; detail::ld_shared_v4_b32<10240>(smem_u32 + (ld_base ^ 0x10), v6_0, v6_1, v6_2, v6_3);
+    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ld_shared_v4_b32<14336>(smem_u32 + (ld_base ^ 0x30), v7_0, v7_1, v7_2, v7_3);
     d[0] = v0_0;
     d[1] = v0_1;
     d[2] = v0_2;
@@ -131,9 +135,6 @@ static_assert(mma_acc_to_blocked_back::kThreads == mma_acc_to_blocked::kThreads 
 static_assert(mma_acc_to_blocked_back::kSmemBytes <= 16384 && mma_acc_to_blocked::kSmemBytes <= 16384,
               "launch with 16384 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned mma_acc_to_blocked_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(mma_acc_to_blocked::kThreads)
 mma_acc_to_blocked_bench(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, int iters) {
@@ -148,50 +149,56 @@ mma_acc_to_blocked_bench(const uint32_t* __restrict__ in, uint32_t* __restrict__
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
     // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
-    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x8]);
-    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x208]);
-    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x18]);
-    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x218]);
-    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x28]);
-    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x228]);
-    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x38]);
-    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x238]);
-    uint32_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint32_t>(mma_acc_to_blocked_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(in + src_idx);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x200);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x8);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x208);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x210);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x18);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x218);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x220);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x28);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x228);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x30);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x230);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x38);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x238);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kDstRegs] = {
+        0x0u, 0x107u, 0x20eu, 0x309u, 0x2u, 0x105u, 0x20cu, 0x30bu,
+        0x4u, 0x103u, 0x20au, 0x30du, 0x6u, 0x101u, 0x208u, 0x30fu,
+        0x8u, 0x10fu, 0x206u, 0x301u, 0xau, 0x10du, 0x204u, 0x303u,
+        0xcu, 0x10bu, 0x202u, 0x305u, 0xeu, 0x109u, 0x200u, 0x307u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x41cu) ^ (((lane >> 1) & 1u) * 0x838u) ^ (((lane >> 2) & 1u) * 0x1070u) ^ (((lane >> 3) & 1u) * 0x20e0u) ^ (((lane >> 4) & 1u) * 0x40c1u) ^ (((warp >> 0) & 1u) * 0x8083u) ^ (((warp >> 1) & 1u) * 0x1u);
     uint32_t y[kDstRegs];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kDstRegs; ++r) y[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
         mma_acc_to_blocked_back::convert(y, x, smem);
     }
-    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint2*>(&x[2]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint2*>(&x[4]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x208]) = *reinterpret_cast<const uint2*>(&x[6]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[8]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint2*>(&x[10]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint2*>(&x[12]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x218]) = *reinterpret_cast<const uint2*>(&x[14]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[16]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint2*>(&x[18]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint2*>(&x[20]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x228]) = *reinterpret_cast<const uint2*>(&x[22]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[24]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint2*>(&x[26]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint2*>(&x[28]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x238]) = *reinterpret_cast<const uint2*>(&x[30]);
+    *reinterpret_cast<uint2*>(out + src_idx) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x200) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x8) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x208) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x10) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x210) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x18) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x218) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x20) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x220) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x28) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x228) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x30) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x230) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x38) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x238) = *reinterpret_cast<const uint2*>(&x[30]);
 }
 
 extern "C" __global__ void __launch_bounds__(mma_acc_to_blocked::kThreads)
@@ -206,45 +213,51 @@ mma_acc_to_blocked_base(const uint32_t* __restrict__ in, uint32_t* __restrict__ 
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ (warp << 10);
     // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
-    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x8]);
-    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x208]);
-    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x18]);
-    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x218]);
-    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x28]);
-    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x228]);
-    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x38]);
-    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x238]);
-    uint32_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint32_t>(mma_acc_to_blocked_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(in + src_idx);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x200);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x8);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x208);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x210);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x18);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x218);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x220);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x28);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x228);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x30);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x230);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x38);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x238);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kSrcRegs] = {
+        0x0u, 0x107u, 0x2u, 0x105u, 0x838u, 0x93fu, 0x83au, 0x93du,
+        0x1070u, 0x1177u, 0x1072u, 0x1175u, 0x1848u, 0x194fu, 0x184au, 0x194du,
+        0x20e0u, 0x21e7u, 0x20e2u, 0x21e5u, 0x28d8u, 0x29dfu, 0x28dau, 0x29ddu,
+        0x3090u, 0x3197u, 0x3092u, 0x3195u, 0x38a8u, 0x39afu, 0x38aau, 0x39adu,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x20eu) ^ (((lane >> 1) & 1u) * 0x41cu) ^ (((lane >> 2) & 1u) * 0x40c1u) ^ (((lane >> 3) & 1u) * 0x8083u) ^ (((lane >> 4) & 1u) * 0x1u) ^ (((warp >> 0) & 1u) * 0x4u) ^ (((warp >> 1) & 1u) * 0x8u);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
     }
-    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint2*>(&x[2]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint2*>(&x[4]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x208]) = *reinterpret_cast<const uint2*>(&x[6]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[8]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint2*>(&x[10]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint2*>(&x[12]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x218]) = *reinterpret_cast<const uint2*>(&x[14]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[16]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint2*>(&x[18]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint2*>(&x[20]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x228]) = *reinterpret_cast<const uint2*>(&x[22]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[24]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint2*>(&x[26]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint2*>(&x[28]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x238]) = *reinterpret_cast<const uint2*>(&x[30]);
+    *reinterpret_cast<uint2*>(out + src_idx) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x200) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x8) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x208) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x10) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x210) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x18) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x218) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x20) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x220) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x28) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x228) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x30) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x230) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x38) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x238) = *reinterpret_cast<const uint2*>(&x[30]);
 }

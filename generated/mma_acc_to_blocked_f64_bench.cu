@@ -2,11 +2,15 @@
 // Grid of CTAs with mma_acc_to_blocked_f64::kThreads threads and 32768 bytes of dynamic shared memory each;
 // CTA b converts tile b (4096 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  mma_acc_to_blocked_f64_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  mma_acc_to_blocked_f64_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "mma_acc_to_blocked_f64.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -72,36 +76,36 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     detail::st_shared_v4_b32<0>(st_addr, static_cast<uint32_t>(s[0]), static_cast<uint32_t>(s[0] >> 32), static_cast<uint32_t>(s[1]), static_cast<uint32_t>(s[1] >> 32));
     detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[2]), static_cast<uint32_t>(s[2] >> 32), static_cast<uint32_t>(s[3]), static_cast<uint32_t>(s[3] >> 32));
     detail::st_shared_v4_b32<512>(st_addr, static_cast<uint32_t>(s[4]), static_cast<uint32_t>(s[4] >> 32), static_cast<uint32_t>(s[5]), static_cast<uint32_t>(s[5] >> 32));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x220), static_cast<uint32_t>(s[6]), static_cast<uint32_t>(s[6] >> 32), static_cast<uint32_t>(s[7]), static_cast<uint32_t>(s[7] >> 32));
+    detail::st_shared_v4_b32<512>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[6]), static_cast<uint32_t>(s[6] >> 32), static_cast<uint32_t>(s[7]), static_cast<uint32_t>(s[7] >> 32));
     detail::st_shared_v4_b32<1024>(st_addr, static_cast<uint32_t>(s[8]), static_cast<uint32_t>(s[8] >> 32), static_cast<uint32_t>(s[9]), static_cast<uint32_t>(s[9] >> 32));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x420), static_cast<uint32_t>(s[10]), static_cast<uint32_t>(s[10] >> 32), static_cast<uint32_t>(s[11]), static_cast<uint32_t>(s[11] >> 32));
+    detail::st_shared_v4_b32<1024>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[10]), static_cast<uint32_t>(s[10] >> 32), static_cast<uint32_t>(s[11]), static_cast<uint32_t>(s[11] >> 32));
     detail::st_shared_v4_b32<1536>(st_addr, static_cast<uint32_t>(s[12]), static_cast<uint32_t>(s[12] >> 32), static_cast<uint32_t>(s[13]), static_cast<uint32_t>(s[13] >> 32));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x620), static_cast<uint32_t>(s[14]), static_cast<uint32_t>(s[14] >> 32), static_cast<uint32_t>(s[15]), static_cast<uint32_t>(s[15] >> 32));
+    detail::st_shared_v4_b32<1536>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[14]), static_cast<uint32_t>(s[14] >> 32), static_cast<uint32_t>(s[15]), static_cast<uint32_t>(s[15] >> 32));
     detail::st_shared_v4_b32<2048>(st_addr, static_cast<uint32_t>(s[16]), static_cast<uint32_t>(s[16] >> 32), static_cast<uint32_t>(s[17]), static_cast<uint32_t>(s[17] >> 32));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x820), static_cast<uint32_t>(s[18]), static_cast<uint32_t>(s[18] >> 32), static_cast<uint32_t>(s[19]), static_cast<uint32_t>(s[19] >> 32));
+    detail::st_shared_v4_b32<2048>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[18]), static_cast<uint32_t>(s[18] >> 32), static_cast<uint32_t>(s[19]), static_cast<uint32_t>(s[19] >> 32));
     detail::st_shared_v4_b32<2560>(st_addr, static_cast<uint32_t>(s[20]), static_cast<uint32_t>(s[20] >> 32), static_cast<uint32_t>(s[21]), static_cast<uint32_t>(s[21] >> 32));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0xa20), static_cast<uint32_t>(s[22]), static_cast<uint32_t>(s[22] >> 32), static_cast<uint32_t>(s[23]), static_cast<uint32_t>(s[23] >> 32));
+    detail::st_shared_v4_b32<2560>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[22]), static_cast<uint32_t>(s[22] >> 32), static_cast<uint32_t>(s[23]), static_cast<uint32_t>(s[23] >> 32));
     detail::st_shared_v4_b32<3072>(st_addr, static_cast<uint32_t>(s[24]), static_cast<uint32_t>(s[24] >> 32), static_cast<uint32_t>(s[25]), static_cast<uint32_t>(s[25] >> 32));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0xc20), static_cast<uint32_t>(s[26]), static_cast<uint32_t>(s[26] >> 32), static_cast<uint32_t>(s[27]), static_cast<uint32_t>(s[27] >> 32));
+    detail::st_shared_v4_b32<3072>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[26]), static_cast<uint32_t>(s[26] >> 32), static_cast<uint32_t>(s[27]), static_cast<uint32_t>(s[27] >> 32));
     detail::st_shared_v4_b32<3584>(st_addr, static_cast<uint32_t>(s[28]), static_cast<uint32_t>(s[28] >> 32), static_cast<uint32_t>(s[29]), static_cast<uint32_t>(s[29] >> 32));
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0xe20), static_cast<uint32_t>(s[30]), static_cast<uint32_t>(s[30] >> 32), static_cast<uint32_t>(s[31]), static_cast<uint32_t>(s[31] >> 32));
+    detail::st_shared_v4_b32<3584>(smem_u32 + (st_base ^ 0x20), static_cast<uint32_t>(s[30]), static_cast<uint32_t>(s[30] >> 32), static_cast<uint32_t>(s[31]), static_cast<uint32_t>(s[31] >> 32));
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
     uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<512>(ld_addr, v1_0, v1_1, v1_2, v1_3);
-    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x4010), v2_0, v2_1, v2_2, v2_3);
-    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x4210), v3_0, v3_1, v3_2, v3_3);
+    uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<16384>(smem_u32 + (ld_base ^ 0x10), v2_0, v2_1, v2_2, v2_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<16896>(smem_u32 + (ld_base ^ 0x10), v3_0, v3_1, v3_2, v3_3);
     uint32_t v4_0, v4_1, v4_2, v4_3; detail::ld_shared_v4_b32<4096>(ld_addr, v4_0, v4_1, v4_2, v4_3);
     uint32_t v5_0, v5_1, v5_2, v5_3; detail::ld_shared_v4_b32<4608>(ld_addr, v5_0, v5_1, v5_2, v5_3);
-    uint32_t v6_0, v6_1, v6_2, v6_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x5010), v6_0, v6_1, v6_2, v6_3);
-    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x5210), v7_0, v7_1, v7_2, v7_3);
+    uint32_t v6_0, v6_1, v6_2, v6_3; detail::ld_shared_v4_b32<20480>(smem_u32 + (ld_base ^ 0x10), v6_0, v6_1, v6_2, v6_3);
+    uint32_t v7_0, v7_1, v7_2, v7_3; detail::ld_shared_v4_b32<20992>(smem_u32 + (ld_base ^ 0x10), v7_0, v7_1, v7_2, v7_3);
     uint32_t v8_0, v8_1, v8_2, v8_3; detail::ld_shared_v4_b32<2048>(ld_addr, v8_0, v8_1, v8_2, v8_3);
     uint32_t v9_0, v9_1, v9_2, v9_3; detail::ld_shared_v4_b32<2560>(ld_addr, v9_0, v9_1, v9_2, v9_3);
-    uint32_t v10_0, v10_1, v10_2, v10_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x4810), v10_0, v10_1, v10_2, v10_3);
-    uint32_t v11_0, v11_1, v11_2, v11_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x4a10), v11_0, v11_1, v11_2, v11_3);
+    uint32_t v10_0, v10_1, v10_2, v10_3; detail::ld_shared_v4_b32<18432>(smem_u32 + (ld_base ^ 0x10), v10_0, v10_1, v10_2, v10_3);
+    uint32_t v11_0, v11_1, v11_2, v11_3; detail::ld_shared_v4_b32<18944>(smem_u32 + (ld_base ^ 0x10), v11_0, v11_1, v11_2, v11_3);
     uint32_t v12_0, v12_1, v12_2, v12_3; detail::ld_shared_v4_b32<6144>(ld_addr, v12_0, v12_1, v12_2, v12_3);
     uint32_t v13_0, v13_1, v13_2, v13_3; detail::ld_shared_v4_b32<6656>(ld_addr, v13_0, v13_1, v13_2, v13_3);
-    uint32_t v14_0, v14_1, v14_2, v14_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x5810), v14_0, v14_1, v14_2, v14_3);
-    uint32_t v15_0, v15_1, v15_2, v15_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x5a10), v15_0, v15_1, v15_2, v15_3);
+    uint32_t v14_0, v14_1, v14_2, v14_3; detail::ld_shared_v4_b32<22528>(smem_u32 + (ld_base ^ 0x10), v14_0, v14_1, v14_2, v14_3);
+    uint32_t v15_0, v15_1, v15_2, v15_3; detail::ld_shared_v4_b32<23040>(smem_u32 + (ld_base ^ 0x10), v15_0, v15_1, v15_2, v15_3);
     d[0] = (static_cast<uint64_t>(v0_1) << 32) | v0_0;
     d[1] = (static_cast<uint64_t>(v0_3) << 32) | v0_2;
     d[2] = (static_cast<uint64_t>(v1_1) << 32) | v1_0;
@@ -147,9 +151,6 @@ static_assert(mma_acc_to_blocked_f64_back::kThreads == mma_acc_to_blocked_f64::k
 static_assert(mma_acc_to_blocked_f64_back::kSmemBytes <= 32768 && mma_acc_to_blocked_f64::kSmemBytes <= 32768,
               "launch with 32768 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned mma_acc_to_blocked_f64_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(mma_acc_to_blocked_f64::kThreads)
 mma_acc_to_blocked_f64_bench(const uint64_t* __restrict__ in, uint64_t* __restrict__ out, int iters) {
@@ -164,50 +165,56 @@ mma_acc_to_blocked_f64_bench(const uint64_t* __restrict__ in, uint64_t* __restri
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ ((warp & 0x2) << 9) ^ ((warp & 0x1) << 3);
     // the tile in and out 2 element(s) at a time (uint4): registers 2g.. hold consecutive elements
     alignas(16) uint64_t x[kSrcRegs];
-    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
-    *reinterpret_cast<uint4*>(&x[2]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint4*>(&x[6]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint4*>(&x[10]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<uint4*>(&x[12]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint4*>(&x[14]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint4*>(&x[18]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa00]);
-    *reinterpret_cast<uint4*>(&x[20]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x810]);
-    *reinterpret_cast<uint4*>(&x[22]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa10]);
-    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x820]);
-    *reinterpret_cast<uint4*>(&x[26]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa20]);
-    *reinterpret_cast<uint4*>(&x[28]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x830]);
-    *reinterpret_cast<uint4*>(&x[30]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa30]);
-    uint64_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint64_t>(mma_acc_to_blocked_f64_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(in + src_idx);
+    *reinterpret_cast<uint4*>(&x[2]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x200);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint4*>(&x[6]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x210);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint4*>(&x[10]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x220);
+    *reinterpret_cast<uint4*>(&x[12]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x30);
+    *reinterpret_cast<uint4*>(&x[14]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x230);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint4*>(&x[18]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xa00);
+    *reinterpret_cast<uint4*>(&x[20]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x810);
+    *reinterpret_cast<uint4*>(&x[22]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xa10);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x820);
+    *reinterpret_cast<uint4*>(&x[26]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xa20);
+    *reinterpret_cast<uint4*>(&x[28]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x830);
+    *reinterpret_cast<uint4*>(&x[30]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xa30);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kDstRegs] = {
+        0x0u, 0x107u, 0x20eu, 0x309u, 0x2u, 0x105u, 0x20cu, 0x30bu,
+        0x4u, 0x103u, 0x20au, 0x30du, 0x6u, 0x101u, 0x208u, 0x30fu,
+        0x8u, 0x10fu, 0x206u, 0x301u, 0xau, 0x10du, 0x204u, 0x303u,
+        0xcu, 0x10bu, 0x202u, 0x305u, 0xeu, 0x109u, 0x200u, 0x307u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x41cu) ^ (((lane >> 1) & 1u) * 0x838u) ^ (((lane >> 2) & 1u) * 0x1070u) ^ (((lane >> 3) & 1u) * 0x20e0u) ^ (((lane >> 4) & 1u) * 0x40c1u) ^ (((warp >> 0) & 1u) * 0x8083u) ^ (((warp >> 1) & 1u) * 0x1u);
     uint64_t y[kDstRegs];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint64_t>(k);
+        for (int r = 0; r < kDstRegs; ++r) y[r] ^= static_cast<uint64_t>(kKey[r] ^ t);
         mma_acc_to_blocked_f64_back::convert(y, x, smem);
     }
-    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint4*>(&x[2]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint4*>(&x[4]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint4*>(&x[6]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint4*>(&x[8]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint4*>(&x[10]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint4*>(&x[12]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint4*>(&x[14]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xa00]) = *reinterpret_cast<const uint4*>(&x[18]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x810]) = *reinterpret_cast<const uint4*>(&x[20]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xa10]) = *reinterpret_cast<const uint4*>(&x[22]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint4*>(&x[24]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xa20]) = *reinterpret_cast<const uint4*>(&x[26]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x830]) = *reinterpret_cast<const uint4*>(&x[28]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xa30]) = *reinterpret_cast<const uint4*>(&x[30]);
+    *reinterpret_cast<uint4*>(out + src_idx) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x200) = *reinterpret_cast<const uint4*>(&x[2]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x10) = *reinterpret_cast<const uint4*>(&x[4]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x210) = *reinterpret_cast<const uint4*>(&x[6]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x20) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x220) = *reinterpret_cast<const uint4*>(&x[10]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x30) = *reinterpret_cast<const uint4*>(&x[12]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x230) = *reinterpret_cast<const uint4*>(&x[14]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x800) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xa00) = *reinterpret_cast<const uint4*>(&x[18]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x810) = *reinterpret_cast<const uint4*>(&x[20]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xa10) = *reinterpret_cast<const uint4*>(&x[22]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x820) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xa20) = *reinterpret_cast<const uint4*>(&x[26]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x830) = *reinterpret_cast<const uint4*>(&x[28]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xa30) = *reinterpret_cast<const uint4*>(&x[30]);
 }
 
 extern "C" __global__ void __launch_bounds__(mma_acc_to_blocked_f64::kThreads)
@@ -222,45 +229,51 @@ mma_acc_to_blocked_f64_base(const uint64_t* __restrict__ in, uint64_t* __restric
     const unsigned src_idx = ((lane & 0x1c) << 4) ^ ((lane & 0x3) << 1) ^ ((warp & 0x2) << 9) ^ ((warp & 0x1) << 3);
     // the tile in and out 2 element(s) at a time (uint4): registers 2g.. hold consecutive elements
     alignas(16) uint64_t x[kSrcRegs];
-    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
-    *reinterpret_cast<uint4*>(&x[2]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x200]);
-    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint4*>(&x[6]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x210]);
-    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint4*>(&x[10]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x220]);
-    *reinterpret_cast<uint4*>(&x[12]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint4*>(&x[14]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x230]);
-    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x800]);
-    *reinterpret_cast<uint4*>(&x[18]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa00]);
-    *reinterpret_cast<uint4*>(&x[20]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x810]);
-    *reinterpret_cast<uint4*>(&x[22]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa10]);
-    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x820]);
-    *reinterpret_cast<uint4*>(&x[26]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa20]);
-    *reinterpret_cast<uint4*>(&x[28]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x830]);
-    *reinterpret_cast<uint4*>(&x[30]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0xa30]);
-    uint64_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint64_t>(mma_acc_to_blocked_f64_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(in + src_idx);
+    *reinterpret_cast<uint4*>(&x[2]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x200);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint4*>(&x[6]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x210);
+    *reinterpret_cast<uint4*>(&x[8]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint4*>(&x[10]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x220);
+    *reinterpret_cast<uint4*>(&x[12]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x30);
+    *reinterpret_cast<uint4*>(&x[14]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x230);
+    *reinterpret_cast<uint4*>(&x[16]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x800);
+    *reinterpret_cast<uint4*>(&x[18]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xa00);
+    *reinterpret_cast<uint4*>(&x[20]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x810);
+    *reinterpret_cast<uint4*>(&x[22]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xa10);
+    *reinterpret_cast<uint4*>(&x[24]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x820);
+    *reinterpret_cast<uint4*>(&x[26]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xa20);
+    *reinterpret_cast<uint4*>(&x[28]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x830);
+    *reinterpret_cast<uint4*>(&x[30]) = *reinterpret_cast<const uint4*>(in + src_idx + 0xa30);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kSrcRegs] = {
+        0x0u, 0x107u, 0x2u, 0x105u, 0x1070u, 0x1177u, 0x1072u, 0x1175u,
+        0x20e0u, 0x21e7u, 0x20e2u, 0x21e5u, 0x3090u, 0x3197u, 0x3092u, 0x3195u,
+        0x8u, 0x10fu, 0xau, 0x10du, 0x1078u, 0x117fu, 0x107au, 0x117du,
+        0x20e8u, 0x21efu, 0x20eau, 0x21edu, 0x3098u, 0x319fu, 0x309au, 0x319du,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x20eu) ^ (((lane >> 1) & 1u) * 0x41cu) ^ (((lane >> 2) & 1u) * 0x40c1u) ^ (((lane >> 3) & 1u) * 0x8083u) ^ (((lane >> 4) & 1u) * 0x1u) ^ (((warp >> 0) & 1u) * 0x838u) ^ (((warp >> 1) & 1u) * 0x4u);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint64_t>(k);
+        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint64_t>(kKey[r] ^ t);
     }
-    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x200]) = *reinterpret_cast<const uint4*>(&x[2]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint4*>(&x[4]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x210]) = *reinterpret_cast<const uint4*>(&x[6]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint4*>(&x[8]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x220]) = *reinterpret_cast<const uint4*>(&x[10]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint4*>(&x[12]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x230]) = *reinterpret_cast<const uint4*>(&x[14]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x800]) = *reinterpret_cast<const uint4*>(&x[16]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xa00]) = *reinterpret_cast<const uint4*>(&x[18]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x810]) = *reinterpret_cast<const uint4*>(&x[20]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xa10]) = *reinterpret_cast<const uint4*>(&x[22]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x820]) = *reinterpret_cast<const uint4*>(&x[24]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xa20]) = *reinterpret_cast<const uint4*>(&x[26]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x830]) = *reinterpret_cast<const uint4*>(&x[28]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0xa30]) = *reinterpret_cast<const uint4*>(&x[30]);
+    *reinterpret_cast<uint4*>(out + src_idx) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x200) = *reinterpret_cast<const uint4*>(&x[2]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x10) = *reinterpret_cast<const uint4*>(&x[4]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x210) = *reinterpret_cast<const uint4*>(&x[6]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x20) = *reinterpret_cast<const uint4*>(&x[8]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x220) = *reinterpret_cast<const uint4*>(&x[10]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x30) = *reinterpret_cast<const uint4*>(&x[12]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x230) = *reinterpret_cast<const uint4*>(&x[14]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x800) = *reinterpret_cast<const uint4*>(&x[16]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xa00) = *reinterpret_cast<const uint4*>(&x[18]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x810) = *reinterpret_cast<const uint4*>(&x[20]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xa10) = *reinterpret_cast<const uint4*>(&x[22]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x820) = *reinterpret_cast<const uint4*>(&x[24]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xa20) = *reinterpret_cast<const uint4*>(&x[26]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x830) = *reinterpret_cast<const uint4*>(&x[28]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0xa30) = *reinterpret_cast<const uint4*>(&x[30]);
 }

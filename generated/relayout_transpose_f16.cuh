@@ -200,13 +200,13 @@ __device__ __forceinline__ void load_words(const void* smem, uint32_t (&d)[kWord
 
     // 8 load(s) of 8 B
     uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
-    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x90), v1_0, v1_1);
-    uint32_t v2_0, v2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x120), v2_0, v2_1);
-    uint32_t v3_0, v3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x1b0), v3_0, v3_1);
+    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<128>(smem_u32 + (ld_base ^ 0x10), v1_0, v1_1);
+    uint32_t v2_0, v2_1; detail::ld_shared_v2_b32<256>(smem_u32 + (ld_base ^ 0x20), v2_0, v2_1);
+    uint32_t v3_0, v3_1; detail::ld_shared_v2_b32<384>(smem_u32 + (ld_base ^ 0x30), v3_0, v3_1);
     uint32_t v4_0, v4_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x40), v4_0, v4_1);
-    uint32_t v5_0, v5_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xd0), v5_0, v5_1);
-    uint32_t v6_0, v6_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x160), v6_0, v6_1);
-    uint32_t v7_0, v7_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x1f0), v7_0, v7_1);
+    uint32_t v5_0, v5_1; detail::ld_shared_v2_b32<128>(smem_u32 + (ld_base ^ 0x50), v5_0, v5_1);
+    uint32_t v6_0, v6_1; detail::ld_shared_v2_b32<256>(smem_u32 + (ld_base ^ 0x60), v6_0, v6_1);
+    uint32_t v7_0, v7_1; detail::ld_shared_v2_b32<384>(smem_u32 + (ld_base ^ 0x70), v7_0, v7_1);
     d[0] = v0_0;
     d[1] = v0_1;
     d[2] = v1_0;
@@ -281,13 +281,13 @@ __device__ __forceinline__ void store_words(const uint32_t (&s)[kWords], void* s
 
     // 8 store(s) of 8 B
     detail::st_shared_v2_b32<0>(st_addr, __byte_perm(s[0], s[2], 0x5410), __byte_perm(s[4], s[6], 0x5410));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x90), __byte_perm(s[0], s[2], 0x7632), __byte_perm(s[4], s[6], 0x7632));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x120), __byte_perm(s[1], s[3], 0x5410), __byte_perm(s[5], s[7], 0x5410));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1b0), __byte_perm(s[1], s[3], 0x7632), __byte_perm(s[5], s[7], 0x7632));
+    detail::st_shared_v2_b32<128>(smem_u32 + (st_base ^ 0x10), __byte_perm(s[0], s[2], 0x7632), __byte_perm(s[4], s[6], 0x7632));
+    detail::st_shared_v2_b32<256>(smem_u32 + (st_base ^ 0x20), __byte_perm(s[1], s[3], 0x5410), __byte_perm(s[5], s[7], 0x5410));
+    detail::st_shared_v2_b32<384>(smem_u32 + (st_base ^ 0x30), __byte_perm(s[1], s[3], 0x7632), __byte_perm(s[5], s[7], 0x7632));
     detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1000), __byte_perm(s[8], s[10], 0x5410), __byte_perm(s[12], s[14], 0x5410));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1090), __byte_perm(s[8], s[10], 0x7632), __byte_perm(s[12], s[14], 0x7632));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1120), __byte_perm(s[9], s[11], 0x5410), __byte_perm(s[13], s[15], 0x5410));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x11b0), __byte_perm(s[9], s[11], 0x7632), __byte_perm(s[13], s[15], 0x7632));
+    detail::st_shared_v2_b32<128>(smem_u32 + (st_base ^ 0x1010), __byte_perm(s[8], s[10], 0x7632), __byte_perm(s[12], s[14], 0x7632));
+    detail::st_shared_v2_b32<256>(smem_u32 + (st_base ^ 0x1020), __byte_perm(s[9], s[11], 0x5410), __byte_perm(s[13], s[15], 0x5410));
+    detail::st_shared_v2_b32<384>(smem_u32 + (st_base ^ 0x1030), __byte_perm(s[9], s[11], 0x7632), __byte_perm(s[13], s[15], 0x7632));
 }
 
 template <typename T>

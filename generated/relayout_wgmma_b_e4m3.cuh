@@ -172,21 +172,21 @@ __device__ __forceinline__ void load_words(const void* smem, uint32_t (&d)[kWord
 
     // 16 load(s) of 8 B
     uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
-    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x90), v1_0, v1_1);
-    uint32_t v2_0, v2_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x120), v2_0, v2_1);
-    uint32_t v3_0, v3_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x1b0), v3_0, v3_1);
-    uint32_t v4_0, v4_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x240), v4_0, v4_1);
-    uint32_t v5_0, v5_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x2d0), v5_0, v5_1);
-    uint32_t v6_0, v6_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x360), v6_0, v6_1);
-    uint32_t v7_0, v7_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x3f0), v7_0, v7_1);
+    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<128>(smem_u32 + (ld_base ^ 0x10), v1_0, v1_1);
+    uint32_t v2_0, v2_1; detail::ld_shared_v2_b32<256>(smem_u32 + (ld_base ^ 0x20), v2_0, v2_1);
+    uint32_t v3_0, v3_1; detail::ld_shared_v2_b32<384>(smem_u32 + (ld_base ^ 0x30), v3_0, v3_1);
+    uint32_t v4_0, v4_1; detail::ld_shared_v2_b32<512>(smem_u32 + (ld_base ^ 0x40), v4_0, v4_1);
+    uint32_t v5_0, v5_1; detail::ld_shared_v2_b32<640>(smem_u32 + (ld_base ^ 0x50), v5_0, v5_1);
+    uint32_t v6_0, v6_1; detail::ld_shared_v2_b32<768>(smem_u32 + (ld_base ^ 0x60), v6_0, v6_1);
+    uint32_t v7_0, v7_1; detail::ld_shared_v2_b32<896>(smem_u32 + (ld_base ^ 0x70), v7_0, v7_1);
     uint32_t v8_0, v8_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x40), v8_0, v8_1);
-    uint32_t v9_0, v9_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0xd0), v9_0, v9_1);
-    uint32_t v10_0, v10_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x160), v10_0, v10_1);
-    uint32_t v11_0, v11_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x1f0), v11_0, v11_1);
+    uint32_t v9_0, v9_1; detail::ld_shared_v2_b32<128>(smem_u32 + (ld_base ^ 0x50), v9_0, v9_1);
+    uint32_t v10_0, v10_1; detail::ld_shared_v2_b32<256>(smem_u32 + (ld_base ^ 0x60), v10_0, v10_1);
+    uint32_t v11_0, v11_1; detail::ld_shared_v2_b32<384>(smem_u32 + (ld_base ^ 0x70), v11_0, v11_1);
     uint32_t v12_0, v12_1; detail::ld_shared_v2_b32<512>(ld_addr, v12_0, v12_1);
-    uint32_t v13_0, v13_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x290), v13_0, v13_1);
-    uint32_t v14_0, v14_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x320), v14_0, v14_1);
-    uint32_t v15_0, v15_1; detail::ld_shared_v2_b32<0>(smem_u32 + (ld_base ^ 0x3b0), v15_0, v15_1);
+    uint32_t v13_0, v13_1; detail::ld_shared_v2_b32<640>(smem_u32 + (ld_base ^ 0x10), v13_0, v13_1);
+    uint32_t v14_0, v14_1; detail::ld_shared_v2_b32<768>(smem_u32 + (ld_base ^ 0x20), v14_0, v14_1);
+    uint32_t v15_0, v15_1; detail::ld_shared_v2_b32<896>(smem_u32 + (ld_base ^ 0x30), v15_0, v15_1);
     d[0] = v0_0;
     d[1] = v0_1;
     d[2] = v1_0;
@@ -277,21 +277,21 @@ __device__ __forceinline__ void store_words(const uint32_t (&s)[kWords], void* s
 
     // 16 store(s) of 8 B
     detail::st_shared_v2_b32<0>(st_addr, __byte_perm(__byte_perm(s[0], s[2], 0x5140), __byte_perm(s[4], s[6], 0x5140), 0x5410), __byte_perm(__byte_perm(s[10], s[8], 0x5140), __byte_perm(s[12], s[14], 0x5140), 0x5401));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x90), __byte_perm(__byte_perm(s[0], s[2], 0x5140), __byte_perm(s[4], s[6], 0x5140), 0x7632), __byte_perm(__byte_perm(s[10], s[8], 0x5140), __byte_perm(s[12], s[14], 0x5140), 0x7623));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x120), __byte_perm(__byte_perm(s[0], s[2], 0x7362), __byte_perm(s[4], s[6], 0x7362), 0x5410), __byte_perm(__byte_perm(s[10], s[8], 0x7362), __byte_perm(s[12], s[14], 0x7362), 0x5401));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1b0), __byte_perm(__byte_perm(s[0], s[2], 0x7362), __byte_perm(s[4], s[6], 0x7362), 0x7632), __byte_perm(__byte_perm(s[10], s[8], 0x7362), __byte_perm(s[12], s[14], 0x7362), 0x7623));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x240), __byte_perm(__byte_perm(s[1], s[3], 0x5140), __byte_perm(s[5], s[7], 0x5140), 0x5410), __byte_perm(__byte_perm(s[11], s[9], 0x5140), __byte_perm(s[13], s[15], 0x5140), 0x5401));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2d0), __byte_perm(__byte_perm(s[1], s[3], 0x5140), __byte_perm(s[5], s[7], 0x5140), 0x7632), __byte_perm(__byte_perm(s[11], s[9], 0x5140), __byte_perm(s[13], s[15], 0x5140), 0x7623));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x360), __byte_perm(__byte_perm(s[1], s[3], 0x7362), __byte_perm(s[5], s[7], 0x7362), 0x5410), __byte_perm(__byte_perm(s[11], s[9], 0x7362), __byte_perm(s[13], s[15], 0x7362), 0x5401));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x3f0), __byte_perm(__byte_perm(s[1], s[3], 0x7362), __byte_perm(s[5], s[7], 0x7362), 0x7632), __byte_perm(__byte_perm(s[11], s[9], 0x7362), __byte_perm(s[13], s[15], 0x7362), 0x7623));
+    detail::st_shared_v2_b32<128>(smem_u32 + (st_base ^ 0x10), __byte_perm(__byte_perm(s[0], s[2], 0x5140), __byte_perm(s[4], s[6], 0x5140), 0x7632), __byte_perm(__byte_perm(s[10], s[8], 0x5140), __byte_perm(s[12], s[14], 0x5140), 0x7623));
+    detail::st_shared_v2_b32<256>(smem_u32 + (st_base ^ 0x20), __byte_perm(__byte_perm(s[0], s[2], 0x7362), __byte_perm(s[4], s[6], 0x7362), 0x5410), __byte_perm(__byte_perm(s[10], s[8], 0x7362), __byte_perm(s[12], s[14], 0x7362), 0x5401));
+    detail::st_shared_v2_b32<384>(smem_u32 + (st_base ^ 0x30), __byte_perm(__byte_perm(s[0], s[2], 0x7362), __byte_perm(s[4], s[6], 0x7362), 0x7632), __byte_perm(__byte_perm(s[10], s[8], 0x7362), __byte_perm(s[12], s[14], 0x7362), 0x7623));
+    detail::st_shared_v2_b32<512>(smem_u32 + (st_base ^ 0x40), __byte_perm(__byte_perm(s[1], s[3], 0x5140), __byte_perm(s[5], s[7], 0x5140), 0x5410), __byte_perm(__byte_perm(s[11], s[9], 0x5140), __byte_perm(s[13], s[15], 0x5140), 0x5401));
+    detail::st_shared_v2_b32<640>(smem_u32 + (st_base ^ 0x50), __byte_perm(__byte_perm(s[1], s[3], 0x5140), __byte_perm(s[5], s[7], 0x5140), 0x7632), __byte_perm(__byte_perm(s[11], s[9], 0x5140), __byte_perm(s[13], s[15], 0x5140), 0x7623));
+    detail::st_shared_v2_b32<768>(smem_u32 + (st_base ^ 0x60), __byte_perm(__byte_perm(s[1], s[3], 0x7362), __byte_perm(s[5], s[7], 0x7362), 0x5410), __byte_perm(__byte_perm(s[11], s[9], 0x7362), __byte_perm(s[13], s[15], 0x7362), 0x5401));
+    detail::st_shared_v2_b32<896>(smem_u32 + (st_base ^ 0x70), __byte_perm(__byte_perm(s[1], s[3], 0x7362), __byte_perm(s[5], s[7], 0x7362), 0x7632), __byte_perm(__byte_perm(s[11], s[9], 0x7362), __byte_perm(s[13], s[15], 0x7362), 0x7623));
     detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2000), __byte_perm(__byte_perm(s[16], s[18], 0x5140), __byte_perm(s[20], s[22], 0x5140), 0x5410), __byte_perm(__byte_perm(s[24], s[26], 0x5140), __byte_perm(s[28], s[30], 0x5140), 0x5410));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2090), __byte_perm(__byte_perm(s[16], s[18], 0x5140), __byte_perm(s[20], s[22], 0x5140), 0x7632), __byte_perm(__byte_perm(s[24], s[26], 0x5140), __byte_perm(s[28], s[30], 0x5140), 0x7632));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2120), __byte_perm(__byte_perm(s[16], s[18], 0x7362), __byte_perm(s[20], s[22], 0x7362), 0x5410), __byte_perm(__byte_perm(s[24], s[26], 0x7362), __byte_perm(s[28], s[30], 0x7362), 0x5410));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x21b0), __byte_perm(__byte_perm(s[16], s[18], 0x7362), __byte_perm(s[20], s[22], 0x7362), 0x7632), __byte_perm(__byte_perm(s[24], s[26], 0x7362), __byte_perm(s[28], s[30], 0x7362), 0x7632));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2240), __byte_perm(__byte_perm(s[17], s[19], 0x5140), __byte_perm(s[21], s[23], 0x5140), 0x5410), __byte_perm(__byte_perm(s[25], s[27], 0x5140), __byte_perm(s[29], s[31], 0x5140), 0x5410));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x22d0), __byte_perm(__byte_perm(s[17], s[19], 0x5140), __byte_perm(s[21], s[23], 0x5140), 0x7632), __byte_perm(__byte_perm(s[25], s[27], 0x5140), __byte_perm(s[29], s[31], 0x5140), 0x7632));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2360), __byte_perm(__byte_perm(s[17], s[19], 0x7362), __byte_perm(s[21], s[23], 0x7362), 0x5410), __byte_perm(__byte_perm(s[25], s[27], 0x7362), __byte_perm(s[29], s[31], 0x7362), 0x5410));
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x23f0), __byte_perm(__byte_perm(s[17], s[19], 0x7362), __byte_perm(s[21], s[23], 0x7362), 0x7632), __byte_perm(__byte_perm(s[25], s[27], 0x7362), __byte_perm(s[29], s[31], 0x7362), 0x7632));
+    detail::st_shared_v2_b32<128>(smem_u32 + (st_base ^ 0x2010), __byte_perm(__byte_perm(s[16], s[18], 0x5140), __byte_perm(s[20], s[22], 0x5140), 0x7632), __byte_perm(__byte_perm(s[24], s[26], 0x5140), __byte_perm(s[28], s[30], 0x5140), 0x7632));
+    detail::st_shared_v2_b32<256>(smem_u32 + (st_base ^ 0x2020), __byte_perm(__byte_perm(s[16], s[18], 0x7362), __byte_perm(s[20], s[22], 0x7362), 0x5410), __byte_perm(__byte_perm(s[24], s[26], 0x7362), __byte_perm(s[28], s[30], 0x7362), 0x5410));
+    detail::st_shared_v2_b32<384>(smem_u32 + (st_base ^ 0x2030), __byte_perm(__byte_perm(s[16], s[18], 0x7362), __byte_perm(s[20], s[22], 0x7362), 0x7632), __byte_perm(__byte_perm(s[24], s[26], 0x7362), __byte_perm(s[28], s[30], 0x7362), 0x7632));
+    detail::st_shared_v2_b32<512>(smem_u32 + (st_base ^ 0x2040), __byte_perm(__byte_perm(s[17], s[19], 0x5140), __byte_perm(s[21], s[23], 0x5140), 0x5410), __byte_perm(__byte_perm(s[25], s[27], 0x5140), __byte_perm(s[29], s[31], 0x5140), 0x5410));
+    detail::st_shared_v2_b32<640>(smem_u32 + (st_base ^ 0x2050), __byte_perm(__byte_perm(s[17], s[19], 0x5140), __byte_perm(s[21], s[23], 0x5140), 0x7632), __byte_perm(__byte_perm(s[25], s[27], 0x5140), __byte_perm(s[29], s[31], 0x5140), 0x7632));
+    detail::st_shared_v2_b32<768>(smem_u32 + (st_base ^ 0x2060), __byte_perm(__byte_perm(s[17], s[19], 0x7362), __byte_perm(s[21], s[23], 0x7362), 0x5410), __byte_perm(__byte_perm(s[25], s[27], 0x7362), __byte_perm(s[29], s[31], 0x7362), 0x5410));
+    detail::st_shared_v2_b32<896>(smem_u32 + (st_base ^ 0x2070), __byte_perm(__byte_perm(s[17], s[19], 0x7362), __byte_perm(s[21], s[23], 0x7362), 0x7632), __byte_perm(__byte_perm(s[25], s[27], 0x7362), __byte_perm(s[29], s[31], 0x7362), 0x7632));
 }
 
 template <typename T>

@@ -2,11 +2,15 @@
 // Grid of CTAs with slice_blocked_to_slice_mma::kThreads threads and 256 bytes of dynamic shared memory each;
 // CTA b converts tile b (64 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  slice_blocked_to_slice_mma_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  slice_blocked_to_slice_mma_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "slice_blocked_to_slice_mma.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -92,9 +96,6 @@ static_assert(slice_blocked_to_slice_mma_back::kThreads == slice_blocked_to_slic
 static_assert(slice_blocked_to_slice_mma_back::kSmemBytes <= 256 && slice_blocked_to_slice_mma::kSmemBytes <= 256,
               "launch with 256 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned slice_blocked_to_slice_mma_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(slice_blocked_to_slice_mma::kThreads)
 slice_blocked_to_slice_mma_bench(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, int iters) {
@@ -109,26 +110,29 @@ slice_blocked_to_slice_mma_bench(const uint32_t* __restrict__ in, uint32_t* __re
     const unsigned src_idx = (lane >> 3) ^ (warp << 2);
     // the tile in and out 1 element(s) at a time (uint32_t): registers 1g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
-    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x30]);
-    uint32_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint32_t>(slice_blocked_to_slice_mma_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(in + src_idx);
+    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x30);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kDstRegs] = {
+        0x0u, 0x838u, 0x20e0u, 0x28d8u,
+    };
+    const uint32_t key_thread = (((lane >> 2) & 1u) * 0x107u) ^ (((lane >> 3) & 1u) * 0x20eu) ^ (((lane >> 4) & 1u) * 0x41cu) ^ (((warp >> 1) & 1u) * 0x1070u);
     uint32_t y[kDstRegs];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kDstRegs; ++r) y[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
         slice_blocked_to_slice_mma_back::convert(y, x, smem);
     }
-    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint32_t*>(&x[1]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint32_t*>(&x[2]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint32_t*>(&x[3]);
+    *reinterpret_cast<uint32_t*>(out + src_idx) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x10) = *reinterpret_cast<const uint32_t*>(&x[1]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x20) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x30) = *reinterpret_cast<const uint32_t*>(&x[3]);
 }
 
 extern "C" __global__ void __launch_bounds__(slice_blocked_to_slice_mma::kThreads)
@@ -143,21 +147,24 @@ slice_blocked_to_slice_mma_base(const uint32_t* __restrict__ in, uint32_t* __res
     const unsigned src_idx = (lane >> 3) ^ (warp << 2);
     // the tile in and out 1 element(s) at a time (uint32_t): registers 1g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(&in[src_idx]);
-    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(&in[src_idx + 0x30]);
-    uint32_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint32_t>(slice_blocked_to_slice_mma_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint32_t*>(&x[0]) = *reinterpret_cast<const uint32_t*>(in + src_idx);
+    *reinterpret_cast<uint32_t*>(&x[1]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint32_t*>(&x[2]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint32_t*>(&x[3]) = *reinterpret_cast<const uint32_t*>(in + src_idx + 0x30);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kSrcRegs] = {
+        0x0u, 0x1070u, 0x20e0u, 0x3090u,
+    };
+    const uint32_t key_thread = (((lane >> 3) & 1u) * 0x107u) ^ (((lane >> 4) & 1u) * 0x20eu) ^ (((warp >> 0) & 1u) * 0x41cu) ^ (((warp >> 1) & 1u) * 0x838u);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
     }
-    *reinterpret_cast<uint32_t*>(&out[src_idx]) = *reinterpret_cast<const uint32_t*>(&x[0]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint32_t*>(&x[1]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint32_t*>(&x[2]);
-    *reinterpret_cast<uint32_t*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint32_t*>(&x[3]);
+    *reinterpret_cast<uint32_t*>(out + src_idx) = *reinterpret_cast<const uint32_t*>(&x[0]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x10) = *reinterpret_cast<const uint32_t*>(&x[1]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x20) = *reinterpret_cast<const uint32_t*>(&x[2]);
+    *reinterpret_cast<uint32_t*>(out + src_idx + 0x30) = *reinterpret_cast<const uint32_t*>(&x[3]);
 }

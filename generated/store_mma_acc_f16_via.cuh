@@ -144,17 +144,17 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
     __syncthreads();  // scratch free (previous use done)
     detail::st_shared_v2_b32<0>(st_addr, s[0], s[8]);
     detail::st_shared_v2_b32<256>(st_addr, s[1], s[9]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x810), s[2], s[10]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x910), s[3], s[11]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1020), s[4], s[12]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1120), s[5], s[13]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1830), s[6], s[14]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x1930), s[7], s[15]);
+    detail::st_shared_v2_b32<2048>(smem_u32 + (st_base ^ 0x10), s[2], s[10]);
+    detail::st_shared_v2_b32<2304>(smem_u32 + (st_base ^ 0x10), s[3], s[11]);
+    detail::st_shared_v2_b32<4096>(smem_u32 + (st_base ^ 0x20), s[4], s[12]);
+    detail::st_shared_v2_b32<4352>(smem_u32 + (st_base ^ 0x20), s[5], s[13]);
+    detail::st_shared_v2_b32<6144>(smem_u32 + (st_base ^ 0x30), s[6], s[14]);
+    detail::st_shared_v2_b32<6400>(smem_u32 + (st_base ^ 0x30), s[7], s[15]);
     __syncthreads();  // stores visible
     uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
     uint32_t v1_0, v1_1, v1_2, v1_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x40), v1_0, v1_1, v1_2, v1_3);
     uint32_t v2_0, v2_1, v2_2, v2_3; detail::ld_shared_v4_b32<512>(ld_addr, v2_0, v2_1, v2_2, v2_3);
-    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x240), v3_0, v3_1, v3_2, v3_3);
+    uint32_t v3_0, v3_1, v3_2, v3_3; detail::ld_shared_v4_b32<512>(smem_u32 + (ld_base ^ 0x40), v3_0, v3_1, v3_2, v3_3);
     d[0] = v0_0;
     d[1] = v0_2;
     d[8] = v0_1;

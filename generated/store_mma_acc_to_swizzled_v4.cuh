@@ -103,19 +103,19 @@ __device__ __forceinline__ void store(const T (&src)[kRegs], void* smem, unsigne
     detail::st_shared_v2_b32<0>(st_addr, s[0], s[1]);
     detail::st_shared_v2_b32<2048>(st_addr, s[2], s[3]);
     detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x40), s[4], s[5]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x840), s[6], s[7]);
+    detail::st_shared_v2_b32<2048>(smem_u32 + (st_base ^ 0x40), s[6], s[7]);
     detail::st_shared_v2_b32<128>(st_addr, s[8], s[9]);
     detail::st_shared_v2_b32<2176>(st_addr, s[10], s[11]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0xc0), s[12], s[13]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x8c0), s[14], s[15]);
+    detail::st_shared_v2_b32<128>(smem_u32 + (st_base ^ 0x40), s[12], s[13]);
+    detail::st_shared_v2_b32<2176>(smem_u32 + (st_base ^ 0x40), s[14], s[15]);
     detail::st_shared_v2_b32<8192>(st_addr, s[16], s[17]);
     detail::st_shared_v2_b32<10240>(st_addr, s[18], s[19]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2040), s[20], s[21]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x2840), s[22], s[23]);
+    detail::st_shared_v2_b32<8192>(smem_u32 + (st_base ^ 0x40), s[20], s[21]);
+    detail::st_shared_v2_b32<10240>(smem_u32 + (st_base ^ 0x40), s[22], s[23]);
     detail::st_shared_v2_b32<8320>(st_addr, s[24], s[25]);
     detail::st_shared_v2_b32<10368>(st_addr, s[26], s[27]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x20c0), s[28], s[29]);
-    detail::st_shared_v2_b32<0>(smem_u32 + (st_base ^ 0x28c0), s[30], s[31]);
+    detail::st_shared_v2_b32<8320>(smem_u32 + (st_base ^ 0x40), s[28], s[29]);
+    detail::st_shared_v2_b32<10368>(smem_u32 + (st_base ^ 0x40), s[30], s[31]);
 }
 
 }  // namespace store_mma_acc_to_swizzled_v4

@@ -2,11 +2,15 @@
 // Grid of CTAs with warp_transpose_swaps_f32::kThreads threads and 0 bytes of dynamic shared memory each;
 // CTA b converts tile b (2048 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  warp_transpose_swaps_f32_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  warp_transpose_swaps_f32_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "warp_transpose_swaps_f32.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -136,9 +140,6 @@ static_assert(warp_transpose_swaps_f32_back::kThreads == warp_transpose_swaps_f3
 static_assert(warp_transpose_swaps_f32_back::kSmemBytes <= 0 && warp_transpose_swaps_f32::kSmemBytes <= 0,
               "launch with 0 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned warp_transpose_swaps_f32_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(warp_transpose_swaps_f32::kThreads)
 warp_transpose_swaps_f32_bench(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, int iters) {
@@ -153,22 +154,25 @@ warp_transpose_swaps_f32_bench(const uint32_t* __restrict__ in, uint32_t* __rest
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
     // the tile in and out 4 element(s) at a time (uint4): registers 4g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
-    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x4]);
-    uint32_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint32_t>(warp_transpose_swaps_f32_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(in + src_idx);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x4);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kDstRegs] = {
+        0x0u, 0x20e0u, 0x40c1u, 0x6021u, 0x8083u, 0xa063u, 0xc042u, 0xe0a2u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x107u) ^ (((lane >> 1) & 1u) * 0x20eu) ^ (((lane >> 2) & 1u) * 0x41cu) ^ (((lane >> 3) & 1u) * 0x838u) ^ (((lane >> 4) & 1u) * 0x1070u) ^ (((warp >> 0) & 1u) * 0x1u) ^ (((warp >> 1) & 1u) * 0x2u) ^ (((warp >> 2) & 1u) * 0x4u);
     uint32_t y[kDstRegs];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kDstRegs; ++r) y[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
         warp_transpose_swaps_f32_back::convert(y, x, smem);
     }
-    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x4]) = *reinterpret_cast<const uint4*>(&x[4]);
+    *reinterpret_cast<uint4*>(out + src_idx) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x4) = *reinterpret_cast<const uint4*>(&x[4]);
 }
 
 extern "C" __global__ void __launch_bounds__(warp_transpose_swaps_f32::kThreads)
@@ -183,17 +187,20 @@ warp_transpose_swaps_f32_base(const uint32_t* __restrict__ in, uint32_t* __restr
     const unsigned src_idx = (lane << 3) ^ (warp << 8);
     // the tile in and out 4 element(s) at a time (uint4): registers 4g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(&in[src_idx]);
-    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(&in[src_idx + 0x4]);
-    uint32_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint32_t>(warp_transpose_swaps_f32_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint4*>(&x[0]) = *reinterpret_cast<const uint4*>(in + src_idx);
+    *reinterpret_cast<uint4*>(&x[4]) = *reinterpret_cast<const uint4*>(in + src_idx + 0x4);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kSrcRegs] = {
+        0x0u, 0x107u, 0x20eu, 0x309u, 0x41cu, 0x51bu, 0x612u, 0x715u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x838u) ^ (((lane >> 1) & 1u) * 0x1070u) ^ (((lane >> 2) & 1u) * 0x20e0u) ^ (((lane >> 3) & 1u) * 0x40c1u) ^ (((lane >> 4) & 1u) * 0x8083u) ^ (((warp >> 0) & 1u) * 0x1u) ^ (((warp >> 1) & 1u) * 0x2u) ^ (((warp >> 2) & 1u) * 0x4u);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
     }
-    *reinterpret_cast<uint4*>(&out[src_idx]) = *reinterpret_cast<const uint4*>(&x[0]);
-    *reinterpret_cast<uint4*>(&out[src_idx + 0x4]) = *reinterpret_cast<const uint4*>(&x[4]);
+    *reinterpret_cast<uint4*>(out + src_idx) = *reinterpret_cast<const uint4*>(&x[0]);
+    *reinterpret_cast<uint4*>(out + src_idx + 0x4) = *reinterpret_cast<const uint4*>(&x[4]);
 }

@@ -2,11 +2,15 @@
 // Grid of CTAs with wgmma_acc_to_blocked::kThreads threads and 32768 bytes of dynamic shared memory each;
 // CTA b converts tile b (16384 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  wgmma_acc_to_blocked_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  wgmma_acc_to_blocked_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include "wgmma_acc_to_blocked.cuh"
 
 // The reverse conversion (destination layout -> source layout).
@@ -72,36 +76,36 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     detail::st_shared_v4_b32<0>(st_addr, s[0], s[1], s[4], s[5]);
     detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x20), s[2], s[3], s[6], s[7]);
     detail::st_shared_v4_b32<512>(st_addr, s[8], s[9], s[12], s[13]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x220), s[10], s[11], s[14], s[15]);
+    detail::st_shared_v4_b32<512>(smem_u32 + (st_base ^ 0x20), s[10], s[11], s[14], s[15]);
     detail::st_shared_v4_b32<1024>(st_addr, s[16], s[17], s[20], s[21]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x420), s[18], s[19], s[22], s[23]);
+    detail::st_shared_v4_b32<1024>(smem_u32 + (st_base ^ 0x20), s[18], s[19], s[22], s[23]);
     detail::st_shared_v4_b32<1536>(st_addr, s[24], s[25], s[28], s[29]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x620), s[26], s[27], s[30], s[31]);
+    detail::st_shared_v4_b32<1536>(smem_u32 + (st_base ^ 0x20), s[26], s[27], s[30], s[31]);
     detail::st_shared_v4_b32<2048>(st_addr, s[32], s[33], s[36], s[37]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x820), s[34], s[35], s[38], s[39]);
+    detail::st_shared_v4_b32<2048>(smem_u32 + (st_base ^ 0x20), s[34], s[35], s[38], s[39]);
     detail::st_shared_v4_b32<2560>(st_addr, s[40], s[41], s[44], s[45]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0xa20), s[42], s[43], s[46], s[47]);
+    detail::st_shared_v4_b32<2560>(smem_u32 + (st_base ^ 0x20), s[42], s[43], s[46], s[47]);
     detail::st_shared_v4_b32<3072>(st_addr, s[48], s[49], s[52], s[53]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0xc20), s[50], s[51], s[54], s[55]);
+    detail::st_shared_v4_b32<3072>(smem_u32 + (st_base ^ 0x20), s[50], s[51], s[54], s[55]);
     detail::st_shared_v4_b32<3584>(st_addr, s[56], s[57], s[60], s[61]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0xe20), s[58], s[59], s[62], s[63]);
+    detail::st_shared_v4_b32<3584>(smem_u32 + (st_base ^ 0x20), s[58], s[59], s[62], s[63]);
     __syncthreads();  // stores visible
     uint32_t v0_0_0, v0_0_1, v0_0_2, v0_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0_0, v0_0_1, v0_0_2, v0_0_3);
     uint32_t v0_1_0, v0_1_1, v0_1_2, v0_1_3; detail::ld_shared_v4_b32<512>(ld_addr, v0_1_0, v0_1_1, v0_1_2, v0_1_3);
-    uint32_t v0_2_0, v0_2_1, v0_2_2, v0_2_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x2020), v0_2_0, v0_2_1, v0_2_2, v0_2_3);
-    uint32_t v0_3_0, v0_3_1, v0_3_2, v0_3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x2220), v0_3_0, v0_3_1, v0_3_2, v0_3_3);
-    uint32_t v0_4_0, v0_4_1, v0_4_2, v0_4_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x4010), v0_4_0, v0_4_1, v0_4_2, v0_4_3);
-    uint32_t v0_5_0, v0_5_1, v0_5_2, v0_5_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x4210), v0_5_0, v0_5_1, v0_5_2, v0_5_3);
-    uint32_t v0_6_0, v0_6_1, v0_6_2, v0_6_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x6030), v0_6_0, v0_6_1, v0_6_2, v0_6_3);
-    uint32_t v0_7_0, v0_7_1, v0_7_2, v0_7_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x6230), v0_7_0, v0_7_1, v0_7_2, v0_7_3);
+    uint32_t v0_2_0, v0_2_1, v0_2_2, v0_2_3; detail::ld_shared_v4_b32<8192>(smem_u32 + (ld_base ^ 0x20), v0_2_0, v0_2_1, v0_2_2, v0_2_3);
+    uint32_t v0_3_0, v0_3_1, v0_3_2, v0_3_3; detail::ld_shared_v4_b32<8704>(smem_u32 + (ld_base ^ 0x20), v0_3_0, v0_3_1, v0_3_2, v0_3_3);
+    uint32_t v0_4_0, v0_4_1, v0_4_2, v0_4_3; detail::ld_shared_v4_b32<16384>(smem_u32 + (ld_base ^ 0x10), v0_4_0, v0_4_1, v0_4_2, v0_4_3);
+    uint32_t v0_5_0, v0_5_1, v0_5_2, v0_5_3; detail::ld_shared_v4_b32<16896>(smem_u32 + (ld_base ^ 0x10), v0_5_0, v0_5_1, v0_5_2, v0_5_3);
+    uint32_t v0_6_0, v0_6_1, v0_6_2, v0_6_3; detail::ld_shared_v4_b32<24576>(smem_u32 + (ld_base ^ 0x30), v0_6_0, v0_6_1, v0_6_2, v0_6_3);
+    uint32_t v0_7_0, v0_7_1, v0_7_2, v0_7_3; detail::ld_shared_v4_b32<25088>(smem_u32 + (ld_base ^ 0x30), v0_7_0, v0_7_1, v0_7_2, v0_7_3);
     uint32_t v0_8_0, v0_8_1, v0_8_2, v0_8_3; detail::ld_shared_v4_b32<4096>(ld_addr, v0_8_0, v0_8_1, v0_8_2, v0_8_3);
     uint32_t v0_9_0, v0_9_1, v0_9_2, v0_9_3; detail::ld_shared_v4_b32<4608>(ld_addr, v0_9_0, v0_9_1, v0_9_2, v0_9_3);
-    uint32_t v0_10_0, v0_10_1, v0_10_2, v0_10_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x3020), v0_10_0, v0_10_1, v0_10_2, v0_10_3);
-    uint32_t v0_11_0, v0_11_1, v0_11_2, v0_11_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x3220), v0_11_0, v0_11_1, v0_11_2, v0_11_3);
-    uint32_t v0_12_0, v0_12_1, v0_12_2, v0_12_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x5010), v0_12_0, v0_12_1, v0_12_2, v0_12_3);
-    uint32_t v0_13_0, v0_13_1, v0_13_2, v0_13_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x5210), v0_13_0, v0_13_1, v0_13_2, v0_13_3);
-    uint32_t v0_14_0, v0_14_1, v0_14_2, v0_14_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x7030), v0_14_0, v0_14_1, v0_14_2, v0_14_3);
-    uint32_t v0_15_0, v0_15_1, v0_15_2, v0_15_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x7230), v0_15_0, v0_15_1, v0_15_2, v0_15_3);
+    uint32_t v0_10_0, v0_10_1, v0_10_2, v0_10_3; detail::ld_shared_v4_b32<12288>(smem_u32 + (ld_base ^ 0x20), v0_10_0, v0_10_1, v0_10_2, v0_10_3);
+    uint32_t v0_11_0, v0_11_1, v0_11_2, v0_11_3; detail::ld_shared_v4_b32<12800>(smem_u32 + (ld_base ^ 0x20), v0_11_0, v0_11_1, v0_11_2, v0_11_3);
+    uint32_t v0_12_0, v0_12_1, v0_12_2, v0_12_3; detail::ld_shared_v4_b32<20480>(smem_u32 + (ld_base ^ 0x10), v0_12_0, v0_12_1, v0_12_2, v0_12_3);
+    uint32_t v0_13_0, v0_13_1, v0_13_2, v0_13_3; detail::ld_shared_v4_b32<20992>(smem_u32 + (ld_base ^ 0x10), v0_13_0, v0_13_1, v0_13_2, v0_13_3);
+    uint32_t v0_14_0, v0_14_1, v0_14_2, v0_14_3; detail::ld_shared_v4_b32<28672>(smem_u32 + (ld_base ^ 0x30), v0_14_0, v0_14_1, v0_14_2, v0_14_3);
+    uint32_t v0_15_0, v0_15_1, v0_15_2, v0_15_3; detail::ld_shared_v4_b32<29184>(smem_u32 + (ld_base ^ 0x30), v0_15_0, v0_15_1, v0_15_2, v0_15_3);
     d[0] = v0_0_0;
     d[1] = v0_0_1;
     d[32] = v0_0_2;
@@ -172,36 +176,36 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     detail::st_shared_v4_b32<0>(st_addr, s[64], s[65], s[68], s[69]);
     detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x20), s[66], s[67], s[70], s[71]);
     detail::st_shared_v4_b32<512>(st_addr, s[72], s[73], s[76], s[77]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x220), s[74], s[75], s[78], s[79]);
+    detail::st_shared_v4_b32<512>(smem_u32 + (st_base ^ 0x20), s[74], s[75], s[78], s[79]);
     detail::st_shared_v4_b32<1024>(st_addr, s[80], s[81], s[84], s[85]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x420), s[82], s[83], s[86], s[87]);
+    detail::st_shared_v4_b32<1024>(smem_u32 + (st_base ^ 0x20), s[82], s[83], s[86], s[87]);
     detail::st_shared_v4_b32<1536>(st_addr, s[88], s[89], s[92], s[93]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x620), s[90], s[91], s[94], s[95]);
+    detail::st_shared_v4_b32<1536>(smem_u32 + (st_base ^ 0x20), s[90], s[91], s[94], s[95]);
     detail::st_shared_v4_b32<2048>(st_addr, s[96], s[97], s[100], s[101]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0x820), s[98], s[99], s[102], s[103]);
+    detail::st_shared_v4_b32<2048>(smem_u32 + (st_base ^ 0x20), s[98], s[99], s[102], s[103]);
     detail::st_shared_v4_b32<2560>(st_addr, s[104], s[105], s[108], s[109]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0xa20), s[106], s[107], s[110], s[111]);
+    detail::st_shared_v4_b32<2560>(smem_u32 + (st_base ^ 0x20), s[106], s[107], s[110], s[111]);
     detail::st_shared_v4_b32<3072>(st_addr, s[112], s[113], s[116], s[117]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0xc20), s[114], s[115], s[118], s[119]);
+    detail::st_shared_v4_b32<3072>(smem_u32 + (st_base ^ 0x20), s[114], s[115], s[118], s[119]);
     detail::st_shared_v4_b32<3584>(st_addr, s[120], s[121], s[124], s[125]);
-    detail::st_shared_v4_b32<0>(smem_u32 + (st_base ^ 0xe20), s[122], s[123], s[126], s[127]);
+    detail::st_shared_v4_b32<3584>(smem_u32 + (st_base ^ 0x20), s[122], s[123], s[126], s[127]);
     __syncthreads();  // stores visible
     uint32_t v1_0_0, v1_0_1, v1_0_2, v1_0_3; detail::ld_shared_v4_b32<0>(ld_addr, v1_0_0, v1_0_1, v1_0_2, v1_0_3);
     uint32_t v1_1_0, v1_1_1, v1_1_2, v1_1_3; detail::ld_shared_v4_b32<512>(ld_addr, v1_1_0, v1_1_1, v1_1_2, v1_1_3);
-    uint32_t v1_2_0, v1_2_1, v1_2_2, v1_2_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x2020), v1_2_0, v1_2_1, v1_2_2, v1_2_3);
-    uint32_t v1_3_0, v1_3_1, v1_3_2, v1_3_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x2220), v1_3_0, v1_3_1, v1_3_2, v1_3_3);
-    uint32_t v1_4_0, v1_4_1, v1_4_2, v1_4_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x4010), v1_4_0, v1_4_1, v1_4_2, v1_4_3);
-    uint32_t v1_5_0, v1_5_1, v1_5_2, v1_5_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x4210), v1_5_0, v1_5_1, v1_5_2, v1_5_3);
-    uint32_t v1_6_0, v1_6_1, v1_6_2, v1_6_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x6030), v1_6_0, v1_6_1, v1_6_2, v1_6_3);
-    uint32_t v1_7_0, v1_7_1, v1_7_2, v1_7_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x6230), v1_7_0, v1_7_1, v1_7_2, v1_7_3);
+    uint32_t v1_2_0, v1_2_1, v1_2_2, v1_2_3; detail::ld_shared_v4_b32<8192>(smem_u32 + (ld_base ^ 0x20), v1_2_0, v1_2_1, v1_2_2, v1_2_3);
+    uint32_t v1_3_0, v1_3_1, v1_3_2, v1_3_3; detail::ld_shared_v4_b32<8704>(smem_u32 + (ld_base ^ 0x20), v1_3_0, v1_3_1, v1_3_2, v1_3_3);
+    uint32_t v1_4_0, v1_4_1, v1_4_2, v1_4_3; detail::ld_shared_v4_b32<16384>(smem_u32 + (ld_base ^ 0x10), v1_4_0, v1_4_1, v1_4_2, v1_4_3);
+    uint32_t v1_5_0, v1_5_1, v1_5_2, v1_5_3; detail::ld_shared_v4_b32<16896>(smem_u32 + (ld_base ^ 0x10), v1_5_0, v1_5_1, v1_5_2, v1_5_3);
+    uint32_t v1_6_0, v1_6_1, v1_6_2, v1_6_3; detail::ld_shared_v4_b32<24576>(smem_u32 + (ld_base ^ 0x30), v1_6_0, v1_6_1, v1_6_2, v1_6_3);
+    uint32_t v1_7_0, v1_7_1, v1_7_2, v1_7_3; detail::ld_shared_v4_b32<25088>(smem_u32 + (ld_base ^ 0x30), v1_7_0, v1_7_1, v1_7_2, v1_7_3);
     uint32_t v1_8_0, v1_8_1, v1_8_2, v1_8_3; detail::ld_shared_v4_b32<4096>(ld_addr, v1_8_0, v1_8_1, v1_8_2, v1_8_3);
     uint32_t v1_9_0, v1_9_1, v1_9_2, v1_9_3; detail::ld_shared_v4_b32<4608>(ld_addr, v1_9_0, v1_9_1, v1_9_2, v1_9_3);
-    uint32_t v1_10_0, v1_10_1, v1_10_2, v1_10_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x3020), v1_10_0, v1_10_1, v1_10_2, v1_10_3);
-    uint32_t v1_11_0, v1_11_1, v1_11_2, v1_11_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x3220), v1_11_0, v1_11_1, v1_11_2, v1_11_3);
-    uint32_t v1_12_0, v1_12_1, v1_12_2, v1_12_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x5010), v1_12_0, v1_12_1, v1_12_2, v1_12_3);
-    uint32_t v1_13_0, v1_13_1, v1_13_2, v1_13_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x5210), v1_13_0, v1_13_1, v1_13_2, v1_13_3);
-    uint32_t v1_14_0, v1_14_1, v1_14_2, v1_14_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x7030), v1_14_0, v1_14_1, v1_14_2, v1_14_3);
-    uint32_t v1_15_0, v1_15_1, v1_15_2, v1_15_3; detail::ld_shared_v4_b32<0>(smem_u32 + (ld_base ^ 0x7230), v1_15_0, v1_15_1, v1_15_2, v1_15_3);
+    uint32_t v1_10_0, v1_10_1, v1_10_2, v1_10_3; detail::ld_shared_v4_b32<12288>(smem_u32 + (ld_base ^ 0x20), v1_10_0, v1_10_1, v1_10_2, v1_10_3);
+    uint32_t v1_11_0, v1_11_1, v1_11_2, v1_11_3; detail::ld_shared_v4_b32<12800>(smem_u32 + (ld_base ^ 0x20), v1_11_0, v1_11_1, v1_11_2, v1_11_3);
+    uint32_t v1_12_0, v1_12_1, v1_12_2, v1_12_3; detail::ld_shared_v4_b32<20480>(smem_u32 + (ld_base ^ 0x10), v1_12_0, v1_12_1, v1_12_2, v1_12_3);
+    uint32_t v1_13_0, v1_13_1, v1_13_2, v1_13_3; detail::ld_shared_v4_b32<20992>(smem_u32 + (ld_base ^ 0x10), v1_13_0, v1_13_1, v1_13_2, v1_13_3);
+    uint32_t v1_14_0, v1_14_1, v1_14_2, v1_14_3; detail::ld_shared_v4_b32<28672>(smem_u32 + (ld_base ^ 0x30), v1_14_0, v1_14_1, v1_14_2, v1_14_3);
+    uint32_t v1_15_0, v1_15_1, v1_15_2, v1_15_3; detail::ld_shared_v4_b32<29184>(smem_u32 + (ld_base ^ 0x30), v1_15_0, v1_15_1, v1_15_2, v1_15_3);
     d[64] = v1_0_0;
     d[65] = v1_0_1;
     d[96] = v1_0_2;
@@ -279,9 +283,6 @@ static_assert(wgmma_acc_to_blocked_back::kThreads == wgmma_acc_to_blocked::kThre
 static_assert(wgmma_acc_to_blocked_back::kSmemBytes <= 32768 && wgmma_acc_to_blocked::kSmemBytes <= 32768,
               "launch with 32768 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned wgmma_acc_to_blocked_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(wgmma_acc_to_blocked::kThreads)
 wgmma_acc_to_blocked_bench(const uint32_t* __restrict__ in, uint32_t* __restrict__ out, int iters) {
@@ -296,146 +297,164 @@ wgmma_acc_to_blocked_bench(const uint32_t* __restrict__ in, uint32_t* __restrict
     const unsigned src_idx = ((lane & 0x1c) << 5) ^ ((lane & 0x3) << 1) ^ (warp << 11);
     // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
-    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x8]);
-    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x408]);
-    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x410]);
-    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x18]);
-    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x418]);
-    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
-    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x28]);
-    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x428]);
-    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x430]);
-    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x38]);
-    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x438]);
-    *reinterpret_cast<uint2*>(&x[32]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<uint2*>(&x[34]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x440]);
-    *reinterpret_cast<uint2*>(&x[36]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x48]);
-    *reinterpret_cast<uint2*>(&x[38]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x448]);
-    *reinterpret_cast<uint2*>(&x[40]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x50]);
-    *reinterpret_cast<uint2*>(&x[42]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x450]);
-    *reinterpret_cast<uint2*>(&x[44]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x58]);
-    *reinterpret_cast<uint2*>(&x[46]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x458]);
-    *reinterpret_cast<uint2*>(&x[48]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x60]);
-    *reinterpret_cast<uint2*>(&x[50]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x460]);
-    *reinterpret_cast<uint2*>(&x[52]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x68]);
-    *reinterpret_cast<uint2*>(&x[54]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x468]);
-    *reinterpret_cast<uint2*>(&x[56]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x70]);
-    *reinterpret_cast<uint2*>(&x[58]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x470]);
-    *reinterpret_cast<uint2*>(&x[60]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x78]);
-    *reinterpret_cast<uint2*>(&x[62]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x478]);
-    *reinterpret_cast<uint2*>(&x[64]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2000]);
-    *reinterpret_cast<uint2*>(&x[66]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2400]);
-    *reinterpret_cast<uint2*>(&x[68]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2008]);
-    *reinterpret_cast<uint2*>(&x[70]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2408]);
-    *reinterpret_cast<uint2*>(&x[72]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2010]);
-    *reinterpret_cast<uint2*>(&x[74]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2410]);
-    *reinterpret_cast<uint2*>(&x[76]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2018]);
-    *reinterpret_cast<uint2*>(&x[78]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2418]);
-    *reinterpret_cast<uint2*>(&x[80]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2020]);
-    *reinterpret_cast<uint2*>(&x[82]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2420]);
-    *reinterpret_cast<uint2*>(&x[84]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2028]);
-    *reinterpret_cast<uint2*>(&x[86]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2428]);
-    *reinterpret_cast<uint2*>(&x[88]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2030]);
-    *reinterpret_cast<uint2*>(&x[90]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2430]);
-    *reinterpret_cast<uint2*>(&x[92]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2038]);
-    *reinterpret_cast<uint2*>(&x[94]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2438]);
-    *reinterpret_cast<uint2*>(&x[96]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2040]);
-    *reinterpret_cast<uint2*>(&x[98]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2440]);
-    *reinterpret_cast<uint2*>(&x[100]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2048]);
-    *reinterpret_cast<uint2*>(&x[102]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2448]);
-    *reinterpret_cast<uint2*>(&x[104]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2050]);
-    *reinterpret_cast<uint2*>(&x[106]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2450]);
-    *reinterpret_cast<uint2*>(&x[108]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2058]);
-    *reinterpret_cast<uint2*>(&x[110]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2458]);
-    *reinterpret_cast<uint2*>(&x[112]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2060]);
-    *reinterpret_cast<uint2*>(&x[114]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2460]);
-    *reinterpret_cast<uint2*>(&x[116]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2068]);
-    *reinterpret_cast<uint2*>(&x[118]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2468]);
-    *reinterpret_cast<uint2*>(&x[120]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2070]);
-    *reinterpret_cast<uint2*>(&x[122]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2470]);
-    *reinterpret_cast<uint2*>(&x[124]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2078]);
-    *reinterpret_cast<uint2*>(&x[126]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2478]);
-    uint32_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint32_t>(wgmma_acc_to_blocked_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(in + src_idx);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x8);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x408);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x410);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x18);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x418);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x420);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x28);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x428);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x30);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x430);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x38);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x438);
+    *reinterpret_cast<uint2*>(&x[32]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x40);
+    *reinterpret_cast<uint2*>(&x[34]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x440);
+    *reinterpret_cast<uint2*>(&x[36]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x48);
+    *reinterpret_cast<uint2*>(&x[38]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x448);
+    *reinterpret_cast<uint2*>(&x[40]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x50);
+    *reinterpret_cast<uint2*>(&x[42]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x450);
+    *reinterpret_cast<uint2*>(&x[44]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x58);
+    *reinterpret_cast<uint2*>(&x[46]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x458);
+    *reinterpret_cast<uint2*>(&x[48]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x60);
+    *reinterpret_cast<uint2*>(&x[50]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x460);
+    *reinterpret_cast<uint2*>(&x[52]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x68);
+    *reinterpret_cast<uint2*>(&x[54]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x468);
+    *reinterpret_cast<uint2*>(&x[56]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x70);
+    *reinterpret_cast<uint2*>(&x[58]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x470);
+    *reinterpret_cast<uint2*>(&x[60]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x78);
+    *reinterpret_cast<uint2*>(&x[62]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x478);
+    *reinterpret_cast<uint2*>(&x[64]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2000);
+    *reinterpret_cast<uint2*>(&x[66]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2400);
+    *reinterpret_cast<uint2*>(&x[68]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2008);
+    *reinterpret_cast<uint2*>(&x[70]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2408);
+    *reinterpret_cast<uint2*>(&x[72]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2010);
+    *reinterpret_cast<uint2*>(&x[74]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2410);
+    *reinterpret_cast<uint2*>(&x[76]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2018);
+    *reinterpret_cast<uint2*>(&x[78]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2418);
+    *reinterpret_cast<uint2*>(&x[80]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2020);
+    *reinterpret_cast<uint2*>(&x[82]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2420);
+    *reinterpret_cast<uint2*>(&x[84]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2028);
+    *reinterpret_cast<uint2*>(&x[86]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2428);
+    *reinterpret_cast<uint2*>(&x[88]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2030);
+    *reinterpret_cast<uint2*>(&x[90]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2430);
+    *reinterpret_cast<uint2*>(&x[92]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2038);
+    *reinterpret_cast<uint2*>(&x[94]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2438);
+    *reinterpret_cast<uint2*>(&x[96]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2040);
+    *reinterpret_cast<uint2*>(&x[98]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2440);
+    *reinterpret_cast<uint2*>(&x[100]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2048);
+    *reinterpret_cast<uint2*>(&x[102]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2448);
+    *reinterpret_cast<uint2*>(&x[104]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2050);
+    *reinterpret_cast<uint2*>(&x[106]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2450);
+    *reinterpret_cast<uint2*>(&x[108]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2058);
+    *reinterpret_cast<uint2*>(&x[110]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2458);
+    *reinterpret_cast<uint2*>(&x[112]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2060);
+    *reinterpret_cast<uint2*>(&x[114]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2460);
+    *reinterpret_cast<uint2*>(&x[116]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2068);
+    *reinterpret_cast<uint2*>(&x[118]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2468);
+    *reinterpret_cast<uint2*>(&x[120]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2070);
+    *reinterpret_cast<uint2*>(&x[122]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2470);
+    *reinterpret_cast<uint2*>(&x[124]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2078);
+    *reinterpret_cast<uint2*>(&x[126]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2478);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kDstRegs] = {
+        0x0u, 0x107u, 0x20eu, 0x309u, 0x40c1u, 0x41c6u, 0x42cfu, 0x43c8u,
+        0x4u, 0x103u, 0x20au, 0x30du, 0x40c5u, 0x41c2u, 0x42cbu, 0x43ccu,
+        0x8u, 0x10fu, 0x206u, 0x301u, 0x40c9u, 0x41ceu, 0x42c7u, 0x43c0u,
+        0xcu, 0x10bu, 0x202u, 0x305u, 0x40cdu, 0x41cau, 0x42c3u, 0x43c4u,
+        0x10u, 0x117u, 0x21eu, 0x319u, 0x40d1u, 0x41d6u, 0x42dfu, 0x43d8u,
+        0x14u, 0x113u, 0x21au, 0x31du, 0x40d5u, 0x41d2u, 0x42dbu, 0x43dcu,
+        0x18u, 0x11fu, 0x216u, 0x311u, 0x40d9u, 0x41deu, 0x42d7u, 0x43d0u,
+        0x1cu, 0x11bu, 0x212u, 0x315u, 0x40ddu, 0x41dau, 0x42d3u, 0x43d4u,
+        0x20u, 0x127u, 0x22eu, 0x329u, 0x40e1u, 0x41e6u, 0x42efu, 0x43e8u,
+        0x24u, 0x123u, 0x22au, 0x32du, 0x40e5u, 0x41e2u, 0x42ebu, 0x43ecu,
+        0x28u, 0x12fu, 0x226u, 0x321u, 0x40e9u, 0x41eeu, 0x42e7u, 0x43e0u,
+        0x2cu, 0x12bu, 0x222u, 0x325u, 0x40edu, 0x41eau, 0x42e3u, 0x43e4u,
+        0x30u, 0x137u, 0x23eu, 0x339u, 0x40f1u, 0x41f6u, 0x42ffu, 0x43f8u,
+        0x34u, 0x133u, 0x23au, 0x33du, 0x40f5u, 0x41f2u, 0x42fbu, 0x43fcu,
+        0x38u, 0x13fu, 0x236u, 0x331u, 0x40f9u, 0x41feu, 0x42f7u, 0x43f0u,
+        0x3cu, 0x13bu, 0x232u, 0x335u, 0x40fdu, 0x41fau, 0x42f3u, 0x43f4u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x41cu) ^ (((lane >> 1) & 1u) * 0x838u) ^ (((lane >> 2) & 1u) * 0x1070u) ^ (((lane >> 3) & 1u) * 0x20e0u) ^ (((lane >> 4) & 1u) * 0x8083u) ^ (((warp >> 0) & 1u) * 0x1u) ^ (((warp >> 1) & 1u) * 0x2u);
     uint32_t y[kDstRegs];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert(x, y, smem);
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kDstRegs; ++r) y[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kDstRegs; ++r) y[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
         wgmma_acc_to_blocked_back::convert(y, x, smem);
     }
-    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[2]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint2*>(&x[4]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x408]) = *reinterpret_cast<const uint2*>(&x[6]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[8]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x410]) = *reinterpret_cast<const uint2*>(&x[10]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint2*>(&x[12]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x418]) = *reinterpret_cast<const uint2*>(&x[14]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[16]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[18]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint2*>(&x[20]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x428]) = *reinterpret_cast<const uint2*>(&x[22]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[24]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x430]) = *reinterpret_cast<const uint2*>(&x[26]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint2*>(&x[28]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x438]) = *reinterpret_cast<const uint2*>(&x[30]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint2*>(&x[32]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x440]) = *reinterpret_cast<const uint2*>(&x[34]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x48]) = *reinterpret_cast<const uint2*>(&x[36]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x448]) = *reinterpret_cast<const uint2*>(&x[38]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x50]) = *reinterpret_cast<const uint2*>(&x[40]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x450]) = *reinterpret_cast<const uint2*>(&x[42]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x58]) = *reinterpret_cast<const uint2*>(&x[44]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x458]) = *reinterpret_cast<const uint2*>(&x[46]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x60]) = *reinterpret_cast<const uint2*>(&x[48]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x460]) = *reinterpret_cast<const uint2*>(&x[50]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x68]) = *reinterpret_cast<const uint2*>(&x[52]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x468]) = *reinterpret_cast<const uint2*>(&x[54]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x70]) = *reinterpret_cast<const uint2*>(&x[56]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x470]) = *reinterpret_cast<const uint2*>(&x[58]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x78]) = *reinterpret_cast<const uint2*>(&x[60]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x478]) = *reinterpret_cast<const uint2*>(&x[62]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2000]) = *reinterpret_cast<const uint2*>(&x[64]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2400]) = *reinterpret_cast<const uint2*>(&x[66]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2008]) = *reinterpret_cast<const uint2*>(&x[68]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2408]) = *reinterpret_cast<const uint2*>(&x[70]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2010]) = *reinterpret_cast<const uint2*>(&x[72]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2410]) = *reinterpret_cast<const uint2*>(&x[74]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2018]) = *reinterpret_cast<const uint2*>(&x[76]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2418]) = *reinterpret_cast<const uint2*>(&x[78]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2020]) = *reinterpret_cast<const uint2*>(&x[80]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2420]) = *reinterpret_cast<const uint2*>(&x[82]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2028]) = *reinterpret_cast<const uint2*>(&x[84]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2428]) = *reinterpret_cast<const uint2*>(&x[86]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2030]) = *reinterpret_cast<const uint2*>(&x[88]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2430]) = *reinterpret_cast<const uint2*>(&x[90]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2038]) = *reinterpret_cast<const uint2*>(&x[92]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2438]) = *reinterpret_cast<const uint2*>(&x[94]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2040]) = *reinterpret_cast<const uint2*>(&x[96]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2440]) = *reinterpret_cast<const uint2*>(&x[98]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2048]) = *reinterpret_cast<const uint2*>(&x[100]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2448]) = *reinterpret_cast<const uint2*>(&x[102]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2050]) = *reinterpret_cast<const uint2*>(&x[104]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2450]) = *reinterpret_cast<const uint2*>(&x[106]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2058]) = *reinterpret_cast<const uint2*>(&x[108]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2458]) = *reinterpret_cast<const uint2*>(&x[110]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2060]) = *reinterpret_cast<const uint2*>(&x[112]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2460]) = *reinterpret_cast<const uint2*>(&x[114]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2068]) = *reinterpret_cast<const uint2*>(&x[116]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2468]) = *reinterpret_cast<const uint2*>(&x[118]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2070]) = *reinterpret_cast<const uint2*>(&x[120]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2470]) = *reinterpret_cast<const uint2*>(&x[122]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2078]) = *reinterpret_cast<const uint2*>(&x[124]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2478]) = *reinterpret_cast<const uint2*>(&x[126]);
+    *reinterpret_cast<uint2*>(out + src_idx) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x400) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x8) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x408) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x10) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x410) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x18) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x418) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x20) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x420) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x28) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x428) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x30) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x430) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x38) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x438) = *reinterpret_cast<const uint2*>(&x[30]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x40) = *reinterpret_cast<const uint2*>(&x[32]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x440) = *reinterpret_cast<const uint2*>(&x[34]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x48) = *reinterpret_cast<const uint2*>(&x[36]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x448) = *reinterpret_cast<const uint2*>(&x[38]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x50) = *reinterpret_cast<const uint2*>(&x[40]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x450) = *reinterpret_cast<const uint2*>(&x[42]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x58) = *reinterpret_cast<const uint2*>(&x[44]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x458) = *reinterpret_cast<const uint2*>(&x[46]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x60) = *reinterpret_cast<const uint2*>(&x[48]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x460) = *reinterpret_cast<const uint2*>(&x[50]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x68) = *reinterpret_cast<const uint2*>(&x[52]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x468) = *reinterpret_cast<const uint2*>(&x[54]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x70) = *reinterpret_cast<const uint2*>(&x[56]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x470) = *reinterpret_cast<const uint2*>(&x[58]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x78) = *reinterpret_cast<const uint2*>(&x[60]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x478) = *reinterpret_cast<const uint2*>(&x[62]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2000) = *reinterpret_cast<const uint2*>(&x[64]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2400) = *reinterpret_cast<const uint2*>(&x[66]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2008) = *reinterpret_cast<const uint2*>(&x[68]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2408) = *reinterpret_cast<const uint2*>(&x[70]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2010) = *reinterpret_cast<const uint2*>(&x[72]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2410) = *reinterpret_cast<const uint2*>(&x[74]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2018) = *reinterpret_cast<const uint2*>(&x[76]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2418) = *reinterpret_cast<const uint2*>(&x[78]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2020) = *reinterpret_cast<const uint2*>(&x[80]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2420) = *reinterpret_cast<const uint2*>(&x[82]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2028) = *reinterpret_cast<const uint2*>(&x[84]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2428) = *reinterpret_cast<const uint2*>(&x[86]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2030) = *reinterpret_cast<const uint2*>(&x[88]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2430) = *reinterpret_cast<const uint2*>(&x[90]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2038) = *reinterpret_cast<const uint2*>(&x[92]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2438) = *reinterpret_cast<const uint2*>(&x[94]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2040) = *reinterpret_cast<const uint2*>(&x[96]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2440) = *reinterpret_cast<const uint2*>(&x[98]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2048) = *reinterpret_cast<const uint2*>(&x[100]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2448) = *reinterpret_cast<const uint2*>(&x[102]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2050) = *reinterpret_cast<const uint2*>(&x[104]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2450) = *reinterpret_cast<const uint2*>(&x[106]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2058) = *reinterpret_cast<const uint2*>(&x[108]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2458) = *reinterpret_cast<const uint2*>(&x[110]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2060) = *reinterpret_cast<const uint2*>(&x[112]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2460) = *reinterpret_cast<const uint2*>(&x[114]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2068) = *reinterpret_cast<const uint2*>(&x[116]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2468) = *reinterpret_cast<const uint2*>(&x[118]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2070) = *reinterpret_cast<const uint2*>(&x[120]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2470) = *reinterpret_cast<const uint2*>(&x[122]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2078) = *reinterpret_cast<const uint2*>(&x[124]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2478) = *reinterpret_cast<const uint2*>(&x[126]);
 }
 
 extern "C" __global__ void __launch_bounds__(wgmma_acc_to_blocked::kThreads)
@@ -450,141 +469,159 @@ wgmma_acc_to_blocked_base(const uint32_t* __restrict__ in, uint32_t* __restrict_
     const unsigned src_idx = ((lane & 0x1c) << 5) ^ ((lane & 0x3) << 1) ^ (warp << 11);
     // the tile in and out 2 element(s) at a time (uint2): registers 2g.. hold consecutive elements
     alignas(16) uint32_t x[kSrcRegs];
-    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(&in[src_idx]);
-    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x400]);
-    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x8]);
-    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x408]);
-    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x10]);
-    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x410]);
-    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x18]);
-    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x418]);
-    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x20]);
-    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x420]);
-    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x28]);
-    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x428]);
-    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x30]);
-    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x430]);
-    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x38]);
-    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x438]);
-    *reinterpret_cast<uint2*>(&x[32]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<uint2*>(&x[34]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x440]);
-    *reinterpret_cast<uint2*>(&x[36]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x48]);
-    *reinterpret_cast<uint2*>(&x[38]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x448]);
-    *reinterpret_cast<uint2*>(&x[40]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x50]);
-    *reinterpret_cast<uint2*>(&x[42]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x450]);
-    *reinterpret_cast<uint2*>(&x[44]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x58]);
-    *reinterpret_cast<uint2*>(&x[46]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x458]);
-    *reinterpret_cast<uint2*>(&x[48]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x60]);
-    *reinterpret_cast<uint2*>(&x[50]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x460]);
-    *reinterpret_cast<uint2*>(&x[52]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x68]);
-    *reinterpret_cast<uint2*>(&x[54]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x468]);
-    *reinterpret_cast<uint2*>(&x[56]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x70]);
-    *reinterpret_cast<uint2*>(&x[58]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x470]);
-    *reinterpret_cast<uint2*>(&x[60]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x78]);
-    *reinterpret_cast<uint2*>(&x[62]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x478]);
-    *reinterpret_cast<uint2*>(&x[64]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2000]);
-    *reinterpret_cast<uint2*>(&x[66]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2400]);
-    *reinterpret_cast<uint2*>(&x[68]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2008]);
-    *reinterpret_cast<uint2*>(&x[70]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2408]);
-    *reinterpret_cast<uint2*>(&x[72]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2010]);
-    *reinterpret_cast<uint2*>(&x[74]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2410]);
-    *reinterpret_cast<uint2*>(&x[76]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2018]);
-    *reinterpret_cast<uint2*>(&x[78]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2418]);
-    *reinterpret_cast<uint2*>(&x[80]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2020]);
-    *reinterpret_cast<uint2*>(&x[82]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2420]);
-    *reinterpret_cast<uint2*>(&x[84]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2028]);
-    *reinterpret_cast<uint2*>(&x[86]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2428]);
-    *reinterpret_cast<uint2*>(&x[88]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2030]);
-    *reinterpret_cast<uint2*>(&x[90]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2430]);
-    *reinterpret_cast<uint2*>(&x[92]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2038]);
-    *reinterpret_cast<uint2*>(&x[94]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2438]);
-    *reinterpret_cast<uint2*>(&x[96]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2040]);
-    *reinterpret_cast<uint2*>(&x[98]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2440]);
-    *reinterpret_cast<uint2*>(&x[100]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2048]);
-    *reinterpret_cast<uint2*>(&x[102]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2448]);
-    *reinterpret_cast<uint2*>(&x[104]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2050]);
-    *reinterpret_cast<uint2*>(&x[106]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2450]);
-    *reinterpret_cast<uint2*>(&x[108]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2058]);
-    *reinterpret_cast<uint2*>(&x[110]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2458]);
-    *reinterpret_cast<uint2*>(&x[112]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2060]);
-    *reinterpret_cast<uint2*>(&x[114]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2460]);
-    *reinterpret_cast<uint2*>(&x[116]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2068]);
-    *reinterpret_cast<uint2*>(&x[118]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2468]);
-    *reinterpret_cast<uint2*>(&x[120]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2070]);
-    *reinterpret_cast<uint2*>(&x[122]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2470]);
-    *reinterpret_cast<uint2*>(&x[124]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2078]);
-    *reinterpret_cast<uint2*>(&x[126]) = *reinterpret_cast<const uint2*>(&in[src_idx + 0x2478]);
-    uint32_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint32_t>(wgmma_acc_to_blocked_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
+    *reinterpret_cast<uint2*>(&x[0]) = *reinterpret_cast<const uint2*>(in + src_idx);
+    *reinterpret_cast<uint2*>(&x[2]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x400);
+    *reinterpret_cast<uint2*>(&x[4]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x8);
+    *reinterpret_cast<uint2*>(&x[6]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x408);
+    *reinterpret_cast<uint2*>(&x[8]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x10);
+    *reinterpret_cast<uint2*>(&x[10]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x410);
+    *reinterpret_cast<uint2*>(&x[12]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x18);
+    *reinterpret_cast<uint2*>(&x[14]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x418);
+    *reinterpret_cast<uint2*>(&x[16]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x20);
+    *reinterpret_cast<uint2*>(&x[18]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x420);
+    *reinterpret_cast<uint2*>(&x[20]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x28);
+    *reinterpret_cast<uint2*>(&x[22]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x428);
+    *reinterpret_cast<uint2*>(&x[24]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x30);
+    *reinterpret_cast<uint2*>(&x[26]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x430);
+    *reinterpret_cast<uint2*>(&x[28]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x38);
+    *reinterpret_cast<uint2*>(&x[30]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x438);
+    *reinterpret_cast<uint2*>(&x[32]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x40);
+    *reinterpret_cast<uint2*>(&x[34]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x440);
+    *reinterpret_cast<uint2*>(&x[36]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x48);
+    *reinterpret_cast<uint2*>(&x[38]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x448);
+    *reinterpret_cast<uint2*>(&x[40]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x50);
+    *reinterpret_cast<uint2*>(&x[42]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x450);
+    *reinterpret_cast<uint2*>(&x[44]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x58);
+    *reinterpret_cast<uint2*>(&x[46]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x458);
+    *reinterpret_cast<uint2*>(&x[48]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x60);
+    *reinterpret_cast<uint2*>(&x[50]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x460);
+    *reinterpret_cast<uint2*>(&x[52]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x68);
+    *reinterpret_cast<uint2*>(&x[54]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x468);
+    *reinterpret_cast<uint2*>(&x[56]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x70);
+    *reinterpret_cast<uint2*>(&x[58]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x470);
+    *reinterpret_cast<uint2*>(&x[60]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x78);
+    *reinterpret_cast<uint2*>(&x[62]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x478);
+    *reinterpret_cast<uint2*>(&x[64]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2000);
+    *reinterpret_cast<uint2*>(&x[66]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2400);
+    *reinterpret_cast<uint2*>(&x[68]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2008);
+    *reinterpret_cast<uint2*>(&x[70]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2408);
+    *reinterpret_cast<uint2*>(&x[72]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2010);
+    *reinterpret_cast<uint2*>(&x[74]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2410);
+    *reinterpret_cast<uint2*>(&x[76]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2018);
+    *reinterpret_cast<uint2*>(&x[78]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2418);
+    *reinterpret_cast<uint2*>(&x[80]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2020);
+    *reinterpret_cast<uint2*>(&x[82]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2420);
+    *reinterpret_cast<uint2*>(&x[84]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2028);
+    *reinterpret_cast<uint2*>(&x[86]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2428);
+    *reinterpret_cast<uint2*>(&x[88]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2030);
+    *reinterpret_cast<uint2*>(&x[90]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2430);
+    *reinterpret_cast<uint2*>(&x[92]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2038);
+    *reinterpret_cast<uint2*>(&x[94]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2438);
+    *reinterpret_cast<uint2*>(&x[96]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2040);
+    *reinterpret_cast<uint2*>(&x[98]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2440);
+    *reinterpret_cast<uint2*>(&x[100]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2048);
+    *reinterpret_cast<uint2*>(&x[102]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2448);
+    *reinterpret_cast<uint2*>(&x[104]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2050);
+    *reinterpret_cast<uint2*>(&x[106]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2450);
+    *reinterpret_cast<uint2*>(&x[108]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2058);
+    *reinterpret_cast<uint2*>(&x[110]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2458);
+    *reinterpret_cast<uint2*>(&x[112]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2060);
+    *reinterpret_cast<uint2*>(&x[114]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2460);
+    *reinterpret_cast<uint2*>(&x[116]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2068);
+    *reinterpret_cast<uint2*>(&x[118]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2468);
+    *reinterpret_cast<uint2*>(&x[120]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2070);
+    *reinterpret_cast<uint2*>(&x[122]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2470);
+    *reinterpret_cast<uint2*>(&x[124]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2078);
+    *reinterpret_cast<uint2*>(&x[126]) = *reinterpret_cast<const uint2*>(in + src_idx + 0x2478);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp)
+    constexpr uint32_t kKey[kSrcRegs] = {
+        0x0u, 0x107u, 0x4u, 0x103u, 0x838u, 0x93fu, 0x83cu, 0x93bu,
+        0x1070u, 0x1177u, 0x1074u, 0x1173u, 0x1848u, 0x194fu, 0x184cu, 0x194bu,
+        0x20e0u, 0x21e7u, 0x20e4u, 0x21e3u, 0x28d8u, 0x29dfu, 0x28dcu, 0x29dbu,
+        0x3090u, 0x3197u, 0x3094u, 0x3193u, 0x38a8u, 0x39afu, 0x38acu, 0x39abu,
+        0x40c1u, 0x41c6u, 0x40c5u, 0x41c2u, 0x48f9u, 0x49feu, 0x48fdu, 0x49fau,
+        0x50b1u, 0x51b6u, 0x50b5u, 0x51b2u, 0x5889u, 0x598eu, 0x588du, 0x598au,
+        0x6021u, 0x6126u, 0x6025u, 0x6122u, 0x6819u, 0x691eu, 0x681du, 0x691au,
+        0x7051u, 0x7156u, 0x7055u, 0x7152u, 0x7869u, 0x796eu, 0x786du, 0x796au,
+        0x20u, 0x127u, 0x24u, 0x123u, 0x818u, 0x91fu, 0x81cu, 0x91bu,
+        0x1050u, 0x1157u, 0x1054u, 0x1153u, 0x1868u, 0x196fu, 0x186cu, 0x196bu,
+        0x20c0u, 0x21c7u, 0x20c4u, 0x21c3u, 0x28f8u, 0x29ffu, 0x28fcu, 0x29fbu,
+        0x30b0u, 0x31b7u, 0x30b4u, 0x31b3u, 0x3888u, 0x398fu, 0x388cu, 0x398bu,
+        0x40e1u, 0x41e6u, 0x40e5u, 0x41e2u, 0x48d9u, 0x49deu, 0x48ddu, 0x49dau,
+        0x5091u, 0x5196u, 0x5095u, 0x5192u, 0x58a9u, 0x59aeu, 0x58adu, 0x59aau,
+        0x6001u, 0x6106u, 0x6005u, 0x6102u, 0x6839u, 0x693eu, 0x683du, 0x693au,
+        0x7071u, 0x7176u, 0x7075u, 0x7172u, 0x7849u, 0x794eu, 0x784du, 0x794au,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x20eu) ^ (((lane >> 1) & 1u) * 0x41cu) ^ (((lane >> 2) & 1u) * 0x8083u) ^ (((lane >> 3) & 1u) * 0x1u) ^ (((lane >> 4) & 1u) * 0x2u) ^ (((warp >> 0) & 1u) * 0x8u) ^ (((warp >> 1) & 1u) * 0x10u);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ static_cast<uint32_t>(k);  // once per iteration
 #pragma unroll
-        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= key[r] ^ static_cast<uint32_t>(k);
+        for (int r = 0; r < kSrcRegs; ++r) x[r] ^= static_cast<uint32_t>(kKey[r] ^ t);
     }
-    *reinterpret_cast<uint2*>(&out[src_idx]) = *reinterpret_cast<const uint2*>(&x[0]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x400]) = *reinterpret_cast<const uint2*>(&x[2]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x8]) = *reinterpret_cast<const uint2*>(&x[4]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x408]) = *reinterpret_cast<const uint2*>(&x[6]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x10]) = *reinterpret_cast<const uint2*>(&x[8]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x410]) = *reinterpret_cast<const uint2*>(&x[10]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x18]) = *reinterpret_cast<const uint2*>(&x[12]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x418]) = *reinterpret_cast<const uint2*>(&x[14]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x20]) = *reinterpret_cast<const uint2*>(&x[16]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x420]) = *reinterpret_cast<const uint2*>(&x[18]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x28]) = *reinterpret_cast<const uint2*>(&x[20]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x428]) = *reinterpret_cast<const uint2*>(&x[22]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x30]) = *reinterpret_cast<const uint2*>(&x[24]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x430]) = *reinterpret_cast<const uint2*>(&x[26]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x38]) = *reinterpret_cast<const uint2*>(&x[28]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x438]) = *reinterpret_cast<const uint2*>(&x[30]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint2*>(&x[32]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x440]) = *reinterpret_cast<const uint2*>(&x[34]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x48]) = *reinterpret_cast<const uint2*>(&x[36]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x448]) = *reinterpret_cast<const uint2*>(&x[38]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x50]) = *reinterpret_cast<const uint2*>(&x[40]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x450]) = *reinterpret_cast<const uint2*>(&x[42]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x58]) = *reinterpret_cast<const uint2*>(&x[44]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x458]) = *reinterpret_cast<const uint2*>(&x[46]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x60]) = *reinterpret_cast<const uint2*>(&x[48]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x460]) = *reinterpret_cast<const uint2*>(&x[50]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x68]) = *reinterpret_cast<const uint2*>(&x[52]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x468]) = *reinterpret_cast<const uint2*>(&x[54]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x70]) = *reinterpret_cast<const uint2*>(&x[56]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x470]) = *reinterpret_cast<const uint2*>(&x[58]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x78]) = *reinterpret_cast<const uint2*>(&x[60]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x478]) = *reinterpret_cast<const uint2*>(&x[62]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2000]) = *reinterpret_cast<const uint2*>(&x[64]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2400]) = *reinterpret_cast<const uint2*>(&x[66]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2008]) = *reinterpret_cast<const uint2*>(&x[68]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2408]) = *reinterpret_cast<const uint2*>(&x[70]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2010]) = *reinterpret_cast<const uint2*>(&x[72]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2410]) = *reinterpret_cast<const uint2*>(&x[74]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2018]) = *reinterpret_cast<const uint2*>(&x[76]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2418]) = *reinterpret_cast<const uint2*>(&x[78]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2020]) = *reinterpret_cast<const uint2*>(&x[80]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2420]) = *reinterpret_cast<const uint2*>(&x[82]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2028]) = *reinterpret_cast<const uint2*>(&x[84]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2428]) = *reinterpret_cast<const uint2*>(&x[86]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2030]) = *reinterpret_cast<const uint2*>(&x[88]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2430]) = *reinterpret_cast<const uint2*>(&x[90]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2038]) = *reinterpret_cast<const uint2*>(&x[92]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2438]) = *reinterpret_cast<const uint2*>(&x[94]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2040]) = *reinterpret_cast<const uint2*>(&x[96]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2440]) = *reinterpret_cast<const uint2*>(&x[98]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2048]) = *reinterpret_cast<const uint2*>(&x[100]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2448]) = *reinterpret_cast<const uint2*>(&x[102]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2050]) = *reinterpret_cast<const uint2*>(&x[104]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2450]) = *reinterpret_cast<const uint2*>(&x[106]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2058]) = *reinterpret_cast<const uint2*>(&x[108]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2458]) = *reinterpret_cast<const uint2*>(&x[110]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2060]) = *reinterpret_cast<const uint2*>(&x[112]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2460]) = *reinterpret_cast<const uint2*>(&x[114]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2068]) = *reinterpret_cast<const uint2*>(&x[116]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2468]) = *reinterpret_cast<const uint2*>(&x[118]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2070]) = *reinterpret_cast<const uint2*>(&x[120]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2470]) = *reinterpret_cast<const uint2*>(&x[122]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2078]) = *reinterpret_cast<const uint2*>(&x[124]);
-    *reinterpret_cast<uint2*>(&out[src_idx + 0x2478]) = *reinterpret_cast<const uint2*>(&x[126]);
+    *reinterpret_cast<uint2*>(out + src_idx) = *reinterpret_cast<const uint2*>(&x[0]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x400) = *reinterpret_cast<const uint2*>(&x[2]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x8) = *reinterpret_cast<const uint2*>(&x[4]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x408) = *reinterpret_cast<const uint2*>(&x[6]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x10) = *reinterpret_cast<const uint2*>(&x[8]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x410) = *reinterpret_cast<const uint2*>(&x[10]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x18) = *reinterpret_cast<const uint2*>(&x[12]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x418) = *reinterpret_cast<const uint2*>(&x[14]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x20) = *reinterpret_cast<const uint2*>(&x[16]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x420) = *reinterpret_cast<const uint2*>(&x[18]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x28) = *reinterpret_cast<const uint2*>(&x[20]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x428) = *reinterpret_cast<const uint2*>(&x[22]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x30) = *reinterpret_cast<const uint2*>(&x[24]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x430) = *reinterpret_cast<const uint2*>(&x[26]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x38) = *reinterpret_cast<const uint2*>(&x[28]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x438) = *reinterpret_cast<const uint2*>(&x[30]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x40) = *reinterpret_cast<const uint2*>(&x[32]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x440) = *reinterpret_cast<const uint2*>(&x[34]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x48) = *reinterpret_cast<const uint2*>(&x[36]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x448) = *reinterpret_cast<const uint2*>(&x[38]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x50) = *reinterpret_cast<const uint2*>(&x[40]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x450) = *reinterpret_cast<const uint2*>(&x[42]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x58) = *reinterpret_cast<const uint2*>(&x[44]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x458) = *reinterpret_cast<const uint2*>(&x[46]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x60) = *reinterpret_cast<const uint2*>(&x[48]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x460) = *reinterpret_cast<const uint2*>(&x[50]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x68) = *reinterpret_cast<const uint2*>(&x[52]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x468) = *reinterpret_cast<const uint2*>(&x[54]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x70) = *reinterpret_cast<const uint2*>(&x[56]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x470) = *reinterpret_cast<const uint2*>(&x[58]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x78) = *reinterpret_cast<const uint2*>(&x[60]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x478) = *reinterpret_cast<const uint2*>(&x[62]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2000) = *reinterpret_cast<const uint2*>(&x[64]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2400) = *reinterpret_cast<const uint2*>(&x[66]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2008) = *reinterpret_cast<const uint2*>(&x[68]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2408) = *reinterpret_cast<const uint2*>(&x[70]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2010) = *reinterpret_cast<const uint2*>(&x[72]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2410) = *reinterpret_cast<const uint2*>(&x[74]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2018) = *reinterpret_cast<const uint2*>(&x[76]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2418) = *reinterpret_cast<const uint2*>(&x[78]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2020) = *reinterpret_cast<const uint2*>(&x[80]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2420) = *reinterpret_cast<const uint2*>(&x[82]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2028) = *reinterpret_cast<const uint2*>(&x[84]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2428) = *reinterpret_cast<const uint2*>(&x[86]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2030) = *reinterpret_cast<const uint2*>(&x[88]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2430) = *reinterpret_cast<const uint2*>(&x[90]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2038) = *reinterpret_cast<const uint2*>(&x[92]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2438) = *reinterpret_cast<const uint2*>(&x[94]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2040) = *reinterpret_cast<const uint2*>(&x[96]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2440) = *reinterpret_cast<const uint2*>(&x[98]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2048) = *reinterpret_cast<const uint2*>(&x[100]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2448) = *reinterpret_cast<const uint2*>(&x[102]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2050) = *reinterpret_cast<const uint2*>(&x[104]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2450) = *reinterpret_cast<const uint2*>(&x[106]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2058) = *reinterpret_cast<const uint2*>(&x[108]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2458) = *reinterpret_cast<const uint2*>(&x[110]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2060) = *reinterpret_cast<const uint2*>(&x[112]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2460) = *reinterpret_cast<const uint2*>(&x[114]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2068) = *reinterpret_cast<const uint2*>(&x[116]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2468) = *reinterpret_cast<const uint2*>(&x[118]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2070) = *reinterpret_cast<const uint2*>(&x[120]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2470) = *reinterpret_cast<const uint2*>(&x[122]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2078) = *reinterpret_cast<const uint2*>(&x[124]);
+    *reinterpret_cast<uint2*>(out + src_idx + 0x2478) = *reinterpret_cast<const uint2*>(&x[126]);
 }

@@ -2,11 +2,15 @@
 // Grid of CTAs with wmma_acc_to_blocked_wave32::kThreads threads and 2048 bytes of dynamic shared memory each;
 // CTA b converts tile b (1024 elements, row-major) forward and back `iters` times.  Between the
 // two conversions every element e (its row-major index in the tile) is xored with key(e) ^ k, where
-// key(e) = ((e * 40503) ^ (e >> 5)) & 0xffff truncated to the element and k is the iteration, so
+// key(e) is F2-linear in e (16 bits, truncated to the element; ll_codegen.emit.convert.BENCH_KEY_COLUMNS)
+// and k is the iteration, so
 //   out[e] = in[e] ^ (iters odd ? key(e) : 0) ^ (0 ^ 1 ^ ... ^ (iters - 1))
-// and an odd `iters` shows where every element went.  wmma_acc_to_blocked_wave32_base runs the same loop without the
-// conversions (the same xor on the source registers, keyed in the source layout): the conversions take
-// time(bench) - time(base).
+// and an odd `iters` shows where every element went.  Linear: the key of register r is an immediate
+// kKey[r] xored with one per-thread value, so no key array lives in registers.  wmma_acc_to_blocked_wave32_base runs the
+// same loop without the conversions (the same xor on the source registers, keyed in the source layout):
+// the conversions take time(bench) - time(base).  The loops over k are not unrolled: unrolled, the
+// compiler cancels the immediates of consecutive iterations (kKey[r] ^ kKey[r] = 0), and a loop then does
+// less than one xor per word and iteration (Triton's loops are not unrolled either).
 #include <hip/hip_runtime.h>
 #include "wmma_acc_to_blocked_wave32.h"
 
@@ -100,9 +104,6 @@ static_assert(wmma_acc_to_blocked_wave32_back::kThreads == wmma_acc_to_blocked_w
 static_assert(wmma_acc_to_blocked_wave32_back::kSmemBytes <= 2048 && wmma_acc_to_blocked_wave32::kSmemBytes <= 2048,
               "launch with 2048 bytes of dynamic shared memory");
 
-__device__ __forceinline__ unsigned wmma_acc_to_blocked_wave32_key(int e) {
-    return ((static_cast<unsigned>(e) * 40503u) ^ (static_cast<unsigned>(e) >> 5)) & 0xffffu;
-}
 
 extern "C" __global__ void __launch_bounds__(wmma_acc_to_blocked_wave32::kThreads)
 wmma_acc_to_blocked_wave32_bench(const uint16_t* __restrict__ in, uint16_t* __restrict__ out, int iters) {
@@ -117,38 +118,40 @@ wmma_acc_to_blocked_wave32_bench(const uint16_t* __restrict__ in, uint16_t* __re
     const unsigned src_idx = ((lane & 0x10) << 1) ^ (lane & 0xf) ^ ((warp & 0x2) << 8) ^ ((warp & 0x1) << 4);
     // the tile in and out 1 element(s) at a time (uint16_t): registers 1g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint16_t*>(&x[0]) = *reinterpret_cast<const uint16_t*>(&in[src_idx]);
-    *reinterpret_cast<uint16_t*>(&x[1]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<uint16_t*>(&x[2]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x80]);
-    *reinterpret_cast<uint16_t*>(&x[3]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0xc0]);
-    *reinterpret_cast<uint16_t*>(&x[4]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x100]);
-    *reinterpret_cast<uint16_t*>(&x[5]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x140]);
-    *reinterpret_cast<uint16_t*>(&x[6]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x180]);
-    *reinterpret_cast<uint16_t*>(&x[7]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x1c0]);
-    uint16_t key[kDstRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kDstRegs; ++r)
-        key[r] = static_cast<uint16_t>(wmma_acc_to_blocked_wave32_key(dst_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kDstWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint16_t*>(&x[0]) = *reinterpret_cast<const uint16_t*>(in + src_idx);
+    *reinterpret_cast<uint16_t*>(&x[1]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x40);
+    *reinterpret_cast<uint16_t*>(&x[2]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x80);
+    *reinterpret_cast<uint16_t*>(&x[3]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0xc0);
+    *reinterpret_cast<uint16_t*>(&x[4]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x100);
+    *reinterpret_cast<uint16_t*>(&x[5]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x140);
+    *reinterpret_cast<uint16_t*>(&x[6]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x180);
+    *reinterpret_cast<uint16_t*>(&x[7]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x1c0);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kDstWords] = {
+        0x1070000u, 0x1060001u, 0x1050002u, 0x1040003u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x20e020eu) ^ (((lane >> 1) & 1u) * 0x41c041cu) ^ (((lane >> 2) & 1u) * 0x8380838u) ^ (((lane >> 3) & 1u) * 0x10701070u) ^ (((lane >> 4) & 1u) * 0x20e020e0u) ^ (((warp >> 0) & 1u) * 0x40c140c1u) ^ (((warp >> 1) & 1u) * 0x80838083u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
     uint32_t yw[kDstWords];
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
         convert_words(xw, yw, smem);
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kDstWords; ++r) yw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
         wmma_acc_to_blocked_wave32_back::convert_words(yw, xw, smem);
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint16_t*>(&out[src_idx]) = *reinterpret_cast<const uint16_t*>(&x[0]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint16_t*>(&x[1]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x80]) = *reinterpret_cast<const uint16_t*>(&x[2]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const uint16_t*>(&x[3]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x100]) = *reinterpret_cast<const uint16_t*>(&x[4]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x140]) = *reinterpret_cast<const uint16_t*>(&x[5]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x180]) = *reinterpret_cast<const uint16_t*>(&x[6]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x1c0]) = *reinterpret_cast<const uint16_t*>(&x[7]);
+    *reinterpret_cast<uint16_t*>(out + src_idx) = *reinterpret_cast<const uint16_t*>(&x[0]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x40) = *reinterpret_cast<const uint16_t*>(&x[1]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x80) = *reinterpret_cast<const uint16_t*>(&x[2]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0xc0) = *reinterpret_cast<const uint16_t*>(&x[3]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x100) = *reinterpret_cast<const uint16_t*>(&x[4]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x140) = *reinterpret_cast<const uint16_t*>(&x[5]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x180) = *reinterpret_cast<const uint16_t*>(&x[6]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x1c0) = *reinterpret_cast<const uint16_t*>(&x[7]);
 }
 
 extern "C" __global__ void __launch_bounds__(wmma_acc_to_blocked_wave32::kThreads)
@@ -163,33 +166,35 @@ wmma_acc_to_blocked_wave32_base(const uint16_t* __restrict__ in, uint16_t* __res
     const unsigned src_idx = ((lane & 0x10) << 1) ^ (lane & 0xf) ^ ((warp & 0x2) << 8) ^ ((warp & 0x1) << 4);
     // the tile in and out 1 element(s) at a time (uint16_t): registers 1g.. hold consecutive elements
     alignas(16) uint16_t x[kSrcRegs];
-    *reinterpret_cast<uint16_t*>(&x[0]) = *reinterpret_cast<const uint16_t*>(&in[src_idx]);
-    *reinterpret_cast<uint16_t*>(&x[1]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x40]);
-    *reinterpret_cast<uint16_t*>(&x[2]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x80]);
-    *reinterpret_cast<uint16_t*>(&x[3]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0xc0]);
-    *reinterpret_cast<uint16_t*>(&x[4]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x100]);
-    *reinterpret_cast<uint16_t*>(&x[5]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x140]);
-    *reinterpret_cast<uint16_t*>(&x[6]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x180]);
-    *reinterpret_cast<uint16_t*>(&x[7]) = *reinterpret_cast<const uint16_t*>(&in[src_idx + 0x1c0]);
-    uint16_t key[kSrcRegs];  // key(e) of the element each register holds
-#pragma unroll
-    for (int r = 0; r < kSrcRegs; ++r)
-        key[r] = static_cast<uint16_t>(wmma_acc_to_blocked_wave32_key(src_index(r, static_cast<int>(threadIdx.x % kWarpSize),
-                                                                    static_cast<int>(threadIdx.x / kWarpSize))));
-    uint32_t xw[kSrcWords], kw[kSrcWords];  // packed words: convert_words() moves them as they are
+    *reinterpret_cast<uint16_t*>(&x[0]) = *reinterpret_cast<const uint16_t*>(in + src_idx);
+    *reinterpret_cast<uint16_t*>(&x[1]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x40);
+    *reinterpret_cast<uint16_t*>(&x[2]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x80);
+    *reinterpret_cast<uint16_t*>(&x[3]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0xc0);
+    *reinterpret_cast<uint16_t*>(&x[4]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x100);
+    *reinterpret_cast<uint16_t*>(&x[5]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x140);
+    *reinterpret_cast<uint16_t*>(&x[6]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x180);
+    *reinterpret_cast<uint16_t*>(&x[7]) = *reinterpret_cast<const uint16_t*>(in + src_idx + 0x1c0);
+    // key(e) of register (word) r = kKey[r] ^ key_thread: the key of e(r, 0, 0), an immediate once
+    // unrolled, and the key of e(0, lane, warp) splat over the word
+    constexpr uint32_t kKey[kSrcWords] = {
+        0x40c10000u, 0xc0428083u, 0x40c00001u, 0xc0438082u,
+    };
+    const uint32_t key_thread = (((lane >> 0) & 1u) * 0x1070107u) ^ (((lane >> 1) & 1u) * 0x20e020eu) ^ (((lane >> 2) & 1u) * 0x41c041cu) ^ (((lane >> 3) & 1u) * 0x8380838u) ^ (((lane >> 4) & 1u) * 0x20e020e0u) ^ (((warp >> 0) & 1u) * 0x10701070u) ^ (((warp >> 1) & 1u) * 0x20002u);
+    uint32_t xw[kSrcWords];  // packed words: convert_words() moves them as they are
     memcpy(xw, x, sizeof xw);
-    memcpy(kw, key, sizeof kw);
+#pragma unroll 1
     for (int k = 0; k < iters; ++k) {
+        const uint32_t t = key_thread ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // once per iteration: kKey[r] ^ t stays in the loop
 #pragma unroll
-        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kw[r] ^ ((static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u);  // every element ^= key ^ k
+        for (int r = 0; r < kSrcWords; ++r) xw[r] ^= kKey[r] ^ t;  // every element ^= key ^ k
     }
     memcpy(x, xw, sizeof xw);
-    *reinterpret_cast<uint16_t*>(&out[src_idx]) = *reinterpret_cast<const uint16_t*>(&x[0]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x40]) = *reinterpret_cast<const uint16_t*>(&x[1]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x80]) = *reinterpret_cast<const uint16_t*>(&x[2]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0xc0]) = *reinterpret_cast<const uint16_t*>(&x[3]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x100]) = *reinterpret_cast<const uint16_t*>(&x[4]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x140]) = *reinterpret_cast<const uint16_t*>(&x[5]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x180]) = *reinterpret_cast<const uint16_t*>(&x[6]);
-    *reinterpret_cast<uint16_t*>(&out[src_idx + 0x1c0]) = *reinterpret_cast<const uint16_t*>(&x[7]);
+    *reinterpret_cast<uint16_t*>(out + src_idx) = *reinterpret_cast<const uint16_t*>(&x[0]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x40) = *reinterpret_cast<const uint16_t*>(&x[1]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x80) = *reinterpret_cast<const uint16_t*>(&x[2]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0xc0) = *reinterpret_cast<const uint16_t*>(&x[3]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x100) = *reinterpret_cast<const uint16_t*>(&x[4]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x140) = *reinterpret_cast<const uint16_t*>(&x[5]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x180) = *reinterpret_cast<const uint16_t*>(&x[6]);
+    *reinterpret_cast<uint16_t*>(out + src_idx + 0x1c0) = *reinterpret_cast<const uint16_t*>(&x[7]);
 }

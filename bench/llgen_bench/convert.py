@@ -4,15 +4,21 @@
 Every measured kernel does the same work (``templates/bench.cu.j2``): each CTA
 loads one tile in the source layout, then ``iters`` times converts it to the
 destination layout, xors every element e with ``key(e) ^ k`` (``bench_key``:
-a hash of e's row-major index in the tile, k the iteration, as raw bits of the
-element width) and converts it back, and stores it once:
-``out[e] = in[e] ^ (key(e) if iters is odd) ^ XOR_{k<iters} k``.  The key
-depends on where an element is, so an odd ``iters`` check sees a forward
+F2-linear in e's row-major index in the tile, ``emit.convert.BENCH_KEY_COLUMNS``;
+k the iteration, as raw bits of the element width) and converts it back, and
+stores it once: ``out[e] = in[e] ^ (key(e) if iters is odd) ^ XOR_{k<iters} k``.
+The key depends on where an element is, so an odd ``iters`` check sees a forward
 conversion that misplaces elements even when the back conversion undoes it.
-The Triton kernel (``gluon.gluon_kernels``) does ``y = convert_layout(x, dst);
-y ^= key ^ k; x = convert_layout(y, src)`` with the key loaded once in the
-destination layout -- the same operation at the same place, on 32-bit words
-where ours works on words (``jobs.xor_pack``).
+Linear, the key of register r of a thread is an immediate (the key of
+``e(r, 0, 0)``) xored with one value per thread (the key of ``e(0, lane, warp)``),
+xored with k once per iteration: no key array lives in registers, so a pair with
+128 elements a thread does not spill for the harness's sake.  The Triton kernel
+(``gluon.gluon_kernels``, rank 1 to 3) does ``y = convert_layout(x, dst);
+y ^= key ^ k; x = convert_layout(y, src)`` with the key computed the same way
+from the tile's row-major offsets in the destination layout (its LLVM folds the
+register part into the same immediates: ``tests/test_bench_key.py`` compares the
+``LOP3`` immediates of both loops) -- the same operation at the same place, on
+32-bit words where ours works on words (``jobs.xor_pack``).
 
 Each side is also timed without its conversions (``<name>_base``; Gluon's
 ``base_words``: the same words, xored the same way), and a conversion costs the
@@ -27,10 +33,12 @@ of the kernel time measured with CUDA events, each group ``n`` back-to-back
 launches sized to last >= ``group_ms``; *per conversion per SM* is
 ``(time - base time) / (ctas * 2 * iters / SMs)`` -- the throughput figure,
 independent of how many CTAs fit on an SM -- reported in nanoseconds and in SM
-clocks at the measured clock.  The bound is the smaller of the shared-memory
-bound (the tile's bytes stored and loaded once each at 128 B per clock per SM)
-and, for conversions inside warps, the shuffle bound (one 32-bit warp shuffle
-per clock per SM for every word that has to leave its thread).
+clocks at the measured clock.  The bound of each direction is the smaller of
+the shared-memory bound (the tile's bytes stored once and loaded once by every
+warp that holds them, at 128 B per clock per SM) and, for conversions inside
+warps, the shuffle bound (one 32-bit warp shuffle per clock per SM for every word
+that has to leave its thread); a pair's bound is the mean of its forward and back
+bounds (``jobs.round_trip_bound``), as its time is the mean of the two.
 
 Public entry points: ``bench_pair`` (one pair: plan, render, compile, check,
 time; returns a dict) and ``format_table`` (rows of such dicts as Markdown).
@@ -79,6 +87,7 @@ def run_job(job: Job, iters: int = 64, ctas: int = 132 * 48, triton: bool = True
         "name": job.name, "dtype": job.dtype, "shape": list(job.shape), "warps": job.warps,
         "elem_bytes": job.elem_bytes, "level": b["level"], "bound_clk": b["bound_clk"],
         "bound_kind": b["bound_kind"], "smem_bound_clk": b["smem_clk"], "shuffle_bound_clk": b["shuffle_clk"],
+        "fwd_bound_clk": b.get("fwd_clk"), "back_bound_clk": b.get("back_clk"),
         "iters": iters, "ctas": ctas, "note": job.note, "variants": {}}
     auto = job.variants[0]
     row["strategy"] = auto.fwd.strategy

@@ -121,6 +121,26 @@ def _imm(x: str) -> int | None:
     return -v if m.group(1) else v
 
 
+#: LOP3 truth tables that xor their inputs (a ^ b ^ c, a ^ b, a ^ c, b ^ c) -- and a ^ (b | c),
+#: b ^ (a | c), c ^ (a | b), which ptxas writes for an xor of two values it knows share no bit
+XOR_LUTS = {0x96, 0x3C, 0x5A, 0x66, 0x1E, 0x36, 0x56}
+
+
+def loop_xor_immediates(text: str) -> list[int]:
+    """The immediates (unsigned 32-bit, sorted) of the xor ``LOP3``s in one kernel's main loop: in a
+    round trip, the per-register keys (``templates/bench.cu.j2``, ``gluon.gluon_kernels``)."""
+    instrs = _parse(text)
+    lo, hi = _main_loop(text, instrs)
+    out = []
+    for addr, op, _, line in instrs:
+        if lo <= addr <= hi and op.startswith("LOP3"):
+            ops = _operands(line)
+            lut = _imm(ops[-2]) if len(ops) >= 6 else None
+            if lut is not None and lut & 0xFF in XOR_LUTS:
+                out += [v & 0xFFFFFFFF for v in map(_imm, ops[1:4]) if v is not None]
+    return sorted(out)
+
+
 def loop_step(body) -> int | None:
     """Iterations one pass of a loop body does: the step of the register that the compare feeding the
     loop-closing branch tests (``UIADD3 UR5, UR5, -0x4`` + ``ISETP.NE P0, PT, RZ, UR5``: 4; a

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ll_codegen.emit.convert import bench_smem
+from ll_codegen.emit.convert import BENCH_KEY_COLUMNS, bench_smem
 from llgen_bench.jobs import Job, Variant
 
 # ---------------------------------------------------------------- timing
@@ -68,9 +68,13 @@ def torch_events():
 
 
 def bench_key(e: np.ndarray) -> np.ndarray:
-    """key(e) of the bench kernels (``templates/bench.cu.j2``) for row-major tile indices ``e``."""
+    """key(e) of the bench kernels (``templates/bench.cu.j2``) for row-major tile indices ``e``: the
+    XOR of ``BENCH_KEY_COLUMNS[i]`` over the set bits i of e (F2-linear in e, 16 bits)."""
     e = np.asarray(e, dtype=np.uint32)
-    return ((e * np.uint32(40503)) ^ (e >> np.uint32(5))) & np.uint32(0xFFFF)
+    key = np.zeros(e.shape, dtype=np.uint32)
+    for i, col in enumerate(BENCH_KEY_COLUMNS):
+        key ^= np.where((e >> np.uint32(i)) & np.uint32(1), np.uint32(col), np.uint32(0))
+    return key
 
 
 def expected_output(inp: np.ndarray, tile_elems: int, iters: int) -> np.ndarray:
@@ -86,7 +90,7 @@ class Buffers:
     inp: Any            # torch tensor (int of the element width)
     out: Any
     n: int
-    key: Any = None     # bench_key of every element's tile index, as the element type
+    key: Any = None     # bench_key of every element's tile index, as the element type (the check)
 
 
 def _as_signed(x, bits: int):
@@ -103,7 +107,10 @@ def make_buffers(job: Job, ctas: int, seed: int = 0) -> Buffers:
     inp = raw.view(getattr(torch, f"int{8 * job.elem_bytes}"))
     e = torch.arange(n, device="cuda", dtype=torch.int64) % int(np.prod(job.shape))
     bits = 8 * job.elem_bytes
-    key = ((e * 40503) ^ (e >> 5)) & min(0xFFFF, (1 << bits) - 1)       # bench_key, truncated
+    key = torch.zeros_like(e)
+    for i, col in enumerate(BENCH_KEY_COLUMNS):                          # bench_key, truncated
+        key ^= ((e >> i) & 1) * col
+    key &= min(0xFFFF, (1 << bits) - 1)
     return Buffers(inp, torch.empty_like(inp), n, _as_signed(key, bits).to(inp.dtype))
 
 

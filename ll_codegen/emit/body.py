@@ -488,18 +488,24 @@ class Builder:
         return line, [f"d[{r}] = {e};" for r, e in self.receive(words, a.regs)]
 
     def pt_addr(self, side: str, offset: int, support: int) -> str:
-        """Generic pointer to ``base ^ offset``: ``st_ptr + imm`` when the bits are disjoint."""
+        """Generic pointer to ``base ^ offset``: ``st_ptr + imm`` when the bits are disjoint, else
+        ``(base ^ (offset & support)) + (offset & ~support)`` (see ``u32_addr``)."""
         if offset & support == 0:
             self.needs.add(f"{side}_ptr")
             return address_expr(f"{side}_ptr", offset, support)
         self.needs.add("smem_bytes")
-        return f"smem_bytes + ({address_expr(f'{side}_base', offset, support)})"
+        rest = offset & ~support
+        return (f"smem_bytes + ({address_expr(f'{side}_base', offset & support, support)})"
+                + (f" + {hex_const(rest)}" if rest else ""))
 
     def u32_addr(self, side: str, offset: int, support: int) -> tuple[str, int]:
-        """(register operand, immediate byte offset) of the 32-bit shared address ``base ^ offset``."""
+        """(register operand, immediate byte offset) of the 32-bit shared address ``base ^ offset``.
+        ``base`` has no bits outside ``support``, so ``base ^ offset = (base ^ (offset & support)) +
+        (offset & ~support)``: only the xor with the overlapping bits needs a register, the rest is the
+        immediate -- accesses whose offsets differ outside ``support`` share one address register."""
         self.needs.add("smem_u32")
         if offset & support == 0:
             self.needs.add(f"{side}_addr")
             return f"{side}_addr", offset
-        return f"smem_u32 + ({address_expr(f'{side}_base', offset, support)})", 0
+        return f"smem_u32 + ({address_expr(f'{side}_base', offset & support, support)})", offset & ~support
 

@@ -364,7 +364,11 @@ def thread_io(layout: LinearLayout, plan: Transfer, var: str, decls: list[str]) 
             decls.append(d)
     decls.sort(key=lambda d: "warp" in d.split("=")[0])
     sup = form.support
-    return f"const unsigned {var} = {e};", [address_expr(var, c, sup) for c in consts]
+    # pointer offsets, ``in + src_idx + c`` (not ``in[src_idx + c]``: that unsigned sum may wrap, so the
+    # compiler keeps a 64-bit address per register group live from the loads before the loop to the
+    # stores after it -- spills at 128 elements a thread); an xor form is parenthesised
+    at = [address_expr(var, c, sup) for c in consts]
+    return f"const unsigned {var} = {e};", [a if "^" not in a else f"({a})" for a in at]
 
 
 #: bytes -> the type of one global access of the bench harness: 8 and 16 bytes as vectors of 32-bit
@@ -385,6 +389,52 @@ def io_vector(layout: LinearLayout, elem_bytes: int, max_bytes: int = 16) -> int
            and all(b & ((2 << k) - 1) == 0 for b in others + reg[k + 1:])):
         k += 1
     return 1 << k
+
+
+#: The bench key is F2-linear in the element's row-major tile index e: ``key(e)`` is the XOR of
+#: ``BENCH_KEY_COLUMNS[i]`` over the set bits i of e (16 bits, truncated to the element).  The first
+#: 16 columns are linearly independent (a key per element of any tile up to 2^16 elements, so a
+#: forward conversion that misplaces an element changes that element's output), and every column's
+#: low byte has odd weight and differs from the others' (8-bit elements: two elements whose indices
+#: differ in one, two or three bits get different keys).  Linear, so in a layout the key of register
+#: r of a thread is ``key(e(r, 0, 0)) ^ key(e(0, lane, warp))``: a compile-time immediate per register
+#: and one value per thread -- the loop needs no key array in registers.
+BENCH_KEY_COLUMNS: tuple[int, ...] = (
+    0x0107, 0x020e, 0x041c, 0x0838, 0x1070, 0x20e0, 0x40c1, 0x8083,
+    0x0001, 0x0002, 0x0004, 0x0008, 0x0010, 0x0020, 0x0040, 0x0080,
+    0x2d1f, 0x883e, 0xe37c, 0x3ef8, 0x99f1, 0xf4e3, 0x4fc7, 0xaa8f)
+
+
+def bench_key(e: int) -> int:
+    """key(e) = XOR of ``BENCH_KEY_COLUMNS[i]`` over the set bits i of ``e`` (``0 <= e < 2^24``)."""
+    if not 0 <= e < 1 << len(BENCH_KEY_COLUMNS):
+        raise ValueError(f"bench key of index {e}: tiles up to 2^{len(BENCH_KEY_COLUMNS)} elements")
+    k = 0
+    for i, col in enumerate(BENCH_KEY_COLUMNS):
+        if e >> i & 1:
+            k ^= col
+    return k
+
+
+def bench_key_values(layout: LinearLayout, elem_bytes: int, pack: int) -> tuple[list[str], str]:
+    """(immediates, thread expression) of the bench key in ``layout``: register (or packed word of
+    ``pack`` registers, low register in the low bits) r holds ``imm[r] ^ thread`` where ``imm[r]`` is
+    the key of ``e(r, 0, 0)`` and ``thread``, a C expression of ``lane`` and ``warp``, the key of
+    ``e(0, lane, warp)`` splat over the word's elements -- both truncated to the element width."""
+    bits = 8 * min(elem_bytes, 2)
+    mask = (1 << bits) - 1
+    per = max(pack, 1)
+    splat = sum(1 << (bits * i) for i in range(per))
+    _, consts = row_major_form(layout)
+    keys = [bench_key(c) & mask for c in consts]
+    imm = [hex_const(sum(keys[j + i] << (bits * i) for i in range(per))) + "u" for j in range(0, len(keys), per)]
+    terms = [f"((lane >> {b}) & 1u) * {hex_const((bench_key(v) & mask) * splat)}u"
+             for b, v in enumerate(row_major_bases(layout, "lane")) if bench_key(v) & mask]
+    terms += [f"((warp >> {b}) & 1u) * {hex_const((bench_key(v) & mask) * splat)}u"
+              for b, v in enumerate(row_major_bases(layout, "warp")) if bench_key(v) & mask]
+    # bit * column, not (0 - bit) & column: the multiply form needs fewer live temporaries (ptxas
+    # spilled one register of a 64-element base loop computing the masks)
+    return imm, " ^ ".join(f"({t})" for t in terms) or "0u"
 
 
 def bench_smem(plan: Transfer, back_plan: Transfer) -> tuple[int, int]:
@@ -426,6 +476,16 @@ def bench(plan: Transfer, name: str, command: str = "", src_text: str | None = N
     ctx["xor_words"] = bool(word_view(plan) and word_view(back_plan))
     ctx["xor_splat"] = {1: "(static_cast<uint32_t>(k) & 0xffu) * 0x01010101u",
                         2: "(static_cast<uint32_t>(k) & 0xffffu) * 0x00010001u"}.get(plan.elem_bytes, "")
+    # the key: an immediate per register (word) and one value per thread (bench_key_values), in the
+    # destination layout for the round trip and in the source layout for the base loop
+    pack = word_view(plan) if ctx["xor_words"] else 1
+    ctx["key_dst"] = bench_key_values(layout_of(plan.dst_bases), plan.elem_bytes, pack)
+    ctx["key_src"] = bench_key_values(src, plan.elem_bytes, pack)
+    for v, d in (("lane", "const unsigned lane = threadIdx.x & (kWarpSize - 1);"),
+                 ("warp", "const unsigned warp = threadIdx.x / kWarpSize;")):
+        if any(f"({v} >>" in k[1] for k in (ctx["key_dst"], ctx["key_src"])) and d not in ctx["thread_decls"]:
+            ctx["thread_decls"].append(d)
+    ctx["thread_decls"].sort(key=lambda d: "warp" in d.split("=")[0])
     return ctx
 
 
