@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ll_codegen.core import limits
-from ll_codegen.core.dtypes import DTYPE_BITS, is_packed
+from ll_codegen.core.dtypes import DTYPE_BITS, is_packed, upcast_problem
 from ll_codegen.core.files import check_output_dir, quote_path, write_all, write_atomic
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import Target, get_target
@@ -184,6 +184,9 @@ OPTIONS: dict[str, tuple[Any, str, str]] = {
     "max_vector_bytes": (None, "--max-vector-bytes", "caps the vectors of conversions, stores, loads and copies"),
     "barrier": (None, "--barrier", "names the block barrier of plans that synchronise (conversions through shared "
                                    "memory, stores and loads via one); a copy or TMA issues none"),
+    "dst_dtype": (None, "--dst-dtype", "upcasts into a register layout (from registers or a tile: the destination "
+                                       "registers of a wider type)"),
+    "scales": (None, "--scales", "scales an upcast (--dst-dtype) per group"),
 }
 
 
@@ -204,11 +207,12 @@ def _choose(spaces: tuple[str, ...], strategy: str, given: Mapping[str, Any]) ->
             known = ", ".join(["auto"] + [s for op in ops for s in op.strategies])
             raise ValueError(f"strategy {strategy} does not apply: {pair} is a {what} (strategies: {known})")
         ops = named
+    ops = [op for op in ops if op.requires <= set(given)] or ops   # an upcast only with --dst-dtype
     fits = [op for op in ops if set(given) <= op.options]
     if not fits:
         key = next(k for k in given if k not in ops[0].options)
         _, flag, why = OPTIONS[key]
-        raise ValueError(f"{flag} {why}; {pair} is a {what}")
+        raise ValueError(f"{flag} {why}; {pair} is a {' or '.join(op.name for op in ops)}")
     return fits
 
 
@@ -216,7 +220,8 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
                     strategy: str = "auto", swizzle: str = "optimal", smem_budget: int = DEFAULT_SMEM_BUDGET,
                     shape: Any = None, max_vector_bytes: int | None = None, strides: Any = None,
                     instr: str = "auto", warps: int | None = None, scratch_buffers: int = 1,
-                    scratch_per_warp: bool = False, barrier: int | str | None = None) -> Transfer:
+                    scratch_per_warp: bool = False, barrier: int | str | None = None,
+                    dst_dtype: str | None = None, scales: str | None = None) -> Transfer:
     """Plan ``src -> dst``; each layout may be a LinearLayout, a Spec, a spec mapping or a spec
     path (``shape`` overrides both specs' shapes).  The registry chooses the operation from
     where the two layouts live (``operations.for_endpoints``): registers -> registers a
@@ -228,7 +233,9 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     before its stores, for callers that alternate two scratch buffers; ``scratch_per_warp``: a
     warp-local one keeps each warp in its own slice with warp-scope barriers only; ``barrier``:
     ``"block"``/None (``__syncthreads()``) or a named barrier id 1..15, the plan's block barriers
-    then ``bar.sync id, threads`` over its threads only (CUDA).  An option the chosen operation
+    then ``bar.sync id, threads`` over its threads only (CUDA).  ``dst_dtype``: an ``upcast``
+    (``plan/upcast.py``), the destination registers of that wider type (f16, bf16) from ``dtype``
+    (i4, u4, e2m1, f8e4m3, f8e5m2, i8, u8), ``scales`` its per-group scales.  An option the chosen operation
     does not take is refused.  Raises ValueError (SpecError for a bad
     spec) with one clear line."""
     if swizzle not in ("optimal", "none"):
@@ -240,13 +247,15 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     if warps is not None and (isinstance(warps, bool) or not isinstance(warps, int)):
         raise ValueError(f"--warps: expected an integer, got {limits.short(warps)}")
     barrier = parse_barrier(barrier, target)
+    if dst_dtype is not None and upcast_problem(dtype, dst_dtype):
+        raise ValueError(upcast_problem(dtype, dst_dtype))
     s, s_spec = endpoint(src, shape, "source")
     d, d_spec = endpoint(dst, shape, "destination")
     check_sides([("source", s.layout, s_spec), ("destination", d.layout, d_spec)], get_target(target, arch),
                 shape is not None)
     values = dict(swizzle=swizzle, smem_budget=smem_budget, scratch_buffers=scratch_buffers,
                   scratch_per_warp=scratch_per_warp, strides=strides, instr=instr, warps=warps,
-                  max_vector_bytes=max_vector_bytes, barrier=barrier)
+                  max_vector_bytes=max_vector_bytes, barrier=barrier, dst_dtype=dst_dtype, scales=scales)
     given = {k: v for k, v in values.items() if v != OPTIONS[k][0]}
     ops = _choose((s.space, d.space), strategy, given)
     for e, spec in ((s, s_spec), (d, d_spec)):
@@ -254,7 +263,7 @@ def plan_conversion(src: Any, dst: Any, dtype: str = "f16", target: str = "cuda"
     if "strides" in given:
         given["strides"] = parse_strides(strides)
     request = Request((s, d), dtype, target, arch, strategy, given)
-    if is_packed(dtype):
+    if is_packed(dtype) and dst_dtype is None:      # an upcast plans its packed move itself
         return _plan_packed(ops, request)
     return _first(ops, request)
 
@@ -341,7 +350,8 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
                      shape: Any = None, name: str | None = None, emit: Sequence[str] | str | None = None,
                      root: str | None = None, strides: Any = None, warps: int | None = None,
                      scratch_buffers: int = 1, scratch_per_warp: bool = False,
-                     barrier: int | str | None = None) -> Generated:
+                     barrier: int | str | None = None, dst_dtype: str | None = None,
+                     scales: str | None = None) -> Generated:
     """Plan and render (in memory) the files ``llgen convert`` writes.
 
     ``src``/``dst`` are spec paths as the user gave them (recorded in the
@@ -361,9 +371,11 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
                              f"{' or '.join(op.name for op in ops)} ({ops[0].moves}) for {target}")
     plan = plan_conversion(s_spec or s, d_spec or d, dtype=dtype, target=target, arch=arch, strategy=strategy,
                            swizzle=swizzle, smem_budget=smem_budget, strides=strides, warps=warps,
-                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp, barrier=barrier)
+                           scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp, barrier=barrier,
+                           dst_dtype=dst_dtype, scales=scales)
     kinds = _kinds(operation_of(plan), emit, plan)
-    command = command_line("convert", src=src, dst=dst, dtype=dtype, target=plan.target, arch=plan.arch,
+    command = command_line("convert", src=src, dst=dst, dtype=dtype, dst_dtype=dst_dtype, scales=scales,
+                           target=plan.target, arch=plan.arch,
                            strategy=strategy, swizzle=swizzle, smem_budget=smem_budget,
                            scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp,
                            barrier=parse_barrier(barrier, plan.target), shape=shape,

@@ -11,6 +11,9 @@ API chooses it.  Nothing else keeps a table keyed by operation.
 operation   moves                                       endpoints                 command
 ==========  ==========================================  ========================  ================
 ``convert`` registers -> registers                      registers, registers      ``llgen convert``
+``upcast``  registers or a tile -> registers of a wider   registers|shared|global,  ``llgen convert``
+            type (``--dst-dtype``: the move, then         registers                 ``--dst-dtype``
+            in-thread)
 ``store``   registers -> a shared or global tile        registers, shared|global  ``llgen convert``
 ``load``    a shared or global tile -> registers        shared|global, registers  ``llgen convert``
 ``tma``     a global tile <-> a shared tile by TMA      global, shared            ``llgen convert``
@@ -38,7 +41,7 @@ from ll_codegen.core.files import write_all
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit import convert as emit_convert, copy as emit_copy, gather as emit_gather
 from ll_codegen.emit import memory as emit_memory, mma as emit_mma, reduce as emit_reduce, tma as emit_tma
-from ll_codegen.emit import relayout as emit_relayout
+from ll_codegen.emit import relayout as emit_relayout, upcast as emit_upcast
 from ll_codegen.emit.render import file_names, render_template
 from ll_codegen.plan import planner, report
 from ll_codegen.plan.gather import GatherPlan, plan_gather
@@ -48,6 +51,7 @@ from ll_codegen.plan.plans import ConvertPlan, CopyPlan, LoadPlan, RelayoutPlan,
 from ll_codegen.plan.relayout import plan_relayout
 from ll_codegen.plan.reduce import ReducePlan, plan_reduce
 from ll_codegen.plan.tma import TmaPlan, plan_tma
+from ll_codegen.plan.upcast import UpcastPlan, plan_upcast
 from ll_codegen.verify import harness
 from ll_codegen.verify.emulate.convert import check_convert
 from ll_codegen.verify.emulate.gather import check_gather
@@ -57,6 +61,7 @@ from ll_codegen.verify.emulate.packed import check_packing
 from ll_codegen.verify.emulate.reduce import check_reduce
 from ll_codegen.verify.emulate.relayout import check_relayout
 from ll_codegen.verify.emulate.tma import check_tma
+from ll_codegen.verify.emulate.upcast import check_upcast
 from ll_codegen.verify.ptx import expect, expect_async
 
 
@@ -100,7 +105,9 @@ class Operation:
     ``harness``: the harness's data and comparison (host and GPU drivers);
     ``ptx``: what each harness thread issues (the PTX check); ``command``: the
     ``llgen`` subcommand that plans it; ``bench``: the targets whose plans have a
-    bench file, and what is timed instead where none has one."""
+    bench file, and what is timed instead where none has one; ``requires``: the options
+    it is chosen by (an upcast by ``dst_dtype``), which the operations of the same
+    endpoints do not take."""
     name: str
     plan_type: type
     moves: str
@@ -115,6 +122,7 @@ class Operation:
     ptx: expect.PtxWants
     command: str
     bench: tuple[tuple[str, ...], str] = ((), "the bench times register conversions")
+    requires: frozenset[str] = frozenset()     # options without which it is not chosen (``--dst-dtype``)
 
     def kinds(self, plan: Any) -> tuple[str, ...]:
         """The file kinds ``plan`` has."""
@@ -130,6 +138,12 @@ def _plan_convert(r: Request) -> ConvertPlan:
     return planner.plan_conversion(src.layout, dst.layout, dtype=r.dtype, target=r.target, arch=r.arch,
                                    strategy=r.strategy, **_opts(r, "swizzle", "smem_budget", "max_vector_bytes",
                                                                 "scratch_buffers", "scratch_per_warp", "barrier"))
+
+
+def _plan_upcast(r: Request) -> UpcastPlan:
+    src, dst = r.endpoints
+    return plan_upcast(src.layout, dst.layout, src.space, r.dtype, r.options["dst_dtype"], r.target, r.arch,
+                       alignment=src.alignment, **{k: v for k, v in r.options.items() if k != "dst_dtype"})
 
 
 def _plan_access(direction: str) -> Callable[[Request], StorePlan | LoadPlan]:
@@ -188,6 +202,12 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
                          "barrier"}),
               _plan_convert, report.convert_summary, emit_convert.CONVERT_FILES, check_convert,
               harness.CONVERSION, expect.CONVERSION_PTX, "convert", (("cuda", "hip"), "")),
+    Operation("upcast", UpcastPlan, "registers or a tile -> registers of a wider element type (--dst-dtype)",
+              (("registers", "registers"), ("shared", "registers"), ("global", "registers")), ("upcast",),
+              frozenset({"dst_dtype", "swizzle", "smem_budget", "max_vector_bytes", "scratch_buffers",
+                         "scratch_per_warp", "barrier", "strides", "instr", "scales"}),
+              _plan_upcast, report.upcast_summary, emit_upcast.UPCAST_FILES, check_upcast, harness.UPCAST,
+              expect.UPCAST_PTX, "convert", ((), "an upcast has no bench file"), frozenset({"dst_dtype"})),
     Operation("store", StorePlan, "registers -> a shared or global tile", _STORE_ENDS, ("store",), _ACCESS_OPTIONS,
               _plan_access("store"), report.memory_summary, emit_memory.STORE_FILES, check_memory_plan,
               harness.CONVERSION, expect.ACCESS_PTX, "convert"),
@@ -289,7 +309,8 @@ FLAGS: tuple[tuple[str, str, bool, Any], ...] = (
     ("src", "--src", True, None), ("index", "--index", True, None), ("acc", "--acc", True, None),
     ("a", "--a", True, None), ("b", "--b", True, None), ("dst", "--dst", True, None),
     ("axis", "--axis", True, None), ("dims", "--dim", True, None), ("combine", "--op", True, None),
-    ("dtype", "--dtype", True, None), ("index_dtype", "--index-dtype", True, None),
+    ("dtype", "--dtype", True, None), ("dst_dtype", "--dst-dtype", False, None),
+    ("scales", "--scales", False, None), ("index_dtype", "--index-dtype", True, None),
     ("acc_dtype", "--acc-dtype", True, None), ("target", "--target", True, None), ("arch", "--arch", False, None),
     ("strategy", "--strategy", False, "auto"), ("swizzle", "--swizzle", False, "optimal"),
     ("smem_budget", "--smem-budget", False, planner.DEFAULT_SMEM_BUDGET),

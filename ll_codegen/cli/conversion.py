@@ -8,7 +8,9 @@ from typing import Optional
 import click
 
 from ll_codegen.cli.app import CLIError, main, say
-from ll_codegen.cli.options import (BARRIER, BYTE_DTYPES, DTYPE_HELP, DTYPES, EMIT_CHOICES, SCRATCH_BUFFERS, SCRATCH_PER_WARP,
+from ll_codegen.cli.options import (BARRIER, BYTE_DTYPES, DST_DTYPE, DTYPE_HELP, DTYPES, EMIT_CHOICES, SCALES,
+                                    SCRATCH_BUFFERS,
+                                    SCRATCH_PER_WARP,
                                     CommaChoice, check_outputs, conversion_options, need, spec_option)
 from ll_codegen.core import limits
 from ll_codegen.emit.names import default_name
@@ -25,9 +27,12 @@ __all__ = ["plan", "convert", "bench"]
 @SCRATCH_BUFFERS
 @SCRATCH_PER_WARP
 @BARRIER
+@DST_DTYPE
+@SCALES
 def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
          smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
-         as_json: bool, scratch_buffers: int, scratch_per_warp: bool, barrier: str) -> None:
+         as_json: bool, scratch_buffers: int, scratch_per_warp: bool, barrier: str,
+         dst_dtype: Optional[str], scales: Optional[str]) -> None:
     """Plan the conversion from --src to --dst and print it: strategy,
     register permutation, shuffle rounds, shared memory and swizzle, predicted
     wavefronts and bank conflicts, and every candidate with its score,
@@ -36,7 +41,8 @@ def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, sw
     need(src, dst)
     p = plan_conversion(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
                         smem_budget=smem_budget, shape=shape, strides=strides, warps=warps,
-                        scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp, barrier=barrier)
+                        scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp, barrier=barrier,
+                        dst_dtype=dst_dtype, scales=scales)
     text = p.to_json() if as_json else p.summary()
     click.echo(text, nl=not text.endswith("\n"))
 
@@ -53,10 +59,12 @@ def plan(src: str, dst: str, target: str, arch: Optional[str], strategy: str, sw
 @SCRATCH_BUFFERS
 @SCRATCH_PER_WARP
 @BARRIER
+@DST_DTYPE
+@SCALES
 def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str, swizzle: str,
             smem_budget: int, shape: Optional[str], strides: Optional[str], warps: Optional[int], dtype: str,
             output: str, name: Optional[str], emit: tuple[str, ...], scratch_buffers: int,
-            scratch_per_warp: bool, barrier: str) -> None:
+            scratch_per_warp: bool, barrier: str, dst_dtype: Optional[str], scales: Optional[str]) -> None:
     """Generate the conversion from --src to --dst: a header with the
     device function (and a test harness, a round-trip bench); prints each
     written path.  Same inputs give byte-identical files.  Every target is
@@ -67,7 +75,7 @@ def convert(src: str, dst: str, target: str, arch: Optional[str], strategy: str,
     conv = conversion_files(src, dst, dtype=dtype, target=target, arch=arch, strategy=strategy, swizzle=swizzle,
                             smem_budget=smem_budget, shape=shape, name=name, emit=emit or None, strides=strides,
                             warps=warps, scratch_buffers=scratch_buffers, scratch_per_warp=scratch_per_warp,
-                            barrier=barrier)
+                            barrier=barrier, dst_dtype=dst_dtype, scales=scales)
     write_rendered(conv.files, output, "-o", announce=say)
 
 

@@ -12,7 +12,7 @@ import click
 
 from ll_codegen.cli.app import CLIError, say
 from ll_codegen.core import limits
-from ll_codegen.core.dtypes import DTYPE_BITS, DTYPE_BYTES, INDEX_DTYPES
+from ll_codegen.core.dtypes import DTYPE_BITS, DTYPE_BYTES, INDEX_DTYPES, UPCAST_TARGETS
 from ll_codegen.core.files import check_output_dir, check_targets
 from ll_codegen.core.target import CUDA_ARCHS, HIP_WAVE32, HIP_WAVE64
 from ll_codegen.emit.names import check_name, output_names
@@ -22,7 +22,7 @@ from ll_codegen.plan.reduce import COMBINES, REDUCE_DTYPES
 __all__ = ["DTYPES", "BYTE_DTYPES", "MMA_DTYPES", "INDEX_DTYPES", "COMBINES", "REDUCE_DTYPES", "TARGETS", "ARCHS",
            "STRATEGY_CHOICES", "SWIZZLES", "EMIT_CHOICES", "GATHER_STRATEGIES", "CommaChoice", "spec_option",
            "options", "conversion_options", "generator_options", "check_outputs", "given", "generate", "need",
-           "DTYPE_HELP", "SCRATCH_BUFFERS", "SCRATCH_PER_WARP", "BARRIER"]
+           "DTYPE_HELP", "SCRATCH_BUFFERS", "SCRATCH_PER_WARP", "BARRIER", "DST_DTYPE", "SCALES"]
 
 DTYPES = tuple(DTYPE_BITS)          # conversions, stores, loads, copies: the 4-bit types packed two per byte
 BYTE_DTYPES = tuple(DTYPE_BYTES)     # gathers and the GPU bench: whole-byte elements
@@ -165,6 +165,17 @@ SCRATCH_PER_WARP = click.option(
     help="A warp-local shared-memory conversion keeps each warp in its own kSmemBytes/kWarps slice and "
          "issues only warp barriers; the caller guarantees no other warp used that slice since the last "
          "__syncthreads() (see the header's Barriers line).")
+
+DST_DTYPE = click.option(
+    "--dst-dtype", "dst_dtype", default=None, type=click.Choice(UPCAST_TARGETS), metavar="f16|bf16",
+    help="Upcast: the destination registers hold this wider type (f16, bf16) of the --dtype elements (i4, u4, "
+         "e2m1, f8e4m3, f8e5m2, i8, u8), exactly, in the layout --dst (register layouts; CUDA).")
+
+SCALES = click.option(
+    "--scales", "scales", default=None, metavar="G[,dim=D][,e8m0|f16|bf16][,zero]",
+    help="With --dst-dtype: per-group scales applied during the upcast -- groups of G elements along dim D "
+         "(default the last), scales of the destination type (or e8m0 exponents for bf16), optional zero "
+         "points: dst = RNE(u * s - RNE(z * s)); the header takes them in the layout the destination implies.")
 
 GATHER_STRATEGIES = ("auto", "shuffle", "smem")
 BARRIER = click.option(

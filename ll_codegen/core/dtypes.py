@@ -61,6 +61,21 @@ def is_packed(dtype: str) -> bool:
     return dtype in PACKED_BITS
 
 
+#: upcasts inside an operation (``--dst-dtype``): the source element types and the wider types they become
+UPCAST_SOURCES = ("i4", "u4", "e2m1", "f8e4m3", "f8e5m2", "i8", "u8")
+UPCAST_TARGETS = ("f16", "bf16")
+
+
+def upcast_problem(src: str, dst: str) -> str | None:
+    """Why ``src -> dst`` is not an upcast llgen plans (one line), or None when it is one."""
+    if dst not in DTYPE_BITS:
+        return f"unknown --dst-dtype {short(dst)} (known: {', '.join(UPCAST_TARGETS)})"
+    if src not in UPCAST_SOURCES or dst not in UPCAST_TARGETS:
+        return (f"no upcast {src} -> {dst}: --dst-dtype takes {', '.join(UPCAST_TARGETS)} from a --dtype of "
+                f"{', '.join(UPCAST_SOURCES)}")
+    return None
+
+
 def index_bytes(index_dtype: str) -> int:
     """Bytes of one gather index of ``index_dtype``; ValueError otherwise."""
     if index_dtype not in INDEX_DTYPES:

@@ -353,3 +353,86 @@ LOP3 = Instruction(
      "    if (kLut >> i & 1) d |= (i & 4 ? a : ~a) & (i & 2 ? kB : ~kB) & (i & 1 ? c : ~c);",
      "return d;"),
     "lop3.b32", template="template <uint32_t kB, int kLut>", result="uint32_t")
+
+
+# ---------------------------------------------------------------- upcasts (plan/upcast.py)
+#: prmt.b32 d = prmt(a, b, kSel) (PTX ISA "prmt", default mode): byte i of d is byte (kSel >> 4i) & 7 of
+#: the 8 bytes {b, a} (a bytes 0-3), or that byte's sign replicated when (kSel >> 4i) & 8
+PRMT = Instruction(
+    "prmt_b32", "uint32_t a, uint32_t b",
+    ("uint32_t d;", 'asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "n"(kSel));', "return d;"),
+    ("const uint64_t x = a | static_cast<uint64_t>(b) << 32;",
+     "uint32_t d = 0;",
+     "for (int i = 0; i < 4; ++i) {",
+     "    const uint32_t s = kSel >> (4 * i) & 0xfu;",
+     "    uint32_t byte = static_cast<uint32_t>(x >> (8 * (s & 7u))) & 0xffu;",
+     "    if (s & 8u) byte = (byte & 0x80u) ? 0xffu : 0u;",
+     "    d |= byte << (8 * i);",
+     "}",
+     "return d;"),
+    "prmt.b32", template="template <uint32_t kSel>", result="uint32_t")
+
+#: the half type of each packed fma: (C stand-in type, bits -> type, type -> float, float -> type, oldest arch)
+_HALF2 = {"f16x2": ("__half", "__ushort_as_half", "__half2float", "__float2half_rn", "__half_as_ushort", 80),
+          "bf16x2": ("__nv_bfloat16", "__ushort_as_bfloat16", "__bfloat162float", "__float2bfloat16_rn",
+                     "__bfloat16_as_ushort", 80)}
+
+
+#: the half types' (stored mantissa bits, smallest normal exponent, exponent of 2 at which it overflows)
+_HALF_FORMAT = {"f16x2": (10, -14, 16), "bf16x2": (7, -126, 128)}
+
+
+def fma_x2(t: str) -> Instruction:
+    """``fma_rn_<t>(a, b, c)``: fma.rn.f16x2 / fma.rn.bf16x2 (PTX ISA "fma" half precision): each 16-bit half
+    of d is that half's a * b + c rounded once to nearest even (subnormals kept, overflow to infinity; a
+    NaN result is the canonical NaN).  The host model: a * b is exact in double; TwoSum gives the
+    rounded sum s and its exact error e; s rounded to nearest even at the half type's quantum, a tie
+    of s broken by the sign of e -- one rounding of the exact a * b + c."""
+    typ, from_bits, to_float, from_float, to_bits, arch = _HALF2[t]
+    mant, emin, emax = _HALF_FORMAT[t]
+    return Instruction(
+        f"fma_rn_{t.replace('x2', '')}x2", "uint32_t a, uint32_t b, uint32_t c",
+        ("uint32_t d;", f'asm("fma.rn.{t} %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));', "return d;"),
+        ("uint32_t d = 0;",
+         "for (int i = 0; i < 2; ++i) {",
+         f"    const auto h = [&](uint32_t w) {{ return static_cast<double>({to_float}("
+         f"{from_bits}(static_cast<uint16_t>(w >> (16 * i))))); }};",
+         "    const double p = h(a) * h(b), c2 = h(c), s = p + c2, bp = s - c2;",
+         "    const double e = (p - bp) + (c2 - (s - bp));          // s + e == p + c exactly",
+         "    double v = s;",
+         "    if (s != 0 && std::isfinite(s)) {",
+         "        int ex;",
+         "        std::frexp(s, &ex);",
+         f"        const double q = std::ldexp(1.0, std::max(ex - 1, {emin}) - {mant});  // the quantum at s",
+         "        const double n = s / q, fl = std::floor(n);",
+         "        double r = std::nearbyint(n);                        // to nearest even",
+         "        if (n - fl == 0.5 && e != 0) r = e > 0 ? fl + 1 : fl;  // a tie of s: the exact sum decides",
+         "        v = r * q;",
+         f"        if (std::fabs(v) >= std::ldexp(1.0, {emax})) v = std::copysign(INFINITY, v);",
+         "    }",
+         f"    const {typ} r = {from_float}(static_cast<float>(v));",
+         f"    d |= static_cast<uint32_t>({to_bits}(r)) << (16 * i);",
+         "}",
+         "return d;"),
+        f"fma.rn.{t}", arch=arch, result="uint32_t")
+
+
+def cvt_fp8x2(src: str) -> Instruction:
+    """``cvt_f16x2_<src>x2(a)``: cvt.rn.f16x2.e4m3x2 / .e5m2x2 (PTX ISA "cvt", sm_89): the two 8-bit floats
+    of the .b16 ``a`` widened exactly to f16, the upper byte's into the upper half of d; a NaN becomes
+    a NaN (the host stand-in's canonical 0x7fff, ``simt/cuda_fp8.h``)."""
+    fmt = {"f8e4m3": ("e4m3x2", "__NV_E4M3"), "f8e5m2": ("e5m2x2", "__NV_E5M2")}[src]
+    return Instruction(
+        f"cvt_f16x2_{fmt[0]}", "uint16_t a",
+        ("uint32_t d;", f'asm("cvt.rn.f16x2.{fmt[0]} %0, %1;" : "=r"(d) : "h"(a));', "return d;"),
+        (f"const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(a, {fmt[1]});",
+         "return static_cast<uint32_t>(h.x) | static_cast<uint32_t>(h.y) << 16;"),
+        f"cvt.rn.f16x2.{fmt[0]}", arch=89, result="uint32_t")
+
+
+#: cvt.f32.f16 (PTX ISA "cvt"): the f16 in the low half of ``a`` widened exactly to f32
+CVT_F32_F16 = Instruction(
+    "cvt_f32_f16", "uint16_t a",
+    ("float d;", 'asm("cvt.f32.f16 %0, %1;" : "=f"(d) : "h"(a));', "return d;"),
+    ("return __half2float(__ushort_as_half(a));",),
+    "cvt.f32.f16", result="float")

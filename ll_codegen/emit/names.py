@@ -56,6 +56,7 @@ a_tile_index b_tile_index kM kN kK kAccRegs kAccPerReg kAWords kBWords kPackRegs
 kTileBytesB kTileAlignA kTileAlignB relayout src dst via then coalesced base_loop a1 a2 a4 a8 a16 a32
 src_tile_index dst_tile_index kSrcTileBytes kDstTileBytes kSrcTileAlign kDstTileAlign kDstOffset kTileElems
 kScratchBuffers kWarpSliceBytes mbar_arrive desc elem word ld st gld gst warp_sync
+upcast move kMidRegs kScaleRegs scale_index
 """.split())
 
 

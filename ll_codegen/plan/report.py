@@ -9,9 +9,10 @@ from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.mma import MmaPlan
 from ll_codegen.plan.model import instruction_name, shuffle_name
-from ll_codegen.plan.plans import Transfer
+from ll_codegen.plan.plans import LoadPlan, Transfer
 from ll_codegen.plan.reduce import ReducePlan
 from ll_codegen.plan.tma import tma_summary_lines
+from ll_codegen.plan.upcast import UpcastPlan, upcast_lines
 from ll_codegen.core.target import get_target
 
 
@@ -99,6 +100,17 @@ def convert_lines(p: Transfer) -> list[str]:
         if p.target == "hip":
             lines.append(f"  bank model: {get_target(p.target, p.arch).bank_model}")
     return lines
+
+
+def upcast_summary(p: UpcastPlan) -> str:
+    """An upcast: the headline, the move in the source type (a conversion into the layout I, its
+    summary indented), then the in-thread upcast: the sequence, the permutation, the instruction count."""
+    mv = p.move
+    head = (f"strategy: upcast  ({p.dtype} -> {p.dst_dtype}, {p.target} {p.arch}, {p.num_warps} warps x "
+            f"{p.warp_size} lanes, {p.n_src} -> {p.n_dst} registers)")
+    move = memory_summary(mv) if isinstance(mv, LoadPlan) else convert_summary(mv)
+    return "\n".join([head, "move into I (in the source type):"]
+                     + ["  " + line for line in move.splitlines()] + upcast_lines(p))
 
 
 def memory_summary(p: Transfer) -> str:

@@ -50,7 +50,10 @@ from ll_codegen.plan.packed import side_bytes, side_pair
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.emit.harness_tiles import harness_cut, harness_extent, harness_fill, harness_strides, harness_variants, variant_masked
 from ll_codegen.emit.harness_tiles import harness_origin, scratch_bytes
+from ll_codegen.emit.upcast import scale_offsets
 from ll_codegen.verify.emulate.packed import packed_tensor, random_nibbles, unpacked_tensor
+from ll_codegen.verify.emulate.upcast import (random_codes, random_scales, scaled_reference, upcast_reference,
+                                              upcast_registers)
 from ll_codegen.verify.emulate.reference import (acc_bits, encode_small, gather_expected, mma_tensors, reduce_reference,
                                          reduce_tensor, reference_registers, row_major_index)
 
@@ -348,6 +351,73 @@ def _reduce_compare(name: str, plan, run: RunData, got: dict[int, np.ndarray], o
     return RunResult(True, ok, entropy=entropy)
 
 
+# ------------------------------------------------------------------ upcast
+def upcast_input(plan, codes: np.ndarray) -> np.ndarray:
+    """The harness's ``in`` of an upcast: the row-major source codes as bytes, a 4-bit type packed as
+    the source's caller holds it (its own pair vector, ``src_index``'s packed tensor)."""
+    k = plan.move.packing
+    if k is None:
+        return codes.astype(np.uint8)
+    return packed_tensor(codes.reshape(plan.shape), *side_pair(k, "src")).reshape(-1)
+
+
+def _upcast_data(plan, rng: np.random.Generator, variant: str) -> RunData:
+    """``in`` (every source code present where the tensor has room), ``out`` (the row-major destination
+    tensor's bits) and ``regs`` (threads x destination words) poisoned with the complement of
+    ``upcast_reference`` at the same coordinates."""
+    codes = random_codes(plan, rng)
+    scratch = [np.zeros(scale_offsets(plan)[0], dtype=np.uint8)]     # a global source tile's
+    if plan.scaling is None:
+        out = upcast_reference(codes, plan.dtype, plan.dst_dtype)
+    else:                      # with scales: the scale tensor and the zero points row-major after the tile
+        scales, zeros = random_scales(plan, rng)
+        out = scaled_reference(plan, codes, scales, zeros)
+        for a in (scales, zeros):
+            scratch.append(np.pad(a.view(np.uint8), (0, -a.nbytes % 16)))
+    regs = upcast_registers(plan, reference_registers(layout_of(plan.dst_bases), out, plan.threads))
+    return RunData([upcast_input(plan, codes), ~out, np.ascontiguousarray(~regs), np.concatenate(scratch)],
+                   {1: out, 2: regs})
+
+
+
+
+
+def nan_as_wanted(want: np.ndarray, have: np.ndarray, dst: str, half_bits: int = 16) -> np.ndarray:
+    """``have`` with every 16-bit half that is a NaN where ``want`` holds the canonical NaN 0x7fff
+    replaced by 0x7fff: a NaN code's upcast is a NaN, whose payload the PTX ISA does not fix."""
+    exp = 0x7C00 if dst == "f16" else 0x7F80
+    out = np.array(have, copy=True)
+    for shift in range(0, 8 * want.dtype.itemsize, half_bits):
+        w = (want.astype(np.uint64) >> np.uint64(shift)) & np.uint64(0xFFFF)
+        h = (have.astype(np.uint64) >> np.uint64(shift)) & np.uint64(0xFFFF)
+        nan = (w == 0x7FFF) & ((h & np.uint64(exp)) == exp) & ((h & np.uint64(0x7FFF & ~exp)) != 0)
+        out = np.where(nan, (out.astype(np.uint64) & ~np.uint64(0xFFFF << shift)) | np.uint64(0x7FFF << shift),
+                       out.astype(np.uint64)).astype(have.dtype)
+    return out
+
+
+def _upcast_compare(name: str, plan, run: RunData, got: dict[int, np.ndarray], ok: str,
+                    entropy: int | None) -> RunResult:
+    tail = f"; data: default_rng({entropy})" if entropy is not None else ""
+    got = {k: nan_as_wanted(run.wants[k], v, plan.dst_dtype) for k, v in got.items()}
+    want, have = run.wants[2], got[2]
+    bad = np.argwhere(have != want)
+    if len(bad):
+        t, r = (int(x) for x in bad[0])
+        e, a = int(want[t, r]), int(have[t, r])
+        return RunResult(False, f"{name}: thread {t} (warp {t // plan.warp_size}, lane {t % plan.warp_size}) "
+                                f"dst word {r}: expected {e:#010x}, got {a:#010x}"
+                                f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
+                                f"({len(bad)} of {want.size} words differ){tail}", t, r, e, a, "upcast", entropy)
+    want, have = run.wants[1], got[1]
+    if not np.array_equal(want, have):
+        i = int(np.argmax(want != have))
+        return RunResult(False, f"{name}: output tensor element {i}: expected {int(want[i]):#06x}, got "
+                                f"{int(have[i]):#06x} ({int((want != have).sum())} of {want.size} differ){tail}",
+                         expected=int(want[i]), actual=int(have[i]), entropy=entropy)
+    return RunResult(True, ok, entropy=entropy)
+
+
 # ------------------------------------------------------------------ table
 @dataclass(frozen=True)
 class HarnessOp:
@@ -383,6 +453,12 @@ TMA = HarnessOp(
     data=_tma_data,
     compare=_tma_compare,
     tensor_map=tma_tensor_map)
+
+UPCAST = HarnessOp(
+    variants=lambda p: ("",),
+    c_types=lambda p: ["const uint8_t*", "uint16_t*", "uint32_t*", "uint8_t*"],
+    data=_upcast_data,
+    compare=_upcast_compare)
 
 REDUCE = HarnessOp(
     variants=lambda p: ("",),

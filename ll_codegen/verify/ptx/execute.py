@@ -32,6 +32,17 @@ def _alu(base: str, mods: list[str], t: str) -> Callable[..., int] | None:
         return signed(v, bits) if sgn else v & mask
     if t in floats.FORMATS and base in ("add", "sub", "mul", "mad", "fma", "min", "max", "neg", "abs"):
         return floats.arith(base, mods, t)
+    if t in floats.PACKED and base in ("add", "sub", "mul", "fma"):
+        return floats.packed_arith(base, mods, t)
+    if base == "lop3" and not mods:
+        def lop3(a, b, c, lut):         # PTX ISA "lop3": bit i of d is bit (a_i b_i c_i) of the table
+            a, b, c = a & mask, b & mask, c & mask
+            d = 0
+            for i in range(8):
+                if lut >> i & 1:
+                    d |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+            return d & mask
+        return lop3
     if base in ("add", "sub", "mul", "mad"):
         if t.startswith("f"):
             return None
@@ -158,6 +169,10 @@ def _body(m, ins, c: Compiler) -> Callable:
     if base == "mov":
         return _mov(c, a, t)
     if base == "cvt":
+        if len(types) == 2 and types[0] in floats.PACKED:
+            f = floats.convert_packed(types[0], types[1], mods)
+            srcs, dst = [c.get(x) for x in a[1:]], c.setter(a[0], 32)
+            return advancing(lambda th: dst(th, f(*[g(th) for g in srcs])))
         if len(types) == 2 and any(x in floats.FORMATS for x in types):
             f, src, dst = floats.convert(types[0], types[1], mods), c.get(a[1]), c.setter(a[0], bits_of(types[0]))
             return advancing(lambda th: dst(th, f(src(th))))

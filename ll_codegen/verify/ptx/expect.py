@@ -24,7 +24,9 @@ from ll_codegen.emit.harness_tiles import global_access, harness_cut, harness_fi
 from ll_codegen.plan.plans import Transfer, steps, without_via
 from ll_codegen.verify.ptx.ops import SMEM_WINDOW, Event, bits_of, split_op
 from ll_codegen.verify.ptx.sim import GLOBAL_BASE
+from ll_codegen.verify.emulate.packed import packed_tensor, unpacked_tensor
 from ll_codegen.verify.emulate.reference import row_major_index
+from ll_codegen.plan.packed import side_pair
 
 #: the vector type of an n-byte ld/st of 32-bit registers (PTX ISA "ld", "st": .v2/.v4 of .b32)
 VECTOR = {1: "b8", 2: "b16", 4: "b32", 8: "v2.b32", 16: "v4.b32"}
@@ -339,6 +341,23 @@ def _relayout_wants(p, args: list, variant: str, lane: int, warp: int) -> tuple[
     return relayout_wants(p, args[0], variant, lane, warp)
 
 
+def _upcast_wants(p, args: list, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
+    """An upcast's move (a conversion's shuffles and shared-memory rounds, or a load's accesses, in the
+    source type); the upcast after it stays in the thread (its arithmetic is checked by the outputs)."""
+    return thread_wants(p.move, move_input(p.move, args[0]), variant, lane, warp)
+
+
+def move_input(move: Transfer, flat: np.ndarray) -> np.ndarray:
+    """The harness's ``in`` (packed by the source's own pair) as the move's byte plan reads it."""
+    k = move.packing
+    if k is None or not k.src_swap:
+        return flat
+    d, b = side_pair(k, "src")
+    shape = tuple(s // 2 if i == d else s for i, s in enumerate(k.shape))
+    return packed_tensor(unpacked_tensor(np.asarray(flat).reshape(shape), d, b), k.dim, k.bit).reshape(-1)
+
+
 CONVERSION_PTX = PtxWants(_tile_wants, generated_only, False)
+UPCAST_PTX = PtxWants(_upcast_wants, through_wrappers, True)   # a load's harness fills its tile in plain C++
 RELAYOUT_PTX = PtxWants(_relayout_wants, through_wrappers, True)
 ACCESS_PTX = PtxWants(_tile_wants, through_wrappers, True)      # store, load, copy

@@ -9,8 +9,12 @@ away from it).  ``.ftz`` (``.f32`` only, as the PTX ISA) flushes subnormal input
 a zero of the same sign.  NaN inputs give the canonical NaN for arithmetic; ``min``/``max``
 return the other operand when one is NaN (both: canonical NaN) and order ``-0.0 < +0.0`` (PTX
 ISA "min", "max").  An exact zero sum is ``+0.0`` (``-0.0`` when rounding down, or when both
-addends are ``-0.0``).  Not modelled (``PtxError``): ``.sat``, ``.NaN``, ``.xorsign``, ``.relu``,
-packed ``x2`` types, ``.approx`` division and the transcendental functions.
+addends are ``-0.0``).  Packed ``f16x2``/``bf16x2`` ``add``/``sub``/``mul``/``fma`` are the same per
+16-bit half (``packed_arith``); ``cvt`` to ``f16x2``/``bf16x2`` from two ``.f32`` (the first
+operand into the upper half) and from ``e4m3x2``/``e5m2x2`` (each byte widened exactly, the upper
+byte into the upper half, a NaN the canonical NaN) is ``convert_packed``.  Not modelled
+(``PtxError``): ``.sat``, ``.NaN``, ``.xorsign``, ``.relu``, ``.approx`` division and the
+transcendental functions.
 """
 from __future__ import annotations
 
@@ -258,3 +262,62 @@ def convert(dst_t: str, src_t: str, mods: list[str]) -> Callable[[int], int]:
             return round_bits(Fraction(a), dst_t, mode)
         return cvt_int
     raise PtxError(f"cvt.{dst_t}.{src_t} not modelled")
+
+
+#: packed types -> the type of each 16-bit half
+PACKED = {"f16x2": "f16", "bf16x2": "bf16"}
+
+#: 8-bit float formats of ``cvt``'s packed sources: (exponent bits, mantissa bits, bias)
+FP8 = {"e4m3x2": (4, 3, 7), "e5m2x2": (5, 2, 15)}
+
+
+def packed_arith(base: str, mods: list[str], t: str) -> Callable[..., int]:
+    """``base`` on each 16-bit half of packed ``t`` operands, as ``arith`` on the half type."""
+    f = arith(base, mods, PACKED[t])
+
+    def op(*raw):
+        lo = f(*[r & 0xffff for r in raw])
+        hi = f(*[(r >> 16) & 0xffff for r in raw])
+        return lo | hi << 16
+    return op
+
+
+def fp8_value(bits: int, fmt: str) -> Fraction | str:
+    """The value of one 8-bit float (OCP e4m3: no infinities, NaN S.1111.111; e5m2: IEEE-like)."""
+    e, m, bias = FP8[fmt]
+    neg, ex, frac = bits >> 7 & 1, bits >> m & ((1 << e) - 1), bits & ((1 << m) - 1)
+    if fmt == "e4m3x2" and ex == 15 and frac == 7:
+        return "nan"
+    if fmt == "e5m2x2" and ex == 31:
+        return "nan" if frac else ("-inf" if neg else "+inf")
+    if ex == 0 and frac == 0:
+        return "-0" if neg else Fraction(0)
+    v = Fraction(frac, 1 << m) * Fraction(2) ** (1 - bias) if ex == 0 else \
+        Fraction((1 << m) | frac, 1 << m) * Fraction(2) ** (ex - bias)
+    return -v if neg else v
+
+
+def convert_packed(dst_t: str, src_t: str, mods: list[str]) -> Callable[..., int]:
+    """``cvt.<mods>.{f16x2,bf16x2}.f32 d, a, b`` (``a`` rounded into the upper half, ``b`` the lower)
+    and ``cvt.rn.f16x2.{e4m3x2,e5m2x2} d, a`` (the upper byte of ``a`` into the upper half)."""
+    half = PACKED[dst_t]
+    if src_t == "f32":
+        one = convert(half, "f32", mods)
+        return lambda a, b: one(b) | one(a) << 16
+    if src_t not in FP8 or dst_t != "f16x2":
+        raise PtxError(f"cvt.{dst_t}.{src_t} not modelled")
+    bad = [x for x in mods if x != "rn"]
+    if bad:
+        raise PtxError(f"cvt.{'.'.join(mods)}.{dst_t}.{src_t}: modifier(s) {', '.join(bad)} not modelled")
+    e, m, _, width = _fmt(half)
+
+    def widen(byte: int) -> int:
+        v = fp8_value(byte, src_t)
+        if v == "nan":
+            return canonical_nan(half)
+        if v in ("+inf", "-inf"):
+            return ((1 << e) - 1) << m | (1 << (width - 1) if v == "-inf" else 0)
+        if v == "-0":
+            return 1 << (width - 1)
+        return round_bits(v, half)
+    return lambda a: widen(a & 0xff) | widen(a >> 8 & 0xff) << 16

@@ -28,7 +28,7 @@ SMEM_WINDOW = 0x400
 #: opcodes whose effects sim does not model: executed for their operands only
 UNMODELLED = ("wgmma.mma_async", "mma.sync", "cp.async.bulk.tensor", "mbarrier.try_wait")
 
-_TYPE = re.compile(r"^[bsuf](8|16|32|64)$|^pred$|^f16x2$|^bf16x2$|^bf16$|^tf32$")
+_TYPE = re.compile(r"^[bsuf](8|16|32|64)$|^pred$|^f16x2$|^bf16x2$|^bf16$|^tf32$|^e4m3x2$|^e5m2x2$")
 _MEM = re.compile(r"^\[\s*([^\]+]+?)\s*(?:\+\s*(-?(?:0x)?[0-9a-fA-F]+))?\s*\]$")
 _SPECIAL = {"%tid.y": 0, "%tid.z": 0, "%ctaid.x": 0, "%ctaid.y": 0, "%ctaid.z": 0, "%nctaid.x": 1,
             "%nctaid.y": 1, "%nctaid.z": 1, "%ntid.y": 1, "%ntid.z": 1}
@@ -71,6 +71,10 @@ def local_window(addr: int) -> int | None:
 def bits_of(t: str) -> int:
     if t == "pred":
         return 1
+    if t in ("f16x2", "bf16x2"):         # two 16-bit halves in a .b32
+        return 32
+    if t in ("e4m3x2", "e5m2x2"):        # two 8-bit floats in a .b16
+        return 16
     m = re.search(r"(\d+)", t)
     return int(m.group(1)) if m else 32
 
