@@ -85,7 +85,7 @@ def slot_line(conv: Namespace, kind: str, w: int, k: int, dw: int) -> str:
         return f"dst[{dw}] = {fma}({prmt}<0x{sel:04x}u>({x}, 0x64646464u), 0x3c003c00u, {_hex(bias)});"
     if kind in ("u8_bf16", "i8_bf16"):
         pack = use_instruction(conv, cvt_pack("bf16"))
-        c = "int8_t" if kind == "i8_bf16" else "uint8_t"
+        c = "signed char" if kind == "i8_bf16" else "uint8_t"   # NVRTC has no int8_t (cuda_types.j2)
         f = lambda s: f"static_cast<float>(static_cast<{c}>({x} >> {s}))"  # noqa: E731
         return f"dst[{dw}] = {pack}({f(16 * k + 8)}, {f(16 * k)});"
     src = kind.rsplit("_", 1)[0]
