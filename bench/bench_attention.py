@@ -15,6 +15,15 @@ kernels taking turns in a rotated order):
 * ``cudnn``: ``scaled_dot_product_attention`` under ``sdpa_kernel(SDPBackend.CUDNN_ATTENTION)``;
 * ``flash``: the same under ``SDPBackend.FLASH_ATTENTION`` (FlashAttention-2 in torch).
 
+``--fp8`` adds, on FP8_SHAPES (head dims 128 and 64), the e4m3 kernels: ``fp8 chain`` (P's and V's keys
+relabelled as llgen chain chose: S -> P by byte permutes), ``fp8 identity`` (the same kernel built with
+-D LLGEN_ATTENTION_FP8_IDENTITY=1: the keys in their own order, S -> P with warp shuffles) and ``bf16``
+(our bf16 kernel at the same shape), timed together; e4m3 inputs N(0, 1) / descales (gpu_tests'
+fp8_inputs), each fp8 O checked on the first and last 128 rows of two (batch, head) pairs against the
+gpu tests' two fp8 references and tolerances (a wrong result fails the bench; "max err" of an fp8 row is
+the largest excess over the exact reference's bound, <= 0 when right); the table gives fp8/bf16 (the
+target: >= 1.4 at d 128) and chain/identity.
+
 A backend that refuses a shape is reported, not fatal.  TFLOP/s = 4 B H S^2 D / time, half that for
 causal.  ``--ladder`` also times variants of the example's tile and hand-written control (LADDER: the -D
 knobs of attention_fwd.cu -- the tile per head dim (the 128 x 128 tile against the shipped 192 x 128 at
@@ -68,6 +77,8 @@ LADDER = [("the example", ()),
            ("-DLLGEN_ATTENTION_EXP2_FMA_D64=2", "-DLLGEN_ATTENTION_EXP2_FMA_D128=1")),
           ("no ping-pong", ("-DLLGEN_ATTENTION_PINGPONG=0",))]
 LADDER_SHAPES = [(64, 1024, False), (64, 4096, False), (128, 4096, False), (64, 1024, True), (128, 1024, True)]
+FP8_SHAPES = [(128, 2048, False), (128, 4096, False), (128, 8192, False), (128, 4096, True), (128, 8192, True),
+              (64, 4096, False)]  # at d 64 the identity build's kernels are the chain's (attention_fwd.cu)
 
 
 def flops(B: int, H: int, S: int, d: int, causal: bool) -> float:
@@ -145,7 +156,35 @@ def bench_shape(lib, d: int, S: int, causal: bool, dtype, variants: dict | None 
             "tflops": {n: fl / (t * 1e-3) / 1e12 for n, t in ms.items()}}
 
 
-def report(dev: str, rows: list[dict], ladder: list[dict]) -> str:
+def bench_fp8(lib, ident, d: int, S: int, causal: bool) -> dict:
+    """One FP8_SHAPES row: fp8 with the chain's keys, fp8 with the identity keys and our bf16, timed
+    together; both fp8 outputs checked (first and last 128 rows of two (batch, head) pairs)."""
+    import torch
+    from bench_gemm import timed, torch_stream
+    from test_attention_fwd import FP8_DESCALES, FP8_FLIPS, LSE_TOL, check_rows_fp8, fp8_inputs, inputs
+    B = TOKENS // (HEADS * S)
+    q8, k8, v8 = fp8_inputs(B, HEADS, HEADS, S, S, seed=S + causal, d=d)
+    outs = {n: torch.full((B, HEADS, S, d), float("nan"), dtype=torch.bfloat16, device="cuda")
+            for n in ("fp8 chain", "fp8 identity")}
+    lses = {n: torch.full((B, HEADS, S), float("nan"), device="cuda") for n in outs}
+    go = {n: l.prepared(q8, k8, v8, outs[n], lses[n], causal, stream=torch_stream, descales=FP8_DESCALES)
+          for n, l in (("fp8 chain", lib), ("fp8 identity", ident))}
+    q, k, v = inputs(B, HEADS, HEADS, S, S, d, torch.bfloat16, seed=S + d + causal)
+    o16 = torch.empty_like(q)
+    lse16 = torch.empty((B, HEADS, S), device="cuda")
+    go["bf16"] = lib.prepared(q, k, v, o16, lse16, causal, stream=torch_stream)
+    ms = timed(go)
+    torch.cuda.synchronize()
+    errs = {n: check_rows_fp8(q8, k8, v8, outs[n], lses[n], causal) for n in outs}
+    ok = all(far <= FP8_FLIPS and over <= 0.0 and le <= LSE_TOL for far, over, le in errs.values())
+    fl = flops(B, HEADS, S, d, causal)
+    tf = {n: fl / (t * 1e-3) / 1e12 for n, t in ms.items()}
+    return {"d": d, "seq": S, "causal": causal, "batch": B, "heads": HEADS, "dtype": "e4m3", "ok": ok,
+            "errors": errs, "ms": ms, "tflops": tf, "refused": {},
+            "max_err": max(over for _, over, _ in errs.values()), "max_lse_err": max(le for _, _, le in errs.values())}
+
+
+def report(dev: str, rows: list[dict], ladder: list[dict], fp8: list[dict] | None = None) -> str:
     lines = [(f"Forward attention on {dev}: TFLOP/s (median of 15 x 10 launches, kernels interleaved), "
               f"batch x heads x seq = {TOKENS}, {HEADS} heads"), "",
              "| dtype | d | causal | seq | ours | cuDNN | flash | ours/cuDNN | ours/flash | max err |",
@@ -175,6 +214,18 @@ def report(dev: str, rows: list[dict], ladder: list[dict]) -> str:
             if name in ("cudnn", "flash"):
                 continue
             lines.append(f"| {name} | " + " | ".join(f"{r['tflops'][name]:.0f}" for r in ladder) + " |")
+    if fp8:
+        lines += ["", "fp8 (e4m3 Q, K, V; O bf16), TFLOP/s:", "",
+                  "| d | causal | seq | fp8 chain | fp8 identity | bf16 | fp8/bf16 | chain/identity | err - bound |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in fp8:
+            t = r["tflops"]
+            lines.append(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['seq']} | {t['fp8 chain']:.0f} | "
+                         f"{t['fp8 identity']:.0f} | {t['bf16']:.0f} | {t['fp8 chain'] / t['bf16']:.2f} | "
+                         f"{t['fp8 chain'] / t['fp8 identity']:.2f} | {r['max_err']:.2g}{'' if r['ok'] else ' WRONG'} |")
+        rs = [r["tflops"]["fp8 chain"] / r["tflops"]["bf16"] for r in fp8 if r["d"] == 128]
+        lines.append("")
+        lines.append(f"fp8/bf16 geomean {math.exp(sum(map(math.log, rs)) / len(rs)):.3f} (target >= 1.4 at d 128)")
     return "\n".join(lines) + "\n"
 
 
@@ -184,6 +235,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", nargs="*", default=None, help="D,SEQ,CAUSAL (0/1); default: SHAPES")
     ap.add_argument("--dtypes", nargs="*", default=["f16", "bf16"], choices=["f16", "bf16"])
     ap.add_argument("--ladder", action="store_true", help="also time variants of the example's control")
+    ap.add_argument("--fp8", action="store_true", help="also time the e4m3 kernels (chain and identity keys) on FP8_SHAPES")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     import test_attention_fwd as ta
@@ -193,7 +245,15 @@ def main(argv=None) -> int:
     d = tempfile.mkdtemp(prefix="llgen_attention_")
     lib = ta.Library(ta.build(d))
     dev = torch.cuda.get_device_name()
+    if a.fp8:  # the identity build compiles while the 16-bit rows run
+        ident_pool = ThreadPoolExecutor(max_workers=1)
+        os.makedirs(os.path.join(d, "fp8_identity"))
+        ident_path = ident_pool.submit(ta.build, os.path.join(d, "fp8_identity"), ta.FP8_VARIANTS["fp8_identity"])
     rows = [bench_shape(lib, dh, S, bool(c), dt) for dh, S, c in shapes for dt in dtypes]
+    fp8 = []
+    if a.fp8:
+        ident = ta.Library(ident_path.result())
+        fp8 = [bench_fp8(lib, ident, dh, S, c) for dh, S, c in FP8_SHAPES]
     ladder = []
     if a.ladder:
         subs = [os.path.join(d, f"variant{i}") for i in range(1, len(LADDER))]
@@ -206,19 +266,19 @@ def main(argv=None) -> int:
             r = bench_shape(lib, dh, S, c, torch.float16, variants)
             r["tflops"][LADDER[0][0]] = r["tflops"].pop("ours")
             ladder.append(r)
-    table = report(dev, rows, ladder)
+    table = report(dev, rows, ladder, fp8)
     with open(os.path.join(a.out, "attention.json"), "w") as f:
-        json.dump({"device": dev, "rows": rows, "ladder": ladder}, f, indent=1)
+        json.dump({"device": dev, "rows": rows, "ladder": ladder, "fp8": fp8}, f, indent=1)
     with open(os.path.join(a.out, "attention_table.md"), "w") as f:
         f.write(table)
-    for r in rows + ladder:
+    for r in rows + ladder + fp8:
         if not r["ok"]:
             print(f"FAILED {r['dtype']} d{r['d']} seq {r['seq']} causal {r['causal']}: max err {r['max_err']:.3g}, "
                   f"LSE {r['max_lse_err']:.3g}")
         for n, why in r["refused"].items():
             print(f"refused: {n} {r['dtype']} d{r['d']} seq {r['seq']} causal {r['causal']}: {why}")
     print(table)
-    return 1 if any(not r["ok"] for r in rows + ladder) else 0
+    return 1 if any(not r["ok"] for r in rows + ladder + fp8) else 0
 
 
 if __name__ == "__main__":

@@ -6,22 +6,23 @@ Builds the examples with nvcc for this GPU, checks every kernel at every size, t
 size, with CUDA events (``timed``: the median of 15 samples of 10 back-to-back launches, the kernels
 taking turns; the Hopper GEMMs' tensor maps are encoded once, outside):
 
-* ``wgmma``: examples/kernels/gemm_wgmma.cu (TMA, wgmma m64n256k16 / m64n128k16, 128 x 256 or 128 x
-  128 tiles 64 deep, an mbarrier stage ring, a producer and two consumer warp groups, the persistent
+* ``wgmma``: examples/kernels/gemm_wgmma.cu (TMA, wgmma m64n256k16 / m64n128k16 (+ m64n64k16), 128 x
+  256, 128 x 192 or 128 x 128 tiles 64 deep, an mbarrier stage ring, a producer and two consumer warp groups, the persistent
   grouped scheduler of gemm_hopper.h, K split among CTAs where the tiles are too few for the SMs;
   the tile and split chosen per size by gemm_hopper_plan.h, reported per row as ``plan``: the tile's
   columns, the splits, the tiles computed whole), 16-bit C (``wgmma``) and f32 C (``wgmma f32``),
   f16 and bf16 inputs.  In the same run, where the chosen plan is not already one of them, the same
   kernel with K never split (``llgen no split``), with the 128 x 256 tile forced (``llgen 128x256``) and
-  with both (``llgen 128x256 no split``: the kernel before either choice): the gain of each choice,
+  with both (``llgen 128x256 no split``: the kernel before either choice): the gain of each choice
+  (a 128 x 192 or 128 x 128 tile against 128 x 256: fuller waves of SMs against wider tiles),
   measured beside it (``—``: the variant's plan is the chosen one, or an earlier variant's);
 * ``mma.sync``: examples/kernels/gemm_mma.cu (mma.sync m16n8k16, cp.async, 128 x 128 x 32, f32 C; f16);
 * ``cublas``: ``torch.matmul`` on the same dtypes (16-bit C, f32 accumulation);
 * ``triton``: a Triton matmul with TMA descriptors and the same 128 x 256 x 64 tiles (8 warps, 4
   stages; ``tl.dot`` is wgmma on sm_90), 16-bit C;
 * fp8 rows (e4m3 A M x K and B N x K, per-tensor f32 scales, bf16 C): ``fp8`` is
-  examples/kernels/gemm_fp8.cu (wgmma m64n256k32 / m64n128k32, 128 x 256 or 128 x 128 tiles 128
-  deep, the same control, plan and variants),
+  examples/kernels/gemm_fp8.cu (wgmma m64n256k32 / m64n128k32 (+ m64n64k32), 128 x 256, 128 x 192 or
+  128 x 128 tiles 128 deep, the same control, plan and variants),
   ``fp8 1/tile`` the same built with -DLLGEN_GEMM_PERSISTENT=0 (one CTA per tile), ``cublas`` is
   ``torch._scaled_mm`` (e4m3, bf16 out, the same scales), ``triton`` a Triton fp8 matmul of the same
   tiles (A and B^T both K-major, f32 accumulation, the scales applied to the accumulator).

@@ -12,6 +12,17 @@ rows, three consumer warp groups, 128 keys; d 128: 128 x 128) and the -D knobs' 
 d 64; 192-key tiles, a 128-key and a 64-key part, at d 64 and d 128, causal and not; P V with P from
 shared memory at d 64, 192 x 192 non-causal).  The example is built with nvcc into
 a shared library and called through its host entry points with ctypes (``Library``) on torch tensors.
+
+fp8 (e4m3 Q, K, V at head dims 64 and 128, O bf16, FA3's descale_q/k/v): the example (P and V's keys
+relabelled by llgen chain) and the build with the keys in their own order at d 128 (-D
+LLGEN_ATTENTION_FP8_IDENTITY=1; its d 64 kernels are the chain's)
+against (a) the online softmax in float64 with 128-key tiles and P rounded to e4m3 by torch as the kernel
+rounds it, on the same e4m3 inputs: |O - ref| <= 2^-6 (bf16's tolerance) for all but FP8_FLIPS (0.1%) of
+O's elements -- a P value whose f32 score (the fp8 wgmma's accumulation) and exp2 land it on the other
+side of an e4m3 rounding boundary than float64 does moves its row of O by one e4m3 ulp of P, which (b)
+bounds; (b) exact attention in float64 of the e4m3 values: |O - ref| per row within
+sum_k max(2^-3 p_k, 2^-9) |v_k| dv / l (one e4m3 ulp of every P: its rounding, either way) + 2^-7 |ref|
+(bf16 O) + 2^-10, every element; LSE within 1e-3.
 """
 from __future__ import annotations
 
@@ -35,6 +46,8 @@ import torch  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join(ROOT, "examples", "kernels", "attention_fwd.cu")
 TOL = {torch.float16: 2.0 ** -9, torch.bfloat16: 2.0 ** -6}
+E4M3 = torch.float8_e4m3fn
+DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1, E4M3: 2}  # the library's dtype argument
 LSE_TOL = 1e-3
 
 
@@ -59,6 +72,8 @@ class Library:
         lib.llgen_attention_fwd.argtypes = [ctypes.c_int] * 3 + ptrs + ints + [ctypes.c_float, ctypes.c_void_p]
         lib.llgen_attention_fwd_prepare.argtypes = [ctypes.c_void_p] + [ctypes.c_int] * 3 + ptrs + ints + [ctypes.c_float]
         lib.llgen_attention_fwd_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.llgen_attention_fwd_prepare_scaled.argtypes = ([ctypes.c_void_p] + [ctypes.c_int] * 3 + ptrs + ints
+                                                           + [ctypes.c_float] * 4)
         self.lib = lib
 
     @staticmethod
@@ -66,7 +81,7 @@ class Library:
         B, H, Sq, d = q.shape
         Hkv, Sk = k.shape[1], k.shape[2]
         scale = 1.0 / math.sqrt(d) if scale is None else scale
-        return (int(q.dtype == torch.bfloat16), d, int(causal), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+        return (DTYPE_CODE[q.dtype], d, int(causal), q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                 None if lse is None else lse.data_ptr(), B, H, Hkv, Sq, Sk, scale)
 
     def status(self, q, k, v, o, lse=None, causal=False, scale=None) -> int:
@@ -77,10 +92,14 @@ class Library:
         if r := self.status(*args, **kw):
             raise RuntimeError(f"llgen_attention_fwd returned {r}")
 
-    def prepared(self, q, k, v, o, lse=None, causal=False, scale=None, stream=lambda: 0):
-        """The tensor maps encoded now; the returned function launches on ``stream()``."""
+    def prepared(self, q, k, v, o, lse=None, causal=False, scale=None, stream=lambda: 0, descales=None):
+        """The tensor maps encoded now; the returned function launches on ``stream()``.  ``descales``:
+        (descale_q, descale_k, descale_v) through llgen_attention_fwd_prepare_scaled (fp8)."""
         params = ctypes.create_string_buffer(self.lib.llgen_attention_fwd_params_size())
-        if r := self.lib.llgen_attention_fwd_prepare(params, *self._args(q, k, v, o, lse, causal, scale)):
+        args = self._args(q, k, v, o, lse, causal, scale)
+        r = (self.lib.llgen_attention_fwd_prepare(params, *args) if descales is None
+             else self.lib.llgen_attention_fwd_prepare_scaled(params, *args, *descales))
+        if r:
             raise RuntimeError(f"llgen_attention_fwd_prepare returned {r}")
 
         def go() -> None:
@@ -127,7 +146,7 @@ def check(lib, B, H, Hkv, Sq, Sk, d, dtype, causal, seed, scale=None):
 @pytest.fixture(scope="module")
 def builds():
     """The example and every variant of VARIANTS, built at once (nvcc runs in parallel): name -> .so path."""
-    builds = {"example": (), **VARIANTS}
+    builds = {"example": (), **VARIANTS, **FP8_VARIANTS}
     with tempfile.TemporaryDirectory() as d, ThreadPoolExecutor(len(builds)) as pool:
         paths = pool.map(lambda item: build(os.path.join(d, item[0]), item[1]), builds.items())
         yield dict(zip(builds, paths))
@@ -215,3 +234,119 @@ def test_attention_fwd_refuses_bad_arguments(attn):
     assert attn.status(q, k, v, torch.empty_like(q)) != 0    # d = 32
     q, k, v = inputs(1, 2, 1, 64, 64, 64, torch.float16, 1)
     assert attn.status(q, k, v, torch.empty_like(q), scale=0.0) != 0
+
+
+# ---- fp8: e4m3 Q, K, V at head dims 64 and 128, O bf16 ----
+
+FP8_VARIANTS = {"fp8_identity": ("-DLLGEN_ATTENTION_FP8_IDENTITY=1",)}
+FP8_DESCALES = (0.5, 0.25, 2.0)  # descale_q, descale_k, descale_v
+FP8_KEYS = 128                   # the fp8 kernels' key tile
+FP8_FLIPS = 1e-3                 # the fraction of O's elements allowed past 2^-6 from the online reference
+
+
+def fp8_inputs(B: int, H: int, Hkv: int, Sq: int, Sk: int, seed: int, descales=FP8_DESCALES, d: int = 128):
+    """N(0, 1) q, k, v divided by their descales and rounded to e4m3 (torch's round-to-nearest-even;
+    |x| / descale stays far below 448): the stored tensors, [B, H, Sq, d] and [B, Hkv, Sk, d]."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return tuple((torch.randn(shape, device="cuda", generator=g) / ds).to(E4M3)
+                 for shape, ds in (((B, H, Sq, d), descales[0]), ((B, Hkv, Sk, d), descales[1]),
+                                   ((B, Hkv, Sk, d), descales[2])))
+
+
+def fp8_references(q8, k8, v8, causal: bool, descales=FP8_DESCALES, scale: float | None = None, rows=None):
+    """(online O, exact O, the exact O's error bound, LSE) in float64 for the stored e4m3 tensors: the
+    online softmax with FP8_KEYS-key tiles and P rounded to e4m3 per tile (the kernel's algorithm); exact
+    softmax attention of the e4m3 values; the bound of the docstring above.  ``rows``: the query rows
+    (a tensor of indices; default every row) -- the results are of those rows only."""
+    dq, dk, dv = descales
+    group = q8.shape[1] // k8.shape[1]
+    rows = torch.arange(q8.shape[2], device=q8.device) if rows is None else rows
+    q = q8[:, :, rows].double() * dq
+    k = k8.double().repeat_interleave(group, 1) * dk
+    v = v8.double().repeat_interleave(group, 1)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = (q @ k.transpose(-1, -2)) * scale
+    if causal:
+        s = s.masked_fill(torch.arange(k.shape[2], device=s.device)[None, :] > rows[:, None], float("-inf"))
+    mx = s.amax(dim=-1, keepdim=True)
+    pe = torch.exp(s - mx)
+    le = pe.sum(dim=-1, keepdim=True)
+    exact = pe / le @ v * dv
+    bound = (torch.clamp(pe * 2.0 ** -3, min=2.0 ** -9) @ v.abs()) * dv / le + 2.0 ** -7 * exact.abs() + 2.0 ** -10
+    m = torch.full(s.shape[:-1], float("-inf"), dtype=torch.float64, device=s.device)
+    l = torch.zeros_like(m)
+    o = torch.zeros(s.shape[:-1] + (v.shape[-1],), dtype=torch.float64, device=s.device)
+    for n0 in range(0, s.shape[-1], FP8_KEYS):
+        st = s[..., n0:n0 + FP8_KEYS]
+        mn = torch.maximum(m, st.amax(dim=-1))
+        safe = torch.where(mn == float("-inf"), torch.zeros_like(mn), mn)
+        alpha = torch.exp(m - safe)
+        p = torch.exp(st - safe[..., None])
+        l = alpha * l + p.sum(dim=-1)
+        o = alpha[..., None] * o + p.to(E4M3).double() @ v[..., n0:n0 + FP8_KEYS, :]
+        m = mn
+    return o / l[..., None] * dv, exact, bound, (mx[..., 0] + torch.log(le[..., 0]))
+
+
+def check_fp8(lib, B, H, Hkv, Sq, Sk, d, causal, seed, descales=FP8_DESCALES):
+    q8, k8, v8 = fp8_inputs(B, H, Hkv, Sq, Sk, seed, descales, d)
+    o = torch.full((B, H, Sq, d), float("nan"), dtype=torch.bfloat16, device="cuda")
+    lse = torch.full((B, H, Sq), float("nan"), device="cuda")
+    lib.prepared(q8, k8, v8, o, lse, causal, descales=descales)()
+    torch.cuda.synchronize()
+    online, exact, bound, want_lse = fp8_references(q8, k8, v8, causal, descales)
+    far = ((o.double() - online).abs() > TOL[torch.bfloat16]).double().mean().item()
+    assert far <= FP8_FLIPS, f"O vs the e4m3-rounded online reference: {far:.3g} of O past 2^-6"
+    over = ((o.double() - exact).abs() - bound).max().item()
+    assert over <= 0.0, f"O vs exact attention: {over:.3g} past the bound"
+    lerr = (lse.double() - want_lse).abs().max().item()
+    assert lerr <= LSE_TOL, f"LSE: max |err| {lerr:.3g}"
+
+
+def check_rows_fp8(q8, k8, v8, o, lse, causal: bool, descales=FP8_DESCALES) -> tuple[float, float, float]:
+    """On the first and last 128 query rows of (batch, head) (0, 0) and of the last pair (the bench's
+    sample): the fraction of O past 2^-6 from the online reference (<= FP8_FLIPS passes), the largest
+    excess of |O - exact ref| over its bound (<= 0 passes) and max |LSE - ref|."""
+    S = q8.shape[2]
+    rows = torch.unique(torch.cat([torch.arange(0, min(128, S)), torch.arange(max(S - 128, 0), S)])).to(q8.device)
+    far, over, lerr = [], float("-inf"), float("-inf")
+    for b, h in ((0, 0), (q8.shape[0] - 1, q8.shape[1] - 1)):
+        hk = h // (q8.shape[1] // k8.shape[1])
+        sl = (slice(b, b + 1), slice(h, h + 1))
+        kv = (slice(b, b + 1), slice(hk, hk + 1))
+        online, exact, bound, want_lse = fp8_references(q8[sl], k8[kv], v8[kv], causal, descales, rows=rows)
+        got = o[sl][:, :, rows].double()
+        far.append(((got - online).abs() > TOL[torch.bfloat16]).double().mean().item())
+        over = max(over, ((got - exact).abs() - bound).max().item())
+        lerr = max(lerr, (lse[sl][:, :, rows].double() - want_lse).abs().max().item())
+    return sum(far) / len(far), over, lerr
+
+
+@pytest.fixture(scope="module", params=["example", *sorted(FP8_VARIANTS)])
+def attn_fp8(request, builds):
+    return Library(builds[request.param])
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("B,H,Hkv,Sq,Sk", SHAPES)
+def test_attention_fwd_fp8_against_float64(attn_fp8, B, H, Hkv, Sq, Sk, d, causal):
+    """The chain's relabelled keys and the keys in their own order: ragged lengths, grouped heads, causal."""
+    check_fp8(attn_fp8, B, H, Hkv, Sq, Sk, d, causal, seed=B * 1000 + H * 100 + Sq + Sk + d + 11)
+
+
+def test_attention_fwd_fp8_descales_and_refusals(attn):
+    """Descales 1 through llgen_attention_fwd (dtype 2); an fp8 head dim other than 64 and 128 and a
+    non-positive descale refused (an error code, no launch)."""
+    q8, k8, v8 = fp8_inputs(1, 2, 1, 300, 400, 5, (1.0, 1.0, 1.0))
+    o = torch.full((1, 2, 300, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+    attn.run(q8, k8, v8, o, None, True)
+    torch.cuda.synchronize()
+    online, exact, bound, _ = fp8_references(q8, k8, v8, True, (1.0, 1.0, 1.0))
+    assert ((o.double() - online).abs() > TOL[torch.bfloat16]).double().mean().item() <= FP8_FLIPS
+    assert ((o.double() - exact).abs() - bound).max().item() <= 0.0
+    q32 = torch.zeros((1, 1, 64, 32), device="cuda").to(E4M3)
+    assert attn.status(q32, q32, q32, torch.empty((1, 1, 64, 32), dtype=torch.bfloat16, device="cuda")) != 0
+    params = ctypes.create_string_buffer(attn.lib.llgen_attention_fwd_params_size())
+    assert attn.lib.llgen_attention_fwd_prepare_scaled(params, *attn._args(q8, k8, v8, o, None, False, None),
+                                                       1.0, 0.0, 1.0) != 0

@@ -1,7 +1,7 @@
 """The Hopper GEMM built from generated headers (``examples/kernels/gemm_wgmma.cu``):
 exact against numpy at tile multiples and ragged sizes, f16 and bf16 inputs, f32 and 16-bit C, with
-the tile and split of K the host chooses and with each forced (128 x 256 and 128 x 128 tiles, K whole
-or split in 2 .. 8 ranges); split K deterministic (random-normal inputs, launches bit-identical, the
+the tile and split of K the host chooses and with each forced (128 x 256, 128 x 192 and 128 x 128
+tiles, K whole or split in 2 .. 8 ranges); split K deterministic (random-normal inputs, launches bit-identical, the
 counters zero again after each launch) and clean under compute-sanitizer memcheck.
 
 Inputs are small integers (-3 .. 3), so every product and every f32 partial sum is exact: an f32 C
@@ -157,8 +157,16 @@ SPLIT = [(128, 256, 256, 256, 2), (256, 512, 1024, 128, 4), (200, 136, 1000, 128
          (1, 264, 2048, 128, 8), (512, 512, 8192, 128, 8), (3000, 5000, 1024, 256, 2)]
 
 
+# 128 x 192 tiles (two parts: 128 + 64 columns): one tile; ragged 2 x 2 tiles cut inside the second
+# part (N - 192 = 136); the second part wholly past N (N 104, 8); uneven ranges; a persistent walk
+# (3000 x 5000: 24 x 27 tiles in 2 ranges)
+SPLIT_192 = [(128, 192, 256, 192, 2), (200, 328, 1000, 192, 3), (1000, 520, 4000, 192, 4), (3000, 5000, 1024, 192, 2)]
+WHOLE_192 = [(M, N, K, 192, 1) for M, N, K, _, _ in SPLIT_192] + [(72, 104, 64, 192, 1), (1, 8, 8, 192, 1)]
+
+
 @pytest.mark.parametrize("bf16,out16", KINDS, ids=["f16-f32", "f16-f16", "bf16-f32", "bf16-bf16"])
-@pytest.mark.parametrize("M,N,K,bn,splits", SPLIT + [(M, N, K, bn, 1) for M, N, K, bn, _ in SPLIT[:4]])
+@pytest.mark.parametrize("M,N,K,bn,splits", SPLIT + [(M, N, K, bn, 1) for M, N, K, bn, _ in SPLIT[:4]] + SPLIT_192
+                         + WHOLE_192, ids=lambda v: str(v))
 def test_gemm_wgmma_exact_forced_plan(gemm, M, N, K, bn, splits, bf16, out16):
     """Exact with the tile and split forced: split K on (splits >= 2) and off (splits 1, the same sizes)."""
     a, b, want = operands(M, N, K, bf16, M * 5 + N + K)
@@ -180,7 +188,7 @@ def sms() -> int:
     return cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
 
 
-@pytest.mark.parametrize("M,N,K,plan", [(512, 512, 8192, (128, 8, 0)), (3000, 5000, 4000, (256, 3, 396)),
+@pytest.mark.parametrize("M,N,K,plan", [(512, 512, 8192, (128, 5, 0)), (3000, 5000, 4000, (192, 1, 648)),
                                         (4096, 4096, 4096, (256, 1, 512))])
 def test_gemm_wgmma_chosen_plan_exact(gemm, M, N, K, plan):
     """The plan the host chooses (examples/kernels/gemm_hopper_plan.h; tests/test_gemm_hopper_plan.py
@@ -196,8 +204,8 @@ def test_gemm_wgmma_chosen_plan_exact(gemm, M, N, K, plan):
     assert np.array_equal(dc.get(), want)
 
 
-@pytest.mark.parametrize("M,N,K,bn,splits", [(512, 512, 8192, 0, 0), (3000, 5000, 4000, 0, 0),
-                                             (384, 256, 4096, 128, 5)])
+@pytest.mark.parametrize("M,N,K,bn,splits", [(512, 512, 8192, 0, 0), (3000, 5000, 4000, 256, 3),
+                                             (384, 256, 4096, 128, 5), (1000, 1160, 4000, 192, 3)])
 def test_gemm_wgmma_split_k_deterministic(gemm, M, N, K, bn, splits):
     """Random-normal f16 inputs (sums not exact): five launches of one prepared split-K GEMM and one of
     a freshly prepared one give bit-identical C (the ranges are summed in range order whichever CTA
@@ -228,7 +236,8 @@ import sys, numpy as np, cupy
 sys.path.insert(0, {here!r})
 import test_gemm_wgmma as t
 lib = t.Library({lib!r})
-CASES = ((200, 136, 1000, 128, 3, True), (128, 256, 512, 256, 2, False), (300, 264, 2048, 0, 0, True))
+CASES = ((200, 136, 1000, 128, 3, True), (128, 256, 512, 256, 2, False), (300, 264, 2048, 0, 0, True),
+         (200, 328, 1000, 192, 3, True), (72, 104, 512, 192, 2, False))
 for M, N, K, bn, splits, out16 in CASES:
     a, b, want = t.operands(M, N, K, False, 1)
     da, db = cupy.asarray(a), cupy.asarray(b)

@@ -23,6 +23,12 @@
   2 ulp of the 16-bit O (+ 2^-14 absolute), LSE within 1e-4; (b) exact softmax attention in float64 (no
   rounding of P): within 2^-9 (f16) and 2^-6 (bf16) absolute on O (the GPU tests' tolerances), LSE
   within 1e-4, inputs N(0, 1).
+* fp8 (e4m3 Q, K, V, O bf16, head dims 64 and 128): compiled without spills in both builds (llgen chain's
+  relabelled keys, and -D LLGEN_ATTENTION_FP8_IDENTITY=1), the PTX's e4m3 wgmma, TMA, cvt and setmaxnreg
+  counts, and its shuffles: the row reductions' alone with the chain's S -> P, those plus the plain
+  conversion's with the identity keys (d 128); run on the host SIMT runtime (one to four key tiles, ragged,
+  causal, GQA, descales) against an online reference that rounds P to e4m3 as the kernel does (2 bf16 ulp)
+  and exact attention within a per-row bound of P's e4m3 rounding (test_attention_fwd_fp8_on_host_simt).
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ import re
 import numpy as np
 import pytest
 
+from ll_codegen.api import reduce_files
 from ll_codegen.run import host
 from ll_codegen.verify.emulate.reference import round16_bits
 from toolchain import arch_flags, need, run
@@ -46,8 +53,16 @@ HEADERS = sorted([f"attention_{k}_{t}_d{d}.cuh" for k in ("tma_q", "tma", "qk", 
                  + [f"attention_{k}_{t}_d64.cuh" for k in ("pv_ss", "pv_ss_k64") for t in ("f16", "bf16")]
                  + [f"attention_{k}.cuh" for k in ("row_max", "row_sum", "row_max_n64", "row_sum_n64", "store_lse",
                                                    "stage_p", "stage_p_n64")]
-                 + [f"attention_{k}_d{d}.cuh" for k in ("o_rows", "stage_o") for d in (64, 128)])
-KERNELS = [(t, d, c) for t in ("f16", "bf16") for d in (64, 128) for c in (False, True)]
+                 + [f"attention_{k}_d{d}.cuh" for k in ("o_rows", "stage_o") for d in (64, 128)]
+                 + [f"attention_{k}_e4m3_d{d}.cuh" for k in ("tma_q", "tma", "qk", "pv") for d in (64, 128)]
+                 + ["attention_fp8_chain_0_S_to_P.cuh", "attention_fp8_chain_1_Vm_to_Vk.cuh",
+                    "attention_fp8_chain_2_Vm64_to_Vk64.cuh", "attention_fp8_chain_indices.cuh",
+                    "attention_p_e4m3_identity.cuh", "attention_v_e4m3_identity_d128.cuh"])
+KERNELS16 = [(t, d, c) for t in ("f16", "bf16") for d in (64, 128) for c in (False, True)]
+KERNELS_FP8 = [("e4m3", d, c) for d in (64, 128) for c in (False, True)]
+KERNELS = KERNELS16 + KERNELS_FP8
+#: setmaxnreg of the fp8 kernels' warp groups: the producer transposes V (96), two consumer groups (200: the budgets add up to at most the 168 registers a thread holds at launch)
+FP8_REGS = (96, 200)
 
 # The tile (BM, BN) per (d, causal) of a build: as shipped, then the -D knobs of the other tiles.
 SHIPPED = {(64, False): (192, 128), (64, True): (128, 128), (128, False): (128, 128), (128, True): (128, 128)}
@@ -60,11 +75,14 @@ BUILDS = {
                   "LLGEN_ATTENTION_BN_CAUSAL_D64=192", "LLGEN_ATTENTION_BN_CAUSAL_D128=192"),
                  {(d, c): (128, 192) for d in (64, 128) for c in (False, True)}),
     "p_smem": (("LLGEN_ATTENTION_P_SMEM_D64=1",), SHIPPED),
+    # fp8 with the keys in their own order (the plain S -> P conversion, with shuffles)
+    "fp8_identity": (("LLGEN_ATTENTION_FP8_IDENTITY=1",), SHIPPED),
     # FlashAttention-3's non-causal d 64 tile: ptxas spills there (not compiled by the test below)
     "p_smem_keys_192": (("LLGEN_ATTENTION_P_SMEM_D64=1", "LLGEN_ATTENTION_BN_D64=192"),
                         {**SHIPPED, (64, False): (192, 192)}),
 }
-SPILL_FREE = ["keys_192", "p_smem", "rows_swapped", "shipped"]
+SPILL_FREE = ["fp8_identity", "keys_192", "p_smem", "rows_swapped", "shipped"]
+FP8_TILE = (128, 128)  # BM x BN of the fp8 kernels in every build
 
 
 def kernel_name(t: str, d: int, causal: bool) -> str:
@@ -95,7 +113,7 @@ def test_attention_fwd_compiles_from_generated_headers(tmp_path, build):
     assert not re.search(r"C75(11|12|14|15|17|19)", out), f"ptxas serialises the wgmma:\n{out}"
     # registers at entry: 65536 / threads, rounded down to a multiple of 8 (168 with 384 threads, 128 with 512)
     for (t, d, c) in KERNELS:
-        consumers = tiles[(d, c)][0] // 64
+        consumers = (FP8_TILE if t == "e4m3" else tiles[(d, c)])[0] // 64
         regs = re.search(rf"Compiling entry function '{kernel_name(t, d, c)}'.*?Used (\d+) registers", out, re.S)
         assert regs and int(regs.group(1)) <= 65536 // (128 * (1 + consumers)) // 8 * 8, out
     with open(ptx_path) as f:
@@ -103,7 +121,7 @@ def test_attention_fwd_compiles_from_generated_headers(tmp_path, build):
     parts = re.split(r"\.entry (\w+)\(", ptx)[1:]   # name, body, name, body, ...
     bodies = dict(zip(parts[::2], parts[1::2]))
     assert sorted(bodies) == sorted(kernel_name(*k) for k in KERNELS)
-    for (t, d, c) in KERNELS:
+    for (t, d, c) in KERNELS16:
         name = kernel_name(t, d, c)
         body = bodies[name]
         bm, bn = tiles[(d, c)]
@@ -121,6 +139,46 @@ def test_attention_fwd_compiles_from_generated_headers(tmp_path, build):
         consumer_regs = 240 if bm == 128 else 160
         assert ("setmaxnreg.dec.sync.aligned.u32 24" in body
                 and f"setmaxnreg.inc.sync.aligned.u32 {consumer_regs}" in body), name
+    # fp8: S = Q K^T as d / 32 wgmma m64n128k32 e4m3 and O += P V as 4 m64n{d}k32, at two call sites
+    # each; TMA loads of the two Q tiles, and of K and V in the producer's issue() inlined at its two
+    # call sites; the bf16 O store (d / 64 boxes of 64 columns); P rounded by 32 cvt e4m3x2 a tile (two
+    # sites); the setmaxnreg budgets.  Shuffles: with the chain's relabelling S -> P has none, so the
+    # kernel's are the row reductions' alone (the max and the sum of S at both softmax sites: their
+    # plans' xor rounds x rows); with the keys in their own order (the identity build, head dim 128)
+    # the plain conversion adds its shuffles at both P sites.
+    reductions = 2 * sum(_reduce_shuffles(op) for op in ("max", "sum"))
+    p_shuffles = 0 if build != "fp8_identity" else 2 * _header_shuffles("attention_p_e4m3_identity.cuh")
+    for (t, d, c) in KERNELS_FP8:
+        name = kernel_name(t, d, c)
+        body = bodies[name]
+        def e4m3(n: int) -> int:
+            return len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k32\.f32\.e4m3\.e4m3\s", body))
+        if d == 128:
+            assert (e4m3(128), e4m3(64)) == (2 * 4 + 2 * 4, 0), name
+        else:
+            assert (e4m3(128), e4m3(64)) == (2 * 2, 2 * 4), name
+        assert wgmma(body, 128, "bf16") == 0 and wgmma(body, 64, "bf16") == 0, name
+        loads = re.findall(r"cp\.async\.bulk\.tensor\.3d\.shared::cluster\.global\.mbarrier::complete_tx::bytes", body)
+        assert len(loads) == 2 + 2 * 2, name
+        assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.global\.shared::cta", body)) == d // 64, name
+        assert body.count("cvt.rn.satfinite.e4m3x2.f32") == 2 * 32, name
+        assert (f"setmaxnreg.dec.sync.aligned.u32 {FP8_REGS[0]}" in body
+                and f"setmaxnreg.inc.sync.aligned.u32 {FP8_REGS[1]}" in body), name
+        assert reductions > 0 and body.count("shfl.sync") == reductions + (p_shuffles if d == 128 else 0), name
+    if build == "fp8_identity":
+        assert p_shuffles > 0
+
+
+def _reduce_shuffles(op: str) -> int:
+    """The warp shuffles of one row reduction of S (attention_row_max / _sum), as its plan counts them."""
+    plan = reduce_files("examples/attention/s_acc.yaml", (1,), op, "f32", "cuda", "sm_90a", root=ROOT).plan
+    return len(plan.lane_xors) * plan.n_dst
+
+
+def _header_shuffles(header: str) -> int:
+    """The warp shuffles one call of a generated conversion issues (its __shfl_sync lines)."""
+    with open(os.path.join(GENERATED, header)) as f:
+        return f.read().count("__shfl_sync(")
 
 
 DRIVER = r"""
@@ -130,20 +188,23 @@ DRIVER = r"""
 
 __attribute__((aligned(1024))) unsigned char smem[attention_fwd::MAX_SMEM_BYTES];
 
-// driver IN OUT: IN = int32 dtype, d, causal, B, H, Hkv, Sq, Sk, f32 scale, then Q, K, V as 16-bit bits;
-// OUT = O (16-bit bits), then LSE (f32).
+// driver IN OUT: IN = int32 dtype (0 f16, 1 bf16, 2 e4m3), d, causal, B, H, Hkv, Sq, Sk, f32 scale,
+// descale_q, descale_k, descale_v, then Q, K, V as bits (2 bytes, e4m3 1); OUT = O (16-bit bits), then
+// LSE (f32).  The scales as llgen_attention_fwd_prepare_scaled computes them.
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* in = std::fopen(argv[1], "rb");
     int h[8];
-    float scale;
-    if (!in || std::fread(h, 4, 8, in) != 8 || std::fread(&scale, 4, 1, in) != 1) return 3;
+    float sc[4];
+    if (!in || std::fread(h, 4, 8, in) != 8 || std::fread(sc, 4, 4, in) != 4) return 3;
     const int dtype = h[0], d = h[1], causal = h[2], B = h[3], H = h[4], Hkv = h[5], Sq = h[6], Sk = h[7];
-    const size_t nq = size_t(B) * H * Sq * d, nk = size_t(B) * Hkv * Sk * d;
-    std::vector<uint16_t> Q(nq), K(nk), V(nk), O(nq, 0xffff);  // NaN poison
+    const float scale_log2 = sc[0] * sc[1] * sc[2] * 1.4426950408889634f, o_scale = sc[3];
+    const size_t nq = size_t(B) * H * Sq * d, nk = size_t(B) * Hkv * Sk * d, eb = dtype == 2 ? 1 : 2;
+    std::vector<unsigned char> Q(nq * eb), K(nk * eb), V(nk * eb);
+    std::vector<uint16_t> O(nq, 0xffff);  // NaN poison
     std::vector<float> L(size_t(B) * H * Sq, -1.0f);
-    if (std::fread(Q.data(), 2, nq, in) != nq || std::fread(K.data(), 2, nk, in) != nk ||
-        std::fread(V.data(), 2, nk, in) != nk) return 3;
+    if (std::fread(Q.data(), eb, nq, in) != nq || std::fread(K.data(), eb, nk, in) != nk ||
+        std::fread(V.data(), eb, nk, in) != nk) return 3;
     attention_fwd::Maps maps = {};
     if (int r = attention_fwd::encode(maps, dtype, d, Q.data(), K.data(), V.data(), O.data(), B * H, B * Hkv, Sq, Sk)) {
         std::printf("ERR encode %%d\n", r);
@@ -158,7 +219,7 @@ int main(int argc, char** argv) {
             bid.x = x, bid.y = y;
             auto errors = llgen_host::launch(kernel.threads, 32, smem, kernel.smem_bytes, [&] {
                 kernel.fn(maps.q, maps.k, maps.v, maps.o, maps.k1, maps.v1, L.data(), H, H / Hkv, Sq, Sk,
-                          scale * 1.4426950408889634f);
+                          scale_log2, o_scale);
             }, bid, grid);
             for (auto& e : errors) std::printf("ERR block (%%u, %%u): %%s\n", x, y, e.c_str());
             if (!errors.empty()) return 5;
@@ -263,7 +324,7 @@ def test_attention_fwd_on_host_simt(drivers, build, dtype, d, causal, B, H, Hkv,
     inp, outp = os.path.join(wd, "in.bin"), os.path.join(wd, "out.bin")
     with open(inp, "wb") as f:
         f.write(np.array([dtype == "bf16", d, causal, B, H, Hkv, Sq, Sk], dtype=np.int32).tobytes()
-                + np.float32(scale).tobytes() + qb.tobytes() + kb.tobytes() + vb.tobytes())
+                + np.array([scale, 1, 1, 1], dtype=np.float32).tobytes() + qb.tobytes() + kb.tobytes() + vb.tobytes())
     rc, out = run([path, inp, outp], wd)
     assert rc == 0, out
     raw = np.fromfile(outp, dtype=np.uint8)
@@ -282,3 +343,127 @@ def test_attention_fwd_on_host_simt(drivers, build, dtype, d, causal, B, H, Hkv,
     exact, exact_lse = reference_exact(q, k, v, scale, causal)
     assert np.abs(o - exact).max() <= (2.0 ** -9 if dtype == "f16" else 2.0 ** -6)
     assert np.abs(lse - exact_lse).max() <= 1e-4
+
+
+# ---- fp8 (e4m3 Q, K, V; O bf16) ----
+
+def e4m3_values() -> np.ndarray:
+    """The float64 value of every e4m3 code 0 .. 255, from the format (1 sign bit, 4 exponent bits biased
+    by 7, 3 mantissa bits; exponent 0 subnormal; S.1111.111 NaN, no infinity; 448 the largest)."""
+    c = np.arange(256)
+    e, m = (c >> 3) & 15, c & 7
+    v = np.where(e == 0, m / 8 * 2.0 ** -6, (1 + m / 8) * 2.0 ** (e - 7.0))
+    v = np.where(c & 0x80, -v, v)
+    v[(c & 0x7F) == 0x7F] = np.nan
+    return v
+
+
+def round_e4m3(x: np.ndarray) -> np.ndarray:
+    """The e4m3 codes of x rounded to nearest, ties to even, saturating at +-448 (cvt.rn.satfinite)."""
+    vals = e4m3_values()[:127]                       # codes 0 .. 126: 0 .. 448 ascending
+    a = np.minimum(np.abs(x), 448.0)
+    i = np.clip(np.searchsorted(vals, a), 1, 126)    # vals[i - 1] < a <= vals[i] (a > 0)
+    lo, hi = vals[i - 1], vals[i]
+    code = np.where((hi - a < a - lo) | ((hi - a == a - lo) & (i % 2 == 0)), i, i - 1)
+    return (code | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)
+
+
+def fp8_scale_log2(scale: float, dq: float, dk: float) -> np.float32:
+    """scale descale_q descale_k log2(e) in f32, in llgen_attention_fwd_prepare_scaled's order."""
+    f = np.float32
+    return f(f(f(f(scale) * f(dq)) * f(dk)) * f(1.4426950408889634))
+
+
+def reference_online_fp8(q, k, v, c32, dv, causal, bn):
+    """The kernel's algorithm with its f32 steps where a rounding to e4m3 follows them: S exact (the
+    inputs keep Q K^T exact in f32, see fp8_inputs), x = fma(S, c, -shift) rounded to f32 once,
+    P = exp2(x) rounded to f32, then P rounded to e4m3 for P V (the row sum takes P unrounded); O / l
+    times descale_v.  The rest in float64."""
+    f32 = np.float32
+    s = _masked_scores(q, k, causal)
+    rows = s.shape[:-1]
+    m = np.full(rows, -np.inf)
+    l = np.zeros(rows)
+    o = np.zeros(rows + (v.shape[-1],))
+    for n0 in range(0, s.shape[-1], bn):
+        st = s[..., n0:n0 + bn]
+        mn = np.maximum(m, st.max(axis=-1))
+        shift = np.where(mn == -np.inf, 0.0, (mn.astype(f32) * c32).astype(np.float64))
+        alpha = np.exp2((m.astype(f32) * c32).astype(np.float64) - shift)
+        with np.errstate(invalid="ignore"):
+            x = (st * float(c32) - shift[..., None]).astype(f32)
+        p = np.exp2(x.astype(np.float64)).astype(f32).astype(np.float64)
+        l = alpha * l + p.sum(axis=-1)
+        o = alpha[..., None] * o + e4m3_values()[round_e4m3(p)] @ v[..., n0:n0 + bn, :]
+        m = mn
+    return o / l[..., None] * dv, (m * float(c32) + np.log2(l)) * np.log(2.0)
+
+
+def fp8_inputs(rng, shape):
+    """e4m3 codes of N(0, 1.5^2) samples with |x| in [2^-3, 4]: every product of two is a multiple of
+    2^-12 of magnitude <= 16, so a 128-term dot product is exact in f32 (<= 2^23 units) -- S = Q K^T is
+    the same in the kernel's f32 wgmma and in float64."""
+    x = rng.standard_normal(shape) * 1.5
+    return round_e4m3(np.sign(x) * np.clip(np.abs(x), 0.125, 4.0))
+
+
+def _bf16_to_f64(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+# (build, d, causal, B, H, Hkv, Sq, Sk, descale_q, descale_k, descale_v): one key tile; two key tiles,
+# ragged, causal, grouped heads; four key tiles (the ring of 3 stages wraps); head dim 64 (the 64-byte
+# swizzle, V's 64-byte rows); the identity build.
+CASES_FP8 = [("shipped", 128, False, 1, 1, 1, 128, 100, 1.0, 1.0, 1.0),
+             ("shipped", 128, True, 1, 2, 1, 100, 200, 0.75, 1.25, 0.5),
+             ("shipped", 128, False, 1, 1, 1, 70, 400, 0.5, 0.5, 2.0),
+             ("shipped", 64, False, 1, 1, 1, 128, 100, 1.0, 1.0, 1.0),
+             ("shipped", 64, True, 1, 2, 1, 130, 250, 0.75, 1.25, 0.5),
+             ("fp8_identity", 128, False, 1, 2, 1, 130, 250, 1.25, 0.75, 1.5)]
+
+
+@pytest.mark.parametrize("build,d,causal,B,H,Hkv,Sq,Sk,dq,dk,dv", CASES_FP8)
+def test_attention_fwd_fp8_on_host_simt(drivers, build, d, causal, B, H, Hkv, Sq, Sk, dq, dk, dv):
+    """The e4m3 kernels (llgen chain's relabelled P and V, or with the keys in their own order) on the
+    host runtime: every generated line -- e4m3 TMA tiles, wgmma m64n128k32 e4m3 with P from registers,
+    S -> P (byte permutes, or shuffles), the producer warp group's V transpose and its mbarriers, the bf16
+    O epilogue.  Against (a) the same online softmax with P rounded to e4m3 as the kernel rounds it
+    (f32 where a rounding follows): |O - ref| <= 2 bf16 ulp + 2^-14, LSE within 1e-4; (b) exact
+    attention in float64 of the e4m3 inputs (no rounding of P): |O - ref| per row within
+    sum_k max(2^-4 p_k, 2^-10) |v_k| dv / l (P's e4m3 rounding: half an ulp, 2^-4 relative for normal
+    values, 2^-10 absolute below 2^-6) + 2^-7 |ref| (bf16 O) + 2^-12, LSE within 1e-4."""
+    path, wd = drivers(build)
+    rng = np.random.default_rng(7 * d + Sq + Sk + H)
+    qb, kb, vb = (fp8_inputs(rng, shape) for shape in ((B, H, Sq, d), (B, Hkv, Sk, d), (B, Hkv, Sk, d)))
+    scale = 1.0 / np.sqrt(d)
+    inp, outp = os.path.join(wd, "in_fp8.bin"), os.path.join(wd, "out_fp8.bin")
+    with open(inp, "wb") as f:
+        f.write(np.array([2, d, causal, B, H, Hkv, Sq, Sk], dtype=np.int32).tobytes()
+                + np.array([scale, dq, dk, dv], dtype=np.float32).tobytes() + qb.tobytes() + kb.tobytes()
+                + vb.tobytes())
+    rc, out = run([path, inp, outp], wd)
+    assert rc == 0, out
+    raw = np.fromfile(outp, dtype=np.uint8)
+    nq = B * H * Sq * d
+    o = _bf16_to_f64(raw[:2 * nq].view(np.uint16)).reshape(B, H, Sq, d)
+    lse = raw[2 * nq:].view(np.float32).astype(np.float64).reshape(B, H, Sq)
+
+    vals = e4m3_values()
+    q = vals[qb]
+    k = np.repeat(vals[kb], H // Hkv, axis=1)
+    v = np.repeat(vals[vb], H // Hkv, axis=1)
+    c32 = fp8_scale_log2(scale, dq, dk)
+    want, want_lse = reference_online_fp8(q, k, v, c32, dv, causal, FP8_TILE[1])
+    ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(want), 2.0 ** -14))) - 7)
+    err = np.abs(o - want)
+    assert np.all(err <= 2 * ulp + 2.0 ** -14), f"O vs the online reference: max {err.max():.3g}"
+    assert np.abs(lse - want_lse).max() <= 1e-4
+    # exact attention of the e4m3 values, scores scaled by scale dq dk, O by dv
+    sc = _masked_scores(q, k, causal) * (scale * dq * dk)
+    mx = sc.max(axis=-1, keepdims=True)
+    pe = np.exp(sc - mx)
+    le = pe.sum(axis=-1, keepdims=True)
+    exact = pe / le @ v * dv
+    bound = np.maximum(pe * 2.0 ** -4, 2.0 ** -10) @ np.abs(v) * dv / le + 2.0 ** -7 * np.abs(exact) + 2.0 ** -12
+    assert np.all(np.abs(o - exact) <= bound), f"O vs exact attention: max {np.abs(o - exact).max():.3g}"
+    assert np.abs(lse - (mx[..., 0] + np.log(le[..., 0]))).max() <= 1e-4

@@ -3,14 +3,17 @@ without a GPU.
 
 * It compiles for sm_90a from the generated headers alone, without spills and without ptxas
   serialising the wgmma (messages C7514 / C7517 / C7519), and the PTX holds what the plans say per
-  kernel: 4 wgmma m64n256k32 (128 x 256 tiles) or m64n128k32 (128 x 128) of its fp8 type per k-step,
-  2 TMA boxes per stage (one for A, one for B), 4 (2) TMA store boxes for a 16-bit C, 64 (32) 8-byte
-  stores in each of store() and store_masked() for an f32 C, one atomic add for split K.
+  kernel: 4 wgmma m64n256k32 (128 x 256 tiles), m64n128k32 (128 x 128), or 4 m64n128k32 then 4
+  m64n64k32 (128 x 192: its two parts) of its fp8 type per k-step, 2 TMA boxes per stage (one for A,
+  one for B; 128 x 192: 1 + 3, B as three 64-column thirds), 4 (2, 3) TMA store boxes for a 16-bit C,
+  64 (32, 48) 8-byte stores in each of store() and store_masked() for an f32 C, one atomic add for
+  split K.
 * It runs on the host SIMT runtime (TMA with its swizzle and zero fill, the mbarrier ring running on
   across the tiles of a persistent CTA, wgmma on e4m3 / e5m2 through its descriptors, the scales,
   both epilogues and the C buffer reused tile after tile) at one tile and at ragged sizes whose tiles
   are shared by fewer CTAs than tiles, whole or with K split (the scales applied once, after the
-  ranges are summed), bit-exact against numpy: small integers are exact in e4m3
+  ranges are summed), 128 x 192 tiles too (the second part cut by N, or wholly past it), bit-exact
+  against numpy: small integers are exact in e4m3
   (|x| <= 8) and e5m2 (|x| <= 4 here), powers of two as scales keep every f32 result exact, and a
   16-bit C is that result rounded to nearest even.
 """
@@ -34,11 +37,14 @@ CONTROL = os.path.join(ROOT, "examples", "kernels", "gemm_hopper.h")
 GENERATED = os.path.join(ROOT, "generated")
 HEADERS = sorted(["gemm_fp8_mma_e4m3.cuh", "gemm_fp8_mma_e5m2.cuh", "gemm_fp8_tma_a.cuh", "gemm_fp8_tma_b.cuh",
                   "gemm_fp8_mma_e4m3_n128.cuh", "gemm_fp8_mma_e5m2_n128.cuh", "gemm_fp8_tma_b_n128.cuh",
+                  "gemm_fp8_mma_e4m3_n64.cuh", "gemm_fp8_mma_e5m2_n64.cuh", "gemm_fp8_tma_b_n64.cuh",
                   "gemm_hopper.h"])
 OUTS = {"f32": 0, "bf16": 1, "f16": 2}
 #: kernel -> (fp8 type, C type, tile columns)
-KERNELS = {f"gemm_fp8{'_n128' if bn == 128 else ''}_{t}_{o}": (t, o, bn)
-           for bn in (256, 128) for t in ("e4m3", "e5m2") for o in OUTS}
+KERNELS = {f"gemm_fp8{'' if bn == 256 else f'_n{bn}'}_{t}_{o}": (t, o, bn)
+           for bn in (256, 192, 128) for t in ("e4m3", "e5m2") for o in OUTS}
+#: tile columns -> the wgmma widths of its parts, 4 instructions of each per k-step
+PARTS = {256: (256,), 192: (128, 64), 128: (128,)}
 
 
 def test_gemm_fp8_compiles_from_generated_headers(tmp_path):
@@ -66,9 +72,9 @@ def test_gemm_fp8_compiles_from_generated_headers(tmp_path):
     for name, (t, o, bn) in KERNELS.items():
         body = bodies[name]
         assert re.findall(r"wgmma\.mma_async\.sync\.aligned\.m[\w.]+", body) == \
-            [f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.{t}.{t}"] * 4, name
+            [f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{t}.{t}" for n in PARTS[bn] for _ in range(4)], name
         loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes", body)
-        assert len(loads) == 2, name
+        assert len(loads) == (4 if bn == 192 else 2), name
         stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", body)
         assert len(stores) == (0 if o == "f32" else bn // 64), name
         assert len(re.findall(r"st\.global\.v2\.(?:b32|f32)", body)) == (bn // 2 if o == "f32" else 0), name
@@ -157,13 +163,18 @@ def fp8_values(bits: np.ndarray, dtype: str) -> np.ndarray:
 # 2 x 2 tiles walked by 3 CTAs (CTA 0 takes tiles 0 and 3: the ring runs on across its tiles); 3 x 1
 # tiles (a last group of one row) and 2 x 1 tiles walked by one CTA (the ring wraps, the C buffer is
 # reused, the epilogue's rendezvous change phase); split K: one 128 x 256 tile in 2 ranges, by 2
-# CTAs; 2 x 1 ragged 128 x 128 tiles in 2 ranges walked by 3 CTAs.
+# CTAs; 2 x 1 ragged 128 x 128 tiles in 2 ranges walked by 3 CTAs.  128 x 192 tiles: one tile; 2 x 2
+# ragged tiles by 3 CTAs (the second column of tiles cut inside its second part: N - 192 = 136); one
+# tile whose second part lies wholly past N (104 columns); 2 x 2 ragged tiles in 2 ranges by 2 CTAs.
 CASES = [(128, 256, 256, "f8e4m3", "bf16", 1, 256, 1), (200, 264, 144, "f8e4m3", "f32", 3, 256, 1),
          (300, 8, 176, "f8e5m2", "f16", 1, 256, 1), (136, 40, 32, "f8e5m2", "bf16", 1, 256, 1),
-         (128, 256, 512, "f8e4m3", "f32", 2, 256, 2), (200, 120, 384, "f8e5m2", "bf16", 3, 128, 2)]
+         (128, 256, 512, "f8e4m3", "f32", 2, 256, 2), (200, 120, 384, "f8e5m2", "bf16", 3, 128, 2),
+         (128, 192, 256, "f8e4m3", "bf16", 1, 192, 1), (200, 328, 144, "f8e5m2", "f32", 3, 192, 1),
+         (72, 104, 128, "f8e4m3", "f16", 1, 192, 1), (136, 376, 512, "f8e4m3", "bf16", 2, 192, 2)]
 
 
-@pytest.mark.parametrize("M,N,K,ab,out,grid,bn,splits", CASES)
+@pytest.mark.parametrize("M,N,K,ab,out,grid,bn,splits", CASES,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}-{c[3]}-{c[4]}-bn{c[6]}-s{c[7]}" for c in CASES])
 def test_gemm_fp8_on_host_simt(driver, M, N, K, ab, out, grid, bn, splits):
     path, d = driver
     rng = np.random.default_rng(M + N + K)

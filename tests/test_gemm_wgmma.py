@@ -3,14 +3,15 @@ without a GPU.
 
 * It compiles for sm_90a from the generated headers alone, without spills and without ptxas
   serialising the wgmma (messages C7514 / C7517 / C7519: a register a wgmma in flight writes was
-  touched), and the PTX holds what the plans say per kernel: 4 wgmma m64n256k16 (128 x 256 tiles) or
-  m64n128k16 (128 x 128) per k-step, 1 + 4 (1 + 2) TMA boxes per stage, 4 (2) TMA store boxes for a
-  16-bit C, and the split-K path: one atomic add, 16-byte partial stores and loads, one per four
-  accumulator registers.
+  touched), and the PTX holds what the plans say per kernel: 4 wgmma m64n256k16 (128 x 256 tiles),
+  m64n128k16 (128 x 128), or m64n128k16 and m64n64k16 (128 x 192: its two parts) per k-step, 1 + 4
+  (1 + 2, 1 + 3) TMA boxes per stage, 4 (2, 3) TMA store boxes for a 16-bit C, and the split-K path:
+  one atomic add, 16-byte partial stores and loads, one per four accumulator registers.
 * It runs on the host SIMT runtime (every generated line: TMA with its swizzle and zero fill, the
   mbarrier ring, wgmma through its descriptors, both epilogues, the split-K workspace and counters)
-  at one and at several ragged tiles, whole or with K split in 2 or 3 ranges (every tile split, or
-  only the tiles after the whole ones), bit-exact against numpy: small-integer inputs make every f32
+  at one and at several ragged tiles of each width (128 x 192: the second part cut by N, or wholly
+  past it), whole or with K split in 2 or 3 ranges (every tile split, or only the tiles after the
+  whole ones), bit-exact against numpy: small-integer inputs make every f32
   sum exact, and a 16-bit C is that sum rounded to nearest even.  The split's counters are zero again
   after the launch.
 * Split K is deterministic: with random-normal f16 inputs (inexact sums) the CTAs run first to last
@@ -36,10 +37,13 @@ KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_wgmma.cu")
 GENERATED = os.path.join(ROOT, "generated")
 HEADERS = sorted([*(f"gemm_wgmma_{p}.cuh" for p in ("tma_a_f16", "tma_b_f16", "mma_f16", "tma_a_bf16", "tma_b_bf16",
                                                     "mma_bf16", "tma_b_f16_n128", "mma_f16_n128", "tma_b_bf16_n128",
-                                                    "mma_bf16_n128")), "gemm_hopper.h"])
+                                                    "mma_bf16_n128", "tma_b_f16_n64", "mma_f16_n64",
+                                                    "tma_b_bf16_n64", "mma_bf16_n64")), "gemm_hopper.h"])
 #: kernel -> (input type, 16-bit C, tile columns)
-KERNELS = {f"gemm_wgmma{'_n128' if bn == 128 else ''}_{t}_{o}": (t, o != "f32", bn)
-           for bn in (256, 128) for t in ("f16", "bf16") for o in ("f32", t)}
+KERNELS = {f"gemm_wgmma{'' if bn == 256 else f'_n{bn}'}_{t}_{o}": (t, o != "f32", bn)
+           for bn in (256, 192, 128) for t in ("f16", "bf16") for o in ("f32", t)}
+#: tile columns -> the wgmma widths of its parts, one instruction of each per k-step and warp group's 16 rows
+PARTS = {256: (256,), 192: (128, 64), 128: (128,)}
 
 
 def test_gemm_wgmma_compiles_from_generated_headers(tmp_path):
@@ -66,7 +70,9 @@ def test_gemm_wgmma_compiles_from_generated_headers(tmp_path):
     assert sorted(bodies) == sorted(KERNELS)
     for name, (t, out16, bn) in KERNELS.items():
         body = bodies[name]
-        assert len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{bn}k16\.f32\.{t}\.{t}\b", body)) == 4, name
+        for n in PARTS[bn]:
+            assert len(re.findall(rf"wgmma\.mma_async\.sync\.aligned\.m64n{n}k16\.f32\.{t}\.{t}\b", body)) == 4, name
+        assert len(re.findall(r"wgmma\.mma_async", body)) == 4 * len(PARTS[bn]), name
         loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes", body)
         assert len(loads) == 1 + bn // 64, name
         stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", body)
@@ -199,9 +205,19 @@ CASES = [(128, 256, 128, False, False, 256, 1, -1, None), (128, 256, 64, True, T
          (200, 264, 72, False, True, 256, 1, -1, None), (136, 8, 40, True, False, 256, 1, -1, None),
          (128, 256, 256, False, False, 256, 2, -1, None), (200, 120, 320, True, True, 128, 3, -1, 2),
          (128, 256, 192, False, True, 128, 2, 1, None)]
+# 128 x 192 tiles (its 128- and 64-column parts): one tile over two k-steps; 2 x 2 ragged tiles (the
+# second column of tiles cut inside its second part: N - 192 = 136); one tile whose second part lies
+# wholly past N (104 columns: TMA loads zeros there and the store clips the whole box; f32: masked);
+# split K: 1 x 2 ragged tiles in 3 uneven ranges walked by 2 CTAs, and the first tile whole, the
+# second in 2 ranges (dp 1).
+CASES_192 = [(128, 192, 128, False, False, 192, 1, -1, None), (200, 328, 72, True, True, 192, 1, -1, None),
+             (72, 104, 64, False, True, 192, 1, -1, None), (72, 104, 64, True, False, 192, 1, -1, None),
+             (136, 376, 320, False, False, 192, 3, -1, 2), (128, 384, 192, True, True, 192, 2, 1, None)]
+CASES += CASES_192
 
 
-@pytest.mark.parametrize("M,N,K,bf16,out16,bn,splits,dp,grid", CASES)
+@pytest.mark.parametrize("M,N,K,bf16,out16,bn,splits,dp,grid", CASES,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}-bn{c[5]}-s{c[6]}" for c in CASES])
 def test_gemm_wgmma_on_host_simt(driver, M, N, K, bf16, out16, bn, splits, dp, grid):
     rng = np.random.default_rng(M + N + K)
     a = rng.integers(-3, 4, size=(M, K)).astype(np.float32)

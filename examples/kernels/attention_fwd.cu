@@ -1,5 +1,5 @@
-// Hopper forward attention, O = softmax(Q K^T * scale) V and the row log-sum-exp (sm_90a): f16 or
-// bf16 Q, K, V, f32 accumulation, O of the inputs' type; head dims 64 and 128; non-causal and causal
+// Hopper forward attention, O = softmax(Q K^T * scale) V and the row log-sum-exp (sm_90a): f16, bf16 or
+// e4m3 Q, K, V, f32 accumulation, O of the inputs' type (bf16 for e4m3); head dims 64 and 128; non-causal and causal
 // (top-left aligned: key j is masked from query i when j > i, as torch's is_causal); grouped-query
 // heads (K/V head = q head / group); any sequence lengths.  A block computes BM query rows against key
 // tiles of BN keys, both chosen per (head dim, causal) (Tile below): BM = 64 x the consumer warp groups
@@ -27,6 +27,16 @@
 //   attention_stage_o_d<D>    the 16-bit O accumulator into the swizzled shared tile the TMA store reads
 //   attention_store_lse       the log-sum-exp rows to global memory (one writer per row, masked)
 //
+// fp8 (e4m3 Q, K, V; O bf16; FA3's descale_q/k/v), head dims 64 and 128, tile 128 x 128 (Tile<D, causal,
+// true>), from the e4m3 headers of the same kinds (attention_tma_q_e4m3_d<D>, attention_tma_e4m3_d<D>,
+// attention_qk_e4m3_d<D>: S by wgmma m64n128k32, attention_pv_e4m3_d<D>: O += P V with P in registers and
+// V K-major) and the steps of llgen chain between them (examples/chains/fa3_fp8_attention.yaml, entry
+// attention_fp8_chain): P's keys and V's key rows relabelled by keys() (attention_fp8_chain_indices.cuh)
+// so that S -> P is byte permutes without a shuffle (attention_fp8_chain_0_S_to_P) and V, landed
+// MN-major, is transposed by the producer warp group into the K-major tile wgmma's 8-bit B reads
+// (attention_fp8_chain_1_Vm_to_Vk, _2_Vm64_to_Vk64).  -D LLGEN_ATTENTION_FP8_IDENTITY=1: the d 128
+// kernels with the keys in their own order (attention_p_e4m3_identity, attention_v_e4m3_identity_d128).
+//
 // The kernel asserts (at compile time, through the headers' index functions) that the tiles TMA
 // writes are the tiles wgmma reads and the O tile the epilogue stages, that pack_operand() takes the
 // S accumulators' registers, and that every row vector (max, sum of both key parts, rescale, 1 / sum,
@@ -46,11 +56,13 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90a -I generated -o attention_fwd.so \
 //        -shared -Xcompiler -fPIC examples/kernels/attention_fwd.cu
 //
-// Host: llgen_attention_fwd_prepare() encodes the tensor maps with the headers' make_tensor_map(),
-// llgen_attention_fwd_launch() launches (see the end of this file; docs/hopper.md shows a ctypes call).
+// Host: llgen_attention_fwd_prepare() (fp8 with descales: llgen_attention_fwd_prepare_scaled()) encodes
+// the tensor maps with the headers' make_tensor_map(), llgen_attention_fwd_launch() launches (see the end
+// of this file; docs/hopper.md shows a ctypes call).
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cmath>
 #include <cstdint>
 
@@ -93,6 +105,20 @@
 #include "attention_pv_ss_bf16_d64.cuh"
 #include "attention_pv_ss_k64_f16_d64.cuh"
 #include "attention_pv_ss_k64_bf16_d64.cuh"
+#include "attention_tma_q_e4m3_d64.cuh"
+#include "attention_tma_e4m3_d64.cuh"
+#include "attention_qk_e4m3_d64.cuh"
+#include "attention_pv_e4m3_d64.cuh"
+#include "attention_tma_q_e4m3_d128.cuh"
+#include "attention_tma_e4m3_d128.cuh"
+#include "attention_qk_e4m3_d128.cuh"
+#include "attention_pv_e4m3_d128.cuh"
+#include "attention_fp8_chain_0_S_to_P.cuh"
+#include "attention_fp8_chain_1_Vm_to_Vk.cuh"
+#include "attention_fp8_chain_2_Vm64_to_Vk64.cuh"
+#include "attention_fp8_chain_indices.cuh"
+#include "attention_p_e4m3_identity.cuh"
+#include "attention_v_e4m3_identity_d128.cuh"
 
 extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: smem_bytes<D, causal>()
 
@@ -165,6 +191,12 @@ namespace regs = attention_pv_f16_d64;   // setmaxnreg: the same for every mma h
 #ifndef LLGEN_ATTENTION_RESCALE_SLACK
 #define LLGEN_ATTENTION_RESCALE_SLACK -1
 #endif
+// fp8: 1 builds the e4m3 kernels with the keys in their own order (P converted from S by the plain
+// `llgen convert` plan, with warp shuffles; V transposed without relabelling) instead of llgen chain's
+// relabelling (bench/bench_attention.py times both in one run).
+#ifndef LLGEN_ATTENTION_FP8_IDENTITY
+#define LLGEN_ATTENTION_FP8_IDENTITY 0
+#endif
 constexpr bool PINGPONG = LLGEN_ATTENTION_PINGPONG;  // consumer groups take turns issuing wgmma
 // Intra-warpgroup overlap: S(j) is issued before O += P(j-1) V(j-1) and the softmax of S(j) runs while
 // P V is still in flight (wait_acc<1>); only the O rescale and the packing of P wait for it.
@@ -185,35 +217,49 @@ constexpr int ALIGN = 1024;     // the 128-byte swizzle's tile alignment (assert
 constexpr int SMEM_LIMIT = 227 * 1024;  // dynamic shared memory of one block on the H100/H200
 constexpr int ROWS = row_max::kDstRegs;  // query rows a consumer thread holds (its row vectors)
 constexpr float LN2 = 0.69314718055994530942f;
-constexpr int PRODUCER_REGS = 24;  // setmaxnreg of the producer warp group (one thread issuing TMA)
+constexpr int E4M3 = 2;  // the input type kType of the fp8 kernels (0: f16, 1: bf16)
 
 // The tile of (head dim, causal) and what follows from it: the consumer warp groups, the threads, the
-// consumers' register budget (setmaxnreg: the 64K-register file less the producer's, over the
-// consumers, a multiple of 8), whether a key tile has a second part of 64 keys.
-template <int D, bool kCausal>
+// register budgets (setmaxnreg, multiples of 8: the producer's, and the consumers' share of what the
+// CTA holds at launch -- setmaxnreg.inc waits until the registers the other warp groups' .dec released
+// cover it, so the budgets may add up to no more than the launch's allocation, __launch_bounds__'
+// 65536 / THREADS rounded down to 8 a thread (168 with 384 threads, 128 with 512); more and the consumers
+// wait forever), whether a key tile has a second part of 64 keys.  fp8 (kFp8): 128 x 128
+// at d 64 and 128; each stage holds K, V as TMA lands it (MN-major) and V transposed (K-major, what wgmma's
+// 8-bit B reads), and the producer warp group transposes (its 128 threads hold 128 bytes each, 32
+// registers, and ptxas keeps the 48 tile offsets of the loads and stores in registers across the
+// loop: 96 registers, no spill; 88 spill 8 bytes), the consumers the rest, 200.
+template <int D, bool kCausal, bool kFp8 = false>
 struct Tile {
-    static constexpr int BM = kCausal ? (D == 64 ? LLGEN_ATTENTION_BM_CAUSAL_D64 : LLGEN_ATTENTION_BM_CAUSAL_D128)
-                                      : (D == 64 ? LLGEN_ATTENTION_BM_D64 : LLGEN_ATTENTION_BM_D128);
-    static constexpr int BN = kCausal ? (D == 64 ? LLGEN_ATTENTION_BN_CAUSAL_D64 : LLGEN_ATTENTION_BN_CAUSAL_D128)
-                                      : (D == 64 ? LLGEN_ATTENTION_BN_D64 : LLGEN_ATTENTION_BN_D128);
+    static constexpr int BM = kFp8 ? 128
+                          : kCausal ? (D == 64 ? LLGEN_ATTENTION_BM_CAUSAL_D64 : LLGEN_ATTENTION_BM_CAUSAL_D128)
+                                    : (D == 64 ? LLGEN_ATTENTION_BM_D64 : LLGEN_ATTENTION_BM_D128);
+    static constexpr int BN = kFp8 ? 128
+                          : kCausal ? (D == 64 ? LLGEN_ATTENTION_BN_CAUSAL_D64 : LLGEN_ATTENTION_BN_CAUSAL_D128)
+                                    : (D == 64 ? LLGEN_ATTENTION_BN_D64 : LLGEN_ATTENTION_BN_D128);
     static constexpr int CONSUMERS = BM / WG_ROWS;
     static constexpr int THREADS = 128 * (1 + CONSUMERS);  // warp group 0 produces, 1 .. CONSUMERS consume
-    static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? 240 : 160;
+    static constexpr int PRODUCER_REGS = kFp8 ? 96 : 24;  // one thread issuing TMA (and with fp8 the V transpose)
+    static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? (kFp8 ? 200 : 240) : 160;
+    static constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8;  // a thread's registers at launch
     static constexpr bool SPLIT = BN == KEYS0 + 64;  // S = [S0: 128 keys | S1: 64 keys]
-    static constexpr bool P_SMEM = D == 64 && LLGEN_ATTENTION_P_SMEM_D64;  // P through shared memory
+    static constexpr bool P_SMEM = !kFp8 && D == 64 && LLGEN_ATTENTION_P_SMEM_D64;  // P through shared memory (16-bit)
     static constexpr int PTILE = P_SMEM ? WG_ROWS * BN * 2 : 0;           // bytes of a group's P tile
     // K/V tile pairs in flight: the knob, else as many as fit, at most 3 (H200, 128 x 128 tiles: 3 at
     // d 128 buys 11% over 2; at d 64, 2, 3 and 4 within noise).  A 192-key tile at d 128 fits 2.
     static constexpr int STAGES_KNOB = D == 64 ? LLGEN_ATTENTION_STAGES_D64 : LLGEN_ATTENTION_STAGES_D128;
-    static constexpr int QTILE = D * WG_ROWS * 2;                 // bytes of a 64-row 16-bit tile
-    static constexpr int KVTILE = D * BN * 2;                     // bytes of a K or V tile
-    static constexpr int BARRIERS = 8 * (1 + 4 * 3 + 3 * CONSUMERS);
-    static constexpr int FIT = (SMEM_LIMIT - ALIGN - BARRIERS - (QTILE + PTILE) * CONSUMERS) / (2 * KVTILE);
+    static constexpr int QTILE = D * WG_ROWS * 2;                 // bytes of a 64-row 16-bit tile (fp8: its O)
+    static constexpr int KVTILE = D * BN * (kFp8 ? 1 : 2);        // bytes of a K or V tile
+    static constexpr int KV_TILES = kFp8 ? 3 : 2;                 // tiles a stage holds: K, V (, V transposed)
+    static constexpr int BARRIERS = 8 * (1 + (kFp8 ? 6 : 4) * 3 + 3 * CONSUMERS);
+    static constexpr int FIT = (SMEM_LIMIT - ALIGN - BARRIERS - (QTILE + PTILE) * CONSUMERS) / (KV_TILES * KVTILE);
     static constexpr int STAGES = STAGES_KNOB > 0 ? STAGES_KNOB : FIT < 3 ? FIT : 3;
     static_assert(STAGES >= 2, "at least 2 K/V stages");
     static_assert(BM == 128 || BM == 192, "BM: 2 or 3 consumer warp groups of 64 query rows");
     static_assert(BN == 128 || BN == 192, "BN: 128 keys, or 192 = 128 + 64");
-    static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * CONSUMERS * 128 <= 65536, "the register file");
+    static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * CONSUMERS * 128 <= LAUNCH_REGS * THREADS,
+                  "setmaxnreg: the budgets add up to more than the CTA holds at launch");
+    static_assert(!kFp8 || (!SPLIT && !P_SMEM), "fp8: 128-key tiles, P in registers");
 };
 
 // ---- compile-time checks that the headers agree on the bytes and registers they share ----
@@ -260,7 +306,7 @@ static_assert(additive(row_max::kSrcRegs, row_max::src_index) && additive(row_ma
 
 // The tensor maps of the 64-row and the 128-row tile headers (host code only).
 #if !defined(__CUDACC_RTC__)
-#define LLGEN_ATTENTION_HOST_MAPS(TMA_Q, TMA_KV)                                                                 \
+#define LLGEN_ATTENTION_HOST_MAPS(TMA_Q, TMA_KV, TMA_O)                                                          \
     static CUresult make_q_map(CUtensorMap* map, const void* base, const unsigned long long (&dims)[3],          \
                                const unsigned long long (&strides)[3]) {                                         \
         return TMA_Q::make_tensor_map(map, base, dims, strides);                                                 \
@@ -268,13 +314,17 @@ static_assert(additive(row_max::kSrcRegs, row_max::src_index) && additive(row_ma
     static CUresult make_kv_map(CUtensorMap* map, const void* base, const unsigned long long (&dims)[3],         \
                                 const unsigned long long (&strides)[3]) {                                        \
         return TMA_KV::make_tensor_map(map, base, dims, strides);                                                \
+    }                                                                                                            \
+    static CUresult make_o_map(CUtensorMap* map, const void* base, const unsigned long long (&dims)[3],          \
+                               const unsigned long long (&strides)[3]) {                                         \
+        return TMA_O::make_tensor_map(map, base, dims, strides);                                                 \
     }
 #else
-#define LLGEN_ATTENTION_HOST_MAPS(TMA_Q, TMA_KV)
+#define LLGEN_ATTENTION_HOST_MAPS(TMA_Q, TMA_KV, TMA_O)
 #endif
 
-// Ops<kBf16, D>: the headers of one input type and head dim under one name, and their checks.
-template <bool kBf16, int D>
+// Ops<kType, D>: the headers of one input type and head dim under one name, and their checks.
+template <int kType, int D>  // kType: 0 f16, 1 bf16, E4M3
 struct Ops;
 
 #define LLGEN_ATTENTION_OPS(BF16, D, T)                                                                          \
@@ -285,7 +335,8 @@ struct Ops;
         static constexpr int kKVBytes = attention_tma_##T##_d##D::kTileBytes;                                    \
         static constexpr int kQTx = attention_tma_q_##T##_d##D::kTxBytes;                                        \
         static constexpr int kKVTx = attention_tma_##T##_d##D::kTxBytes;                                         \
-        LLGEN_ATTENTION_HOST_MAPS(attention_tma_q_##T##_d##D, attention_tma_##T##_d##D)                          \
+        static constexpr bool kTransposeV = false; /* wgmma reads V as TMA lands it (MN-major 16-bit B) */      \
+        LLGEN_ATTENTION_HOST_MAPS(attention_tma_q_##T##_d##D, attention_tma_##T##_d##D, attention_tma_q_##T##_d##D) \
         __device__ static __forceinline__ void load_q(const void* map, const int (&c)[3], void* tile, uint64_t* bar) { \
             attention_tma_q_##T##_d##D::load(map, c, tile, bar);                                                 \
         }                                                                                                        \
@@ -333,7 +384,7 @@ struct Ops;
         __device__ static __forceinline__ void wait_o(float (&o)[kORegs]) { attention_pv_##T##_d##D::wait_acc<0>(o); } \
         template <bool kSplit>                                                                                   \
         __device__ static __forceinline__ void pack(const float (&s)[kSRegs], const float (&s1)[kS1Regs],        \
-                                                    uint32_t (&p)[kPWords], uint32_t (&p1)[kP1Words]) {          \
+                                                    uint32_t (&p)[kPWords], uint32_t (&p1)[kP1Words], unsigned) { \
             attention_pv_##T##_d##D::pack_operand(s, p);                                                         \
             if constexpr (kSplit) attention_pv_k64_##T##_d##D::pack_operand(s1, p1);                             \
         }                                                                                                        \
@@ -416,6 +467,147 @@ LLGEN_ATTENTION_OPS(true, 64, bf16)
 LLGEN_ATTENTION_OPS(false, 128, f16)
 LLGEN_ATTENTION_OPS(true, 128, bf16)
 #undef LLGEN_ATTENTION_OPS
+
+// The fp8 kernels' steps between the two wgmma, from llgen chain (examples/chains/fa3_fp8_attention.yaml,
+// entry attention_fp8_chain): P's keys and the key rows of V at both head dims relabelled by keys()
+// (attention_fp8_chain_indices.cuh: P's column k and V's row k hold the true key keys(k)), so that S -> P
+// is a register permutation (byte permutes, no shuffle); with LLGEN_ATTENTION_FP8_IDENTITY the plain
+// plans of the same steps at head dim 128, the keys in their own order.  Head dim 64 takes the chain's
+// steps in both builds: `llgen convert` plans the identity V transpose at d 64 (86 against the chain's
+// 61) but cannot emit it yet (its ldmatrix + shuffle plan's swap stages fail in emit/convert.py).
+#if LLGEN_ATTENTION_FP8_IDENTITY
+namespace p_of_s_d128 = attention_p_e4m3_identity;           // S (e4m3 words) -> P, warp shuffles
+namespace v_kmajor_d128 = attention_v_e4m3_identity_d128;    // V MN-major -> K-major, keys in order
+__host__ __device__ constexpr int fp8_key_d128(int k) { return k; }
+#else
+namespace p_of_s_d128 = attention_fp8_chain_0_S_to_P;        // S (e4m3 words) -> P, byte permutes
+namespace v_kmajor_d128 = attention_fp8_chain_1_Vm_to_Vk;    // V MN-major -> K-major, key rows relabelled
+__host__ __device__ constexpr int fp8_key_d128(int k) { return keys(k); }
+#endif
+namespace p_of_s_d64 = attention_fp8_chain_0_S_to_P;
+namespace v_kmajor_d64 = attention_fp8_chain_2_Vm64_to_Vk64;
+__host__ __device__ constexpr int fp8_key_d64(int k) { return keys(k); }
+static_assert(RESCALE_SLACK <= 8.0f, "fp8: P = exp2(S c - m c) < 2^8 fits e4m3 (448 at most)");
+static_assert(same_regs(attention_qk_e4m3_d128::kAccRegs, attention_qk_e4m3_d128::acc_index, row_max::src_index) &&
+              same_regs(attention_qk_e4m3_d64::kAccRegs, attention_qk_e4m3_d64::acc_index, row_max::src_index) &&
+              p_of_s_d128::kThreads == 128 && p_of_s_d128::kSmemBytes == 0 && p_of_s_d64::kThreads == 128 &&
+              p_of_s_d64::kSmemBytes == 0,
+              "S -> P takes S's registers (the row reductions' too), one consumer warp group, no shared memory");
+
+#define LLGEN_ATTENTION_FP8_OPS(D)                                                                                   \
+/* e4m3 Q, K, V at head dim D, O as bf16.  S = Q K^T as D / 32 wgmma m64n128k32 (Q, K K-major as TMA lands */        \
+/* them); P = the softmax numerators rounded to e4m3 (cvt with saturation, 4 a word in S's register */               \
+/* order), then p_of_s_d##D::convert_words into wgmma's register A of O += P V; V transposed by the producer */           \
+/* warp group (transpose_v) into the K-major tile O += P V reads. */                                                 \
+template <>                                                                                                          \
+struct Ops<E4M3, D> {                                                                                                \
+    static constexpr bool kTransposeV = true;                                                                        \
+    static constexpr int kQBytes = attention_tma_q_e4m3_d##D::kTileBytes;                                            \
+    static constexpr int kKVBytes = attention_tma_e4m3_d##D::kTileBytes;                                             \
+    static constexpr int kQTx = attention_tma_q_e4m3_d##D::kTxBytes;                                                 \
+    static constexpr int kKVTx = attention_tma_e4m3_d##D::kTxBytes;                                                  \
+    LLGEN_ATTENTION_HOST_MAPS(attention_tma_q_e4m3_d##D, attention_tma_e4m3_d##D, attention_tma_q_bf16_d##D)         \
+    __device__ static __forceinline__ void load_q(const void* map, const int (&c)[3], void* tile, uint64_t* bar) {   \
+        attention_tma_q_e4m3_d##D::load(map, c, tile, bar);                                                          \
+    }                                                                                                                \
+    __device__ static __forceinline__ void load_kv(const void* map, const int (&c)[3], void* tile, uint64_t* bar) {  \
+        attention_tma_e4m3_d##D::load(map, c, tile, bar);                                                            \
+    }                                                                                                                \
+    __device__ static __forceinline__ void store_o(const void* map, const int (&c)[3], const void* tile) {           \
+        attention_tma_q_bf16_d##D::store(map, c, tile);                                                              \
+    }                                                                                                                \
+    static constexpr int kSRegs = attention_qk_e4m3_d##D::kAccRegs;                                                  \
+    static constexpr int kS1Regs = 1; /* no 64-key part */                                                           \
+    static constexpr int kORegs = attention_pv_e4m3_d##D::kAccRegs;                                                  \
+    static constexpr int kPWords = attention_pv_e4m3_d##D::kAWords;                                                  \
+    static constexpr int kP1Words = 1;                                                                               \
+    template <bool kSplit>                                                                                           \
+    __device__ static __forceinline__ void qk(float (&s)[kSRegs], float (&)[kS1Regs], const void* q, const void* k0, \
+                                              const void*) {                                                         \
+        static_assert(!kSplit, "fp8: 128-key tiles");                                                                \
+        attention_qk_e4m3_d##D::fence();                                                                             \
+        attention_qk_e4m3_d##D::mma(s, q, k0, 0);                                                                    \
+        attention_qk_e4m3_d##D::commit();                                                                            \
+    }                                                                                                                \
+    template <bool kSplit>                                                                                           \
+    __device__ static __forceinline__ void pv(float (&o)[kORegs], const uint32_t (&p)[kPWords],                      \
+                                              const uint32_t (&)[kP1Words], const void* v0, const void*) {           \
+        attention_pv_e4m3_d##D::fence();                                                                             \
+        attention_pv_e4m3_d##D::mma(o, p, v0);                                                                       \
+        attention_pv_e4m3_d##D::commit();                                                                            \
+    }                                                                                                                \
+    template <bool kSplit>                                                                                           \
+    __device__ static __forceinline__ void wait_s(float (&s)[kSRegs], float (&)[kS1Regs]) {                          \
+        attention_qk_e4m3_d##D::wait_acc<1>(s);                                                                      \
+    }                                                                                                                \
+    template <bool kSplit>                                                                                           \
+    __device__ static __forceinline__ void wait(float (&s)[kSRegs], float (&)[kS1Regs], float (&o)[kORegs]) {        \
+        attention_pv_e4m3_d##D::wait_acc(o);                                                                         \
+        attention_qk_e4m3_d##D::wait_acc(s);                                                                         \
+    }                                                                                                                \
+    __device__ static __forceinline__ void wait_o(float (&o)[kORegs]) { attention_pv_e4m3_d##D::wait_acc<0>(o); }    \
+    /* P: S's registers rounded to e4m3 (satfinite; P <= 2^RESCALE_SLACK < 448), word i = elements 4i .. */          \
+    /* 4i + 3 lowest first, then moved into the A registers (relabelled keys: byte permutes only). */                \
+    template <bool kSplit>                                                                                           \
+    __device__ static __forceinline__ void pack(const float (&s)[kSRegs], const float (&)[kS1Regs],                  \
+                                                uint32_t (&p)[kPWords], uint32_t (&)[kP1Words], unsigned tid) {      \
+        uint32_t w[p_of_s_d##D::kSrcWords];                                                                               \
+_Pragma("unroll")                                                                                                    \
+        for (int i = 0; i < p_of_s_d##D::kSrcWords; ++i)                                                                  \
+            w[i] = __nv_cvt_float2_to_fp8x2(make_float2(s[4 * i], s[4 * i + 1]), __NV_SATFINITE, __NV_E4M3) |        \
+                   static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(make_float2(s[4 * i + 2], s[4 * i + 3]),           \
+                                                                  __NV_SATFINITE, __NV_E4M3)) << 16;                 \
+        p_of_s_d##D::convert_words(w, p, nullptr, tid);                                                                   \
+    }                                                                                                                \
+    /* V as TMA landed it (vm) -> the K-major tile O += P V reads (vk), by the producer warp group's 128 */          \
+    /* threads (tid 0 .. 127); no barrier inside. */                                                                 \
+    __device__ static __forceinline__ void transpose_v(const void* vm, void* vk, unsigned tid) {                     \
+        v_kmajor_d##D::relayout<uint8_t>(vm, vk, tid);                                                               \
+    }                                                                                                                \
+};                                                                                                                   \
+static_assert(attention_qk_e4m3_d##D::kM == WG_ROWS && attention_qk_e4m3_d##D::kN == KEYS0 && attention_qk_e4m3_d##D::kK == D && attention_pv_e4m3_d##D::kM == WG_ROWS && \
+              attention_pv_e4m3_d##D::kN == D && attention_pv_e4m3_d##D::kK == KEYS0 && attention_qk_e4m3_d##D::kThreads == 128 && attention_pv_e4m3_d##D::kThreads == 128 && \
+              p_of_s_d##D::kThreads == 128 && v_kmajor_d##D::kThreads == 128 && p_of_s_d##D::kSmemBytes == 0 &&                \
+              attention_tma_q_e4m3_d##D::kShape[1] == WG_ROWS && attention_tma_q_e4m3_d##D::kShape[2] == D && attention_tma_e4m3_d##D::kShape[1] == KEYS0 && \
+              attention_tma_e4m3_d##D::kShape[2] == D, "fp8 tile shapes, one consumer warp group");                  \
+static_assert(attention_qk_e4m3_d##D::kTileBytesA == attention_tma_q_e4m3_d##D::kTileBytes && attention_qk_e4m3_d##D::kTileBytesB == attention_tma_e4m3_d##D::kTileBytes && \
+              attention_pv_e4m3_d##D::kTileBytesB == attention_tma_e4m3_d##D::kTileBytes && v_kmajor_d##D::kSrcTileBytes == attention_tma_e4m3_d##D::kTileBytes && \
+              v_kmajor_d##D::kDstTileBytes == attention_tma_e4m3_d##D::kTileBytes && attention_tma_q_e4m3_d##D::kTileBytes % ALIGN == 0 && \
+              attention_tma_e4m3_d##D::kTileBytes % ALIGN == 0 && attention_tma_q_e4m3_d##D::kTileAlign <= ALIGN && attention_tma_e4m3_d##D::kTileAlign <= ALIGN && \
+              attention_qk_e4m3_d##D::kTileAlignA <= ALIGN && attention_qk_e4m3_d##D::kTileAlignB <= ALIGN && attention_pv_e4m3_d##D::kTileAlignB <= ALIGN && \
+              v_kmajor_d##D::kSrcTileAlign <= ALIGN && v_kmajor_d##D::kDstTileAlign <= ALIGN &&                      \
+              attention_stage_o_d##D::kTileBytes <= Tile<D, false, true>::QTILE &&                                   \
+              attention_stage_o_d##D::kTileBytes == attention_tma_q_bf16_d##D::kTileBytes,                           \
+              "fp8 tile sizes and alignments; a group's tile holds its e4m3 Q, then its bf16 O");                    \
+/* Q as A and K as B (K^T: TMA's row-major [key][d] against wgmma's [d][key]), as for 16 bits */                     \
+static_assert(same_tile(WG_ROWS * D, attention_tma_q_e4m3_d##D::tile_index, attention_qk_e4m3_d##D::a_tile_index) && \
+              same_tile(KEYS0 * D, [](int o) { const int i = attention_tma_e4m3_d##D::tile_index(o); return (i % D) * KEYS0 + i / D; }, \
+                        attention_qk_e4m3_d##D::b_tile_index), "TMA writes the e4m3 Q and K tiles wgmma reads");     \
+/* The keys: S holds them in their own order; P's column k and the transposed V's row k hold key */                  \
+/* fp8_key_d##D(k) -- the same relabelling on both sides of the contraction, so O = P V is unchanged. */                  \
+static_assert(same_regs(attention_qk_e4m3_d##D::kAccRegs, attention_qk_e4m3_d##D::acc_index, p_of_s_d##D::src_index) &&   \
+              p_of_s_d##D::kDstWords == attention_pv_e4m3_d##D::kAWords &&                                                \
+              same_regs(p_of_s_d##D::kDstRegs, p_of_s_d##D::dst_index,                                                         \
+                        [](int r, int l, int w) {                                                                    \
+                            const int a = attention_pv_e4m3_d##D::a_index(r, l, w);                                  \
+                            return a / KEYS0 * KEYS0 + fp8_key_d##D(a % KEYS0);                                           \
+                        }),                                                                                          \
+              "S -> P takes S's registers and gives wgmma's A registers, P's keys relabelled by fp8_key");           \
+static_assert(same_tile(KEYS0 * D, attention_tma_e4m3_d##D::tile_index, v_kmajor_d##D::src_tile_index) &&            \
+              same_tile(KEYS0 * D, v_kmajor_d##D::dst_tile_index,                                                    \
+                        [](int o) {                                                                                  \
+                            const int b = attention_pv_e4m3_d##D::b_tile_index(o);  /* B = V: K (keys) x N (head dims) */ \
+                            return fp8_key_d##D(b / D) * D + b % D;                                                       \
+                        }),                                                                                          \
+              "the V transpose reads the tile TMA writes and writes the tile wgmma reads, key rows relabelled");     \
+static_assert(same_regs(attention_pv_e4m3_d##D::kAccRegs, attention_pv_e4m3_d##D::acc_index, attention_o_rows_d##D::src_index) && \
+              same_regs(attention_pv_e4m3_d##D::kAccRegs, attention_pv_e4m3_d##D::acc_index, attention_stage_o_d##D::src_index) && \
+              same_tile(WG_ROWS * D, attention_tma_q_bf16_d##D::tile_index, attention_stage_o_d##D::tile_index),     \
+              "O's row map and bf16 epilogue take the e4m3 P V accumulator; TMA stores the staged O tile");
+
+LLGEN_ATTENTION_FP8_OPS(64)
+LLGEN_ATTENTION_FP8_OPS(128)
+#undef LLGEN_ATTENTION_FP8_OPS
 #undef LLGEN_ATTENTION_HOST_MAPS
 
 // The O row map and O staging of head dim D (the same for both input types).
@@ -509,23 +701,28 @@ struct PSmem;
                   "stage() takes the S accumulators' registers; P V from shared memory accumulates into the same O");
 
 // Bytes of one K (or V) tile of BN keys: the 128-key part, then the 64-key part of a 192-key tile.
-template <int D>
+template <int D, int kType = 0>
 __host__ __device__ constexpr int kv_tile_bytes(int bn) {
-    return Ops<false, D>::kKVBytes + (bn > KEYS0 ? Ops<false, D>::kQBytes : 0);
+    return Ops<kType, D>::kKVBytes + (bn > KEYS0 ? Ops<kType, D>::kQBytes : 0);
 }
-// Dynamic shared memory of (D, causal): a Q tile per consumer warp group (reused for its O), with P
-// from shared memory a P tile per group, STAGES K/V tile pairs, the mbarriers (Q full; K and V full
-// and empty per stage; O staged, turn and P staged per consumer group) and the alignment slack.
-template <int D, bool kCausal>
+// Dynamic shared memory of (D, causal, type): a 16-bit Q tile per consumer warp group (reused for its
+// O; fp8: its e4m3 Q, then its bf16 O), with P from shared memory a P tile per group, STAGES stages of
+// KV_TILES tiles (K, V; fp8: V transposed too), the mbarriers (Q full; K and V full and empty per stage,
+// fp8: the landed V full and empty too; O staged, turn and P staged per consumer group) and the
+// alignment slack.
+template <int D, bool kCausal, int kType = 0>
 constexpr int smem_bytes() {
-    using Tl = Tile<D, kCausal>;
-    static_assert(Tl::QTILE == Ops<false, D>::kQBytes && Tl::KVTILE == kv_tile_bytes<D>(Tl::BN), "the tiles' bytes");
-    return (Ops<false, D>::kQBytes + Tl::PTILE) * Tl::CONSUMERS + kv_tile_bytes<D>(Tl::BN) * 2 * Tl::STAGES +
-           8 * (1 + 4 * Tl::STAGES + 3 * Tl::CONSUMERS) + ALIGN;
+    using Tl = Tile<D, kCausal, kType == E4M3>;
+    static_assert(Tl::QTILE >= Ops<kType, D>::kQBytes && Tl::KVTILE == kv_tile_bytes<D, kType>(Tl::BN),
+                  "the tiles' bytes");
+    return (Tl::QTILE + Tl::PTILE) * Tl::CONSUMERS + Tl::KVTILE * Tl::KV_TILES * Tl::STAGES +
+           8 * (1 + (kType == E4M3 ? 6 : 4) * Tl::STAGES + 3 * Tl::CONSUMERS) + ALIGN;
 }
 constexpr int max2(int a, int b) { return a < b ? b : a; }
-constexpr int MAX_SMEM_BYTES = max2(max2(smem_bytes<64, false>(), smem_bytes<64, true>()),
-                                    max2(smem_bytes<128, false>(), smem_bytes<128, true>()));
+constexpr int MAX_SMEM_BYTES = max2(max2(max2(smem_bytes<64, false>(), smem_bytes<64, true>()),
+                                         max2(smem_bytes<128, false>(), smem_bytes<128, true>())),
+                                    max2(max2(smem_bytes<64, false, E4M3>(), smem_bytes<64, true, E4M3>()),
+                                         max2(smem_bytes<128, false, E4M3>(), smem_bytes<128, true, E4M3>())));
 static_assert(MAX_SMEM_BYTES <= SMEM_LIMIT, "fits the H100/H200's 227 KiB a block");
 
 // 2^x for x <= 64 on the FMA pipe: 2^floor(x) as exponent bits, 2^f (f = x - floor(x) in [0, 1)) by
@@ -579,19 +776,24 @@ __device__ __forceinline__ void mask_part(float (&s)[R], Index index, int lane, 
 // rows [m0 + 64 g, m0 + 64 g + 64).  scale_log2 = scale * log2(e): softmax runs in the log2 domain,
 // exp2(s * scale_log2 - max * scale_log2).  map_q, map_o: 64-row boxes of Q and O; map_k, map_v:
 // 128-row boxes of K and V; map_k1, map_v1: 64-row boxes of K and V (a 192-key tile's last 64 keys).
-template <bool kBf16, int D, bool kCausal>
+// kType: 0 f16, 1 bf16, E4M3 (O bf16; scale_log2 carries descale_q descale_k, o_scale = descale_v
+// multiplies O, 1 for 16 bits).
+template <int kType, int D, bool kCausal>
 __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtensorMap* map_k, const CUtensorMap* map_v,
                                           const CUtensorMap* map_o, const CUtensorMap* map_k1,
                                           const CUtensorMap* map_v1, float* lse, int heads, int group, int seq_q,
-                                          int seq_k, float scale_log2) {
-    using Op = Ops<kBf16, D>;
-    using Tl = Tile<D, kCausal>;
+                                          int seq_k, float scale_log2, float o_scale) {
+    using Op = Ops<kType, D>;
+    using Tl = Tile<D, kCausal, kType == E4M3>;
+    constexpr bool kBf16 = kType != 0;           // O's type: f16 for f16 inputs, else bf16
+    constexpr bool FP8 = Op::kTransposeV;        // V lands MN-major and the producer transposes it
     constexpr int BM = Tl::BM, BN = Tl::BN, CONSUMERS = Tl::CONSUMERS;
     constexpr bool SPLIT = Tl::SPLIT;
     constexpr int STAGES = Tl::STAGES;
-    constexpr int QTILE = Op::kQBytes;           // one consumer group's Q (and O) tile
+    constexpr int QTILE = Tl::QTILE;             // one consumer group's Q (and 16-bit O) tile
     constexpr int KPART = Op::kKVBytes;          // a K or V tile's 128-key part; its 64-key part follows
-    constexpr int KVTILE = kv_tile_bytes<D>(BN);
+    constexpr int KVTILE = kv_tile_bytes<D, kType>(BN);
+    constexpr int STAGE_BYTES = Tl::KV_TILES * KVTILE;  // K, V (wgmma's), then with FP8 V as TMA lands it
     constexpr int KV_TX = Op::kKVTx + (SPLIT ? Op::kQTx : 0);
     constexpr bool P_SMEM = Tl::P_SMEM;
     constexpr int PTILE = Tl::PTILE;             // one consumer group's P tile (P from shared memory)
@@ -599,8 +801,8 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
     unsigned char* const base = smem + ((ALIGN - (static_cast<unsigned>(__cvta_generic_to_shared(smem)) % ALIGN)) % ALIGN);
     unsigned char* const q_tiles = base;                 // group g's Q at q_tiles + g QTILE, then its staged O
     unsigned char* const p_tiles = base + CONSUMERS * QTILE;  // group g's P at p_tiles + g PTILE (P_SMEM)
-    unsigned char* const kv = p_tiles + CONSUMERS * PTILE;    // stage s: K at kv + 2 s KVTILE, V after it
-    uint64_t* const q_full = reinterpret_cast<uint64_t*>(kv + 2 * STAGES * KVTILE);
+    unsigned char* const kv = p_tiles + CONSUMERS * PTILE;    // stage s: K at kv + s STAGE_BYTES, V after it
+    uint64_t* const q_full = reinterpret_cast<uint64_t*>(kv + STAGES * STAGE_BYTES);
     uint64_t* const k_full = q_full + 1;                 // TMA landed K of stage s
     uint64_t* const v_full = k_full + STAGES;            // TMA landed V of stage s
     uint64_t* const k_empty = v_full + STAGES;           // every consumer group done with K of stage s
@@ -608,6 +810,8 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
     uint64_t* const o_staged = v_empty + STAGES;         // o_staged[g]: every thread of group g staged its O rows
     uint64_t* const turn = o_staged + CONSUMERS;         // turn[g]: consumer group g may issue its wgmma
     uint64_t* const p_staged = turn + CONSUMERS;         // p_staged[g]: every thread of group g staged its P
+    uint64_t* const vm_full = p_staged + CONSUMERS;      // FP8: TMA landed V (MN-major) of stage s
+    uint64_t* const vm_empty = vm_full + STAGES;         // FP8: every producer thread done reading it
     const int wg = threadIdx.x / 128;
     const int m_blocks = (seq_q + BM - 1) / BM;
     const int m0 = (kCausal ? m_blocks - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x)) * BM;  // causal: longest rows first
@@ -619,9 +823,13 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
         sync::mbar_init(q_full, 1);
         for (int s = 0; s < STAGES; ++s) {
             sync::mbar_init(&k_full[s], 1);           // the producer's arrive_expect_tx
-            sync::mbar_init(&v_full[s], 1);
+            sync::mbar_init(&v_full[s], FP8 ? 128 : 1);  // FP8: every producer thread wrote its part of V
             sync::mbar_init(&k_empty[s], CONSUMERS);  // one arrival per consumer warp group
             sync::mbar_init(&v_empty[s], CONSUMERS);
+            if (FP8) {
+                sync::mbar_init(&vm_full[s], 1);
+                sync::mbar_init(&vm_empty[s], 128);
+            }
         }
         for (int g = 0; g < CONSUMERS; ++g) {
             sync::mbar_init(&o_staged[g], 128);
@@ -632,8 +840,45 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
     }
     __syncthreads();
 
+    if constexpr (FP8) if (wg == 0) {  // producer: one thread issues TMA, the warp group transposes V
+        regs::regs_dec<Tl::PRODUCER_REGS>();
+        const unsigned ptid = threadIdx.x;  // 0 .. 127
+        if (ptid == 0) {
+            sync::mbar_arrive_expect_tx(q_full, CONSUMERS * Op::kQTx);
+            for (int g = 0; g < CONSUMERS; ++g) {
+                const int cq[3] = {bh, m0 + g * WG_ROWS, 0};
+                Op::load_q(map_q, cq, q_tiles + g * QTILE, q_full);
+            }
+        }
+        // K(j) and V(j) as it lands: K(j - STAGES) is released when S of its round is complete, the
+        // landed V(j - STAGES) when every producer thread has transposed it
+        auto issue = [&](int j) {
+            const int s = j % STAGES;
+            const int ckv[3] = {kv_head, j * BN, 0};
+            unsigned char* const k_tile = kv + s * STAGE_BYTES;
+            if (j >= STAGES) sync::mbar_wait(&k_empty[s], ((j / STAGES) - 1) & 1);
+            sync::mbar_arrive_expect_tx(&k_full[s], Op::kKVTx);
+            Op::load_kv(map_k, ckv, k_tile, &k_full[s]);
+            if (j >= STAGES) sync::mbar_wait(&vm_empty[s], ((j / STAGES) - 1) & 1);
+            sync::mbar_arrive_expect_tx(&vm_full[s], Op::kKVTx);
+            Op::load_kv(map_v, ckv, k_tile + 2 * KVTILE, &vm_full[s]);
+        };
+        if (ptid == 0 && n_tiles > 0) issue(0);
+        for (int j = 0; j < n_tiles; ++j) {
+            const int s = j % STAGES;
+            if (ptid == 0 && j + 1 < n_tiles) issue(j + 1);  // the next tile's loads run under this transpose
+            unsigned char* const k_tile = kv + s * STAGE_BYTES;
+            sync::mbar_wait(&vm_full[s], (j / STAGES) & 1);
+            if (j >= STAGES) sync::mbar_wait(&v_empty[s], ((j / STAGES) - 1) & 1);  // P V(j - STAGES) done
+            Op::transpose_v(k_tile + 2 * KVTILE, k_tile + KVTILE, ptid);
+            sync::fence_proxy_async();  // this thread's st.shared visible to wgmma (the async proxy)
+            sync::mbar_arrive(&vm_empty[s]);
+            sync::mbar_arrive(&v_full[s]);
+        }
+        return;
+    }
     if (wg == 0) {  // producer: one thread loads the Q tiles, then keeps the K/V ring full
-        regs::regs_dec<PRODUCER_REGS>();
+        regs::regs_dec<Tl::PRODUCER_REGS>();
         if (threadIdx.x == 0) {
             sync::mbar_arrive_expect_tx(q_full, CONSUMERS * Op::kQTx);
             for (int g = 0; g < CONSUMERS; ++g) {
@@ -643,7 +888,7 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
             for (int j = 0; j < n_tiles; ++j) {
                 const int s = j % STAGES;
                 const int ckv[3] = {kv_head, j * BN, 0}, ckv1[3] = {kv_head, j * BN + KEYS0, 0};
-                unsigned char* const k_tile = kv + 2 * s * KVTILE;
+                unsigned char* const k_tile = kv + s * STAGE_BYTES;
                 unsigned char* const v_tile = k_tile + KVTILE;
                 // K(j - STAGES) is released when S of its round is complete, V(j - STAGES) a round later
                 if (j >= STAGES) sync::mbar_wait(&k_empty[s], ((j / STAGES) - 1) & 1);
@@ -753,7 +998,7 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
             sync::mbar_wait(&p_staged[g], p_phase);
             p_phase ^= 1;
         } else {
-            Op::template pack<SPLIT>(s, s1, p, p1);  // P rounded to the inputs' type, in the A registers of O += P V
+            Op::template pack<SPLIT>(s, s1, p, p1, tid);  // P rounded to the inputs' type, in the A registers of O += P V
         }
     };
     // O += P(j-1) V(j-1) from the stage's V tile (both parts)
@@ -778,8 +1023,8 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
     };
     if (PINGPONG && g == CONSUMERS - 1) sync::mbar_arrive(&turn[0]);
 
-    auto k_at = [&](int st) { return kv + 2 * st * KVTILE; };
-    auto v_at = [&](int st) { return kv + (2 * st + 1) * KVTILE; };
+    auto k_at = [&](int st) { return kv + st * STAGE_BYTES; };
+    auto v_at = [&](int st) { return kv + st * STAGE_BYTES + KVTILE; };  // FP8: V transposed
     // Round j issues S(j) = Q K(j)^T and O += P(j-1) V(j-1) together, then the softmax of S(j) (with
     // OVERLAP while P V runs), then O's rescale and P(j); the first round (j = 0) has no P V, the last
     // (j = n_tiles) no S.  (Peeled: a wgmma issued on one path only makes ptxas serialise them all.)
@@ -829,7 +1074,7 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
     float inv[ROWS], row_lse[ROWS];
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
-        inv[i] = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        inv[i] = l[i] > 0.0f ? o_scale / l[i] : 0.0f;
         row_lse[i] = l[i] > 0.0f ? (m[i] * scale_log2 + log2f(l[i])) * LN2 : -INFINITY;
     }
     if (lse) {
@@ -858,14 +1103,14 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
 
 }  // namespace attention_fwd
 
-#define LLGEN_ATTENTION_KERNEL(NAME, BF16, D, CAUSAL)                                                             \
-    extern "C" __global__ void __launch_bounds__(attention_fwd::Tile<D, CAUSAL>::THREADS, 1)                     \
+#define LLGEN_ATTENTION_KERNEL(NAME, TYPE, D, CAUSAL)                                                             \
+    extern "C" __global__ void __launch_bounds__(attention_fwd::Tile<D, CAUSAL, TYPE == attention_fwd::E4M3>::THREADS, 1) \
     NAME(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,                   \
          const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,                   \
          const __grid_constant__ CUtensorMap map_k1, const __grid_constant__ CUtensorMap map_v1, float* lse,     \
-         int heads, int group, int seq_q, int seq_k, float scale_log2) {                                         \
-        attention_fwd::attention<BF16, D, CAUSAL>(&map_q, &map_k, &map_v, &map_o, &map_k1, &map_v1, lse, heads,  \
-                                                  group, seq_q, seq_k, scale_log2);                              \
+         int heads, int group, int seq_q, int seq_k, float scale_log2, float o_scale) {                          \
+        attention_fwd::attention<TYPE, D, CAUSAL>(&map_q, &map_k, &map_v, &map_o, &map_k1, &map_v1, lse, heads,  \
+                                                  group, seq_q, seq_k, scale_log2, o_scale);                     \
     }
 LLGEN_ATTENTION_KERNEL(attention_fwd_f16_d64, false, 64, false)
 LLGEN_ATTENTION_KERNEL(attention_fwd_f16_d64_causal, false, 64, true)
@@ -875,12 +1120,16 @@ LLGEN_ATTENTION_KERNEL(attention_fwd_f16_d128, false, 128, false)
 LLGEN_ATTENTION_KERNEL(attention_fwd_f16_d128_causal, false, 128, true)
 LLGEN_ATTENTION_KERNEL(attention_fwd_bf16_d128, true, 128, false)
 LLGEN_ATTENTION_KERNEL(attention_fwd_bf16_d128_causal, true, 128, true)
+LLGEN_ATTENTION_KERNEL(attention_fwd_e4m3_d64, attention_fwd::E4M3, 64, false)
+LLGEN_ATTENTION_KERNEL(attention_fwd_e4m3_d64_causal, attention_fwd::E4M3, 64, true)
+LLGEN_ATTENTION_KERNEL(attention_fwd_e4m3_d128, attention_fwd::E4M3, 128, false)
+LLGEN_ATTENTION_KERNEL(attention_fwd_e4m3_d128_causal, attention_fwd::E4M3, 128, true)
 
 #if !defined(__CUDACC_RTC__)
 namespace attention_fwd {
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, float*, int,
-                          int, int, int, float);
+                          int, int, int, float, float);
 
 // A kernel with its launch shape: query rows per block, threads per block, dynamic shared memory.
 struct Kernel {
@@ -888,13 +1137,22 @@ struct Kernel {
     int bm, threads, smem_bytes;
 };
 
-template <int D, bool kCausal>
+template <int D, bool kCausal, int kType = 0>
 constexpr Kernel with_tile(KernelFn fn) {
-    return {fn, Tile<D, kCausal>::BM, Tile<D, kCausal>::THREADS, smem_bytes<D, kCausal>()};
+    using Tl = Tile<D, kCausal, kType == E4M3>;
+    return {fn, Tl::BM, Tl::THREADS, smem_bytes<D, kCausal, kType>()};
 }
 
-// The kernel of (bf16, d, causal); fn == nullptr for a head dim without one.
-inline Kernel kernel_of(bool bf, int d, bool causal) {
+// The kernel of (dtype: 0 f16, 1 bf16, 2 e4m3; d; causal); fn == nullptr for a pair without one.
+inline Kernel kernel_of(int dtype, int d, bool causal) {
+    const bool bf = dtype == 1;
+    if (dtype == E4M3 && d == 64)
+        return causal ? with_tile<64, true, E4M3>(attention_fwd_e4m3_d64_causal)
+                      : with_tile<64, false, E4M3>(attention_fwd_e4m3_d64);
+    if (dtype == E4M3 && d == 128)
+        return causal ? with_tile<128, true, E4M3>(attention_fwd_e4m3_d128_causal)
+                      : with_tile<128, false, E4M3>(attention_fwd_e4m3_d128);
+    if (dtype != 0 && dtype != 1) return {nullptr, 0, 0, 0};
     if (d == 64)
         return causal ? with_tile<64, true>(bf ? attention_fwd_bf16_d64_causal : attention_fwd_f16_d64_causal)
                       : with_tile<64, false>(bf ? attention_fwd_bf16_d64 : attention_fwd_f16_d64);
@@ -905,12 +1163,12 @@ inline Kernel kernel_of(bool bf, int d, bool causal) {
 }
 
 // The six tensor maps: Q and O [B * H, Sq, d] in 64-row boxes, K and V [B * Hkv, Sk, d] in 128-row
-// boxes (k, v) and in 64-row boxes (k1, v1), contiguous.
+// boxes (k, v) and in 64-row boxes (k1, v1), contiguous (e4m3: Q, K, V of 1 byte, O bf16).
 struct Maps {
     CUtensorMap q, k, v, o, k1, v1;
 };
 
-template <class Op>  // Ops<bf16, d>
+template <class Op>  // Ops<dtype, d>
 inline CUresult encode_with(Maps& m, const void* Q, const void* K, const void* V, const void* O, int bh, int bh_kv,
                             int seq_q, int seq_k, int d) {
     using u64 = unsigned long long;
@@ -919,14 +1177,18 @@ inline CUresult encode_with(Maps& m, const void* Q, const void* K, const void* V
     CUresult r = Op::make_q_map(&m.q, Q, dq, sq);
     if (r == CUDA_SUCCESS) r = Op::make_kv_map(&m.k, K, dk, sk);
     if (r == CUDA_SUCCESS) r = Op::make_kv_map(&m.v, V, dk, sk);
-    if (r == CUDA_SUCCESS) r = Op::make_q_map(&m.o, O, dq, sq);
+    if (r == CUDA_SUCCESS) r = Op::make_o_map(&m.o, O, dq, sq);
     if (r == CUDA_SUCCESS) r = Op::make_q_map(&m.k1, K, dk, sk);
     if (r == CUDA_SUCCESS) r = Op::make_q_map(&m.v1, V, dk, sk);
     return r;
 }
 
-inline CUresult encode(Maps& m, bool bf, int d, const void* Q, const void* K, const void* V, const void* O, int bh,
+inline CUresult encode(Maps& m, int dtype, int d, const void* Q, const void* K, const void* V, const void* O, int bh,
                        int bh_kv, int seq_q, int seq_k) {
+    const bool bf = dtype == 1;
+    if (dtype == E4M3)
+        return d == 64 ? encode_with<Ops<E4M3, 64>>(m, Q, K, V, O, bh, bh_kv, seq_q, seq_k, d)
+                       : encode_with<Ops<E4M3, 128>>(m, Q, K, V, O, bh, bh_kv, seq_q, seq_k, d);
     if (d == 64)
         return bf ? encode_with<Ops<true, 64>>(m, Q, K, V, O, bh, bh_kv, seq_q, seq_k, d)
                   : encode_with<Ops<false, 64>>(m, Q, K, V, O, bh, bh_kv, seq_q, seq_k, d);
@@ -943,35 +1205,50 @@ struct llgen_attention_fwd_params {
     attention_fwd::Kernel kernel;
     float* lse;
     int heads, group, seq_q, seq_k, bh;
-    float scale_log2;
+    float scale_log2, o_scale;
 };
 
-// O = softmax(Q K^T scale) V, LSE = logsumexp(Q K^T scale) per row.  dtype: 0 f16, 1 bf16; d: 64 or
-// 128; causal: 0 or 1 (top-left aligned).  Q, O: [B, H, Sq, d]; K, V: [B, Hkv, Sk, d], contiguous
-// device tensors, 16-byte aligned; H a multiple of Hkv; LSE: [B, H, Sq] f32 or nullptr; scale > 0.
-// Returns 0, or a CUresult / cudaError_t.
-extern "C" int llgen_attention_fwd_prepare(llgen_attention_fwd_params* p, int dtype, int d, int causal, const void* Q,
-                                           const void* K, const void* V, void* O, float* LSE, int B, int H, int Hkv,
-                                           int seq_q, int seq_k, float scale) {
+// O = softmax(Q K^T scale descale_q descale_k) V descale_v, LSE = logsumexp(Q K^T scale descale_q
+// descale_k) per row (FA3's descale_q/k/v: Q, K, V stored as x / descale).  dtype: 0 f16, 1 bf16
+// (descales 1), 2 e4m3 (O bf16); d: 64 or 128; causal: 0 or 1 (top-left aligned).  Q, O:
+// [B, H, Sq, d]; K, V: [B, Hkv, Sk, d], contiguous device tensors, 16-byte aligned; H a multiple of
+// Hkv; LSE: [B, H, Sq] f32 or nullptr; scale and the descales > 0.  Returns 0, or a CUresult /
+// cudaError_t.
+extern "C" int llgen_attention_fwd_prepare_scaled(llgen_attention_fwd_params* p, int dtype, int d, int causal,
+                                                  const void* Q, const void* K, const void* V, void* O, float* LSE,
+                                                  int B, int H, int Hkv, int seq_q, int seq_k, float scale,
+                                                  float descale_q, float descale_k, float descale_v) {
     using namespace attention_fwd;
-    const Kernel kernel = kernel_of(dtype != 0, d, causal != 0);
-    if (!kernel.fn || dtype < 0 || dtype > 1 || B <= 0 || H <= 0 || Hkv <= 0 || H % Hkv || seq_q <= 0 || seq_k <= 0 ||
-        !(scale > 0.0f) || static_cast<long long>(B) * H > 65535)
+    const Kernel kernel = kernel_of(dtype, d, causal != 0);
+    const float qk_scale = scale * descale_q * descale_k;
+    if (!kernel.fn || B <= 0 || H <= 0 || Hkv <= 0 || H % Hkv || seq_q <= 0 || seq_k <= 0 || !(scale > 0.0f) ||
+        !(descale_q > 0.0f) || !(descale_k > 0.0f) || !(descale_v > 0.0f) || !(qk_scale > 0.0f) ||
+        !(qk_scale < INFINITY) || !(descale_v < INFINITY) || static_cast<long long>(B) * H > 65535)
         return cudaErrorInvalidValue;
     *p = {};
-    if (CUresult r = encode(p->maps, dtype != 0, d, Q, K, V, O, B * H, B * Hkv, seq_q, seq_k)) return r;
+    if (CUresult r = encode(p->maps, dtype, d, Q, K, V, O, B * H, B * Hkv, seq_q, seq_k)) return r;
     p->kernel = kernel;
     p->lse = LSE;
     p->heads = H, p->group = H / Hkv, p->seq_q = seq_q, p->seq_k = seq_k, p->bh = B * H;
-    p->scale_log2 = scale * 1.4426950408889634f;
+    p->scale_log2 = qk_scale * 1.4426950408889634f;
+    p->o_scale = descale_v;
     return cudaFuncSetAttribute(kernel.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, kernel.smem_bytes);
+}
+
+// The same with descales 1 (dtype 0, 1 or 2).
+extern "C" int llgen_attention_fwd_prepare(llgen_attention_fwd_params* p, int dtype, int d, int causal, const void* Q,
+                                           const void* K, const void* V, void* O, float* LSE, int B, int H, int Hkv,
+                                           int seq_q, int seq_k, float scale) {
+    return llgen_attention_fwd_prepare_scaled(p, dtype, d, causal, Q, K, V, O, LSE, B, H, Hkv, seq_q, seq_k, scale,
+                                              1.0f, 1.0f, 1.0f);
 }
 
 extern "C" int llgen_attention_fwd_launch(const llgen_attention_fwd_params* p, cudaStream_t stream) {
     const attention_fwd::Kernel& k = p->kernel;
     const dim3 grid((p->seq_q + k.bm - 1) / k.bm, p->bh);
     k.fn<<<grid, k.threads, k.smem_bytes, stream>>>(p->maps.q, p->maps.k, p->maps.v, p->maps.o, p->maps.k1, p->maps.v1,
-                                                   p->lse, p->heads, p->group, p->seq_q, p->seq_k, p->scale_log2);
+                                                   p->lse, p->heads, p->group, p->seq_q, p->seq_k, p->scale_log2,
+                                                   p->o_scale);
     return cudaGetLastError();
 }
 

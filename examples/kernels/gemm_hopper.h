@@ -1,6 +1,6 @@
 // The control shared by the Hopper GEMM kernels (gemm_wgmma.cu: f16 / bf16 operands; gemm_fp8.cu:
-// e4m3 / e5m2 operands): C (M x N) = A (M x K) B (K x N) in 128 x 256 or 128 x 128 tiles of C, f32
-// accumulation.  Written by hand here: the tile scheduler and the split of K, the stage ring and its
+// e4m3 / e5m2 operands): C (M x N) = A (M x K) B (K x N) in 128 x 256, 128 x 192 or 128 x 128 tiles of
+// C, f32 accumulation.  Written by hand here: the tile scheduler and the split of K, the stage ring and its
 // mbarriers, the producer / consumer split and its register budgets, the epilogue's order.
 // Everything that depends on a layout -- the TMA boxes, the swizzled tiles, the wgmma descriptors,
 // the registers the epilogue stores -- is a generated header's function: the operands' (a kernel
@@ -8,9 +8,16 @@
 // below, one per tile shape), shared by every operand type (the kernel files assert that each operand
 // header's accumulator is the registers the epilogue reads).
 //
-//   gemm_wgmma_store_f32[_n128]  the f32 accumulator -> global C (8-byte vectors, store_masked at the edges)
-//   gemm_wgmma_stage_c[_n128]    the 16-bit accumulator -> a 128-byte-swizzled shared C tile (st.shared)
-//   gemm_wgmma_tma_c_<t>[_n128]  that shared tile -> global C (TMA boxes; TMA clips at the edges)
+//   gemm_wgmma_store_f32[_n128|_n64]  the f32 accumulator -> global C (8-byte vectors, store_masked at the edges)
+//   gemm_wgmma_stage_c[_n128|_n64]    the 16-bit accumulator -> a 128-byte-swizzled shared C tile (st.shared)
+//   gemm_wgmma_tma_c_<t>[_n128|_n64]  that shared tile -> global C (TMA boxes; TMA clips at the edges)
+//
+// A 192-column tile is not a layout of power-of-two size, so it is two parts side by side, each a
+// layout with its own headers: columns 0-127 (the 128 x 128 tile's wgmma and epilogue) and columns
+// 128-191 (the _n64 headers: wgmma m64n64, a 128 x 64 epilogue).  Its B tile is three 64-column boxes
+// of one TMA header, the first two the 128-wide part's B tile; the accumulator is one array of
+// registers, the first part's then the second's (LLGEN_GEMM_HOPPER_OPERANDS_PAIR and
+// LLGEN_GEMM_HOPPER_EPILOGUE_PAIR below; the control sees one tile of 192 columns).
 //
 // Schedule (gemm_hopper_plan.h: the units of work and how the host chooses them).  Tiles are numbered
 // in grouped order (GROUP_M tile rows form a group, walked column by column: the CTAs in flight
@@ -47,12 +54,17 @@
 #include "gemm_wgmma_stage_c_n128.cuh"
 #include "gemm_wgmma_tma_c_f16_n128.cuh"
 #include "gemm_wgmma_tma_c_bf16_n128.cuh"
+#include "gemm_wgmma_store_f32_n64.cuh"
+#include "gemm_wgmma_stage_c_n64.cuh"
+#include "gemm_wgmma_tma_c_f16_n64.cuh"
+#include "gemm_wgmma_tma_c_bf16_n64.cuh"
 
 extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: gemm_hopper::smem_bytes<Op>(out)
 
 // The hand-written control's knobs (bench/bench_gemm.py --ladder builds variants with -D):
 #ifndef LLGEN_GEMM_STAGES
-#define LLGEN_GEMM_STAGES 8  // at most; fewer where they do not fit (128 x 256: 4, or 3 beside a C buffer)
+#define LLGEN_GEMM_STAGES 8  // at most; fewer where they do not fit (128 x 256: 4, or 3 beside a C buffer;
+                             // 128 x 192: 5, or 4)
 #endif
 #ifndef LLGEN_GEMM_GROUP_M
 #define LLGEN_GEMM_GROUP_M 8
@@ -103,6 +115,28 @@ constexpr bool same_regs(int regs, F f, G g) {
                 if (f(r, l, w) != g(r, l, w)) return false;
     return true;
 }
+
+// The registers [OFF, OFF + N) of an accumulator array as an array of their own: one part of a
+// two-part tile (the first part's registers, then the second's).  Indices stay compile-time
+// constants, so the registers stay registers.
+template <int OFF, int N, class T, int R>
+__host__ __device__ __forceinline__ T (&regs_part(T (&a)[R]))[N] {
+    static_assert(OFF >= 0 && OFF + N <= R, "a part within the array");
+    return *reinterpret_cast<T(*)[N]>(a + OFF);
+}
+
+// Element offset o of a B tile made of K x W TMA tiles laid one after the other (part p = o / (K W)
+// holds columns p W .. p W + W - 1; tile_index: the TMA header's, offset -> k * W + n) -> its
+// element index k * N + n in the K x N tile a wgmma header reads: (row, column) of tile_index in
+// part p, shifted by p W columns.
+struct BParts {
+    int (*tile_index)(int);
+    int K, W, N;
+    __host__ __device__ constexpr int operator()(int o) const {
+        const int t = tile_index(o % (K * W));
+        return (t / W) * N + (o / (K * W)) * W + t % W;
+    }
+};
 
 // The launch's work as the kernel reads it (gemm_hopper_plan.h's Plan, less what the host alone
 // needs): `splits` ranges per split tile, `dp` tiles computed whole, the partial-tile workspace and
@@ -359,6 +393,14 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
                       C_BYTES % gemm_hopper::ALIGN == 0, "the C tile TMA stores");                               \
         static_assert(gemm_hopper::same_regs(kRegs, STORE_F32::src_index, STAGE_C::src_index),                   \
                       "one accumulator layout");                                                                 \
+        /* C's tensor map: its box, box dims, swizzle and data types (a pair of parts shares one map) */         \
+        static constexpr unsigned kCBox[2] = {TMA_C_F16::kBox[0], TMA_C_F16::kBox[1]};                            \
+        static constexpr int kCBoxDims[2] = {TMA_C_F16::kBoxDims[0], TMA_C_F16::kBoxDims[1]};                     \
+        static constexpr int kCSwizzle = TMA_C_F16::kSwizzle, kCTypeF16 = TMA_C_F16::kDataType;                  \
+        static constexpr int kCTypeBf16 = TMA_C_BF16::kDataType;                                                 \
+        static_assert(TMA_C_BF16::kBox[0] == kCBox[0] && TMA_C_BF16::kBox[1] == kCBox[1] &&                      \
+                      TMA_C_BF16::kBoxDims[0] == kCBoxDims[0] && TMA_C_BF16::kBoxDims[1] == kCBoxDims[1] &&      \
+                      TMA_C_BF16::kSwizzle == kCSwizzle, "one C box for f16 and bf16");                          \
         static_assert(gemm_hopper::same_tile(BM * BN, STAGE_C::tile_index, TMA_C_F16::tile_index) &&             \
                       gemm_hopper::same_tile(BM * BN, STAGE_C::tile_index, TMA_C_BF16::tile_index),              \
                       "TMA stores the C tile the epilogue stages");                                              \
@@ -393,10 +435,59 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         }                                                                                                        \
     };
 
+// The epilogue of a tile of two parts side by side, E0's columns then E1's (the accumulator: E0's
+// registers then E1's; the staged C tile: E0's bytes then E1's), with E0's C tensor map serving both
+// (asserted: the same TMA box, swizzle and data type).
+#define LLGEN_GEMM_HOPPER_EPILOGUE_PAIR(NAME, E0, E1)                                                            \
+    struct NAME {                                                                                                \
+        using Part0 = E0;                                                                                        \
+        using Part1 = E1;                                                                                        \
+        static constexpr int BM = E0::BM, BN = E0::BN + E1::BN, kRegs = E0::kRegs + E1::kRegs;                  \
+        static constexpr int C_BYTES = E0::C_BYTES + E1::C_BYTES;                                                \
+        static_assert(E1::BM == BM && E0::C_BYTES % gemm_hopper::ALIGN == 0, "two parts of one row of tiles");   \
+        static_assert(E0::kCBox[0] == E1::kCBox[0] && E0::kCBox[1] == E1::kCBox[1] &&                            \
+                      E0::kCBoxDims[0] == E1::kCBoxDims[0] && E0::kCBoxDims[1] == E1::kCBoxDims[1] &&            \
+                      E0::kCSwizzle == E1::kCSwizzle && E0::kCTypeF16 == E1::kCTypeF16 &&                        \
+                      E0::kCTypeBf16 == E1::kCTypeBf16, "one C tensor map for both parts");                      \
+        __device__ static __forceinline__ void store_f32(const float (&acc)[kRegs], float* tile,                 \
+                                                         const long long (&strides)[2], void* s, unsigned tid) { \
+            E0::store_f32(gemm_hopper::regs_part<0, E0::kRegs>(acc), tile, strides, s, tid);                     \
+            E1::store_f32(gemm_hopper::regs_part<E0::kRegs, E1::kRegs>(acc), tile + E0::BN * strides[1], strides, s, \
+                          tid);                                                                                  \
+        }                                                                                                        \
+        __device__ static __forceinline__ void store_f32_masked(const float (&acc)[kRegs], float* tile,          \
+                                                                const long long (&strides)[2],                   \
+                                                                const int (&extent)[2], void* s, unsigned tid) { \
+            const int extent1[2] = {extent[0], extent[1] - E0::BN};  /* <= 0: the part lies past N, all masked */ \
+            E0::store_f32_masked(gemm_hopper::regs_part<0, E0::kRegs>(acc), tile, strides, extent, s, tid);      \
+            E1::store_f32_masked(gemm_hopper::regs_part<E0::kRegs, E1::kRegs>(acc), tile + E0::BN * strides[1],  \
+                                 strides, extent1, s, tid);                                                      \
+        }                                                                                                        \
+        __device__ static __forceinline__ void stage(const uint16_t (&out)[kRegs], void* c_tile, unsigned tid) { \
+            E0::stage(gemm_hopper::regs_part<0, E0::kRegs>(out), c_tile, tid);                                   \
+            E1::stage(gemm_hopper::regs_part<E0::kRegs, E1::kRegs>(out), static_cast<unsigned char*>(c_tile) +   \
+                      E0::C_BYTES, tid);                                                                         \
+        }                                                                                                        \
+        /* a part wholly past N is a box TMA clips away entirely: it writes nothing */                           \
+        template <bool kBf16>                                                                                    \
+        __device__ static __forceinline__ void tma_store(const CUtensorMap* map, const int (&cc)[2],             \
+                                                         const void* c_tile) {                                   \
+            const int cc1[2] = {cc[0], cc[1] + E0::BN};                                                          \
+            E0::template tma_store<kBf16>(map, cc, c_tile);                                                      \
+            E1::template tma_store<kBf16>(map, cc1, static_cast<const unsigned char*>(c_tile) + E0::C_BYTES);    \
+        }                                                                                                        \
+        static inline CUresult encode_c(CUtensorMap* map, int out, const void* C, int M, int N) {                \
+            return E0::encode_c(map, out, C, M, N);                                                              \
+        }                                                                                                        \
+    };
+
 namespace gemm_hopper {
 LLGEN_GEMM_HOPPER_EPILOGUE(Epi256, gemm_wgmma_store_f32, gemm_wgmma_stage_c, gemm_wgmma_tma_c_f16, gemm_wgmma_tma_c_bf16)
 LLGEN_GEMM_HOPPER_EPILOGUE(Epi128, gemm_wgmma_store_f32_n128, gemm_wgmma_stage_c_n128, gemm_wgmma_tma_c_f16_n128,
                            gemm_wgmma_tma_c_bf16_n128)
+LLGEN_GEMM_HOPPER_EPILOGUE(Epi64, gemm_wgmma_store_f32_n64, gemm_wgmma_stage_c_n64, gemm_wgmma_tma_c_f16_n64,
+                           gemm_wgmma_tma_c_bf16_n64)
+LLGEN_GEMM_HOPPER_EPILOGUE_PAIR(Epi192, Epi128, Epi64)
 }  // namespace gemm_hopper
 
 #if !defined(__CUDACC_RTC__) && !defined(LLGEN_HOST_SIMT)
@@ -422,7 +513,8 @@ inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits)
     int device = 0, sms = 0;
     if (cudaError_t e = cudaGetDevice(&device)) return e;
     if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) return e;
-    if ((bn != 0 && bn != 128 && bn != 256) || splits < 0 || splits > MAX_SPLITS) return cudaErrorInvalidValue;
+    if ((bn != 0 && bn != 128 && bn != 192 && bn != 256) || splits < 0 || splits > MAX_SPLITS)
+        return cudaErrorInvalidValue;
     *p = plan(M, N, K, kK, sms, PERSISTENT, bn, splits);
     return p->splits > p->ksteps ? cudaErrorInvalidValue : 0;  // a range without a k-step
 }
@@ -432,7 +524,7 @@ inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits)
 // One operand type of the GEMM as the control above calls it: NAME::load() (one stage: TMA_A's A
 // tile at (m0, k0), TMA_B's B tile at (k0, n0), both in the tensors' dim order), NAME::mma() (MMA's
 // wgmma over one stage), MMA's fence / commit / wait / register budgets, and NAME::Epi (EPI, the
-// epilogue of MMA's C tile shape: gemm_hopper::Epi256 or Epi128).  The assertions are the
+// epilogue of MMA's C tile shape: gemm_hopper::Epi256 or Epi128; Epi192 is a pair, below).  The assertions are the
 // claims the control relies on: TMA writes the tiles wgmma reads (element by element, through the
 // headers' index functions), the accumulator is the registers the epilogue headers read.
 #define LLGEN_GEMM_HOPPER_OPERANDS(NAME, TMA_A, TMA_B, MMA, EPI)                                                 \
@@ -474,4 +566,73 @@ inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits)
         __device__ static __forceinline__ void regs_dec() { MMA::regs_dec<R>(); }                       \
         template <int R>                                                                                         \
         __device__ static __forceinline__ void regs_inc() { MMA::regs_inc<R>(); }                       \
+    };
+
+// One operand type of a two-part tile (columns 0 .. MMA0::kN - 1, then MMA1::kN more) as the control
+// calls it: the same members as LLGEN_GEMM_HOPPER_OPERANDS.  A stage holds the A tile both parts read,
+// then the B tile as TMA_B's tiles (kK x W each, W columns) at n0, n0 + W, ..: the first MMA0::kN / W
+// of them are MMA0's B tile, the rest MMA1's.  One commit group holds both parts' wgmma.  EPI: an
+// LLGEN_GEMM_HOPPER_EPILOGUE_PAIR whose parts store MMA0's and MMA1's registers.  The assertions: TMA
+// writes the tiles both wgmma read (BParts: element by element), each part's accumulator is the
+// registers its epilogue reads.
+#define LLGEN_GEMM_HOPPER_OPERANDS_PAIR(NAME, TMA_A, TMA_B, MMA0, MMA1, EPI)                                     \
+    struct NAME {                                                                                                \
+        using Epi = EPI;                                                                                         \
+        static constexpr int kK = MMA0::kK, kAccRegs = MMA0::kAccRegs + MMA1::kAccRegs;                          \
+        static constexpr int W = TMA_B::kShape[1], kPartsB = (MMA0::kN + MMA1::kN) / W;                          \
+        static constexpr int kBytesA = MMA0::kTileBytesA, kBytesB0 = MMA0::kTileBytesB;                          \
+        static constexpr int kStageBytes = kBytesA + MMA0::kTileBytesB + MMA1::kTileBytesB;                      \
+        static constexpr int kTxBytes = TMA_A::kTxBytes + kPartsB * TMA_B::kTxBytes;                             \
+        static_assert(MMA1::kK == kK && MMA1::kM == MMA0::kM && MMA1::kTileBytesA == kBytesA &&                  \
+                      MMA0::kThreads == gemm_hopper::CONSUMERS * 128 && MMA1::kThreads == MMA0::kThreads &&      \
+                      MMA0::kM == EPI::BM && MMA0::kN == EPI::Part0::BN && MMA1::kN == EPI::Part1::BN,           \
+                      #MMA0 " + " #MMA1 ": the two parts of the C tile of two consumer groups");                 \
+        static_assert(TMA_A::kShape[0] == MMA0::kM && TMA_A::kShape[1] == kK && TMA_B::kShape[0] == kK &&         \
+                      MMA0::kN % W == 0 && MMA1::kN % W == 0 && TMA_A::kTileBytes == kBytesA &&                  \
+                      MMA0::kTileBytesB == MMA0::kN / W * TMA_B::kTileBytes &&                                   \
+                      MMA1::kTileBytesB == MMA1::kN / W * TMA_B::kTileBytes && kTxBytes == kStageBytes,          \
+                      "tile shapes and bytes");                                                                  \
+        static_assert(MMA0::kTileAlignA <= gemm_hopper::ALIGN && MMA0::kTileAlignB <= gemm_hopper::ALIGN &&      \
+                      MMA1::kTileAlignB <= gemm_hopper::ALIGN && TMA_A::kTileAlign <= gemm_hopper::ALIGN &&      \
+                      TMA_B::kTileAlign <= gemm_hopper::ALIGN && kBytesA % gemm_hopper::ALIGN == 0 &&            \
+                      TMA_B::kTileBytes % gemm_hopper::ALIGN == 0 && kStageBytes % gemm_hopper::ALIGN == 0,      \
+                      "every tile starts kTileAlign-aligned");                                                   \
+        static_assert(gemm_hopper::same_tile(MMA0::kM * kK, TMA_A::tile_index, MMA0::a_tile_index) &&            \
+                      gemm_hopper::same_tile(MMA0::kM * kK, TMA_A::tile_index, MMA1::a_tile_index) &&            \
+                      gemm_hopper::same_tile(kK * MMA0::kN, gemm_hopper::BParts{TMA_B::tile_index, kK, W, MMA0::kN}, \
+                                             MMA0::b_tile_index) &&                                              \
+                      gemm_hopper::same_tile(kK * MMA1::kN, gemm_hopper::BParts{TMA_B::tile_index, kK, W, MMA1::kN}, \
+                                             MMA1::b_tile_index),                                                \
+                      "TMA writes the A and B tiles both parts' wgmma read");                                    \
+        static_assert(kAccRegs == EPI::kRegs &&                                                                  \
+                      gemm_hopper::same_regs(MMA0::kAccRegs, MMA0::acc_index, EPI::Part0::src_index) &&          \
+                      gemm_hopper::same_regs(MMA1::kAccRegs, MMA1::acc_index, EPI::Part1::src_index),            \
+                      "each part's epilogue stores the registers its mma fills");                                \
+        __device__ static __forceinline__ void load(const CUtensorMap* a, const CUtensorMap* b, int m0, int n0,  \
+                                                    int k0, unsigned char* stage, uint64_t* bar) {               \
+            const int ca[2] = {m0, k0};                                                                          \
+            TMA_A::load(a, ca, stage, bar);                                                                      \
+            _Pragma("unroll") for (int p = 0; p < kPartsB; ++p) {                                                \
+                const int cb[2] = {k0, n0 + p * W};                                                              \
+                TMA_B::load(b, cb, stage + kBytesA + p * TMA_B::kTileBytes, bar);                                \
+            }                                                                                                    \
+        }                                                                                                        \
+        __device__ static __forceinline__ void mma(float (&acc)[kAccRegs], const unsigned char* stage,           \
+                                                   unsigned tid) {                                               \
+            MMA0::mma(gemm_hopper::regs_part<0, MMA0::kAccRegs>(acc), stage, stage + kBytesA, 1, tid);           \
+            MMA1::mma(gemm_hopper::regs_part<MMA0::kAccRegs, MMA1::kAccRegs>(acc), stage, stage + kBytesA + kBytesB0, \
+                      1, tid);                                                                                   \
+        }                                                                                                        \
+        __device__ static __forceinline__ void fence() { MMA0::fence(); }                                        \
+        __device__ static __forceinline__ void commit() { MMA0::commit(); }                                      \
+        template <int N>                                                                                         \
+        __device__ static __forceinline__ void wait() { MMA0::wait<N>(); }                                       \
+        __device__ static __forceinline__ void wait_acc(float (&acc)[kAccRegs]) {                                \
+            MMA0::wait_acc(gemm_hopper::regs_part<0, MMA0::kAccRegs>(acc));                                      \
+            MMA1::wait_acc(gemm_hopper::regs_part<MMA0::kAccRegs, MMA1::kAccRegs>(acc));                         \
+        }                                                                                                        \
+        template <int R>                                                                                         \
+        __device__ static __forceinline__ void regs_dec() { MMA0::regs_dec<R>(); }                               \
+        template <int R>                                                                                         \
+        __device__ static __forceinline__ void regs_inc() { MMA0::regs_inc<R>(); }                               \
     };

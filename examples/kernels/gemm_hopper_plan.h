@@ -2,7 +2,7 @@
 // is split, chosen per (M, N, K) on the host.  Plain C++ (no CUDA), so the choice is unit-tested on
 // any machine (tests/test_gemm_hopper_plan.py compiles this header alone and reads its table).
 //
-// Units of work.  C is cut into tiles of 128 x bn (bn 256 or 128), numbered in grouped order.  The
+// Units of work.  C is cut into tiles of 128 x bn (bn 256, 192 or 128), numbered in grouped order.  The
 // first `dp` tiles are computed whole, each by one CTA ("data parallel"); every tile after them is
 // cut along K into `splits` ranges of k-steps, one CTA per range, each writing its f32 partial tile
 // to a workspace; the CTA that finishes a tile's last range (a counter per tile in global memory)
@@ -11,11 +11,19 @@
 // unit dp + v is tile dp + v / splits, range v % splits.  A persistent grid walks the units u =
 // blockIdx.x, + gridDim.x, ..; the split units come after every whole tile, in the last rounds.
 //
-// The choice (plan()): minimise a modelled time over bn in {256, 128} and splits in 1 .. 16, in units
-// of one k-step of a 128 x 256 tile on one SM:
+// The choice (plan()): minimise a modelled time over bn in {256, 192, 128} and splits in 1 .. 16, in
+// units of one k-step of a 128 x 256 tile on one SM:
 //
-//   a k-step of a 128 x bn tile      costs  c(256) = 1,  c(128) = 0.55  (half the MACs; a smaller tile
-//                                           reuses each operand byte less, so not quite half the time)
+//   a k-step of a 128 x bn tile      costs  c(bn) = 0.1 + 0.9 bn / 256: c(256) = 1, c(192) = 0.775,
+//                                           c(128) = 0.55.  A part proportional to the MACs, and a part
+//                                           each k-step pays whatever its width (the full/empty barriers,
+//                                           the TMA issue, the fences, the A tile every wgmma reads):
+//                                           fitted to 128's measured 0.55 (half the MACs, not quite half
+//                                           the time), 192 interpolated.  Its two wgmma (m64n128 +
+//                                           m64n64) read the A tile twice: 40 KB of shared memory per
+//                                           3/4 of 256's MACs, as 256 reads 40 KB for all of them
+//                                           (104 B/clk at full rate against 80; the 128-byte/clk port
+//                                           is not the limit), so no more than 128's overhead.
 //   writing or reading one f32       costs  p(bn) = 2.5 bn / 128  (64 KB per 128 columns; measured on the
 //   partial tile on one SM                  H200: a round of 128 x 256 partials, 17 MB from 132 SMs, takes
 //                                           about 5 k-steps -- the 3000 x 5000 x 4000 tail split in 3 ran
@@ -31,9 +39,11 @@
 // a split plan is taken only when its modelled time is below SPLIT_GAIN of the best unsplit one (the
 // model is coarse and a split costs a workspace).  Ties go to the larger tile, then fewer splits.
 // Examples on 132 SMs, 16-bit operands (64-deep k-steps): 512 x 512 x 8192 -> 128 x 128, 5 splits (16
-// tiles -> 80 units; fp8: 4 splits); 3000 x 5000 x 4000 -> 128 x 256 unsplit (splitting the 84-tile
-// tail in 3 models 256 against 252: the partials' traffic eats the last round's gain); 4096^3 -> 128 x
-// 256 unsplit (512 tiles).
+// tiles -> 80 units; fp8: 4 splits); 3000 x 5000 x 4000 -> 128 x 192 unsplit (648 tiles, 4.91 rounds:
+// 5 x 63 x 0.775 = 244 against 128 x 256's 480 tiles, 3.64 rounds: 4 x 63 = 252; splitting 256's
+// 84-tile tail in 3 models 256: the partials' traffic eats the last round's gain); 4096^3 -> 128 x 256
+// unsplit (512 tiles: 4 x 64 = 256; 192's 704 tiles take 6 rounds, 298); 8192^3 stays 128 x 256
+// (2048 against 192's 2083).
 #pragma once
 
 namespace gemm_hopper {
@@ -43,7 +53,7 @@ constexpr int MAX_SPLITS = 16;
 constexpr int MIN_KSTEPS = 4;          // k-steps per split range, at least
 constexpr double SPLIT_GAIN = 0.97;    // a split plan must model at least 3% faster than the best unsplit one
 
-// One launch's work.  bn: 256 or 128; splits >= 1; dp: tiles computed whole (all of them when splits
+// One launch's work.  bn: 256, 192 or 128; splits >= 1; dp: tiles computed whole (all of them when splits
 // is 1); units = dp + (tiles - dp) * splits; grid: CTAs launched; workspace: f32 elements of the
 // partial tiles ((tiles - dp) * splits * 128 * bn); counters: ints, one per split tile, zero between
 // launches; cost: the modelled time (k-steps of a 128 x 256 tile).
@@ -55,6 +65,8 @@ struct Plan {
 };
 
 inline int plan_ceil(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
+// c(bn): the modelled time of one k-step of a 128 x bn tile (see the top of this file).
+inline double plan_kstep_cost(int bn) { return 0.1 + 0.9 * bn / 256.0; }
 
 // The plan of tile width bn and `splits` ranges (dp: -1 for the rule above, else the whole tiles).
 // sms <= 0: no SM count (one CTA per unit).  persistent: the grid is min(sms, units).
@@ -64,7 +76,7 @@ inline Plan plan_fixed(int M, int N, int K, int kK, int sms, bool persistent, in
     p.splits = splits;
     p.tiles = plan_ceil(M, PLAN_BM) * plan_ceil(N, bn);
     p.ksteps = plan_ceil(K, kK);
-    const double c = bn == 256 ? 1.0 : 0.55, partial = 2.5 * bn / 128.0;
+    const double c = plan_kstep_cost(bn), partial = 2.5 * bn / 128.0;
     if (splits <= 1) {
         p.splits = 1;
         p.dp = p.tiles;
@@ -84,14 +96,15 @@ inline Plan plan_fixed(int M, int N, int K, int kK, int sms, bool persistent, in
     return p;
 }
 
-// The plan of least modelled time (see the top of this file).  bn_want: 0 to choose, else 256 or 128;
+// The plan of least modelled time (see the top of this file).  bn_want: 0 to choose, else 256, 192 or
+// 128;
 // splits_want: 0 to choose, 1 for none, S >= 2 to cut every tile into S ranges (dp = 0).
 inline Plan plan(int M, int N, int K, int kK, int sms, bool persistent, int bn_want = 0, int splits_want = 0) {
     if (splits_want >= 2) return plan_fixed(M, N, K, kK, sms, persistent, bn_want ? bn_want : 256, splits_want, 0);
     Plan best{}, best_split{};
     bool have = false, have_split = false;
-    for (int i = 0; i < 2; ++i) {
-        const int bn = i == 0 ? 256 : 128;
+    for (int i = 0; i < 3; ++i) {
+        const int bn = i == 0 ? 256 : i == 1 ? 192 : 128;  // ties: the first, the larger tile
         if (bn_want && bn != bn_want) continue;
         const Plan whole = plan_fixed(M, N, K, kK, sms, persistent, bn, 1);
         if (!have || whole.cost < best.cost) best = whole, have = true;

@@ -94,11 +94,19 @@ def _reference_mapping(t) -> dict:
     return {**params, "shape": list(t.spec.shape)}
 
 
-def chain_files(cp: ChainPlan, name: str, file_arg: str, emit: Sequence[str] | str | None = None) -> dict[str, str]:
+def _source(source: str | os.PathLike, root: str | None) -> str:
+    """A spec's path as the headers record it: relative to ``root`` when given."""
+    return os.path.relpath(os.fspath(source), root) if root else os.fspath(source)
+
+
+def chain_files(cp: ChainPlan, name: str, file_arg: str, emit: Sequence[str] | str | None = None,
+                root: str | None = None) -> dict[str, str]:
     """file name -> text: per step the ``emit`` kinds its operation has (header and harness by
     default), rendered from the step's plan under the chosen layouts; and ``<name>_indices``
     (the relabelled indices' maps) when the chain has free indices.  ``file_arg``: the chain
-    file as the user gave it (recorded in every header's command)."""
+    file as the user gave it (recorded in every header's command); ``root``: the folder the
+    spec paths in the headers' layout comments are written relative to (``llgen regenerate``:
+    the checkout, so the headers do not depend on where it lies)."""
     check_name(name)
     kinds = tuple(k for k in parse_emit(emit) if k != "bench")
     command = command_line("chain", file=file_arg, rounds=None if cp.rounds == ROUNDS else cp.rounds, name=name)
@@ -108,8 +116,8 @@ def chain_files(cp: ChainPlan, name: str, file_arg: str, emit: Sequence[str] | s
         s_spec, d_spec = step_specs(cp.chain, step, choice, layouts)
         have = [x for x in kinds if x in operation_of(plan).kinds(plan)]
         files.update(render_files(plan, step_name(name, k, step.src, step.dst), have, command,
-                                  layout_text(s_spec.linear, s_spec, os.fspath(s_spec.source)),
-                                  layout_text(d_spec.linear, d_spec, os.fspath(d_spec.source))))
+                                  layout_text(s_spec.linear, s_spec, _source(s_spec.source, root)),
+                                  layout_text(d_spec.linear, d_spec, _source(d_spec.source, root))))
     for tensor, p in cp.layouts:
         files[spec_file_name(name, tensor)] = spec_file(cp, tensor, p, command)
         if cp.chain.tensor(tensor).free.space == "global":

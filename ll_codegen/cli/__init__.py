@@ -103,4 +103,4 @@ def regenerate(directory: Optional[str], output: Optional[str], manifest: Option
 
 
 #: The commands a ``generated/manifest.yaml`` entry may use, whose option parsers are its grammar.
-MANIFEST_COMMANDS = {"convert": convert, "gather": gather, "mma": mma, "reduce": reduce}
+MANIFEST_COMMANDS = {"convert": convert, "gather": gather, "mma": mma, "reduce": reduce, "chain": chain}

@@ -8,8 +8,9 @@ the current folder has one, else the checkout this package was imported
 from); it holds ``manifest.yaml``, which lists each conversion as the argument
 list of ``llgen convert`` (``args``; spec paths relative to the folder above
 ``DIR``, the checkout's root) -- or of ``llgen gather`` with ``command:
-gather`` --, the strategy the planner must choose (``expect``) and a
-``note``.  Each entry is parsed by its command's own
+gather`` (``command: mma``, ``reduce``: those commands' arguments; ``command: chain``: ``llgen
+chain``'s, every step's files and the index header) --, the strategy the planner must choose
+(``expect``; for a chain each step's, comma-separated) and a ``note``.  Each entry is parsed by its command's own
 option parser and emitted with ``--emit all`` (header, harness, and a bench
 for register conversions and CUDA gathers) into ``DIR`` (or ``-o OUTDIR``), together with
 ``README.md`` (a table of every conversion with its strategy and predicted
@@ -40,9 +41,13 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ll_codegen.api import conversion_files, gather_files, mma_files, reduce_files
+from ll_codegen.api import Generated, check_name, conversion_files, gather_files, mma_files, reduce_files
+from ll_codegen.chain.description import load_chain
+from ll_codegen.chain.files import chain_files
+from ll_codegen.chain.search import ROUNDS, plan_chain
 from ll_codegen.core.files import check_output_dir, quote_path, write_all
 from ll_codegen.core.limits import field_name, short
+from ll_codegen.operations import command_line
 from ll_codegen.spec import SpecError, parse_yaml, read_spec_text
 
 #: The checkout this package was imported from (in an installed copy: site-packages, with no generated/).
@@ -59,11 +64,30 @@ STRATEGIES = ("noop", "register", "shuffle", "smem", "shuffle+smem", "store", "l
 #: in the output folder is the user's, and regenerate refuses to overwrite it.
 README_MARK = "Do not edit: this folder, this README included, is produced by one command"
 #: The options of the manifest commands that name spec files (paths inside the checkout).
-SPEC_OPTIONS = ("src", "dst", "index", "acc", "a", "b")
+SPEC_OPTIONS = ("src", "dst", "index", "acc", "a", "b", "chain_file")
+
+
+def chain_generated(chain_file: str, rounds: int, name: str | None, emit: tuple[str, ...],
+                    root: str | None = None) -> Generated:
+    """``llgen chain CHAIN_FILE --name NAME``'s files (every step's, the index header, the free
+    tensors' specs) and its ``ChainPlan`` as ``plan``; the chain file is opened relative to
+    ``root`` and every path is recorded as given (relative to the checkout)."""
+    name = name if name is not None else os.path.splitext(os.path.basename(chain_file))[0].replace("-", "_")
+    check_name(name)
+    cp = plan_chain(load_chain(os.path.join(root, chain_file) if root else chain_file), rounds)
+    files = chain_files(cp, name, chain_file, emit, root=root)
+    return Generated(cp, name, command_line("chain", file=chain_file, rounds=None if rounds == ROUNDS else rounds,
+                                            name=name), files)
+
+
+def chain_strategies(plan: Any) -> str:
+    """A chain's step strategies in step order, as a chain entry's ``expect`` states them."""
+    return ", ".join(p.strategy for p in plan.plans)
 
 #: manifest command -> (the API function rendering its files, the options it needs)
 COMMAND_FILES = {"convert": (conversion_files, ("src", "dst")), "gather": (gather_files, ("src", "index", "axis")),
-                 "mma": (mma_files, ("acc", "a", "b")), "reduce": (reduce_files, ("src", "dims"))}
+                 "mma": (mma_files, ("acc", "a", "b")), "reduce": (reduce_files, ("src", "dims")),
+                 "chain": (chain_generated, ("chain_file",))}
 COMMANDS = tuple(COMMAND_FILES)
 
 
@@ -93,8 +117,11 @@ def load_manifest(path: str) -> list[Entry]:
         expect, command = e.get("expect"), e.get("command", "convert")
         if command not in COMMANDS:
             raise SpecError(path, f"entry {i}.command", f"{short(command)} is not one of {', '.join(COMMANDS)}")
-        if expect is not None and expect not in STRATEGIES:
-            raise SpecError(path, f"entry {i}.expect", f"{short(expect)} is not one of {', '.join(STRATEGIES)}")
+        # a chain's expect: each step's strategy in step order, comma-separated ("register, relayout":
+        # S -> P a register permutation, no shuffle)
+        for x in ([] if expect is None else str(expect).split(",") if command == "chain" else [expect]):
+            if str(x).strip() not in STRATEGIES:
+                raise SpecError(path, f"entry {i}.expect", f"{short(x)} is not one of {', '.join(STRATEGIES)}")
         out.append(Entry(e["args"], expect, str(e.get("note", "")).strip(), command))
     return out
 
@@ -143,8 +170,10 @@ def build(entries: list[Entry], manifest: str, parsers: Mapping[str, Any], root:
         e.params = p
         if not e.conv.files:
             raise ValueError(f"{where}: produces no files")
-        if e.expect is not None and e.conv.plan.strategy != e.expect:
-            raise ValueError(f"{where}: the planner chose {e.conv.plan.strategy}, the manifest expects {e.expect}")
+        chose = chain_strategies(e.conv.plan) if e.command == "chain" else e.conv.plan.strategy
+        want = ", ".join(x.strip() for x in e.expect.split(",")) if e.command == "chain" and e.expect else e.expect
+        if want is not None and chose != want:
+            raise ValueError(f"{where}: the planner chose {chose}, the manifest expects {want}")
         for fname, text in e.conv.files.items():
             if fname in files:
                 raise ValueError(f"{where}: {fname} is also written by an earlier entry (give another --name)")
@@ -228,6 +257,12 @@ def readme(entries: list[Entry]) -> str:
     for e in entries:
         c, p = e.conv, e.params
         name = {k: f"`{os.path.basename(str(v))}`" for k, v in p.items() if isinstance(v, str)}
+        if e.command == "chain":
+            first = c.plan.plans[0]
+            lines.append(f"| `{c.name}` | chain {name['chain_file']}: cost {c.plan.cost:.2f} (identity "
+                         f"{c.plan.identity_cost:.2f}) | {first.dtype} | {first.target} {first.arch} | "
+                         f"{chain_strategies(c.plan)} | — | — |")
+            continue
         pair = {"convert": lambda: f"{name['src']} -> {name['dst']}",
                 "gather": lambda: f"gather {name['src']} by {name['index']}, axis {p['axis']}",
                 "mma": lambda: f"{name['acc']} += {name['a']} x {name['b']}",
@@ -238,7 +273,7 @@ def readme(entries: list[Entry]) -> str:
     lines += ["", "## Conversions and gathers", ""]
     for e in entries:
         c = e.conv
-        lines.append(f"### `{c.name}` — {c.plan.strategy}")
+        lines.append(f"### `{c.name}` — {chain_strategies(c.plan) if e.command == 'chain' else c.plan.strategy}")
         lines.append("")
         if e.note:
             lines += [e.note, ""]
