@@ -352,17 +352,18 @@ def harness(plan: Transfer, name: str, command: str = "", src_text: str | None =
 
 
 # ------------------------------------------------------------------ the bench
+#: (name, declaration) of the thread's lane and warp, in declaration order
+LANE_WARP = (("lane", "const unsigned lane = threadIdx.x & (kWarpSize - 1);"),
+             ("warp", "const unsigned warp = threadIdx.x / kWarpSize;"))
+
+
 def thread_io(layout: LinearLayout, plan: Transfer, var: str, decls: list[str]) -> tuple[str, list[str]]:
     """(index declaration, per-register index expressions) of the row-major
     global tensor; adds the ``lane``/``warp`` declarations it needs to ``decls``."""
     form, consts = row_major_form(layout)
     lane_bits, warp_bits = plan.warp_size.bit_length() - 1, plan.num_warps.bit_length() - 1
     e = xor_form_expr(form, lane_bits, warp_bits)
-    for v, d in (("lane", "const unsigned lane = threadIdx.x & (kWarpSize - 1);"),
-                 ("warp", "const unsigned warp = threadIdx.x / kWarpSize;")):
-        if v in e and d not in decls:
-            decls.append(d)
-    decls.sort(key=lambda d: "warp" in d.split("=")[0])
+    decls += [d for v, d in LANE_WARP if v in e and d not in decls]
     sup = form.support
     # pointer offsets, ``in + src_idx + c`` (not ``in[src_idx + c]``: that unsigned sum may wrap, so the
     # compiler keeps a 64-bit address per register group live from the loads before the loop to the
@@ -461,12 +462,13 @@ def bench(plan: Transfer, name: str, command: str = "", src_text: str | None = N
     elems = 1
     for s in plan.shape:
         elems *= s
-    ctx = dict(conv=conv, tile_elems=elems, thread_decls=[], back=namespace(back_plan, f"{name}_back"))
+    ctx = dict(conv=conv, tile_elems=elems, back=namespace(back_plan, f"{name}_back"))
     buffer, ctx["smem_bytes"] = bench_smem(plan, back_plan)
     ctx["buffer_bytes"] = buffer
     ctx["back_offset"] = f" + {buffer}" if ctx["smem_bytes"] > buffer else ""
     src = layout_of(plan.src_bases)
-    ctx["src_idx"], at = thread_io(src, plan, "src_idx", ctx["thread_decls"])
+    idx_decls: list[str] = []
+    ctx["src_idx"], at = thread_io(src, plan, "src_idx", idx_decls)
     # the tile moves in and out with the widest vectors the source layout allows, as Triton's kernel
     # does: with scalar accesses the base loop ran up to 3x slower than Triton's
     vec = io_vector(src, plan.elem_bytes)
@@ -481,11 +483,9 @@ def bench(plan: Transfer, name: str, command: str = "", src_text: str | None = N
     pack = word_view(plan) if ctx["xor_words"] else 1
     ctx["key_dst"] = bench_key_values(layout_of(plan.dst_bases), plan.elem_bytes, pack)
     ctx["key_src"] = bench_key_values(src, plan.elem_bytes, pack)
-    for v, d in (("lane", "const unsigned lane = threadIdx.x & (kWarpSize - 1);"),
-                 ("warp", "const unsigned warp = threadIdx.x / kWarpSize;")):
-        if any(f"({v} >>" in k[1] for k in (ctx["key_dst"], ctx["key_src"])) and d not in ctx["thread_decls"]:
-            ctx["thread_decls"].append(d)
-    ctx["thread_decls"].sort(key=lambda d: "warp" in d.split("=")[0])
+    # each kernel declares the lane / warp its index and its key read (nvcc warns of an unused one)
+    ctx["thread_decls"] = {base: [d for v, d in LANE_WARP if d in idx_decls or f"({v} >>" in key[1]]
+                           for base, key in ((False, ctx["key_dst"]), (True, ctx["key_src"]))}
     return ctx
 
 
