@@ -15,7 +15,8 @@ Either way the offending phase of the test is reported failed with the command l
 
 ``--cpu-durations=N`` lists the N tests that spent the most CPU time (this process, its threads
 and the child processes it waited for: compilers, host drivers), with the session's total -- the
-numbers that say what a 2-core CI machine has to spend, whatever else loads this one.
+numbers that say what a 2-core CI machine has to spend, whatever else loads this one -- and the N
+modules that spent the most (``--dist loadscope`` keeps a module on one worker).
 """
 from __future__ import annotations
 
@@ -198,3 +199,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                       f"(self + waited-for children, all workers)")
     for nodeid, sec in sorted(CPU.items(), key=lambda kv: -kv[1])[:n]:
         tr.write_line(f"{sec:9.2f}s  {nodeid}")
+    # per module: ``--dist loadscope`` runs a module on one worker, so the largest bounds the wall time
+    modules: dict[str, float] = {}
+    for nodeid, sec in CPU.items():
+        modules[nodeid.split("::", 1)[0]] = modules.get(nodeid.split("::", 1)[0], 0.0) + sec
+    tr.write_sep("-", f"CPU time by module ({len(modules)} modules)")
+    for module, sec in sorted(modules.items(), key=lambda kv: -kv[1])[:n]:
+        tr.write_line(f"{sec:9.2f}s  {module}")

@@ -1,13 +1,7 @@
-"""Generated source compiles, and its machine code is what the plan says.
+"""Rendered source compiles, and its machine code is what the plan says.
 
-1. Every source file in ``generated/`` compiles standalone: CUDA files with
-   ``nvcc -std=c++17 -arch=sm_80`` and ``-arch=sm_90`` (sm_90 only when the
-   conversion uses ldmatrix/stmatrix), device code only (``toolchain.nvcc_cubin``;
-   ``tests/test_nvcc_arch_flags.py`` compiles the host side; a header its harness includes
-   first is compiled as part of the harness), HIP files with Debian's ``hipcc`` for
-   gfx90a (64-lane layouts) or gfx1030 (32-lane).  Where
-   ``generated/manifest.yaml`` lists a file's ``llgen convert`` arguments the
-   conversion is re-planned and the harness's PTX/ISA counts are checked too.
+1. ``generated/`` is compiled by ``tests/test_compile_generated.py`` (the users' flags, sm_90, sm_80,
+   HIP) and its example kernels by ``tests/test_nvcc_arch_flags.py``.
 2. A seeded random sample of conversions (``corpus.random_pair`` plus the
    named corpus), mixing element sizes 1/2/4/8 bytes, strategies
    auto/shuffle/smem, swizzle optimal/none, for cuda sm_80, cuda sm_90, hip
@@ -15,8 +9,8 @@
    or code objects (HIP), and each conversion's shfl / ld.shared / st.shared
    (count and vector width) / ldmatrix / stmatrix / bar.sync -- ds_bpermute /
    ds_read / ds_write / s_barrier on AMD -- checked against its plan.
-3. The hand-written example ``examples/kernels/mma_store.cu`` compiles for
-   sm_80 and sm_90.
+3. The hand-written examples ``examples/kernels/mma_store.cu`` and ``gemm_mma.cu`` compile for
+   sm_80 and sm_90, with the instructions their generated headers plan.
 
 Speed: many harnesses share one translation unit (each header has its own
 namespace, each harness kernel its own name), the compiler invocations run in
@@ -30,7 +24,6 @@ Without nvcc or hipcc the tests that need them are skipped with the reason;
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import random
 import re
@@ -44,12 +37,12 @@ from ll_codegen.plan.plans import Transfer
 from ll_codegen.plan.planner import plan_conversion
 from ll_codegen.emit.render import file_names
 from ll_codegen.operations import write_files
-from ll_codegen.run import ptx_check
 from ll_codegen.spec import spec_from_dict
 import strata
-from toolchain import (HIPCC, HIP_ENV, NVCC, counted_kernel, expected, failures, isa_counts, need, owner,
-                       ptx_counts, random_copy_plans, random_memory_plans, random_plans, run, run_all, split_isa,
-                       split_ptx, nvcc_cubin, uses_matrix, uses_stmatrix, widths)
+from plan_counts import CUDA_ARCHS, compile_archs, count_check
+from toolchain import (HIPCC, HIP_ENV, NVCC, counted_kernel, failures, isa_counts, need, owner, ptx_counts,
+                       random_copy_plans, random_memory_plans, random_plans, run, run_all, split_isa, split_ptx,
+                       nvcc_cubin, uses_matrix)
 
 pytestmark = pytest.mark.compile
 
@@ -66,7 +59,6 @@ CONFIGS = (("cuda", "sm_80", 32), ("cuda", "sm_90", 32), ("hip", "gfx90a", 64), 
 DTYPES = ("i8", "f16", "f32", "f64")
 STRATEGIES = ("auto", "shuffle", "smem")
 SWIZZLES = ("optimal", "none")
-CUDA_ARCHS = ("sm_80", "sm_90")
 
 
 @dataclass
@@ -74,13 +66,6 @@ class Case:
     name: str
     plan: Transfer
     what: str                 # how to reproduce it
-
-
-def compile_archs(plan: Transfer) -> tuple[str, ...]:
-    """The archs a conversion's source is compiled for."""
-    if plan.target == "hip" or plan.arch == "sm_90a":       # sm_90a (TMA, wgmma): code for that target only
-        return (plan.arch,)
-    return ("sm_90",) if uses_stmatrix(plan) else CUDA_ARCHS
 
 
 # ------------------------------------------------------------------ the sample
@@ -204,119 +189,6 @@ def test_sample_compiles(sample_build, tool):
     assert not bad, f"{len(bad)} compiler invocation(s) failed or warned; first:\n{bad[0]}"
 
 
-def count_check(plan: Transfer, code: str, tool: str) -> tuple[list[str], list[str]]:
-    """(hard, soft) differences between the plan and the code of one convert().
-
-    Hard: every difference (CUDA issues inline PTX of exactly the planned
-    width; HIP fences each LDS access, so a ds_read2/ds_write2 pair or a fused
-    access is a finding) but one documented, benign deviation, which is soft:
-    ``lds-promoted`` -- on AMDGPU a conversion without shared memory touches
-    LDS (the backend promoted a thread-private array to LDS).  No barriers in
-    a one-wave AMDGPU workgroup agree with the plan (there they are no-ops
-    and the backend drops them)."""
-    if plan.operation == "copy":
-        return _copy_count_check(plan, code, tool), []
-    if plan.operation in ("store", "load"):
-        return _memory_count_check(plan, code, tool), []
-    exp = expected(plan)
-    hard, soft = [], []
-    if tool == "cuda":
-        got = ptx_counts(code)
-        names = {"shfl": "shfl.sync", "bar": "bar.sync", "st": "st.shared", "ld": "ld.shared"}
-    else:
-        got = isa_counts(code)
-        names = {"shfl": "ds_bpermute", "bar": "s_barrier", "st": "ds_write", "ld": "ds_read"}
-    if got["shfl"] != exp.get("shfl", 0):
-        hard.append(f"{names['shfl']}: code has {got['shfl']}, plan says {exp.get('shfl', 0)}")
-    one_wave = tool == "hip" and plan.threads <= plan.warp_size
-    if got["bar"] != exp.get("bar", 0) and not (one_wave and got["bar"] == 0):
-        hard.append(f"{names['bar']}: code has {got['bar']}, plan says {exp.get('bar', 0)}")
-    m = plan.smem if plan.operation == "convert" else None
-    for kind, instr in (("st", m and m.store_instr), ("ld", m and m.load_instr)):
-        g, want = got[kind], exp.get(kind, [])
-        if instr and instr.startswith("matrix"):
-            if got[kind + "matrix"] != want or g:
-                hard.append(f"{kind}matrix: code has {got[kind + 'matrix']} (+ {names[kind]} {g}), plan says {want}")
-            continue
-        if tool == "cuda" and got[kind + "matrix"]:
-            hard.append(f"{kind}matrix: code has {got[kind + 'matrix']}, plan says none")
-        if g == want:
-            continue
-        msg = f"{names[kind]}: code has {widths(g)}, plan says {widths(want)}"
-        if not want and m is None and tool == "hip":
-            soft.append(f"lds-promoted: {msg}")
-        else:
-            hard.append(msg)
-    if tool == "hip":
-        for kind in ("st", "ld"):
-            if got[kind + "2"]:
-                hard.append(f"{names[kind]}2: the backend paired {got[kind + '2']} planned accesses")
-    return hard, soft
-
-
-def _copy_count_check(plan: Transfer, code: str, tool: str) -> list[str]:
-    """A copy's harness (it moves the tile itself with plain C++, typed
-    .u/.f and not counted): cp.async as planned, or the planned ld.global +
-    st.shared widths.  HIP copies are compile-checked only (the harness's
-    own accesses are the same instructions there)."""
-    if tool == "hip":
-        return []
-    exp, got = expected(plan), ptx_counts(code)
-    bad = []
-    for key, what in (("cp_async", "cp.async"), ("gld", "ld.global"), ("st", "st.shared"), ("gst", "st.global"),
-                      ("ld", "ld.shared")):
-        want = exp.get(key, 0 if key == "cp_async" else [])
-        if got[key] != want:
-            bad.append(f"{what}: code has {got[key]}, plan says {want}")
-    return bad
-
-
-def _memory_count_check(plan: Transfer, code: str, tool: str) -> list[str]:
-    """The probe kernel of a memory plan (only its planned accesses): CUDA st/ld.shared (.b-typed, with widths), stmatrix/ldmatrix
-    and st/ld.global (.b-typed, with widths) as planned; AMDGPU ds_write /
-    ds_read widths as planned (none for a global tile), none paired.  A
-    shared load's probe first fills the tile (so the loads read defined
-    bytes) with a barrier: for it only the load side is compared on AMDGPU,
-    where the fill is the same instructions."""
-    exp = expected(plan)
-    side = "st" if plan.memory.direction == "store" else "ld"
-    if plan.via is not None:                 # the conversion as any conversion, then the global accesses
-        bad = count_check(plan.via, code, tool)[0]
-        if tool == "cuda":
-            got = ptx_counts(code)
-            bad += [f"{k}.global: code has {widths(got['g' + k])}, plan says {widths(exp.get('g' + k, []))}"
-                    for k in ("st", "ld") if got["g" + k] != exp.get("g" + k, [])]
-        return bad
-    if tool == "hip":
-        got = isa_counts(code)
-        bad = [f"ds_{op}2: the backend paired {got[k + '2']} planned accesses"
-               for k, op in (("st", "write"), ("ld", "read")) if k == side and got[k + "2"]]
-        for k, op in (("st", "write"), ("ld", "read")):
-            if k == side and got[k] != exp.get(k, []):
-                bad.append(f"ds_{op}: code has {widths(got[k])}, plan says {widths(exp.get(k, []))}")
-        if got["shfl"]:
-            bad.append(f"ds_bpermute: code has {got['shfl']}, plan says none")
-        return bad
-    got = ptx_counts(code)
-    bad = []
-    if got["shfl"]:
-        bad.append(f"shfl.sync: code has {got['shfl']}, plan says 0")
-    for key, what in (("st", "st.shared"), ("ld", "ld.shared"), ("gst", "st.global"), ("gld", "ld.global")):
-        want = exp.get(key, [])
-        if plan.memory.instr.startswith("matrix") and key in ("st", "ld"):
-            if isinstance(want, int):
-                if got[key + "matrix"] != want or got[key]:
-                    bad.append(f"{key}matrix: code has {got[key + 'matrix']} (+ {what} {got[key]}), plan says {want}")
-                continue
-            want = []
-        if got[key] != want:
-            bad.append(f"{what}: code has {widths(got[key])}, plan says {widths(want)}")
-    for key in ("st", "ld"):
-        if not (plan.memory.instr.startswith("matrix") and key in exp) and got[key + "matrix"]:
-            bad.append(f"{key}matrix: code has {got[key + 'matrix']}, plan says none")
-    return bad
-
-
 def _sample_counts(cases: dict[str, Case], results, tool: str) -> tuple[list[str], list[str], set[str]]:
     """(hard, soft, checked names) over every compiled batch of ``tool``."""
     hard, soft, checked = [], [], set()
@@ -381,189 +253,10 @@ def test_sample_instruction_counts_exact(sample_build, tool):
                      + "\n".join(soft))
 
 
-# ------------------------------------------------------------------ generated/
-#: the operations of ``llgen convert`` entries, whose harnesses this module counts and compiles for
-#: ``compile_archs``; mma, reduce and gather harnesses are counted by their own tests and compiled for
-#: the arch their text implies (``file_archs``)
-COUNTED = ("convert", "store", "load", "copy", "tma", "relayout")
-
-
-def manifest_plans() -> dict[str, object]:
-    """name -> plan of every ``generated/manifest.yaml`` entry, planned as ``llgen regenerate`` plans it."""
-    from ll_codegen.cli import MANIFEST_COMMANDS
-    from ll_codegen.regenerate import build, load_manifest
-    path = os.path.join(GENERATED, "manifest.yaml")
-    if not os.path.exists(path):
-        return {}
-    entries = load_manifest(path)
-    build(entries, path, MANIFEST_COMMANDS)
-    return {e.params["name"]: e.conv.plan for e in entries}
-
-
+# ------------------------------------------------------------------ the example kernels
 _HEADER_OF = re.compile(r'#include\s+"([^"]+)"')
 
 
-def _header_text(path: str) -> str:
-    """The file's text plus the generated header it includes (same folder)."""
-    with open(path) as f:
-        text = f.read()
-    for inc in _HEADER_OF.findall(text):
-        p = os.path.join(os.path.dirname(path), inc)
-        if os.path.exists(p):
-            with open(p) as f:
-                text += f.read()
-    return text
-
-
-def generated_files() -> list[str]:
-    pats = ("*.cuh", "*_harness.cu", "*_bench.cu", "*.h", "*_harness.hip", "*_bench.hip")
-    return sorted({p for pat in pats for p in glob.glob(os.path.join(GENERATED, pat))})
-
-
-def _conversion_name(path: str) -> str:
-    base = os.path.basename(path)
-    return re.sub(r"(_harness|_bench)?\.(cuh|cu|h|hip)$", "", base)
-
-
-def file_archs(path: str, plans: dict[str, Transfer]) -> tuple[str, ...]:
-    """Archs to compile one generated file for: from the re-planned manifest
-    entry, else from the file (stmatrix asm -> sm_90 only; a HIP
-    header's kWarpSize 64 -> gfx90a, 32 -> gfx1030)."""
-    plan = plans.get(_conversion_name(path))
-    if plan is not None and plan.operation in COUNTED:
-        return compile_archs(plan)
-    text = _header_text(path)
-    if path.endswith((".cuh", ".cu")):
-        if re.search(r"\bwgmma\.", text):                 # an llgen mma header: wgmma exists on sm_90a only
-            return ("sm_90a",)
-        return ("sm_90",) if re.search(r"\bstmatrix\.sync", text) else CUDA_ARCHS
-    m = re.search(r"constexpr int kWarpSize\s*=\s*(\d+)", text)
-    return ("gfx90a",) if m and m.group(1) == "64" else ("gfx1030",)
-
-
-def _first_in_harness(header: str) -> bool:
-    """Whether ``header``'s harness includes it before anything else: compiling the harness for the
-    same archs then compiles the header on its own too, as a user includes it."""
-    harness = re.sub(r"\.(cuh|h)$", lambda m: "_harness." + ("cu" if m.group(1) == "cuh" else "hip"), header)
-    if not os.path.exists(harness):
-        return False
-    with open(harness) as f:
-        first = next((ln for ln in f if ln.startswith("#include")), "")
-    return first.strip() == f'#include "{os.path.basename(header)}"'
-
-
-@pytest.fixture(scope="module")
-def generated_build(tmp_path_factory):
-    files = generated_files()
-    if not files:
-        pytest.skip(f"no generated sources in {GENERATED}")
-    plans = manifest_plans()
-    cuda = [f for f in files if f.endswith((".cuh", ".cu"))]
-    hip = [f for f in files if f.endswith((".h", ".hip"))]
-    nvcc = need("nvcc") if cuda else None         # skips (or fails) the generated/ tests without a tool
-    hipcc = need("hipcc") if hip else None
-    d = str(tmp_path_factory.mktemp("generated"))
-    jobs, meta = [], []
-    for k, path in enumerate(files):
-        rel = os.path.relpath(path, ROOT)
-        if path.endswith((".cuh", ".h")) and _first_in_harness(path):
-            continue
-        for arch in file_archs(path, plans):
-            out = os.path.join(d, f"f{k:03d}_{arch}")
-            if path.endswith((".cuh", ".h")):   # a header on its own, as a user includes it
-                tu = out + (".cu" if path.endswith(".cuh") else ".hip")
-                with open(tu, "w") as f:
-                    f.write(f'#include "{path}"\n')
-            if path.endswith((".cuh", ".cu")):        # device only: the host pass is test_nvcc_arch_flags's
-                cmd, _ = nvcc_cubin(nvcc, tu if path.endswith(".cuh") else path, arch, out)
-            elif path.endswith(".h"):
-                cmd = [hipcc, f"--offload-arch={arch}", "--genco", tu, "-o", out + ".co"]
-            else:
-                keep = out + "_keep"
-                os.makedirs(keep)
-                cmd = [hipcc, f"--offload-arch={arch}", "--genco", "-save-temps=obj", path, "-o",
-                       os.path.join(keep, "x.co")]
-            jobs.append((f"{rel} ({arch})", cmd))
-            meta.append((path, arch, out))
-    return plans, [m + r for m, r in zip(meta, run_all(jobs, d, HIP_ENV))]
-
-
-def test_generated_compiles(generated_build):
-    _, results = generated_build
-    bad = failures([(r[3], r[4], r[5], r[6]) for r in results])
-    assert not bad, f"{len(bad)} of {len(results)} compiler invocation(s) failed or warned; first:\n{bad[0]}"
-
-
-def _generated_counts(generated_build) -> tuple[list[str], list[str], int]:
-    plans, results = generated_build
-    if not plans:
-        pytest.skip("generated/manifest.yaml is missing or lists no entry this test can re-plan")
-    hard, soft, checked = [], [], 0
-    for path, arch, out, key, cmd, rc, text in results:
-        name = _conversion_name(path)
-        if rc != 0 or name not in plans or not re.search(r"_harness\.(cu|hip)$", path):
-            continue
-        if plans[name].operation not in COUNTED:
-            continue
-        if plans[name].operation == "tma":     # no per-instruction plan counts: boxes, barriers (tests/test_tma.py)
-            continue
-        if plans[name].operation == "relayout":   # its harness fills and reads tiles around relayout(); the PTX
-            continue                              # check compares it per thread (tests/test_shared_relayout.py)
-        if plans[name].operation in ("store", "load", "copy") and plans[name].paths:   # run-time alignment
-            continue
-        keep = out + "_keep"
-        tool = "cuda" if path.endswith(".cu") else "hip"
-        asm = [f for f in os.listdir(keep) if f.endswith(".ptx" if tool == "cuda" else f"{arch}.s")]
-        assert len(asm) == 1, (key, os.listdir(keep))
-        with open(os.path.join(keep, asm[0])) as f:
-            code = f.read()
-        memory_side = plans[name].operation in ("store", "load", "copy")
-        kernel = f"{name}_probe" if memory_side else f"{name}_harness"   # see counted_kernel
-        if memory_side:
-            code = (split_ptx(code) if tool == "cuda" else split_isa(code)).get(kernel, "")
-        h, s = count_check(plans[name], code, tool)
-        checked += 1
-        hard += [f"{key}: {x}" for x in h]
-        soft += [f"{key}: {x}" for x in s]
-    assert checked, "no generated harness compiled"
-    return hard, soft, checked
-
-
-def test_generated_ptx_is_what_the_manifest_says(generated_build):
-    """Every CUDA harness of generated/, as it is on disk, run by the PTX interpreter against its
-    re-planned manifest entry (``run/ptx_check.py``, see tests/test_ptx_text.py): the PTX nvcc kept
-    while compiling it for the plan's arch."""
-    plans, results = generated_build
-    bad, checked = [], 0
-    for path, arch, out, key, cmd, rc, text in results:
-        name = _conversion_name(path)
-        plan = plans.get(name)
-        if not path.endswith("_harness.cu") or plan is None or plan.target != "cuda" or arch != plan.arch:
-            continue
-        assert rc == 0, text
-        with open(os.path.join(out + "_keep", os.path.basename(path)[:-3] + ".ptx")) as f:
-            bad += ptx_check.check(plan, f.read(), name)
-        checked += 1
-    assert checked >= 15 and not bad, "\n".join(bad[:8])
-
-
-def test_generated_instruction_counts(generated_build):
-    """Harnesses of manifest entries: PTX/ISA counts match the re-planned
-    conversion (up to the benign deviations of ``count_check``)."""
-    hard, _, _ = _generated_counts(generated_build)
-    assert not hard, "\n".join(hard)
-
-
-def test_generated_instruction_counts_exact(generated_build):
-    hard, soft, checked = _generated_counts(generated_build)
-    assert not hard, "see test_generated_instruction_counts"
-    assert all("lds-promoted:" in x for x in soft), "\n".join(soft)   # see count_check
-    if soft:
-        pytest.xfail(f"{len(soft)} of {checked} generated harness compiles differ benignly from their plans:\n"
-                     + "\n".join(soft))
-
-
-# ------------------------------------------------------------------ the example kernel
 @pytest.mark.parametrize("arch", CUDA_ARCHS)
 def test_example_kernel_compiles(tmp_path, arch):
     """examples/kernels/mma_store.cu: mma.sync into the generated conversion and
@@ -620,13 +313,12 @@ def test_gemm_kernel_compiles_from_generated_headers(tmp_path, arch):
         src = f.read()
     assert sorted(_HEADER_OF.findall(src)) == ["gemm_copy_a.cuh", "gemm_copy_b.cuh", "gemm_load_a.cuh",
                                                "gemm_load_b.cuh", "gemm_mma_sync.cuh", "gemm_store_c.cuh"]
-    ptx_path = str(tmp_path / "gemm.ptx")
-    rc, out = run([nvcc, "-std=c++17", "-O3", f"-arch={arch}", "-I", GENERATED, "-ptx", "-o", ptx_path, GEMM],
-                  str(tmp_path))
-    assert rc == 0 and not re.search(r"\bwarning\b", out, re.I), out
+    # one compile: the cubin (ptxas -v: the spill report) and the PTX it was assembled from, kept
+    ptx_path = str(tmp_path / "gemm_mma.ptx")
     rc, out = run([nvcc, "-std=c++17", "-O3", f"-arch={arch}", "-I", GENERATED, "-cubin", "-Xptxas", "-v",
-                   "-o", str(tmp_path / "gemm.cubin"), GEMM], str(tmp_path))
-    assert rc == 0 and "0 bytes spill stores" in out, out
+                   "--keep", "--keep-dir", str(tmp_path), "-o", str(tmp_path / "gemm.cubin"), GEMM], str(tmp_path))
+    assert rc == 0 and not re.search(r"\bwarning\b", out, re.I), out
+    assert "0 bytes spill stores" in out, out
     with open(ptx_path) as f:
         ptx = f.read()
     assert len(re.findall(r"\bmma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.f16\.f16\.f32\b", ptx)) == 64

@@ -4,17 +4,16 @@
 ``__CUDA_ARCH_FEAT_SM90_ALL``) and compute_90 (PTX kept for later GPUs, without it), and ptxas
 rejects wgmma and setmaxnreg in the second.  The instruction wrappers' arch guards
 (``ll_codegen/emit/instructions.py``) keep that pass compiling (a trap in place of the
-instruction), so a generated header needs no special flags.  Each file is compiled
+instruction), so a generated header needs no special flags.
 
-* with ``-arch=sm_90a``, as users type it (the generated sources several to a translation unit: the
-  host pass is the same for all, and each is compiled alone, device code only, by ``tests/test_compile.py``);
-* with ``-gencode arch=compute_90a,code=sm_90a`` (the sm_90a pass alone): ``-arch=sm_90a`` runs that
-  pass, command for command (``nvcc --dryrun`` of both is compared), so the ``-arch=sm_90a`` build
-  compiles each source so too; the generated files planned for sm_90a are also compiled so, alone and
-  device code only, by ``tests/test_compile.py``;
-* with ``-arch=sm_80`` unless it is planned for sm_90a (or, for an example, includes a header
-  that is): the guards also keep a newer instruction's wrapper out of an older arch's code; a
-  generated file without stmatrix is compiled so by ``tests/test_compile.py`` already.
+* Every example kernel is compiled alone with ``-arch=sm_90a`` and, unless it includes a header
+  planned for sm_90a, with ``-arch=sm_80`` (the guards also keep a newer instruction's wrapper out
+  of an older arch's code).  ``tests/test_compile_generated.py`` builds every generated source so,
+  several to a translation unit, the intermediate files kept.
+* ``-arch=sm_90a`` runs the sm_90a pass alone (``-gencode arch=compute_90a,code=sm_90a``) and the
+  front end of ``-arch=sm_90 -cubin``, command for command (``nvcc --dryrun`` of each is compared):
+  the users' build is the sm_90a and (with ``ptxas -arch=sm_90`` of the PTX it keeps) the sm_90
+  build of every source.
 
 Files: every ``.cu`` in ``generated/`` (each harness and bench includes its header; every ``.cuh``
 must be included by one of them) and every example under ``examples/kernels/``.
@@ -30,7 +29,7 @@ import subprocess
 import pytest
 import yaml
 
-from toolchain import failures, need, run_all
+from toolchain import PTXAS_SM90, failures, need, run_all
 
 pytestmark = pytest.mark.compile
 
@@ -44,30 +43,32 @@ _INCLUDE = re.compile(r'^#include "(?:\.\./\.\./generated/)?([^"/]+\.cuh)"', re.
 
 
 def planned_archs() -> dict[str, str]:
-    """Generated header name (``<name>.cuh``) -> the arch ``generated/manifest.yaml`` plans it for."""
-    with open(os.path.join(GENERATED, "manifest.yaml")) as f:
+    """Generated header name (``<name>.cuh``) -> the arch ``generated/manifest.yaml`` plans it for (a
+    chain's headers: its steps' arch, planned as ``llgen regenerate`` plans them)."""
+    path = os.path.join(GENERATED, "manifest.yaml")
+    with open(path) as f:
         entries = yaml.safe_load(f)
     out = {}
     for e in entries:
         args = shlex.split(e["args"])
-        if args[args.index("--target") + 1] == "cuda":
+        if e.get("command") != "chain" and args[args.index("--target") + 1] == "cuda":
             out[args[args.index("--name") + 1] + ".cuh"] = args[args.index("--arch") + 1]
+    if any(e.get("command") == "chain" for e in entries):
+        from ll_codegen.cli import MANIFEST_COMMANDS
+        from ll_codegen.regenerate import build, load_manifest
+        chains = [e for e in load_manifest(path) if e.command == "chain"]
+        build(chains, path, MANIFEST_COMMANDS)
+        for e in chains:
+            archs = {p.arch for p in e.conv.plan.plans if p.target == "cuda"}
+            for name in e.conv.files:
+                if name.endswith(".cuh") and archs:
+                    out[name] = "sm_90a" if "sm_90a" in archs else max(archs)
     return out
 
 
 def sources() -> list[str]:
     """The CUDA translation units: generated harnesses and benches, the example kernels."""
     return sorted(glob.glob(os.path.join(GENERATED, "*.cu"))) + sorted(glob.glob(os.path.join(KERNELS, "*.cu")))
-
-
-def uses_stmatrix(path: str) -> bool:
-    """Whether a source's generated headers issue stmatrix (sm_90): tests/test_compile.py then builds
-    it for sm_90 only, and only this test compiles it for sm_80 (where the guard must keep it out)."""
-    for h in headers_of(path):
-        with open(os.path.join(GENERATED, h)) as f:
-            if re.search(r"\bstmatrix\.sync", f.read()):
-                return True
-    return False
 
 
 def headers_of(path: str) -> list[str]:
@@ -84,54 +85,18 @@ def test_every_generated_header_is_compiled():
     assert len(glob.glob(os.path.join(KERNELS, "*.cu"))) >= 3
 
 
-#: generated sources per translation unit of the ``-arch=sm_90a`` build: nvcc's host pass (gcc over
-#: cuda_runtime.h, fatbinary) costs ~1.5 s per unit whatever it holds, the device passes scale with the code
-BATCH = 8
-_SHARED_DECL = re.compile(r"^\s*extern\s+__shared__[^;]*;", re.M)
-
-
-def batches(paths: list[str]) -> list[list[str]]:
-    """Generated sources grouped so that one translation unit can include them all: sources that
-    declare the dynamic shared array alike (nvcc warns when two declarations differ in alignment),
-    ``BATCH`` at a time."""
-    groups: dict[tuple[str, ...], list[str]] = {}
-    for p in paths:
-        with open(p) as f:
-            groups.setdefault(tuple(sorted(set(_SHARED_DECL.findall(f.read())))), []).append(p)
-    return [g[k:k + BATCH] for _, g in sorted(groups.items()) for k in range(0, len(g), BATCH)]
-
-
-def test_batches_hold_every_source_once():
-    gen = [s for s in sources() if s.startswith(GENERATED)]
-    got = [p for b in batches(gen) for p in b]
-    assert sorted(got) == sorted(gen) and all(0 < len(b) <= BATCH for b in batches(gen))
-
-
 @pytest.mark.parametrize("flags", sorted(FLAGS))
-def test_compiles_with(tmp_path, flags):
-    """Example kernels compile alone, as a user builds one; generated sources with ``-arch=sm_90a``
-    several to a translation unit (each is also compiled alone, device code only, by test_compile)."""
+def test_examples_compile_with(tmp_path, flags):
+    """Each example kernel compiles alone, as a user builds one, with ``-arch=sm_90a`` and, unless it
+    includes a header planned for sm_90a, with ``-arch=sm_80``.  (The generated sources are built so,
+    several to a translation unit, by tests/test_compile_generated.py.)"""
     nvcc = need("nvcc")
     archs = planned_archs()
-    units: list[tuple[str, str]] = []               # (what, translation unit)
-    generated = []
-    for src in sources():
-        if flags == "sm_80" and any(archs[h] == "sm_90a" for h in headers_of(src)):
-            continue                                   # wgmma, TMA: planned for sm_90a only
-        if flags == "sm_80" and src.startswith(GENERATED) and not uses_stmatrix(src):
-            continue                                   # test_compile's generated build compiles it with -arch=sm_80
-        if flags == "sm_90a" and src.startswith(GENERATED):
-            generated.append(src)
-        else:
-            units.append((os.path.relpath(src, ROOT), src))
-    files = len(units) + len(generated)
-    for k, batch in enumerate(batches(generated)):
-        tu = tmp_path / f"batch{k:02d}.cu"
-        tu.write_text("".join(f'#include "{p}"\n' for p in batch))
-        units.append((" + ".join(os.path.relpath(p, ROOT) for p in batch), str(tu)))
-    jobs = [(what, [nvcc, "-std=c++17", *FLAGS[flags], "-I", GENERATED, "-c", tu, "-o", str(tmp_path / f"{k}.o")])
-            for k, (what, tu) in enumerate(units)]
-    assert files >= {"sm_80": 2, "sm_90a": 60}[flags]
+    units = [src for src in sorted(glob.glob(os.path.join(KERNELS, "*.cu")))
+             if not (flags == "sm_80" and any(archs[h] == "sm_90a" for h in headers_of(src)))]
+    jobs = [(os.path.relpath(src, ROOT), [nvcc, "-std=c++17", *FLAGS[flags], "-I", GENERATED, "-c", src,
+                                          "-o", str(tmp_path / f"{k}.o")]) for k, src in enumerate(units)]
+    assert len(units) >= {"sm_80": 1, "sm_90a": 3}[flags]
     bad = failures(run_all(jobs, str(tmp_path)))
     assert not bad, f"{len(bad)} of {len(jobs)} units fail with {' '.join(FLAGS[flags])}:\n" + "\n".join(bad)
 
@@ -139,13 +104,13 @@ def test_compiles_with(tmp_path, flags):
 #: nvcc's temporary file names (``/tmp/tmpxft_<id>_<n>-<step>_``) and the arch part of an intermediate's
 #: name: what differs between two runs of the same steps
 _TEMP = re.compile(r"\S*tmpxft_[0-9a-f]+_[0-9a-f]+-\d+_")
-_ARCH_PART = re.compile(r"\.compute_90a(?:\.sm_90a)?(?=\.)")
+_ARCH_PART = re.compile(r"\.compute_90a?(?:\.sm_90a)?(?=\.)")
 
 
-def compile_steps(nvcc: str, flags: list[str], src: str) -> list[str]:
-    """The preprocessor, front-end, ptxas and host-compiler commands ``nvcc -c`` runs for ``src``
-    (``--dryrun``), temporary names normalised."""
-    r = subprocess.run([nvcc, "-std=c++17", *flags, "-I", GENERATED, "-c", src, "-o", "x.o", "--dryrun"],
+def compile_steps(nvcc: str, flags: list[str], src: str, output: str = "-c") -> list[str]:
+    """The preprocessor, front-end, ptxas and host-compiler commands ``nvcc -c`` (or ``output``:
+    ``-cubin``) runs for ``src`` (``--dryrun``), temporary names normalised."""
+    r = subprocess.run([nvcc, "-std=c++17", *flags, "-I", GENERATED, output, src, "-o", "x.o", "--dryrun"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     steps = []
@@ -160,11 +125,30 @@ def compile_steps(nvcc: str, flags: list[str], src: str) -> list[str]:
 def test_users_sm_90a_runs_the_sm_90a_pass_alone():
     """Every step of ``-gencode arch=compute_90a,code=sm_90a -c`` (preprocessing, cicc for compute_90a,
     ptxas for sm_90a, the host pass) is a step of ``-arch=sm_90a -c`` with the same arguments: the
-    ``-arch=sm_90a`` build of ``test_compiles_with`` compiles every source with those flags too (a
-    failure or warning of that pass fails it there)."""
+    users' build of tests/test_compile_generated.py compiles every generated source with those flags
+    too (a failure or warning of that pass fails it there)."""
     nvcc = need("nvcc")
     src = sorted(glob.glob(os.path.join(KERNELS, "*.cu")))[0]
     alone, users = compile_steps(nvcc, GENCODE_90A, src), compile_steps(nvcc, FLAGS["sm_90a"], src)
     assert any(" -arch compute_90a " in s for s in alone) and any("ptxas -arch=sm_90a " in s for s in alone), alone
     missing = [s for s in alone if s not in users]
     assert not missing, "steps of the sm_90a pass alone that -arch=sm_90a does not run:\n" + "\n".join(missing)
+
+
+def test_users_sm_90a_runs_the_sm_90_device_pass():
+    """``-arch=sm_90 -cubin`` is preprocessing, cicc for compute_90 and ``ptxas -arch=sm_90 -m64`` of
+    that PTX.  The first two are steps of ``-arch=sm_90a -c`` with the same arguments (its compute_90
+    pass, whose PTX it embeds for later GPUs), and tests/test_compile_generated.py runs the third,
+    ptxas with ``toolchain.PTXAS_SM90``, on the PTX that pass keeps: together the sm_90 build of every generated source."""
+    nvcc = need("nvcc")
+    src = sorted(glob.glob(os.path.join(KERNELS, "*.cu")))[0]
+    sm90, users = compile_steps(nvcc, ["-arch=sm_90"], src, "-cubin"), compile_steps(nvcc, FLAGS["sm_90a"], src)
+    # --gen_module_id_file: cicc writes the module id file, which the -c build's cudafe++ step has
+    # written already (the name is passed either way); it changes nothing cicc compiles
+    front = [s.replace(" --gen_module_id_file ", " ") for s in sm90 if not s.startswith("ptxas ")]
+    assert any(" -arch compute_90 " in s for s in front) and any("-D__CUDA_ARCH__=900 " in s for s in front), sm90
+    missing = [s for s in front if s not in users]
+    assert not missing, "steps of -arch=sm_90 -cubin that -arch=sm_90a -c does not run:\n" + "\n".join(missing)
+    assembler = [s for s in sm90 if s.startswith("ptxas ")]       # the PTX, then the cubin
+    assert len(assembler) == 1, sm90
+    assert re.fullmatch(r"ptxas " + re.escape(" ".join(PTXAS_SM90)) + r'\s+\S+\s+-o "?x\.o"?', assembler[0]), assembler

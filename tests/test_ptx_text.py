@@ -9,8 +9,8 @@ branch -- inline PTX on CUDA, the fenced LDS accesses on HIP -- was only counted
   shuffle operands, barrier kinds, cp.async sizes and zero fill, TMA / mbarrier / wgmma /
   mma.sync operands with what the plan says.  The sample: the stratified sample's CUDA part
   (``strata.py``: ``QUOTA`` plans for every strategy and access form), the named corpus, gathers,
-  TMA copies and mma plans (every CUDA harness of ``generated/`` as it is on disk: tests/test_compile.py,
-  from the PTX its build keeps).
+  TMA copies and mma plans (every CUDA harness of ``generated/`` as it is on disk:
+  tests/test_compile_generated.py, from the PTX its build keeps).
 * HIP: a smaller sample compiled with ``hipcc -S``; ``verify/ptx/isa_check.py`` checks the LDS
   instruction sequence (widths, immediate offsets, no pairing), barriers and shuffles.
 * Mutations: each named edit of the rendered text (``.trans`` dropped from
@@ -184,10 +184,21 @@ def check_text(plan, mutations=(), arch: str | None = None, behaviour: bool = Tr
         text, n = re.subn(regex, repl, text, count=1)
         assert n == 1, f"mutation {regex!r} found nothing to change"
     open(header, "w").write(text)
-    ptx, log = ptx_check.compile_ptx(need("nvcc"), os.path.join(d, "m_harness.cu"), arch or plan.arch,
-                                     os.path.join(d, "m.ptx"))
+    with open(os.path.join(d, "m_harness.cu")) as f:
+        ptx, log = harness_ptx(text, f.read(), arch or plan.arch)
     assert ptx, log
     return ptx_check.check(plan, ptx, "m", behaviour=behaviour, structure=structure)
+
+
+@functools.lru_cache(maxsize=None)
+def harness_ptx(header: str, harness: str, arch: str) -> tuple[str | None, str]:
+    """``nvcc -ptx`` of a harness ``m_harness.cu`` and its header ``m.cuh`` (by their text: the
+    unmutated text of a plan, which every mutation of it checks first, is compiled once)."""
+    d = tempfile.mkdtemp(prefix="llgen_ptx_")
+    for name, text in ((file_names("cuda", "m")["header"], header), ("m_harness.cu", harness)):
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+    return ptx_check.compile_ptx(need("nvcc"), os.path.join(d, "m_harness.cu"), arch, os.path.join(d, "m.ptx"))
 
 
 def copy_plan(async_copy: bool, masked_kind: str = "global"):

@@ -3,7 +3,9 @@ counts that match the plan.
 
 Compile checks need ``nvcc`` (CUDA) or Debian's ``hipcc`` (HIP); without them
 those tests are skipped with the reason.  All files of one toolchain are
-compiled once per session, in parallel (module-scoped fixtures)."""
+compiled once per session, several to a translation unit (each header has its own namespace, each
+kernel its own name; the PTX or assembly is split per kernel and function and attributed to its
+conversion, ``toolchain.owner``), in parallel (module-scoped fixtures)."""
 from __future__ import annotations
 
 import os
@@ -18,7 +20,8 @@ from ll_codegen.plan.plans import ConvertPlan
 from ll_codegen.emit.cexpr import linear_expr, parity_expr, select_tree, xor_form_expr
 from ll_codegen.emit.render import file_names
 from ll_codegen.operations import render, write_files
-from toolchain import HIP_ENV, check_isa, check_ptx, need, nvcc_cubin, run_all, uses_matrix
+from toolchain import (HIP_ENV, check_isa, check_ptx, counted_kernel, need, nvcc_cubin, owner, run_all,
+                       source_batches, split_isa, split_ptx, uses_matrix)
 
 from ll_codegen.plan import planner
 
@@ -166,12 +169,39 @@ def test_render_deterministic_and_contract(tmp_path):
 
 
 # ------------------------------------------------------------------ compilation
+#: files per translation unit: one compiler start-up (cicc reading the CUDA headers, ~0.4 s) for all
+BATCH = 12
+
+
+def batched_jobs(d: str, prefix: str, files: list[str], size: int, command) -> list[tuple[list[str], str, object]]:
+    """``files`` (in ``d``) ``size`` to a translation unit named ``<prefix>_<k>``: [(files, unit, command(unit))]."""
+    out = []
+    for k, batch in enumerate(source_batches([os.path.join(d, f) for f in files], size)):
+        ext = os.path.splitext(batch[0])[1]
+        tu = os.path.join(d, f"{prefix}_{k:02d}{ext}")
+        with open(tu, "w") as f:
+            f.writelines(f'#include "{os.path.basename(p)}"\n' for p in batch)
+        out.append(([os.path.basename(p) for p in batch], tu, command(tu)))
+    return out
+
+
+def per_conversion(code: str, names, plans, split) -> dict[str, str]:
+    """The code of each conversion's harness in a unit's PTX or assembly (``toolchain.owner``)."""
+    per = {n: "" for n in names}
+    for sym, body in split(code).items():
+        n = owner(sym, names)
+        if n is not None and counted_kernel(sym, n, plans[n]):
+            per[n] += body
+    return per
+
+
 @pytest.fixture(scope="module")
 def cuda_build(tmp_path_factory):
-    """Every harness and bench compiled for its archs, device code only, the PTX kept."""
+    """Every harness and bench compiled for its archs, device code only, several to a translation
+    unit, the PTX kept: (folder, plans, {(name, arch): the PTX of its harness}, compiler results)."""
     nvcc = need("nvcc")
     d = str(tmp_path_factory.mktemp("cuda"))
-    jobs, meta, ptxs = [], {}, {}
+    meta = {}
     real = real_cases()
     for name, (f, b) in real.items():
         write_files(f, d, name, emit=("header", "harness", "bench"), back_plan=b, command="pytest")
@@ -179,65 +209,86 @@ def cuda_build(tmp_path_factory):
     for name, p in hand_plans().items():
         write_files(p, d, name, emit=("header", "harness"), command="pytest")
         meta[name] = p
-    for name, p in meta.items():
-        files = [f"{name}_harness.cu"] + ([f"{name}_bench.cu"] if name in real else [])
-        for f in files:
-            for arch in ("sm_90",) if uses_matrix(p) else ("sm_80", "sm_90"):
-                cmd, ptx = nvcc_cubin(nvcc, f, arch, os.path.join(d, f"{f}.{arch}"))
-                jobs.append((name, cmd))
-                ptxs[name, f, arch] = ptx
-    return d, meta, ptxs, run_all(jobs, d)
+    units = []                             # (arch, names, unit, ptx or None, cmd)
+    for arch in ("sm_80", "sm_90"):
+        names = [n for n, p in meta.items() if arch == "sm_90" or not uses_matrix(p)]
+        for kind in ("harness", "bench"):
+            files = [f"{n}_{kind}.cu" for n in names if kind == "harness" or n in real]
+            for batch, tu, (cmd, ptx) in batched_jobs(d, f"{kind}_{arch}", files, BATCH, lambda tu: nvcc_cubin(nvcc, tu, arch, tu[:-3])):
+                units.append((arch, [f.rsplit("_", 1)[0] for f in batch], tu, ptx if kind == "harness" else None, cmd))
+    results = run_all([(" + ".join(u[1]) + f" ({u[0]})", u[4]) for u in units], d)
+    ptxs = {}
+    for arch, names, tu, ptx, cmd in units:
+        if ptx is not None and os.path.exists(ptx):
+            with open(ptx) as f:
+                ptxs.update({(n, arch): c for n, c in per_conversion(f.read(), names, meta, split_ptx).items()})
+    return d, meta, ptxs, results
 
 
 @pytest.mark.compile
 def test_cuda_compiles(cuda_build):
-    d, meta, _, results = cuda_build
+    d, meta, ptxs, results = cuda_build
     bad = [(n, " ".join(c), out) for n, c, rc, out in results if rc != 0]
     assert not bad, bad[0]
     warn = [(n, " ".join(c), out) for n, c, rc, out in results if "warning" in out]
     assert not warn, warn[0]
+    want = {(n, a) for n, p in meta.items() for a in (("sm_90",) if uses_matrix(p) else ("sm_80", "sm_90"))}
+    assert set(ptxs) == want
 
 
 @pytest.mark.compile
 def test_cuda_ptx_counts(cuda_build):
     d, meta, ptxs, _ = cuda_build
     for name, plan in meta.items():
-        with open(ptxs[name, f"{name}_harness.cu", "sm_90"]) as f:
-            check_ptx(plan, f.read(), name)
+        assert ptxs[name, "sm_90"], name
+        check_ptx(plan, ptxs[name, "sm_90"], name)
 
 
 @pytest.fixture(scope="module")
 def hip_build(tmp_path_factory):
+    """Harnesses and benches for gfx90a and gfx1030, several to a translation unit, the assembly
+    kept: (folder, {name: (arch, plan)}, {name: the assembly of its harness}, compiler results)."""
     hipcc = need("hipcc")
     d = str(tmp_path_factory.mktemp("hip"))
-    meta, jobs = {}, []
+    meta, units = {}, []
     for arch in ("gfx90a", "gfx1030"):
+        names = []
         for seed, st, dt in ((1, "shuffle", "f16"), (26, "shuffle", "i8"), (0, "shuffle", "f64"),
                              (3, "smem", "f16"), (3, "smem", "f64"), (4, "smem", "i8"), (9, "smem", "f32")):
             name = f"h{seed}_{st}_{dt}_{arch}"
             f, b = plans(seed, st, dt, target="hip", arch=arch)   # seeds chosen so every plan exists
             write_files(f, d, name, emit=("header", "harness", "bench"), back_plan=b)
             meta[name] = (arch, f)
-            for kind in ("harness", "bench"):
-                src = file_names("hip", name)[kind]
-                jobs.append((name, [hipcc, f"--offload-arch={arch}", "--genco", "-save-temps=obj", "-o",
-                                    src + ".co", src]))
-    return d, meta, run_all(jobs, d, HIP_ENV)
+            names.append(name)
+        for kind in ("harness", "bench"):
+            files = [file_names("hip", n)[kind] for n in names]
+            for batch, tu, cmd in batched_jobs(d, f"{kind}_{arch}", files, BATCH, lambda tu: [
+                    hipcc, f"--offload-arch={arch}", "--genco", "-save-temps=obj", "-o", tu + ".co", tu]):
+                units.append((arch, [f.rsplit("_", 1)[0] for f in batch], tu, kind, cmd))
+    results = run_all([(" + ".join(u[1]) + f" ({u[0]})", u[4]) for u in units], d, HIP_ENV)
+    isas = {}
+    for arch, names, tu, kind, cmd in units:
+        asm = f"{tu[:-4]}-hip-amdgcn-amd-amdhsa-{arch}.s"
+        if kind == "harness" and os.path.exists(asm):
+            with open(asm) as f:
+                isas.update(per_conversion(f.read(), names, {n: meta[n][1] for n in names}, split_isa))
+    return d, meta, isas, results
 
 
 @pytest.mark.compile
 def test_hip_compiles(hip_build):
-    d, meta, results = hip_build
+    d, meta, isas, results = hip_build
     bad = [(n, " ".join(c), out) for n, c, rc, out in results if rc != 0 or "warning" in out]
     assert not bad, bad[0]
+    assert set(isas) == set(meta)
 
 
 @pytest.mark.compile
 def test_hip_isa_counts(hip_build):
-    d, meta, _ = hip_build
+    d, meta, isas, _ = hip_build
     for name, (arch, plan) in meta.items():
-        with open(os.path.join(d, f"{name}_harness-hip-amdgcn-amd-amdhsa-{arch}.s")) as f:
-            check_isa(plan, f.read(), name)
+        assert isas[name], name
+        check_isa(plan, isas[name], name)
 
 
 def _distinct_byte_perms(code: str) -> int:

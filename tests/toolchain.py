@@ -1,4 +1,5 @@
-"""Compiler toolchains for the CPU tests (shared by test_render and test_compile).
+"""Compiler toolchains for the CPU tests (shared by the compile checks: test_compile,
+test_compile_generated, test_render, test_ptx_text, test_nvcc_arch_flags).
 
 * finding ``nvcc`` and Debian's ``hipcc``: a missing tool skips the tests that
   need it with the reason, or fails them when ``LLGEN_REQUIRE_TOOLCHAINS=1``
@@ -7,8 +8,10 @@
 * ``nvcc_cubin``: the device-only compile every CUDA check uses (``-cubin``, the PTX kept): nvcc's
   host pass (gcc over ``cuda_runtime.h``, fatbinary) costs ~1.5 s per translation unit, twice the
   device pass of a harness, and the harnesses run through NVRTC, which has none; the host pass of
-  every generated file and example kernel is compiled once, batched, by
-  ``tests/test_nvcc_arch_flags.py`` with the flags users type;
+  every generated file is compiled once, batched, with the flags users type by
+  ``tests/test_compile_generated.py``, of every example kernel by ``tests/test_nvcc_arch_flags.py``;
+* ``source_batches``: many sources to one translation unit (one nvcc start-up, ~0.4 s of cicc
+  reading the CUDA headers, and one host pass for all of them);
 * what a plan says the machine code of one ``convert()`` call contains
   (``expected``), and the matching counts from PTX (``ptx_counts``) and from
   AMDGPU assembly (``isa_counts``), per kernel/function (``split_ptx``,
@@ -49,6 +52,11 @@ def need(tool: str) -> str:
     pytest.skip(MISSING[tool])
 
 
+#: the flags of ``nvcc -arch=sm_90 -cubin``'s ptxas step (``tests/test_nvcc_arch_flags.py`` reads them
+#: from ``nvcc --dryrun``)
+PTXAS_SM90 = ("-arch=sm_90", "-m64")
+
+
 def arch_flags(arch: str) -> list[str]:
     """nvcc flags for ``arch``: ``-gencode arch=compute_90a,code=sm_90a`` for sm_90a (nvcc 13's
     ``-arch=sm_90a`` emits compute_90 PTX, where wgmma does not assemble), ``-arch=sm_XY`` otherwise."""
@@ -66,6 +74,21 @@ def nvcc_cubin(nvcc: str, src: str, arch: str, out: str, extra: Sequence[str] = 
            "-o", out + ".cubin", src]
     return cmd, os.path.join(keep, stem + ".ptx")
 
+
+
+#: a source's declarations of the dynamic shared array: nvcc warns when two in one translation unit
+#: differ (alignment), so sources are batched with their like
+SHARED_DECL = re.compile(r"^\s*extern\s+__shared__[^;]*;", re.M)
+
+
+def source_batches(paths: Sequence[str], size: int) -> list[list[str]]:
+    """``paths`` grouped so that one translation unit can include every group: sources that declare
+    the dynamic shared array alike, ``size`` at a time (sorted, so a run's units are the same)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for p in sorted(paths):
+        with open(p) as f:
+            groups.setdefault(tuple(sorted(set(SHARED_DECL.findall(f.read())))), []).append(p)
+    return [g[k:k + size] for _, g in sorted(groups.items()) for k in range(0, len(g), size)]
 
 
 def run(cmd: Sequence[str], cwd: str, env: dict | None = None) -> tuple[int, str]:

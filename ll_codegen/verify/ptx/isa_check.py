@@ -111,7 +111,7 @@ def check(plan, text: str, name: str) -> list[str]:
         got = [g for g in got if g != ("bar",)]
         want = [x for x in want if x != ("bar",)]
     if not want and got and plan.operation == "convert" and not plan.through_smem:
-        # a documented, benign deviation (tests/test_compile.py): the backend promoted a thread-private
+        # a documented, benign deviation (tests/plan_counts.py): the backend promoted a thread-private
         # array to LDS in a conversion that plans none
         return [f"{name}: lds-promoted: {len(got)} LDS instruction(s) in a conversion without shared memory"]
     problems = [f"{name}: ds_{'write' if g[0] == 'st' else 'read'}2 pairs planned accesses (ISA {k})"
