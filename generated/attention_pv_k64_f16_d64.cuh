@@ -108,7 +108,7 @@ __device__ __forceinline__ void pin_f(float& x) {
 template <int R>
 __device__ __forceinline__ void setmaxnreg_dec() {
 #if defined(LLGEN_HOST_SIMT)
-    // the host SIMT runtime has no register budget
+    llgen_host::setmaxnreg(R, false);
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(R));
 #else
@@ -118,7 +118,7 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 template <int R>
 __device__ __forceinline__ void setmaxnreg_inc() {
 #if defined(LLGEN_HOST_SIMT)
-    // the host SIMT runtime has no register budget
+    llgen_host::setmaxnreg(R, true);
 #elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(R));
 #else

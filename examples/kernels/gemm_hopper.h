@@ -148,9 +148,12 @@ struct Work {
 };
 
 // Register budgets of warp specialisation (setmaxnreg): the producer (one thread issuing TMA) gives
-// registers back, the consumers take them for the accumulator and the epilogue's registers.
+// registers back, the consumers take them for the accumulator and the epilogue's registers.  The
+// budgets add up to at most what the CTA holds at launch (__launch_bounds__(THREADS, 1): 65536 / THREADS
+// rounded down to 8 a thread): setmaxnreg.inc waits for registers the other warp groups released.
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * CONSUMERS * 128 <= 65536, "the register file");
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * CONSUMERS * 128 <= 65536 / THREADS / 8 * 8 * THREADS,
+              "setmaxnreg: the budgets add up to more than the CTA holds at launch");
 
 // The units of C in grouped order: GROUP_M tile rows per group, each group walked column by column
 // (tile id -> (m0, n0)); the last group has the rows that are left.  Units as gemm_hopper_plan.h.

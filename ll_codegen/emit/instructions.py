@@ -220,11 +220,11 @@ WGMMA_WAIT_GROUP = Instruction(
 
 def setmaxnreg(inc: bool) -> Instruction:
     """``setmaxnreg.inc`` / ``.dec`` to ``R`` registers per thread (every warp of the warp group), sm_90a;
-    the host SIMT runtime has no register file to resize."""
+    on the host the CTA's register pool (``simt/hopper.h``): an ``.inc`` the pool cannot cover waits."""
     action = "inc" if inc else "dec"
     return Instruction(f"setmaxnreg_{action}", "",
                        (f'asm volatile("setmaxnreg.{action}.sync.aligned.u32 %0;" :: "n"(R));',),
-                       ("// the host SIMT runtime has no register budget",), f"setmaxnreg.{action}", arch=90,
+                       (f"llgen_host::setmaxnreg(R, {'true' if inc else 'false'});",), f"setmaxnreg.{action}", arch=90,
                        feature="sm_90a", template="template <int R>")
 
 

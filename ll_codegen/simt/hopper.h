@@ -171,6 +171,8 @@ struct HopperState {
     WgmmaState wg;                                                 // wgmma in flight (wgmma.h)
     std::vector<LastWait> last_wait;                               // per thread
     std::vector<unsigned> parity_reported;                         // barriers whose wrong-parity wait was reported
+    std::vector<int> regs;                                         // per thread: its setmaxnreg budget (0: at launch)
+    long free_regs = 0;                                            // registers released by setmaxnreg.dec, not yet taken
 };
 
 inline HopperState& hopper() {
@@ -350,6 +352,45 @@ inline bool mbarrier_try_wait_parity(unsigned addr, unsigned parity) {
 }
 
 inline void fence_proxy_async() {}  // fence.proxy.async: proxies are not modelled
+
+// ------------------------------------------------------------ setmaxnreg
+// setmaxnreg.{inc,dec}.sync.aligned.u32 R: the registers a thread of the warp group holds.  At launch each
+// thread holds what __launch_bounds__(threads, 1) allows, launch_regs() (ptxas may allocate fewer, and
+// then the GPU has fewer to hand out than this model).  .dec returns the difference to the CTA's pool;
+// .inc blocks until the pool covers it, so budgets that add up to more than the launch's allocation wait
+// for ever -- the runtime reports the deadlock.  Registers of exited warps are not returned to the pool.
+constexpr unsigned kRegisterWait = 0xffffffffu;  // Fiber::arg of a thread waiting in setmaxnreg.inc
+inline int launch_regs() { return std::min(255, 65536 / int(g_block->fibers.size()) / 8 * 8); }
+
+inline void setmaxnreg(int r, bool inc) {
+    HopperState& h = hopper();
+    const int t = self_id();
+    if (h.regs.empty()) h.regs.assign(g_block->fibers.size(), launch_regs());
+    const int now = h.regs[t];
+    const char* op = inc ? "setmaxnreg.inc" : "setmaxnreg.dec";
+    if (r % 8 || r < 24 || r > 256 || (inc ? r < now : r > now)) {
+        error(std::string(op) + " to " + std::to_string(r) + " registers in " + where(t) + ", which holds " +
+              std::to_string(now) + " (24 .. 256, a multiple of 8, " + (inc ? "not below" : "not above") +
+              " the current count)");
+        return;
+    }
+    if (!inc) {
+        h.free_regs += now - r;
+        h.regs[t] = r;
+        for (auto& f : g_block->fibers)  // a thread waiting in setmaxnreg.inc may now have its registers
+            if (f.state == State::kAsyncWait && f.arg == kRegisterWait) f.state = State::kRunnable;
+        return;
+    }
+    while (h.free_regs < r - now) {
+        Fiber& f = self();
+        f.state = State::kAsyncWait;
+        f.arg = kRegisterWait;
+        yield_to_scheduler();
+        if (!g_block->errors.empty()) return;
+    }
+    h.free_regs -= r - now;
+    h.regs[t] = r;
+}
 
 // ------------------------------------------------------------ TMA
 // cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes and
@@ -753,6 +794,10 @@ inline std::string deadlock_detail() {  // what the mbarrier / wgmma waiters wai
     int waiting = 0, first = -1, threads = int(b.fibers.size());
     for (int t = threads - 1; t >= 0; --t)
         if (b.fibers[t].state == State::kAsyncWait) ++waiting, first = t;
+    if (first >= 0 && b.fibers[first].arg == kRegisterWait)
+        return "; " + std::to_string(waiting) + " threads (first " + where(first) + ") wait in setmaxnreg.inc " +
+               "for registers: the warp groups' budgets add up to more than the " + std::to_string(launch_regs()) +
+               " a thread the CTA holds at launch (__launch_bounds__ of " + std::to_string(threads) + " threads)";
     auto it = first < 0 ? b.hopper->bars.end() : b.hopper->bars.find(b.fibers[first].arg);
     if (it != b.hopper->bars.end()) {
         const MBarrier& bar = it->second;
