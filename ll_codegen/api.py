@@ -363,9 +363,9 @@ def conversion_files(src: str, dst: str, dtype: str = "f16", target: str = "cuda
     s, s_spec = load_layout(os.path.join(root, src) if root else src, shape, "source", memory_ok=True)
     d, d_spec = load_layout(os.path.join(root, dst) if root else dst, shape, "destination", memory_ok=True)
     if "bench" in parse_emit(emit) and not said_all(emit):
-        # the operations these spaces can be (a store, a load, a copy, TMA) known before planning: a bench
-        # asked for by name that none of them has is refused at once, not after planning a large tile
-        ops = for_endpoints((space_of(s, s_spec), space_of(d, d_spec)))
+        # the operations these spaces can be are known before planning: a bench none has is refused at once
+        ops = [op for op in for_endpoints((space_of(s, s_spec), space_of(d, d_spec)))
+               if op.requires <= ({"dst_dtype"} if dst_dtype else set())]   # an upcast only with --dst-dtype
         if ops and not any(target in op.bench[0] for op in ops):
             raise ValueError(f"--emit bench: {ops[0].bench[1]}; --src and --dst make a "
                              f"{' or '.join(op.name for op in ops)} ({ops[0].moves}) for {target}")

@@ -405,10 +405,11 @@ def test_generated_coverage(manifest_build):
     reduces = {e.conv.name: e.conv.plan for e in entries if e.command == "reduce"}
     assert {(p.strategy, p.target) for p in reduces.values()} >= {("shuffle", "cuda"), ("smem", "cuda"),
                                                                   ("shuffle", "hip")}
+    chain_headers = sum(len(e.conv.plan.plans) + 1 for e in entries if e.command == "chain")  # steps, indices
     entries = [e for e in entries if e.command == "convert"]
     plans = {e.conv.name: e.conv.plan for e in entries}
     assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == (
-        len(plans) + len(gathers) + len(mmas) + len(reduces))
+        len(plans) + len(gathers) + len(mmas) + len(reduces) + chain_headers)
     assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy",
                                                     "tma", "relayout", "upcast"}
     assert {(p.memory.space, p.strategy) for p in plans.values() if p.operation in ("store", "load")} == {
