@@ -47,6 +47,12 @@ def decode(bits: int, t: str) -> Fraction | str:
     ex, frac = bits >> m & ((1 << e) - 1), bits & ((1 << m) - 1)
     if ex == (1 << e) - 1:
         return "nan" if frac else ("-inf" if neg else "+inf")
+    return finite_value(neg, ex, frac, m, bias)
+
+
+def finite_value(neg: int, ex: int, frac: int, m: int, bias: int) -> Fraction | str:
+    """(-1)^neg 2^(ex - bias) (1 + frac / 2^m), or 2^(1 - bias) frac / 2^m when ex == 0 (subnormal);
+    ``'-0'`` for negative zero."""
     if ex == 0 and frac == 0:
         return "-0" if neg else Fraction(0)
     v = Fraction(frac, 1 << m) * Fraction(2) ** (1 - bias) if ex == 0 else \
@@ -290,11 +296,7 @@ def fp8_value(bits: int, fmt: str) -> Fraction | str:
         return "nan"
     if fmt == "e5m2x2" and ex == 31:
         return "nan" if frac else ("-inf" if neg else "+inf")
-    if ex == 0 and frac == 0:
-        return "-0" if neg else Fraction(0)
-    v = Fraction(frac, 1 << m) * Fraction(2) ** (1 - bias) if ex == 0 else \
-        Fraction((1 << m) | frac, 1 << m) * Fraction(2) ** (ex - bias)
-    return -v if neg else v
+    return finite_value(neg, ex, frac, m, bias)
 
 
 def convert_packed(dst_t: str, src_t: str, mods: list[str]) -> Callable[..., int]:
