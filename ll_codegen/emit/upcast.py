@@ -164,7 +164,7 @@ def namespace(plan: UpcastPlan, name: str) -> Namespace:
              if mv.packing is not None else f"source registers per thread ({plan.dtype})"),
             (f"constexpr int kMidRegs   = {mv.n_dst};", "the same in the layout I, before upcast()"),
             (f"constexpr int kDstRegs   = {plan.n_dst};", f"{plan.dst_dtype} elements per thread after convert()"),
-            (f"constexpr int kDstWords  = {plan.dst_words};", f"32-bit words of them: element 2m the low half of m"),
+            (f"constexpr int kDstWords  = {plan.dst_words};", "32-bit words of them: element 2m the low half of m"),
             (f"constexpr int kSmemBytes = {plan.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
     if plan.from_memory:
         head = head[1:]                                          # no source registers: a tile
