@@ -331,24 +331,37 @@ def _reduce_data(plan, rng: np.random.Generator, variant: str) -> RunData:
 def _reduce_compare(name: str, plan, run: RunData, got: dict[int, np.ndarray], ok: str,
                     entropy: int | None) -> RunResult:
     tail = f"; data: default_rng({entropy})" if entropy is not None else ""
-    for k, what in ((2, "result register"), (3, "broadcast-back register")):
-        want, have = run.wants[k], got[k]
-        bad = np.argwhere(have != want)
-        if len(bad):
-            t, r = (int(x) for x in bad[0])
-            e, a = int(want[t, r]), int(have[t, r])
-            return RunResult(False, f"{name}: thread {t} (warp {t // plan.warp_size}, lane {t % plan.warp_size}) "
-                                    f"{what} {r}: expected {e:#x}, got {a:#x}"
-                                    f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
-                                    f"({len(bad)} of {want.size} differ){tail}", t, r, e, a, what, entropy)
-    want, have = run.wants[1], got[1]
-    if not np.array_equal(want, have):
-        i = int(np.argmax(want != have))
-        poison = " (never written: poison)" if have[i] == ~want[i] else ""
-        return RunResult(False, f"{name}: result tensor element {i}: expected {int(want[i]):#x}, got "
-                                f"{int(have[i]):#x}{poison} ({int((want != have).sum())} of {want.size} differ){tail}",
-                         expected=int(want[i]), actual=int(have[i]), entropy=entropy)
-    return RunResult(True, ok, entropy=entropy)
+    bad = [register_mismatch(name, plan, run.wants[k], got[k], what, what, "#x", tail, entropy)
+           for k, what in ((2, "result register"), (3, "broadcast-back register"))]
+    bad.append(tensor_mismatch(name, "result tensor", run.wants[1], got[1], "#x", tail, entropy))
+    return next((b for b in bad if b is not None), RunResult(True, ok, entropy=entropy))
+
+
+def register_mismatch(name: str, plan, want: np.ndarray, have: np.ndarray, label: str, what: str, fmt: str,
+                      tail: str, entropy: int | None) -> RunResult | None:
+    """The failure naming the first (thread, register) where ``have`` differs from ``want`` (threads x
+    registers), or None when they are equal."""
+    bad = np.argwhere(have != want)
+    if not len(bad):
+        return None
+    t, r = (int(x) for x in bad[0])
+    e, a = int(want[t, r]), int(have[t, r])
+    return RunResult(False, f"{name}: thread {t} (warp {t // plan.warp_size}, lane {t % plan.warp_size}) "
+                            f"{label} {r}: expected {e:{fmt}}, got {a:{fmt}}"
+                            f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
+                            f"({len(bad)} of {want.size} differ){tail}", t, r, e, a, what, entropy)
+
+
+def tensor_mismatch(name: str, label: str, want: np.ndarray, have: np.ndarray, fmt: str, tail: str,
+                    entropy: int | None) -> RunResult | None:
+    """The failure naming the first element where the flat tensor ``have`` differs from ``want``, or None."""
+    if np.array_equal(want, have):
+        return None
+    i = int(np.argmax(want != have))
+    poison = " (never written: poison)" if have[i] == ~want[i] else ""
+    return RunResult(False, f"{name}: {label} element {i}: expected {int(want[i]):{fmt}}, got "
+                            f"{int(have[i]):{fmt}}{poison} ({int((want != have).sum())} of {want.size} differ){tail}",
+                     expected=int(want[i]), actual=int(have[i]), entropy=entropy)
 
 
 # ------------------------------------------------------------------ upcast
@@ -400,22 +413,9 @@ def _upcast_compare(name: str, plan, run: RunData, got: dict[int, np.ndarray], o
                     entropy: int | None) -> RunResult:
     tail = f"; data: default_rng({entropy})" if entropy is not None else ""
     got = {k: nan_as_wanted(run.wants[k], v, plan.dst_dtype) for k, v in got.items()}
-    want, have = run.wants[2], got[2]
-    bad = np.argwhere(have != want)
-    if len(bad):
-        t, r = (int(x) for x in bad[0])
-        e, a = int(want[t, r]), int(have[t, r])
-        return RunResult(False, f"{name}: thread {t} (warp {t // plan.warp_size}, lane {t % plan.warp_size}) "
-                                f"dst word {r}: expected {e:#010x}, got {a:#010x}"
-                                f"{' (never written: poison)' if a == (~want[t, r]).item() else ''} "
-                                f"({len(bad)} of {want.size} words differ){tail}", t, r, e, a, "upcast", entropy)
-    want, have = run.wants[1], got[1]
-    if not np.array_equal(want, have):
-        i = int(np.argmax(want != have))
-        return RunResult(False, f"{name}: output tensor element {i}: expected {int(want[i]):#06x}, got "
-                                f"{int(have[i]):#06x} ({int((want != have).sum())} of {want.size} differ){tail}",
-                         expected=int(want[i]), actual=int(have[i]), entropy=entropy)
-    return RunResult(True, ok, entropy=entropy)
+    bad = (register_mismatch(name, plan, run.wants[2], got[2], "dst word", "upcast", "#010x", tail, entropy),
+           tensor_mismatch(name, "output tensor", run.wants[1], got[1], "#06x", tail, entropy))
+    return next((b for b in bad if b is not None), RunResult(True, ok, entropy=entropy))
 
 
 # ------------------------------------------------------------------ table
