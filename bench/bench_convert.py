@@ -14,8 +14,10 @@ bit, times them and Triton's Gluon kernel with the same layouts
 (``DistributedLinearLayout`` with our bases; for a few pairs also Gluon's legacy
 layout classes), records every timed kernel's integrity (registers, spills,
 local memory, STL/LDL; both sides, round trip and base loop) and the base
-loops' SASS ALU work, and writes into DIR: ``results.json`` (every number, and
-the ``headline``: the format of ``bench/results_h200.json``), ``table.md``,
+loops' SASS ALU work; times, for each warp count of the pairs whose data crosses warps, the
+minimal round trip across warps (the latency floor: ``jobs.latency_floor_specs``; each such
+pair's ``floor_clk`` is max(bound, it)), and writes into DIR: ``results.json`` (every number, and
+the ``headline``: the format of ``bench/results_h200.json``; ``latency_floors``, those kernels' rows), ``table.md``,
 ``speedup.png`` and ``sass.tar.gz``.  It prints the table, then the flagged
 pairs and, last, the headline over the unflagged pairs
 (``llgen_bench/headline.py``).  Exit status 1 if any kernel is wrong.
@@ -40,10 +42,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from llgen_bench.convert import fmt as fmt_num, format_table, preflight_job, regs_cell, run_job  # noqa: E402
+from llgen_bench.convert import fmt as fmt_num, format_table, preflight_job, regs_cell, run_job, with_floor  # noqa: E402
 from llgen_bench.headline import format_headline, headline  # noqa: E402
 from llgen_bench.integrity import describe as describe_integrity  # noqa: E402
-from llgen_bench.jobs import compile_jobs, prepare  # noqa: E402
+from llgen_bench.jobs import Job, compile_jobs, describe, latency_floor_specs, prepare  # noqa: E402
 from llgen_bench.timing import measure_clock_mhz  # noqa: E402
 from ll_codegen.testing.corpus import COL, MMA, MMA_4x1, ROW, blocked, dot, mma_v2, sliced, wgmma  # noqa: E402
 from ll_codegen.testing.corpus import linear as linear_spec  # noqa: E402
@@ -124,6 +126,14 @@ CORPUS = [
 ]
 
 
+def latency_floor_jobs(jobs: list[Job], work: str, arch: str) -> dict[int, Job]:
+    """One latency-floor job (``jobs.latency_floor_specs``: the minimal round trip across warps) per
+    warp count of the pairs whose data crosses warps, keyed by that count."""
+    warps = sorted({j.warps for j in jobs if j.bound["level"] == "smem"})
+    return {w: prepare(f"latency_floor_{w}w", *latency_floor_specs(w), "f32", work, naive=False, arch=arch,
+                       note="latency floor: one 4-byte store and one load a thread, across warps") for w in warps}
+
+
 def plot(rows: list[dict], path: str, device: str = "GPU") -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -191,14 +201,22 @@ def main(argv=None) -> int:
             continue
         jobs.append(prepare(name, s, d, dt, work, candidates=not args.no_candidates, arch=args.arch,
                               legacy_specs=(s, d) if legacy and not args.no_legacy else None, note=note))
+    floors = latency_floor_jobs(jobs, work, args.arch)
     print(f"planned {len(jobs)} pairs, {sum(1 for j in jobs for v in j.variants if v.source)} kernels "
           f"({time.time() - t0:.0f} s)", flush=True)
-    compile_jobs(jobs, arch=args.arch)
+    compile_jobs(jobs + list(floors.values()), arch=args.arch)
     print(f"compiled ({time.time() - t0:.0f} s)", flush=True)
+    floor_rows = {w: run_job(j, iters=args.iters, ctas=ctas, triton=False, sms=sms, clock_mhz=clock["clock_mhz"],
+                             sass_dir=work, repeats=args.repeats) for w, j in floors.items()}
+    floor_clk = {w: r["variants"]["auto"].get("clk_per_conv_sm") for w, r in floor_rows.items()}
+    for w, r in floor_rows.items():
+        print(f"latency floor, {w} warps: {fmt_num(floor_clk[w], '{:.1f}')} clk per conversion per SM "
+              f"({r['plan']}; ok {r['variants']['auto'].get('ok')})", flush=True)
     rows = []
     for j in jobs:
         r = run_job(j, iters=args.iters, ctas=ctas, triton=not args.no_triton, sms=sms,
                       clock_mhz=clock["clock_mhz"], sass=not args.no_sass, sass_dir=work, repeats=args.repeats)
+        with_floor(r, floor_clk.get(j.warps))
         rows.append(r)
         with open(os.path.join(out, "results.partial.json"), "w") as f:   # what a run cut short leaves
             json.dump({"rows": rows}, f, default=str)
@@ -220,7 +238,8 @@ def main(argv=None) -> int:
         pass
     head = headline(rows)
     with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump({"meta": meta, "rows": rows, "headline": head}, f, indent=1, default=str)
+        json.dump({"meta": meta, "rows": rows, "headline": head, "latency_floors": list(floor_rows.values())}, f,
+                  indent=1, default=str)
     os.remove(os.path.join(out, "results.partial.json"))
     table = format_table(rows)
     with open(os.path.join(out, "table.md"), "w") as f:
@@ -236,7 +255,7 @@ def main(argv=None) -> int:
                     tf.add(os.path.join(work, fn), arcname=fn)
     print(f"\n{meta['device']}, clock {clock['clock_mhz']:.0f}/{clock_after['clock_mhz']:.0f} MHz, "
           f"iters {args.iters}, ctas {ctas}; {time.time() - t0:.0f} s")
-    print(f"{'pair':<34} {'plan':<28} {'bound':>6} {'ours':>6} {'triton':>6} {'o/T':>5} {'loop':>5} {'o/b':>5} "
+    print(f"{'pair':<34} {'plan':<28} {'bound':>6} {'ours':>6} {'triton':>6} {'o/T':>5} {'loop':>5} {'o/b':>5} {'o/f':>5} "
           f"{'T/b':>5} {'nv/o':>5} {'regs o':>8} {'regs T':>8} {'base ALU o/T':>12} fastest")
     for r in rows:
         v, t = r["variants"]["auto"], r.get("triton", {})
@@ -244,7 +263,7 @@ def main(argv=None) -> int:
         bw = r.get("base_work") or {}
         print(f"{r['name']:<34} {r['plan'][:28]:<28} {r['bound_clk']:6.0f} {fmt(v.get('clk_per_conv_sm'), '{:.0f}'):>6} "
               f"{fmt(t.get('clk_per_conv_sm'), '{:.0f}'):>6} {fmt(r.get('ours_over_triton')):>5} "
-              f"{fmt(r.get('loop_ours_over_triton')):>5} {fmt(r.get('ours_over_bound')):>5} "
+              f"{fmt(r.get('loop_ours_over_triton')):>5} {fmt(r.get('ours_over_bound')):>5} {fmt(r.get('ours_over_floor')):>5} "
               f"{fmt(r.get('triton_over_bound')):>5} {fmt(r.get('naive_over_ours')):>5} {regs_cell(v):>8} {regs_cell(t):>8} "
               f"{fmt(bw.get('ours'), '{:.1f}') + '/' + fmt(bw.get('triton'), '{:.1f}'):>12} {r.get('auto_is_fastest', '-')}"
               f"{'' if v.get('ok') else ' WRONG'}{'' if t.get('ok', True) else ' TRITON-WRONG'}"
@@ -272,7 +291,8 @@ def offline(args) -> int:
     pat = re.compile(args.pairs)
     jobs = [prepare(name, s, d, dt, work, naive=False, note=note) for name, s, d, dt, _, note in CORPUS
             if pat.search(name)]
-    compile_jobs(jobs)
+    floors = latency_floor_jobs(jobs, work, args.arch)
+    compile_jobs(jobs + list(floors.values()))
     rows = []
     print(f"{'pair':<34} {'pack':>4}  {'ours bench / base':<44} {'Triton bench / base':<44} base ALU/iter o/T")
     for j in jobs:
@@ -284,6 +304,11 @@ def offline(args) -> int:
               f"{d(t.get('bench')) + ' / ' + d(t.get('base')):<44} {fmt_num(b['ours'], '{:.1f}')}/"
               f"{fmt_num(b['triton'], '{:.1f}')}{' OFF' if b['ok'] is False else ''} {r['triton'].get('error', '')[:60]}",
               flush=True)
+    for w, j in floors.items():          # the latency floor's kernel: its loop, per round trip and thread
+        v = j.variants[0]
+        loop = (v.sass.get(f"{v.kernel}_bench") or {}).get("loop") or {}
+        print(f"latency floor, {w} warps: {describe(v.fwd)}; SASS loop " + " ".join(
+            f"{k} {loop.get(k)}" for k in ("STS", "LDS", "BAR", "ALU", "total")) + (f" ({v.error})" if v.error else ""))
     with open(os.path.join(args.out, "offline.json"), "w") as f:
         json.dump({"rows": rows}, f, indent=1, default=str)
     flagged = [r for r in rows if r["flags"]]

@@ -64,6 +64,7 @@
 //     G = [(0, 10)]
 //     R = [(0, 2), (0, 16), (0, 32), (0, 64)]
 //   candidate*shuffle      score    24.00  16 shuffles, 0 selects (fused), 32 pack ops
+//   candidate butterfly    score    28.00  8 shuffles, 0 selects (fused), 16 pack ops; then 8 shuffles, 0 selects (fused), 32 pack ops
 //   candidate shuffle      score    36.00  16 shuffles, 32 selects (swap stages), 16 pack ops
 //   candidate shuffle      score    40.00  16 shuffles, 32 selects, 32 pack ops
 //   candidate smem         score    42.00  store st.shared x4, load ld.shared x4: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)

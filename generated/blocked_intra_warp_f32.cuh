@@ -77,11 +77,12 @@
 //     F = [(0, 4)]
 //     G = [(0, 36)]
 //     R = [(0, 1), (0, 2), (0, 32), (16, 0), (32, 0)]
-//   candidate*shuffle  score    64.00  32 shuffles, 64 selects, 0 pack ops
-//   candidate shuffle  score    64.00  32 shuffles, 64 selects (swap stages), 0 pack ops
-//   candidate smem     score    76.00  store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
-//   candidate smem     score    78.00  store st.shared x16, load ldmatrix x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
-//   candidate smem     score    90.00  store stmatrix x8, load ld.shared x32: 64 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate*shuffle   score    64.00  32 shuffles, 64 selects, 0 pack ops
+//   candidate shuffle   score    64.00  32 shuffles, 64 selects (swap stages), 0 pack ops
+//   candidate smem      score    76.00  store st.shared x8, load ld.shared x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate smem      score    78.00  store st.shared x16, load ldmatrix x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate smem      score    90.00  store stmatrix x8, load ld.shared x32: 64 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
+//   candidate butterfly score   144.00  16 shuffles, 32 selects, 0 pack ops; then 16 shuffles, 64 selects (swap stages), 0 pack ops; then 32 shuffles, 64 selects, 0 pack ops
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give

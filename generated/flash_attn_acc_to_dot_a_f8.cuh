@@ -54,6 +54,7 @@
 //     G = [(0, 10)]
 //     R = [(0, 2), (0, 16), (0, 32)]
 //   candidate*shuffle      score    12.00  8 shuffles, 0 selects (fused), 16 pack ops
+//   candidate butterfly    score    14.00  4 shuffles, 0 selects (fused), 8 pack ops; then 4 shuffles, 0 selects (fused), 16 pack ops
 //   candidate shuffle      score    18.00  8 shuffles, 16 selects (swap stages), 8 pack ops
 //   candidate shuffle      score    20.00  8 shuffles, 16 selects, 16 pack ops
 //   candidate smem         score    25.00  store st.shared x2, load ld.shared x2: 16 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)

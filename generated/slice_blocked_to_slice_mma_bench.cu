@@ -30,23 +30,83 @@ __attribute__((unused)) constexpr int kShape[kRank] = {64};  // the tensor (row-
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 4) ^ ((reg & 0x1) << 3) ^ (lane >> 2) ^ ((warp & 0x2) << 3); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, (reg << 4) ^ (lane >> 3) ^ (warp << 2); }
 
+namespace via {
+
+__attribute__((unused)) constexpr int kSrcRegs   = 4;        // elements per thread before convert()
+__attribute__((unused)) constexpr int kDstRegs   = 1;        // elements per thread after convert()
+__attribute__((unused)) constexpr int kSmemBytes = 0;        // shared-memory scratch convert() needs (0: none)
+__attribute__((unused)) constexpr int kThreads   = 128;      // threads taking part: tid in [0, kThreads)
+__attribute__((unused)) constexpr int kWarpSize  = 32;
+__attribute__((unused)) constexpr int kElemBytes = 4;        // sizeof(T) (f32)
+__attribute__((unused)) constexpr int kRank      = 1;
+__attribute__((unused)) constexpr int kShape[kRank] = {64};  // the tensor (row-major)
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0x2) << 4) ^ ((reg & 0x1) << 3) ^ (lane >> 2) ^ ((warp & 0x2) << 3); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((lane & 0x2) << 4) ^ ((lane & 0x1) << 3) ^ (lane >> 2) ^ ((warp & 0x2) << 3); }
+
+// dst = src in the destination layout: warp shuffles: 1 round(s) x 1 word(s).
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: none; smem is not touched. Each warp exchanges data within itself (shuffles), so the call must be made by whole warps (all lanes active).
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 4 bytes wide");
+    using U = uint32_t;  // raw bits of T
+    U s[kSrcRegs], d[kDstRegs];
+    memcpy(s, src, sizeof s);
+    (void)smem;
+    const unsigned lane = tid & (kWarpSize - 1);
+    const unsigned sel0 = lane & 1;         // parity of lane & 0x1
+    const unsigned sel1 = (lane >> 1) & 1;  // parity of lane & 0x2
+
+    // Pack: 1 round(s) x 1 word(s), 1 element(s) per payload, 4-way lane-dependent send
+    const uint32_t out0 = sel1 ? (sel0 ? s[3] : s[2]) : (sel0 ? s[1] : s[0]);
+
+    // Exchange: 0 shuffle(s) issued back to back, source lane lane ^ c
+
+    // Unpack
+    d[0] = out0;
+    memcpy(dst, d, sizeof d);
+}
+
+}  // namespace via
+
+namespace then {
+
+__attribute__((unused)) constexpr int kSrcRegs   = 1;        // elements per thread before convert()
+__attribute__((unused)) constexpr int kDstRegs   = 4;        // elements per thread after convert()
+__attribute__((unused)) constexpr int kSmemBytes = 256;      // shared-memory scratch convert() needs (0: none)
+__attribute__((unused)) constexpr int kThreads   = 128;      // threads taking part: tid in [0, kThreads)
+__attribute__((unused)) constexpr int kWarpSize  = 32;
+__attribute__((unused)) constexpr int kElemBytes = 4;        // sizeof(T) (f32)
+__attribute__((unused)) constexpr int kRank      = 1;
+__attribute__((unused)) constexpr int kShape[kRank] = {64};  // the tensor (row-major)
+
+// Row-major index of the element that register `reg` of `lane` in `warp` holds (src_index: in the
+// registers the call reads, dst_index: in the registers it writes): in[src_index(r, lane, warp)] is src[r].
+__host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((lane & 0x2) << 4) ^ ((lane & 0x1) << 3) ^ (lane >> 2) ^ ((warp & 0x2) << 3); }
+__host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, (reg << 4) ^ (lane >> 3) ^ (warp << 2); }
+
 namespace detail {
 template <int kImm>
-__device__ __forceinline__ void ld_shared_v4_b32(unsigned addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+__device__ __forceinline__ void ld_shared_v2_b32(unsigned addr, uint32_t& r0, uint32_t& r1) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1, &r2, &r3};
-    llgen_host::ld_shared(addr + kImm, 16, regs);
+    uint32_t* regs[] = {&r0, &r1};
+    llgen_host::ld_shared(addr + kImm, 8, regs);
 #else
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4+%5];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr), "n"(kImm) : "memory");
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2+%3];" : "=r"(r0), "=r"(r1) : "r"(addr), "n"(kImm) : "memory");
 #endif
 }
 template <int kImm>
-__device__ __forceinline__ void st_shared_v2_b32(unsigned addr, uint32_t r0, uint32_t r1) {
+__device__ __forceinline__ void st_shared_b32(unsigned addr, uint32_t r0) {
 #if defined(LLGEN_HOST_SIMT)
-    uint32_t* regs[] = {&r0, &r1};
-    llgen_host::st_shared(addr + kImm, 8, regs);
+    uint32_t* regs[] = {&r0};
+    llgen_host::st_shared(addr + kImm, 4, regs);
 #else
-    asm volatile("st.shared.v2.b32 [%0+%3], {%1, %2};" :: "r"(addr), "r"(r0), "r"(r1), "n"(kImm) : "memory");
+    asm volatile("st.shared.b32 [%0+%2], %1;" :: "r"(addr), "r"(r0), "n"(kImm) : "memory");
 #endif
 }
 
@@ -66,24 +126,39 @@ __device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstR
     const unsigned lane = tid & (kWarpSize - 1);
     const unsigned warp = tid / kWarpSize;
     const unsigned smem_u32 = static_cast<unsigned>(__cvta_generic_to_shared(smem));            // shared-window address
-    const unsigned st_base = ((lane & 0x10) << 3) ^ ((lane & 0xc) << 2) ^ ((warp & 0x2) << 2);  // byte offset this thread stores at
+    const unsigned st_base = ((lane & 0x1) << 6) ^ ((lane & 0x1e) << 1) ^ ((warp & 0x2) << 6);  // byte offset this thread stores at
     const unsigned st_addr = smem_u32 + st_base;
-    const unsigned ld_base = ((lane & 0x18) << 1) ^ ((warp & 0x1) << 7) ^ ((warp & 0x2) << 5);  // byte offset this thread loads at
+    const unsigned ld_base = (lane & 0x18) ^ (warp << 5);                                       // byte offset this thread loads at
     const unsigned ld_addr = smem_u32 + ld_base;
 
-    // 2 store(s) of 8 B, 1 load(s) of 16 B
+    // 1 store(s) of 4 B, 2 load(s) of 8 B
     __syncthreads();  // scratch free (previous use done)
     if ((warp & 0x1) == 0) {  // warps holding broadcast copies skip the store
-        detail::st_shared_v2_b32<0>(st_addr, s[0], s[2]);
-        detail::st_shared_v2_b32<64>(st_addr, s[1], s[3]);
+        detail::st_shared_b32<0>(st_addr, s[0]);
     }
     __syncthreads();  // stores visible
-    uint32_t v0_0, v0_1, v0_2, v0_3; detail::ld_shared_v4_b32<0>(ld_addr, v0_0, v0_1, v0_2, v0_3);
+    uint32_t v0_0, v0_1; detail::ld_shared_v2_b32<0>(ld_addr, v0_0, v0_1);
+    uint32_t v1_0, v1_1; detail::ld_shared_v2_b32<128>(ld_addr, v1_0, v1_1);
     d[0] = v0_0;
     d[2] = v0_1;
-    d[1] = v0_2;
-    d[3] = v0_3;
+    d[1] = v1_0;
+    d[3] = v1_1;
     memcpy(dst, d, sizeof d);
+}
+
+}  // namespace then
+
+// dst = src in the destination layout: warp shuffles: 1 round(s) x 1 word(s) to a layout in between (via::), then through shared memory: 1 round(s), 256 bytes, 0/0 bank conflicts per store/load (then::).
+// tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
+// smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
+// Barriers: 2 __syncthreads() (1 round(s): one before each round's stores, so the scratch may still be in use by the caller or an earlier convert() when this one starts; one between stores and loads). Every thread of the block must make the call (block-wide barriers), with tid in [0, kThreads). When it returns, other threads may still be reading smem: __syncthreads() before writing smem again (another convert() does that itself).
+template <typename T>
+__device__ __forceinline__ void convert(const T (&src)[kSrcRegs], T (&dst)[kDstRegs], void* smem,
+                                        unsigned tid = threadIdx.x) {
+    static_assert(sizeof(T) == kElemBytes, "convert<T>: T must be 4 bytes wide");
+    T mid[via::kDstRegs];
+    via::convert(src, mid, smem, tid);
+    then::convert(mid, dst, smem, tid);
 }
 
 }  // namespace slice_blocked_to_slice_mma_back

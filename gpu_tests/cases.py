@@ -264,7 +264,7 @@ def generated_cases() -> list[Case]:
     out = []
     for e in _manifest_entries():
         c = e.conv
-        if c.plan.target != "cuda" or e.command != "convert":      # gathers: gather_cases()
+        if e.command != "convert" or c.plan.target != "cuda":      # gathers: gather_cases()
             continue
         files = {k: v for k, v in c.files.items() if k in (f"{c.name}.cuh", f"{c.name}_harness.cu")}
         out.append(Case(c.name, c.plan, "generated", c.name, "manifest", files=files))

@@ -79,7 +79,8 @@ def test_coverage():
     for k in base:                     # every kind is a source and a destination
         assert any(c.kinds[0].startswith(k) for c in CASES) and any(c.kinds[1].startswith(k) for c in CASES), k
     strategies = collections.Counter(c.plan.strategy for c in CASES)
-    assert set(strategies) == {"noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy"}, strategies
+    assert set(strategies) == {"noop", "register", "shuffle", "smem", "shuffle+smem", "butterfly", "store", "load",
+                               "copy"}, strategies
     # lane-dependent shuffle words in every form: select trees, swap stages, fused byte permutes (both steps' shuffles)
     shuffles = [p.shuffle for c in CASES for p in steps(c.plan) if p.operation == "convert" and p.shuffle is not None
                 and (p.shuffle.send_select.size > 1 or p.shuffle.recv_select.size > 1)]

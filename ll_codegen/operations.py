@@ -197,7 +197,7 @@ _STORE_ENDS = (("registers", "shared"), ("registers", "global"))
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("convert", ConvertPlan, "registers -> registers", (("registers", "registers"),),
-              planner.STRATEGIES + (planner.STAGED,),
+              planner.STRATEGIES + (planner.STAGED, planner.BUTTERFLY),
               frozenset({"swizzle", "smem_budget", "max_vector_bytes", "scratch_buffers", "scratch_per_warp",
                          "barrier"}),
               _plan_convert, report.convert_summary, emit_convert.CONVERT_FILES, check_convert,

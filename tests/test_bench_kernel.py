@@ -12,6 +12,7 @@ import pytest
 
 from ll_codegen.run import host
 from ll_codegen.api import back_plan, plan_conversion
+from llgen_bench.jobs import latency_floor_specs
 from llgen_bench.timing import expected_output
 from ll_codegen.testing.corpus import COL, MMA, ROW
 from ll_codegen.core.dtypes import C_RAW
@@ -41,6 +42,13 @@ WARP_T_DST = dict(WARP_T_SRC, size_per_thread=[8, 1], threads_per_warp=[1, 32])
 # warp-local smem plans (warp barriers) whose forward and back conversions use different bytes
 PAIRS += [("warp_t_f32", WARP_T_SRC, WARP_T_DST, "f32", "cuda", "sm_90"),
           ("warp_t_f16", WARP_T_SRC, WARP_T_DST, "f16", "cuda", "sm_90")]
+# lanes that hold copies (lane bits 0..2 of the 8x16x32 destination, bit 4 of the source): the staged
+# plans select by lane first, so that every lane stores distinct bytes
+T3_SRC = {"kind": "blocked", "size_per_thread": [1, 1, 8], "threads_per_warp": [1, 4, 8], "warps_per_cta": [4, 1, 1],
+          "order": [2, 1, 0], "shape": [8, 16, 32]}
+T3_DST = dict(T3_SRC, size_per_thread=[8, 1, 1], threads_per_warp=[8, 4, 1], warps_per_cta=[1, 1, 4], order=[0, 1, 2])
+PAIRS += [("t3_dims_021_f16", T3_SRC, T3_DST, "f16", "cuda", "sm_90"),
+          ("latency_floor_4w", *latency_floor_specs(4), "f32", "cuda", "sm_90")]
 ITERS = (3, 4)
 
 

@@ -224,6 +224,28 @@ SASS = """\
 """
 
 
+SASS_ADDRESS = """\
+        /*0000*/                   LOP3.LUT R88, R154, 0xc86a48e9, R88, 0x96, !PT ;   /* 0x0 */
+        /*0010*/                   LOP3.LUT R77, R76, 0x10, RZ, 0x3c, !PT ;          /* 0x0 */
+        /*0020*/                   PRMT R35, R88, 0x5410, R91 ;                      /* 0x0 */
+        /*0030*/                   STS.128 [R77+UR5+0x900], R32 ;                    /* 0x0 */
+        /*0040*/                   LOP3.LUT R77, R154, 0xc04640c5, R77, 0x96, !PT ;  /* 0x0 */
+        /*0050*/                   LOP3.LUT R6, R4, 0x20, RZ, 0x3c, !PT ;            /* 0x0 */
+        /*0060*/                   LDSM.16.MT88.4 R28, [R6+UR5+0x1000] ;             /* 0x0 */
+        /*0070*/                   STS.128 [R5], R76 ;                               /* 0x0 */
+        /*0080*/               @P0 BRA 0x0 ;                                         /* 0x0 */
+        /*0090*/                   EXIT ;                                            /* 0x0 */
+"""
+
+
+def test_loop_xor_immediates_leave_out_addresses():
+    """An xor whose result is next read inside a memory operand's brackets is an address ptxas
+    recomputes in the loop (``R76 ^ 0x10`` for an STS, ``R4 ^ 0x20`` for an LDSM), not a key; the
+    same register reused for data afterwards (R77 ^ key, stored as data) is a key."""
+    from llgen_bench.sass import loop_xor_immediates
+    assert loop_xor_immediates(SASS_ADDRESS) == sorted([0xc86a48e9, 0xc04640c5])
+
+
 def test_loop_xor_immediates_reads_the_main_loop():
     """The immediates of the xor LOP3s between a backward branch's target and the branch: three-input
     xor, two-input xor with RZ, a ^ (b | c) (ptxas's form for disjoint bits); not an AND, not a xor of

@@ -410,8 +410,8 @@ def test_generated_coverage(manifest_build):
     plans = {e.conv.name: e.conv.plan for e in entries}
     assert len(plans) >= 14 and sum(f.endswith((".cuh", ".h")) for f in files) == (
         len(plans) + len(gathers) + len(mmas) + len(reduces) + chain_headers)
-    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy",
-                                                    "tma", "relayout", "upcast"}
+    assert {p.strategy for p in plans.values()} == {"noop", "register", "shuffle", "smem", "shuffle+smem", "butterfly", "store",
+                                                    "load", "copy", "tma", "relayout", "upcast"}
     assert {(p.memory.space, p.strategy) for p in plans.values() if p.operation in ("store", "load")} == {
         (sp, d) for sp in ("shared", "global") for d in ("store", "load")}
     assert {(p.target, p.arch) for p in plans.values()} >= {("cuda", "sm_90"), ("cuda", "sm_80"),

@@ -234,3 +234,36 @@ def test_sass_selects_of_the_recorded_shuffle_run():
     swaps = [r for r in rows if r[2] == "swap stages"]
     assert len(swaps) == 3 and all(r[-1].startswith("yes") for r in swaps), swaps
     assert "5 of 9 shuffle variants: SASS SEL = the plans' selects times the unroll factor" in p.stdout
+
+
+def test_equal_scores_go_to_the_plan_with_fewer_byte_permutes():
+    """Blocked -> dot B 64x128 f16 (warps along M): ld16B and ldmatrix.trans tie at 160 wavefronts a
+    warp and 32 loads; ldmatrix.trans delivers the dot-B word pairs itself, ld16B needs a PRMT for
+    each of the 128 destination words (and the stores 32), so auto takes the transposing load.
+    ``SmemPlan.pack_ops`` is checked against the rendered header: the distinct ``__byte_perm``
+    expressions of its ``convert_words`` (16-bit words: one permute each, none nested)."""
+    import re
+    from dataclasses import replace
+    from ll_codegen.operations import render
+    from ll_codegen.plan.model import word_view
+    from ll_codegen.plan.planner import normalise
+    from ll_codegen.plan.swizzle import plan_smem
+    from ll_codegen.core.target import get_target
+    from ll_codegen.verify.emulate.convert import check_plan
+    import numpy as np
+    src = normalise(spec_from_dict(corpus.blocked([1, 8], [4, 8], [4, 1], [1, 0], [64, 128])).linear)
+    dst = normalise(spec_from_dict(corpus.dot(corpus.mma_v2([4, 1], [64, 128]), 1, 2, [64, 128])).linear)
+    plan = plan_conversion(src, dst, "f16", "cuda", "sm_90")
+    assert (plan.smem.store_instr, plan.smem.load_instr) == ("vector", "matrix.trans")
+    assert plan.candidates[0].score == plan.candidates[1].score
+    counts = {}
+    for m in plan_smem(src, dst, 2, get_target("cuda", "sm_90"), "optimal"):
+        cand = replace(plan, smem=m, candidates=())
+        text = render(cand, "header", "k")
+        start = text.index("__device__ __forceinline__ void convert_words(")
+        body = text[start:text.index("\n}\n", start)]
+        ops = m.pack_ops(word_view(cand), cand.n_dst, cand.dst_copies)
+        assert ops == len(set(re.findall(r"__byte_perm\([^()]*\)", body)))
+        counts[(m.store_instr, m.store_vec, m.load_instr, m.load_vec)] = ops
+    assert counts[("vector", 8, "vector", 8)] == 160 and counts[("vector", 8, "matrix.trans", 8)] == 0
+    check_plan(plan, src, dst, np.random.default_rng(2))

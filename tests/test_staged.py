@@ -133,3 +133,51 @@ def test_staged_first_step_is_its_cheapest_shuffle_form():
             other_last += forms[-1].shuffle != plan.via.shuffle
             steps += 1
     assert steps >= 10 and all(dearer.values()) and other_last, (steps, dearer, other_last)
+
+
+def test_distinct_lanes_layout_keeps_a_different_part_on_each_copy():
+    """A source whose lanes hold copies (T3 dims 021 f16's blocked [8,1,1]/[8,4,1]/[1,1,4] on 8x16x32:
+    lane bits 0..2 broadcast, 256 elements a lane) as the reverse conversion's source: in between,
+    lane bits 0..2 take its last three register bases -- the same elements in each warp, none held
+    twice.  Auto stages through it with selects only (no shuffle), and its stores, replayed by the
+    brute-force counter, take 16 wavefronts a warp where the plain plan's take 128 (each wavefront of
+    8 copies carries 16 distinct bytes); the emulator reproduces numpy."""
+    from ll_codegen.plan.staged import distinct_lanes_layout
+    from ll_codegen.verify.emulate.banks import measure_smem
+    dst, src = _layouts(blocked([1, 1, 8], [1, 4, 8], [4, 1, 1], [2, 1, 0], [8, 16, 32]),
+                        blocked([8, 1, 1], [8, 4, 1], [1, 1, 4], [0, 1, 2], [8, 16, 32]))
+    mid = distinct_lanes_layout(src)
+    assert mid.bases["lane"] == src.bases["register"][-3:] + src.bases["lane"][3:]
+    assert mid.bases["register"] == src.bases["register"][:-3] and mid.bases["warp"] == src.bases["warp"]
+    own = mid.flat_bases("register") + mid.flat_bases("lane")
+    assert f2.rank(own) == len(own) == f2.rank(own + src.flat_bases("register"))
+    assert distinct_lanes_layout(dst) is not None and distinct_lanes_layout(_layouts(ROW, COL)[0]) is None
+    plan = plan_conversion(src, dst, "f16", "cuda", "sm_90")
+    assert plan.strategy == "shuffle+smem" and layout_of(plan.via.dst_bases) == mid
+    assert (plan.via.shuffle.shuffles, plan.via.shuffle.selects) == (0, 112)
+    tgt = get_target("cuda", "sm_90")
+    staged_store, _ = measure_smem(without_via(plan), tgt)
+    plain_store, _ = measure_smem(plan_conversion(src, dst, "f16", "cuda", "sm_90", strategy="smem"), tgt)
+    assert (staged_store.total_wavefronts, plain_store.total_wavefronts) == (16, 128)
+    check_plan(plan, src, dst, np.random.default_rng(5))
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("direction", ["forward", "back"])
+def test_distinct_lanes_ptx_is_what_the_plan_says(direction, tmp_path):
+    """T3 dims 021 f16 both ways (each source has lanes that hold copies: the staged plans select by
+    lane first): nvcc -ptx of the harness, run by the PTX interpreter and compared thread by thread
+    with the plan."""
+    from toolchain import need
+    from ll_codegen.operations import write_files
+    from ll_codegen.run import ptx_check
+    nvcc = need("nvcc")
+    a, b = _layouts(blocked([1, 1, 8], [1, 4, 8], [4, 1, 1], [2, 1, 0], [8, 16, 32]),
+                    blocked([8, 1, 1], [8, 4, 1], [1, 1, 4], [0, 1, 2], [8, 16, 32]))
+    src, dst = (a, b) if direction == "forward" else (b, a)
+    plan = plan_conversion(src, dst, "f16", "cuda", "sm_90")
+    assert plan.strategy == "shuffle+smem" and plan.via.n_dst < plan.n_src
+    write_files(plan, str(tmp_path), "m", emit=("header", "harness"))
+    ptx, log = ptx_check.compile_ptx(nvcc, str(tmp_path / "m_harness.cu"), "sm_90", str(tmp_path / "m.ptx"))
+    assert ptx, log
+    assert ptx_check.check(plan, ptx, "m") == []

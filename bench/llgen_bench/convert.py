@@ -38,7 +38,15 @@ the shared-memory bound (the tile's bytes stored once and loaded once by every
 warp that holds them, at 128 B per clock per SM) and, for conversions inside
 warps, the shuffle bound (one 32-bit warp shuffle per clock per SM for every word
 that has to leave its thread); a pair's bound is the mean of its forward and back
-bounds (``jobs.round_trip_bound``), as its time is the mean of the two.
+bounds (``jobs.round_trip_bound``), as its time is the mean of the two.  A
+warp loads at least its lanes' register bytes / 256 wavefronts, / 128 where a
+quad of lanes holds more than two places (``jobs.bounds``: lanes that hold the
+same elements each fill their registers).  Small tiles are
+bound by latency instead -- barriers and shared memory, which no bandwidth bound
+sees: ``bench_convert.py`` times the minimal round trip across warps
+(``jobs.latency_floor_specs``: one 4-byte store and one load a thread, the two
+barriers) in the same run for each warp count, and a pair whose data crosses
+warps gets ``floor_clk`` = max(bound, that latency floor) (``with_floor``).
 
 Public entry points: ``bench_pair`` (one pair: plan, render, compile, check,
 time; returns a dict) and ``format_table`` (rows of such dicts as Markdown).
@@ -59,7 +67,7 @@ from llgen_bench.integrity import base_work, kernel_record
 from llgen_bench.jobs import Job, Variant, compile_jobs, describe, ident, plan_features, prepare, score, xor_pack
 from llgen_bench.timing import make_buffers, measure_clock_mhz, run_ours
 
-__all__ = ["bench_pair", "format_table", "geomean", "preflight_job", "run_job"]
+__all__ = ["bench_pair", "format_table", "geomean", "preflight_job", "run_job", "with_floor"]
 
 
 def ours_integrity(v: Variant, entry: dict) -> dict:
@@ -210,6 +218,21 @@ def _ratios(row: dict) -> None:
         row["auto_over_fastest"] = auto_ns / timed[best]
 
 
+def with_floor(row: dict, latency_clk: float | None) -> None:
+    """Give a pair its floor: where its data crosses warps (``level`` smem), ``latency_floor_clk`` is
+    the time of the minimal round trip with its warps (``jobs.latency_floor_specs``, timed in the
+    same run; clocks per conversion per SM), ``floor_clk`` = max(bound, that) and ``ours_over_floor``
+    ours over it.  A pair whose data stays in warps, or a run without the floor, gets none."""
+    for k in ("latency_floor_clk", "floor_clk", "ours_over_floor"):
+        row.pop(k, None)
+    if latency_clk is None or row.get("level") != "smem":
+        return
+    row["latency_floor_clk"] = latency_clk
+    row["floor_clk"] = max(row["bound_clk"], latency_clk)
+    ours = row["variants"]["auto"].get("clk_per_conv_sm")
+    row["ours_over_floor"] = ours / row["floor_clk"] if ours and row["floor_clk"] else None
+
+
 def bench_pair(src_layout: Any, dst_layout: Any, dtype: str = "f16", *, iters: int = 64,
                ctas: int | None = None, name: str = "cvt", triton: bool = True, naive: bool = True,
                candidates: bool = False, repeats: int = 7, warmup: int = 2, sass: bool = False,
@@ -253,13 +276,14 @@ def regs_cell(entry: dict) -> str:
 
 def format_table(rows: Sequence[dict]) -> str:
     """Markdown table: per pair, time per conversion per SM (clocks), ours/Triton (conversions),
-    ours/Triton (whole loop), ours/bound, Triton/bound, naive/ours; then the integrity columns:
+    ours/Triton (whole loop), ours/bound, the latency floor and ours over max(bound, it) (``with_floor``),
+    Triton/bound, naive/ours; then the integrity columns:
     registers of the round trip/base kernel of each side (``!``: spills or local memory), the base
     loops' SASS ALU instructions per iteration (ours/Triton) and why a pair is flagged."""
     head = ("| pair | dtype | warps | tile | auto plan | bound clk | ours clk | Triton clk | naive clk "
-            "| ours/Triton | loop ours/Triton | ours/bound | Triton/bound | naive/ours "
+            "| ours/Triton | loop ours/Triton | ours/bound | latency floor clk | ours/floor | Triton/bound | naive/ours "
             "| ours regs | Triton regs | base ALU/iter | flag |")
-    lines = [head, "|" + " --- |" * 5 + " ---: |" * 12 + " --- |"]
+    lines = [head, "|" + " --- |" * 5 + " ---: |" * 14 + " --- |"]
     for r in rows:
         v = r["variants"]["auto"]
         t = r.get("triton", {})
@@ -276,6 +300,7 @@ def format_table(rows: Sequence[dict]) -> str:
             f"| {fmt(r['bound_clk'], '{:.0f}')} | {fmt(v.get('clk_per_conv_sm'), '{:.0f}')}"
             f"{'' if v.get('ok', True) else ' (WRONG)'} | {tri} | {fmt(nv.get('clk_per_conv_sm'), '{:.0f}')} "
             f"| {fmt(r.get('ours_over_triton'))} | {fmt(r.get('loop_ours_over_triton'))} | {fmt(r.get('ours_over_bound'))} "
+            f"| {fmt(r.get('latency_floor_clk'), '{:.0f}')} | {fmt(r.get('ours_over_floor'))} "
             f"| {fmt(r.get('triton_over_bound'))} | {fmt(r.get('naive_over_ours'))} | {regs_cell(v)} | {regs_cell(t)} | {base} "
             f"| {'; '.join(flags[:2]) + (' …' if len(flags) > 2 else '') if flags else ''} |")
     return "\n".join(lines)

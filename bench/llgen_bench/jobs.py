@@ -29,7 +29,7 @@ from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import get_target
 from ll_codegen.operations import write_files
 from ll_codegen.plan.model import word_view
-from ll_codegen.plan.plans import ConvertPlan
+from ll_codegen.plan.plans import ConvertPlan, steps
 from ll_codegen.plan.planner import (ALU, BARRIER, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, classify,
                                      normalise, plan_conversion, shuffle_forms, staged_plans)
 from ll_codegen.plan.shuffle import plan_shuffle
@@ -38,6 +38,7 @@ from llgen_bench.integrity import parse_ptxas, res_usage, spills
 from llgen_bench.sass import functions, sass_counts, sass_text
 
 SMEM_BYTES_PER_CLK = 128       # per SM
+LANE_BYTES_PER_WAVEFRONT = 256  # register bytes one load wavefront fills, at most (16 lanes x 16 B, merged phases)
 SHFL_PER_CLK = 1               # warp instructions per clock per SM
 MAXRREG = 255                  # register cap of a kernel whose default build spills (nvcc, Gluon)
 
@@ -76,7 +77,17 @@ def bounds(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> dict:
     ``smem``: the tile's unique bytes stored once, and loaded once by every warp
     that holds them in ``dst``, at 128 B/clk/SM.  A destination replicated over
     warps (dot operand B with warps along M) is loaded once per copy: each warp
-    fills its own registers, only lanes of one warp share a wavefront.
+    fills its own registers, only lanes of one warp share a wavefront.  A
+    destination replicated over lanes is loaded by every lane: a load wavefront
+    fills at most 128 bytes of registers (8 lanes x 16 B, 16 x 8 B, 32 x 4 B),
+    or ``LANE_BYTES_PER_WAVEFRONT`` = 256 where the destination's lane bits 0
+    and 1 hold at most two places (rank <= 1: an 8/16-byte load whose quads read
+    at most two addresses is served in double phases, ``Target.load_quad_merge``;
+    lanes that hold different elements read different addresses), so a warp
+    loads at least max(its unique bytes / 128, its lanes' bytes / that)
+    wavefronts -- T3 dims 021 f16 (lane bits 0..2 broadcast, 512 B a lane): 64
+    a warp, not the 16 its 2 KB of unique bytes need; back (lane bit 4
+    broadcast, 128 B a lane, quads of 4 places): 32, not 16.
     ``shuffle`` (only when no data crosses warps): per warp, the 32-bit words a
     thread must receive from other lanes (max over lanes), one warp
     instruction per clock per SM, summed over warps.  ``bound`` is the
@@ -87,7 +98,10 @@ def bounds(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> dict:
     for s in sizes(src):
         tile *= s
     b = hardware_points(dst)
-    loaded = sum(len(np.unique(b[w])) for w in range(b.shape[0]))
+    quad = [v for v in dst.flat_bases("lane")[:2] if v]
+    ratio = LANE_BYTES_PER_WAVEFRONT / SMEM_BYTES_PER_CLK if len(quad) < 2 or quad[0] == quad[1] else 1
+    loaded = sum(max(len(np.unique(b[w])), sum(len(np.unique(b[w, lane])) for lane in range(b.shape[1])) / ratio)
+                 for w in range(b.shape[0]))
     smem = (tile + loaded) * elem_bytes / SMEM_BYTES_PER_CLK
     out = {"level": level, "smem_clk": smem, "shuffle_clk": None, "bound_clk": smem, "bound_kind": "smem"}
     if level in ("noop", "register"):
@@ -105,6 +119,24 @@ def bounds(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> dict:
         if out["shuffle_clk"] < smem:
             out.update(bound_clk=out["shuffle_clk"], bound_kind="shuffle")
     return out
+
+
+def latency_floor_specs(warps: int, warp_size: int = 32) -> tuple[dict, dict]:
+    """The spec dicts of the pair whose round trip is the latency floor of conversions across ``warps`` warps: a tile of
+    ``warps * warp_size`` elements, one a thread; the source holds element e on lane e % warp_size
+    of warp e // warp_size, the destination on warp e % warps, lane e // warps (lanes and warps
+    exchanged, so the data crosses warps).  In f32 its plan is what every shared-memory round trip
+    does at least, per conversion: the barrier before the stores (the buffer is reused), one 4-byte
+    store a thread, the barrier, one 4-byte load -- no bank conflict.  Timed in the same harness
+    as the pairs, it is the time no bandwidth bound sees: barriers and shared-memory latency."""
+    lanes = warp_size.bit_length() - 1
+    wbits = warps.bit_length() - 1
+    if 1 << wbits != warps or 1 << lanes != warp_size or warps < 2:
+        raise ValueError(f"latency floor: warps {warps} and warp size {warp_size} must be powers of two, warps >= 2")
+    n = warps * warp_size
+    src = {"kind": "linear", "register": [], "lane": [[1 << i] for i in range(lanes)],
+           "warp": [[warp_size << i] for i in range(wbits)], "block": [], "shape": [n]}
+    return src, dict(src, lane=[[warps << i] for i in range(lanes)], warp=[[1 << i] for i in range(wbits)])
 
 
 def round_trip_bound(fwd: dict, back: dict) -> dict:
@@ -136,10 +168,10 @@ def plan_features(plan: ConvertPlan) -> dict:
                  store=f"{m.store_instr}/{m.store_vec}", load=f"{m.load_instr}/{m.load_vec}",
                  conflicts=[m.store.bank_conflicts, m.load.bank_conflicts], swizzle=m.swizzle,
                  smem_bytes=m.bytes, rounds=len(m.rounds))
-    shuffled = plan.via if plan.via is not None else plan             # a staged plan's shuffles: its via step
-    if shuffled.shuffle is not None:
-        s = shuffled.shuffle
-        f.update(shfl=s.shuffles, selects=s.selects, packs=s.pack_ops(word_view(shuffled), shuffled.dst_copies))
+    shuffled = [q for q in steps(plan) if q.shuffle is not None]     # a staged plan's via step, a butterfly's every step
+    if shuffled:
+        f.update(shfl=sum(q.shuffle.shuffles for q in shuffled), selects=sum(q.shuffle.selects for q in shuffled),
+                 packs=sum(q.shuffle.pack_ops(word_view(q), q.dst_copies) for q in shuffled))
     elif plan.register is not None:
         f["moves"] = plan.n_dst
     return f
@@ -156,7 +188,7 @@ def score(f: dict, wavefront=None, shuffle=None, alu=None, barrier=None, warp_ba
     if f["strategy"] in ("noop", "register"):
         return 0.0
     shuffles = shuffle * f["shfl"] + select * f["selects"] + alu * f["packs"]      # staged: both terms
-    if f["strategy"] == "shuffle":
+    if f["strategy"] in ("shuffle", "butterfly"):
         return shuffles
     stmatrix_extra = (STMATRIX - 1) * f.get("stmatrix_waves", 0)
     return (shuffles + wavefront * (f["waves"] + stmatrix_extra) + alu * f["instrs"] + barrier * f["barriers"]
@@ -177,7 +209,9 @@ def describe(plan: ConvertPlan) -> str:
             tag += " noswz"
         return f"{describe(plan.via)} + {tag}" if plan.via is not None else tag
     if plan.shuffle is not None:
-        return f"shuffle x{f['shfl']}" + (" fused" if plan.shuffle.send_fused or plan.shuffle.recv_fused else "")
+        fused = any(q.shuffle.send_fused or q.shuffle.recv_fused for q in steps(plan))
+        head = f"butterfly {len(steps(plan))} steps, shuffle" if plan.strategy == "butterfly" else "shuffle"
+        return f"{head} x{f['shfl']}" + (" fused" if fused else "")
     return plan.strategy
 
 
@@ -239,10 +273,13 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
     out: list[ConvertPlan] = []
     later: list[ConvertPlan] = []
     tgt = get_target(target, arch)
-    for strategy in ("register", "shuffle", "smem", "shuffle+smem"):
+    for strategy in ("register", "shuffle", "smem", "shuffle+smem", "butterfly"):
         try:
             p = plan_conversion(src, dst, dtype, tgt, strategy=strategy)
         except ValueError:
+            continue
+        if strategy == "butterfly":               # added after the recorded runs: last
+            later.append(replace(p, candidates=()))
             continue
         if strategy == "shuffle+smem":            # one per layout in between, not only the cheapest
             base = replace(p, via=None, smem=None, dst_copies=(), candidates=())

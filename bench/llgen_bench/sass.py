@@ -126,17 +126,35 @@ def _imm(x: str) -> int | None:
 XOR_LUTS = {0x96, 0x3C, 0x5A, 0x66, 0x1E, 0x36, 0x56}
 
 
+def _feeds_an_address(body: list, k: int, reg: str) -> bool:
+    """Whether the next instruction of ``body`` after index ``k`` that reads ``reg`` reads it inside a
+    memory operand's brackets (``STS.128 [R77+UR5+0x900], R32``: an address, not data)."""
+    word = re.compile(rf"\b{re.escape(reg)}\b")
+    for _, _, _, line in body[k + 1:]:
+        ops = _operands(line)
+        reads = [o for j, o in enumerate(ops) if j or o.startswith("[")]   # a store's first operand is read
+        if any(word.search(o) for o in reads):
+            return any(word.search(o) for o in reads if o.startswith("["))
+        if ops and ops[0] == reg:
+            return False                                      # overwritten before any read
+    return False
+
+
 def loop_xor_immediates(text: str) -> list[int]:
     """The immediates (unsigned 32-bit, sorted) of the xor ``LOP3``s in one kernel's main loop: in a
-    round trip, the per-register keys (``templates/bench.cu.j2``, ``gluon.gluon_kernels``)."""
+    round trip, the per-register keys (``templates/bench.cu.j2``, ``gluon.gluon_kernels``).  An xor
+    whose result is next read as an address (a shared-memory address ptxas recomputes in the loop
+    rather than keep live: ``LOP3.LUT R77, R76, 0x10, RZ, 0x3c`` for ``STS.128 [R77+UR5+0x900]``)
+    is not a key and is left out."""
     instrs = _parse(text)
     lo, hi = _main_loop(text, instrs)
+    body = [i for i in instrs if lo <= i[0] <= hi]
     out = []
-    for addr, op, _, line in instrs:
-        if lo <= addr <= hi and op.startswith("LOP3"):
+    for k, (_, op, _, line) in enumerate(body):
+        if op.startswith("LOP3"):
             ops = _operands(line)
             lut = _imm(ops[-2]) if len(ops) >= 6 else None
-            if lut is not None and lut & 0xFF in XOR_LUTS:
+            if lut is not None and lut & 0xFF in XOR_LUTS and not _feeds_an_address(body, k, ops[0]):
                 out += [v & 0xFFFFFFFF for v in map(_imm, ops[1:4]) if v is not None]
     return sorted(out)
 

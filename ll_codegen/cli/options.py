@@ -29,7 +29,7 @@ BYTE_DTYPES = tuple(DTYPE_BYTES)     # gathers and the GPU bench: whole-byte ele
 MMA_DTYPES = tuple(AB_TYPES)
 TARGETS = ("cuda", "hip")
 ARCHS = CUDA_ARCHS + HIP_WAVE64 + HIP_WAVE32
-STRATEGY_CHOICES = ("auto", "noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy", "tma")
+STRATEGY_CHOICES = ("auto", "noop", "register", "shuffle", "smem", "shuffle+smem", "store", "load", "copy", "tma", "butterfly")
 SWIZZLES = ("optimal", "none")
 EMIT_CHOICES = ("header", "harness", "bench", "all")
 

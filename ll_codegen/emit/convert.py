@@ -307,7 +307,9 @@ def convert_function(plan: Transfer, conv: Namespace) -> Fn:
     if plan.via is not None:            # staged: the two steps are nested namespaces, chained here
         conv.nested = [namespace(plan.via, "via", nested=True), namespace(without_via(plan), "then", nested=True)]
         fn.moves = ["T mid[via::kDstRegs];", "via::convert(src, mid, smem, tid);", "then::convert(mid, dst, smem, tid);"]
-        fn.steps = [{"comment": "Warp shuffles to the layout in between, then the trip through shared memory",
+        what = ("The butterfly's shuffle steps before its last, then its last step" if plan.strategy == "butterfly"
+                else "Warp shuffles to the layout in between, then the trip through shared memory")
+        fn.steps = [{"comment": what,
                      "lines": ["uint32_t m[via::kDstWords];", "via::convert_words(s, m, smem, tid);",
                                "then::convert_words(m, d, smem, tid);"]}]
         return fn

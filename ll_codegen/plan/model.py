@@ -359,6 +359,26 @@ class SmemPlan:
     per_warp: bool = False            # each warp in its own slice of the scratch: both barriers warp-scope
     named_barrier: Barrier | None = None   # the block barriers as bar.sync id, threads (None: __syncthreads())
 
+    def pack_ops(self, per: int, n_dst: int, copies: Sequence[tuple[int, int]] = ()) -> int:
+        """Byte permutes (``__byte_perm``, SASS ``PRMT``) one thread issues in the word view (``per``
+        8/16-bit elements a 32-bit word, ``word_view``; 0: none): the stored words composed of
+        source register words, and the ``n_dst / per`` destination words composed of loaded words
+        (broadcast ``copies`` (register, the one it copies) filled from the register they copy) --
+        ``words.compose_ops`` of the words the emitter composes.  A word that is one whole source
+        (loaded) word in order costs none."""
+        if not per:
+            return 0
+        stored: list[list[tuple[tuple, int]]] = []
+        loaded: dict[int, tuple[tuple, int]] = {}
+        for i, rnd in enumerate(self.rounds):
+            for a in rnd.stores:
+                stored += [[(("s", r // per), r % per) for r in a.regs[k:k + per]] for k in range(0, len(a.regs), per)]
+            for k, a in enumerate(rnd.loads):
+                loaded.update((r, (("v", i, k, j // per), j % per)) for j, r in enumerate(a.regs))
+        copy_of = dict(copies)
+        dst = [[loaded.get(copy_of.get(r, r)) for r in range(j * per, (j + 1) * per)] for j in range(n_dst // per)]
+        return compose_ops(per, *stored) + compose_ops(per, *dst)
+
     @property
     def warp_barriers(self) -> int:
         """Warp-scope barriers per call: each round's stores -> loads one, in a warp-local plan, and the

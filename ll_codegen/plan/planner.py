@@ -11,7 +11,11 @@ A strategy is legal when its level is at or above the classified one: smem is
 always legal, shuffle when no data crosses warps, register when none crosses
 lanes.  A staged plan (``shuffle+smem``: warp shuffles to a layout in between,
 then smem; ``staged.py``) is a candidate whenever data crosses lanes, one per
-layout in between, scored as the sum of its two steps.
+layout in between, scored as the sum of its two steps; a butterfly (``butterfly``: a
+chain of shuffle steps, each exchanging one lane bit with one register bit, so half of
+every thread's words cross lanes a step; ``butterfly.py``) whenever data crosses lanes
+but not warps and the two layouts hold the same nonzero bases, scored as the sum of
+its steps.
 
 Cost model for ``auto`` (units: SM issue slots per warp; seed 001's
 three-term model specialised to conversions): every shared-memory wavefront
@@ -58,12 +62,14 @@ from ll_codegen.plan.model import Barrier, Candidate, RegisterPlan, ShufflePlan,
 from ll_codegen.plan.plans import AccessPlan, ConvertPlan, CopyPlan, LoadPlan, StorePlan, without_via
 from ll_codegen.plan.shuffle import NotShuffleable, fuse_form, plan_shuffle, swap_form
 from ll_codegen.plan.staged import mid_layouts
+from ll_codegen.plan.butterfly import butterfly_chain
 from ll_codegen.plan.swizzle import plan_smem
 from ll_codegen.core.target import Target, get_target
 
 DEFAULT_SMEM_BUDGET = 48 * 1024      # bytes of scratch a conversion may use unless told otherwise
 STRATEGIES = ("noop", "register", "shuffle", "smem")
 STAGED = "shuffle+smem"     # warp shuffles to a layout in between, then smem (plan/staged.py): legal with shuffle/smem
+BUTTERFLY = "butterfly"     # a chain of shuffle steps, one lane bit <-> register bit each (plan/butterfly.py)
 WAVEFRONT, SHUFFLE, ALU, BARRIER, STMATRIX = 1.0, 1.0, 0.25, 4.0, 1.25
 SELECT = 0.5            # a lane-dependent select of a shuffle plan (SEL: Hopper's INT pipe, 2 warp instructions/clk/SM)
 WARP_BARRIER = 4.0      # __syncwarp(): waits for no other warp; priced as a block barrier until measured
@@ -194,11 +200,14 @@ def _score(plan: ConvertPlan | AccessPlan) -> tuple[float, str]:
                           f"{f' ({m.warp_barriers} warp-scope)' if m.warp_barriers else ''}")
 
 
-def _load_instructions(plan: ConvertPlan) -> int:
-    """Tie-break between equal scores: fewer (wider) shared-memory loads.  A load's result is
-    waited for and a store's is not; on the H100 the wide-load side of two equal per-side-width
-    plans measured up to 11% faster (T_row_col_128_f8_8w: st4B+ld16B 364 clk, st16B+ld4B 407)."""
-    return plan.smem.load.instructions if plan.strategy in ("smem", STAGED) else 0
+def _load_instructions(plan: ConvertPlan) -> tuple[int, int]:
+    """Tie-break between equal scores: fewer (wider) shared-memory loads (a load's result is waited
+    for, a store's is not: on the H100 the wide-load side of two equal per-side-width plans measured up
+    to 11% faster, T_row_col_128_f8_8w: st4B+ld16B 364 clk, st16B+ld4B 407), then fewer byte permutes
+    (blocked -> dot B 64x128 f16: ldmatrix.trans ties ld16B and needs none of its 160 PRMTs a thread)."""
+    last = without_via(plan)
+    return ((plan.smem.load.instructions, plan.smem.pack_ops(word_view(last), last.n_dst, last.dst_copies))
+            if plan.strategy in ("smem", STAGED) else (0, 0))
 
 
 def _instr_name(plan: ConvertPlan | AccessPlan, instr: str, side: str, vec: int) -> str:
@@ -225,8 +234,9 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     if isinstance(target, str):
         target = get_target(target, arch)
     dtype_bytes(dtype)
-    if strategy not in STRATEGIES + (STAGED, "auto"):
-        raise ValueError(f"unknown strategy {short(strategy)} (known: auto, {', '.join(STRATEGIES + (STAGED,))})")
+    if strategy not in STRATEGIES + (STAGED, BUTTERFLY, "auto"):
+        raise ValueError(f"unknown strategy {short(strategy)} "
+                         f"(known: auto, {', '.join(STRATEGIES + (STAGED, BUTTERFLY))})")
     if scratch_buffers not in (1, 2) or isinstance(scratch_buffers, bool):
         raise ValueError(f"--scratch-buffers must be 1 or 2, got {short(scratch_buffers)}")
     if scratch_per_warp and scratch_buffers == 2:
@@ -245,11 +255,12 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
         shape=tuple(src.out_dim_sizes.values()))
     order = STRATEGIES.index(level)
     legal = [s for s in STRATEGIES[max(order, 1):] if s != "noop"] + ([STAGED] if level in ("shuffle", "smem") else [])
+    legal += [BUTTERFLY] if level == "shuffle" else []
     if strategy == "noop" and level != "noop":
         raise ValueError(f"strategy noop is illegal: the layouts differ ({level} needed)")
     if strategy not in ("auto", "noop") and strategy not in legal:
         raise ValueError(f"strategy {strategy} is illegal for this pair: " + (
-            f"no data crosses lanes (needs {level})" if strategy == STAGED else
+            f"no data crosses lanes (needs {level})" if strategy in (STAGED, BUTTERFLY) and order < 2 else
             f"data crosses {'warps' if level == 'smem' else 'lanes'} (needs {level})"))
 
     candidates: list[ConvertPlan] = []
@@ -262,6 +273,12 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
                 raise ValueError("strategy shuffle+smem found no layout in between: the destination's low "
                                  "register bases are not in the source's registers or lanes")
             candidates += staged
+        elif s == BUTTERFLY:
+            chain = butterfly_plan(base, src, dst)
+            if strategy == BUTTERFLY and chain is None:
+                raise ValueError("strategy butterfly found no chain of lane <-> register swaps: the layouts do not "
+                                 "hold the same nonzero bases in their registers and lanes, or need one swap only")
+            candidates += [chain] if chain is not None else []
         elif s == "shuffle":
             try:
                 sp: ShufflePlan = plan_shuffle(src, dst, w)
@@ -336,19 +353,31 @@ def staged_plans(base: ConvertPlan, src: LinearLayout, dst: LinearLayout, target
     out = []
     w = base.elem_bytes
     for mid in mid_layouts(src, dst, w):
+        regs = mid.in_dim_size("register")
+        if word_view(base) and regs % word_view(base):   # the steps chain on packed words: whole words between
+            continue
         mid_bases = {"in_dims": mid.bases, "out_dims": mid.out_dim_sizes}
         try:
             sp = plan_shuffle(src, mid, w)
             smem = plan_smem(mid, dst, w, target, swizzle, smem_budget, max_vector_bytes, per_warp=per_warp)
         except ValueError:                                  # NotShuffleable, or no scratch within the budget
             continue
-        step = replace(base, strategy="shuffle", n_dst=base.n_src, dst_bases=mid_bases,
+        step = replace(base, strategy="shuffle", n_dst=regs, dst_bases=mid_bases,
                        dst_copies=_canonical_copies(mid))
         via = min(shuffle_forms(step, sp), key=lambda p: _score(p)[0])
-        rest = replace(base, strategy="smem", src_bases=mid_bases, dst_copies=_canonical_copies(dst))
+        rest = replace(base, strategy="smem", src_bases=mid_bases, n_src=regs, dst_copies=_canonical_copies(dst))
         best = min((replace(rest, smem=m) for m in smem), key=lambda p: (_score(p)[0], _load_instructions(p)))
-        out.append(replace(best, strategy=STAGED, src_bases=base.src_bases, via=via))
+        out.append(replace(best, strategy=STAGED, src_bases=base.src_bases, n_src=base.n_src, via=via))
     return out
+
+
+def butterfly_plan(base: ConvertPlan, src: LinearLayout, dst: LinearLayout) -> ConvertPlan | None:
+    """The butterfly candidate (``butterfly.butterfly_chain``): each step the cheapest form of its
+    shuffle plan by this module's score, the chain built once with shears and once without (a shear
+    saves its step's permutes but may cost the last step selects) and the cheaper kept; None when
+    the pair has no chain of two steps or more."""
+    chains = [butterfly_chain(base, src, dst, shear, shuffle_forms, lambda p: _score(p)[0]) for shear in (True, False)]
+    return min((c for c in chains if c is not None), key=lambda c: _score(c)[0], default=None)
 
 
 # ------------------------------------------------------------------ memory

@@ -10,8 +10,9 @@ candidates) and compose the parts of ``model.py``:
 type            moves                                             parts
 ==============  ================================================  =====================================
 ``ConvertPlan`` registers -> registers                            one of ``RegisterPlan``,
-                (noop, register, shuffle, smem, shuffle+smem)     ``ShufflePlan``, ``SmemPlan``; a staged
-                                                                  plan's first step is ``via``
+                (noop, register, shuffle, smem, shuffle+smem,     ``ShufflePlan``, ``SmemPlan``; a staged
+                butterfly)                                        plan's first step is ``via``, a
+                                                                  butterfly's steps before its last
 ``StorePlan``   registers -> a shared or global tile              ``memory`` (a ``MemoryPlan``), an
 ``LoadPlan``    a shared or global tile -> registers              optional ``via`` conversion, ``paths``
 ``CopyPlan``    a global tile -> a shared tile                    a thread ``mapping``, its ``load`` and
@@ -96,7 +97,10 @@ class ConvertPlan(Transfer):
     """Registers -> registers.  ``strategy`` says which part is set: ``noop`` and
     ``register`` a ``RegisterPlan``, ``shuffle`` a ``ShufflePlan``, ``smem`` and
     ``shuffle+smem`` an ``SmemPlan`` -- the staged one after ``via`` (warp shuffles
-    to a layout in between; ``without_via`` is the step after it as a plan)."""
+    to a layout in between; ``without_via`` is the step after it as a plan).
+    ``butterfly`` (a chain of shuffle steps, ``plan/butterfly.py``) holds its last step's
+    ``ShufflePlan``; ``via`` is the chain before it (a ``butterfly`` plan again, or the first
+    step's ``shuffle`` plan), so ``steps`` lists every step in order."""
     operation: ClassVar[str] = "convert"
     register: RegisterPlan | None = None
     shuffle: ShufflePlan | None = None
@@ -115,8 +119,8 @@ class ConvertPlan(Transfer):
 
     @property
     def by_shuffle(self) -> bool:
-        """Warp shuffles only (a ``ShufflePlan``)."""
-        return self.strategy == "shuffle"
+        """Warp shuffles only (a ``ShufflePlan``; a butterfly's last step, after ``via``)."""
+        return self.strategy in ("shuffle", "butterfly")
 
     @property
     def through_smem(self) -> bool:
@@ -265,12 +269,14 @@ def without_via(plan: ConvertPlan | AccessPlan) -> ConvertPlan | AccessPlan:
     """The step of a ``via`` plan after (store, staged convert) or before (load) its
     conversion, as a plan of its own: the memory access over the layout ``via``
     converts to (store) or from (load); for a staged conversion the shared-memory
-    step from ``via``'s destination layout.  ``plan`` itself when it has no ``via``."""
+    step from ``via``'s destination layout (a butterfly's: its last shuffle step).  ``plan``
+    itself when it has no ``via``."""
     v = plan.via
     if v is None:
         return plan
     if isinstance(plan, ConvertPlan):
-        return replace(plan, via=None, strategy="smem", src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
+        last = "shuffle" if plan.strategy == "butterfly" else "smem"
+        return replace(plan, via=None, strategy=last, src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
     if isinstance(plan, StorePlan):
         return replace(plan, via=None, src_bases=v.dst_bases, n_src=v.n_dst, candidates=())
     return replace(plan, via=None, dst_bases=v.src_bases, n_dst=v.n_src, dst_copies=(), candidates=())
@@ -278,8 +284,9 @@ def without_via(plan: ConvertPlan | AccessPlan) -> ConvertPlan | AccessPlan:
 
 def steps(plan: Transfer) -> list[Transfer]:
     """The plans ``plan`` executes, in order: a store's or staged conversion's ``via`` first and
-    then the step after it, a load's access first and then its ``via``; ``[plan]`` otherwise."""
+    then the step after it, a load's access first and then its ``via``; ``[plan]`` otherwise.
+    A ``via`` with steps of its own (a butterfly's chain) is listed step by step."""
     via = plan.via if isinstance(plan, (ConvertPlan, AccessPlan)) else None
     if via is None:
         return [plan]
-    return [without_via(plan), via] if isinstance(plan, LoadPlan) else [via, without_via(plan)]
+    return [without_via(plan), *steps(via)] if isinstance(plan, LoadPlan) else [*steps(via), without_via(plan)]

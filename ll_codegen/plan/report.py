@@ -9,7 +9,7 @@ from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.mma import MmaPlan
 from ll_codegen.plan.model import instruction_name, shuffle_name
-from ll_codegen.plan.plans import LoadPlan, Transfer
+from ll_codegen.plan.plans import LoadPlan, Transfer, steps
 from ll_codegen.plan.reduce import ReducePlan
 from ll_codegen.plan.tma import tma_summary_lines
 from ll_codegen.plan.upcast import UpcastPlan, upcast_lines
@@ -48,6 +48,14 @@ def convert_summary(p: Transfer) -> str:
 def convert_lines(p: Transfer) -> list[str]:
     """The steps of a conversion (``convert_summary`` without the headline and candidates)."""
     lines: list[str] = []
+    if p.strategy == "butterfly":                   # the chain's steps in order, not nested
+        chain = steps(p)
+        lines.append(f"butterfly: {len(chain)} shuffle steps, each exchanging one lane bit with one register bit")
+        for k, q in enumerate(chain):
+            lines.append(f"step {k + 1}: to {q.dst_bases['in_dims']}:" if k + 1 < len(chain) else
+                         f"step {k + 1}: to the destination layout:")
+            lines += ["  " + line for line in convert_lines(q)]
+        return lines
     if p.via is not None:
         lines.append(f"via: warp shuffles to the layout in between {p.via.dst_bases['in_dims']}:")
         lines += ["  " + line for line in convert_lines(p.via)]
@@ -72,7 +80,7 @@ def convert_lines(p: Transfer) -> list[str]:
             send = list(r.send[0]) if len(r.send) == 1 else [list(x) for x in r.send]
             recv = list(r.recv[0]) if len(r.recv) == 1 else [list(x) for x in r.recv]
             lines.append(f"  round {i}: send src{send}, source lane ^ {r.lane_xor:#x}, receive dst{recv}")
-        for k in ("V", "I", "E", "F", "G", "R"):
+        for k in ("V", "I", "E", "F", "G", "R") if s.sets else ():     # (a butterfly step's rounds have none)
             lines.append(f"  {k} = [{', '.join(_vec(v, sizes) for v in s.sets.get(k, ()))}]")
     if p.through_smem:
         m = p.smem

@@ -1,5 +1,8 @@
 """The layout in between of a staged conversion (strategy ``shuffle+smem``):
-warp shuffles first, then a round trip through shared memory.
+warp shuffles first, then a round trip through shared memory.  Besides the
+layouts below, ``distinct_lanes_layout``: a source whose lanes hold copies
+first keeps a different part of its registers on each copy (selects, no
+shuffle), so that its stores carry no duplicate bytes.
 
 Why.  A shared-memory conversion moves ``v`` elements per access only where
 the source and the destination both hold them in ``v`` consecutive registers
@@ -63,12 +66,43 @@ def mid_layout(src: LinearLayout, dst: LinearLayout, k: int) -> LinearLayout | N
     return LinearLayout(bases, src.out_dim_sizes)
 
 
+def distinct_lanes_layout(src: LinearLayout) -> LinearLayout | None:
+    """``src`` with each broadcast lane basis (zero: lanes that hold the same
+    elements) replaced by one of its register bases, the last ones first: every
+    lane keeps the part of its registers that its lane bits pick, so that no two
+    lanes of a warp hold the same element.  None when ``src`` has no broadcast
+    lane or too few registers.
+
+    Why.  Lanes that hold copies store the same bytes: a store wavefront of
+    T3 dims 021 f16's blocked [8,1,1]/[8,4,1]/[1,1,4] layout (lane bits 0..2
+    broadcast) carries 16 distinct bytes -- 128 wavefronts a warp for its 2 KB.
+    Selecting by lane first (no shuffle: each lane already holds what it keeps;
+    7 selects a kept word) stores them in 16.  Example: registers
+    ``r0 .. r7`` and lanes ``(0, 0, 0, l3, l4)`` become registers ``r0 .. r4``
+    and lanes ``(r5, r6, r7, l3, l4)``."""
+    reg = [list(b) for b in src.bases["register"]]
+    lane = [list(b) for b in src.bases["lane"]]
+    zero = [j for j, b in enumerate(lane) if not any(b)]
+    spare = [i for i, b in enumerate(reg) if any(b)]
+    if not zero or len(spare) < len(zero):
+        return None
+    take = spare[len(spare) - len(zero):]
+    for j, i in zip(zero, take):
+        lane[j] = reg[i]
+    bases = dict(src.bases, register=[b for i, b in enumerate(reg) if i not in take], lane=lane)
+    return LinearLayout(bases, src.out_dim_sizes)
+
+
 def mid_layouts(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> list[LinearLayout]:
     """Every distinct layout in between for accesses of 2^k elements up to 16
     bytes that moves some data across lanes (a layout with the source's lanes
     would make the first step a register permutation: the shared-memory plan
-    alone does that)."""
+    alone does that), and ``distinct_lanes_layout`` of a source whose lanes
+    hold copies."""
     out: list[LinearLayout] = []
+    distinct = distinct_lanes_layout(src)
+    if distinct is not None:
+        out.append(distinct)
     k = 1
     while (elem_bytes << k) <= 16:
         mid = mid_layout(src, dst, k)

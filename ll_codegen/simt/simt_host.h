@@ -822,6 +822,9 @@ inline T __shfl_xor(T v, int lane_mask, int width = -1) {
                                  unsigned(width < 0 ? warpSize : width), 0u);
 }
 
+// population count (CUDA and HIP both have it): a lane select's parity of several lane bits
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     uint64_t bytes = (uint64_t(y) << 32) | x;
     unsigned out = 0;

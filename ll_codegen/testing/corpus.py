@@ -92,7 +92,7 @@ NAMED: tuple[NamedPair, ...] = (
                      warp=[[4, 0], [8, 0]], shape=[64, 64]), ("f32", "f16"), "register",
               note="same lanes and warps, registers reordered: a pure register permutation"),
     NamedPair("slice_blocked_to_slice_mma", sliced(ROW, 1, [64]), sliced(MMA, 1, [64]), ("f32",), "smem"),
-    NamedPair("slice_blocked_dim0", sliced(ROW, 0, [64]), sliced(COL, 0, [64]), ("f16",), "smem"),
+    NamedPair("slice_blocked_dim0", sliced(ROW, 0, [64]), sliced(COL, 0, [64]), ("f16",), "shuffle+smem"),
     NamedPair("mfma_to_blocked_wave64", mfma([2, 2], [32, 32, 8], [64, 64]),
               blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]), ("f16", "f32"), "smem", target="hip"),
     NamedPair("blocked_to_mfma_wave64", blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]),
