@@ -206,3 +206,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     tr.write_sep("-", f"CPU time by module ({len(modules)} modules)")
     for module, sec in sorted(modules.items(), key=lambda kv: -kv[1])[:n]:
         tr.write_line(f"{sec:9.2f}s  {module}")
+
+
+@pytest.fixture(scope="session")
+def example_build(tmp_path_factory):
+    """``example_build(path)``: the example kernel at ``path`` built with the flags users type, once per
+    test run (``toolchain.users_build``): (exit status, output, keep dir).  The root is the run's
+    temporary directory, which the xdist workers share (each worker's own is a folder in it)."""
+    from toolchain import users_build
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = root / "users_build"
+    root.mkdir(exist_ok=True)
+    generated = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "generated")
+    return lambda path: users_build(path, str(root), generated)

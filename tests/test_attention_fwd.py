@@ -10,8 +10,10 @@
   their two call sites, 3-D TMA loads of the Q tiles (BM / 64 tiles of D / 64 boxes each), K and V (D / 64
   boxes each, twice for a 192-key tile) and the O store, the producer's and consumers' register
   budgets (setmaxnreg 24, then 240 with 2 consumer groups, 160 with 3), registers at entry within the
-  64K-register file over the block's threads.  Built as shipped and with the -D knobs of the other
-  tiles (the 128 x 128 tile at d 64, 192-key tiles, P from shared memory at d 64).
+  64K-register file over the block's threads.  Built as shipped (all 12 kernels) and with the -D knobs of
+  the other tiles (the 128 x 128 tile at d 64, 192-key tiles, P from shared memory at d 64), each of those
+  with only the kernels its knobs change (LLGEN_ATTENTION_DISABLE_* for the rest: the PTX's entries are
+  exactly the kernels built).
 * It runs on the host SIMT runtime (every generated line: 3-D TMA with zero fill and clipping, the
   mbarrier ring, both wgmma through their descriptors and registers, the reductions' shuffles, the
   staged O tiles and their TMA stores, the masked LSE store) at one tile and at two key tiles with
@@ -22,7 +24,9 @@
   per key tile as the kernel rounds it -- the kernel may differ by its f32 arithmetic only: |O - ref| <=
   2 ulp of the 16-bit O (+ 2^-14 absolute), LSE within 1e-4; (b) exact softmax attention in float64 (no
   rounding of P): within 2^-9 (f16) and 2^-6 (bf16) absolute on O (the GPU tests' tolerances), LSE
-  within 1e-4, inputs N(0, 1).
+  within 1e-4, inputs N(0, 1).  Each host driver is built with only the (type, head dim) of its cases
+  (LLGEN_ATTENTION_DISABLE_* for the others): kernel_of() offers exactly those two kernels, and refuses
+  the others (test_attention_fwd_disabled_kernels_refused_on_host_simt).
 * fp8 (e4m3 Q, K, V, O bf16, head dims 64 and 128): compiled without spills in both builds (llgen chain's
   relabelled keys, and -D LLGEN_ATTENTION_FP8_IDENTITY=1), the PTX's e4m3 wgmma, TMA, cvt and setmaxnreg
   counts, and its shuffles: the row reductions' alone with the chain's S -> P, those plus the plain
@@ -82,7 +86,23 @@ BUILDS = {
                         {**SHIPPED, (64, False): (192, 192)}),
 }
 SPILL_FREE = ["fp8_identity", "keys_192", "p_smem", "rows_swapped", "shipped"]
+#: the (input types, head dims) of the kernels each nvcc build compiles: as shipped all, else those its knobs
+#: change (rows_swapped, p_smem: d 64 16-bit; keys_192: 16-bit; fp8_identity: e4m3 d 128, its d 64 kernels
+#: are the chain's as shipped)
+COMPILED = {"shipped": (("f16", "bf16", "e4m3"), (64, 128)), "rows_swapped": (("f16", "bf16"), (64,)),
+            "keys_192": (("f16", "bf16"), (64, 128)), "p_smem": (("f16", "bf16"), (64,)),
+            "fp8_identity": (("e4m3",), (128,))}
+#: the type knob of LLGEN_ATTENTION_DISABLE_<knob> and the dtype argument of kernel_of() per input type
+TYPE_KNOB = {"f16": "F16", "bf16": "BF16", "e4m3": "FP8"}
+DTYPE_CODE = {"f16": 0, "bf16": 1, "e4m3": 2}
 FP8_TILE = (128, 128)  # BM x BN of the fp8 kernels in every build
+
+
+def disable_knobs(types: tuple[str, ...], dims: tuple[int, ...]) -> list[str]:
+    """The -D knobs that leave out every kernel whose input type is not in ``types`` or head dim not in
+    ``dims`` (the kernels built: types x dims x causal or not)."""
+    return ([f"LLGEN_ATTENTION_DISABLE_{TYPE_KNOB[t]}=1" for t in TYPE_KNOB if t not in types]
+            + [f"LLGEN_ATTENTION_DISABLE_D{d}=1" for d in (64, 128) if d not in dims])
 
 
 def kernel_name(t: str, d: int, causal: bool) -> str:
@@ -95,22 +115,29 @@ def wgmma(ptx: str, n: int, t: str) -> int:
 
 
 @pytest.mark.parametrize("build", SPILL_FREE)
-def test_attention_fwd_compiles_from_generated_headers(tmp_path, build):
-    nvcc = need("nvcc")
+def test_attention_fwd_compiles_from_generated_headers(tmp_path, build, example_build):
     with open(KERNEL) as f:
         src = f.read()
     assert sorted(re.findall(r'#include "([^"]+)"', src)) == HEADERS
     assert not re.search(r"\basm\s*(volatile\s*)?\(", src), "every instruction is a generated header's wrapper"
     knobs, tiles = BUILDS[build]
-    # one compile: the sm_90a cubin with ptxas's report, and the compute_90a PTX it was assembled from kept
-    cmd, ptx_path = nvcc_cubin(nvcc, KERNEL, "sm_90a", str(tmp_path / "a"),
-                               ["-O3", "-I", GENERATED, *[f"-D{k}" for k in knobs], "-Xptxas", "-v"])
-    rc, out = run(cmd, str(tmp_path))
+    types, dims = COMPILED[build]
+    built = [k for k in KERNELS if k[0] in types and k[1] in dims]
+    # one compile: the sm_90a cubin with ptxas's report, and the compute_90a PTX it was assembled from kept;
+    # as shipped, the users' build (nvcc -arch=sm_90a -c, shared with tests/test_nvcc_arch_flags.py)
+    if build == "shipped":
+        rc, out, keep = example_build(KERNEL)
+        ptx_path = os.path.join(keep, "attention_fwd.compute_90a.ptx")
+    else:
+        cmd, ptx_path = nvcc_cubin(need("nvcc"), KERNEL, "sm_90a", str(tmp_path / "a"),
+                                   ["-O3", "-I", GENERATED,
+                                    *[f"-D{k}" for k in (*knobs, *disable_knobs(types, dims))], "-Xptxas", "-v"])
+        rc, out = run(cmd, str(tmp_path))
     assert rc == 0 and not re.search(r"\bwarning\b", out, re.IGNORECASE), out
-    assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(KERNELS), out
+    assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(built), out
     assert not re.search(r"C75(11|12|14|15|17|19)", out), f"ptxas serialises the wgmma:\n{out}"
     # registers at entry: 65536 / threads, rounded down to a multiple of 8 (168 with 384 threads, 128 with 512)
-    for (t, d, c) in KERNELS:
+    for (t, d, c) in built:
         consumers = (FP8_TILE if t == "e4m3" else tiles[(d, c)])[0] // 64
         regs = re.search(rf"Compiling entry function '{kernel_name(t, d, c)}'.*?Used (\d+) registers", out, re.S)
         assert regs and int(regs.group(1)) <= 65536 // (128 * (1 + consumers)) // 8 * 8, out
@@ -118,8 +145,8 @@ def test_attention_fwd_compiles_from_generated_headers(tmp_path, build):
         ptx = f.read()
     parts = re.split(r"\.entry (\w+)\(", ptx)[1:]   # name, body, name, body, ...
     bodies = dict(zip(parts[::2], parts[1::2]))
-    assert sorted(bodies) == sorted(kernel_name(*k) for k in KERNELS)
-    for (t, d, c) in KERNELS16:
+    assert sorted(bodies) == sorted(kernel_name(*k) for k in built)
+    for (t, d, c) in (k for k in built if k in KERNELS16):
         name = kernel_name(t, d, c)
         body = bodies[name]
         bm, bn = tiles[(d, c)]
@@ -146,7 +173,7 @@ def test_attention_fwd_compiles_from_generated_headers(tmp_path, build):
     # the plain conversion adds its shuffles at both P sites.
     reductions = 2 * sum(_reduce_shuffles(op) for op in ("max", "sum"))
     p_shuffles = 0 if build != "fp8_identity" else 2 * _header_shuffles("attention_p_e4m3_identity.cuh")
-    for (t, d, c) in KERNELS_FP8:
+    for (t, d, c) in (k for k in built if k in KERNELS_FP8):
         name = kernel_name(t, d, c)
         body = bodies[name]
         def e4m3(n: int) -> int:
@@ -196,6 +223,16 @@ int main(int argc, char** argv) {
     float sc[4];
     if (!in || std::fread(h, 4, 8, in) != 8 || std::fread(sc, 4, 4, in) != 4) return 3;
     const int dtype = h[0], d = h[1], causal = h[2], B = h[3], H = h[4], Hkv = h[5], Sq = h[6], Sk = h[7];
+    // the kernels this build offers: kernel_of's fn is nullptr for the ones it leaves out
+    for (int t = 0; t < 3; ++t)
+        for (int dd : {64, 96, 128})
+            for (int c = 0; c < 2; ++c)
+                if (attention_fwd::kernel_of(t, dd, c).fn) std::printf("KERNEL %%d %%d %%d\n", t, dd, c);
+    const attention_fwd::Kernel kernel = attention_fwd::kernel_of(dtype, d, causal);
+    if (!kernel.fn) {
+        std::printf("ERR no kernel\n");
+        return 6;
+    }
     const float scale_log2 = sc[0] * sc[1] * sc[2] * 1.4426950408889634f, o_scale = sc[3];
     const size_t nq = size_t(B) * H * Sq * d, nk = size_t(B) * Hkv * Sk * d, eb = dtype == 2 ? 1 : 2;
     std::vector<unsigned char> Q(nq * eb), K(nk * eb), V(nk * eb);
@@ -208,7 +245,6 @@ int main(int argc, char** argv) {
         std::printf("ERR encode %%d\n", r);
         return 4;
     }
-    const attention_fwd::Kernel kernel = attention_fwd::kernel_of(dtype, d, causal);
     llgen_host::Dim3 grid;
     grid.x = unsigned((Sq + kernel.bm - 1) / kernel.bm), grid.y = unsigned(B * H), grid.z = 1;
     for (unsigned y = 0; y < grid.y; ++y)
@@ -283,21 +319,31 @@ def reference_exact(q, k, v, scale, causal):
 
 @pytest.fixture(scope="module")
 def drivers(tmp_path_factory):
-    """The host SIMT driver of each build, compiled when a test first asks for it."""
+    """The host SIMT driver of (build, input type, head dim): the build's knobs with only that type's and
+    head dim's two kernels (causal or not), compiled when a test first asks for it."""
     if host.compiler() is None:
         need("hipcc")  # Debian's hipcc brings clang++: skip (or fail under CI) with that reason
     built = {}
 
-    def get(build):
-        if build not in built:
-            d = str(tmp_path_factory.mktemp(f"attention_fwd_host_{build}"))
-            path, log = host.build(d, [], exe="attention", sources=GENERATED, driver=DRIVER % {"kernel": KERNEL},
-                                   defines=["LLGEN_HOST_SIMT", *BUILDS[build][0]],
+    def get(build: str, dtype: str, d: int) -> tuple[str, str]:
+        key = (build, dtype, d)
+        if key not in built:
+            wd = str(tmp_path_factory.mktemp(f"attention_fwd_host_{build}_{dtype}_d{d}"))
+            path, log = host.build(wd, [], exe="attention", sources=GENERATED, driver=DRIVER % {"kernel": KERNEL},
+                                   defines=["LLGEN_HOST_SIMT", *BUILDS[build][0], *disable_knobs((dtype,), (d,))],
                                    opt="-O0")  # -O0: compiles ~4x faster, runs as fast
             assert path, log
-            built[build] = path, d
-        return built[build]
+            built[key] = path, wd
+        return built[key]
     return get
+
+
+def run_driver(path: str, wd: str, inp: str, outp: str, dtype: str, d: int) -> None:
+    """Run a driver of (dtype, d) on ``inp``: it succeeds, and kernel_of() offers exactly its two kernels."""
+    rc, out = run([path, inp, outp], wd)
+    assert rc == 0, out
+    offered = {tuple(int(x) for x in m) for m in re.findall(r"^KERNEL (\d+) (\d+) (\d+)$", out, re.M)}
+    assert offered == {(DTYPE_CODE[dtype], d, 0), (DTYPE_CODE[dtype], d, 1)}, out
 
 
 # (build, dtype, d, causal, B, H, Hkv, Sq, Sk): one key tile; two key tiles (ragged: Sq and Sk not
@@ -314,7 +360,7 @@ CASES = [("shipped", "f16", 64, False, 1, 1, 1, 128, 100),
 
 @pytest.mark.parametrize("build,dtype,d,causal,B,H,Hkv,Sq,Sk", CASES)
 def test_attention_fwd_on_host_simt(drivers, build, dtype, d, causal, B, H, Hkv, Sq, Sk):
-    path, wd = drivers(build)
+    path, wd = drivers(build, dtype, d)
     rng = np.random.default_rng(d + Sq + Sk + H)
     qb, kb, vb = (round16_bits(rng.standard_normal(shape).astype(np.float32), dtype=dtype)
                   for shape in ((B, H, Sq, d), (B, Hkv, Sk, d), (B, Hkv, Sk, d)))
@@ -323,8 +369,7 @@ def test_attention_fwd_on_host_simt(drivers, build, dtype, d, causal, B, H, Hkv,
     with open(inp, "wb") as f:
         f.write(np.array([dtype == "bf16", d, causal, B, H, Hkv, Sq, Sk], dtype=np.int32).tobytes()
                 + np.array([scale, 1, 1, 1], dtype=np.float32).tobytes() + qb.tobytes() + kb.tobytes() + vb.tobytes())
-    rc, out = run([path, inp, outp], wd)
-    assert rc == 0, out
+    run_driver(path, wd, inp, outp, dtype, d)
     raw = np.fromfile(outp, dtype=np.uint8)
     nq = B * H * Sq * d
     o = _bits_to_f64(raw[:2 * nq].view(np.uint16), dtype).reshape(B, H, Sq, d)
@@ -341,6 +386,23 @@ def test_attention_fwd_on_host_simt(drivers, build, dtype, d, causal, B, H, Hkv,
     exact, exact_lse = reference_exact(q, k, v, scale, causal)
     assert np.abs(o - exact).max() <= (2.0 ** -9 if dtype == "f16" else 2.0 ** -6)
     assert np.abs(lse - exact_lse).max() <= 1e-4
+
+
+@pytest.mark.parametrize("dtype,d,causal", [("bf16", 64, False), ("e4m3", 64, True), ("f16", 128, False),
+                                            ("f16", 128, True), ("e4m3", 128, False)])
+def test_attention_fwd_disabled_kernels_refused_on_host_simt(drivers, dtype, d, causal):
+    """The driver built with only f16 d 64 (the first case's: LLGEN_ATTENTION_DISABLE_BF16, _FP8, _D128)
+    has no kernel for another type or head dim: kernel_of()'s fn is nullptr, the driver stops before
+    reading the tensors (exit 6), while its f16 d 64 kernels run (test_attention_fwd_on_host_simt)."""
+    path, wd = drivers("shipped", "f16", 64)
+    inp, outp = os.path.join(wd, "in_refused.bin"), os.path.join(wd, "out_refused.bin")
+    with open(inp, "wb") as f:  # the header alone: a kernel that ran would fail reading Q
+        f.write(np.array([DTYPE_CODE[dtype], d, causal, 1, 1, 1, 64, 64], dtype=np.int32).tobytes()
+                + np.array([0.125, 1, 1, 1], dtype=np.float32).tobytes())
+    rc, out = run([path, inp, outp], wd)
+    assert rc == 6 and "ERR no kernel" in out, out
+    assert set(re.findall(r"^KERNEL (\d+) (\d+) (\d+)$", out, re.M)) == {("0", "64", "0"), ("0", "64", "1")}, out
+    assert not os.path.exists(outp)
 
 
 # ---- fp8 (e4m3 Q, K, V; O bf16) ----
@@ -430,7 +492,7 @@ def test_attention_fwd_fp8_on_host_simt(drivers, build, d, causal, B, H, Hkv, Sq
     attention in float64 of the e4m3 inputs (no rounding of P): |O - ref| per row within
     sum_k max(2^-4 p_k, 2^-10) |v_k| dv / l (P's e4m3 rounding: half an ulp, 2^-4 relative for normal
     values, 2^-10 absolute below 2^-6) + 2^-7 |ref| (bf16 O) + 2^-12, LSE within 1e-4."""
-    path, wd = drivers(build)
+    path, wd = drivers(build, "e4m3", d)
     rng = np.random.default_rng(7 * d + Sq + Sk + H)
     qb, kb, vb = (fp8_inputs(rng, shape) for shape in ((B, H, Sq, d), (B, Hkv, Sk, d), (B, Hkv, Sk, d)))
     scale = 1.0 / np.sqrt(d)
@@ -439,8 +501,7 @@ def test_attention_fwd_fp8_on_host_simt(drivers, build, d, causal, B, H, Hkv, Sq
         f.write(np.array([2, d, causal, B, H, Hkv, Sq, Sk], dtype=np.int32).tobytes()
                 + np.array([scale, dq, dk, dv], dtype=np.float32).tobytes() + qb.tobytes() + kb.tobytes()
                 + vb.tobytes())
-    rc, out = run([path, inp, outp], wd)
-    assert rc == 0, out
+    run_driver(path, wd, inp, outp, "e4m3", d)
     raw = np.fromfile(outp, dtype=np.uint8)
     nq = B * H * Sq * d
     o = _bf16_to_f64(raw[:2 * nq].view(np.uint16)).reshape(B, H, Sq, d)

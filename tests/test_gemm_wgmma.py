@@ -46,23 +46,18 @@ KERNELS = {f"gemm_wgmma{'' if bn == 256 else f'_n{bn}'}_{t}_{o}": (t, o != "f32"
 PARTS = {256: (256,), 192: (128, 64), 128: (128,)}
 
 
-def test_gemm_wgmma_compiles_from_generated_headers(tmp_path):
-    nvcc = need("nvcc")
+def test_gemm_wgmma_compiles_from_generated_headers(example_build):
     with open(KERNEL) as f:
         src = f.read()
     assert sorted(re.findall(r'#include "([^"]+)"', src)) == HEADERS
     with open(os.path.join(os.path.dirname(KERNEL), "gemm_hopper.h")) as f:
         control = f.read()
     assert not re.search(r"\basm\s*(volatile\s*)?\(", src + control), "every instruction is a generated header's wrapper"
-    flags = ["-std=c++17", "-O3", *arch_flags("sm_90a"), "-I", GENERATED]
-    ptx_path = str(tmp_path / "g.ptx")
-    rc, out = run([nvcc, *flags[:2], "-gencode", "arch=compute_90a,code=compute_90a", *flags[4:], "-ptx", "-o",
-                   ptx_path, KERNEL], str(tmp_path))
+    rc, out, keep = example_build(KERNEL)   # nvcc -arch=sm_90a -c, as users build it (and test_nvcc_arch_flags)
     assert rc == 0 and not re.search(r"\bwarning\b", out, re.I), out
-    rc, out = run([nvcc, *flags, "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "g.cubin"), KERNEL], str(tmp_path))
-    assert rc == 0, out
     assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(KERNELS), out
     assert not re.search(r"C75(14|17|19)", out), f"ptxas serialises the wgmma:\n{out}"
+    ptx_path = os.path.join(keep, os.path.basename(KERNEL)[:-3] + ".compute_90a.ptx")
     with open(ptx_path) as f:
         ptx = f.read()
     parts = re.split(r"\.entry (\w+)\(", ptx)[1:]   # name, body, name, body, ...

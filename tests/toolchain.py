@@ -10,6 +10,8 @@ test_compile_generated, test_render, test_ptx_text, test_nvcc_arch_flags).
   device pass of a harness, and the harnesses run through NVRTC, which has none; the host pass of
   every generated file is compiled once, batched, with the flags users type by
   ``tests/test_compile_generated.py``, of every example kernel by ``tests/test_nvcc_arch_flags.py``;
+* ``users_build``: an example kernel built once per test run with the flags users type, the
+  intermediate files and ptxas's report kept for every test that reads them;
 * ``source_batches``: many sources to one translation unit (one nvcc start-up, ~0.4 s of cicc
   reading the CUDA headers, and one host pass for all of them);
 * what a plan says the machine code of one ``convert()`` call contains
@@ -19,6 +21,8 @@ test_compile_generated, test_render, test_ptx_text, test_nvcc_arch_flags).
 """
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import re
 import shutil
@@ -73,6 +77,37 @@ def nvcc_cubin(nvcc: str, src: str, arch: str, out: str, extra: Sequence[str] = 
     cmd = [nvcc, "-std=c++17", *arch_flags(arch), *extra, "-cubin", "--keep", "--keep-dir", keep,
            "-o", out + ".cubin", src]
     return cmd, os.path.join(keep, stem + ".ptx")
+
+
+#: the flags users type to build an example kernel (README, each example's header comment)
+USERS_SM90A = ("-std=c++17", "-arch=sm_90a")
+
+
+def users_build(src: str, root: str, include: str) -> tuple[int, str, str]:
+    """``src`` built as users build it, ``nvcc -std=c++17 -arch=sm_90a -I include -c``, with ptxas's
+    report (``-Xptxas -v``, printed for the sm_90a pass alone) and the intermediate files kept:
+    (exit status, output, keep dir).  The keep dir holds ``<stem>.compute_90a.ptx`` and
+    ``<stem>.compute_90a.sm_90a.cubin`` (the code an H100 runs) and the compute_90 PTX.
+
+    Built once under ``root``: the first caller builds holding ``<root>/<stem>.lock``; every later
+    caller -- another test, another xdist worker -- waits for the lock and reads the recorded result,
+    so the tests that check an example's build, its PTX and its registers share one compile."""
+    stem = os.path.splitext(os.path.basename(src))[0]
+    keep = os.path.join(root, stem)
+    os.makedirs(keep, exist_ok=True)
+    done = os.path.join(keep, "build.json")
+    with open(os.path.join(root, stem + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(done):
+            cmd = [need("nvcc"), *USERS_SM90A, "-I", include, "-Xptxas", "-v", "--keep", "--keep-dir", keep,
+                   "-c", src, "-o", os.path.join(keep, stem + ".o")]
+            rc, out = run(cmd, keep)
+            with open(done + ".tmp", "w") as f:
+                json.dump({"rc": rc, "out": f"{' '.join(cmd)}\n{out}"}, f)
+            os.replace(done + ".tmp", done)
+        with open(done) as f:
+            r = json.load(f)
+    return r["rc"], r["out"], keep
 
 
 

@@ -32,7 +32,7 @@ from ll_codegen.plan.model import word_view
 from ll_codegen.plan.plans import ConvertPlan, steps
 from ll_codegen.plan.planner import (ALU, BARRIER, SELECT, SHUFFLE, STMATRIX, WARP_BARRIER, WAVEFRONT, classify,
                                      normalise, plan_conversion, shuffle_forms, staged_plans)
-from ll_codegen.plan.shuffle import plan_shuffle
+from ll_codegen.plan.shuffle import plan_shuffle, shuffle_plans
 from ll_codegen.plan.swizzle import plan_smem
 from llgen_bench.integrity import parse_ptxas, res_usage, spills
 from llgen_bench.sass import functions, sass_counts, sass_text
@@ -284,6 +284,11 @@ def alternatives(src: LinearLayout, dst: LinearLayout, dtype: str, target: str =
         if strategy == "shuffle+smem":            # one per layout in between, not only the cheapest
             base = replace(p, via=None, smem=None, dst_copies=(), candidates=())
             out += [replace(q, candidates=()) for q in staged_plans(base, normalise(src), normalise(dst), tgt)]
+            continue
+        if strategy == "shuffle" and normalise(src).bases["warp"] != normalise(dst).bases["warp"]:
+            # per warp (shuffle.per_warp), added after the recorded runs: every plan in every form, last
+            later += [q for sp in shuffle_plans(normalise(src), normalise(dst), DTYPE_BYTES[dtype])
+                      for q in shuffle_forms(replace(p, shuffle=None, candidates=()), sp)]
             continue
         if strategy == "shuffle":          # swap stages when they need fewer selects, then select trees
             trees, *forms = shuffle_forms(replace(p, shuffle=None, candidates=()),

@@ -56,6 +56,15 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90a -I generated -o attention_fwd.so \
 //        -shared -Xcompiler -fPIC examples/kernels/attention_fwd.cu
 //
+// That builds all 12 kernels (f16, bf16, e4m3 x d 64, 128 x causal or not).  As FlashAttention-3's
+// FLASHATTENTION_DISABLE_*, -D LLGEN_ATTENTION_DISABLE_F16=1 (_BF16, _FP8, _D64, _D128) leaves out every
+// kernel of that input type or head dim: not instantiated, so not compiled (a bf16 d 128 build,
+// -D LLGEN_ATTENTION_DISABLE_F16=1 -D LLGEN_ATTENTION_DISABLE_FP8=1 -D LLGEN_ATTENTION_DISABLE_D64=1,
+// compiles 2 kernels); kernel_of() has no kernel for them and llgen_attention_fwd_prepare*() returns
+// cudaErrorInvalidValue, as for an unsupported head dim.  The static_asserts that a (type, head dim)'s
+// headers agree are compiled with its kernels (the shipped build checks them all; a bf16-only build skips
+// the f16 and e4m3 headers' constexpr loops, which dominate a host compile).
+//
 // Host: llgen_attention_fwd_prepare() (fp8 with descales: llgen_attention_fwd_prepare_scaled()) encodes
 // the tensor maps with the headers' make_tensor_map(), llgen_attention_fwd_launch() launches (see the end
 // of this file; docs/hopper.md shows a ctypes call).
@@ -197,6 +206,25 @@ namespace regs = attention_pv_f16_d64;   // setmaxnreg: the same for every mma h
 #ifndef LLGEN_ATTENTION_FP8_IDENTITY
 #define LLGEN_ATTENTION_FP8_IDENTITY 0
 #endif
+// The kernels a build instantiates (see the top of the file): 1 leaves out every kernel of that input type
+// or head dim.  LLGEN_ATTENTION_ENABLED(T, D): whether the kernels of type T (F16, BF16, FP8) and head dim
+// D are built.
+#ifndef LLGEN_ATTENTION_DISABLE_F16
+#define LLGEN_ATTENTION_DISABLE_F16 0
+#endif
+#ifndef LLGEN_ATTENTION_DISABLE_BF16
+#define LLGEN_ATTENTION_DISABLE_BF16 0
+#endif
+#ifndef LLGEN_ATTENTION_DISABLE_FP8
+#define LLGEN_ATTENTION_DISABLE_FP8 0
+#endif
+#ifndef LLGEN_ATTENTION_DISABLE_D64
+#define LLGEN_ATTENTION_DISABLE_D64 0
+#endif
+#ifndef LLGEN_ATTENTION_DISABLE_D128
+#define LLGEN_ATTENTION_DISABLE_D128 0
+#endif
+#define LLGEN_ATTENTION_ENABLED(T, D) (!LLGEN_ATTENTION_DISABLE_##T && !LLGEN_ATTENTION_DISABLE_D##D)
 constexpr bool PINGPONG = LLGEN_ATTENTION_PINGPONG;  // consumer groups take turns issuing wgmma
 // Intra-warpgroup overlap: S(j) is issued before O += P(j-1) V(j-1) and the softmax of S(j) runs while
 // P V is still in flight (wait_acc<1>); only the O rescale and the packing of P wait for it.
@@ -388,7 +416,9 @@ struct Ops;
             attention_pv_##T##_d##D::pack_operand(s, p);                                                         \
             if constexpr (kSplit) attention_pv_k64_##T##_d##D::pack_operand(s1, p1);                             \
         }                                                                                                        \
-    };                                                                                                           \
+    };
+// The checks that Ops<BF16, D>'s headers agree (compiled where a kernel of theirs is: LLGEN_ATTENTION_ENABLED).
+#define LLGEN_ATTENTION_OPS_CHECKS(D, T)                                                                         \
     static_assert(attention_qk_##T##_d##D::kM == WG_ROWS && attention_qk_##T##_d##D::kN == KEYS0 &&              \
                   attention_qk_##T##_d##D::kK == D && attention_qk_n64_##T##_d##D::kM == WG_ROWS &&              \
                   attention_qk_n64_##T##_d##D::kN == 64 && attention_qk_n64_##T##_d##D::kK == D &&               \
@@ -466,7 +496,20 @@ LLGEN_ATTENTION_OPS(false, 64, f16)
 LLGEN_ATTENTION_OPS(true, 64, bf16)
 LLGEN_ATTENTION_OPS(false, 128, f16)
 LLGEN_ATTENTION_OPS(true, 128, bf16)
+#if LLGEN_ATTENTION_ENABLED(F16, 64)
+LLGEN_ATTENTION_OPS_CHECKS(64, f16)
+#endif
+#if LLGEN_ATTENTION_ENABLED(BF16, 64)
+LLGEN_ATTENTION_OPS_CHECKS(64, bf16)
+#endif
+#if LLGEN_ATTENTION_ENABLED(F16, 128)
+LLGEN_ATTENTION_OPS_CHECKS(128, f16)
+#endif
+#if LLGEN_ATTENTION_ENABLED(BF16, 128)
+LLGEN_ATTENTION_OPS_CHECKS(128, bf16)
+#endif
 #undef LLGEN_ATTENTION_OPS
+#undef LLGEN_ATTENTION_OPS_CHECKS
 
 // The fp8 kernels' steps between the two wgmma, from llgen chain (examples/chains/fa3_fp8_attention.yaml,
 // entry attention_fp8_chain): P's keys and the key rows of V at both head dims relabelled by keys()
@@ -487,13 +530,6 @@ __host__ __device__ constexpr int fp8_key_d128(int k) { return keys(k); }
 namespace p_of_s_d64 = attention_fp8_chain_0_S_to_P;
 namespace v_kmajor_d64 = attention_fp8_chain_2_Vm64_to_Vk64;
 __host__ __device__ constexpr int fp8_key_d64(int k) { return keys(k); }
-static_assert(RESCALE_SLACK <= 8.0f, "fp8: P = exp2(S c - m c) < 2^8 fits e4m3 (448 at most)");
-static_assert(same_regs(attention_qk_e4m3_d128::kAccRegs, attention_qk_e4m3_d128::acc_index, row_max::src_index) &&
-              same_regs(attention_qk_e4m3_d64::kAccRegs, attention_qk_e4m3_d64::acc_index, row_max::src_index) &&
-              p_of_s_d128::kThreads == 128 && p_of_s_d128::kSmemBytes == 0 && p_of_s_d64::kThreads == 128 &&
-              p_of_s_d64::kSmemBytes == 0,
-              "S -> P takes S's registers (the row reductions' too), one consumer warp group, no shared memory");
-
 #define LLGEN_ATTENTION_FP8_OPS(D)                                                                                   \
 /* e4m3 Q, K, V at head dim D, O as bf16.  S = Q K^T as D / 32 wgmma m64n128k32 (Q, K K-major as TMA lands */        \
 /* them); P = the softmax numerators rounded to e4m3 (cvt with saturation, 4 a word in S's register */               \
@@ -564,7 +600,13 @@ _Pragma("unroll")                                                               
     __device__ static __forceinline__ void transpose_v(const void* vm, void* vk, unsigned tid) {                     \
         v_kmajor_d##D::relayout<uint8_t>(vm, vk, tid);                                                               \
     }                                                                                                                \
-};                                                                                                                   \
+};
+// The checks that Ops<E4M3, D>'s headers agree (compiled where a kernel of theirs is: LLGEN_ATTENTION_ENABLED).
+#define LLGEN_ATTENTION_FP8_OPS_CHECKS(D)                                                                                   \
+static_assert(RESCALE_SLACK <= 8.0f, "fp8: P = exp2(S c - m c) < 2^8 fits e4m3 (448 at most)");                             \
+static_assert(same_regs(attention_qk_e4m3_d##D::kAccRegs, attention_qk_e4m3_d##D::acc_index, row_max::src_index) &&         \
+              p_of_s_d##D::kThreads == 128 && p_of_s_d##D::kSmemBytes == 0,                                                 \
+              "S -> P takes S's registers (the row reductions' too), one consumer warp group, no shared memory");           \
 static_assert(attention_qk_e4m3_d##D::kM == WG_ROWS && attention_qk_e4m3_d##D::kN == KEYS0 && attention_qk_e4m3_d##D::kK == D && attention_pv_e4m3_d##D::kM == WG_ROWS && \
               attention_pv_e4m3_d##D::kN == D && attention_pv_e4m3_d##D::kK == KEYS0 && attention_qk_e4m3_d##D::kThreads == 128 && attention_pv_e4m3_d##D::kThreads == 128 && \
               p_of_s_d##D::kThreads == 128 && v_kmajor_d##D::kThreads == 128 && p_of_s_d##D::kSmemBytes == 0 &&                \
@@ -607,7 +649,14 @@ static_assert(same_regs(attention_pv_e4m3_d##D::kAccRegs, attention_pv_e4m3_d##D
 
 LLGEN_ATTENTION_FP8_OPS(64)
 LLGEN_ATTENTION_FP8_OPS(128)
+#if LLGEN_ATTENTION_ENABLED(FP8, 64)
+LLGEN_ATTENTION_FP8_OPS_CHECKS(64)
+#endif
+#if LLGEN_ATTENTION_ENABLED(FP8, 128)
+LLGEN_ATTENTION_FP8_OPS_CHECKS(128)
+#endif
 #undef LLGEN_ATTENTION_FP8_OPS
+#undef LLGEN_ATTENTION_FP8_OPS_CHECKS
 #undef LLGEN_ATTENTION_HOST_MAPS
 
 // The O row map and O staging of head dim D (the same for both input types).
@@ -668,7 +717,9 @@ struct PSmem;
                 attention_pv_ss_k64_##T##_d64::mma(o, static_cast<const unsigned char*>(p) + kP0Bytes, v1);      \
             attention_pv_ss_##T##_d64::commit();                                                                 \
         }                                                                                                        \
-    };                                                                                                           \
+    };
+// The checks that PSmem<BF16>'s headers agree (compiled where a d 64 kernel of that type is).
+#define LLGEN_ATTENTION_P_SMEM_CHECKS(T)                                                                            \
     static_assert(attention_pv_ss_##T##_d64::kM == WG_ROWS && attention_pv_ss_##T##_d64::kN == 64 &&              \
                   attention_pv_ss_##T##_d64::kK == KEYS0 && attention_pv_ss_k64_##T##_d64::kM == WG_ROWS &&      \
                   attention_pv_ss_k64_##T##_d64::kN == 64 && attention_pv_ss_k64_##T##_d64::kK == 64 &&          \
@@ -752,7 +803,14 @@ inline __device__ void pack16(const float (&x)[2 * N], uint32_t (&w)[N], bool bf
 
 LLGEN_ATTENTION_P_SMEM(false, f16)
 LLGEN_ATTENTION_P_SMEM(true, bf16)
+#if LLGEN_ATTENTION_ENABLED(F16, 64)
+LLGEN_ATTENTION_P_SMEM_CHECKS(f16)
+#endif
+#if LLGEN_ATTENTION_ENABLED(BF16, 64)
+LLGEN_ATTENTION_P_SMEM_CHECKS(bf16)
+#endif
 #undef LLGEN_ATTENTION_P_SMEM
+#undef LLGEN_ATTENTION_P_SMEM_CHECKS
 
 // -inf for the scores of one S part (W keys starting at key n0, row-major index `index` of a 64 x W
 // accumulator) whose key is past the sequence (zeros from TMA) or, causal, after the query (query row
@@ -1112,18 +1170,50 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
         attention_fwd::attention<TYPE, D, CAUSAL>(&map_q, &map_k, &map_v, &map_o, &map_k1, &map_v1, lse, heads,  \
                                                   group, seq_q, seq_k, scale_log2, o_scale);                     \
     }
+// The kernels of one (type, head dim), causal or not, if the build enables them; LLGEN_ATTENTION_<T>_D<D>(NAME):
+// the kernel NAME where its family is built, else nullptr (kernel_of: no kernel).
+#if LLGEN_ATTENTION_ENABLED(F16, 64)
 LLGEN_ATTENTION_KERNEL(attention_fwd_f16_d64, false, 64, false)
 LLGEN_ATTENTION_KERNEL(attention_fwd_f16_d64_causal, false, 64, true)
+#define LLGEN_ATTENTION_F16_D64(NAME) NAME
+#else
+#define LLGEN_ATTENTION_F16_D64(NAME) nullptr
+#endif
+#if LLGEN_ATTENTION_ENABLED(BF16, 64)
 LLGEN_ATTENTION_KERNEL(attention_fwd_bf16_d64, true, 64, false)
 LLGEN_ATTENTION_KERNEL(attention_fwd_bf16_d64_causal, true, 64, true)
+#define LLGEN_ATTENTION_BF16_D64(NAME) NAME
+#else
+#define LLGEN_ATTENTION_BF16_D64(NAME) nullptr
+#endif
+#if LLGEN_ATTENTION_ENABLED(F16, 128)
 LLGEN_ATTENTION_KERNEL(attention_fwd_f16_d128, false, 128, false)
 LLGEN_ATTENTION_KERNEL(attention_fwd_f16_d128_causal, false, 128, true)
+#define LLGEN_ATTENTION_F16_D128(NAME) NAME
+#else
+#define LLGEN_ATTENTION_F16_D128(NAME) nullptr
+#endif
+#if LLGEN_ATTENTION_ENABLED(BF16, 128)
 LLGEN_ATTENTION_KERNEL(attention_fwd_bf16_d128, true, 128, false)
 LLGEN_ATTENTION_KERNEL(attention_fwd_bf16_d128_causal, true, 128, true)
+#define LLGEN_ATTENTION_BF16_D128(NAME) NAME
+#else
+#define LLGEN_ATTENTION_BF16_D128(NAME) nullptr
+#endif
+#if LLGEN_ATTENTION_ENABLED(FP8, 64)
 LLGEN_ATTENTION_KERNEL(attention_fwd_e4m3_d64, attention_fwd::E4M3, 64, false)
 LLGEN_ATTENTION_KERNEL(attention_fwd_e4m3_d64_causal, attention_fwd::E4M3, 64, true)
+#define LLGEN_ATTENTION_FP8_D64(NAME) NAME
+#else
+#define LLGEN_ATTENTION_FP8_D64(NAME) nullptr
+#endif
+#if LLGEN_ATTENTION_ENABLED(FP8, 128)
 LLGEN_ATTENTION_KERNEL(attention_fwd_e4m3_d128, attention_fwd::E4M3, 128, false)
 LLGEN_ATTENTION_KERNEL(attention_fwd_e4m3_d128_causal, attention_fwd::E4M3, 128, true)
+#define LLGEN_ATTENTION_FP8_D128(NAME) NAME
+#else
+#define LLGEN_ATTENTION_FP8_D128(NAME) nullptr
+#endif
 
 #if !defined(__CUDACC_RTC__)
 namespace attention_fwd {
@@ -1138,27 +1228,32 @@ struct Kernel {
 };
 
 template <int D, bool kCausal, int kType = 0>
-constexpr Kernel with_tile(KernelFn fn) {
+constexpr Kernel with_tile(KernelFn fn) {  // fn == nullptr: a kernel the build leaves out
     using Tl = Tile<D, kCausal, kType == E4M3>;
-    return {fn, Tl::BM, Tl::THREADS, smem_bytes<D, kCausal, kType>()};
+    return fn ? Kernel{fn, Tl::BM, Tl::THREADS, smem_bytes<D, kCausal, kType>()} : Kernel{nullptr, 0, 0, 0};
 }
 
-// The kernel of (dtype: 0 f16, 1 bf16, 2 e4m3; d; causal); fn == nullptr for a pair without one.
+// The kernel of (dtype: 0 f16, 1 bf16, 2 e4m3; d; causal); fn == nullptr for a pair without one, or
+// whose kernels the build leaves out (LLGEN_ATTENTION_DISABLE_*).
 inline Kernel kernel_of(int dtype, int d, bool causal) {
     const bool bf = dtype == 1;
     if (dtype == E4M3 && d == 64)
-        return causal ? with_tile<64, true, E4M3>(attention_fwd_e4m3_d64_causal)
-                      : with_tile<64, false, E4M3>(attention_fwd_e4m3_d64);
+        return causal ? with_tile<64, true, E4M3>(LLGEN_ATTENTION_FP8_D64(attention_fwd_e4m3_d64_causal))
+                      : with_tile<64, false, E4M3>(LLGEN_ATTENTION_FP8_D64(attention_fwd_e4m3_d64));
     if (dtype == E4M3 && d == 128)
-        return causal ? with_tile<128, true, E4M3>(attention_fwd_e4m3_d128_causal)
-                      : with_tile<128, false, E4M3>(attention_fwd_e4m3_d128);
+        return causal ? with_tile<128, true, E4M3>(LLGEN_ATTENTION_FP8_D128(attention_fwd_e4m3_d128_causal))
+                      : with_tile<128, false, E4M3>(LLGEN_ATTENTION_FP8_D128(attention_fwd_e4m3_d128));
     if (dtype != 0 && dtype != 1) return {nullptr, 0, 0, 0};
     if (d == 64)
-        return causal ? with_tile<64, true>(bf ? attention_fwd_bf16_d64_causal : attention_fwd_f16_d64_causal)
-                      : with_tile<64, false>(bf ? attention_fwd_bf16_d64 : attention_fwd_f16_d64);
+        return causal ? with_tile<64, true>(bf ? LLGEN_ATTENTION_BF16_D64(attention_fwd_bf16_d64_causal)
+                                               : LLGEN_ATTENTION_F16_D64(attention_fwd_f16_d64_causal))
+                      : with_tile<64, false>(bf ? LLGEN_ATTENTION_BF16_D64(attention_fwd_bf16_d64)
+                                                : LLGEN_ATTENTION_F16_D64(attention_fwd_f16_d64));
     if (d == 128)
-        return causal ? with_tile<128, true>(bf ? attention_fwd_bf16_d128_causal : attention_fwd_f16_d128_causal)
-                      : with_tile<128, false>(bf ? attention_fwd_bf16_d128 : attention_fwd_f16_d128);
+        return causal ? with_tile<128, true>(bf ? LLGEN_ATTENTION_BF16_D128(attention_fwd_bf16_d128_causal)
+                                                : LLGEN_ATTENTION_F16_D128(attention_fwd_f16_d128_causal))
+                      : with_tile<128, false>(bf ? LLGEN_ATTENTION_BF16_D128(attention_fwd_bf16_d128)
+                                                 : LLGEN_ATTENTION_F16_D128(attention_fwd_f16_d128));
     return {nullptr, 0, 0, 0};
 }
 

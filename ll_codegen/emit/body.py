@@ -292,13 +292,17 @@ class Builder:
         return e
 
     def select_bits(self, sel: LaneSelect) -> list[str]:
+        """Prologue constants of the select bits: parities of the lane, or of the thread index
+        ``tid = lane + kWarpSize * warp`` for a mask reaching the warp bits (warp-uniform terms)."""
         names = []
         for m in sel.masks:
             if m not in self.sel_names:
                 n = f"sel{len(self.sel_names)}"
                 self.sel_names[m] = n
-                self.sel_lines.append((f"const unsigned {n} = {parity_expr(m)};", f"parity of lane & {hex_const(m)}"))
-                self.needs.add("lane")
+                var = "lane" if m >> self.lane_bits == 0 else "tid"
+                self.sel_lines.append((f"const unsigned {n} = {parity_expr(m, var)};",
+                                       f"parity of {var} & {hex_const(m)}"))
+                self.needs.add(var)
             names.append(self.sel_names[m])
         return names
 

@@ -20,10 +20,10 @@ from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, co
                                   harness_context, header_values, new_namespace, use_instruction, word_counts)
 from ll_codegen.emit.packed import repacked_namespace
 from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
-                                   linear_expr, row_major_bases, row_major_form, select_tree, strip_parens, term_expr,
+                                   row_major_bases, row_major_form, select_tree, strip_parens, term_expr,
                                    xor_form_expr)
 from ll_codegen.emit.instructions import BAR_SYNC
-from ll_codegen.plan.model import LaneSelect, swap_stages, with_partners, word_view
+from ll_codegen.plan.model import LaneSelect, XorForm, swap_stages, with_partners, word_view
 from ll_codegen.plan.plans import Transfer, without_via
 from ll_codegen.plan.report import convert_summary
 from ll_codegen.plan.words import LanePerm, PackTerm, lane_perm
@@ -58,10 +58,10 @@ class ConvertBuilder(Builder):
         s = self.p.shuffle
         rows: list[tuple[str, str]] = []
         src_lane = None
-        if s.src_lane is not None:
-            e = linear_expr(s.src_lane, "lane", self.lane_bits) or "0u"
+        if s.src_lane is not None:      # images of the lane bits, then of the warp bits (warp-uniform)
+            nl = self.lane_bits
+            e = self.form(XorForm(tuple(s.src_lane[:nl]), tuple(s.src_lane[nl:])))
             rows.append((f"const unsigned src_lane = {strip_parens(e)};", "source lane before the round's xor"))
-            self.needs.add("lane")
             src_lane = "src_lane"
         send_bits = self.select_bits(s.send_select)
         recv_bits = self.select_bits(s.recv_select)

@@ -14,7 +14,9 @@ Conventions shared by every plan
 * A ``LaneSelect`` is a small runtime index ``c(lane)``: bit j of c is the parity of
   ``lane & masks[j]``.  Shuffle rounds whose registers depend on the lane list one
   choice per value of c (paper 000 §5.4: the registers sent and received move
-  with the lane when G is non-empty).
+  with the lane when G is non-empty).  Its argument is the thread index ``tid = lane
+  + warp_size * warp``: mask bits above the lane's read the warp id (a warp-uniform
+  choice, ``shuffle.per_warp``); masks within the lane bits read the lane alone.
 """
 from __future__ import annotations
 
@@ -122,8 +124,9 @@ class ShufflePlan:
 
     ``vec`` elements travel per payload; a payload is ``words`` 32-bit words
     (2 for 8-byte elements).  ``src_lane`` is None when the source lane is
-    ``lane ^ lane_xor`` (an xor shuffle), else the images of the lane bits
-    (``XorForm`` over the lane).  ``sets`` records the paper's I, E, F, G, V, R as tensor bit
+    ``lane ^ lane_xor`` (an xor shuffle), else the images (lanes) of the bits of the
+    thread index ``tid = lane + warp_size * warp``: the lane bits', then, where the source
+    lane depends on the warp id (``shuffle.per_warp``), the warp bits'.  ``sets`` records the paper's I, E, F, G, V, R as tensor bit
     vectors for the reader.
 
     Lane-dependent registers take one of two forms per side.  Select trees

@@ -9,7 +9,10 @@ if ``C`` is the identity on ``block`` (else: not supported), then on
 ``shuffle``), then on ``register`` (else ``register``; identity: ``noop``).
 A strategy is legal when its level is at or above the classified one: smem is
 always legal, shuffle when no data crosses warps, register when none crosses
-lanes.  A staged plan (``shuffle+smem``: warp shuffles to a layout in between,
+lanes.  ``C`` not the identity on ``warp`` may still move no data between warps: where every
+warp already holds what the destination's same warp needs (``shuffle.held_per_warp``: a slice
+whose warps hold copies), shuffle is legal too, its selects and source lane depending on the
+warp id (``shuffle.per_warp``).  A staged plan (``shuffle+smem``: warp shuffles to a layout in between,
 then smem; ``staged.py``) is a candidate whenever data crosses lanes, one per
 layout in between, scored as the sum of its two steps; a butterfly (``butterfly``: a
 chain of shuffle steps, each exchanging one lane bit with one register bit, so half of
@@ -60,7 +63,8 @@ from ll_codegen.core.limits import short
 from ll_codegen.plan.memory import coalesced_threads, copy_threads, global_order, global_plan, shared_plans, skip_mask
 from ll_codegen.plan.model import Barrier, Candidate, RegisterPlan, ShufflePlan, SmemPlan, instruction_name, shuffle_name, word_view
 from ll_codegen.plan.plans import AccessPlan, ConvertPlan, CopyPlan, LoadPlan, StorePlan, without_via
-from ll_codegen.plan.shuffle import NotShuffleable, fuse_form, plan_shuffle, swap_form
+from ll_codegen.plan.shuffle import (NotShuffleable, fuse_form, held_per_warp, plan_shuffle, shuffle_plans,
+                                    swap_form)
 from ll_codegen.plan.staged import mid_layouts
 from ll_codegen.plan.butterfly import butterfly_chain
 from ll_codegen.plan.swizzle import plan_smem
@@ -256,6 +260,7 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
     order = STRATEGIES.index(level)
     legal = [s for s in STRATEGIES[max(order, 1):] if s != "noop"] + ([STAGED] if level in ("shuffle", "smem") else [])
     legal += [BUTTERFLY] if level == "shuffle" else []
+    legal += ["shuffle"] if level == "smem" and held_per_warp(src, dst) else []     # each warp holds its part
     if strategy == "noop" and level != "noop":
         raise ValueError(f"strategy noop is illegal: the layouts differ ({level} needed)")
     if strategy not in ("auto", "noop") and strategy not in legal:
@@ -281,12 +286,13 @@ def plan_conversion(src: LinearLayout, dst: LinearLayout, dtype: str = "f16",
             candidates += [chain] if chain is not None else []
         elif s == "shuffle":
             try:
-                sp: ShufflePlan = plan_shuffle(src, dst, w)
+                sps: list[ShufflePlan] = shuffle_plans(src, dst, w)       # per warp where the warps differ
             except NotShuffleable:
                 if strategy == "shuffle":
                     raise
                 continue
-            candidates += shuffle_forms(replace(base, strategy="shuffle", dst_copies=_canonical_copies(dst)), sp)
+            step = replace(base, strategy="shuffle", dst_copies=_canonical_copies(dst))
+            candidates += [p for sp in sps for p in shuffle_forms(step, sp)]
         else:
             try:
                 smem_plans: list[SmemPlan] = plan_smem(src, dst, w, target, swizzle, smem_budget, max_vector_bytes,

@@ -65,7 +65,10 @@ def convert_lines(p: Transfer) -> list[str]:
     if p.by_shuffle:
         s = p.shuffle
         sizes = dict(zip([f"dim{i}" for i in range(len(p.shape))], p.shape))
-        lane = "lane ^ c" if s.src_lane is None else f"L(lane) ^ c with L = {list(s.src_lane)}"
+        nl = p.warp_size.bit_length() - 1        # src_lane: the lane bits' images, then the warp bits'
+        lane = ("lane ^ c" if s.src_lane is None else f"L(lane) ^ c with L = {list(s.src_lane)}"
+                if len(s.src_lane) == nl else f"L(lane) ^ W(warp) ^ c with L = {list(s.src_lane[:nl])}, "
+                f"W = {list(s.src_lane[nl:])}")
         lines.append(f"shuffle: {len(s.rounds)} rounds x {s.words} word(s), {s.vec} element(s) per word, "
                      f"source lane {lane}" + (f", {shuffle_name(p.target)} per word" if p.target == "hip" else ""))
         def how(sel, swaps, fused) -> str:
@@ -74,8 +77,11 @@ def convert_lines(p: Transfer) -> list[str]:
             return (f"{sel.size} ways by byte permutes with per-lane selectors" if fused else
                     f"{sel.size} ways by {len(swaps)} swap stage(s) (register xors {list(swaps)})" if swaps
                     else f"{sel.size} ways by select trees")
+        by_warp = any(m >> nl for m in s.send_select.masks + s.recv_select.masks)
         lines.append(f"  lane-dependent registers: send {how(s.send_select, s.send_swaps, s.send_fused)}, "
-                     f"receive {how(s.recv_select, s.recv_swaps, s.recv_fused)}; {s.selects} selects")
+                     f"receive {how(s.recv_select, s.recv_swaps, s.recv_fused)}; {s.selects} selects"
+                     + (f" (masks over lane + {p.warp_size} * warp: the warp bits' choices are warp-uniform)"
+                        if by_warp else ""))
         for i, r in enumerate(s.rounds):
             send = list(r.send[0]) if len(r.send) == 1 else [list(x) for x in r.send]
             recv = list(r.recv[0]) if len(r.recv) == 1 else [list(x) for x in r.recv]

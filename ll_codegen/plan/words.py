@@ -92,6 +92,8 @@ def _pack_term(sources: Sequence[tuple[Any, int] | None], per: int) -> PackTerm:
     eb = 4 // per
     sources = list(sources) + [None] * (per - len(sources))
     used = [x for x in sources if x is not None]
+    if not used:                                    # no element wanted: nothing to build
+        return ("word", None)
     if all(x is None or x == (used[0][0], k) for k, x in enumerate(sources)):
         return ("word", used[0][0])
     want = [None if x is None else (x[0], x[1] * eb + b) for x in sources for b in range(eb)]

@@ -92,7 +92,8 @@ NAMED: tuple[NamedPair, ...] = (
                      warp=[[4, 0], [8, 0]], shape=[64, 64]), ("f32", "f16"), "register",
               note="same lanes and warps, registers reordered: a pure register permutation"),
     NamedPair("slice_blocked_to_slice_mma", sliced(ROW, 1, [64]), sliced(MMA, 1, [64]), ("f32",), "smem"),
-    NamedPair("slice_blocked_dim0", sliced(ROW, 0, [64]), sliced(COL, 0, [64]), ("f16",), "shuffle+smem"),
+    NamedPair("slice_blocked_dim0", sliced(ROW, 0, [64]), sliced(COL, 0, [64]), ("f16",), "shuffle",
+              note="every warp holds the whole vector: a shuffle plan per warp, no barrier"),
     NamedPair("mfma_to_blocked_wave64", mfma([2, 2], [32, 32, 8], [64, 64]),
               blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]), ("f16", "f32"), "smem", target="hip"),
     NamedPair("blocked_to_mfma_wave64", blocked([1, 4], [4, 16], [4, 1], [1, 0], [64, 64]),
@@ -145,6 +146,38 @@ def random_pair(rng: random.Random, lanes: int = 32, same_warps: bool | None = N
     else:
         dst = random_layout(rng, shape, lanes, warps)
     return src, dst
+
+
+def per_warp_pair(rng: random.Random, lanes: int = 32) -> tuple[LinearLayout, LinearLayout]:
+    """A random (src, dst) pair whose warps each hold what the destination's same warp needs, with
+    different warp columns (1-8 warps, 2 at least): ``src`` random (its zero warp columns: warps
+    that hold copies, a slice's or a broadcast's); each warp column of ``dst`` is ``src``'s xor a
+    random combination of ``src``'s register and lane columns -- one of them taken out of the
+    pool when ``src``'s warp column is zero -- and ``dst``'s lanes and registers the rest of that
+    pool (some lanes zero), shuffled and mixed by xor."""
+    while True:
+        warps = 1 << rng.randint(1, 3)
+        nl, nw = lanes.bit_length() - 1, warps.bit_length() - 1
+        total = nl + nw + rng.randint(0, 4)
+        d0 = rng.randint(0, total)
+        shape = {"dim0": 1 << d0, "dim1": 1 << (total - d0)}
+        src = random_layout(rng, shape, lanes, warps, broadcast=0.3)
+        pool = [v for v in src.flat_bases("register") + src.flat_bases("lane") if v]
+        rng.shuffle(pool)
+        warp = []
+        for s in src.flat_bases("warp"):
+            v = s if s else pool.pop()
+            for p in pool:
+                v ^= p if rng.random() < 0.3 else 0
+            warp.append(v)
+        if warp == src.flat_bases("warp"):
+            continue
+        for i in range(1, len(pool)):
+            pool[i] ^= pool[rng.randrange(i)] if rng.random() < 0.25 else 0
+        lane = [pool.pop() if pool and rng.random() > 0.15 else 0 for _ in range(nl)]
+        dst = LinearLayout.from_flat({"register": pool, "lane": lane, "warp": warp, "block": []}, shape,
+                                     require_surjective=True)
+        return src, dst
 
 
 # ------------------------------------------------------------------ memory tiles

@@ -82,8 +82,9 @@ class RunData:
 
 
 # ------------------------------------------------------------ conversions
-def plan_step(plan: Transfer, lane: int, reg: int) -> str:
-    """Which step of the plan writes destination register ``reg`` of ``lane``."""
+def plan_step(plan: Transfer, tid: int, reg: int) -> str:
+    """Which step of the plan writes destination register ``reg`` of thread ``tid``
+    (``lane + warp_size * warp``, what a shuffle plan's selects read)."""
     for d, f in plan.dst_copies:
         if d == reg:
             return f"copy of dst[{f}] (broadcast register)"
@@ -94,7 +95,7 @@ def plan_step(plan: Transfer, lane: int, reg: int) -> str:
     if plan.by_shuffle:
         s = plan.shuffle
         for i, rnd in enumerate(s.rounds):
-            if reg in s.received(rnd)[s.recv_select(lane)]:
+            if reg in s.received(rnd)[s.recv_select(tid)]:
                 return f"shuffle round {i} (lane_xor {rnd.lane_xor:#x})"
     if plan.through_smem:
         m = plan.smem
@@ -179,7 +180,7 @@ def compare(name: str, p: Transfer, flat: np.ndarray, want: np.ndarray, out: np.
     bad = np.argwhere(regs != want)
     if len(bad):
         t, r = (int(x) for x in bad[0])
-        step = plan_step(p, t % p.warp_size, r)
+        step = plan_step(p, t, r)
         e, a = int(want[t, r]), int(regs[t, r])
         return RunResult(False, f"{name}: thread {t} (warp {t // p.warp_size}, lane {t % p.warp_size}) "
                                 f"dst[{r}]: expected {e:#x}, got {a:#x}"

@@ -140,10 +140,13 @@ def shfl_source(family: str, warp_size: int, lane: np.ndarray, arg: np.ndarray |
 
 def shuffle_words(family: str, values: np.ndarray, arg: np.ndarray | int, xor: bool,
                   width: int | None = None) -> np.ndarray:
-    """Shuffle 32-bit words ``values`` of shape (warps, lanes, ...) within each warp."""
+    """Shuffle 32-bit words ``values`` of shape (warps, lanes, ...) within each warp; ``arg``
+    one value, one per lane, or one per (warp, lane)."""
     ws = values.shape[1]
     lanes = np.arange(ws)
     srcl = shfl_source(family, ws, lanes, arg, xor, width)
+    if srcl.ndim == 2:                                  # per (warp, lane): each warp reads its own lanes
+        return values[np.arange(values.shape[0])[:, None], srcl]
     return values[:, srcl]
 
 

@@ -34,28 +34,33 @@ def _emulate_shuffle(plan: Transfer, src: np.ndarray, dst: np.ndarray, written: 
     nbytes = s.vec * w
     if nbytes > 4 * s.words:
         raise AssertionError(f"payload of {s.vec} x {w} bytes does not fit {s.words} words")
-    lanes = np.arange(L)
+    # selects and the source lane read the thread index tid = lane + L * warp (its bits above
+    # the lane's: the warp id); the source lane's images are lanes of the thread's own warp
+    lanes, warps = np.arange(L)[None, :], np.arange(W)[:, None]
+    tid = lanes + L * warps                                      # (W, L)
+    at = (warps[..., None], lanes[..., None])                    # (W, L, 1) indices of a thread's registers
     sb = as_bytes(src)                                          # (W, L, n_src, w)
-    send_c, recv_c = lane_select(s.send_select, lanes), lane_select(s.recv_select, lanes)
+    send_c, recv_c = lane_select(s.send_select, tid), lane_select(s.recv_select, tid)
     for rnd in s.rounds:
         sent, received = s.sent(rnd), s.received(rnd)
         send = np.array(sent, dtype=np.int64).reshape(len(sent), -1)
         recv = np.array(received, dtype=np.int64).reshape(len(received), -1)
         if send.shape[1] != s.vec or recv.shape[1] != s.vec:
             raise AssertionError(f"round {rnd} does not move {s.vec} registers per lane")
-        regs = send[send_c]                                      # (L, vec)
+        regs = send[send_c]                                      # (W, L, vec)
         payload = np.zeros((W, L, 4 * s.words), dtype=np.uint8)
-        payload[:, :, :nbytes] = sb[:, lanes[:, None], regs].reshape(W, L, nbytes)
+        payload[:, :, :nbytes] = sb[at + (regs,)].reshape(W, L, nbytes)
         words = payload.view("<u4")                              # (W, L, words)
         if s.src_lane is None:
             got = shuffle_words(plan.target, words, rnd.lane_xor, xor=True)
         else:
-            arg = xor_form(XorForm(tuple(s.src_lane)), lanes, np.zeros_like(lanes)) ^ rnd.lane_xor
-            got = shuffle_words(plan.target, words, arg, xor=False)
+            nl = L.bit_length() - 1
+            form = XorForm(tuple(s.src_lane[:nl]), tuple(s.src_lane[nl:]))
+            got = shuffle_words(plan.target, words, xor_form(form, lanes, warps) ^ rnd.lane_xor, xor=False)
         gb = np.ascontiguousarray(got).view(np.uint8)[:, :, :nbytes].reshape(W, L, s.vec, w)
-        rregs = recv[recv_c]                                     # (L, vec)
-        dst[:, lanes[:, None], rregs] = from_bytes(gb, w)
-        written[:, lanes[:, None], rregs] = True
+        rregs = recv[recv_c]                                     # (W, L, vec)
+        dst[at + (rregs,)] = from_bytes(gb, w)
+        written[at + (rregs,)] = True
 
 
 def _emulate_smem(plan: Transfer, src: np.ndarray, dst: np.ndarray, written: np.ndarray) -> None:

@@ -147,12 +147,13 @@ def convert_wants(p: Transfer, vals: np.ndarray, lane: int, warp: int) -> tuple[
     if p.by_shuffle:
         s = p.shuffle
         xor = s.src_lane is None
-        sel = s.send_select(lane)
+        tid = lane + p.warp_size * warp              # selects and the source lane read lane and warp bits
+        sel = s.send_select(tid)
         for rnd in s.rounds:
             if xor and not rnd.lane_xor:
                 continue                                  # the lane keeps its own payload
             payload = pack([v[r] for r in s.sent(rnd)[sel]], w)
-            b = rnd.lane_xor if xor else f2.apply(s.src_lane, lane) ^ rnd.lane_xor
+            b = rnd.lane_xor if xor else f2.apply(s.src_lane, tid & ((1 << len(s.src_lane)) - 1)) ^ rnd.lane_xor
             op = "shfl.sync.bfly.b32" if xor else "shfl.sync.idx.b32"
             shfl += [Want((op,), payload=payload[i:i + 4], prefix=len(payload) < 4, extra=(b, WARP_CLAMP, FULL))
                      for i in range(0, len(payload), 4)]
