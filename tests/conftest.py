@@ -31,6 +31,10 @@ from typing import Sequence
 
 import pytest
 
+# the compilers' paths (toolchain.NVCC, HIPCC) resolved now, on the real PATH: a test module that first
+# imports toolchain inside a test without the 'compile' marker would otherwise resolve the stand-ins below
+import toolchain
+
 # Host SIMT builds at -O0 unless told (``ll_codegen.run.host.OPT_ENV``): a quarter of -O1's compile
 # time, and the runtime's fiber switches dominate the runs either way; tests/test_host_run.py builds
 # the generated files at -O1, so optimised builds of the same templates are checked too.  Child
@@ -213,10 +217,9 @@ def example_build(tmp_path_factory):
     """``example_build(path)``: the example kernel at ``path`` built with the flags users type, once per
     test run (``toolchain.users_build``): (exit status, output, keep dir).  The root is the run's
     temporary directory, which the xdist workers share (each worker's own is a folder in it)."""
-    from toolchain import users_build
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     root = root / "users_build"
     root.mkdir(exist_ok=True)
     generated = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "generated")
-    return lambda path: users_build(path, str(root), generated)
+    return lambda path: toolchain.users_build(path, str(root), generated)

@@ -67,7 +67,8 @@ def test_unmarked_compiler_calls_fail(tmp_path):
     fake.chmod(0o755)
     inner = tmp_path / "inner"
     inner.mkdir()
-    shutil.copy(os.path.join(HERE, "conftest.py"), inner / "conftest.py")
+    for name in ("conftest.py", "toolchain.py"):        # the conftest resolves the compilers through toolchain
+        shutil.copy(os.path.join(HERE, name), inner / name)
     (inner / "pytest.ini").write_text("[pytest]\nmarkers =\n    compile: compiles\n")
     (inner / "test_inner.py").write_text(INNER.format(fake=str(fake)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LLGEN_"))}

@@ -23,7 +23,7 @@ from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_wor
                                    row_major_bases, row_major_form, select_tree, strip_parens, term_expr,
                                    xor_form_expr)
 from ll_codegen.emit.instructions import BAR_SYNC
-from ll_codegen.plan.model import LaneSelect, XorForm, swap_stages, with_partners, word_view
+from ll_codegen.plan.model import LaneSelect, swap_stages, with_partners, word_view
 from ll_codegen.plan.plans import Transfer, without_via
 from ll_codegen.plan.report import convert_summary
 from ll_codegen.plan.words import LanePerm, PackTerm, lane_perm
@@ -59,8 +59,7 @@ class ConvertBuilder(Builder):
         rows: list[tuple[str, str]] = []
         src_lane = None
         if s.src_lane is not None:      # images of the lane bits, then of the warp bits (warp-uniform)
-            nl = self.lane_bits
-            e = self.form(XorForm(tuple(s.src_lane[:nl]), tuple(s.src_lane[nl:])))
+            e = self.form(s.lane_form(self.lane_bits))
             rows.append((f"const unsigned src_lane = {strip_parens(e)};", "source lane before the round's xor"))
             src_lane = "src_lane"
         send_bits = self.select_bits(s.send_select)

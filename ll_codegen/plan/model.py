@@ -208,6 +208,13 @@ class ShufflePlan:
         return (side(self.send_words(per), self.send_fused, ())
                 + side(list(self.recv_words(per, copies).values()), self.recv_fused, self.recv_swaps))
 
+    def lane_form(self, lane_bits: int) -> XorForm | None:
+        """The source lane before a round's xor as a form of the lane and the warp id: ``src_lane``
+        split at ``lane_bits`` (None for an xor shuffle)."""
+        if self.src_lane is None:
+            return None
+        return XorForm(tuple(self.src_lane[:lane_bits]), tuple(self.src_lane[lane_bits:]))
+
     def sent(self, rnd: ShuffleRound) -> tuple[tuple[int, ...], ...]:
         """The round's source registers for each value of ``send_select`` (either form)."""
         return _choices(rnd.send, self.send_select, self.send_swaps)

@@ -65,10 +65,10 @@ def convert_lines(p: Transfer) -> list[str]:
     if p.by_shuffle:
         s = p.shuffle
         sizes = dict(zip([f"dim{i}" for i in range(len(p.shape))], p.shape))
-        nl = p.warp_size.bit_length() - 1        # src_lane: the lane bits' images, then the warp bits'
-        lane = ("lane ^ c" if s.src_lane is None else f"L(lane) ^ c with L = {list(s.src_lane)}"
-                if len(s.src_lane) == nl else f"L(lane) ^ W(warp) ^ c with L = {list(s.src_lane[:nl])}, "
-                f"W = {list(s.src_lane[nl:])}")
+        nl = p.warp_size.bit_length() - 1
+        form = s.lane_form(nl)
+        lane = ("lane ^ c" if form is None else f"L(lane) ^ c with L = {list(form.lane)}" if not form.warp
+                else f"L(lane) ^ W(warp) ^ c with L = {list(form.lane)}, W = {list(form.warp)}")
         lines.append(f"shuffle: {len(s.rounds)} rounds x {s.words} word(s), {s.vec} element(s) per word, "
                      f"source lane {lane}" + (f", {shuffle_name(p.target)} per word" if p.target == "hip" else ""))
         def how(sel, swaps, fused) -> str:

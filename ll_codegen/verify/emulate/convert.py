@@ -20,7 +20,6 @@ import numpy as np
 
 from ll_codegen.core.dtypes import NP_RAW
 from ll_codegen.core.layout import LinearLayout, layout_of
-from ll_codegen.plan.model import XorForm
 from ll_codegen.plan.plans import ConvertPlan, Transfer, without_via
 from ll_codegen.verify.emulate.common import (POISON, SmemError, as_bytes, from_bytes, lane_select, shuffle_words,
                                               smem_access, store_warps, xor_form)
@@ -54,8 +53,7 @@ def _emulate_shuffle(plan: Transfer, src: np.ndarray, dst: np.ndarray, written: 
         if s.src_lane is None:
             got = shuffle_words(plan.target, words, rnd.lane_xor, xor=True)
         else:
-            nl = L.bit_length() - 1
-            form = XorForm(tuple(s.src_lane[:nl]), tuple(s.src_lane[nl:]))
+            form = s.lane_form(L.bit_length() - 1)
             got = shuffle_words(plan.target, words, xor_form(form, lanes, warps) ^ rnd.lane_xor, xor=False)
         gb = np.ascontiguousarray(got).view(np.uint8)[:, :, :nbytes].reshape(W, L, s.vec, w)
         rregs = recv[recv_c]                                     # (W, L, vec)
