@@ -126,13 +126,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="list the N tests with the most CPU time (self + waited-for children) and the total")
 
 
-def cpu_seconds() -> float:
-    """CPU seconds (user + system) of this process and of the child processes it has waited for."""
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process, and of the child processes it has waited for."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-CPU: dict[str, float] = {}
+#: test -> (CPU seconds of this process, of its waited-for children)
+CPU: dict[str, tuple[float, float]] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -160,7 +161,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     try:
         return (yield)
     finally:
-        CPU[item.nodeid] = cpu_seconds() - start
+        CPU[item.nodeid] = tuple(b - a for a, b in zip(start, cpu_seconds()))
         os.environ["PATH"] = path
         GUARD.test, GUARD.allowed = None, True
         _child_calls()
@@ -199,17 +200,21 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if n is None or not CPU:
         return
     tr = terminalreporter
-    tr.write_sep("=", f"CPU time: {sum(CPU.values()):.1f} s in {len(CPU)} tests "
-                      f"(self + waited-for children, all workers)")
-    for nodeid, sec in sorted(CPU.items(), key=lambda kv: -kv[1])[:n]:
-        tr.write_line(f"{sec:9.2f}s  {nodeid}")
+    own, kids = (sum(v) for v in zip(*CPU.values()))
+    tr.write_sep("=", f"CPU time: {own + kids:.1f} s in {len(CPU)} tests (self {own:.1f} s + waited-for "
+                      f"children {kids:.1f} s, all workers)")
+
+    def table(rows: dict[str, tuple[float, float]]) -> None:
+        for key, (a, b) in sorted(rows.items(), key=lambda kv: -sum(kv[1]))[:n]:
+            tr.write_line(f"{a + b:9.2f}s  (self {a:7.2f}s, children {b:7.2f}s)  {key}")
+    table(CPU)
     # per module: ``--dist loadscope`` runs a module on one worker, so the largest bounds the wall time
-    modules: dict[str, float] = {}
-    for nodeid, sec in CPU.items():
-        modules[nodeid.split("::", 1)[0]] = modules.get(nodeid.split("::", 1)[0], 0.0) + sec
+    modules: dict[str, tuple[float, float]] = {}
+    for nodeid, (a, b) in CPU.items():
+        m = modules.get(nodeid.split("::", 1)[0], (0.0, 0.0))
+        modules[nodeid.split("::", 1)[0]] = (m[0] + a, m[1] + b)
     tr.write_sep("-", f"CPU time by module ({len(modules)} modules)")
-    for module, sec in sorted(modules.items(), key=lambda kv: -kv[1])[:n]:
-        tr.write_line(f"{sec:9.2f}s  {module}")
+    table(modules)
 
 
 @pytest.fixture(scope="session")
