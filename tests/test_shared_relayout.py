@@ -272,7 +272,44 @@ def host_items():
     reswizzle = plan_conversion(swz, nvmma((64, 64), 16, False), "bf16", warps=2)
     shfl = plan_conversion(nvmma((64, 64), 32, True), nvmma((64, 64), 32, False), "f32", warps=4)
     hip = plan_conversion(nvmma((64, 64), 16, True), nvmma((64, 64), 16, False), "f16", target="hip")
-    return [("rl_f16", f16), ("rl_e4m3", e4m3), ("rl_reswizzle", reswizzle), ("rl_f32", shfl), ("rl_hip", hip)]
+    return [("rl_f16", f16), ("rl_e4m3", e4m3), ("rl_reswizzle", reswizzle), ("rl_f32", shfl), ("rl_hip", hip),
+            ("rl_v_e4m3_d64", v_transpose_d64())]
+
+
+def v_transpose_d64():
+    """FA3's e4m3 V tile at head dim 64, MN-major as TMA lands it -> K-major, keys in their own order:
+    its register step is a shuffle whose receive side lists words holding the same registers in
+    another byte order (a swap stage of whole words cannot pair them)."""
+    from ll_codegen.api import load_spec
+    return plan_conversion(load_spec(os.path.join(ROOT, "examples/chains/fa3_v_tma_d64.yaml")),
+                           load_spec(os.path.join(ROOT, "examples/chains/fa3_v_kmajor_d64.yaml")), "f8e4m3",
+                           "cuda", "sm_90a")
+
+
+def test_every_shuffle_form_renders_where_received_words_hold_registers_in_another_order():
+    """The register step the V transpose above may take (MN-major e4m3 lanes -> K-major rows): its
+    shuffle receives words whose partners under a swap hold the same registers in another byte order
+    ((0, 20, 8, 28) ^ 16 is the word received as (4, 16, 12, 24)); every form the planner scores
+    renders, and the emulator accepts each."""
+    from ll_codegen.emit.convert import convert_function, namespace
+    from ll_codegen.plan.planner import normalise, shuffle_forms
+    from ll_codegen.plan.shuffle import plan_shuffle
+    warps = [[32, 0], [64, 0]]
+    src = {"kind": "linear", "shape": [128, 64], "warp": warps,
+           "register": [[0, 1], [0, 2], [2, 16], [4, 32], [8, 0], [16, 0]],
+           "lane": [[0, 4], [0, 8], [0, 16], [0, 32], [1, 0]]}
+    dst = {"kind": "linear", "shape": [128, 64], "warp": warps,
+           "register": [[1, 0], [2, 0], [4, 0], [8, 0], [0, 32], [16, 0]],
+           "lane": [[0, 1], [0, 2], [0, 4], [0, 8], [0, 16]]}
+    src, dst = spec_from_dict(src).linear, spec_from_dict(dst).linear
+    p = plan_conversion(src, dst, "f8e4m3", "cuda", "sm_90a", strategy="shuffle")
+    trees = plan_shuffle(normalise(src), normalise(dst), 1)
+    assert trees.recv_select.size > 1
+    forms = shuffle_forms(p, trees)
+    assert len(forms) >= 3
+    for form in forms:
+        convert_function(form, namespace(form, "k"))
+        check(form)
 
 
 @pytest.mark.compile

@@ -50,7 +50,7 @@ import numpy as np
 
 from ll_codegen.core import f2
 from ll_codegen.core.layout import LinearLayout
-from ll_codegen.plan.model import LaneSelect, ShufflePlan, ShuffleRound
+from ll_codegen.plan.model import LaneSelect, ShufflePlan, ShuffleRound, swap_stages, with_partners
 from ll_codegen.plan.words import lane_perms
 
 
@@ -328,6 +328,14 @@ def swap_form(plan: ShufflePlan) -> ShufflePlan:
     first = plan.rounds[0]
     send_swaps = side(first.send) if plan.send_select.size > 1 else ()
     recv_swaps = side(first.recv) if plan.recv_select.size > 1 else ()
+    if recv_swaps:
+        # the first receive stage swaps received words whole: each tuple it reads, and its partner
+        # t ^ x, must be a received word with the registers in that order (a word holding them in
+        # another byte order would need a permute as well); else the select trees stay
+        received = {r.recv[0] for r in plan.rounds}
+        stage = swap_stages([r.recv[0] for r in plan.rounds], recv_swaps)[0]
+        if not set(with_partners(stage, recv_swaps[0])) <= received:
+            recv_swaps = ()
     rounds = tuple(ShuffleRound(send=r.send[:1] if send_swaps else r.send, lane_xor=r.lane_xor,
                                 recv=r.recv[:1] if recv_swaps else r.recv) for r in plan.rounds)
     return replace(plan, rounds=rounds, send_swaps=send_swaps, recv_swaps=recv_swaps)
