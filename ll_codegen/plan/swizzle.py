@@ -357,16 +357,16 @@ def _build(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Target
         reg, thr, wrp = (L.flat_bases(k) for k in ("register", "lane", "warp"))
         lane_vecs = list(how.providers) if how.instr != "vector" else thr
         base = XorForm(tuple(offset(v)[0] for v in lane_vecs), tuple(offset(v)[0] for v in wrp))
-        in_access = 0
-        for r in how.regs_per_access:
-            in_access |= r
+        # an access holds the registers r ^ j, j in span(regs_per_access) (a j may combine several
+        # register bits); r runs over the coset leaders, the indices without a pivot bit of that span
+        leading = sum(1 << p for p in f2.echelon_basis(how.regs_per_access)[1])
         free = sum(1 << i for i in range(len(reg)) if i not in set(f2.independent_subset(reg)))
         per_round: list[list[SmemAccess]] = [[] for _ in range(1 << len(Rd))]
         for r in range(1 << len(reg)):
-            if r & in_access or r & free & ~in_access:
+            if r & leading or r & free:
                 continue                      # not an access's first register, or a broadcast copy
             off, rnd = offset(f2.apply(reg, r))
-            per_round[rnd].append(SmemAccess(tuple(r | j for j in how.regs_per_access), off))
+            per_round[rnd].append(SmemAccess(tuple(r ^ j for j in how.regs_per_access), off))
         n = sum(len(x) for x in per_round)
         if how.instr == "vector":
             w, c = predict_wavefronts(list(base.lane), elem_bytes * len(how.regs_per_access), target, load=load)
