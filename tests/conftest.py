@@ -184,6 +184,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 
+#: CPU seconds of the heaviest modules (``--cpu-durations`` on 2 cores, rounded): they run first, so that
+#: under ``-n auto --dist loadscope`` (a module stays on one worker) no long module starts last and
+#: leaves the other workers idle at the end (longest first: the wall time is near total / workers)
+HEAVY_MODULES = {
+    "test_compile_generated.py": 230, "test_host_run.py": 190, "test_ptx_text.py": 170,
+    "test_attention_fwd.py": 160, "test_compile.py": 140, "test_upcast.py": 135, "test_gemm_wgmma.py": 90,
+    "test_mfma.py": 65, "test_gather.py": 65, "test_gemm_fp8.py": 65, "test_reduce_plans.py": 65,
+    "test_plans_property.py": 60, "test_mma.py": 60, "test_cmake_example.py": 50,
+    "test_host_run_catches_mutations.py": 50, "test_triton_parity.py": 45, "test_reduce_headers.py": 45,
+    "test_readme.py": 45, "test_cli_output.py": 40, "test_bench_kernel.py": 40,
+}
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The heaviest modules first (``HEAVY_MODULES``), every module's tests in their own order."""
+    weight = {id(it): HEAVY_MODULES.get(os.path.basename(str(it.path)), 0) for it in items}
+    items.sort(key=lambda it: -weight[id(it)])        # stable: the collection order within a weight
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workeroutput"):           # a pytest-xdist worker: hand the numbers over
         session.config.workeroutput["llgen_cpu"] = dict(CPU)

@@ -19,8 +19,8 @@ from dataclasses import replace
 from typing import Iterator
 
 #: plans per required label in the host-run sample by default, sized for the README's test command on
-#: 2 cores; ``LLGEN_HOST_QUOTA=20`` (or more) for a deeper run
-QUOTA = 10
+#: 2 cores (CI's 15 minutes); ``LLGEN_HOST_QUOTA=20`` (or more) for a deeper run
+QUOTA = 5
 #: the environment variables that set a whole-sample test's quota (``quota_from_env``)
 #: (host run and PTX text: plans per required label; compile: random conversions per target and arch)
 QUOTA_ENV = {"host": "LLGEN_HOST_QUOTA", "ptx": "LLGEN_PTX_QUOTA", "compile": "LLGEN_COMPILE_QUOTA"}

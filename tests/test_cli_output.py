@@ -102,22 +102,43 @@ def test_shell_completion_offers_choices():
 
 # -------------------------------------------------------------------- regenerate
 def test_regenerate_check_from_another_folder(tmp_path):
-    gen = os.path.join(ROOT, "generated")
+    """A checkout's ``generated/`` regenerated and checked from elsewhere: a checkout of two manifest
+    entries (the whole ``generated/`` is reproduced from the root by test_cli_plan_convert.py)."""
+    import shutil
+    checkout = tmp_path / "checkout"
+    (checkout / "generated").mkdir(parents=True)
+    (checkout / "examples" / "specs").mkdir(parents=True)
+    for spec in ("mma_v2_4x1_64x64.yaml", "blocked_store_64x64.yaml", "blocked_row_64x64.yaml",
+                 "blocked_col_64x64.yaml"):
+        shutil.copy(os.path.join(ROOT, "examples", "specs", spec), checkout / "examples" / "specs" / spec)
+    (checkout / "generated" / "manifest.yaml").write_text(
+        "- args: --name acc_to_store --src examples/specs/mma_v2_4x1_64x64.yaml --dst "
+        "examples/specs/blocked_store_64x64.yaml --dtype f32 --target cuda --arch sm_80\n"
+        "  expect: smem\n"
+        "- args: --name transpose_i8 --src examples/specs/blocked_row_64x64.yaml --dst "
+        "examples/specs/blocked_col_64x64.yaml --dtype i8 --target hip --arch gfx1030\n")
+    gen = str(checkout / "generated")
+    here = tmp_path / "elsewhere"
+    here.mkdir()
     env = dict(os.environ, PYTHONPATH=ROOT)
-    p = subprocess.run([sys.executable, "-m", "ll_codegen", "regenerate", "--check", gen], cwd=tmp_path, env=env,
+    p = subprocess.run([sys.executable, "-m", "ll_codegen", "regenerate", gen], cwd=here, env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert p.stdout == "" and os.listdir(tmp_path) == []
+    assert {"acc_to_store.cuh", "transpose_i8.h", "README.md"} <= set(os.listdir(gen))
+    p = subprocess.run([sys.executable, "-m", "ll_codegen", "regenerate", "--check", gen], cwd=here, env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout == "" and os.listdir(here) == []
     # the alias, and -o into a fresh folder, from elsewhere
-    out = tmp_path / "regen"
-    p = subprocess.run([sys.executable, "-m", "ll_codegen.regenerate", gen, "-o", str(out)], cwd=tmp_path, env=env,
+    out = here / "regen"
+    p = subprocess.run([sys.executable, "-m", "ll_codegen.regenerate", gen, "-o", str(out)], cwd=here, env=env,
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert sorted(os.listdir(out)) == sorted(f for f in os.listdir(gen) if f != "manifest.yaml")
     # --check of a folder that differs: exit 1 and the stale file named
     (out / "README.md").write_text("stale\n")
     p = subprocess.run([sys.executable, "-m", "ll_codegen", "regenerate", "--check", gen, "-o", str(out)],
-                       cwd=tmp_path, env=env, capture_output=True, text=True)
+                       cwd=here, env=env, capture_output=True, text=True)
     assert p.returncode == 1 and p.stdout.strip() == f"out of date: {out / 'README.md'}"
 
 

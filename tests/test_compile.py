@@ -51,9 +51,9 @@ GENERATED = os.path.join(ROOT, "generated")
 EXAMPLE = os.path.join(ROOT, "examples", "kernels", "mma_store.cu")
 
 SEED = 20240607
-PER_CONFIG = strata.quota_from_env("compile", 30)   # random conversions per (target, arch): LLGEN_COMPILE_QUOTA
-MEMORY_PER_CONFIG = PER_CONFIG * 8 // 15             # random store/load plans per (target, arch): 16 of 30
-COPY_PER_CONFIG = PER_CONFIG // 5                    # random global -> shared copies per (target, arch): 6 of 30
+PER_CONFIG = strata.quota_from_env("compile", 15)   # random conversions per (target, arch): LLGEN_COMPILE_QUOTA
+MEMORY_PER_CONFIG = PER_CONFIG * 8 // 15             # random store/load plans per (target, arch): 8 of 15
+COPY_PER_CONFIG = PER_CONFIG // 5                    # random global -> shared copies per (target, arch): 3 of 15
 BATCH = 12               # conversions per translation unit
 CONFIGS = (("cuda", "sm_80", 32), ("cuda", "sm_90", 32), ("hip", "gfx90a", 64), ("hip", "gfx1030", 32))
 DTYPES = ("i8", "f16", "f32", "f64")

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.compile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED = 20261126
-QUOTA = strata.quota_from_env("ptx", 5)   # LLGEN_PTX_QUOTA: plans per strategy x access form
+QUOTA = strata.quota_from_env("ptx", 3)   # LLGEN_PTX_QUOTA: plans per strategy x access form
 BATCH = 12
 PAIRS = {p.name: p for p in NAMED}
 
@@ -88,7 +88,7 @@ def hopper_plans() -> list[tuple[str, object]]:
     register A, every operand type; mma.sync)."""
     from ll_codegen.plan.mma import plan_mma
     out = tma_items()
-    step = max(5, 50 // QUOTA)               # every 10th wgmma form at the default quota, every 5th from 10
+    step = max(5, 50 // QUOTA)               # every 16th wgmma form at the default quota (3), every 5th from 10
     cases = {c.name: c for c in mma_cases()[::step] + [c for c in mma_cases() if c.name.startswith("mma_sync")]}
     for c in cases.values():
         out.append((c.name, plan_mma(c.acc, c.a, c.b, c.a_space, c.b_space, c.version, c.dtype, c.acc_dtype,
