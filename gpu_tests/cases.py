@@ -217,6 +217,9 @@ def pair_cases(n_random: int = 230, n_local: int = 40, seed: int = 20250105) -> 
                             "sm_90", strategy="smem", scratch_per_warp=True)
         if p.smem.per_warp:            # (not when the default budget splits the tile into rounds)
             cases.append(Case(_ident(f"g{len(cases)}_perwarp"), p, c.source, c.pair, "perwarp", c.kinds))
+    for dt in ("i8", "f16", "f32"):    # vector accesses whose registers are several register bits apart
+        emit("regression", "combined_register_bits", *(_lin(s) for s in corpus.COMBINED_REGISTER_PAIR), dt,
+             ("linear", "linear"))
     return cases
 
 

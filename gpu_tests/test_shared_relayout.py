@@ -28,7 +28,11 @@ def cases():
            ("rl_wgmma_b_e4m3", plan_conversion(f"{S}/specs/nvmma_f8_128x128_t.yaml", f"{S}/specs/nvmma_f8_128x128.yaml",
                                                "f8e4m3", arch=gpu.arch())),
            ("rl_reswizzle_bf16", plan_conversion(f"{S}/swizzled_shared_64x64.yaml", f"{S}/nvmma_shared_64x64.yaml",
-                                                 "bf16", arch=gpu.arch(), warps=2))]
+                                                 "bf16", arch=gpu.arch(), warps=2)),
+           # FA3's e4m3 V at head dim 64 with the keys in their own order (its shuffle forms receive words
+           # whose swap partners hold the same registers in another byte order)
+           ("rl_v_e4m3_d64", plan_conversion(f"{S}/chains/fa3_v_tma_d64.yaml", f"{S}/chains/fa3_v_kmajor_d64.yaml",
+                                             "f8e4m3", arch=gpu.arch()))]
     rng = random.Random(20261128)
     for i in range(24):
         dtype = rng.choice(["f16", "f8e4m3", "f32", "bf16", "i8"])

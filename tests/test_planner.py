@@ -84,15 +84,7 @@ def test_broadcast_destination_reads_one_owner():
 
 
 def combined_register_pair():
-    """64 x 16, 4 warps' worth over 2 warps: the destination's register 12 (bits 2 and 3, [0, 8] ^
-    [2, 8]) sits one element after register 0 in the shared tile the planner picks, so a 2-element
-    vector holds registers r and r ^ 12; the source broadcasts two lane bits."""
-    src = spec_from_dict({"kind": "linear", "shape": [64, 16],
-                          "register": [[16, 0], [4, 0], [2, 0], [0, 1], [0, 2], [32, 0]],
-                          "lane": [[0, 0], [8, 0], [0, 8], [0, 4], [0, 0]], "warp": [[1, 0]]}).linear
-    dst = spec_from_dict({"kind": "linear", "shape": [64, 16], "register": [[32, 0], [0, 1], [0, 8], [2, 8]],
-                          "lane": [[16, 0], [8, 3], [4, 0], [8, 1], [0, 4]], "warp": [[9, 6]]}).linear
-    return src, dst
+    return tuple(spec_from_dict(s).linear for s in corpus.COMBINED_REGISTER_PAIR)
 
 
 @pytest.mark.parametrize("dtype", ["i8", "f16", "f32"])
@@ -108,6 +100,24 @@ def test_vector_accesses_over_combined_register_bits_cover_every_register(dtype)
     assert loaded == list(range(plan.n_dst)), loaded
     for strategy in ("auto", "smem", "shuffle"):
         check(plan_conversion(src, dst, dtype, strategy=strategy), 2)
+
+
+@pytest.mark.parametrize("swizzle", ["optimal", "none"])
+def test_rounds_split_by_register_bits_no_lane_crosses(swizzle):
+    """A quarter of the tile a round: the round bits are register bits of both sides that no lane or
+    warp vector reaches ([0, 1] is a register of both, but also [8, 1] ^ [8, 0] of two lanes), so each
+    lane's address is the same in every round (the emulator reads the wrong bytes otherwise)."""
+    from ll_codegen.core import f2
+    from ll_codegen.operations import check
+    src, dst = combined_register_pair()
+    for dtype in ("i8", "f16", "f32"):
+        tile = plan_conversion(src, dst, dtype, strategy="smem").smem.bytes
+        plan = plan_conversion(src, dst, dtype, strategy="smem", swizzle=swizzle, smem_budget=tile // 4)
+        rounds = LinearLayout(plan.smem.layout, src.out_dim_sizes).flat_bases("round")
+        assert len(plan.smem.rounds) == 4 and len(rounds) == 2
+        moving = [v for L in (src, dst) for k in ("lane", "warp") for v in L.flat_bases(k) if v]
+        assert f2.rank(moving + rounds) == f2.rank(moving) + 2
+        check(plan, 2)
 
 
 @pytest.mark.compile

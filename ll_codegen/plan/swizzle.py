@@ -206,6 +206,17 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
     b_reg, b_thr, b_wrp = (dst.flat_bases(k) for k in ("register", "lane", "warp"))
     max_vec = max(1, min(max_vector_bytes or target.max_vector_bytes, target.max_vector_bytes) // elem_bytes)
     common = [v for v in _extend([], a_reg) if f2.in_span(v, b_reg)]
+    # a round bit splits the tile by a register bit both sides share, and no lane or warp may cross
+    # rounds: the round bits must be independent of every lane and warp vector of both sides
+    moving = [v for v in a_thr + a_wrp + b_thr + b_wrp if v]
+
+    def round_bits(pool: list[int], n: int) -> list[int]:
+        """Up to ``n`` vectors of ``pool``, the highest first, independent of ``moving`` and each other."""
+        picked: list[int] = []
+        for v in reversed(pool):
+            if len(picked) < n and f2.rank(moving + picked + [v]) == f2.rank(moving) + len(picked) + 1:
+                picked.append(v)
+        return picked[::-1]
     n_round_bits = 0
     while n_round_bits < d and (elem_bytes << (d - n_round_bits)) > budget:
         n_round_bits += 1
@@ -231,9 +242,9 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         row_major = _row_major_bits(src)
         Va, Vb = prefix_in(row_major, a_reg), prefix_in(row_major, b_reg)
         spare = [v for v in common if v not in Va + Vb and v & (v - 1) == 0]
-        if n_round_bits > len(spare) or (elem_bytes << (d - n_round_bits)) > budget:
-            raise too_small(len(spare))
-        Rd = spare[len(spare) - n_round_bits:]
+        Rd = round_bits(spare, n_round_bits)
+        if len(Rd) < n_round_bits or (elem_bytes << (d - n_round_bits)) > budget:
+            raise too_small(len(round_bits(spare, d)))
         S = [v for v in row_major if v not in Rd]
         plan = _build(src, dst, elem_bytes, target, "none", S, Rd, _vector_side(a_reg, a_thr, Va, elem_bytes, target),
                       _vector_side(b_reg, b_thr, Vb, elem_bytes, target, load=True))
@@ -242,11 +253,11 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         return [plan]
     if swizzle != "optimal":
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
-    if n_round_bits > len(common) or (elem_bytes << (d - n_round_bits)) > budget:
-        raise too_small(len(common))
-    Rd = common[len(common) - n_round_bits:]          # rounds: the highest common registers
+    Rd = round_bits(common, n_round_bits)              # rounds: the highest common registers that may be
+    if len(Rd) < n_round_bits or (elem_bytes << (d - n_round_bits)) > budget:
+        raise too_small(len(round_bits(common, d)))
     top = [v for v in a_wrp if v] if per_warp and not Rd and warp_local(src, dst) else []
-    V = common[:min(max_vec.bit_length() - 1, len(common) - n_round_bits)]
+    V = [v for v in common if v not in Rd][:max_vec.bit_length() - 1]
     pairs = [(_vector_side(a_reg, a_thr, V, elem_bytes, target),
               _vector_side(b_reg, b_thr, V, elem_bytes, target, load=True))]
     # per-side widths: one side's access widened beyond V by its own registers, the other

@@ -148,6 +148,15 @@ def random_pair(rng: random.Random, lanes: int = 32, same_warps: bool | None = N
     return src, dst
 
 
+#: (src, dst) specs, 64 x 16 over 2 warps: the destination's register 12 ([0, 8] ^ [2, 8] = [2, 0]) sits one
+#: element after register 0 in the shared tile the planner picks, so a 2-element vector access holds
+#: registers r and r ^ 12 (several register bits apart); the source broadcasts two lane bits
+COMBINED_REGISTER_PAIR = (
+    linear([[16, 0], [4, 0], [2, 0], [0, 1], [0, 2], [32, 0]], [[0, 0], [8, 0], [0, 8], [0, 4], [0, 0]], [[1, 0]],
+           [64, 16]),
+    linear([[32, 0], [0, 1], [0, 8], [2, 8]], [[16, 0], [8, 3], [4, 0], [8, 1], [0, 4]], [[9, 6]], [64, 16]))
+
+
 def per_warp_pair(rng: random.Random, lanes: int = 32) -> tuple[LinearLayout, LinearLayout]:
     """A random (src, dst) pair whose warps each hold what the destination's same warp needs, with
     different warp columns (1-8 warps, 2 at least): ``src`` random (its zero warp columns: warps
