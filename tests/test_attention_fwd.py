@@ -329,8 +329,11 @@ def drivers(tmp_path_factory):
         key = (build, dtype, d)
         if key not in built:
             wd = str(tmp_path_factory.mktemp(f"attention_fwd_host_{build}_{dtype}_d{d}"))
+            # the headers' element-by-element agreement asserts are evaluated by the nvcc builds of this
+            # module (three quarters of a host compile): skipped here
             path, log = host.build(wd, [], exe="attention", sources=GENERATED, driver=DRIVER % {"kernel": KERNEL},
-                                   defines=["LLGEN_HOST_SIMT", *BUILDS[build][0], *disable_knobs((dtype,), (d,))],
+                                   defines=["LLGEN_HOST_SIMT", "LLGEN_ATTENTION_SKIP_AGREEMENT_CHECKS=1",
+                                            *BUILDS[build][0], *disable_knobs((dtype,), (d,))],
                                    opt="-O0")  # -O0: compiles ~4x faster, runs as fast
             assert path, log
             built[key] = path, wd
