@@ -362,7 +362,7 @@ def test_cli_writes_files_and_prints_plans(tmp_path):
     text = (tmp_path / "out" / "src_gather1.cuh").read_text()
     assert "gather(const T (&src)[kSrcRegs], const I (&idx)[kIdxRegs], T (&out)[kIdxRegs]" in text
     assert "llgen gather --src" in text and "LLGEN_GATHER_CHECK" in text
-    r2 = _cli("--src", src, "--index", src, "--axis", "1", "--dtype", "i32", "-o", str(tmp_path / "out2"))
+    _cli("--src", src, "--index", src, "--axis", "1", "--dtype", "i32", "-o", str(tmp_path / "out2"))
     assert (tmp_path / "out2" / "src_gather1.cuh").read_text() == text            # byte-identical
     j = json.loads(_cli("--src", src, "--index", src, "--axis", "1", "--dtype", "i32", "--plan", "--json").stdout)
     assert j["strategy"] == "smem" and j["shuffle"] is None and j["smem"]["bytes"] == 64 * 64 * 4

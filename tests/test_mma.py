@@ -50,7 +50,7 @@ def test_descriptor_addresses_equal_the_layout_offsets(case):
     """For every step and warp group: the addresses the PTX model reads through the plan's
     descriptor are the shared layout's own byte offsets of that slice, element for element."""
     p = plan_of(case)
-    e, (m_i, n_i, k_i) = AB_BYTES[case.dtype], p.instr_shape
+    e, (_, n_i, k_i) = AB_BYTES[case.dtype], p.instr_shape
     for name, tile, rows_first, rows in (("a", case.a, True, 64), ("b", case.b, False, n_i)):
         op = getattr(p, name)
         offs = tile_offsets(tile) * e

@@ -189,7 +189,7 @@ def emulate_reduce(plan, src: np.ndarray, trace: list | None = None) -> tuple[np
 
 def _warp_stage(plan, dst: np.ndarray, op) -> np.ndarray:
     m, w = plan.warps, plan.elem_bytes
-    W, L = plan.num_warps, plan.warp_size
+    W = plan.num_warps
     slots = m.bytes // w
     if m.bytes % w or slots < m.outputs * m.parts:
         raise SmemError(f"scratch of {m.bytes} B holds {slots} elements of {w} B, the warp stage needs "
