@@ -253,7 +253,7 @@ def plan_smem(src: LinearLayout, dst: LinearLayout, elem_bytes: int, target: Tar
         return [plan]
     if swizzle != "optimal":
         raise ValueError(f"unknown swizzle {swizzle!r} (known: optimal, none)")
-    Rd = round_bits(common, n_round_bits)              # rounds: the highest common registers that may be
+    Rd = round_bits(common, n_round_bits)              # rounds: the highest common registers allowed
     if len(Rd) < n_round_bits or (elem_bytes << (d - n_round_bits)) > budget:
         raise too_small(len(round_bits(common, d)))
     top = [v for v in a_wrp if v] if per_warp and not Rd and warp_local(src, dst) else []
