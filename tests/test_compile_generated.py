@@ -282,23 +282,14 @@ def _generated_counts(b: Build) -> tuple[list[str], list[str], int]:
 def test_generated_ptx_is_what_the_manifest_says(generated_build):
     """Every CUDA harness of generated/, as it is on disk, run by the PTX interpreter against its
     re-planned manifest entry (``run/ptx_check.py``, see tests/test_ptx_text.py): the PTX nvcc kept
-    while compiling it for the plan's arch.  Of the MMA harnesses, one of each instruction and pair of
-    operand forms (space; a shared operand's swizzle and majorness): the rest differ by their tiles'
-    strides, and an MMA harness is most of this test's time (128 threads' wgmma operands traced one by
-    one).  Every MMA harness runs on the host runtime (tests/test_host_run.py)."""
+    while compiling it for the plan's arch."""
     b = generated_build
-    bad, checked, forms = [], 0, set()
+    bad, checked = [], 0
     for p in b.sources:
         name = conversion_name(p)
         plan = b.plans.get(name)
         if not p.endswith("_harness.cu") or plan is None or plan.target != "cuda":
             continue
-        if plan.operation == "mma":
-            form = (plan.instr, *((x.space, x.descriptor and (x.descriptor.swizzle_bytes, x.descriptor.k_major))
-                                  for x in (plan.a, plan.b)))
-            if form in forms:
-                continue
-            forms.add(form)
         assert b.ok.get((p, plan.arch)), (p, plan.arch)
         bad += ptx_check.check_kernels(plan, _parsed(b.code[p, plan.arch]), name)
         checked += 1
