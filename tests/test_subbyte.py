@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import replace
 
 import numpy as np
@@ -230,7 +229,7 @@ def test_a_wrong_repack_is_caught_on_the_host(monkeypatch):
 @pytest.mark.compile
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_nvcc_compiles_the_headers(arch, tmp_path):
-    from toolchain import arch_flags, need
+    from toolchain import arch_flags, compile_together, need
     nvcc = need("nvcc")
     units = []
     for i in (0, 2, 4, 9, 10, 13):
@@ -248,12 +247,8 @@ def test_nvcc_compiles_the_headers(arch, tmp_path):
         for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
             (tmp_path / f"sbr{p_i}{suffix}").write_text(p.render(kind, name=f"sbr{p_i}"))
         units.append(f"sbr{p_i}_harness.cu")
-    # one translation unit (each harness has its own namespace and kernel name): nvcc's start-up and host
-    # pass once, not once a file
-    (tmp_path / "all.cu").write_text("".join(f'#include "{u}"\n' for u in units))
-    r = subprocess.run([nvcc, "-std=c++17", *arch_flags(arch), "-c", "all.cu", "-o", os.devnull], cwd=tmp_path,
-                       capture_output=True, text=True)
-    assert r.returncode == 0 and "warning" not in r.stderr, f"{units}: {r.stderr[-2000:]}"
+    bad = compile_together(nvcc, units, arch_flags(arch), str(tmp_path))
+    assert not bad, bad[0][-2000:]
 
 
 @pytest.mark.compile

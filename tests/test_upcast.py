@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 import tempfile
 from dataclasses import replace
 
@@ -316,7 +315,7 @@ def test_a_wrong_scale_register_is_caught_on_the_host():
 @pytest.mark.compile
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_nvcc_compiles_the_files(arch, tmp_path):
-    from toolchain import arch_flags, need
+    from toolchain import arch_flags, compile_together, need
     nvcc = need("nvcc")
     units = []
     for i, (s, d) in enumerate(PAIRS):
@@ -335,12 +334,8 @@ def test_nvcc_compiles_the_files(arch, tmp_path):
             for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
                 (tmp_path / f"ups{i}{suffix}").write_text(p.render(kind, name=f"ups{i}"))
             units.append(f"ups{i}_harness.cu")
-    # one translation unit (each harness has its own namespace and kernel name): nvcc's start-up and host
-    # pass once, not once a file
-    (tmp_path / "all.cu").write_text("".join(f'#include "{u}"\n' for u in units))
-    r = subprocess.run([nvcc, "-std=c++17", *arch_flags(arch), "-c", "all.cu", "-o", os.devnull], cwd=tmp_path,
-                       capture_output=True, text=True)
-    assert r.returncode == 0 and "warning" not in r.stderr, f"{units}: {r.stderr[-2000:]}"
+    bad = compile_together(nvcc, units, arch_flags(arch), str(tmp_path))
+    assert not bad, bad[0][-2000:]
 
 
 def _ptx(p, n, tmp_path, mutate=None):

@@ -126,6 +126,20 @@ def source_batches(paths: Sequence[str], size: int) -> list[list[str]]:
     return [g[k:k + size] for _, g in sorted(groups.items()) for k in range(0, len(g), size)]
 
 
+def compile_together(nvcc: str, sources: Sequence[str], flags: Sequence[str], cwd: str, size: int = 32) -> list[str]:
+    """``sources`` (paths relative to ``cwd``) compiled ``nvcc -std=c++17 <flags> -c``, a translation unit
+    each ``source_batches`` group (nvcc's start-up and host pass once a unit, not once a file; every
+    harness has its own namespace and kernel name): the ``failures``."""
+    jobs = []
+    for k, batch in enumerate(source_batches([os.path.join(cwd, s) for s in sources], size)):
+        tu = os.path.join(cwd, f"unit{k}.cu")
+        with open(tu, "w") as f:
+            f.writelines(f'#include "{p}"\n' for p in batch)
+        jobs.append((" + ".join(os.path.basename(p) for p in batch), [nvcc, "-std=c++17", *flags, "-c", tu, "-o",
+                                                                       os.devnull]))
+    return failures(run_all(jobs, cwd))
+
+
 def run(cmd: Sequence[str], cwd: str, env: dict | None = None) -> tuple[int, str]:
     """(exit status, stdout + stderr) of one command."""
     r = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, env=env)
