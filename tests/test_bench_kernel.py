@@ -98,8 +98,8 @@ def _run_bench(tmp_path, name: str, src, dst, dtype: str, target: str, arch: str
     drv = tmp_path / "driver.cpp"
     drv.write_text(_driver(name, plan, os.path.basename(paths[-1])))
     exe = tmp_path / "driver"
-    r = subprocess.run([host.compiler(), *host.flags(), "-I", host.SIMT_DIR, "-I", str(tmp_path), "-include",
-                        "simt_host.h", str(drv), "-o", str(exe)], capture_output=True, text=True)
+    r = subprocess.run([host.compiler(), *host.flags(), *host.runtime_include(host.compiler(), host.flags()),
+                        "-I", str(tmp_path), str(drv), "-o", str(exe)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     dt = np.dtype(f"u{plan.elem_bytes}")
     inp = np.random.default_rng(7).integers(0, np.iinfo(dt).max, size=int(np.prod(plan.shape)), dtype=dt,

@@ -13,7 +13,8 @@ the code itself a fraction of that):
   ``--dryrun`` steps), so together they are the sm_90 build of every source;
 * ``nvcc -arch=sm_80``, device code only, for every source not planned for sm_90a: a source that
   issues stmatrix (sm_90) must compile there too, its wrapper's guard keeping the instruction out;
-* HIP files with Debian's ``hipcc`` for gfx90a (64-lane layouts) or gfx1030 (32-lane), one at a time.
+* HIP files with Debian's ``hipcc`` for gfx90a (64-lane layouts) or gfx1030 (32-lane), ``BATCH`` to a
+  unit likewise.
 
 Every harness is also compiled on its own, by the host SIMT runtime (``tests/test_host_run.py``:
 the whole file but the device branch of the wrappers), so a harness that leans on an earlier one of
@@ -176,21 +177,20 @@ def generated_build(tmp_path_factory) -> Build:
         cmd, ptx = nvcc_cubin(nvcc, unit(f"o{k:02d}", batch), "sm_80", os.path.join(d, f"o{k:02d}.sm_80"))
         jobs.append((" + ".join(os.path.relpath(p, ROOT) for p in batch) + " (sm_80)", cmd))
         meta.append((batch, "sm_80", ptx))
-    for k, path in enumerate(hip):
+    by_arch: dict[str, list[str]] = {}
+    for path in hip:
         for arch in file_archs(path, b.plans):
-            out = os.path.join(d, f"h{k:03d}_{arch}")
-            os.makedirs(out + "_keep")
-            if path.endswith(".h"):   # a header on its own, as a user includes it
-                tu = out + ".hip"
-                with open(tu, "w") as f:
-                    f.write(f'#include "{path}"\n')
-            else:
-                tu = path
-            jobs.append((f"{os.path.relpath(path, ROOT)} ({arch})",
+            by_arch.setdefault(arch, []).append(path)
+    for arch, paths in sorted(by_arch.items()):                     # HIP, per arch
+        for k, batch in enumerate(source_batches(paths, BATCH)):
+            stem = f"h_{arch}_{k:02d}"
+            tu = os.path.join(d, stem + ".hip")
+            with open(tu, "w") as f:
+                f.writelines(f'#include "{p}"\n' for p in batch)
+            jobs.append((" + ".join(os.path.relpath(p, ROOT) for p in batch) + f" ({arch})",
                          [hipcc, f"--offload-arch={arch}", "--genco", "-save-temps=obj", tu, "-o",
-                          os.path.join(out + "_keep", "x.co")]))
-            stem = os.path.splitext(os.path.basename(tu))[0]
-            meta.append(([path], arch, os.path.join(out + "_keep", f"{stem}-hip-amdgcn-amd-amdhsa-{arch}.s")))
+                          os.path.join(d, stem + ".co")]))
+            meta.append((batch, arch, os.path.join(d, f"{stem}-hip-amdgcn-amd-amdhsa-{arch}.s")))
     results = run_all(jobs, d, HIP_ENV)
     b.results = list(results)
     # the compute_90 PTX of the users' build, assembled for sm_90 (nvcc -arch=sm_90 -cubin's ptxas step)
@@ -248,15 +248,12 @@ def _split(path: str, tool: str) -> dict[str, str]:
 
 
 def kernel_code(name: str, plan: Transfer, path: str, tool: str) -> str:
-    """The code of one harness in its batch's PTX (or its file's assembly): the ``_probe`` kernel of a
+    """The code of one harness in its batch's PTX or AMDGPU assembly: the ``_probe`` kernel of a
     memory plan (it issues only the planned accesses); a conversion's harness kernel and the
     functions of its namespace (``convert()`` when not inlined)."""
     chunks = _split(path, tool)
     if plan.operation in ("store", "load", "copy"):
         return chunks.get(f"{name}_probe", "")
-    if tool == "hip":                     # one harness per file: all of its assembly
-        with open(path) as f:
-            return f.read()
     code = chunks.get(f"{name}_harness", "")
     return code + "".join(body for sym, body in chunks.items() if f"N{len(name)}{name}" in sym[:len(name) + 8])
 

@@ -446,8 +446,8 @@ int main(int argc, char** argv) {{
 }}
 ''')
         exe = tmp_path / name
-        r = subprocess.run([host.compiler(), *host.flags(), "-I", host.SIMT_DIR, "-I", str(tmp_path), "-include",
-                            "simt_host.h", str(drv), "-o", str(exe)], capture_output=True, text=True)
+        r = subprocess.run([host.compiler(), *host.flags(), *host.runtime_include(host.compiler(), host.flags()),
+                            "-I", str(tmp_path), str(drv), "-o", str(exe)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
         (tmp_path / "in.bin").write_bytes(src.tobytes() + idx.astype(np.int32).tobytes())
         r = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], capture_output=True,

@@ -182,7 +182,7 @@ def test_index_helpers_match_the_layouts(tmp_path):
     lines.append("}")
     (tmp_path / "idx.cpp").write_text("\n".join(lines))
     exe = str(tmp_path / "idx")
-    r = subprocess.run([host.compiler(), *host.flags(), "-I", host.SIMT_DIR, "-include", "simt_host.h",
+    r = subprocess.run([host.compiler(), *host.flags(), *host.runtime_include(host.compiler(), host.flags()),
                         str(tmp_path / "idx.cpp"), "-o", exe], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     got = [int(x) for x in subprocess.run([exe], capture_output=True, text=True).stdout.split()]

@@ -6,7 +6,6 @@ conversion it is applied to, the one-line edit, and what must catch it:
 """
 import os
 import re
-import tempfile
 
 import numpy as np
 import pytest
@@ -69,8 +68,8 @@ MUTATIONS = [
 ]
 
 
-def run_mutated(plan, regex: str, repl: str):
-    d = tempfile.mkdtemp(prefix="llgen_mut_")
+def run_mutated(d: str, plan, regex: str, repl: str):
+    os.makedirs(d)
     name = "mut"
     host.write_sources(d, [(name, plan)])
     header = os.path.join(d, "mut.cuh" if plan.target == "cuda" else "mut.h")
@@ -85,10 +84,10 @@ def run_mutated(plan, regex: str, repl: str):
 
 
 @pytest.mark.parametrize("case", MUTATIONS, ids=[m[0] for m in MUTATIONS])
-def test_mutation_is_caught(case):
+def test_mutation_is_caught(case, tmp_path):
     _, (pair, dtype, target, arch), regex, repl, catch = case
     plan = plan_of(pair, dtype, target, arch)
-    assert run_mutated(plan, "", "").ok, "the unmutated conversion must pass"
-    r = run_mutated(plan, regex, repl)
+    assert run_mutated(str(tmp_path / "plain"), plan, "", "").ok, "the unmutated conversion must pass"
+    r = run_mutated(str(tmp_path / "mutated"), plan, regex, repl)
     assert not r.ok, "the mutated header still passes: this check cannot fail"
     assert re.search(catch, r.message), r.message

@@ -86,7 +86,7 @@ def test_hip_code_has_no_cuda_warp_intrinsics(tmp_path, call):
     for header, ok in (("hip/hip_runtime.h", False), ("cuda_runtime.h", True)):
         src = tmp_path / "k.cpp"
         src.write_text(f"#include <{header}>\n__global__ void k(int* o) {{ {call} }}\n")
-        r = subprocess.run([host.compiler(), *host.flags(), "-I", host.SIMT_DIR, "-include", "simt_host.h", "-c",
+        r = subprocess.run([host.compiler(), *host.flags(), *host.runtime_include(host.compiler(), host.flags()), "-c",
                             str(src), "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
         assert (r.returncode == 0) == ok, (header, r.stderr[-500:])
         if not ok:
