@@ -3,6 +3,8 @@
 // mbarrier).  in/out are the row-major 16384-element tile; `tensor` the global tensor
 // (18416 bytes, the tile's shape at padded strides) and `map` its CUtensorMap (128 bytes in global
 // memory, from make_tensor_map() or the driver's cuTensorMapEncodeTiled with the same parameters).
+// The tile moves between `in`/`out` and shared memory 16 element(s) at a time (uint4): that
+// many consecutive offsets of the shared tile are consecutive elements of the row-major tile.
 #include "attention_tma_e4m3_d128.cuh"
 
 #ifndef LLGEN_HARNESS_SMEM
@@ -36,10 +38,10 @@ attention_tma_e4m3_d128_harness(const uint8_t* __restrict__ in, uint8_t* __restr
     }
     mbar_wait(bar, 0);
     __syncthreads();
-    for (int o = threadIdx.x; o < kTileBytes / kElemBytes; o += kThreads) {
-        uint8_t v;
+    for (int o = threadIdx.x * 16; o < kTileBytes / kElemBytes; o += kThreads * 16) {
+        uint4 v;
         LLGEN_SMEM_GET(smem + o * kElemBytes, v);
-        out[tile_index(o)] = v;
+        *reinterpret_cast<uint4*>(out + tile_index(o)) = v;
     }
 }
 
@@ -63,10 +65,10 @@ attention_tma_e4m3_d128_harness_oob(const uint8_t* __restrict__ in, uint8_t* __r
     }
     mbar_wait(bar, 0);
     __syncthreads();
-    for (int o = threadIdx.x; o < kTileBytes / kElemBytes; o += kThreads) {
-        uint8_t v;
+    for (int o = threadIdx.x * 16; o < kTileBytes / kElemBytes; o += kThreads * 16) {
+        uint4 v;
         LLGEN_SMEM_GET(smem + o * kElemBytes, v);
-        out[tile_index(o)] = v;
+        *reinterpret_cast<uint4*>(out + tile_index(o)) = v;
     }
 }
 
@@ -79,8 +81,8 @@ attention_tma_e4m3_d128_harness_store(const uint8_t* __restrict__ in, uint8_t* _
     uint64_t* const bar = reinterpret_cast<uint64_t*>(smem + kTileBytes);
     const int origin[kRank] = {0, 33, 48};
     (void)in, (void)tensor, (void)bar;
-    for (int o = threadIdx.x; o < kTileBytes / kElemBytes; o += kThreads) {
-        uint8_t v = in[tile_index(o)];
+    for (int o = threadIdx.x * 16; o < kTileBytes / kElemBytes; o += kThreads * 16) {
+        uint4 v = *reinterpret_cast<const uint4*>(in + tile_index(o));
         LLGEN_SMEM_PUT(smem + o * kElemBytes, v);
     }
     fence_proxy_async();           // each writer's stores visible to TMA
@@ -91,9 +93,9 @@ attention_tma_e4m3_d128_harness_store(const uint8_t* __restrict__ in, uint8_t* _
         store_wait<0>();           // TMA has read the tile
     }
     __syncthreads();
-    for (int o = threadIdx.x; o < kTileBytes / kElemBytes; o += kThreads) {
-        uint8_t v;
+    for (int o = threadIdx.x * 16; o < kTileBytes / kElemBytes; o += kThreads * 16) {
+        uint4 v;
         LLGEN_SMEM_GET(smem + o * kElemBytes, v);
-        out[tile_index(o)] = v;
+        *reinterpret_cast<uint4*>(out + tile_index(o)) = v;
     }
 }

@@ -89,6 +89,24 @@ def harness_tile(plan, variant: str) -> tuple[tuple[int, ...], int]:
     return runtime_alignment_strides(plan.shape, order, align, plan.elem_bytes), align // plan.elem_bytes
 
 
+#: the unsigned type of each access width (bytes) of a harness's chunked tile copies
+CHUNK_TYPES = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint2", 16: "uint4"}
+
+
+def tile_chunk(row_major: Sequence[int], elem_bytes: int) -> int:
+    """Elements a harness moves at once between a shared tile and its row-major tensor, given the
+    row-major index of each offset basis: the largest ``c = 2**m <= 16 / elem_bytes`` such that offset
+    bit ``k < m`` is index bit ``k`` and no other offset bit touches index bits below ``m``.  Then for
+    ``o`` a multiple of ``c`` and ``j < c``, ``index(o + j) = index(o) ^ j = index(o) + j``: ``c``
+    consecutive shared elements are ``c`` consecutive tensor elements, one access of ``c * elem_bytes``
+    bytes on either side (the index of ``o`` a multiple of ``c``, so the access is aligned)."""
+    m = 0
+    while (1 << (m + 1)) * elem_bytes <= 16 and m < len(row_major) and row_major[m] == 1 << m \
+            and all(b & ((1 << (m + 1)) - 1) == 0 for b in row_major[m + 1:]):
+        m += 1
+    return 1 << m
+
+
 def harness_origin(shape: Sequence[int], inner: int, elem_bytes: int) -> tuple[int, ...]:
     """The tile origin of the TMA harness's ``_oob`` and ``_store`` kernels: ``n - cut`` along each
     dim (``harness_cut``: 64 -> 17), so only the first ``cut`` elements of each dim lie inside

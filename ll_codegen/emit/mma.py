@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ll_codegen.core.layout import layout_of
-from ll_codegen.emit.cexpr import comment_lines, hex_const, index_function, tile_index_function, xor_form_expr
+from ll_codegen.emit.cexpr import (comment_lines, hex_const, index_function, row_major_bases, tile_index_function,
+                                  xor_form_expr)
+from ll_codegen.emit.harness_tiles import CHUNK_TYPES, tile_chunk
 from ll_codegen.emit.instructions import (FENCE_PROXY_ASYNC, WGMMA_COMMIT_GROUP, WGMMA_FENCE, WGMMA_WAIT_GROUP,
                                           Instruction, cvt_pack, register_pin, setmaxnreg)
 from ll_codegen.emit.instructions import mma as mma_instruction
@@ -245,8 +247,13 @@ def harness(plan: MmaPlan, name: str, command: str = "", src_text: str | None = 
     b_off = 0
     if plan.a.space == "shared" and plan.b.space == "shared":
         b_off = -(-plan.a.bytes // plan.b.align) * plan.b.align
-    return dict(vals, a_off=a_off, b_off=b_off, smem_bytes=plan.smem_bytes,
-                a_elems=plan.shape[0] * plan.shape[2], b_elems=plan.shape[2] * plan.shape[1],
+    chunks = {}
+    for which in ("a", "b"):
+        op = getattr(plan, which)
+        shared = op.space == "shared"
+        c = tile_chunk(row_major_bases(layout_of(op.layout), "offset"), AB_BYTES[plan.dtype]) if shared else 1
+        chunks.update({f"{which}_chunk": c, f"{which}_chunk_type": CHUNK_TYPES[c * AB_BYTES[plan.dtype]]})
+    return dict(vals, **chunks, a_off=a_off, b_off=b_off, smem_bytes=plan.smem_bytes,
                 a_regs=(plan.a.regs * 4 // AB_BYTES[plan.dtype]) if plan.a.space == "registers" else 0,
                 b_regs=(plan.b.regs * 4 // AB_BYTES[plan.dtype]) if plan.b.space == "registers" else 0)
 
