@@ -12,7 +12,6 @@ import os
 import shutil
 import struct
 import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -328,8 +327,8 @@ def decode_acc(t, words):
 
 
 @pytest.fixture(scope="module")
-def run():
-    directory = tempfile.mkdtemp(prefix="llgen_hopper_")
+def run(tmp_path_factory):
+    directory = str(tmp_path_factory.mktemp("hopper"))
     exe, log = host.build(directory, [], "hopper", driver=DRIVER)
     assert exe is not None, log
 

@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -149,8 +148,8 @@ int main(int argc, char** argv) {
 
 
 @pytest.fixture(scope="module")
-def pipeline():
-    directory = tempfile.mkdtemp(prefix="llgen_wgmma_async_")
+def pipeline(tmp_path_factory):
+    directory = str(tmp_path_factory.mktemp("wgmma_async"))
     write_files(wgmma_plan(), directory, "wg", emit=("header",))
     exe, log = host.build(directory, [], "pipeline", driver=DRIVER)
     assert exe is not None, log

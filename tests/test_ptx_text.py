@@ -176,16 +176,29 @@ def parse_cached(ptx: str):
 def check_text(plan, mutations=(), arch: str | None = None, behaviour: bool = True, structure: bool = True):
     """Render ``plan``, apply the (regex, replacement) edits to its header (each must apply
     exactly once), compile to PTX and check it."""
-    d = tempfile.mkdtemp(prefix="llgen_ptx_")
-    write_files(plan, d, "m", emit=("header", "harness"))
-    header = os.path.join(d, file_names(plan.target, "m")["header"])
-    text = open(header).read()
+    with tempfile.TemporaryDirectory(prefix="llgen_ptx_") as d:
+        write_files(plan, d, "m", emit=("header", "harness"))
+        with open(os.path.join(d, file_names(plan.target, "m")["header"])) as f:
+            text = f.read()
+        with open(os.path.join(d, "m_harness.cu")) as f:
+            harness = f.read()
     for regex, repl in mutations:
         text, n = re.subn(regex, repl, text, count=1)
         assert n == 1, f"mutation {regex!r} found nothing to change"
-    open(header, "w").write(text)
-    with open(os.path.join(d, "m_harness.cu")) as f:
-        ptx, log = harness_ptx(text, f.read(), arch or plan.arch)
+    if not mutations and behaviour and structure:     # the clean text of a plan several mutations edit: once
+        key = (text, harness, arch or plan.arch)
+        if key not in CLEAN:
+            CLEAN[key] = checked(plan, text, harness, arch or plan.arch, True, True)
+        return CLEAN[key]
+    return checked(plan, text, harness, arch or plan.arch, behaviour, structure)
+
+
+#: (header, harness, arch) -> the problems of the unmutated text
+CLEAN: dict[tuple[str, str, str], list[str]] = {}
+
+
+def checked(plan, header: str, harness: str, arch: str, behaviour: bool, structure: bool) -> list[str]:
+    ptx, log = harness_ptx(header, harness, arch)
     assert ptx, log
     return ptx_check.check(plan, ptx, "m", behaviour=behaviour, structure=structure)
 
@@ -194,11 +207,11 @@ def check_text(plan, mutations=(), arch: str | None = None, behaviour: bool = Tr
 def harness_ptx(header: str, harness: str, arch: str) -> tuple[str | None, str]:
     """``nvcc -ptx`` of a harness ``m_harness.cu`` and its header ``m.cuh`` (by their text: the
     unmutated text of a plan, which every mutation of it checks first, is compiled once)."""
-    d = tempfile.mkdtemp(prefix="llgen_ptx_")
-    for name, text in ((file_names("cuda", "m")["header"], header), ("m_harness.cu", harness)):
-        with open(os.path.join(d, name), "w") as f:
-            f.write(text)
-    return ptx_check.compile_ptx(need("nvcc"), os.path.join(d, "m_harness.cu"), arch, os.path.join(d, "m.ptx"))
+    with tempfile.TemporaryDirectory(prefix="llgen_ptx_") as d:
+        for name, text in ((file_names("cuda", "m")["header"], header), ("m_harness.cu", harness)):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        return ptx_check.compile_ptx(need("nvcc"), os.path.join(d, "m_harness.cu"), arch, os.path.join(d, "m.ptx"))
 
 
 def copy_plan(async_copy: bool, masked_kind: str = "global"):
@@ -313,11 +326,11 @@ def test_unmodelled_instruction_is_refused():
         run_kernel(parse(ptx)["k"], [np.zeros(4, np.uint32)], 32, 16)
 
 
-def test_missing_cp_async_wait_reads_stale_bytes():
+def test_missing_cp_async_wait_reads_stale_bytes(tmp_path):
     """cp.async data lands at the cp.async.wait_group that covers it: reading the tile without the
     wait is reported (the copy harness's wait<0>() removed)."""
     plan = copy_plan(True)
-    d = tempfile.mkdtemp(prefix="llgen_ptx_")
+    d = str(tmp_path)
     write_files(plan, d, "m", emit=("header", "harness"))
     harness = os.path.join(d, "m_harness.cu")
     text = open(harness).read()

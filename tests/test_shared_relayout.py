@@ -9,7 +9,6 @@ import random
 import re
 import subprocess
 import sys
-import tempfile
 from dataclasses import replace
 
 import numpy as np
@@ -346,14 +345,15 @@ def test_host_run_catches_a_wrong_byte_permute_selector(tmp_path):
 
 
 @pytest.mark.compile
-def test_ptx_is_what_the_plan_says():
+def test_ptx_is_what_the_plan_says(tmp_path):
     from ll_codegen.run import ptx_check
     import shutil
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("no nvcc")
     for name, p in host_items()[:4]:
-        d = tempfile.mkdtemp(prefix="llgen_rl_")
+        d = str(tmp_path / name)
+        os.makedirs(d)
         write_files(p, d, "m", emit=("header", "harness"))
         ptx, log = ptx_check.compile_ptx(nvcc, os.path.join(d, "m_harness.cu"), p.arch, os.path.join(d, "m.ptx"))
         assert ptx, log
