@@ -46,7 +46,7 @@ GENERATED = os.path.join(ROOT, "generated")
 #: the flags users type (README, docs/hopper.md)
 USERS = ["-arch=sm_90a"]
 #: sources per translation unit
-BATCH = 16
+BATCH = 40
 #: the operations of ``llgen convert`` entries, whose harnesses this module counts and compiles for
 #: ``compile_archs``; mma, reduce and gather harnesses are counted by their own tests and compiled for
 #: the arch their text implies (``file_archs``)
