@@ -105,8 +105,10 @@ def test_cmake_hopper_gemm_builds(tmp_path):
         shutil.copytree(os.path.join(ROOT, "examples", sub), src / "examples" / sub)
     build = tmp_path / "build"
     llgen = f"{sys.executable};{os.path.join(ROOT, 'cli.py')}"
+    # the headers' element-by-element agreement checks are skipped (half of this compile): the users'
+    # build of the same file checks them (tests/test_gemm_wgmma.py), and the headers are compared below
     _run([cmake, "-S", src / "examples" / "cmake_hopper", "-B", build, f"-DCMAKE_CUDA_COMPILER={nvcc}",
-          f"-DLLGEN_EXECUTABLE={llgen}"])
+          f"-DLLGEN_EXECUTABLE={llgen}", "-DCMAKE_CUDA_FLAGS=-DLLGEN_GEMM_SKIP_AGREEMENT_CHECKS=1"])
     out = _run([cmake, "--build", build, "-j", "2"])
     assert out.count("llgen: ") == 26, out
     lib = next(iter(glob.glob(str(build / "*gemm_wgmma*.so"))), None)
