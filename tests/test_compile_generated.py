@@ -157,17 +157,20 @@ def generated_build(tmp_path_factory) -> Build:
     d = str(tmp_path_factory.mktemp("generated"))
     jobs, meta = [], []                 # meta: (sources, arch, code file) per job
 
-    def unit(k: str, batch: list[str]) -> str:
-        tu = os.path.join(d, f"{k}.cu")
+    def unit(k: str, batch: list[str], ext: str = "cu") -> str:
+        tu = os.path.join(d, f"{k}.{ext}")
         with open(tu, "w") as f:
             f.writelines(f'#include "{p}"\n' for p in batch)
         return tu
+
+    def label(batch: list[str], what: str) -> str:
+        return " + ".join(os.path.relpath(p, ROOT) for p in batch) + f" ({what})"
 
     for k, batch in enumerate(source_batches(cuda, BATCH)):          # the users' build
         keep = os.path.join(d, f"u{k:02d}_keep")
         os.makedirs(keep)
         tu = unit(f"u{k:02d}", batch)
-        jobs.append((" + ".join(os.path.relpath(p, ROOT) for p in batch) + " (" + " ".join(USERS) + ")",
+        jobs.append((label(batch, " ".join(USERS)),
                      [nvcc, "-std=c++17", *USERS, "-I", GENERATED, "-c", "--keep", "--keep-dir", keep,
                       "-o", os.path.join(d, f"u{k:02d}.o"), tu]))
         meta.append((batch, "sm_90a", os.path.join(keep, f"u{k:02d}.compute_90a.ptx")))
@@ -175,7 +178,7 @@ def generated_build(tmp_path_factory) -> Build:
     older = [p for p in cuda if "sm_90a" not in file_archs(p, b.plans)]
     for k, batch in enumerate(source_batches(older, BATCH)):          # sm_80, device code only
         cmd, ptx = nvcc_cubin(nvcc, unit(f"o{k:02d}", batch), "sm_80", os.path.join(d, f"o{k:02d}.sm_80"))
-        jobs.append((" + ".join(os.path.relpath(p, ROOT) for p in batch) + " (sm_80)", cmd))
+        jobs.append((label(batch, "sm_80"), cmd))
         meta.append((batch, "sm_80", ptx))
     by_arch: dict[str, list[str]] = {}
     for path in hip:
@@ -184,10 +187,8 @@ def generated_build(tmp_path_factory) -> Build:
     for arch, paths in sorted(by_arch.items()):                     # HIP, per arch
         for k, batch in enumerate(source_batches(paths, BATCH)):
             stem = f"h_{arch}_{k:02d}"
-            tu = os.path.join(d, stem + ".hip")
-            with open(tu, "w") as f:
-                f.writelines(f'#include "{p}"\n' for p in batch)
-            jobs.append((" + ".join(os.path.relpath(p, ROOT) for p in batch) + f" ({arch})",
+            tu = unit(stem, batch, "hip")
+            jobs.append((label(batch, arch),
                          [hipcc, f"--offload-arch={arch}", "--genco", "-save-temps=obj", tu, "-o",
                           os.path.join(d, stem + ".co")]))
             meta.append((batch, arch, os.path.join(d, f"{stem}-hip-amdgcn-amd-amdhsa-{arch}.s")))

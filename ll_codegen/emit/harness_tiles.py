@@ -6,7 +6,10 @@ by the emitters (the harness templates' values) and the verifiers (expected data
 counts); plans know nothing of harnesses."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
+
+from ll_codegen.core.layout import layout_of
+from ll_codegen.emit.cexpr import row_major_bases
 
 
 def harness_strides(shape: tuple[int, ...], order: list[int], alignment: int, elem_bytes: int) -> tuple[int, ...]:
@@ -105,6 +108,12 @@ def tile_chunk(row_major: Sequence[int], elem_bytes: int) -> int:
             and all(b & ((1 << (m + 1)) - 1) == 0 for b in row_major[m + 1:]):
         m += 1
     return 1 << m
+
+
+def harness_chunk(tile: Mapping[str, Any], elem_bytes: int) -> tuple[int, str]:
+    """(``tile_chunk`` of a shared tile as a plan records it (``layout_of``), the C type of one chunk)."""
+    c = tile_chunk(row_major_bases(layout_of(tile), "offset"), elem_bytes)
+    return c, CHUNK_TYPES[c * elem_bytes]
 
 
 def harness_origin(shape: Sequence[int], inner: int, elem_bytes: int) -> tuple[int, ...]:

@@ -19,9 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ll_codegen.core.layout import layout_of
-from ll_codegen.emit.cexpr import (comment_lines, hex_const, index_function, row_major_bases, tile_index_function,
-                                  xor_form_expr)
-from ll_codegen.emit.harness_tiles import CHUNK_TYPES, tile_chunk
+from ll_codegen.emit.cexpr import comment_lines, hex_const, index_function, tile_index_function, xor_form_expr
+from ll_codegen.emit.harness_tiles import harness_chunk
 from ll_codegen.emit.instructions import (FENCE_PROXY_ASYNC, WGMMA_COMMIT_GROUP, WGMMA_FENCE, WGMMA_WAIT_GROUP,
                                           Instruction, cvt_pack, register_pin, setmaxnreg)
 from ll_codegen.emit.instructions import mma as mma_instruction
@@ -250,9 +249,8 @@ def harness(plan: MmaPlan, name: str, command: str = "", src_text: str | None = 
     chunks = {}
     for which in ("a", "b"):
         op = getattr(plan, which)
-        shared = op.space == "shared"
-        c = tile_chunk(row_major_bases(layout_of(op.layout), "offset"), AB_BYTES[plan.dtype]) if shared else 1
-        chunks.update({f"{which}_chunk": c, f"{which}_chunk_type": CHUNK_TYPES[c * AB_BYTES[plan.dtype]]})
+        c, t = harness_chunk(op.layout, AB_BYTES[plan.dtype]) if op.space == "shared" else (1, None)
+        chunks.update({f"{which}_chunk": c, f"{which}_chunk_type": t})
     return dict(vals, **chunks, a_off=a_off, b_off=b_off, smem_bytes=plan.smem_bytes,
                 a_regs=(plan.a.regs * 4 // AB_BYTES[plan.dtype]) if plan.a.space == "registers" else 0,
                 b_regs=(plan.b.regs * 4 // AB_BYTES[plan.dtype]) if plan.b.space == "registers" else 0)

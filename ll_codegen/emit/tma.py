@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.body import check_target, constants
-from ll_codegen.emit.cexpr import comment_lines, row_major_bases, tile_index_function
+from ll_codegen.emit.cexpr import comment_lines, tile_index_function
 from ll_codegen.emit.instructions import BULK_GROUPS, FENCE_PROXY_ASYNC, MBARRIER, tma_load, tma_store
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.plan.report import tma_summary
 from ll_codegen.plan.tma import DATA_TYPE_NAMES, align_reason
-from ll_codegen.emit.harness_tiles import CHUNK_TYPES, harness_origin, scratch_bytes, tile_chunk
+from ll_codegen.emit.harness_tiles import harness_chunk, harness_origin, scratch_bytes
 
 SWIZZLE_NAMES = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 32: "CU_TENSOR_MAP_SWIZZLE_32B", 64: "CU_TENSOR_MAP_SWIZZLE_64B",
                  128: "CU_TENSOR_MAP_SWIZZLE_128B"}
@@ -97,9 +97,9 @@ def harness_values(plan: Transfer, name: str, command: str = "", src_text: str |
                  "what": f"TMA load at {origin}: what lies beyond the tensor arrives as zeros"},
                 {"suffix": "_store", "origin": origin, "store": True,
                  "what": f"TMA store of the tile (from `in` through tile_index) at {origin}, clipped at the tensor"}]
-    chunk = tile_chunk(row_major_bases(layout_of(plan.dst_bases), "offset"), plan.elem_bytes)
+    chunk, chunk_type = harness_chunk(plan.dst_bases, plan.elem_bytes)
     return dict(variants=variants, smem_bytes=plan.smem_bytes, tile_elems=plan.tma.bytes // plan.elem_bytes,
-                tensor_bytes=scratch_bytes(plan), chunk=chunk, chunk_type=CHUNK_TYPES[chunk * plan.elem_bytes])
+                tensor_bytes=scratch_bytes(plan), chunk=chunk, chunk_type=chunk_type)
 
 
 #: kind -> (template, its values) of a TMA copy's files (no bench)
