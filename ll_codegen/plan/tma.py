@@ -29,7 +29,9 @@ single power of two along one dim at or beyond the box's extent there: they enum
 boxes, box ``k`` at shared byte ``k * box_bytes`` and tensor offset ``XOR of those bases for
 the bits of k``.  Several boxes must each start where the swizzle pattern starts (box bytes a
 multiple of ``8 * span``; 128 bytes, TMA's shared alignment, unswizzled), so TMA's swizzle of
-each box equals the tile's.  Spans 128, 64, 32, then 0 (no swizzle) are tried in turn.
+each box equals the tile's.  No swizzle is taken when the layout is a dense box as given (a span
+whose pattern is the identity on a small tile would only raise the alignment); else spans 128,
+64, 32 are tried in turn.
 
 Everything is derived from the layout's bases: an ``nvmma_shared``, a ``swizzled_shared`` with
 16-byte vectors and 128-byte rows, a CuTe ``Swizzle<3,4,3>`` or an explicit ``shared_linear``
@@ -165,7 +167,8 @@ def _box_for_span(S: list[list[int]], sizes: list[int], w: int, span: int) -> tu
 
 
 def tma_box(tile: LinearLayout, elem_bytes: int) -> TmaBox:
-    """The TMA box of a shared tile (module comment), trying spans 128, 64, 32, then none;
+    """The TMA box of a shared tile (module comment): none if the layout is a dense box as
+    given, else spans 128, 64, 32;
     ValueError in one line saying why TMA cannot produce the layout."""
     if "offset" not in tile.in_dims:
         raise ValueError("TMA writes shared tiles: the layout has no offset dim")
@@ -181,6 +184,11 @@ def tma_box(tile: LinearLayout, elem_bytes: int) -> TmaBox:
     if elem_bytes not in (1, 2, 4, 8):
         raise ValueError(f"TMA moves 1, 2, 4 or 8-byte elements, not {elem_bytes}")
     best = (-1, "")
+    # a layout that is a dense box as given takes no swizzle (a span whose pattern is the
+    # identity on the tile -- one 128-byte row, say -- would only demand a larger alignment)
+    plain, _, _ = _box_for_span(S, sizes, elem_bytes, 0)
+    if plain is not None:
+        return plain
     for span in SPANS:
         box, reached, why = _box_for_span(S, sizes, elem_bytes, span)
         if box is not None:

@@ -1,0 +1,471 @@
+// W4A16 GEMM on Hopper: Y (M x N, bf16) = X (M x K, bf16) W^T, with W (N x K) int4 weights and one
+// bf16 scale per 128 consecutive K of a row:  W[n, k] = q[n, k] * s[n, k / 128],  q in -8 .. 7 (i4),
+// f32 accumulation, Y rounded to nearest even.
+//
+// The weights are wgmma's A operand (Y^T = W X^T: A may come from registers, B may not), upcast in
+// registers; the activations are its B operand, X^T read K-major from shared memory.  Everything that
+// depends on a layout is a generated header (generated/manifest.yaml, examples/w4a16/):
+//
+//   w4a16_tma_w        one 64 x 64 tile of the pre-shuffled weights (2 KiB, one TMA box)
+//   w4a16_tma_s        the 64 scales of one group and 64-row block (128 B, one TMA box)
+//   w4a16_tma_x_n<BN>  X^T's K 64 x BN token tile (the 128-byte swizzle wgmma reads K-major)
+//   w4a16_upcast       the weight tile's 16 bytes a thread (one ld.shared.v4) -> i4 -> bf16 times the
+//                      group's scale, exactly the registers of wgmma's A fragment (K 64)
+//   w4a16_mma_n<BN>    acc (64 x BN) += A (registers) * X^T tile: 4 x wgmma m64nBNk16
+//   w4a16_store_n16, w4a16_store_n256   the accumulator (as bf16) -> Y, through shared memory
+//
+// The weights are reordered once, offline, into the layout llgen chain chose for the upcast's input
+// (examples/w4a16/w4a16_preshuffle.yaml; its generated numpy module / CUDA kernel do it): W in 64 x 64
+// tiles, tile (n / 64, k / 64) at byte ((n / 64) (K / 64) + k / 64) 2048 of the packed buffer, each tile
+// one dense run in which thread t of a warp group finds its 32 nibbles at bytes 16 t .. 16 t + 15.  The
+// scales are stored as S^T (K / 128 x N, row-major), so a group's scales for 64 rows are one 128-byte box.
+//
+// Three tile shapes (host: llgen_w4a16_prepare chooses by M):
+//   Decode (M <= 16) and mid (M <= 64): 64 weight rows x 16 (64) tokens, K in chunks of 256; the two
+//     consumer warp groups take alternate chunks (both upcast in parallel: at small M the upcast, not
+//     the tensor core, is the work) and add their accumulators in a fixed order at the end; K split over
+//     CTAs when the row blocks alone do not fill the GPU (deterministic: f32 partials summed in range
+//     order by the CTA that completes the tile).
+//   Large M: 128 weight rows x 256 tokens, K in chunks of 128; each consumer warp group owns 64 rows.
+//
+// Control (written here, layout-free): warp group 0 produces (one thread issues every TMA of a stage
+// into the ring of `full` / `empty` mbarriers), warp groups 1 and 2 consume.  A consumer pipelines the
+// 64-K slices of its chunks over BUFFERS A fragments (decode 4, mid 2, large 1: its 128 accumulator
+// registers leave room for one), slice j adding into accumulator j % CHAINS (decode 4, mid 2: at small M
+// one accumulator's chain of dependent wgmma is the critical path; the chains are added in a fixed order
+// at the end): slice j's upcast writes buffer j % BUFFERS while the wgmma of the slices before it run; before it writes, wait<BUFFERS - 1> leaves only the newest BUFFERS - 1 in flight, so the
+// buffer's previous reader is done -- and at slice BUFFERS - 1 of a chunk every wgmma of the previous
+// chunk is done, so its stage goes back to the producer (its ld.shared precede its wgmma in every warp).
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#include "w4a16_tma_w.cuh"
+#include "w4a16_tma_s.cuh"
+#include "w4a16_tma_x_n16.cuh"
+#include "w4a16_tma_x_n64.cuh"
+#include "w4a16_tma_x_n256.cuh"
+#include "w4a16_upcast.cuh"
+#include "w4a16_mma_n16.cuh"
+#include "w4a16_mma_n64.cuh"
+#include "w4a16_mma_n256.cuh"
+#include "w4a16_store_n16.cuh"
+#include "w4a16_store_n64.cuh"
+#include "w4a16_store_n256.cuh"
+
+extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SMEM
+
+// -D LLGEN_W4A16_SKIP_AGREEMENT_CHECKS=1 passes the element-by-element static_asserts that the headers agree
+// without evaluating them: for a build whose nvcc build of the same file checks them (the host SIMT drivers).
+#ifndef LLGEN_W4A16_SKIP_AGREEMENT_CHECKS
+#define LLGEN_W4A16_SKIP_AGREEMENT_CHECKS 0
+#endif
+// The decode tile's A fragments in flight and independent accumulators (bench/bench_mixed.py --ladder
+// builds variants with -D): the wgmma of one 64-K slice are a dependent chain through their accumulator,
+// so at M <= 16 a consumer that adds every slice into one accumulator waits on that chain's latency.
+#ifndef LLGEN_W4A16_DECODE_BUFFERS
+#define LLGEN_W4A16_DECODE_BUFFERS 4
+#endif
+#ifndef LLGEN_W4A16_DECODE_CHAINS
+#define LLGEN_W4A16_DECODE_CHAINS 4
+#endif
+
+namespace gemm_w4a16 {
+
+namespace sync = w4a16_tma_w;  // mbarriers and proxy fences: the same in every TMA header
+namespace up = w4a16_upcast;
+
+constexpr int GROUP = 128;                 // K of one scale
+constexpr int THREADS = 384;               // warp group 0 produces, 1 and 2 consume
+constexpr int MAX_SMEM = 227 * 1024;       // sm_90's dynamic shared memory per block
+constexpr int ALIGN = 1024;                // the 128-byte swizzle's tile alignment
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg budgets (as gemm_hopper.h)
+static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 256 <= 65536, "setmaxnreg: more than the CTA holds at launch");
+
+static_assert(up::kShape[0] == 64 && up::kShape[1] == 64 && up::kThreads == 128, "the upcast takes a 64 x 64 tile");
+static_assert(w4a16_tma_w::kTileBytes == up::kTileBytes && w4a16_tma_w::kTileBytes == 2048,
+              "TMA lands the 2 KiB weight tile the upcast reads");
+static_assert(w4a16_tma_s::kShape[0] == 64 && up::kScaleRegs == 2, "one group's 64 scales; two a thread (rows r, r + 8)");
+
+template <class F, class G>
+constexpr bool same_regs(int regs, int warps, F f, G g) {
+    if (LLGEN_W4A16_SKIP_AGREEMENT_CHECKS) return true;
+    for (int w = 0; w < warps; ++w)
+        for (int l = 0; l < 32; ++l)
+            for (int r = 0; r < regs; ++r)
+                if (f(r, l, w) != g(r, l, w)) return false;
+    return true;
+}
+
+// One tile shape: its headers, the stage's byte plan and the register agreements.
+#define LLGEN_W4A16_CONFIG(NAME, BN_, RB_, KC_, KSPLIT_, BUFFERS_, CHAINS_, TMA_X, MMA, STORE)                                     \
+    struct NAME {                                                                                                \
+        static constexpr int BN = BN_, RB = RB_, KC = KC_;                                                       \
+        static constexpr bool KSPLIT = KSPLIT_;                                                                  \
+        static constexpr int BUFFERS = BUFFERS_;         /* A fragments in flight */                            \
+        static constexpr int CHAINS = CHAINS_;           /* accumulators: slice j adds into j % CHAINS */        \
+        static constexpr int BM = 64 * RB;               /* weight rows of a tile */                            \
+        static constexpr int SLICES = KC / 64;           /* 64-K slices of a chunk */                           \
+        static constexpr int GROUPS = KC / GROUP;        /* scale groups of a chunk */                          \
+        static constexpr int X_BYTES = SLICES * TMA_X::kTileBytes;                                               \
+        static constexpr int W_OFF = X_BYTES, S_OFF = W_OFF + RB * SLICES * w4a16_tma_w::kTileBytes;            \
+        static constexpr int STAGE = (S_OFF + RB * GROUPS * w4a16_tma_s::kTileBytes + ALIGN - 1) / ALIGN * ALIGN; \
+        static constexpr int TX = SLICES * TMA_X::kTxBytes + RB * SLICES * w4a16_tma_w::kTxBytes +               \
+                                  RB * GROUPS * w4a16_tma_s::kTxBytes;                                           \
+        static constexpr int EPI_THREADS = STORE::kThreads;  /* the threads holding the tile's accumulator */   \
+        static constexpr int ACC = MMA::kAccRegs;                                                                \
+        /* after the stages: the second warp group's accumulator (KSPLIT); the store's scratch is the stages' */ \
+        static constexpr int HANDOFF = KSPLIT ? ACC * 128 * 4 : 0;                                               \
+        static constexpr int BARRIERS = 8 * (2 * 8 + 2) + 8;                                                    \
+        static constexpr int STAGES = (MAX_SMEM - ALIGN - HANDOFF - BARRIERS) / STAGE < 8                        \
+                                          ? (MAX_SMEM - ALIGN - HANDOFF - BARRIERS) / STAGE : 8;                  \
+        static constexpr int SMEM = ALIGN + STAGES * STAGE + HANDOFF + BARRIERS;                                 \
+        static_assert(STAGES >= 2 && STORE::kSmemBytes <= STAGES * STAGE, "two stages fit; the store's scratch too"); \
+        static_assert(KC % GROUP == 0 && SLICES % BUFFERS == 0 && SLICES % CHAINS == 0,          \
+                      "whole groups; whole rounds of the A buffers and accumulators a chunk");    \
+        static_assert(TMA_X::kShape[0] == 64 && TMA_X::kShape[1] == BN && MMA::kN == BN && MMA::kK == 64 &&     \
+                      MMA::kTileBytesB == TMA_X::kTileBytes && TMA_X::kTileAlign <= ALIGN &&                     \
+                      TMA_X::kTileBytes % ALIGN == 0, "X^T's tile: what TMA lands, wgmma reads");               \
+        static_assert(MMA::kAWords == up::kDstWords &&                                                           \
+                      same_regs(up::kDstRegs, 4, up::dst_index, MMA::a_index), "the upcast fills wgmma's A");     \
+        static_assert(STORE::kShape[0] == BM && STORE::kShape[1] == BN && STORE::kRegs == ACC && ACC % 4 == 0 && \
+                      same_regs(ACC, EPI_THREADS / 32, STORE::src_index,                                        \
+                                [](int r, int l, int w) { return MMA::acc_index(r, l, w % 4) + (w / 4) * 64 * BN; }), \
+                      "the store reads every consumer's accumulator");                                           \
+        struct Mma {  /* the wgmma header's calls the control makes */                                          \
+            __device__ static void fence() { MMA::fence(); }                                                     \
+            __device__ static void commit() { MMA::commit(); }                                                   \
+            template <int N> __device__ static void wait() { MMA::wait<N>(); }                                   \
+            __device__ static void wait_acc(float (&acc)[ACC]) { MMA::wait_acc(acc); }                           \
+            __device__ static void mma(float (&acc)[ACC], const uint32_t (&a)[up::kDstWords], const void* b) {   \
+                MMA::mma(acc, a, b);                                                                             \
+            }                                                                                                    \
+            template <int R> __device__ static void regs_dec() { MMA::regs_dec<R>(); }                           \
+            template <int R> __device__ static void regs_inc() { MMA::regs_inc<R>(); }                           \
+        };                                                                                                       \
+        __device__ static void load_x(const CUtensorMap* map, int k, int m0, void* dst, uint64_t* bar) {        \
+            const int c[2] = {k, m0};                                                                            \
+            TMA_X::load(map, c, dst, bar);                                                                       \
+        }                                                                                                        \
+        __device__ static void store(const uint16_t (&v)[ACC], uint16_t* y, long long N, int rows, int tokens,  \
+                                     void* scratch, unsigned tid) {                                              \
+            const long long strides[2] = {1, N};                                                                 \
+            if (rows >= BM && tokens >= BN) {                                                                    \
+                STORE::store(v, y, strides, scratch, tid);                                                       \
+            } else {                                                                                             \
+                const int extent[2] = {rows, tokens};                                                            \
+                STORE::store_masked(v, y, strides, extent, scratch, tid);                                        \
+            }                                                                                                    \
+        }                                                                                                        \
+    };
+
+LLGEN_W4A16_CONFIG(Decode, 16, 1, 256, true, LLGEN_W4A16_DECODE_BUFFERS, LLGEN_W4A16_DECODE_CHAINS, w4a16_tma_x_n16,
+                   w4a16_mma_n16, w4a16_store_n16)
+LLGEN_W4A16_CONFIG(Mid, 64, 1, 256, true, 2, 2, w4a16_tma_x_n64, w4a16_mma_n64, w4a16_store_n64)
+LLGEN_W4A16_CONFIG(Large, 256, 2, 128, false, 1, 1, w4a16_tma_x_n256, w4a16_mma_n256, w4a16_store_n256)
+
+// The launch's work: `splits` ranges of K per tile, their f32 partial slots and per-tile counters
+// (zero between launches); splits == 1: none.
+struct Work {
+    int splits;
+    float* partial;
+    int* count;
+};
+
+__device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+
+// Y = X W^T for one tile and K range per CTA: blockIdx.x = (tile t, range r) as t * splits + r, tiles with the
+// token block fastest (the CTAs in flight together share their weight rows in L2).
+template <class C>
+__device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap* map_s, const CUtensorMap* map_x,
+                                     uint16_t* Y, int M, int N, int K, const Work& work) {
+    using Mma = typename C::Mma;
+    constexpr int S = C::STAGES;
+    unsigned char* const base = smem + ((ALIGN - (static_cast<unsigned>(__cvta_generic_to_shared(smem)) % ALIGN)) % ALIGN);
+    float* const handoff = reinterpret_cast<float*>(base + S * C::STAGE);
+    // the store's scratch: the stages, free once every chunk is consumed (its first barrier waits for
+    // every holder, each past its last wgmma; every TMA of the CTA has landed by then)
+    unsigned char* const scratch = base;
+    uint64_t* const full = reinterpret_cast<uint64_t*>(base + S * C::STAGE + C::HANDOFF);
+    uint64_t* const empty = full + 8;
+    uint64_t* const handed = empty + 8;   // the second warp group's accumulator is in `handoff` (KSPLIT)
+    uint64_t* const meet = handed + 1;    // the accumulator holders' rendezvous (split K)
+    volatile int* const last_flag = reinterpret_cast<volatile int*>(meet + 1);
+
+    const int tiles_m = (M + C::BN - 1) / C::BN;
+    const int tile = blockIdx.x / work.splits, range = blockIdx.x % work.splits;
+    const int n0 = (tile / tiles_m) * C::BM, m0 = (tile % tiles_m) * C::BN;
+    const int chunks = K / C::KC;
+    const int cb = static_cast<int>(static_cast<long long>(range) * chunks / work.splits);
+    const int ce = static_cast<int>(static_cast<long long>(range + 1) * chunks / work.splits);
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; ++s) {
+            sync::mbar_init(&full[s], 1);                      // the producer's arrive_expect_tx
+            sync::mbar_init(&empty[s], C::KSPLIT ? 1 : 2);     // each warp group that reads the stage
+        }
+        sync::mbar_init(handed, 128);
+        sync::mbar_init(meet, C::EPI_THREADS);
+        sync::fence_barrier_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // producer: one thread keeps the ring full
+        Mma::template regs_dec<PRODUCER_REGS>();
+        if (threadIdx.x == 0) {
+            for (int c = cb; c < ce; ++c) {
+                const int g = c - cb, s = g % S;
+                if (g >= S) sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its readers are done
+                unsigned char* const st = base + s * C::STAGE;
+                sync::mbar_arrive_expect_tx(&full[s], C::TX);
+                for (int j = 0; j < C::SLICES; ++j)
+                    C::load_x(map_x, c * C::KC + j * 64, m0, st + j * (C::X_BYTES / C::SLICES), &full[s]);
+                for (int b = 0; b < C::RB; ++b)
+                    for (int j = 0; j < C::SLICES; ++j) {
+                        const int w[2] = {((n0 / 64 + b) * (K / 64) + c * C::SLICES + j) * 16, 0};
+                        w4a16_tma_w::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * w4a16_tma_w::kTileBytes,
+                                          &full[s]);
+                    }
+                for (int b = 0; b < C::RB; ++b)
+                    for (int q = 0; q < C::GROUPS; ++q) {
+                        const int sc[1] = {(c * C::GROUPS + q) * N + n0 + 64 * b};
+                        w4a16_tma_s::load(map_s, sc, st + C::S_OFF + (b * C::GROUPS + q) * w4a16_tma_s::kTileBytes,
+                                          &full[s]);
+                    }
+            }
+        }
+        return;
+    }
+
+    Mma::template regs_inc<CONSUMER_REGS>();
+    const unsigned tid = threadIdx.x % 128, lane = tid % 32, warp = tid / 32;
+    const int me = wg - 1;                       // consumer warp group 0 or 1
+    const int rb = C::KSPLIT ? 0 : me;           // its 64-row block of the tile
+    const int first = C::KSPLIT ? me : 0, step = C::KSPLIT ? 2 : 1;
+    int srow[up::kScaleRegs];                    // the scale each scale register reads: its row
+#pragma unroll
+    for (int r = 0; r < up::kScaleRegs; ++r) srow[r] = up::scale_index(r, lane, warp);
+
+    float chain[C::CHAINS][C::ACC];
+#pragma unroll
+    for (int c = 0; c < C::CHAINS; ++c)
+#pragma unroll
+        for (int r = 0; r < C::ACC; ++r) chain[c][r] = 0.0f;
+    uint32_t a[C::BUFFERS][up::kDstWords];
+    int prev = -1;                               // the stage of this warp group's previous chunk
+    for (int g = first; g < ce - cb; g += step) {
+        const int s = g % S;
+        const unsigned char* const st = base + s * C::STAGE;
+        sync::mbar_wait(&full[s], (g / S) & 1);
+#pragma unroll
+        for (int j = 0; j < C::SLICES; ++j) {
+            Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
+            if (j == C::BUFFERS - 1 && prev >= 0 && tid == 0) sync::mbar_arrive(&empty[prev]);  // the previous chunk's too
+            const uint16_t* const sc = reinterpret_cast<const uint16_t*>(
+                st + C::S_OFF + (rb * C::GROUPS + j * 64 / GROUP) * w4a16_tma_s::kTileBytes);
+            uint16_t scales[up::kScaleRegs];
+#pragma unroll
+            for (int r = 0; r < up::kScaleRegs; ++r) scales[r] = sc[srow[r]];
+            up::load<uint8_t>(st + C::W_OFF + (rb * C::SLICES + j) * w4a16_tma_w::kTileBytes, scales, a[j % C::BUFFERS], tid);
+            Mma::fence();
+            Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
+            Mma::commit();
+        }
+        prev = s;
+    }
+#pragma unroll
+    for (int c = 0; c < C::CHAINS; ++c) Mma::wait_acc(chain[c]);
+    if (prev >= 0 && tid == 0) sync::mbar_arrive(&empty[prev]);
+    float (&acc)[C::ACC] = chain[0];             // ((chain 0 + chain 1) + chain 2) + ..: a fixed order
+#pragma unroll
+    for (int c = 1; c < C::CHAINS; ++c)
+#pragma unroll
+        for (int r = 0; r < C::ACC; ++r) acc[r] += chain[c][r];
+
+    unsigned ctid = tid;                         // index among the accumulator holders
+    if constexpr (C::KSPLIT) {                   // the second warp group hands its sum to the first
+        if (me == 1) {
+#pragma unroll
+            for (int r = 0; r < C::ACC; ++r) handoff[r * 128 + tid] = acc[r];
+            sync::mbar_arrive(handed);
+            return;
+        }
+        sync::mbar_wait(handed, 0);
+#pragma unroll
+        for (int r = 0; r < C::ACC; ++r) acc[r] += handoff[r * 128 + tid];
+    } else {
+        ctid = threadIdx.x - 128;
+    }
+
+    if (work.splits > 1) {  // park this range's sum; the CTA completing the tile adds the ranges in order
+        constexpr long long SLOT = static_cast<long long>(C::ACC) * C::EPI_THREADS;
+        float4* const slots = reinterpret_cast<float4*>(work.partial + tile * work.splits * SLOT);
+#pragma unroll
+        for (int q = 0; q < C::ACC / 4; ++q)
+            slots[range * SLOT / 4 + q * C::EPI_THREADS + ctid] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+        sync::mbar_arrive(meet);
+        sync::mbar_wait(meet, 0);  // every holder's slot written
+        if (ctid == 0) {
+            __threadfence();       // the slot before the count
+            const int last = atomicAdd(&work.count[tile], 1) == work.splits - 1;
+            if (last) work.count[tile] = 0;  // every range has counted: zero for the next launch
+            __threadfence();       // the other ranges' slots, seen through their counts, before the reads
+            *last_flag = last;
+        }
+        sync::mbar_arrive(meet);
+        sync::mbar_wait(meet, 1);  // the flag written
+        if (!*last_flag) return;
+        if (range != 0) {  // acc = slot 0 (range 0's sum is already in acc when it is this CTA's)
+#pragma unroll
+            for (int q = 0; q < C::ACC / 4; ++q) {
+                const float4 v = slots[q * C::EPI_THREADS + ctid];
+                acc[4 * q] = v.x, acc[4 * q + 1] = v.y, acc[4 * q + 2] = v.z, acc[4 * q + 3] = v.w;
+            }
+        }
+        for (int r = 1; r < work.splits; ++r) {  // + slot 1 + slot 2 ..: the same f32 sums whichever CTA is last
+#pragma unroll
+            for (int q = 0; q < C::ACC / 4; ++q) {
+                const float4 v = slots[r * SLOT / 4 + q * C::EPI_THREADS + ctid];
+                acc[4 * q] += v.x, acc[4 * q + 1] += v.y, acc[4 * q + 2] += v.z, acc[4 * q + 3] += v.w;
+            }
+        }
+    }
+    uint16_t out[C::ACC];
+#pragma unroll
+    for (int r = 0; r < C::ACC; ++r) out[r] = bf16_bits(acc[r]);
+    C::store(out, Y + static_cast<long long>(m0) * N + n0, N, N - n0, M - m0, scratch, ctid);
+}
+
+}  // namespace gemm_w4a16
+
+#define LLGEN_W4A16_KERNEL(NAME, CONFIG)                                                                          \
+    extern "C" __global__ void __launch_bounds__(gemm_w4a16::THREADS, 1)                                         \
+    NAME(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_s,                   \
+         const __grid_constant__ CUtensorMap map_x, uint16_t* Y, int M, int N, int K, gemm_w4a16::Work work) {   \
+        gemm_w4a16::gemm<gemm_w4a16::CONFIG>(&map_w, &map_s, &map_x, Y, M, N, K, work);                          \
+    }
+LLGEN_W4A16_KERNEL(gemm_w4a16_decode, Decode)
+LLGEN_W4A16_KERNEL(gemm_w4a16_mid, Mid)
+LLGEN_W4A16_KERNEL(gemm_w4a16_large, Large)
+
+#if !defined(__CUDACC_RTC__)
+namespace gemm_w4a16 {
+
+struct Maps {
+    CUtensorMap w, s, x;
+};
+
+// The tile shapes: 0 decode (M <= 16), 1 mid (M <= 64), 2 large.
+enum Shape { DECODE = 0, MID = 1, LARGE = 2 };
+inline Shape shape_of(int M) { return M <= Decode::BN ? DECODE : M <= Mid::BN ? MID : LARGE; }
+
+// A tile shape's numbers as the host needs them.
+struct Sizes {
+    int bm, bn, kc, smem, holders, acc;
+};
+template <class C>
+constexpr Sizes sizes_of() { return {C::BM, C::BN, C::KC, C::SMEM, C::EPI_THREADS, C::ACC}; }
+inline Sizes sizes(Shape s) { return s == DECODE ? sizes_of<Decode>() : s == MID ? sizes_of<Mid>() : sizes_of<Large>(); }
+
+// The tensor maps: W the packed buffer as rows of 128 bytes, S^T as one run of K / 128 x N scales, X^T
+// as (K, M) with K contiguous (the box of the tile shape's token count).
+inline CUresult encode(Maps& m, Shape shape, const void* X, const void* Wp, const void* St, int M, int N, int K) {
+    const unsigned long long dw[2] = {static_cast<unsigned long long>(N) * K / 256, 128};
+    const unsigned long long sw[2] = {128, 1};
+    const unsigned long long ds[1] = {static_cast<unsigned long long>(K / GROUP) * N};
+    const unsigned long long ss[1] = {1};
+    const unsigned long long dx[2] = {static_cast<unsigned long long>(K), static_cast<unsigned long long>(M)};
+    const unsigned long long sx[2] = {1, static_cast<unsigned long long>(K)};
+    CUresult r = w4a16_tma_w::make_tensor_map(&m.w, Wp, dw, sw);
+    if (r == CUDA_SUCCESS) r = w4a16_tma_s::make_tensor_map(&m.s, St, ds, ss);
+    if (r == CUDA_SUCCESS)
+        r = shape == DECODE ? w4a16_tma_x_n16::make_tensor_map(&m.x, X, dx, sx)
+            : shape == MID  ? w4a16_tma_x_n64::make_tensor_map(&m.x, X, dx, sx)
+                            : w4a16_tma_x_n256::make_tensor_map(&m.x, X, dx, sx);
+    return r;
+}
+
+using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, uint16_t*, int, int, int, Work);
+
+// The launch: the tile shape, how many ranges of K, the grid.  K is split so that about one CTA runs per
+// SM, each range at least 4 chunks, at most 16 ranges.
+struct Plan {
+    Shape shape;
+    int splits, grid, smem;
+    long long workspace;   // f32 partial slots
+    int counters;
+};
+
+inline Plan plan(int M, int N, int K, int sms, int splits = 0) {
+    Plan p{};
+    p.shape = shape_of(M);
+    const Sizes z = sizes(p.shape);
+    const int tiles = (N / z.bm) * ((M + z.bn - 1) / z.bn), chunks = K / z.kc;
+    if (splits <= 0) {
+        splits = 1;
+        while (splits < 16 && tiles * (splits + 1) <= sms && chunks / (splits + 1) >= 4) ++splits;
+    }
+    p.splits = splits < chunks ? splits : chunks;
+    p.grid = tiles * p.splits;
+    p.smem = z.smem;
+    p.workspace = p.splits > 1 ? static_cast<long long>(tiles) * p.splits * z.acc * z.holders : 0;
+    p.counters = p.splits > 1 ? tiles : 0;
+    return p;
+}
+
+}  // namespace gemm_w4a16
+
+#if !defined(LLGEN_HOST_SIMT)
+struct llgen_w4a16_params {
+    gemm_w4a16::Maps maps;
+    gemm_w4a16::Kernel kernel;
+    gemm_w4a16::Work work;
+    uint16_t* Y;
+    int M, N, K, grid, smem, splits;
+    void* workspace;
+};
+
+// Y (M x N bf16) = X (M x K bf16) W^T: Wp the pre-shuffled int4 weights (N K / 2 bytes), St the scales as
+// S^T (K / 128 x N bf16); device pointers, 16-byte aligned; N a multiple of 128, K of 256.  splits 0: chosen.
+// Returns 0, or a CUresult / cudaError_t.
+extern "C" int llgen_w4a16_prepare(llgen_w4a16_params* p, const void* X, const void* Wp, const void* St, void* Y,
+                                   int M, int N, int K, int splits) {
+    using namespace gemm_w4a16;
+    if (M <= 0 || N <= 0 || K <= 0 || N % 128 || K % 256) return cudaErrorInvalidValue;
+    *p = {};
+    int dev = 0, sms = 0;
+    if (cudaError_t e = cudaGetDevice(&dev)) return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) return e;
+    const Plan pl = plan(M, N, K, sms, splits);
+    if (CUresult r = encode(p->maps, pl.shape, X, Wp, St, M, N, K)) return r;
+    p->kernel = pl.shape == DECODE ? gemm_w4a16_decode : pl.shape == MID ? gemm_w4a16_mid : gemm_w4a16_large;
+    p->Y = static_cast<uint16_t*>(Y);
+    p->M = M, p->N = N, p->K = K, p->grid = pl.grid, p->smem = pl.smem, p->splits = pl.splits;
+    if (cudaError_t e = cudaFuncSetAttribute(p->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, p->smem)) return e;
+    p->work = {pl.splits, nullptr, nullptr};
+    if (pl.splits > 1) {
+        const size_t bytes = pl.workspace * sizeof(float) + pl.counters * sizeof(int);
+        if (cudaError_t e = cudaMalloc(&p->workspace, bytes)) return e;
+        p->work.partial = static_cast<float*>(p->workspace);
+        p->work.count = reinterpret_cast<int*>(p->work.partial + pl.workspace);
+        if (cudaError_t e = cudaMemset(p->work.count, 0, pl.counters * sizeof(int))) return e;
+    }
+    return 0;
+}
+
+extern "C" int llgen_w4a16_launch(const llgen_w4a16_params* p, cudaStream_t stream) {
+    p->kernel<<<p->grid, gemm_w4a16::THREADS, p->smem, stream>>>(p->maps.w, p->maps.s, p->maps.x, p->Y, p->M, p->N,
+                                                                  p->K, p->work);
+    return cudaGetLastError();
+}
+
+// Frees the workspace (after the launches that use it have finished).
+extern "C" int llgen_w4a16_release(llgen_w4a16_params* p) {
+    const cudaError_t e = p->workspace ? cudaFree(p->workspace) : cudaSuccess;
+    p->workspace = nullptr, p->work.partial = nullptr, p->work.count = nullptr;
+    return e;
+}
+
+extern "C" int llgen_w4a16_params_size() { return sizeof(llgen_w4a16_params); }
+#endif
+#endif

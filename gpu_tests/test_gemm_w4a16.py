@@ -1,0 +1,167 @@
+"""The W4A16 GEMM example (examples/kernels/gemm_w4a16.cu) on the GPU, bit for bit.
+
+Y (M x N, bf16) = X (M x K, bf16) W^T with W = q * s: q int4 (-8 .. 7), one bf16 scale per 128 K of a
+row.  The weights are packed offline by the generated numpy module of llgen chain's pre-shuffle
+(generated/w4a16_preshuffle_W_reorder.py), the scales stored as S^T.  Exact inputs: X small integers,
+scales powers of two, so every product and every f32 sum is exact and Y must equal the exact result
+rounded to nearest even, bit for bit, whatever the order of the sums (the decode tile's two warp groups,
+K split among CTAs).  Random-normal inputs: within the f32-accumulation bound of the float64 product
+of the same bf16 operands (the weights RNE_bf16(q * s), the upcast's one rounding).  Built as users build it (nvcc -O3 -arch=sm_90a) into a shared library
+called through its host entry points.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import subprocess
+import weakref
+
+import numpy as np
+import pytest
+
+cupy = pytest.importorskip("cupy")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_w4a16.cu")
+GROUP = 128
+
+
+def reorder_module():
+    """The generated offline reorder of the weights (llgen chain's pre-shuffle)."""
+    path = os.path.join(ROOT, "generated", "w4a16_preshuffle_W_reorder.py")
+    spec = importlib.util.spec_from_file_location("w4a16_reorder", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def pack(q: np.ndarray, s_bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """q (N x K, int -8 .. 7) and the scales' bf16 bits (N x K / 128) -> the kernel's weight buffer (the
+    pre-shuffled packed bytes, tile (n / 64, k / 64) after tile) and S^T (K / 128 x N, uint16)."""
+    codes = (np.asarray(q) & 0xF).astype(np.uint8)
+    packed = reorder_module().reorder(codes).reshape(-1)
+    return packed, np.ascontiguousarray(np.asarray(s_bits, dtype=np.uint16).T)
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float -> bf16 bits, rounded to nearest even (through f32: exact for the values used here)."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_value(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def weights(q: np.ndarray, s_bits: np.ndarray) -> np.ndarray:
+    """The bf16 weights the upcast feeds wgmma: RNE_bf16(q * s) (q * s has up to 12 significant bits, so
+    one rounding; exact for power-of-two scales), as float64."""
+    return bf16_value(bf16_bits(q * np.repeat(bf16_value(s_bits), GROUP, axis=1)))
+
+
+def build(directory: str, extra: tuple[str, ...] = ()) -> str:
+    """nvcc -O3 -arch=sm_90a (the kernel's own build line) into a shared library; its path."""
+    out = os.path.join(directory, "gemm_w4a16.so")
+    subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90a", "-I", os.path.join(ROOT, "generated"), "-shared",
+                    "-Xcompiler", "-fPIC", *extra, "-o", out, KERNEL], check=True, capture_output=True, text=True)
+    return out
+
+
+class Library:
+    """The example's host entry points: ``llgen_w4a16_prepare`` / ``_launch`` / ``_release``."""
+
+    def __init__(self, path: str):
+        lib = ctypes.CDLL(path)
+        lib.llgen_w4a16_prepare.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
+        lib.llgen_w4a16_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.llgen_w4a16_release.argtypes = [ctypes.c_void_p]
+        self.lib = lib
+
+    def prepared(self, x: int, w: int, s: int, y: int, M: int, N: int, K: int, splits: int = 0,
+                 stream=lambda: 0):
+        """Tensor maps encoded and the workspace allocated now; the returned function launches on
+        ``stream()`` (the workspace is freed when it is garbage, after a device synchronisation)."""
+        params = ctypes.create_string_buffer(self.lib.llgen_w4a16_params_size())
+        if r := self.lib.llgen_w4a16_prepare(params, x, w, s, y, M, N, K, splits):
+            self.lib.llgen_w4a16_release(params)
+            raise RuntimeError(f"llgen_w4a16_prepare returned {r}")
+
+        def go() -> None:
+            if r := self.lib.llgen_w4a16_launch(params, stream()):
+                raise RuntimeError(f"llgen_w4a16_launch returned {r}")
+        weakref.finalize(go, release, self.lib.llgen_w4a16_release, params)
+        return go
+
+
+def release(free, params) -> None:
+    cupy.cuda.runtime.deviceSynchronize()
+    free(params)
+
+
+def operands(M: int, N: int, K: int, exact: bool, seed: int):
+    """(X bf16 bits, q, scale bits, the float64 reference Y): exact -- X in -4 .. 4, scales 2^-1 .. 2^2;
+    else X random normal, q uniform, scales ~ 0.01 as a quantiser would give."""
+    rng = np.random.default_rng(seed)
+    q = rng.integers(-8, 8, size=(N, K))
+    if exact:
+        x = rng.integers(-4, 5, size=(M, K)).astype(np.float64)
+        s = 2.0 ** rng.integers(-1, 3, size=(N, K // GROUP))
+    else:
+        x = rng.standard_normal((M, K))
+        s = np.abs(rng.standard_normal((N, K // GROUP))) * 0.01 + 0.001
+    xb, sb = bf16_bits(x), bf16_bits(s)
+    w = weights(q, sb)
+    ref = bf16_value(xb) @ w.T
+    return xb, q, sb, ref, np.abs(bf16_value(xb)) @ np.abs(w).T
+
+
+def run(lib: Library, M: int, N: int, K: int, exact: bool, seed: int = 0, splits: int = 0):
+    """Y on the GPU, the reference and the magnitudes (sum_k |x w|)."""
+    xb, q, sb, ref, mag = operands(M, N, K, exact, seed)
+    packed, st = pack(q, sb)
+    X, W, S = cupy.asarray(xb), cupy.asarray(packed), cupy.asarray(st)
+    Y = cupy.full((M, N), 0xFFFF, dtype=cupy.uint16)      # NaN poison
+    go = lib.prepared(X.data.ptr, W.data.ptr, S.data.ptr, Y.data.ptr, M, N, K, splits)
+    go()
+    cupy.cuda.runtime.deviceSynchronize()
+    return cupy.asnumpy(Y), ref, mag
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return Library(build(str(tmp_path_factory.mktemp("w4a16"))))
+
+
+SHAPES = [(1, 128, 256), (16, 128, 1024), (5, 256, 2048), (64, 512, 4096), (1, 8192, 8192), (16, 4096, 14336),
+          (65, 256, 512), (300, 384, 1024), (256, 256, 256), (512, 1024, 2048)]
+
+
+@pytest.mark.parametrize("M,N,K", SHAPES)
+def test_gemm_w4a16_exact(lib, M, N, K):
+    y, ref, _ = run(lib, M, N, K, exact=True)
+    assert np.array_equal(y, bf16_bits(ref)), (M, N, K)
+
+
+@pytest.mark.parametrize("splits", [1, 2, 3, 8])
+def test_gemm_w4a16_split_k_exact_and_deterministic(lib, splits):
+    M, N, K = 16, 256, 4096
+    y, ref, _ = run(lib, M, N, K, exact=True, splits=splits)
+    assert np.array_equal(y, bf16_bits(ref))
+    a, _, _ = run(lib, M, N, K, exact=False, seed=3, splits=splits)
+    b, _, _ = run(lib, M, N, K, exact=False, seed=3, splits=splits)
+    assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("M,N,K", [(1, 8192, 8192), (16, 4096, 14336), (4096, 1024, 4096)])
+def test_gemm_w4a16_random_normal(lib, M, N, K):
+    y, ref, mag = run(lib, M, N, K, exact=False, seed=1)
+    err = np.abs(bf16_value(y) - ref)
+    bound = 2.0 ** -16 * mag + np.abs(ref) * 2.0 ** -8   # f32 sums, then Y's own rounding
+    assert np.all(err <= bound), float(np.max(err / bound))
+
+
+def test_gemm_w4a16_refuses_bad_shapes(lib):
+    params = ctypes.create_string_buffer(lib.lib.llgen_w4a16_params_size())
+    for M, N, K in [(0, 128, 256), (1, 64, 256), (1, 128, 128)]:
+        assert lib.lib.llgen_w4a16_prepare(params, 0, 0, 0, 0, M, N, K, 0) != 0
