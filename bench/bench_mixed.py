@@ -15,8 +15,8 @@ launches):
 * ``HBM bound``: the weight and scale bytes over the device-to-device copy bandwidth measured in the
   same run (a 1 GiB copy; read + write bytes over its time).
 
-``--ladder`` also times the decode tile's consumer variants (A fragments in flight, independent
-accumulators; -D LLGEN_W4A16_DECODE_BUFFERS / _CHAINS) at M = 1 and 16, N = K = 8192.
+``--ladder`` also times variants of the control beside the default build (``LADDER``: fewer stages;
+one accumulator and two A buffers at M <= 16) at M = 1 and 16, N = K = 8192.
 
 Inputs are random normal (X; scales ~0.01; q uniform in -8 .. 7).  Every result of ours is checked
 against the float64 product of the same bf16 operands (|Y - ref| <= 2^-16 sum_k |x w| + 2^-8 |ref|);
@@ -86,10 +86,10 @@ def main(argv=None) -> int:
     ms = [int(v) for v in a.ms.split(",")]
     d = tempfile.mkdtemp(prefix="llgen_w4a16_")
     with ThreadPoolExecutor() as ex:   # the variants build while the default one runs
-        ladder_libs = {name: ex.submit(t.build, *variant_dir(d, name, bc)) for name, bc in LADDER.items()} \
+        ladder_libs = {name: ex.submit(t.build, *variant_dir(d, name, f)) for name, f in LADDER.items()} \
             if a.ladder else {}
         lib = t.Library(t.build(d))
-        ladder_libs = {name: t.Library(f.result()) for name, f in ladder_libs.items()}
+        ladder_libs = {"default": lib} | {name: t.Library(f.result()) for name, f in ladder_libs.items()}
     bw = copy_bandwidth()
     dev = torch.cuda.get_device_name()
     rows, bad = [], []
@@ -138,14 +138,15 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
-#: the decode tile's consumer variants: (A fragments in flight, independent accumulators)
-LADDER = {"1 accumulator, 2 buffers": (2, 1), "2 accumulators, 2 buffers": (2, 2), "4 accumulators, 4 buffers": (4, 4)}
+#: variants of the control (the defaults: 16 stages at most, decode 4 A buffers and 4 accumulators)
+LADDER = {"8 stages": ("-DLLGEN_W4A16_STAGES=8",),
+          "1 accumulator, 2 buffers": ("-DLLGEN_W4A16_DECODE_BUFFERS=2", "-DLLGEN_W4A16_DECODE_CHAINS=1")}
 
 
-def variant_dir(d: str, name: str, bc: tuple[int, int]) -> tuple[str, tuple[str, ...]]:
-    out = os.path.join(d, f"b{bc[0]}c{bc[1]}")
+def variant_dir(d: str, name: str, flags: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    out = os.path.join(d, f"variant{list(LADDER).index(name)}")
     os.makedirs(out, exist_ok=True)
-    return out, (f"-DLLGEN_W4A16_DECODE_BUFFERS={bc[0]}", f"-DLLGEN_W4A16_DECODE_CHAINS={bc[1]}")
+    return out, flags
 
 
 def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16)) -> list[dict]:
@@ -183,7 +184,7 @@ def ladder_table(ladder: list[dict]) -> str:
     if not ladder:
         return ""
     names = list(ladder[0]["ms"])
-    lines = ["", "Decode consumer ladder (us): " + ", ".join(f"{n} -D {LADDER[n]}" for n in names), "",
+    lines = ["", "Control ladder (us): " + ", ".join(f"{n} {' '.join(LADDER.get(n, ()))}" for n in names), "",
              "| M | N | K | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
     for r in ladder:
         lines.append(f"| {r['M']} | {r['N']} | {r['K']} | " + " | ".join(f"{r['ms'][n] * 1e3:.1f}" for n in names) + " |")

@@ -63,6 +63,10 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 // The decode tile's A fragments in flight and independent accumulators (bench/bench_mixed.py --ladder
 // builds variants with -D): the wgmma of one 64-K slice are a dependent chain through their accumulator,
 // so at M <= 16 a consumer that adds every slice into one accumulator waits on that chain's latency.
+// Stages at most: at small M the weights stream at the HBM's rate only with enough bytes in flight.
+#ifndef LLGEN_W4A16_STAGES
+#define LLGEN_W4A16_STAGES 16
+#endif
 #ifndef LLGEN_W4A16_DECODE_BUFFERS
 #define LLGEN_W4A16_DECODE_BUFFERS 4
 #endif
@@ -79,6 +83,8 @@ constexpr int GROUP = 128;                 // K of one scale
 constexpr int THREADS = 384;               // warp group 0 produces, 1 and 2 consume
 constexpr int MAX_SMEM = 227 * 1024;       // sm_90's dynamic shared memory per block
 constexpr int ALIGN = 1024;                // the 128-byte swizzle's tile alignment
+constexpr int MAX_STAGES = LLGEN_W4A16_STAGES;  // stages in flight, at most (fewer where they do not fit)
+static_assert(MAX_STAGES >= 2 && MAX_STAGES <= 16, "between 2 and 16 stages");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg budgets (as gemm_hopper.h)
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 256 <= 65536, "setmaxnreg: more than the CTA holds at launch");
 
@@ -116,9 +122,13 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
         static constexpr int ACC = MMA::kAccRegs;                                                                \
         /* after the stages: the second warp group's accumulator (KSPLIT); the store's scratch is the stages' */ \
         static constexpr int HANDOFF = KSPLIT ? ACC * 128 * 4 : 0;                                               \
-        static constexpr int BARRIERS = 8 * (2 * 8 + 2) + 8;                                                    \
-        static constexpr int STAGES = (MAX_SMEM - ALIGN - HANDOFF - BARRIERS) / STAGE < 8                        \
-                                          ? (MAX_SMEM - ALIGN - HANDOFF - BARRIERS) / STAGE : 8;                  \
+        static constexpr int BARRIERS = 8 * (2 * MAX_STAGES + 2) + 8;                                           \
+        /* KSPLIT: an even number, so that every fill of a stage goes to the same warp group (chunk g to */   \
+        /* g % 2) and each waits for the stage's phases one after another (a parity wait cannot tell a   */   \
+        /* phase from the one two later) */                                                                     \
+        static constexpr int FIT = (MAX_SMEM - ALIGN - HANDOFF - BARRIERS) / STAGE < MAX_STAGES                  \
+                                       ? (MAX_SMEM - ALIGN - HANDOFF - BARRIERS) / STAGE : MAX_STAGES;             \
+        static constexpr int STAGES = KSPLIT ? FIT / 2 * 2 : FIT;                                                \
         static constexpr int SMEM = ALIGN + STAGES * STAGE + HANDOFF + BARRIERS;                                 \
         static_assert(STAGES >= 2 && STORE::kSmemBytes <= STAGES * STAGE, "two stages fit; the store's scratch too"); \
         static_assert(KC % GROUP == 0 && SLICES % BUFFERS == 0 && SLICES % CHAINS == 0,          \
@@ -187,8 +197,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     // every holder, each past its last wgmma; every TMA of the CTA has landed by then)
     unsigned char* const scratch = base;
     uint64_t* const full = reinterpret_cast<uint64_t*>(base + S * C::STAGE + C::HANDOFF);
-    uint64_t* const empty = full + 8;
-    uint64_t* const handed = empty + 8;   // the second warp group's accumulator is in `handoff` (KSPLIT)
+    uint64_t* const empty = full + MAX_STAGES;
+    uint64_t* const handed = empty + MAX_STAGES;  // the second warp group's accumulator is in `handoff` (KSPLIT)
     uint64_t* const meet = handed + 1;    // the accumulator holders' rendezvous (split K)
     volatile int* const last_flag = reinterpret_cast<volatile int*>(meet + 1);
 
@@ -202,7 +212,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; ++s) {
             sync::mbar_init(&full[s], 1);                      // the producer's arrive_expect_tx
-            sync::mbar_init(&empty[s], C::KSPLIT ? 1 : 2);     // each warp group that reads the stage
+            sync::mbar_init(&empty[s], (C::KSPLIT ? 1 : 2) * 128);  // every thread that reads the stage
         }
         sync::mbar_init(handed, 128);
         sync::mbar_init(meet, C::EPI_THREADS);
@@ -252,7 +262,6 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
 #pragma unroll
         for (int r = 0; r < C::ACC; ++r) chain[c][r] = 0.0f;
     uint32_t a[C::BUFFERS][up::kDstWords];
-    int prev = -1;                               // the stage of this warp group's previous chunk
     for (int g = first; g < ce - cb; g += step) {
         const int s = g % S;
         const unsigned char* const st = base + s * C::STAGE;
@@ -260,7 +269,6 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
 #pragma unroll
         for (int j = 0; j < C::SLICES; ++j) {
             Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
-            if (j == C::BUFFERS - 1 && prev >= 0 && tid == 0) sync::mbar_arrive(&empty[prev]);  // the previous chunk's too
             const uint16_t* const sc = reinterpret_cast<const uint16_t*>(
                 st + C::S_OFF + (rb * C::GROUPS + j * 64 / GROUP) * w4a16_tma_s::kTileBytes);
             uint16_t scales[up::kScaleRegs];
@@ -271,11 +279,13 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
             Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
             Mma::commit();
         }
-        prev = s;
+        // the chunk's wgmma done: its stage goes back at once; every thread arrives, after its own
+        // ld.shared of the stage's weights and scales
+        Mma::template wait<0>();
+        sync::mbar_arrive(&empty[s]);
     }
 #pragma unroll
     for (int c = 0; c < C::CHAINS; ++c) Mma::wait_acc(chain[c]);
-    if (prev >= 0 && tid == 0) sync::mbar_arrive(&empty[prev]);
     float (&acc)[C::ACC] = chain[0];             // ((chain 0 + chain 1) + chain 2) + ..: a fixed order
 #pragma unroll
     for (int c = 1; c < C::CHAINS; ++c)
