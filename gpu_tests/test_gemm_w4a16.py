@@ -76,6 +76,7 @@ class Library:
         lib.llgen_w4a16_prepare.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
         lib.llgen_w4a16_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.llgen_w4a16_release.argtypes = [ctypes.c_void_p]
+        lib.llgen_w4a16_pack.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         self.lib = lib
 
     def prepared(self, x: int, w: int, s: int, y: int, M: int, N: int, K: int, splits: int = 0,
@@ -159,6 +160,18 @@ def test_gemm_w4a16_random_normal(lib, M, N, K):
     err = np.abs(bf16_value(y) - ref)
     bound = 2.0 ** -16 * mag + np.abs(ref) * 2.0 ** -8   # f32 sums, then Y's own rounding
     assert np.all(err <= bound), float(np.max(err / bound))
+
+
+def test_gemm_w4a16_pack_on_device_equals_numpy_reorder(lib):
+    """llgen_w4a16_pack (the chain's generated CUDA reorder) packs as the generated numpy module does."""
+    N, K = 256, 512
+    q = np.random.default_rng(5).integers(-8, 8, size=(N, K))
+    codes = (q & 0xF).astype(np.uint8)
+    natural = cupy.asarray((codes[:, 0::2] | codes[:, 1::2] << 4).astype(np.uint8))   # two a byte, row-major
+    out = cupy.zeros(N * K // 2, dtype=cupy.uint8)
+    assert lib.lib.llgen_w4a16_pack(natural.data.ptr, out.data.ptr, N, K, 0) == 0
+    cupy.cuda.runtime.deviceSynchronize()
+    assert np.array_equal(cupy.asnumpy(out), pack(q, np.zeros((N, K // GROUP), np.uint16))[0])
 
 
 def test_gemm_w4a16_refuses_bad_shapes(lib):

@@ -41,13 +41,14 @@ def test_gemm_w4a16_compiles_from_generated_headers(example_build):
     assert not re.search(r"\basm\s*(volatile\s*)?\(", src), "every instruction is a wrapper"
     rc, out, keep = example_build(KERNEL)
     assert rc == 0 and not re.search(r"\bwarning\b", out, re.I), out
-    assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(KERNELS), out
     assert not re.search(r"C75(14|17|19)", out), f"ptxas serialises the wgmma:\n{out}"
     with open(os.path.join(keep, "gemm_w4a16.compute_90a.ptx")) as f:
         ptx = f.read()
     parts = re.split(r"\.entry (\w+)\(", ptx)[1:]
     bodies = dict(zip(parts[::2], parts[1::2]))
-    assert sorted(bodies) == sorted(KERNELS)
+    # the GEMMs and the generated reorder / restore kernels (llgen_w4a16_pack), none spilling
+    assert sorted(k for k in bodies if k in KERNELS) == sorted(KERNELS) and len(bodies) == len(KERNELS) + 2
+    assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(bodies), out
     for name, (n, slices) in KERNELS.items():
         body = bodies[name]
         assert re.findall(r"wgmma\.mma_async\.sync\.aligned\.m[\w.]+", body) == \

@@ -17,8 +17,9 @@
 // The weights are reordered once, offline, into the layout llgen chain chose for the upcast's input
 // (examples/w4a16/w4a16_preshuffle.yaml; its generated numpy module / CUDA kernel do it): W in 64 x 64
 // tiles, tile (n / 64, k / 64) at byte ((n / 64) (K / 64) + k / 64) 2048 of the packed buffer, each tile
-// one dense run in which thread t of a warp group finds its 32 nibbles at bytes 16 t .. 16 t + 15.  The
-// scales are stored as S^T (K / 128 x N, row-major), so a group's scales for 64 rows are one 128-byte box.
+// one dense run in which thread t of a warp group finds its 32 nibbles at bytes 16 t .. 16 t + 15
+// (llgen_w4a16_pack below runs the chain's generated CUDA reorder on the device).  The scales are stored
+// as S^T (K / 128 x N, row-major), so a group's scales for 64 rows are one 128-byte box.
 //
 // Three tile shapes (host: llgen_w4a16_prepare chooses by M):
 //   Decode (M <= 16) and mid (M <= 64): 64 weight rows x 16 (64) tokens, K in chunks of 256; the two
@@ -52,6 +53,7 @@
 #include "w4a16_store_n16.cuh"
 #include "w4a16_store_n64.cuh"
 #include "w4a16_store_n256.cuh"
+#include "w4a16_preshuffle_W_reorder.cuh"
 
 extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SMEM
 
@@ -477,5 +479,18 @@ extern "C" int llgen_w4a16_release(llgen_w4a16_params* p) {
 }
 
 extern "C" int llgen_w4a16_params_size() { return sizeof(llgen_w4a16_params); }
+
+// The weights' offline reorder on the device: W (N x K int4, row-major, two a byte, element k of a row in
+// byte k / 2's low nibble when k is even) -> the packed buffer the kernel reads (N K / 2 bytes).  N and K
+// multiples of 64.
+extern "C" int llgen_w4a16_pack(const void* W, void* Wp, int N, int K, cudaStream_t stream) {
+    namespace r = w4a16_preshuffle_W_reorder;
+    if (N <= 0 || K <= 0 || N % 64 || K % 64) return cudaErrorInvalidValue;
+    const r::Extent e = {{N / 64, K / 64}, {K, 1}};
+    const long long threads = r::vectors(e);
+    r::reorder<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, stream>>>(static_cast<const r::Raw*>(W),
+                                                                                  static_cast<r::Raw*>(Wp), e);
+    return cudaGetLastError();
+}
 #endif
 #endif
