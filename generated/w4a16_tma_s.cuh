@@ -2,33 +2,35 @@
 // Command: llgen convert --src examples/w4a16/scale_global.yaml --dst examples/w4a16/scale_smem.yaml --dtype bf16 --target cuda --arch sm_90a --name w4a16_tma_s
 //
 // Global tile (the tensor TMA reads and writes):
-// global order=[0] alignment=16 shape=[64]  (examples/w4a16/scale_global.yaml)
-//  - offset=1 -> (1)
-//    offset=2 -> (2)
-//    offset=4 -> (4)
-//    offset=8 -> (8)
-//    offset=16 -> (16)
-//    offset=32 -> (32)
+// global order=[1, 0] alignment=16 shape=[2, 64]  (examples/w4a16/scale_global.yaml)
+//  - offset=1 -> (0, 1)
+//    offset=2 -> (0, 2)
+//    offset=4 -> (0, 4)
+//    offset=8 -> (0, 8)
+//    offset=16 -> (0, 16)
+//    offset=32 -> (0, 32)
+//    offset=64 -> (1, 0)
 //  - block is a size 1 dimension
-// where out dims are: [dim0 (size 64)]
+// where out dims are: [dim0 (size 2), dim1 (size 64)]
 //
 // Shared tile:
-// swizzled_shared vec=1 per_phase=1 max_phase=1 order=[0] shape=[64]  (examples/w4a16/scale_smem.yaml)
-//  - offset=1 -> (1)
-//    offset=2 -> (2)
-//    offset=4 -> (4)
-//    offset=8 -> (8)
-//    offset=16 -> (16)
-//    offset=32 -> (32)
+// swizzled_shared vec=1 per_phase=1 max_phase=1 order=[1, 0] shape=[2, 64]  (examples/w4a16/scale_smem.yaml)
+//  - offset=1 -> (0, 1)
+//    offset=2 -> (0, 2)
+//    offset=4 -> (0, 4)
+//    offset=8 -> (0, 8)
+//    offset=16 -> (0, 16)
+//    offset=32 -> (0, 32)
+//    offset=64 -> (1, 0)
 //  - block is a size 1 dimension
-// where out dims are: [dim0 (size 64)]
+// where out dims are: [dim0 (size 2), dim1 (size 64)]
 //
 // Plan:
 //   strategy: tma  (bf16, 2 B/elem, cuda sm_90a, 4 warps x 32 lanes, 0 -> 0 registers)
-//   tma: 1 box(es) of [64] (dims [0], innermost first), 128 B each, no swizzle; shared tile of 128 bytes, 128-byte aligned; 128 tx bytes per load; data type BFLOAT16
-//     global tensor: order [0] (dim 0 contiguous), 16-byte aligned base and strides
-//     box 0: shared byte 0, coordinates origin + [0]
-//   candidate*tma      score     1.00  one thread: 1 x cp.async.bulk.tensor.1d of 128 B (box [64], no swizzle)
+//   tma: 1 box(es) of [64, 2] (dims [1, 0], innermost first), 256 B each, no swizzle; shared tile of 256 bytes, 128-byte aligned; 256 tx bytes per load; data type BFLOAT16
+//     global tensor: order [1, 0] (dim 1 contiguous), 16-byte aligned base and strides
+//     box 0: shared byte 0, coordinates origin + [0, 0]
+//   candidate*tma      score     1.00  one thread: 1 x cp.async.bulk.tensor.2d of 256 B (box [64, 2], no swizzle)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give
@@ -46,21 +48,21 @@ typedef unsigned long long uint64_t;
 
 namespace w4a16_tma_s {
 
-constexpr int kTileBytes = 128;                              // bytes of the shared tile
-constexpr int kTileAlign = 128;                              // TMA writes and reads shared boxes at 128-byte aligned addresses
-__attribute__((unused)) constexpr int kOrder[1] = {0};       // global tensor: kOrder[0] has stride 1
-__attribute__((unused)) constexpr int kBoxDims[1] = {0};     // tensor dim of each box dim, innermost first
-__attribute__((unused)) constexpr unsigned kBox[1] = {64};   // box extents (elements), innermost first
-constexpr int kSwizzle   = 0;                                // CUtensorMapSwizzle: CU_TENSOR_MAP_SWIZZLE_NONE
-constexpr int kDataType  = 9;                                // CUtensorMapDataType: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-constexpr int kBoxes     = 1;                                // cp.async.bulk.tensor per load() / store()
-constexpr int kBoxBytes  = 128;                              // bytes of one box
-constexpr int kTxBytes   = 128;                              // bytes one load() brings: the mbarrier's expect_tx
-constexpr int kThreads   = 128;                              // threads taking part: tid in [0, kThreads)
+constexpr int kTileBytes = 256;                                 // bytes of the shared tile
+constexpr int kTileAlign = 128;                                 // TMA writes and reads shared boxes at 128-byte aligned addresses
+__attribute__((unused)) constexpr int kOrder[2] = {1, 0};       // global tensor: kOrder[0] has stride 1
+__attribute__((unused)) constexpr int kBoxDims[2] = {1, 0};     // tensor dim of each box dim, innermost first
+__attribute__((unused)) constexpr unsigned kBox[2] = {64, 2};   // box extents (elements), innermost first
+constexpr int kSwizzle   = 0;                                   // CUtensorMapSwizzle: CU_TENSOR_MAP_SWIZZLE_NONE
+constexpr int kDataType  = 9;                                   // CUtensorMapDataType: CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+constexpr int kBoxes     = 1;                                   // cp.async.bulk.tensor per load() / store()
+constexpr int kBoxBytes  = 256;                                 // bytes of one box
+constexpr int kTxBytes   = 256;                                 // bytes one load() brings: the mbarrier's expect_tx
+constexpr int kThreads   = 128;                                 // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
-constexpr int kElemBytes = 2;                                // sizeof(T) (bf16)
-constexpr int kRank      = 1;
-__attribute__((unused)) constexpr int kShape[kRank] = {64};  // the tensor (row-major)
+constexpr int kElemBytes = 2;                                   // sizeof(T) (bf16)
+constexpr int kRank      = 2;
+__attribute__((unused)) constexpr int kShape[kRank] = {2, 64};  // the tensor (row-major)
 
 // Row-major index of the element at element offset `offset` of the shared tile.
 __host__ __device__ constexpr int tile_index(int offset) { return (void)offset, offset; }
@@ -96,10 +98,10 @@ inline EncodeTiled encode_tiled() {
 inline CUresult make_tensor_map(CUtensorMap* map, const void* base, const unsigned long long (&dims)[kRank],
                                 const unsigned long long (&strides)[kRank]) {
     if (strides[kOrder[0]] != 1) return static_cast<CUresult>(1);  // CUDA_ERROR_INVALID_VALUE
-    const cuuint64_t size[kRank] = {dims[0]};
-    const cuuint64_t stride[1] = {0};  // bytes, map dims 1..kRank-1
-    const cuuint32_t box[kRank] = {64};
-    const cuuint32_t elem_strides[kRank] = {1};
+    const cuuint64_t size[kRank] = {dims[1], dims[0]};
+    const cuuint64_t stride[1] = {strides[0] * kElemBytes};  // bytes, map dims 1..kRank-1
+    const cuuint32_t box[kRank] = {64, 2};
+    const cuuint32_t elem_strides[kRank] = {1, 1};
     const detail::EncodeTiled encode = detail::encode_tiled();
     if (!encode) return CUDA_ERROR_NOT_FOUND;
     return encode(map, static_cast<CUtensorMapDataType>(kDataType), kRank, const_cast<void*>(base), size, stride, box,
@@ -167,24 +169,24 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
     __trap();  // fence.proxy.async needs sm_90 or newer
 #endif
 }
-__device__ __forceinline__ void tma_load_1d(unsigned dst, const void* map, int c0, unsigned bar) {
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* map, int c0, int c1, unsigned bar) {
 #if defined(LLGEN_HOST_SIMT)
-    const int c[1] = {c0};
+    const int c[2] = {c0, c1};
     llgen_host::tma_load(map, dst, bar, c);
 #elif __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2}], [%3];"
-                 :: "r"(dst), "l"(map), "r"(c0), "r"(bar) : "memory");
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 #else
     __trap();  // cp.async.bulk.tensor needs sm_90 or newer
 #endif
 }
-__device__ __forceinline__ void tma_store_1d(const void* map, unsigned src, int c0) {
+__device__ __forceinline__ void tma_store_2d(const void* map, unsigned src, int c0, int c1) {
 #if defined(LLGEN_HOST_SIMT)
-    const int c[1] = {c0};
+    const int c[2] = {c0, c1};
     llgen_host::tma_store(map, src, c);
 #elif __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%0, {%2}], [%1];"
-                 :: "l"(map), "r"(src), "r"(c0) : "memory");
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
 #else
     __trap();  // cp.async.bulk.tensor needs sm_90 or newer
 #endif
@@ -246,10 +248,10 @@ __device__ __forceinline__ void fence_proxy_async() { detail::fence_proxy_async_
 // kElemBytes must be a multiple of 16 (TMA's rule: otherwise an illegal instruction).  Called by ONE
 // thread, after that thread's mbar_arrive_expect_tx(mbar, kTxBytes) (load() does not arrive, so
 // several loads can share one barrier phase); the tile is complete when mbar_wait() returns.
-// 1 x cp.async.bulk.tensor.1d of 64 elements (CU_TENSOR_MAP_SWIZZLE_NONE).
+// 1 x cp.async.bulk.tensor.2d of 64x2 elements (CU_TENSOR_MAP_SWIZZLE_NONE).
 __device__ __forceinline__ void load(const void* map, const int (&coords)[kRank], void* smem_tile, uint64_t* mbar) {
     const unsigned tile = detail::smem_u32(smem_tile), bar = detail::smem_u32(mbar);
-    detail::tma_load_1d(tile + 0u, map, coords[0], bar);  // box at shared byte 0, tensor origin + [0]
+    detail::tma_load_2d(tile + 0u, map, coords[1], coords[0], bar);  // box at shared byte 0, tensor origin + [0, 0]
 }
 
 // store(): the shared tile at smem_tile into the tensor of `map` at origin `coords` (tensor dim
@@ -260,7 +262,7 @@ __device__ __forceinline__ void load(const void* map, const int (&coords)[kRank]
 __device__ __forceinline__ void store(const void* map, const int (&coords)[kRank], const void* smem_tile) {
     const unsigned tile = detail::smem_u32(smem_tile);
     fence_proxy_async();
-    detail::tma_store_1d(map, tile + 0u, coords[0]);  // box at shared byte 0, tensor origin + [0]
+    detail::tma_store_2d(map, tile + 0u, coords[1], coords[0]);  // box at shared byte 0, tensor origin + [0, 0]
 }
 
 // store_commit(): closes the group of store() calls issued since the last commit (this thread's).

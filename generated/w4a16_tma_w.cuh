@@ -2,7 +2,7 @@
 // Command: llgen convert --src examples/w4a16/w_global.yaml --dst examples/w4a16/w_tile_smem.yaml --dtype u8 --target cuda --arch sm_90a --name w4a16_tma_w
 //
 // Global tile (the tensor TMA reads and writes):
-// global order=[1, 0] alignment=16 shape=[16, 128]  (examples/w4a16/w_global.yaml)
+// global order=[1, 0] alignment=16 shape=[32, 128]  (examples/w4a16/w_global.yaml)
 //  - offset=1 -> (0, 1)
 //    offset=2 -> (0, 2)
 //    offset=4 -> (0, 4)
@@ -14,11 +14,12 @@
 //    offset=256 -> (2, 0)
 //    offset=512 -> (4, 0)
 //    offset=1024 -> (8, 0)
+//    offset=2048 -> (16, 0)
 //  - block is a size 1 dimension
-// where out dims are: [dim0 (size 16), dim1 (size 128)]
+// where out dims are: [dim0 (size 32), dim1 (size 128)]
 //
 // Shared tile:
-// swizzled_shared vec=1 per_phase=1 max_phase=1 order=[1, 0] shape=[16, 128]  (examples/w4a16/w_tile_smem.yaml)
+// swizzled_shared vec=1 per_phase=1 max_phase=1 order=[1, 0] shape=[32, 128]  (examples/w4a16/w_tile_smem.yaml)
 //  - offset=1 -> (0, 1)
 //    offset=2 -> (0, 2)
 //    offset=4 -> (0, 4)
@@ -30,15 +31,16 @@
 //    offset=256 -> (2, 0)
 //    offset=512 -> (4, 0)
 //    offset=1024 -> (8, 0)
+//    offset=2048 -> (16, 0)
 //  - block is a size 1 dimension
-// where out dims are: [dim0 (size 16), dim1 (size 128)]
+// where out dims are: [dim0 (size 32), dim1 (size 128)]
 //
 // Plan:
 //   strategy: tma  (u8, 1 B/elem, cuda sm_90a, 4 warps x 32 lanes, 0 -> 0 registers)
-//   tma: 1 box(es) of [128, 16] (dims [1, 0], innermost first), 2048 B each, no swizzle; shared tile of 2048 bytes, 128-byte aligned; 2048 tx bytes per load; data type UINT8
+//   tma: 1 box(es) of [128, 32] (dims [1, 0], innermost first), 4096 B each, no swizzle; shared tile of 4096 bytes, 128-byte aligned; 4096 tx bytes per load; data type UINT8
 //     global tensor: order [1, 0] (dim 1 contiguous), 16-byte aligned base and strides
 //     box 0: shared byte 0, coordinates origin + [0, 0]
-//   candidate*tma      score     1.00  one thread: 1 x cp.async.bulk.tensor.2d of 2048 B (box [128, 16], no swizzle)
+//   candidate*tma      score     1.00  one thread: 1 x cp.async.bulk.tensor.2d of 4096 B (box [128, 32], no swizzle)
 #pragma once
 #include <cuda_runtime.h>
 #if defined(__CUDACC_RTC__)  // NVRTC (e.g. CuPy) has no <cstdint>: the fixed-width types it would give
@@ -56,21 +58,21 @@ typedef unsigned long long uint64_t;
 
 namespace w4a16_tma_w {
 
-constexpr int kTileBytes = 2048;                                  // bytes of the shared tile
+constexpr int kTileBytes = 4096;                                  // bytes of the shared tile
 constexpr int kTileAlign = 128;                                   // TMA writes and reads shared boxes at 128-byte aligned addresses
 __attribute__((unused)) constexpr int kOrder[2] = {1, 0};         // global tensor: kOrder[0] has stride 1
 __attribute__((unused)) constexpr int kBoxDims[2] = {1, 0};       // tensor dim of each box dim, innermost first
-__attribute__((unused)) constexpr unsigned kBox[2] = {128, 16};   // box extents (elements), innermost first
+__attribute__((unused)) constexpr unsigned kBox[2] = {128, 32};   // box extents (elements), innermost first
 constexpr int kSwizzle   = 0;                                     // CUtensorMapSwizzle: CU_TENSOR_MAP_SWIZZLE_NONE
 constexpr int kDataType  = 0;                                     // CUtensorMapDataType: CU_TENSOR_MAP_DATA_TYPE_UINT8
 constexpr int kBoxes     = 1;                                     // cp.async.bulk.tensor per load() / store()
-constexpr int kBoxBytes  = 2048;                                  // bytes of one box
-constexpr int kTxBytes   = 2048;                                  // bytes one load() brings: the mbarrier's expect_tx
+constexpr int kBoxBytes  = 4096;                                  // bytes of one box
+constexpr int kTxBytes   = 4096;                                  // bytes one load() brings: the mbarrier's expect_tx
 constexpr int kThreads   = 128;                                   // threads taking part: tid in [0, kThreads)
 constexpr int kWarpSize  = 32;
 constexpr int kElemBytes = 1;                                     // sizeof(T) (u8)
 constexpr int kRank      = 2;
-__attribute__((unused)) constexpr int kShape[kRank] = {16, 128};  // the tensor (row-major)
+__attribute__((unused)) constexpr int kShape[kRank] = {32, 128};  // the tensor (row-major)
 
 // Row-major index of the element at element offset `offset` of the shared tile.
 __host__ __device__ constexpr int tile_index(int offset) { return (void)offset, offset; }
@@ -108,7 +110,7 @@ inline CUresult make_tensor_map(CUtensorMap* map, const void* base, const unsign
     if (strides[kOrder[0]] != 1) return static_cast<CUresult>(1);  // CUDA_ERROR_INVALID_VALUE
     const cuuint64_t size[kRank] = {dims[1], dims[0]};
     const cuuint64_t stride[1] = {strides[0] * kElemBytes};  // bytes, map dims 1..kRank-1
-    const cuuint32_t box[kRank] = {128, 16};
+    const cuuint32_t box[kRank] = {128, 32};
     const cuuint32_t elem_strides[kRank] = {1, 1};
     const detail::EncodeTiled encode = detail::encode_tiled();
     if (!encode) return CUDA_ERROR_NOT_FOUND;
@@ -256,7 +258,7 @@ __device__ __forceinline__ void fence_proxy_async() { detail::fence_proxy_async_
 // kElemBytes must be a multiple of 16 (TMA's rule: otherwise an illegal instruction).  Called by ONE
 // thread, after that thread's mbar_arrive_expect_tx(mbar, kTxBytes) (load() does not arrive, so
 // several loads can share one barrier phase); the tile is complete when mbar_wait() returns.
-// 1 x cp.async.bulk.tensor.2d of 128x16 elements (CU_TENSOR_MAP_SWIZZLE_NONE).
+// 1 x cp.async.bulk.tensor.2d of 128x32 elements (CU_TENSOR_MAP_SWIZZLE_NONE).
 __device__ __forceinline__ void load(const void* map, const int (&coords)[kRank], void* smem_tile, uint64_t* mbar) {
     const unsigned tile = detail::smem_u32(smem_tile), bar = detail::smem_u32(mbar);
     detail::tma_load_2d(tile + 0u, map, coords[1], coords[0], bar);  // box at shared byte 0, tensor origin + [0, 0]

@@ -6,8 +6,8 @@
 // registers; the activations are its B operand, X^T read K-major from shared memory.  Everything that
 // depends on a layout is a generated header (generated/manifest.yaml, examples/w4a16/):
 //
-//   w4a16_tma_w        one 64 x 64 tile of the pre-shuffled weights (2 KiB, one TMA box)
-//   w4a16_tma_s        the 64 scales of one group and 64-row block (128 B, one TMA box)
+//   w4a16_tma_w        two consecutive 64 x 64 tiles of the pre-shuffled weights (2 x 2 KiB, one TMA box)
+//   w4a16_tma_s        the 64 scales of two groups for one 64-row block (2 x 128 B, one TMA box)
 //   w4a16_tma_x_n<BN>  X^T's K 64 x BN token tile (the 128-byte swizzle wgmma reads K-major)
 //   w4a16_upcast       the weight tile's 16 bytes a thread (one ld.shared.v4) -> i4 -> bf16 times the
 //                      group's scale, exactly the registers of wgmma's A fragment (K 64)
@@ -19,7 +19,7 @@
 // tiles, tile (n / 64, k / 64) at byte ((n / 64) (K / 64) + k / 64) 2048 of the packed buffer, each tile
 // one dense run in which thread t of a warp group finds its 32 nibbles at bytes 16 t .. 16 t + 15
 // (llgen_w4a16_pack below runs the chain's generated CUDA reorder on the device).  The scales are stored
-// as S^T (K / 128 x N, row-major), so a group's scales for 64 rows are one 128-byte box.
+// as S^T (K / 128 x N, row-major), so two groups' scales for 64 rows are one TMA box.
 //
 // Three tile shapes (host: llgen_w4a16_prepare chooses by M):
 //   Decode (M <= 16) and mid (M <= 64): 64 weight rows x 16 (64) tokens, K in chunks of 256; the two
@@ -91,9 +91,13 @@ constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg budgets (a
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 256 <= 65536, "setmaxnreg: more than the CTA holds at launch");
 
 static_assert(up::kShape[0] == 64 && up::kShape[1] == 64 && up::kThreads == 128, "the upcast takes a 64 x 64 tile");
-static_assert(w4a16_tma_w::kTileBytes == up::kTileBytes && w4a16_tma_w::kTileBytes == 2048,
-              "TMA lands the 2 KiB weight tile the upcast reads");
-static_assert(w4a16_tma_s::kShape[0] == 64 && up::kScaleRegs == 2, "one group's 64 scales; two a thread (rows r, r + 8)");
+constexpr int TILE = up::kTileBytes;                          // one 64 x 64 weight tile: 2 KiB
+constexpr int W_BOX = w4a16_tma_w::kTileBytes / TILE;         // consecutive tiles one weight TMA box lands
+constexpr int S_BOX = w4a16_tma_s::kShape[0];                 // consecutive groups one scale TMA box lands
+static_assert(TILE == 2048 && w4a16_tma_w::kTileBytes % TILE == 0 && w4a16_tma_w::kShape[1] == 128,
+              "TMA lands whole 2 KiB weight tiles, the ones the upcast reads");
+static_assert(w4a16_tma_s::kShape[1] == 64 && up::kScaleRegs == 2,
+              "a group's 64 scales (row r at element r); two a thread (rows r, r + 8)");
 
 template <class F, class G>
 constexpr bool same_regs(int regs, int warps, F f, G g) {
@@ -115,11 +119,13 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
         static constexpr int BM = 64 * RB;               /* weight rows of a tile */                            \
         static constexpr int SLICES = KC / 64;           /* 64-K slices of a chunk */                           \
         static constexpr int GROUPS = KC / GROUP;        /* scale groups of a chunk */                          \
+        static constexpr int S_BOXES = (GROUPS + S_BOX - 1) / S_BOX;  /* scale boxes of a chunk a row block */ \
         static constexpr int X_BYTES = SLICES * TMA_X::kTileBytes;                                               \
-        static constexpr int W_OFF = X_BYTES, S_OFF = W_OFF + RB * SLICES * w4a16_tma_w::kTileBytes;            \
-        static constexpr int STAGE = (S_OFF + RB * GROUPS * w4a16_tma_s::kTileBytes + ALIGN - 1) / ALIGN * ALIGN; \
-        static constexpr int TX = SLICES * TMA_X::kTxBytes + RB * SLICES * w4a16_tma_w::kTxBytes +               \
-                                  RB * GROUPS * w4a16_tma_s::kTxBytes;                                           \
+        static constexpr int W_OFF = X_BYTES, S_OFF = W_OFF + RB * SLICES * TILE;                                \
+        static constexpr int STAGE = (S_OFF + RB * S_BOXES * w4a16_tma_s::kTileBytes + ALIGN - 1) / ALIGN * ALIGN; \
+        static constexpr int TX = SLICES * TMA_X::kTxBytes + RB * SLICES / W_BOX * w4a16_tma_w::kTxBytes +       \
+                                  RB * S_BOXES * w4a16_tma_s::kTxBytes;                                          \
+        static_assert(SLICES % W_BOX == 0, "whole weight boxes a chunk");                                        \
         static constexpr int EPI_THREADS = STORE::kThreads;  /* the threads holding the tile's accumulator */   \
         static constexpr int ACC = MMA::kAccRegs;                                                                \
         /* after the stages: the second warp group's accumulator (KSPLIT); the store's scratch is the stages' */ \
@@ -232,16 +238,15 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
                 sync::mbar_arrive_expect_tx(&full[s], C::TX);
                 for (int j = 0; j < C::SLICES; ++j)
                     C::load_x(map_x, c * C::KC + j * 64, m0, st + j * (C::X_BYTES / C::SLICES), &full[s]);
-                for (int b = 0; b < C::RB; ++b)
-                    for (int j = 0; j < C::SLICES; ++j) {
-                        const int w[2] = {((n0 / 64 + b) * (K / 64) + c * C::SLICES + j) * 16, 0};
-                        w4a16_tma_w::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * w4a16_tma_w::kTileBytes,
-                                          &full[s]);
+                for (int b = 0; b < C::RB; ++b)   // tiles (row block, K tile) are consecutive along K
+                    for (int j = 0; j < C::SLICES; j += W_BOX) {
+                        const int w[2] = {((n0 / 64 + b) * (K / 64) + c * C::SLICES + j) * (TILE / 128), 0};
+                        w4a16_tma_w::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, &full[s]);
                     }
-                for (int b = 0; b < C::RB; ++b)
-                    for (int q = 0; q < C::GROUPS; ++q) {
-                        const int sc[1] = {(c * C::GROUPS + q) * N + n0 + 64 * b};
-                        w4a16_tma_s::load(map_s, sc, st + C::S_OFF + (b * C::GROUPS + q) * w4a16_tma_s::kTileBytes,
+                for (int b = 0; b < C::RB; ++b)   // groups past K / 128 (a box's tail) read as zero, unused
+                    for (int q = 0; q < C::S_BOXES; ++q) {
+                        const int sc[2] = {c * C::GROUPS + q * S_BOX, n0 + 64 * b};
+                        w4a16_tma_s::load(map_s, sc, st + C::S_OFF + (b * C::S_BOXES + q) * w4a16_tma_s::kTileBytes,
                                           &full[s]);
                     }
             }
@@ -272,11 +277,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
         for (int j = 0; j < C::SLICES; ++j) {
             Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
             const uint16_t* const sc = reinterpret_cast<const uint16_t*>(
-                st + C::S_OFF + (rb * C::GROUPS + j * 64 / GROUP) * w4a16_tma_s::kTileBytes);
+                st + C::S_OFF + rb * C::S_BOXES * w4a16_tma_s::kTileBytes + (j * 64 / GROUP) * 64 * 2);
             uint16_t scales[up::kScaleRegs];
 #pragma unroll
             for (int r = 0; r < up::kScaleRegs; ++r) scales[r] = sc[srow[r]];
-            up::load<uint8_t>(st + C::W_OFF + (rb * C::SLICES + j) * w4a16_tma_w::kTileBytes, scales, a[j % C::BUFFERS], tid);
+            up::load<uint8_t>(st + C::W_OFF + (rb * C::SLICES + j) * TILE, scales, a[j % C::BUFFERS], tid);
             Mma::fence();
             Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
             Mma::commit();
@@ -384,8 +389,8 @@ inline Sizes sizes(Shape s) { return s == DECODE ? sizes_of<Decode>() : s == MID
 inline CUresult encode(Maps& m, Shape shape, const void* X, const void* Wp, const void* St, int M, int N, int K) {
     const unsigned long long dw[2] = {static_cast<unsigned long long>(N) * K / 256, 128};
     const unsigned long long sw[2] = {128, 1};
-    const unsigned long long ds[1] = {static_cast<unsigned long long>(K / GROUP) * N};
-    const unsigned long long ss[1] = {1};
+    const unsigned long long ds[2] = {static_cast<unsigned long long>(K / GROUP), static_cast<unsigned long long>(N)};
+    const unsigned long long ss[2] = {static_cast<unsigned long long>(N), 1};
     const unsigned long long dx[2] = {static_cast<unsigned long long>(K), static_cast<unsigned long long>(M)};
     const unsigned long long sx[2] = {1, static_cast<unsigned long long>(K)};
     CUresult r = w4a16_tma_w::make_tensor_map(&m.w, Wp, dw, sw);
