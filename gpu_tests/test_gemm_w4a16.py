@@ -6,8 +6,8 @@ row.  The weights are packed offline by the generated numpy module of llgen chai
 scales powers of two, so every product and every f32 sum is exact and Y must equal the exact result
 rounded to nearest even, bit for bit, whatever the order of the sums (the decode tile's two warp groups,
 K split among CTAs).  Random-normal inputs: within the f32-accumulation bound of the float64 product
-of the same bf16 operands (the weights RNE_bf16(q * s), the upcast's one rounding).  Built as users build it (nvcc -O3 -arch=sm_90a) into a shared library
-called through its host entry points.
+of the same bf16 operands (the weights RNE_bf16(q * s), the upcast's one rounding).  Built as users build
+it (nvcc -O3 -arch=sm_90a) into a shared library called through its host entry points.
 """
 from __future__ import annotations
 

@@ -124,12 +124,13 @@ def driver(tmp_path_factory):
     return path, d
 
 
-def reorder():
+def reorder_module():
+    """The generated numpy reorder of llgen chain's pre-shuffle, as a user imports it."""
     path = os.path.join(GENERATED, "w4a16_preshuffle_W_reorder.py")
     spec = importlib.util.spec_from_file_location("w4a16_reorder", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.reorder
+    return mod
 
 
 # (M, N, K, splits, the tile shape chosen), the stages as the GPU build has them (decode 12, mid 4,
@@ -147,7 +148,7 @@ def test_gemm_w4a16_on_host_simt(driver, M, N, K, splits, shape):
     x = rng.integers(-4, 5, size=(M, K)).astype(np.float32)
     s = (2.0 ** rng.integers(-1, 3, size=(N, K // 128))).astype(np.float32)
     xb, sb = round16_bits(x, "bf16"), round16_bits(s, "bf16")
-    packed = reorder()((q & 0xF).astype(np.uint8)).reshape(-1)
+    packed = reorder_module().reorder((q & 0xF).astype(np.uint8)).reshape(-1)
     st = np.ascontiguousarray(sb.T)
     want = round16_bits((x.astype(np.float64) @ (q * np.repeat(s, 128, axis=1)).T).astype(np.float32), "bf16")
     inp, outp = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")
@@ -160,3 +161,14 @@ def test_gemm_w4a16_on_host_simt(driver, M, N, K, splits, shape):
     got = np.fromfile(outp, dtype=np.uint16).reshape(M, N)
     bad = np.argwhere(got != want)
     assert not len(bad), f"{len(bad)} of {got.size} differ; first {tuple(bad[0])}: {got[tuple(bad[0])]:#x}"
+
+
+def test_weight_tile_is_the_chains_preshuffle():
+    """The shared tile the upcast reads (examples/w4a16/w_smem.yaml, written from llgen chain's choice) is the
+    layout the generated reorder packs: packed offset bit i holds the element offset[i] in both."""
+    import yaml
+    with open(os.path.join(ROOT, "examples", "w4a16", "w_smem.yaml")) as f:
+        tile = yaml.safe_load(f)
+    mod = reorder_module()
+    assert [tuple(v) for v in tile["offset"]] == [tuple(v) for v in mod.OFFSET]
+    assert tuple(tile["shape"]) == tuple(mod.SHAPE)

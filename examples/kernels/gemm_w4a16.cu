@@ -12,7 +12,7 @@
 //   w4a16_upcast       the weight tile's 16 bytes a thread (one ld.shared.v4) -> i4 -> bf16 times the
 //                      group's scale, exactly the registers of wgmma's A fragment (K 64)
 //   w4a16_mma_n<BN>    acc (64 x BN) += A (registers) * X^T tile: 4 x wgmma m64nBNk16
-//   w4a16_store_n16, w4a16_store_n256   the accumulator (as bf16) -> Y, through shared memory
+//   w4a16_store_n<BN>  the accumulator (as bf16) -> Y, through shared memory (16-byte stores along N)
 //
 // The weights are reordered once, offline, into the layout llgen chain chose for the upcast's input
 // (examples/w4a16/w4a16_preshuffle.yaml; its generated numpy module / CUDA kernel do it): W in 64 x 64
@@ -32,11 +32,12 @@
 // Control (written here, layout-free): warp group 0 produces (one thread issues every TMA of a stage
 // into the ring of `full` / `empty` mbarriers), warp groups 1 and 2 consume.  A consumer pipelines the
 // 64-K slices of its chunks over BUFFERS A fragments (decode 4, mid 2, large 1: its 128 accumulator
-// registers leave room for one), slice j adding into accumulator j % CHAINS (decode 4, mid 2: at small M
-// one accumulator's chain of dependent wgmma is the critical path; the chains are added in a fixed order
-// at the end): slice j's upcast writes buffer j % BUFFERS while the wgmma of the slices before it run; before it writes, wait<BUFFERS - 1> leaves only the newest BUFFERS - 1 in flight, so the
-// buffer's previous reader is done -- and at slice BUFFERS - 1 of a chunk every wgmma of the previous
-// chunk is done, so its stage goes back to the producer (its ld.shared precede its wgmma in every warp).
+// registers leave room for one), slice j adding into accumulator j % CHAINS (decode 4, mid 2; the
+// chains are added in a fixed order at the end).  Slice j's upcast writes buffer j % BUFFERS while the
+// wgmma of the slices before it run; before it writes, wait<BUFFERS - 1> leaves only the newest
+// BUFFERS - 1 in flight, so the buffer's previous reader is done.  After a chunk's last slice the
+// consumer waits for its wgmma and gives the stage back at once, every thread arriving after its own
+// ld.shared of the stage: none is held longer than its use.
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -62,10 +63,9 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #ifndef LLGEN_W4A16_SKIP_AGREEMENT_CHECKS
 #define LLGEN_W4A16_SKIP_AGREEMENT_CHECKS 0
 #endif
-// The decode tile's A fragments in flight and independent accumulators (bench/bench_mixed.py --ladder
-// builds variants with -D): the wgmma of one 64-K slice are a dependent chain through their accumulator,
-// so at M <= 16 a consumer that adds every slice into one accumulator waits on that chain's latency.
-// Stages at most: at small M the weights stream at the HBM's rate only with enough bytes in flight.
+// The control's knobs (bench/bench_mixed.py --ladder builds variants with -D): the stages at most, and the
+// decode tile's A fragments in flight and independent accumulators (the wgmma of one slice are a chain
+// dependent through their accumulator; on the H200 8 or 16 stages, 1 or 4 chains measured the same).
 #ifndef LLGEN_W4A16_STAGES
 #define LLGEN_W4A16_STAGES 16
 #endif
@@ -110,7 +110,7 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
 }
 
 // One tile shape: its headers, the stage's byte plan and the register agreements.
-#define LLGEN_W4A16_CONFIG(NAME, BN_, RB_, KC_, KSPLIT_, BUFFERS_, CHAINS_, TMA_X, MMA, STORE)                                     \
+#define LLGEN_W4A16_CONFIG(NAME, BN_, RB_, KC_, KSPLIT_, BUFFERS_, CHAINS_, TMA_X, MMA, STORE)                 \
     struct NAME {                                                                                                \
         static constexpr int BN = BN_, RB = RB_, KC = KC_;                                                       \
         static constexpr bool KSPLIT = KSPLIT_;                                                                  \
@@ -319,7 +319,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
         float4* const slots = reinterpret_cast<float4*>(work.partial + tile * work.splits * SLOT);
 #pragma unroll
         for (int q = 0; q < C::ACC / 4; ++q)
-            slots[range * SLOT / 4 + q * C::EPI_THREADS + ctid] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
+            slots[range * SLOT / 4 + q * C::EPI_THREADS + ctid] =
+                make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
         sync::mbar_arrive(meet);
         sync::mbar_wait(meet, 0);  // every holder's slot written
         if (ctid == 0) {
