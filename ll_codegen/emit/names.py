@@ -57,6 +57,8 @@ kTileBytesB kTileAlignA kTileAlignB relayout src dst via then coalesced base_loo
 src_tile_index dst_tile_index kSrcTileBytes kDstTileBytes kSrcTileAlign kDstTileAlign kDstOffset kTileElems
 kScratchBuffers kWarpSliceBytes mbar_arrive desc elem word ld st gld gst warp_sync
 upcast move kMidRegs kScaleRegs scale_index
+reorder restore reorder_vector restore_vector source_index vectors Extent Raw kOffset kBits kElemBits kVector
+kVectorBytes tile_shape
 """.split())
 
 
