@@ -169,6 +169,18 @@ def test_tile_alignment():
     assert tile_alignment(SwizzledSharedLayout(4, 1, 8, [1, 0]).to_linear([64, 64]), 2) == 16
 
 
+def test_a_dense_box_takes_no_swizzle():
+    """A tile whose every swizzle span is the identity on it (one 128-byte row; rows of 32 bytes under the
+    32-byte span's 256-byte pattern) is taken unswizzled, 128-byte aligned -- not at a pattern's repeat."""
+    for shape, w in (([64], 2), ([2, 64], 2), ([4, 16], 2), ([16, 128], 1)):
+        tile = SwizzledSharedLayout(1, 1, 1, list(range(len(shape)))[::-1]).to_linear(shape)
+        box = tma_box(tile, w)
+        assert box.swizzle_bytes == 0 and box.alignment == 128, (shape, box)
+        assert tile_alignment(tile, w) == 16
+    # a layout only a swizzle makes dense keeps it
+    assert tma_box(NVMMASharedLayout(128, 16).to_linear([64, 64]), 2).swizzle_bytes == 128
+
+
 # ------------------------------------------------------------------ planning through the API
 def test_auto_picks_tma_on_sm90a_only():
     p = plan_conversion(GLOBAL, NVMMA, arch="sm_90a")
