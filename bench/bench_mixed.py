@@ -15,8 +15,9 @@ launches):
 * ``HBM bound``: the weight and scale bytes over the device-to-device copy bandwidth measured in the
   same run (a 1 GiB copy; read + write bytes over its time).
 
-``--ladder`` also times variants of the control beside the default build (``LADDER``: fewer stages;
-one accumulator and two A buffers at M <= 16) at M = 1 and 16, N = K = 8192.
+``--ladder`` also times variants beside the default build (``LADDER``: the weights row-major -- the
+identity choice llgen chain's pre-shuffle is timed against --, fewer stages, one accumulator and two A
+buffers at M <= 16) at M = 1, 16 and 4096, N = K = 8192.
 
 Inputs are random normal (X; scales ~0.01; q uniform in -8 .. 7).  Every result of ours is checked
 against the float64 product of the same bf16 operands (|Y - ref| <= 2^-16 sum_k |x w| + 2^-8 |ref|);
@@ -143,8 +144,10 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
-#: variants of the control (the defaults: 16 stages at most, decode 4 A buffers and 4 accumulators)
-LADDER = {"8 stages": ("-DLLGEN_W4A16_STAGES=8",),
+#: variants of the build (the defaults: the chain's pre-shuffled weights, 16 stages at most, decode 4 A buffers
+#: and 4 accumulators); "row-major weights" is the identity choice the chain's layout is timed against
+LADDER = {"row-major weights": ("-DLLGEN_W4A16_ROW_MAJOR=1",),
+          "8 stages": ("-DLLGEN_W4A16_STAGES=8",),
           "1 accumulator, 2 buffers": ("-DLLGEN_W4A16_DECODE_BUFFERS=2", "-DLLGEN_W4A16_DECODE_CHAINS=1")}
 
 
@@ -154,7 +157,7 @@ def variant_dir(d: str, name: str, flags: tuple[str, ...]) -> tuple[str, tuple[s
     return out, flags
 
 
-def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16)) -> list[dict]:
+def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16, 4096)) -> list[dict]:
     """Each variant at each M, checked like the rows, timed taking turns."""
     import cupy
     import torch
@@ -164,7 +167,7 @@ def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16
     sb = t.bf16_bits(np.abs(rng.standard_normal((N, K // t.GROUP))) * 0.01 + 0.001)
     packed, st = t.pack(q, sb)
     w64 = t.weights(q, sb)
-    Wd, Sd = cupy.asarray(packed), cupy.asarray(st)
+    Wd, Sd, Wr = cupy.asarray(packed), cupy.asarray(st), cupy.asarray(t.row_major(q))
     out = []
     for M in ms:
         xb = t.bf16_bits(rng.standard_normal((M, K)))
@@ -174,7 +177,8 @@ def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16
         gos, ys = {}, {}
         for name, lib in libs.items():
             ys[name] = cupy.zeros((M, N), dtype=cupy.uint16)
-            gos[name] = lib.prepared(X.data.ptr, Wd.data.ptr, Sd.data.ptr, ys[name].data.ptr, M, N, K,
+            W = Wr if "-DLLGEN_W4A16_ROW_MAJOR=1" in LADDER.get(name, ()) else Wd
+            gos[name] = lib.prepared(X.data.ptr, W.data.ptr, Sd.data.ptr, ys[name].data.ptr, M, N, K,
                                      stream=torch_stream)
             gos[name]()
         torch.cuda.synchronize()

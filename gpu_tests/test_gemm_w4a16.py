@@ -44,6 +44,12 @@ def pack(q: np.ndarray, s_bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return packed, np.ascontiguousarray(np.asarray(s_bits, dtype=np.uint16).T)
 
 
+def row_major(q: np.ndarray) -> np.ndarray:
+    """q (N x K, -8 .. 7) as the -D LLGEN_W4A16_ROW_MAJOR=1 build reads it: row-major, two a byte (k even low)."""
+    codes = (np.asarray(q) & 0xF).astype(np.uint8)
+    return np.ascontiguousarray(codes[:, 0::2] | codes[:, 1::2] << 4)
+
+
 def bf16_bits(x: np.ndarray) -> np.ndarray:
     """float -> bf16 bits, rounded to nearest even (through f32: exact for the values used here)."""
     u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
@@ -117,10 +123,13 @@ def operands(M: int, N: int, K: int, exact: bool, seed: int):
     return xb, q, sb, ref, np.abs(bf16_value(xb)) @ np.abs(w).T
 
 
-def run(lib: Library, M: int, N: int, K: int, exact: bool, seed: int = 0, splits: int = 0):
-    """Y on the GPU, the reference and the magnitudes (sum_k |x w|)."""
+def run(lib: Library, M: int, N: int, K: int, exact: bool, seed: int = 0, splits: int = 0,
+        rm: bool = False):
+    """Y on the GPU, the reference and the magnitudes (sum_k |x w|); ``rm``: the row-major build's weights."""
     xb, q, sb, ref, mag = operands(M, N, K, exact, seed)
     packed, st = pack(q, sb)
+    if rm:
+        packed = row_major(q)
     X, W, S = cupy.asarray(xb), cupy.asarray(packed), cupy.asarray(st)
     Y = cupy.full((M, N), 0xFFFF, dtype=cupy.uint16)      # NaN poison
     go = lib.prepared(X.data.ptr, W.data.ptr, S.data.ptr, Y.data.ptr, M, N, K, splits)
@@ -172,6 +181,18 @@ def test_gemm_w4a16_pack_on_device_equals_numpy_reorder(lib):
     assert lib.lib.llgen_w4a16_pack(natural.data.ptr, out.data.ptr, N, K, 0) == 0
     cupy.cuda.runtime.deviceSynchronize()
     assert np.array_equal(cupy.asnumpy(out), pack(q, np.zeros((N, K // GROUP), np.uint16))[0])
+
+
+@pytest.fixture(scope="module")
+def lib_row_major(tmp_path_factory):
+    return Library(build(str(tmp_path_factory.mktemp("w4a16_rm")), ("-DLLGEN_W4A16_ROW_MAJOR=1",)))
+
+
+@pytest.mark.parametrize("M,N,K", [(1, 128, 256), (16, 256, 2048), (64, 512, 4096), (300, 384, 1024)])
+def test_gemm_w4a16_row_major_weights_exact(lib_row_major, M, N, K):
+    """The -D LLGEN_W4A16_ROW_MAJOR=1 build (the identity choice bench_mixed.py times the pre-shuffle against)."""
+    y, ref, _ = run(lib_row_major, M, N, K, exact=True, rm=True)
+    assert np.array_equal(y, bf16_bits(ref)), (M, N, K)
 
 
 def test_gemm_w4a16_refuses_bad_shapes(lib):

@@ -10,7 +10,9 @@
   order, the masked store at the last tokens, wgmma from registers) at the three tile shapes, bit-exact
   against numpy: X small integers and power-of-two scales keep every product and sum exact, and Y is
   the exact result rounded to nearest even.  The weights are packed by the generated reorder module of
-  llgen chain's pre-shuffle (generated/w4a16_preshuffle_W_reorder.py), as a user packs them.
+  llgen chain's pre-shuffle (generated/w4a16_preshuffle_W_reorder.py), as a user packs them; the
+  -D LLGEN_W4A16_ROW_MAJOR=1 build (the weights row-major, the layout the pre-shuffle is timed against)
+  at the decode and large tiles.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import pytest
 
 from ll_codegen.run import host
 from ll_codegen.verify.emulate.reference import round16_bits
-from toolchain import need, run
+from toolchain import arch_flags, need, run
 
 pytestmark = pytest.mark.compile
 
@@ -59,6 +61,17 @@ def test_gemm_w4a16_compiles_from_generated_headers(example_build):
         assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", body)) == boxes, name
         assert len(re.findall(r"atom\.global\.add\.u32|atom\.global\.add\.s32", body)) == 1, name
         assert "setmaxnreg.dec.sync.aligned.u32 40" in body and "setmaxnreg.inc.sync.aligned.u32 232" in body
+
+
+def test_gemm_w4a16_row_major_build_compiles_without_spills(tmp_path):
+    """The -D LLGEN_W4A16_ROW_MAJOR=1 build (its own weight TMA and upcast headers, their agreement with the
+    wgmma header evaluated): no spills, no wgmma serialisation."""
+    nvcc = need("nvcc")
+    rc, out = run([nvcc, "-std=c++17", "-O3", *arch_flags("sm_90a"), "-I", GENERATED, "-DLLGEN_W4A16_ROW_MAJOR=1",
+                   "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "g.cubin"), KERNEL], str(tmp_path))
+    assert rc == 0, out
+    assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(KERNELS) + 2, out
+    assert not re.search(r"C75(14|17|19)", out), out
 
 
 DRIVER = r"""
@@ -114,15 +127,25 @@ int main(int argc, char** argv) {
 """
 
 
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory):
+def build_driver(tmp_path_factory, row_major: bool):
     if host.compiler() is None:
         need("hipcc")  # Debian's hipcc brings clang++: skip (or fail under CI) with that reason
     d = str(tmp_path_factory.mktemp("gemm_w4a16_host"))
     path, log = host.build(d, [], exe="gemm", sources=GENERATED, driver=DRIVER % {"kernel": KERNEL},
-                           defines=["LLGEN_HOST_SIMT", "LLGEN_W4A16_SKIP_AGREEMENT_CHECKS=1"])
+                           defines=["LLGEN_HOST_SIMT", "LLGEN_W4A16_SKIP_AGREEMENT_CHECKS=1",
+                                    f"LLGEN_W4A16_ROW_MAJOR={int(row_major)}"])
     assert path, log
     return path, d
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    return build_driver(tmp_path_factory, False)
+
+
+@pytest.fixture(scope="module")
+def driver_row_major(tmp_path_factory):
+    return build_driver(tmp_path_factory, True)
 
 
 def reorder_module():
@@ -143,13 +166,24 @@ CASES = [(5, 128, 3584, 1, 0), (16, 64 * 2, 1024, 2, 0), (40, 128, 1536, 1, 1), 
 
 @pytest.mark.parametrize("M,N,K,splits,shape", CASES, ids=[f"{c[0]}x{c[1]}x{c[2]}-s{c[3]}" for c in CASES])
 def test_gemm_w4a16_on_host_simt(driver, M, N, K, splits, shape):
+    run_case(driver, M, N, K, splits, shape, row_major=False)
+
+
+# The -D LLGEN_W4A16_ROW_MAJOR=1 build (weights row-major, the chain's reference layout): decode and large.
+@pytest.mark.parametrize("M,N,K,splits,shape", [CASES[1], CASES[3]], ids=["decode", "large"])
+def test_gemm_w4a16_row_major_weights_on_host_simt(driver_row_major, M, N, K, splits, shape):
+    run_case(driver_row_major, M, N, K, splits, shape, row_major=True)
+
+
+def run_case(driver, M: int, N: int, K: int, splits: int, shape: int, row_major: bool) -> None:
     path, d = driver
     rng = np.random.default_rng(M + N + K)
     q = rng.integers(-8, 8, size=(N, K))
     x = rng.integers(-4, 5, size=(M, K)).astype(np.float32)
     s = (2.0 ** rng.integers(-1, 3, size=(N, K // 128))).astype(np.float32)
     xb, sb = round16_bits(x, "bf16"), round16_bits(s, "bf16")
-    packed = reorder_module().reorder((q & 0xF).astype(np.uint8)).reshape(-1)
+    codes = (q & 0xF).astype(np.uint8)
+    packed = (codes[:, 0::2] | codes[:, 1::2] << 4) if row_major else reorder_module().reorder(codes).reshape(-1)
     st = np.ascontiguousarray(sb.T)
     want = round16_bits((x.astype(np.float64) @ (q * np.repeat(s, 128, axis=1)).T).astype(np.float32), "bf16")
     inp, outp = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")

@@ -43,11 +43,13 @@
 #include <cstdint>
 
 #include "w4a16_tma_w.cuh"
+#include "w4a16_tma_w_rm.cuh"
 #include "w4a16_tma_s.cuh"
 #include "w4a16_tma_x_n16.cuh"
 #include "w4a16_tma_x_n64.cuh"
 #include "w4a16_tma_x_n256.cuh"
 #include "w4a16_upcast.cuh"
+#include "w4a16_upcast_rm.cuh"
 #include "w4a16_mma_n16.cuh"
 #include "w4a16_mma_n64.cuh"
 #include "w4a16_mma_n256.cuh"
@@ -66,6 +68,11 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 // The control's knobs (bench/bench_mixed.py --ladder builds variants with -D): the stages at most, and the
 // decode tile's A fragments in flight and independent accumulators (the wgmma of one slice are a chain
 // dependent through their accumulator; on the H200 8 or 16 stages, 1 or 4 chains measured the same).
+// -D LLGEN_W4A16_ROW_MAJOR=1: the weights row-major (N x K, two nibbles a byte) instead of pre-shuffled --
+// the identity choice the chain's layout is timed against (bench/bench_mixed.py --ladder).
+#ifndef LLGEN_W4A16_ROW_MAJOR
+#define LLGEN_W4A16_ROW_MAJOR 0
+#endif
 #ifndef LLGEN_W4A16_STAGES
 #define LLGEN_W4A16_STAGES 16
 #endif
@@ -79,7 +86,13 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 namespace gemm_w4a16 {
 
 namespace sync = w4a16_tma_w;  // mbarriers and proxy fences: the same in every TMA header
+#if LLGEN_W4A16_ROW_MAJOR
+namespace tw = w4a16_tma_w_rm;  // the weights row-major (the chain's reference layout)
+namespace up = w4a16_upcast_rm;
+#else
+namespace tw = w4a16_tma_w;     // the weights pre-shuffled by the chain's layout
 namespace up = w4a16_upcast;
+#endif
 
 constexpr int GROUP = 128;                 // K of one scale
 constexpr int THREADS = 384;               // warp group 0 produces, 1 and 2 consume
@@ -92,10 +105,9 @@ static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 256 <= 65536, "setmaxnreg: m
 
 static_assert(up::kShape[0] == 64 && up::kShape[1] == 64 && up::kThreads == 128, "the upcast takes a 64 x 64 tile");
 constexpr int TILE = up::kTileBytes;                          // one 64 x 64 weight tile: 2 KiB
-constexpr int W_BOX = w4a16_tma_w::kTileBytes / TILE;         // consecutive tiles one weight TMA box lands
+constexpr int W_BOX = tw::kTileBytes / TILE;                  // consecutive K tiles one weight TMA box lands
 constexpr int S_BOX = w4a16_tma_s::kShape[0];                 // consecutive groups one scale TMA box lands
-static_assert(TILE == 2048 && w4a16_tma_w::kTileBytes % TILE == 0 && w4a16_tma_w::kShape[1] == 128,
-              "TMA lands whole 2 KiB weight tiles, the ones the upcast reads");
+static_assert(TILE == 2048 && tw::kTileBytes % TILE == 0, "TMA lands whole 2 KiB weight tiles, the ones the upcast reads");
 static_assert(w4a16_tma_s::kShape[1] == 64 && up::kScaleRegs == 2,
               "a group's 64 scales (row r at element r); two a thread (rows r, r + 8)");
 
@@ -123,7 +135,7 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
         static constexpr int X_BYTES = SLICES * TMA_X::kTileBytes;                                               \
         static constexpr int W_OFF = X_BYTES, S_OFF = W_OFF + RB * SLICES * TILE;                                \
         static constexpr int STAGE = (S_OFF + RB * S_BOXES * w4a16_tma_s::kTileBytes + ALIGN - 1) / ALIGN * ALIGN; \
-        static constexpr int TX = SLICES * TMA_X::kTxBytes + RB * SLICES / W_BOX * w4a16_tma_w::kTxBytes +       \
+        static constexpr int TX = SLICES * TMA_X::kTxBytes + RB * SLICES / W_BOX * tw::kTxBytes +                \
                                   RB * S_BOXES * w4a16_tma_s::kTxBytes;                                          \
         static_assert(SLICES % W_BOX == 0, "whole weight boxes a chunk");                                        \
         static constexpr int EPI_THREADS = STORE::kThreads;  /* the threads holding the tile's accumulator */   \
@@ -190,6 +202,16 @@ struct Work {
     int* count;
 };
 
+// The coordinates of the weight box holding 64 x 64 tile (row block rb, K tile kt): pre-shuffled, the
+// tiles one after another (row block by row block, K tiles consecutive) as rows of 128 bytes; row-major,
+// (row, byte) of W viewed as N x K / 2 bytes.
+__device__ __forceinline__ void weight_box(int rb, int kt, int K, int (&w)[2]) {
+    if (LLGEN_W4A16_ROW_MAJOR)
+        w[0] = rb * 64, w[1] = kt * 32;
+    else
+        w[0] = (rb * (K / 64) + kt) * (TILE / 128), w[1] = 0;
+}
+
 __device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 
 // Y = X W^T for one tile and K range per CTA: blockIdx.x = (tile t, range r) as t * splits + r, tiles with the
@@ -238,10 +260,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
                 sync::mbar_arrive_expect_tx(&full[s], C::TX);
                 for (int j = 0; j < C::SLICES; ++j)
                     C::load_x(map_x, c * C::KC + j * 64, m0, st + j * (C::X_BYTES / C::SLICES), &full[s]);
-                for (int b = 0; b < C::RB; ++b)   // tiles (row block, K tile) are consecutive along K
+                for (int b = 0; b < C::RB; ++b)
                     for (int j = 0; j < C::SLICES; j += W_BOX) {
-                        const int w[2] = {((n0 / 64 + b) * (K / 64) + c * C::SLICES + j) * (TILE / 128), 0};
-                        w4a16_tma_w::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, &full[s]);
+                        int w[2];
+                        weight_box(n0 / 64 + b, c * C::SLICES + j, K, w);
+                        tw::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, &full[s]);
                     }
                 for (int b = 0; b < C::RB; ++b)   // groups past K / 128 (a box's tail) read as zero, unused
                     for (int q = 0; q < C::S_BOXES; ++q) {
@@ -385,16 +408,18 @@ template <class C>
 constexpr Sizes sizes_of() { return {C::BM, C::BN, C::KC, C::SMEM, C::EPI_THREADS, C::ACC}; }
 inline Sizes sizes(Shape s) { return s == DECODE ? sizes_of<Decode>() : s == MID ? sizes_of<Mid>() : sizes_of<Large>(); }
 
-// The tensor maps: W the packed buffer as rows of 128 bytes, S^T as one run of K / 128 x N scales, X^T
-// as (K, M) with K contiguous (the box of the tile shape's token count).
+// The tensor maps: W the packed buffer as rows of 128 bytes (row-major build: N x K / 2 bytes), S^T as
+// K / 128 x N scales, X^T as (K, M) with K contiguous (the box of the tile shape's token count).
 inline CUresult encode(Maps& m, Shape shape, const void* X, const void* Wp, const void* St, int M, int N, int K) {
-    const unsigned long long dw[2] = {static_cast<unsigned long long>(N) * K / 256, 128};
-    const unsigned long long sw[2] = {128, 1};
+    const unsigned long long dw[2] = {LLGEN_W4A16_ROW_MAJOR ? static_cast<unsigned long long>(N)
+                                                            : static_cast<unsigned long long>(N) * K / 256,
+                                      LLGEN_W4A16_ROW_MAJOR ? static_cast<unsigned long long>(K / 2) : 128};
+    const unsigned long long sw[2] = {dw[1], 1};
     const unsigned long long ds[2] = {static_cast<unsigned long long>(K / GROUP), static_cast<unsigned long long>(N)};
     const unsigned long long ss[2] = {static_cast<unsigned long long>(N), 1};
     const unsigned long long dx[2] = {static_cast<unsigned long long>(K), static_cast<unsigned long long>(M)};
     const unsigned long long sx[2] = {1, static_cast<unsigned long long>(K)};
-    CUresult r = w4a16_tma_w::make_tensor_map(&m.w, Wp, dw, sw);
+    CUresult r = tw::make_tensor_map(&m.w, Wp, dw, sw);
     if (r == CUDA_SUCCESS) r = w4a16_tma_s::make_tensor_map(&m.s, St, ds, ss);
     if (r == CUDA_SUCCESS)
         r = shape == DECODE ? w4a16_tma_x_n16::make_tensor_map(&m.x, X, dx, sx)
