@@ -1,4 +1,4 @@
-"""Time the W4A16 GEMM built from generated headers against its baselines, in one device call.
+"""Time the W4A16 GEMM (int4 and mxfp4 weights) built from generated headers against its baselines, in one device call.
 
     python bench/bench_mixed.py --out DIR [--shapes N,K ...] [--ms 1,16,4096]
 
@@ -11,7 +11,9 @@ launches):
 * ``llgen``: the example (decode tile 64 x 16 for M <= 64, else 128 x 256; K split over CTAs where
   the row blocks do not fill the GPU);
 * ``cublas bf16``: ``torch.matmul`` of X and the dequantised bf16 W^T (what the int4 weights replace);
-* ``torch int4``: ``torch._weight_int4pack_mm`` (tinygemm, group 128), where this torch has it;
+* ``torch int4``: ``torch._weight_int4pack_mm`` (tinygemm, group 128), where this torch has it (int4 rows);
+* ``triton dot_scaled``: a Triton matmul of bf16 X and the mxfp4 weights through ``tl.dot_scaled``
+  (mxfp4 rows: e2m1 with an e8m0 exponent per 32 along K, the same codes and exponents);
 * ``HBM bound``: the weight and scale bytes over the device-to-device copy bandwidth measured in the
   same run (a 1 GiB copy; read + write bytes over its time).
 
@@ -76,6 +78,45 @@ def torch_int4(x, q: np.ndarray, s: np.ndarray):
         return str(e).splitlines()[0][:80], None
 
 
+#: the 4-bit baseline of each weight format
+BASELINE = {"int4": "torch int4", "mxfp4": "triton dot_scaled"}
+
+
+def triton_mxfp4(x, codes: np.ndarray, e: np.ndarray, M: int, N: int, K: int):
+    """Triton's tl.dot_scaled (bf16 X, e2m1 W^T with its e8m0 scales per 32) on the same weights:
+    a launch and its result, or the reason there is none."""
+    import torch
+    try:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def mm(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+            pm, pn = tl.program_id(0), tl.program_id(1)
+            om, on = pm * BM + tl.arange(0, BM), pn * BN + tl.arange(0, BN)
+            acc = tl.zeros((BM, BN), dtype=tl.float32)
+            for k in range(0, K, BK):
+                ok, okb, oks = k + tl.arange(0, BK), k // 2 + tl.arange(0, BK // 2), k // 32 + tl.arange(0, BK // 32)
+                xa = tl.load(x_ptr + om[:, None] * K + ok[None, :], mask=om[:, None] < M, other=0.0)
+                wb = tl.load(w_ptr + on[None, :] * (K // 2) + okb[:, None])      # W^T, two e2m1 a byte along K
+                sc = tl.load(s_ptr + on[:, None] * (K // 32) + oks[None, :])     # N x K / 32, not transposed
+                acc = tl.dot_scaled(xa, None, "bf16", wb, sc, "e2m1", acc)
+            tl.store(y_ptr + om[:, None] * N + on[None, :], acc.to(tl.bfloat16), mask=om[:, None] < M)
+
+        w = torch.tensor(codes[:, 0::2] | codes[:, 1::2] << 4, dtype=torch.uint8, device="cuda")
+        sc = torch.tensor(e, dtype=torch.uint8, device="cuda")
+        y = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+        bm = 16 if M <= 16 else 64 if M <= 64 else 128
+        grid = (triton.cdiv(M, bm), triton.cdiv(N, 128))
+
+        def go():
+            mm[grid](x, w, sc, y, M, N, K, BM=bm, BN=128, BK=128, num_warps=4 if bm < 128 else 8, num_stages=3)
+        go()
+        return go, y
+    except Exception as err:   # noqa: BLE001 -- the baseline is optional; its absence is reported
+        return str(err).splitlines()[0][:80] if str(err) else type(err).__name__, None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
@@ -99,13 +140,21 @@ def main(argv=None) -> int:
     bw = copy_bandwidth()
     dev = torch.cuda.get_device_name()
     rows, bad = [], []
-    for N, K in shapes:
+    for (N, K), fmt in [(nk, f) for nk in shapes for f in ("int4", "mxfp4")]:
         rng = np.random.default_rng(N + K)
-        q = rng.integers(-8, 8, size=(N, K))
-        s = np.abs(rng.standard_normal((N, K // t.GROUP))) * 0.01 + 0.001
-        sb = t.bf16_bits(s)
-        packed, st = t.pack(q, sb)
-        w64 = t.weights(q, sb)                       # RNE_bf16(q s): what the upcast feeds wgmma
+        if fmt == "int4":
+            q = rng.integers(-8, 8, size=(N, K))
+            s = np.abs(rng.standard_normal((N, K // t.GROUP))) * 0.01 + 0.001
+            sb = t.bf16_bits(s)
+            packed, st = t.pack(q, sb)
+            w64 = t.weights(q, sb)                   # RNE_bf16(q s): what the upcast feeds wgmma
+            scale_bytes = N * K // t.GROUP * 2
+        else:
+            codes = rng.integers(0, 16, size=(N, K)).astype(np.uint8)
+            e = rng.integers(119, 128, size=(N, K // 32)).astype(np.uint8)
+            packed, st = t.reorder_module().reorder(codes).reshape(-1), np.ascontiguousarray(e.T)
+            w64 = t.mxfp4_weights(codes, e)
+            scale_bytes = N * K // 32
         Wd, Sd = cupy.asarray(packed), cupy.asarray(st)
         wt = torch.tensor(w64, dtype=torch.float32, device="cuda").to(torch.bfloat16)   # exact: w64 is bf16
         for M in ms:
@@ -113,7 +162,8 @@ def main(argv=None) -> int:
             X = cupy.asarray(xb)
             Y = cupy.zeros((M, N), dtype=cupy.uint16)
             xt = torch.as_tensor(X, device="cuda").view(torch.bfloat16)
-            go = lib.prepared(X.data.ptr, Wd.data.ptr, Sd.data.ptr, Y.data.ptr, M, N, K, stream=torch_stream)
+            go = lib.prepared(X.data.ptr, Wd.data.ptr, Sd.data.ptr, Y.data.ptr, M, N, K, stream=torch_stream,
+                              mxfp4=fmt == "mxfp4")
             go()
             torch.cuda.synchronize()
             ref = t.bf16_value(xb) @ w64.T
@@ -121,15 +171,15 @@ def main(argv=None) -> int:
             worst = float(np.max(np.abs(t.bf16_value(cupy.asnumpy(Y)) - ref) / bound_of(ref, mag)))
             ok = worst <= 1.0
             if not ok:
-                bad.append(f"llgen M={M} N={N} K={K}: max err/bound {worst:.3g}")
+                bad.append(f"llgen {fmt} M={M} N={N} K={K}: max err/bound {worst:.3g}")
             launches = {"llgen": go, "cublas bf16": lambda: torch.matmul(xt, wt.T)}
-            int4, _ = torch_int4(xt, q, s)
-            if callable(int4):
-                launches["torch int4"] = int4
+            base, _ = torch_int4(xt, q, s) if fmt == "int4" else triton_mxfp4(xt, codes, e, M, N, K)
+            if callable(base):
+                launches[BASELINE[fmt]] = base
             ms_ = timed(launches)
-            bound = (N * K // 2 + N * K // t.GROUP * 2) / bw * 1e3
-            rows.append({"M": M, "N": N, "K": K, "ok": ok, "ms": ms_, "hbm_bound_ms": bound,
-                         "torch_int4": None if callable(int4) else int4})
+            bound = (N * K // 2 + scale_bytes) / bw * 1e3
+            rows.append({"format": fmt, "M": M, "N": N, "K": K, "ok": ok, "ms": ms_, "hbm_bound_ms": bound,
+                         "baseline_missing": None if callable(base) else base})
             del go
             torch.cuda.empty_cache()
     ladder = run_ladder(t, ladder_libs, bad) if ladder_libs else []
@@ -196,22 +246,24 @@ def ladder_table(ladder: list[dict]) -> str:
     lines = ["", "Control ladder (us): " + ", ".join(f"{n} {' '.join(LADDER.get(n, ()))}" for n in names), "",
              "| M | N | K | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
     for r in ladder:
-        lines.append(f"| {r['M']} | {r['N']} | {r['K']} | " + " | ".join(f"{r['ms'][n] * 1e3:.1f}" for n in names) + " |")
+        times = " | ".join(f"{r['ms'][n] * 1e3:.1f}" for n in names)
+        lines.append(f"| {r['M']} | {r['N']} | {r['K']} | {times} |")
     return "\n".join(lines) + "\n"
 
 
 def report(dev: str, bw: float, rows: list[dict]) -> str:
-    lines = [f"W4A16 (int4 weights, bf16 scales per 128, bf16 X and Y) on {dev}; copy bandwidth {bw / 1e12:.2f} TB/s",
-             "", "| M | N | K | llgen us | HBM bound us | llgen / bound | cublas bf16 us | llgen / cublas | torch int4 us |"
-             " llgen / torch int4 | ok |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"4-bit weights x bf16 (int4 with bf16 scales per 128; mxfp4: e2m1 with e8m0 scales per 32; bf16 X "
+             f"and Y) on {dev}; copy bandwidth {bw / 1e12:.2f} TB/s", "",
+             "| weights | M | N | K | llgen us | HBM bound us | llgen / bound | cublas bf16 us | llgen / cublas | "
+             "4-bit baseline us | llgen / baseline | ok |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         t = r["ms"]
-        ours, i4 = t["llgen"], t.get("torch int4")
-        lines.append(f"| {r['M']} | {r['N']} | {r['K']} | {t['llgen'] * 1e3:.1f} | {r['hbm_bound_ms'] * 1e3:.1f} | "
-                     f"{t['llgen'] / r['hbm_bound_ms']:.2f} | {t['cublas bf16'] * 1e3:.1f} | "
-                     f"{t['llgen'] / t['cublas bf16']:.2f} | {'-' if i4 is None else f'{i4 * 1e3:.1f}'} | "
-                     f"{'-' if i4 is None else f'{ours / i4:.2f}'} | "
-                     f"{'yes' if r['ok'] else 'NO'} |")
+        ours, base = t["llgen"], t.get(BASELINE[r["format"]])
+        lines.append(f"| {r['format']} | {r['M']} | {r['N']} | {r['K']} | {ours * 1e3:.1f} | "
+                     f"{r['hbm_bound_ms'] * 1e3:.1f} | {ours / r['hbm_bound_ms']:.2f} | {t['cublas bf16'] * 1e3:.1f} | "
+                     f"{ours / t['cublas bf16']:.2f} | "
+                     f"{BASELINE[r['format']] + ' ' + (f'{base * 1e3:.1f}' if base else 'n/a')} | "
+                     f"{'-' if base is None else f'{ours / base:.2f}'} | {'yes' if r['ok'] else 'NO'} |")
     return "\n".join(lines) + "\n"
 
 

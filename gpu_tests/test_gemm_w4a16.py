@@ -1,8 +1,9 @@
 """The W4A16 GEMM example (examples/kernels/gemm_w4a16.cu) on the GPU, bit for bit.
 
 Y (M x N, bf16) = X (M x K, bf16) W^T with W = q * s: q int4 (-8 .. 7), one bf16 scale per 128 K of a
-row.  The weights are packed offline by the generated numpy module of llgen chain's pre-shuffle
-(generated/w4a16_preshuffle_W_reorder.py), the scales stored as S^T.  Exact inputs: X small integers,
+row; or mxfp4: W = e2m1 value * 2^(e - 127), one e8m0 exponent per 32 K of a row.  The weights are packed
+offline by the generated numpy module of llgen chain's pre-shuffle (generated/w4a16_preshuffle_W_reorder.py),
+the scales stored as S^T.  Exact inputs: X small integers,
 scales powers of two, so every product and every f32 sum is exact and Y must equal the exact result
 rounded to nearest even, bit for bit, whatever the order of the sums (the decode tile's two warp groups,
 K split among CTAs).  Random-normal inputs: within the f32-accumulation bound of the float64 product
@@ -44,10 +45,15 @@ def pack(q: np.ndarray, s_bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return packed, np.ascontiguousarray(np.asarray(s_bits, dtype=np.uint16).T)
 
 
-def row_major(q: np.ndarray) -> np.ndarray:
-    """q (N x K, -8 .. 7) as the -D LLGEN_W4A16_ROW_MAJOR=1 build reads it: row-major, two a byte (k even low)."""
-    codes = (np.asarray(q) & 0xF).astype(np.uint8)
+def natural(codes: np.ndarray) -> np.ndarray:
+    """4-bit codes (N x K) row-major, two a byte (k even in the low nibble): what llgen_w4a16_pack and the
+    -D LLGEN_W4A16_ROW_MAJOR=1 build read."""
     return np.ascontiguousarray(codes[:, 0::2] | codes[:, 1::2] << 4)
+
+
+def row_major(q: np.ndarray) -> np.ndarray:
+    """q (N x K, -8 .. 7) as the -D LLGEN_W4A16_ROW_MAJOR=1 build reads it."""
+    return natural((np.asarray(q) & 0xF).astype(np.uint8))
 
 
 def bf16_bits(x: np.ndarray) -> np.ndarray:
@@ -79,18 +85,18 @@ class Library:
 
     def __init__(self, path: str):
         lib = ctypes.CDLL(path)
-        lib.llgen_w4a16_prepare.argtypes = [ctypes.c_void_p] + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
+        lib.llgen_w4a16_prepare.argtypes = [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4
         lib.llgen_w4a16_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.llgen_w4a16_release.argtypes = [ctypes.c_void_p]
         lib.llgen_w4a16_pack.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         self.lib = lib
 
     def prepared(self, x: int, w: int, s: int, y: int, M: int, N: int, K: int, splits: int = 0,
-                 stream=lambda: 0):
+                 stream=lambda: 0, mxfp4: bool = False):
         """Tensor maps encoded and the workspace allocated now; the returned function launches on
         ``stream()`` (the workspace is freed when it is garbage, after a device synchronisation)."""
         params = ctypes.create_string_buffer(self.lib.llgen_w4a16_params_size())
-        if r := self.lib.llgen_w4a16_prepare(params, x, w, s, y, M, N, K, splits):
+        if r := self.lib.llgen_w4a16_prepare(params, int(mxfp4), x, w, s, y, M, N, K, splits):
             self.lib.llgen_w4a16_release(params)
             raise RuntimeError(f"llgen_w4a16_prepare returned {r}")
 
@@ -106,33 +112,47 @@ def release(free, params) -> None:
     free(params)
 
 
-def operands(M: int, N: int, K: int, exact: bool, seed: int):
-    """(X bf16 bits, q, scale bits, the float64 reference Y): exact -- X in -4 .. 4, scales 2^-1 .. 2^2;
-    else X random normal, q uniform, scales ~ 0.01 as a quantiser would give."""
+#: e2m1 codes 0 .. 15 -> values (OCP MX: sign bit 3, then 0, 0.5, 1, 1.5, 2, 3, 4, 6)
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def mxfp4_weights(codes: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """The bf16 weights the mxfp4 upcast feeds wgmma: RNE_bf16(v * 2^(e - 127)), exact (v has 2 significant
+    bits; the exponents here keep it normal), as float64."""
+    return E2M1[codes] * np.repeat(2.0 ** (e.astype(np.float64) - 127), 32, axis=1)
+
+
+def operands(M: int, N: int, K: int, exact: bool, seed: int, mxfp4: bool = False):
+    """(X bf16 bits, the weights' 4-bit codes (N x K), the scales as the kernel reads them (S^T), the float64
+    reference Y, the magnitudes sum_k |x w|).  int4: exact -- X in -4 .. 4, scales 2^-1 .. 2^2; else X
+    random normal, q uniform, scales ~ 0.01 as a quantiser would give.  mxfp4: e2m1 codes uniform,
+    exponents 2^-2 .. 2^2 (exact) or 2^-8 .. 2^0."""
     rng = np.random.default_rng(seed)
-    q = rng.integers(-8, 8, size=(N, K))
-    if exact:
-        x = rng.integers(-4, 5, size=(M, K)).astype(np.float64)
-        s = 2.0 ** rng.integers(-1, 3, size=(N, K // GROUP))
+    x = rng.integers(-4, 5, size=(M, K)).astype(np.float64) if exact else rng.standard_normal((M, K))
+    xb = bf16_bits(x)
+    if mxfp4:
+        codes = rng.integers(0, 16, size=(N, K)).astype(np.uint8)
+        e = rng.integers(125, 130, size=(N, K // 32)) if exact else rng.integers(119, 128, size=(N, K // 32))
+        e = e.astype(np.uint8)
+        w, st = mxfp4_weights(codes, e), np.ascontiguousarray(e.T)
     else:
-        x = rng.standard_normal((M, K))
-        s = np.abs(rng.standard_normal((N, K // GROUP))) * 0.01 + 0.001
-    xb, sb = bf16_bits(x), bf16_bits(s)
-    w = weights(q, sb)
+        q = rng.integers(-8, 8, size=(N, K))
+        s = 2.0 ** rng.integers(-1, 3, size=(N, K // GROUP)) if exact else \
+            np.abs(rng.standard_normal((N, K // GROUP))) * 0.01 + 0.001
+        sb = bf16_bits(s)
+        codes, w, st = (q & 0xF).astype(np.uint8), weights(q, sb), np.ascontiguousarray(sb.T)
     ref = bf16_value(xb) @ w.T
-    return xb, q, sb, ref, np.abs(bf16_value(xb)) @ np.abs(w).T
+    return xb, codes, st, ref, np.abs(bf16_value(xb)) @ np.abs(w).T
 
 
 def run(lib: Library, M: int, N: int, K: int, exact: bool, seed: int = 0, splits: int = 0,
-        rm: bool = False):
+        rm: bool = False, mxfp4: bool = False):
     """Y on the GPU, the reference and the magnitudes (sum_k |x w|); ``rm``: the row-major build's weights."""
-    xb, q, sb, ref, mag = operands(M, N, K, exact, seed)
-    packed, st = pack(q, sb)
-    if rm:
-        packed = row_major(q)
+    xb, codes, st, ref, mag = operands(M, N, K, exact, seed, mxfp4)
+    packed = natural(codes) if rm else reorder_module().reorder(codes).reshape(-1)
     X, W, S = cupy.asarray(xb), cupy.asarray(packed), cupy.asarray(st)
     Y = cupy.full((M, N), 0xFFFF, dtype=cupy.uint16)      # NaN poison
-    go = lib.prepared(X.data.ptr, W.data.ptr, S.data.ptr, Y.data.ptr, M, N, K, splits)
+    go = lib.prepared(X.data.ptr, W.data.ptr, S.data.ptr, Y.data.ptr, M, N, K, splits, mxfp4=mxfp4)
     go()
     cupy.cuda.runtime.deviceSynchronize()
     return cupy.asnumpy(Y), ref, mag
@@ -163,9 +183,17 @@ def test_gemm_w4a16_split_k_exact_and_deterministic(lib, splits):
     assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("M,N,K", [(1, 128, 256), (5, 256, 2048), (64, 512, 4096), (16, 4096, 14336),
+                                   (300, 384, 1024), (512, 1024, 2048)])
+def test_gemm_mxfp4_exact(lib, M, N, K):
+    y, ref, _ = run(lib, M, N, K, exact=True, mxfp4=True)
+    assert np.array_equal(y, bf16_bits(ref)), (M, N, K)
+
+
+@pytest.mark.parametrize("mxfp4", [False, True], ids=["int4", "mxfp4"])
 @pytest.mark.parametrize("M,N,K", [(1, 8192, 8192), (16, 4096, 14336), (4096, 1024, 4096)])
-def test_gemm_w4a16_random_normal(lib, M, N, K):
-    y, ref, mag = run(lib, M, N, K, exact=False, seed=1)
+def test_gemm_w4a16_random_normal(lib, M, N, K, mxfp4):
+    y, ref, mag = run(lib, M, N, K, exact=False, seed=1, mxfp4=mxfp4)
     err = np.abs(bf16_value(y) - ref)
     bound = 2.0 ** -16 * mag + np.abs(ref) * 2.0 ** -8   # f32 sums, then Y's own rounding
     assert np.all(err <= bound), float(np.max(err / bound))
@@ -176,9 +204,9 @@ def test_gemm_w4a16_pack_on_device_equals_numpy_reorder(lib):
     N, K = 256, 512
     q = np.random.default_rng(5).integers(-8, 8, size=(N, K))
     codes = (q & 0xF).astype(np.uint8)
-    natural = cupy.asarray((codes[:, 0::2] | codes[:, 1::2] << 4).astype(np.uint8))   # two a byte, row-major
+    src = cupy.asarray(natural(codes))
     out = cupy.zeros(N * K // 2, dtype=cupy.uint8)
-    assert lib.lib.llgen_w4a16_pack(natural.data.ptr, out.data.ptr, N, K, 0) == 0
+    assert lib.lib.llgen_w4a16_pack(src.data.ptr, out.data.ptr, N, K, 0) == 0
     cupy.cuda.runtime.deviceSynchronize()
     assert np.array_equal(cupy.asnumpy(out), pack(q, np.zeros((N, K // GROUP), np.uint16))[0])
 
@@ -188,14 +216,16 @@ def lib_row_major(tmp_path_factory):
     return Library(build(str(tmp_path_factory.mktemp("w4a16_rm")), ("-DLLGEN_W4A16_ROW_MAJOR=1",)))
 
 
+@pytest.mark.parametrize("mxfp4", [False, True], ids=["int4", "mxfp4"])
 @pytest.mark.parametrize("M,N,K", [(1, 128, 256), (16, 256, 2048), (64, 512, 4096), (300, 384, 1024)])
-def test_gemm_w4a16_row_major_weights_exact(lib_row_major, M, N, K):
+def test_gemm_w4a16_row_major_weights_exact(lib_row_major, M, N, K, mxfp4):
     """The -D LLGEN_W4A16_ROW_MAJOR=1 build (the identity choice bench_mixed.py times the pre-shuffle against)."""
-    y, ref, _ = run(lib_row_major, M, N, K, exact=True, rm=True)
+    y, ref, _ = run(lib_row_major, M, N, K, exact=True, rm=True, mxfp4=mxfp4)
     assert np.array_equal(y, bf16_bits(ref)), (M, N, K)
 
 
 def test_gemm_w4a16_refuses_bad_shapes(lib):
     params = ctypes.create_string_buffer(lib.lib.llgen_w4a16_params_size())
     for M, N, K in [(0, 128, 256), (1, 64, 256), (1, 128, 128)]:
-        assert lib.lib.llgen_w4a16_prepare(params, 0, 0, 0, 0, M, N, K, 0) != 0
+        assert lib.lib.llgen_w4a16_prepare(params, 0, 0, 0, 0, 0, M, N, K, 0) != 0
+    assert lib.lib.llgen_w4a16_prepare(params, 2, 0, 0, 0, 0, 16, 128, 256, 0) != 0   # no format 2

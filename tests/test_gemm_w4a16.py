@@ -7,9 +7,10 @@
   the weights two tiles and the scales two groups a row block), one atomic add (split K).
 * It runs on the host SIMT runtime (TMA, the mbarrier ring wrapping its stages, the two consumer warp
   groups taking alternate chunks and handing their sums over, split K's partials summed in range
-  order, the masked store at the last tokens, wgmma from registers) at the three tile shapes, bit-exact
-  against numpy: X small integers and power-of-two scales keep every product and sum exact, and Y is
-  the exact result rounded to nearest even.  The weights are packed by the generated reorder module of
+  order, the masked store at the last tokens, wgmma from registers) at the three tile shapes, for int4
+  weights with bf16 scales per 128 and mxfp4 weights (e2m1, e8m0 exponents per 32), bit-exact against
+  numpy: X small integers and power-of-two scales keep every product and sum exact, and Y is the exact
+  result rounded to nearest even.  The weights are packed by the generated reorder module of
   llgen chain's pre-shuffle (generated/w4a16_preshuffle_W_reorder.py), as a user packs them; the
   -D LLGEN_W4A16_ROW_MAJOR=1 build (the weights row-major, the layout the pre-shuffle is timed against)
   at the decode and large tiles.
@@ -33,9 +34,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_w4a16.cu")
 GENERATED = os.path.join(ROOT, "generated")
 #: kernel -> (wgmma N, 64-K slices a chunk, TMA boxes a chunk: X a slice, weights two tiles a row block,
-#: scales two groups a row block)
+#: scales a row block: int4 two groups of 128 a box, mxfp4 four groups of 32)
 KERNELS = {"gemm_w4a16_decode": (16, 4, 4 + 2 + 1), "gemm_w4a16_mid": (64, 4, 4 + 2 + 1),
-           "gemm_w4a16_large": (256, 2, 2 + 2 * 1 + 2 * 1)}
+           "gemm_w4a16_large": (256, 2, 2 + 2 * 1 + 2 * 1),
+           "gemm_mxfp4_decode": (16, 4, 4 + 2 + 2), "gemm_mxfp4_mid": (64, 4, 4 + 2 + 2),
+           "gemm_mxfp4_large": (256, 2, 2 + 2 * 1 + 2 * 1)}
 
 
 def test_gemm_w4a16_compiles_from_generated_headers(example_build):
@@ -81,31 +84,32 @@ DRIVER = r"""
 
 __attribute__((aligned(1024))) unsigned char smem[gemm_w4a16::MAX_SMEM];
 
-// driver IN OUT: IN = int32 M, N, K, splits, then X (M x K bf16 bits), the packed weights (N K / 2
-// bytes), S^T (K / 128 x N bf16 bits); OUT = Y.  Every CTA of the plan's grid, one after another.
+// driver IN OUT: IN = int32 M, N, K, splits, format, then X (M x K bf16 bits), the packed weights (N K / 2
+// bytes), S^T (int4: K / 128 x N bf16 bits; mxfp4: K / 32 x N e8m0 bytes); OUT = Y.  Every CTA of the
+// plan's grid, one after another.
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* in = std::fopen(argv[1], "rb");
-    int h[4];
-    if (!in || std::fread(h, 4, 4, in) != 4) return 3;
+    int h[5];
+    if (!in || std::fread(h, 4, 5, in) != 5) return 3;
     const int M = h[0], N = h[1], K = h[2];
-    std::vector<uint16_t> X(size_t(M) * K), S(size_t(K / 128) * N);
+    const auto format = gemm_w4a16::Format(h[4]);
+    std::vector<uint16_t> X(size_t(M) * K);
     std::vector<uint8_t> W(size_t(N) * K / 2);
+    std::vector<uint8_t> S(format == gemm_w4a16::INT4 ? size_t(K / 128) * N * 2 : size_t(K / 32) * N);
     if (std::fread(X.data(), 2, X.size(), in) != X.size() || std::fread(W.data(), 1, W.size(), in) != W.size() ||
-        std::fread(S.data(), 2, S.size(), in) != S.size()) return 3;
+        std::fread(S.data(), 1, S.size(), in) != S.size()) return 3;
     std::vector<uint16_t> Y(size_t(M) * N, 0xffff);  // NaN poison
-    const gemm_w4a16::Plan plan = gemm_w4a16::plan(M, N, K, 132, h[3]);
+    const gemm_w4a16::Plan plan = gemm_w4a16::plan(format, M, N, K, 132, h[3]);
     std::vector<float> partial(size_t(plan.workspace) + 4, -1.0f);
     std::vector<int> count(size_t(plan.counters) + 1, 0);
     const gemm_w4a16::Work work{plan.splits, partial.data(), count.data()};
     gemm_w4a16::Maps maps = {};
-    if (int r = gemm_w4a16::encode(maps, plan.shape, X.data(), W.data(), S.data(), M, N, K)) {
+    if (int r = gemm_w4a16::encode(maps, format, plan.shape, X.data(), W.data(), S.data(), M, N, K)) {
         std::printf("ERR encode %%d\n", r);
         return 4;
     }
-    const gemm_w4a16::Kernel kernel = plan.shape == gemm_w4a16::DECODE ? gemm_w4a16_decode
-                                      : plan.shape == gemm_w4a16::MID  ? gemm_w4a16_mid
-                                                                       : gemm_w4a16_large;
+    const gemm_w4a16::Kernel kernel = gemm_w4a16::kernel_of(format, plan.shape);
     llgen_host::Dim3 dims;
     dims.x = unsigned(plan.grid);
     for (int b = 0; b < plan.grid; ++b) {
@@ -166,29 +170,47 @@ CASES = [(5, 128, 3584, 1, 0), (16, 64 * 2, 1024, 2, 0), (40, 128, 1536, 1, 1), 
 
 @pytest.mark.parametrize("M,N,K,splits,shape", CASES, ids=[f"{c[0]}x{c[1]}x{c[2]}-s{c[3]}" for c in CASES])
 def test_gemm_w4a16_on_host_simt(driver, M, N, K, splits, shape):
-    run_case(driver, M, N, K, splits, shape, row_major=False)
+    run_case(driver, M, N, K, splits, shape, row_major=False, mxfp4=False)
+
+
+# mxfp4 weights (e2m1, an e8m0 exponent per 32 along K): decode with K split, mid, large.
+@pytest.mark.parametrize("M,N,K,splits,shape", CASES[1:], ids=["decode-s2", "mid", "large"])
+def test_gemm_mxfp4_on_host_simt(driver, M, N, K, splits, shape):
+    run_case(driver, M, N, K, splits, shape, row_major=False, mxfp4=True)
 
 
 # The -D LLGEN_W4A16_ROW_MAJOR=1 build (weights row-major, the chain's reference layout): decode and large.
-@pytest.mark.parametrize("M,N,K,splits,shape", [CASES[1], CASES[3]], ids=["decode", "large"])
-def test_gemm_w4a16_row_major_weights_on_host_simt(driver_row_major, M, N, K, splits, shape):
-    run_case(driver_row_major, M, N, K, splits, shape, row_major=True)
+@pytest.mark.parametrize("M,N,K,splits,shape,mxfp4", [(*CASES[1], False), (*CASES[3], False), (*CASES[3], True)],
+                         ids=["decode", "large", "large-mxfp4"])
+def test_gemm_w4a16_row_major_weights_on_host_simt(driver_row_major, M, N, K, splits, shape, mxfp4):
+    run_case(driver_row_major, M, N, K, splits, shape, row_major=True, mxfp4=mxfp4)
 
 
-def run_case(driver, M: int, N: int, K: int, splits: int, shape: int, row_major: bool) -> None:
+#: e2m1 codes 0 .. 15 -> values (sign bit 3; exponent bits 1-2, mantissa bit 0; OCP MX: 0, 0.5, 1, 1.5, 2, 3, 4, 6)
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def run_case(driver, M: int, N: int, K: int, splits: int, shape: int, row_major: bool, mxfp4: bool) -> None:
     path, d = driver
     rng = np.random.default_rng(M + N + K)
-    q = rng.integers(-8, 8, size=(N, K))
     x = rng.integers(-4, 5, size=(M, K)).astype(np.float32)
-    s = (2.0 ** rng.integers(-1, 3, size=(N, K // 128))).astype(np.float32)
-    xb, sb = round16_bits(x, "bf16"), round16_bits(s, "bf16")
-    codes = (q & 0xF).astype(np.uint8)
+    xb = round16_bits(x, "bf16")
+    if mxfp4:      # every product and sum exact: e2m1 values times 2^-2 .. 2^2 times small integers
+        codes = rng.integers(0, 16, size=(N, K)).astype(np.uint8)
+        e = rng.integers(125, 130, size=(N, K // 32)).astype(np.uint8)
+        w = E2M1[codes] * np.repeat(2.0 ** (e.astype(np.float64) - 127), 32, axis=1)
+        st = np.ascontiguousarray(e.T)
+    else:
+        q = rng.integers(-8, 8, size=(N, K))
+        s = (2.0 ** rng.integers(-1, 3, size=(N, K // 128))).astype(np.float32)
+        codes = (q & 0xF).astype(np.uint8)
+        w = q * np.repeat(s, 128, axis=1)
+        st = np.ascontiguousarray(round16_bits(s, "bf16").T)
     packed = (codes[:, 0::2] | codes[:, 1::2] << 4) if row_major else reorder_module().reorder(codes).reshape(-1)
-    st = np.ascontiguousarray(sb.T)
-    want = round16_bits((x.astype(np.float64) @ (q * np.repeat(s, 128, axis=1)).T).astype(np.float32), "bf16")
+    want = round16_bits((x.astype(np.float64) @ w.T).astype(np.float32), "bf16")
     inp, outp = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")
     with open(inp, "wb") as f:
-        f.write(np.array([M, N, K, splits], dtype=np.int32).tobytes() + xb.tobytes() + packed.tobytes()
+        f.write(np.array([M, N, K, splits, int(mxfp4)], dtype=np.int32).tobytes() + xb.tobytes() + packed.tobytes()
                 + st.tobytes())
     rc, log = run([path, inp, outp], d)
     assert rc == 0, log

@@ -45,11 +45,14 @@
 #include "w4a16_tma_w.cuh"
 #include "w4a16_tma_w_rm.cuh"
 #include "w4a16_tma_s.cuh"
+#include "w4a16_tma_s_e8m0.cuh"
 #include "w4a16_tma_x_n16.cuh"
 #include "w4a16_tma_x_n64.cuh"
 #include "w4a16_tma_x_n256.cuh"
 #include "w4a16_upcast.cuh"
 #include "w4a16_upcast_rm.cuh"
+#include "w4a16_upcast_mxfp4.cuh"
+#include "w4a16_upcast_mxfp4_rm.cuh"
 #include "w4a16_mma_n16.cuh"
 #include "w4a16_mma_n64.cuh"
 #include "w4a16_mma_n256.cuh"
@@ -88,13 +91,14 @@ namespace gemm_w4a16 {
 namespace sync = w4a16_tma_w;  // mbarriers and proxy fences: the same in every TMA header
 #if LLGEN_W4A16_ROW_MAJOR
 namespace tw = w4a16_tma_w_rm;  // the weights row-major (the chain's reference layout)
-namespace up = w4a16_upcast_rm;
+namespace up_i4 = w4a16_upcast_rm;
+namespace up_mxfp4 = w4a16_upcast_mxfp4_rm;
 #else
 namespace tw = w4a16_tma_w;     // the weights pre-shuffled by the chain's layout
-namespace up = w4a16_upcast;
+namespace up_i4 = w4a16_upcast;
+namespace up_mxfp4 = w4a16_upcast_mxfp4;
 #endif
 
-constexpr int GROUP = 128;                 // K of one scale
 constexpr int THREADS = 384;               // warp group 0 produces, 1 and 2 consume
 constexpr int MAX_SMEM = 227 * 1024;       // sm_90's dynamic shared memory per block
 constexpr int ALIGN = 1024;                // the 128-byte swizzle's tile alignment
@@ -103,13 +107,9 @@ static_assert(MAX_STAGES >= 2 && MAX_STAGES <= 16, "between 2 and 16 stages");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg budgets (as gemm_hopper.h)
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 256 <= 65536, "setmaxnreg: more than the CTA holds at launch");
 
-static_assert(up::kShape[0] == 64 && up::kShape[1] == 64 && up::kThreads == 128, "the upcast takes a 64 x 64 tile");
-constexpr int TILE = up::kTileBytes;                          // one 64 x 64 weight tile: 2 KiB
+constexpr int TILE = 2048;                                    // one 64 x 64 weight tile of 4-bit elements
 constexpr int W_BOX = tw::kTileBytes / TILE;                  // consecutive K tiles one weight TMA box lands
-constexpr int S_BOX = w4a16_tma_s::kShape[0];                 // consecutive groups one scale TMA box lands
-static_assert(TILE == 2048 && tw::kTileBytes % TILE == 0, "TMA lands whole 2 KiB weight tiles, the ones the upcast reads");
-static_assert(w4a16_tma_s::kShape[1] == 64 && up::kScaleRegs == 2,
-              "a group's 64 scales (row r at element r); two a thread (rows r, r + 8)");
+static_assert(tw::kTileBytes % TILE == 0, "TMA lands whole 2 KiB weight tiles");
 
 template <class F, class G>
 constexpr bool same_regs(int regs, int warps, F f, G g) {
@@ -121,22 +121,62 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
     return true;
 }
 
-// One tile shape: its headers, the stage's byte plan and the register agreements.
-#define LLGEN_W4A16_CONFIG(NAME, BN_, RB_, KC_, KSPLIT_, BUFFERS_, CHAINS_, TMA_X, MMA, STORE)                 \
+// A weight format: its upcast (the 64 x 64 tile in shared memory -> wgmma's A fragment as bf16, times the
+// group's scale) and its scales (S^T: K / GROUP x N, SCALE elements; one TMA box S_BOX groups x 64 rows).
+// A thread's scale register r reads the scale of row scale_index / TG, group scale_index % TG of the tile
+// (the scale tensor of a tile is 64 x TG, TG groups along its K).
+#define LLGEN_W4A16_FORMAT(NAME, UP, TMA_S, GROUP_, SCALE)                                                       \
     struct NAME {                                                                                                \
+        using Scale = SCALE;                                                                                     \
+        static constexpr int GROUP = GROUP_;                       /* K of one scale */                         \
+        static constexpr int TG = 64 / GROUP_ > 1 ? 64 / GROUP_ : 1;  /* scale groups along a tile's K */       \
+        static constexpr int kScaleRegs = UP::kScaleRegs, kDstWords = UP::kDstWords, kDstRegs = UP::kDstRegs;   \
+        static constexpr int S_BOX = TMA_S::kShape[0], S_BYTES = TMA_S::kTileBytes, S_TX = TMA_S::kTxBytes;    \
+        static_assert(UP::kShape[0] == 64 && UP::kShape[1] == 64 && UP::kThreads == 128 && UP::kTileBytes == TILE, \
+                      "the upcast takes the 64 x 64 tile TMA lands");                                            \
+        static_assert(TMA_S::kShape[1] == 64 && TMA_S::kElemBytes == sizeof(SCALE) && kScaleRegs == 2 * TG,    \
+                      "a box: whole groups of 64 rows' scales; a thread's scales: rows r, r + 8 of each group"); \
+        __host__ __device__ static constexpr int dst_index(int r, int l, int w) { return UP::dst_index(r, l, w); } \
+        __host__ __device__ static constexpr int scale_index(int r, int l, int w) {                              \
+            return UP::scale_index(r, l, w);                                                                     \
+        }                                                                                                        \
+        __device__ static void upcast(const void* tile, const Scale (&s)[kScaleRegs], uint32_t (&dst)[kDstWords], \
+                                      unsigned tid) {                                                            \
+            UP::load<uint8_t>(tile, s, dst, tid);                                                                \
+        }                                                                                                        \
+        __device__ static void load_s(const CUtensorMap* map, int g, int n, void* dst, uint64_t* bar) {         \
+            const int c[2] = {g, n};                                                                             \
+            TMA_S::load(map, c, dst, bar);                                                                       \
+        }                                                                                                        \
+        static CUresult encode_s(CUtensorMap* map, const void* S, int N, int K) {                                \
+            using u64 = unsigned long long;                                                                      \
+            const u64 d[2] = {static_cast<u64>(K / GROUP), static_cast<u64>(N)}, st[2] = {static_cast<u64>(N), 1}; \
+            return TMA_S::make_tensor_map(map, S, d, st);                                                        \
+        }                                                                                                        \
+    };
+
+// int4 (i4) with a bf16 scale per 128 along K; mxfp4 (e2m1) with an e8m0 exponent per 32.
+LLGEN_W4A16_FORMAT(I4, up_i4, w4a16_tma_s, 128, uint16_t)
+LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
+
+// One tile shape (for a weight format F): its headers, the stage's byte plan and the register agreements.
+#define LLGEN_W4A16_CONFIG(NAME, BN_, RB_, KC_, KSPLIT_, BUFFERS_, CHAINS_, TMA_X, MMA, STORE)                 \
+    template <class F_>                                                                                          \
+    struct NAME {                                                                                                \
+        using F = F_;                                                                                            \
         static constexpr int BN = BN_, RB = RB_, KC = KC_;                                                       \
         static constexpr bool KSPLIT = KSPLIT_;                                                                  \
         static constexpr int BUFFERS = BUFFERS_;         /* A fragments in flight */                            \
         static constexpr int CHAINS = CHAINS_;           /* accumulators: slice j adds into j % CHAINS */        \
         static constexpr int BM = 64 * RB;               /* weight rows of a tile */                            \
         static constexpr int SLICES = KC / 64;           /* 64-K slices of a chunk */                           \
-        static constexpr int GROUPS = KC / GROUP;        /* scale groups of a chunk */                          \
-        static constexpr int S_BOXES = (GROUPS + S_BOX - 1) / S_BOX;  /* scale boxes of a chunk a row block */ \
+        static constexpr int GROUPS = KC / F::GROUP;     /* scale groups of a chunk */                          \
+        static constexpr int S_BOXES = (GROUPS + F::S_BOX - 1) / F::S_BOX;  /* scale boxes of a chunk a row block */ \
         static constexpr int X_BYTES = SLICES * TMA_X::kTileBytes;                                               \
         static constexpr int W_OFF = X_BYTES, S_OFF = W_OFF + RB * SLICES * TILE;                                \
-        static constexpr int STAGE = (S_OFF + RB * S_BOXES * w4a16_tma_s::kTileBytes + ALIGN - 1) / ALIGN * ALIGN; \
+        static constexpr int STAGE = (S_OFF + RB * S_BOXES * F::S_BYTES + ALIGN - 1) / ALIGN * ALIGN;             \
         static constexpr int TX = SLICES * TMA_X::kTxBytes + RB * SLICES / W_BOX * tw::kTxBytes +                \
-                                  RB * S_BOXES * w4a16_tma_s::kTxBytes;                                          \
+                                  RB * S_BOXES * F::S_TX;                                                        \
         static_assert(SLICES % W_BOX == 0, "whole weight boxes a chunk");                                        \
         static constexpr int EPI_THREADS = STORE::kThreads;  /* the threads holding the tile's accumulator */   \
         static constexpr int ACC = MMA::kAccRegs;                                                                \
@@ -151,13 +191,13 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
         static constexpr int STAGES = KSPLIT ? FIT / 2 * 2 : FIT;                                                \
         static constexpr int SMEM = ALIGN + STAGES * STAGE + HANDOFF + BARRIERS;                                 \
         static_assert(STAGES >= 2 && STORE::kSmemBytes <= STAGES * STAGE, "two stages fit; the store's scratch too"); \
-        static_assert(KC % GROUP == 0 && SLICES % BUFFERS == 0 && SLICES % CHAINS == 0,          \
+        static_assert(KC % F::GROUP == 0 && SLICES % BUFFERS == 0 && SLICES % CHAINS == 0,       \
                       "whole groups; whole rounds of the A buffers and accumulators a chunk");    \
         static_assert(TMA_X::kShape[0] == 64 && TMA_X::kShape[1] == BN && MMA::kN == BN && MMA::kK == 64 &&     \
                       MMA::kTileBytesB == TMA_X::kTileBytes && TMA_X::kTileAlign <= ALIGN &&                     \
                       TMA_X::kTileBytes % ALIGN == 0, "X^T's tile: what TMA lands, wgmma reads");               \
-        static_assert(MMA::kAWords == up::kDstWords &&                                                           \
-                      same_regs(up::kDstRegs, 4, up::dst_index, MMA::a_index), "the upcast fills wgmma's A");     \
+        static_assert(MMA::kAWords == F::kDstWords &&                                                            \
+                      same_regs(F::kDstRegs, 4, F::dst_index, MMA::a_index), "the upcast fills wgmma's A");       \
         static_assert(STORE::kShape[0] == BM && STORE::kShape[1] == BN && STORE::kRegs == ACC && ACC % 4 == 0 && \
                       same_regs(ACC, EPI_THREADS / 32, STORE::src_index,                                        \
                                 [](int r, int l, int w) { return MMA::acc_index(r, l, w % 4) + (w / 4) * 64 * BN; }), \
@@ -167,7 +207,7 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
             __device__ static void commit() { MMA::commit(); }                                                   \
             template <int N> __device__ static void wait() { MMA::wait<N>(); }                                   \
             __device__ static void wait_acc(float (&acc)[ACC]) { MMA::wait_acc(acc); }                           \
-            __device__ static void mma(float (&acc)[ACC], const uint32_t (&a)[up::kDstWords], const void* b) {   \
+            __device__ static void mma(float (&acc)[ACC], const uint32_t (&a)[F::kDstWords], const void* b) {    \
                 MMA::mma(acc, a, b);                                                                             \
             }                                                                                                    \
             template <int R> __device__ static void regs_dec() { MMA::regs_dec<R>(); }                           \
@@ -220,6 +260,7 @@ template <class C>
 __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap* map_s, const CUtensorMap* map_x,
                                      uint16_t* Y, int M, int N, int K, const Work& work) {
     using Mma = typename C::Mma;
+    using F = typename C::F;
     constexpr int S = C::STAGES;
     unsigned char* const base = smem + ((ALIGN - (static_cast<unsigned>(__cvta_generic_to_shared(smem)) % ALIGN)) % ALIGN);
     float* const handoff = reinterpret_cast<float*>(base + S * C::STAGE);
@@ -266,12 +307,10 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
                         weight_box(n0 / 64 + b, c * C::SLICES + j, K, w);
                         tw::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, &full[s]);
                     }
-                for (int b = 0; b < C::RB; ++b)   // groups past K / 128 (a box's tail) read as zero, unused
-                    for (int q = 0; q < C::S_BOXES; ++q) {
-                        const int sc[2] = {c * C::GROUPS + q * S_BOX, n0 + 64 * b};
-                        w4a16_tma_s::load(map_s, sc, st + C::S_OFF + (b * C::S_BOXES + q) * w4a16_tma_s::kTileBytes,
-                                          &full[s]);
-                    }
+                for (int b = 0; b < C::RB; ++b)   // groups past K / GROUP (a box's tail) read as zero, unused
+                    for (int q = 0; q < C::S_BOXES; ++q)
+                        F::load_s(map_s, c * C::GROUPS + q * F::S_BOX, n0 + 64 * b,
+                                  st + C::S_OFF + (b * C::S_BOXES + q) * F::S_BYTES, &full[s]);
             }
         }
         return;
@@ -282,16 +321,19 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     const int me = wg - 1;                       // consumer warp group 0 or 1
     const int rb = C::KSPLIT ? 0 : me;           // its 64-row block of the tile
     const int first = C::KSPLIT ? me : 0, step = C::KSPLIT ? 2 : 1;
-    int srow[up::kScaleRegs];                    // the scale each scale register reads: its row
+    int sat[F::kScaleRegs];                      // each scale register's scale: group * 64 + row in the boxes
 #pragma unroll
-    for (int r = 0; r < up::kScaleRegs; ++r) srow[r] = up::scale_index(r, lane, warp);
+    for (int r = 0; r < F::kScaleRegs; ++r) {
+        const int i = F::scale_index(r, lane, warp);
+        sat[r] = (i % F::TG) * 64 + i / F::TG;
+    }
 
     float chain[C::CHAINS][C::ACC];
 #pragma unroll
     for (int c = 0; c < C::CHAINS; ++c)
 #pragma unroll
         for (int r = 0; r < C::ACC; ++r) chain[c][r] = 0.0f;
-    uint32_t a[C::BUFFERS][up::kDstWords];
+    uint32_t a[C::BUFFERS][F::kDstWords];
     for (int g = first; g < ce - cb; g += step) {
         const int s = g % S;
         const unsigned char* const st = base + s * C::STAGE;
@@ -299,12 +341,14 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
 #pragma unroll
         for (int j = 0; j < C::SLICES; ++j) {
             Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
-            const uint16_t* const sc = reinterpret_cast<const uint16_t*>(
-                st + C::S_OFF + rb * C::S_BOXES * w4a16_tma_s::kTileBytes + (j * 64 / GROUP) * 64 * 2);
-            uint16_t scales[up::kScaleRegs];
+            // the row block's boxes hold its groups one after another, 64 scales each; slice j starts at
+            // group j * 64 / GROUP of the chunk
+            const typename F::Scale* const sc = reinterpret_cast<const typename F::Scale*>(
+                st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + (j * 64 / F::GROUP) * 64;
+            typename F::Scale scales[F::kScaleRegs];
 #pragma unroll
-            for (int r = 0; r < up::kScaleRegs; ++r) scales[r] = sc[srow[r]];
-            up::load<uint8_t>(st + C::W_OFF + (rb * C::SLICES + j) * TILE, scales, a[j % C::BUFFERS], tid);
+            for (int r = 0; r < F::kScaleRegs; ++r) scales[r] = sc[sat[r]];
+            F::upcast(st + C::W_OFF + (rb * C::SLICES + j) * TILE, scales, a[j % C::BUFFERS], tid);
             Mma::fence();
             Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
             Mma::commit();
@@ -379,15 +423,18 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
 
 }  // namespace gemm_w4a16
 
-#define LLGEN_W4A16_KERNEL(NAME, CONFIG)                                                                          \
+#define LLGEN_W4A16_KERNEL(NAME, CONFIG, FORMAT)                                                                  \
     extern "C" __global__ void __launch_bounds__(gemm_w4a16::THREADS, 1)                                         \
     NAME(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_s,                   \
          const __grid_constant__ CUtensorMap map_x, uint16_t* Y, int M, int N, int K, gemm_w4a16::Work work) {   \
-        gemm_w4a16::gemm<gemm_w4a16::CONFIG>(&map_w, &map_s, &map_x, Y, M, N, K, work);                          \
+        gemm_w4a16::gemm<gemm_w4a16::CONFIG<gemm_w4a16::FORMAT>>(&map_w, &map_s, &map_x, Y, M, N, K, work);      \
     }
-LLGEN_W4A16_KERNEL(gemm_w4a16_decode, Decode)
-LLGEN_W4A16_KERNEL(gemm_w4a16_mid, Mid)
-LLGEN_W4A16_KERNEL(gemm_w4a16_large, Large)
+LLGEN_W4A16_KERNEL(gemm_w4a16_decode, Decode, I4)
+LLGEN_W4A16_KERNEL(gemm_w4a16_mid, Mid, I4)
+LLGEN_W4A16_KERNEL(gemm_w4a16_large, Large, I4)
+LLGEN_W4A16_KERNEL(gemm_mxfp4_decode, Decode, MXFP4)
+LLGEN_W4A16_KERNEL(gemm_mxfp4_mid, Mid, MXFP4)
+LLGEN_W4A16_KERNEL(gemm_mxfp4_large, Large, MXFP4)
 
 #if !defined(__CUDACC_RTC__)
 namespace gemm_w4a16 {
@@ -396,9 +443,11 @@ struct Maps {
     CUtensorMap w, s, x;
 };
 
-// The tile shapes: 0 decode (M <= 16), 1 mid (M <= 64), 2 large.
+// The weight formats (llgen_w4a16_prepare's `format`) and the tile shapes: 0 decode (M <= 16), 1 mid
+// (M <= 64), 2 large.
+enum Format { INT4 = 0, MXFP4_E8M0 = 1 };
 enum Shape { DECODE = 0, MID = 1, LARGE = 2 };
-inline Shape shape_of(int M) { return M <= Decode::BN ? DECODE : M <= Mid::BN ? MID : LARGE; }
+inline Shape shape_of(int M) { return M <= Decode<I4>::BN ? DECODE : M <= Mid<I4>::BN ? MID : LARGE; }
 
 // A tile shape's numbers as the host needs them.
 struct Sizes {
@@ -406,21 +455,24 @@ struct Sizes {
 };
 template <class C>
 constexpr Sizes sizes_of() { return {C::BM, C::BN, C::KC, C::SMEM, C::EPI_THREADS, C::ACC}; }
-inline Sizes sizes(Shape s) { return s == DECODE ? sizes_of<Decode>() : s == MID ? sizes_of<Mid>() : sizes_of<Large>(); }
+template <class F>
+Sizes sizes_for(Shape s) {
+    return s == DECODE ? sizes_of<Decode<F>>() : s == MID ? sizes_of<Mid<F>>() : sizes_of<Large<F>>();
+}
+inline Sizes sizes(Format f, Shape s) { return f == INT4 ? sizes_for<I4>(s) : sizes_for<MXFP4>(s); }
 
 // The tensor maps: W the packed buffer as rows of 128 bytes (row-major build: N x K / 2 bytes), S^T as
-// K / 128 x N scales, X^T as (K, M) with K contiguous (the box of the tile shape's token count).
-inline CUresult encode(Maps& m, Shape shape, const void* X, const void* Wp, const void* St, int M, int N, int K) {
+// K / GROUP x N scales, X^T as (K, M) with K contiguous (the box of the tile shape's token count).
+inline CUresult encode(Maps& m, Format format, Shape shape, const void* X, const void* Wp, const void* St, int M,
+                       int N, int K) {
     const unsigned long long dw[2] = {LLGEN_W4A16_ROW_MAJOR ? static_cast<unsigned long long>(N)
                                                             : static_cast<unsigned long long>(N) * K / 256,
                                       LLGEN_W4A16_ROW_MAJOR ? static_cast<unsigned long long>(K / 2) : 128};
     const unsigned long long sw[2] = {dw[1], 1};
-    const unsigned long long ds[2] = {static_cast<unsigned long long>(K / GROUP), static_cast<unsigned long long>(N)};
-    const unsigned long long ss[2] = {static_cast<unsigned long long>(N), 1};
     const unsigned long long dx[2] = {static_cast<unsigned long long>(K), static_cast<unsigned long long>(M)};
     const unsigned long long sx[2] = {1, static_cast<unsigned long long>(K)};
     CUresult r = tw::make_tensor_map(&m.w, Wp, dw, sw);
-    if (r == CUDA_SUCCESS) r = w4a16_tma_s::make_tensor_map(&m.s, St, ds, ss);
+    if (r == CUDA_SUCCESS) r = format == INT4 ? I4::encode_s(&m.s, St, N, K) : MXFP4::encode_s(&m.s, St, N, K);
     if (r == CUDA_SUCCESS)
         r = shape == DECODE ? w4a16_tma_x_n16::make_tensor_map(&m.x, X, dx, sx)
             : shape == MID  ? w4a16_tma_x_n64::make_tensor_map(&m.x, X, dx, sx)
@@ -433,16 +485,18 @@ using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, uint16_t*, int, i
 // The launch: the tile shape, how many ranges of K, the grid.  K is split so that about one CTA runs per
 // SM, each range at least 4 chunks, at most 16 ranges.
 struct Plan {
+    Format format;
     Shape shape;
     int splits, grid, smem;
     long long workspace;   // f32 partial slots
     int counters;
 };
 
-inline Plan plan(int M, int N, int K, int sms, int splits = 0) {
+inline Plan plan(Format format, int M, int N, int K, int sms, int splits = 0) {
     Plan p{};
+    p.format = format;
     p.shape = shape_of(M);
-    const Sizes z = sizes(p.shape);
+    const Sizes z = sizes(format, p.shape);
     const int tiles = (N / z.bm) * ((M + z.bn - 1) / z.bn), chunks = K / z.kc;
     if (splits <= 0) {
         splits = 1;
@@ -454,6 +508,11 @@ inline Plan plan(int M, int N, int K, int sms, int splits = 0) {
     p.workspace = p.splits > 1 ? static_cast<long long>(tiles) * p.splits * z.acc * z.holders : 0;
     p.counters = p.splits > 1 ? tiles : 0;
     return p;
+}
+
+inline Kernel kernel_of(Format f, Shape s) {
+    if (f == MXFP4_E8M0) return s == DECODE ? gemm_mxfp4_decode : s == MID ? gemm_mxfp4_mid : gemm_mxfp4_large;
+    return s == DECODE ? gemm_w4a16_decode : s == MID ? gemm_w4a16_mid : gemm_w4a16_large;
 }
 
 }  // namespace gemm_w4a16
@@ -468,20 +527,22 @@ struct llgen_w4a16_params {
     void* workspace;
 };
 
-// Y (M x N bf16) = X (M x K bf16) W^T: Wp the pre-shuffled int4 weights (N K / 2 bytes), St the scales as
-// S^T (K / 128 x N bf16); device pointers, 16-byte aligned; N a multiple of 128, K of 256.  splits 0: chosen.
-// Returns 0, or a CUresult / cudaError_t.
-extern "C" int llgen_w4a16_prepare(llgen_w4a16_params* p, const void* X, const void* Wp, const void* St, void* Y,
-                                   int M, int N, int K, int splits) {
+// Y (M x N bf16) = X (M x K bf16) W^T.  format 0: Wp the pre-shuffled int4 weights (N K / 2 bytes), St the
+// scales as S^T (K / 128 x N bf16); format 1 (mxfp4): Wp the pre-shuffled e2m1 weights, St the e8m0 exponents
+// as S^T (K / 32 x N bytes).  Device pointers, 16-byte aligned; N a multiple of 128, K of 256.  splits 0:
+// chosen.  Returns 0, or a CUresult / cudaError_t.
+extern "C" int llgen_w4a16_prepare(llgen_w4a16_params* p, int format, const void* X, const void* Wp, const void* St,
+                                   void* Y, int M, int N, int K, int splits) {
     using namespace gemm_w4a16;
-    if (M <= 0 || N <= 0 || K <= 0 || N % 128 || K % 256) return cudaErrorInvalidValue;
+    if (M <= 0 || N <= 0 || K <= 0 || N % 128 || K % 256 || (format != INT4 && format != MXFP4_E8M0))
+        return cudaErrorInvalidValue;
     *p = {};
     int dev = 0, sms = 0;
     if (cudaError_t e = cudaGetDevice(&dev)) return e;
     if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) return e;
-    const Plan pl = plan(M, N, K, sms, splits);
-    if (CUresult r = encode(p->maps, pl.shape, X, Wp, St, M, N, K)) return r;
-    p->kernel = pl.shape == DECODE ? gemm_w4a16_decode : pl.shape == MID ? gemm_w4a16_mid : gemm_w4a16_large;
+    const Plan pl = plan(Format(format), M, N, K, sms, splits);
+    if (CUresult r = encode(p->maps, pl.format, pl.shape, X, Wp, St, M, N, K)) return r;
+    p->kernel = kernel_of(pl.format, pl.shape);
     p->Y = static_cast<uint16_t*>(Y);
     p->M = M, p->N = N, p->K = K, p->grid = pl.grid, p->smem = pl.smem, p->splits = pl.splits;
     if (cudaError_t e = cudaFuncSetAttribute(p->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, p->smem)) return e;
