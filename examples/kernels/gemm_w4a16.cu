@@ -1,5 +1,6 @@
-// W4A16 GEMM on Hopper: Y (M x N, bf16) = X (M x K, bf16) W^T, with W (N x K) int4 weights and one
-// bf16 scale per 128 consecutive K of a row:  W[n, k] = q[n, k] * s[n, k / 128],  q in -8 .. 7 (i4),
+// W4A16 GEMM on Hopper: Y (M x N, bf16) = X (M x K, bf16) W^T with 4-bit weights W (N x K), two formats:
+//   int4:  one bf16 scale per 128 consecutive K of a row, W[n, k] = q[n, k] * s[n, k / 128], q in -8 .. 7 (i4);
+//   mxfp4: one e8m0 exponent per 32, W[n, k] = v[n, k] * 2^(e[n, k / 32] - 127), v an e2m1 value (OCP MX);
 // f32 accumulation, Y rounded to nearest even.
 //
 // The weights are wgmma's A operand (Y^T = W X^T: A may come from registers, B may not), upcast in
@@ -7,10 +8,12 @@
 // depends on a layout is a generated header (generated/manifest.yaml, examples/w4a16/):
 //
 //   w4a16_tma_w        two consecutive 64 x 64 tiles of the pre-shuffled weights (2 x 2 KiB, one TMA box)
-//   w4a16_tma_s        the 64 scales of two groups for one 64-row block (2 x 128 B, one TMA box)
+//   w4a16_tma_s        the 64 scales of two groups for one 64-row block (2 x 128 B, one TMA box; mxfp4:
+//                      w4a16_tma_s_e8m0, four groups of 64 exponents)
 //   w4a16_tma_x_n<BN>  X^T's K 64 x BN token tile (the 128-byte swizzle wgmma reads K-major)
 //   w4a16_upcast       the weight tile's 16 bytes a thread (one ld.shared.v4) -> i4 -> bf16 times the
-//                      group's scale, exactly the registers of wgmma's A fragment (K 64)
+//                      group's scale, exactly the registers of wgmma's A fragment (K 64); mxfp4:
+//                      w4a16_upcast_mxfp4 (the same tile layout: the e2m1 sequence reads the same nibbles)
 //   w4a16_mma_n<BN>    acc (64 x BN) += A (registers) * X^T tile: 4 x wgmma m64nBNk16
 //   w4a16_store_n<BN>  the accumulator (as bf16) -> Y, through shared memory (16-byte stores along N)
 //
@@ -19,7 +22,7 @@
 // tiles, tile (n / 64, k / 64) at byte ((n / 64) (K / 64) + k / 64) 2048 of the packed buffer, each tile
 // one dense run in which thread t of a warp group finds its 32 nibbles at bytes 16 t .. 16 t + 15
 // (llgen_w4a16_pack below runs the chain's generated CUDA reorder on the device).  The scales are stored
-// as S^T (K / 128 x N, row-major), so two groups' scales for 64 rows are one TMA box.
+// as S^T (K / GROUP x N, row-major), so a few groups' scales for 64 rows are one TMA box.
 //
 // Three tile shapes (host: llgen_w4a16_prepare chooses by M):
 //   Decode (M <= 16) and mid (M <= 64): 64 weight rows x 16 (64) tokens, K in chunks of 256; the two
