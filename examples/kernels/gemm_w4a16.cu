@@ -79,6 +79,12 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #ifndef LLGEN_W4A16_ROW_MAJOR
 #define LLGEN_W4A16_ROW_MAJOR 0
 #endif
+// -D LLGEN_W4A16_DIAGNOSE=N (bench/bench_mixed.py --ladder; results WRONG by design, for timing only): which
+// part bounds the consumers -- 1 no upcast (wgmma on zero registers), 2 no wgmma (the upcasts kept live),
+// 3 the stream alone (consumers give each stage back unread).
+#ifndef LLGEN_W4A16_DIAGNOSE
+#define LLGEN_W4A16_DIAGNOSE 0
+#endif
 #ifndef LLGEN_W4A16_STAGES
 #define LLGEN_W4A16_STAGES 16
 #endif
@@ -337,32 +343,45 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
 #pragma unroll
         for (int r = 0; r < C::ACC; ++r) chain[c][r] = 0.0f;
     uint32_t a[C::BUFFERS][F::kDstWords];
+    uint32_t sink = 0;                           // LLGEN_W4A16_DIAGNOSE 2: the upcasts' words, kept live
+    if (LLGEN_W4A16_DIAGNOSE == 1)               // no upcast: wgmma reads these registers as they are
+        for (int b = 0; b < C::BUFFERS; ++b)
+            for (int w = 0; w < F::kDstWords; ++w) a[b][w] = 0;
     for (int g = first; g < ce - cb; g += step) {
         const int s = g % S;
         const unsigned char* const st = base + s * C::STAGE;
         sync::mbar_wait(&full[s], (g / S) & 1);
+        if (LLGEN_W4A16_DIAGNOSE != 3) {         // (3: the stream alone, the stage goes back unread)
 #pragma unroll
-        for (int j = 0; j < C::SLICES; ++j) {
-            Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
-            // the row block's boxes hold its groups one after another, 64 scales each; slice j starts at
-            // group j * 64 / GROUP of the chunk
-            const typename F::Scale* const sc = reinterpret_cast<const typename F::Scale*>(
-                st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + (j * 64 / F::GROUP) * 64;
-            typename F::Scale scales[F::kScaleRegs];
+            for (int j = 0; j < C::SLICES; ++j) {
+                Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
+                // the row block's boxes hold its groups one after another, 64 scales each; slice j starts at
+                // group j * 64 / GROUP of the chunk
+                const typename F::Scale* const sc = reinterpret_cast<const typename F::Scale*>(
+                    st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + (j * 64 / F::GROUP) * 64;
+                typename F::Scale scales[F::kScaleRegs];
 #pragma unroll
-            for (int r = 0; r < F::kScaleRegs; ++r) scales[r] = sc[sat[r]];
-            F::upcast(st + C::W_OFF + (rb * C::SLICES + j) * TILE, scales, a[j % C::BUFFERS], tid);
-            Mma::fence();
-            Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
-            Mma::commit();
+                for (int r = 0; r < F::kScaleRegs; ++r) scales[r] = sc[sat[r]];
+                if (LLGEN_W4A16_DIAGNOSE != 1)
+                    F::upcast(st + C::W_OFF + (rb * C::SLICES + j) * TILE, scales, a[j % C::BUFFERS], tid);
+                if (LLGEN_W4A16_DIAGNOSE == 2) {
+#pragma unroll
+                    for (int w = 0; w < F::kDstWords; ++w) sink ^= a[j % C::BUFFERS][w];
+                    continue;
+                }
+                Mma::fence();
+                Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
+                Mma::commit();
+            }
+            // the chunk's wgmma done: its stage goes back at once; every thread arrives, after its own
+            // ld.shared of the stage's weights and scales
+            Mma::template wait<0>();
         }
-        // the chunk's wgmma done: its stage goes back at once; every thread arrives, after its own
-        // ld.shared of the stage's weights and scales
-        Mma::template wait<0>();
         sync::mbar_arrive(&empty[s]);
     }
 #pragma unroll
     for (int c = 0; c < C::CHAINS; ++c) Mma::wait_acc(chain[c]);
+    if (LLGEN_W4A16_DIAGNOSE == 2) chain[0][0] += static_cast<float>(sink & 1);
     float (&acc)[C::ACC] = chain[0];             // ((chain 0 + chain 1) + chain 2) + ..: a fixed order
 #pragma unroll
     for (int c = 1; c < C::CHAINS; ++c)
