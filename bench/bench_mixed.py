@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     ap.add_argument("--shapes", nargs="*", default=None, help="N,K (default: SHAPES)")
     ap.add_argument("--ms", default=",".join(map(str, MS)))
-    ap.add_argument("--ladder", action="store_true", help="also time the decode tile's consumer variants")
+    ap.add_argument("--ladder", action="store_true", help="also time the build variants (LADDER)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     import cupy
@@ -138,7 +138,8 @@ def main(argv=None) -> int:
         ladder_libs = {name: ex.submit(t.build, *variant_dir(d, name, f)) for name, f in LADDER.items()} \
             if a.ladder else {}
         lib = t.Library(t.build(d))
-        ladder_libs = {"default": lib} | {name: t.Library(f.result()) for name, f in ladder_libs.items()}
+        if ladder_libs:
+            ladder_libs = {"default": lib} | {name: t.Library(f.result()) for name, f in ladder_libs.items()}
     bw = copy_bandwidth()
     dev = torch.cuda.get_device_name()
     rows, bad = [], []
