@@ -18,8 +18,8 @@ launches):
   same run (a 1 GiB copy; read + write bytes over its time).
 
 ``--ladder`` also times variants beside the default build (``LADDER``: the weights row-major -- the
-identity choice llgen chain's pre-shuffle is timed against --, fewer stages, one accumulator and two A
-buffers at M <= 16; and three diagnostic builds, their results wrong by design and not checked: no
+identity choice llgen chain's pre-shuffle is timed against --, fewer stages, four threads issuing the
+TMA boxes, one accumulator and two A buffers at M <= 16; and three diagnostic builds, their results wrong by design and not checked: no
 upcast, no wgmma, the weight stream alone -- which part bounds the kernel) at M = 1, 16 and 4096,
 N = K = 8192.
 
@@ -201,6 +201,7 @@ def main(argv=None) -> int:
 #: and 4 accumulators); "row-major weights" is the identity choice the chain's layout is timed against
 LADDER = {"row-major weights": ("-DLLGEN_W4A16_ROW_MAJOR=1",),
           "8 stages": ("-DLLGEN_W4A16_STAGES=8",),
+          "4 producer lanes": ("-DLLGEN_W4A16_PRODUCER_LANES=4",),
           "1 accumulator, 2 buffers": ("-DLLGEN_W4A16_DECODE_BUFFERS=2", "-DLLGEN_W4A16_DECODE_CHAINS=1"),
           "diagnostic: no upcast": ("-DLLGEN_W4A16_DIAGNOSE=1",),
           "diagnostic: no wgmma": ("-DLLGEN_W4A16_DIAGNOSE=2",),

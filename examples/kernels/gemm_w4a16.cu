@@ -32,8 +32,8 @@
 //     order by the CTA that completes the tile).
 //   Large M: 128 weight rows x 256 tokens, K in chunks of 128; each consumer warp group owns 64 rows.
 //
-// Control (written here, layout-free): warp group 0 produces (one thread issues every TMA of a stage
-// into the ring of `full` / `empty` mbarriers), warp groups 1 and 2 consume.  A consumer pipelines the
+// Control (written here, layout-free): warp group 0 produces (one thread -- or LLGEN_W4A16_PRODUCER_LANES --
+// issues every TMA of a stage into the ring of `full` / `empty` mbarriers), warp groups 1 and 2 consume.  A consumer pipelines the
 // 64-K slices of its chunks over BUFFERS A fragments (decode 4, mid 2, large 1: its 128 accumulator
 // registers leave room for one), slice j adding into accumulator j % CHAINS (decode 4, mid 2; the
 // chains are added in a fixed order at the end).  Slice j's upcast writes buffer j % BUFFERS while the
@@ -85,6 +85,10 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #ifndef LLGEN_W4A16_DIAGNOSE
 #define LLGEN_W4A16_DIAGNOSE 0
 #endif
+// The threads that issue a stage's TMA boxes (1 .. 32, of the producer's first warp).
+#ifndef LLGEN_W4A16_PRODUCER_LANES
+#define LLGEN_W4A16_PRODUCER_LANES 1
+#endif
 #ifndef LLGEN_W4A16_STAGES
 #define LLGEN_W4A16_STAGES 16
 #endif
@@ -113,6 +117,8 @@ constexpr int MAX_SMEM = 227 * 1024;       // sm_90's dynamic shared memory per 
 constexpr int ALIGN = 1024;                // the 128-byte swizzle's tile alignment
 constexpr int MAX_STAGES = LLGEN_W4A16_STAGES;  // stages in flight, at most (fewer where they do not fit)
 static_assert(MAX_STAGES >= 2 && MAX_STAGES <= 16, "between 2 and 16 stages");
+constexpr int LANES = LLGEN_W4A16_PRODUCER_LANES;  // producer threads issuing TMA
+static_assert(LANES >= 1 && LANES <= 32, "1 to 32 producer lanes");
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg budgets (as gemm_hopper.h)
 static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 256 <= 65536, "setmaxnreg: more than the CTA holds at launch");
 
@@ -187,6 +193,17 @@ LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
         static constexpr int TX = SLICES * TMA_X::kTxBytes + RB * SLICES / W_BOX * tw::kTxBytes +                \
                                   RB * S_BOXES * F::S_TX;                                                        \
         static_assert(SLICES % W_BOX == 0, "whole weight boxes a chunk");                                        \
+        /* the bytes of the boxes producer lane l issues (box i, in the order X, weights, scales, by lane */    \
+        /* i % LANES); they add up to TX */                                                                     \
+        __host__ __device__ static constexpr int lane_tx(int l) {                                                \
+            int bytes = 0, box = 0;                                                                              \
+            for (int j = 0; j < SLICES; ++j, ++box) bytes += box % LANES == l ? TMA_X::kTxBytes : 0;            \
+            for (int j = 0; j < RB * SLICES / W_BOX; ++j, ++box) bytes += box % LANES == l ? tw::kTxBytes : 0;  \
+            for (int j = 0; j < RB * S_BOXES; ++j, ++box) bytes += box % LANES == l ? F::S_TX : 0;              \
+            return bytes;                                                                                        \
+        }                                                                                                        \
+        static constexpr int lanes_tx(int l = 0) { return l == LANES ? 0 : lane_tx(l) + lanes_tx(l + 1); }      \
+        static_assert(lanes_tx() == TX, "the producer lanes arm the barrier with the stage's bytes");            \
         static constexpr int EPI_THREADS = STORE::kThreads;  /* the threads holding the tile's accumulator */   \
         static constexpr int ACC = MMA::kAccRegs;                                                                \
         /* after the stages: the second warp group's accumulator (KSPLIT); the store's scratch is the stages' */ \
@@ -291,7 +308,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     const int wg = threadIdx.x / 128;
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; ++s) {
-            sync::mbar_init(&full[s], 1);                      // the producer's arrive_expect_tx
+            sync::mbar_init(&full[s], LANES);                  // each producer lane's arrive_expect_tx
             sync::mbar_init(&empty[s], (C::KSPLIT ? 1 : 2) * 128);  // every thread that reads the stage
         }
         sync::mbar_init(handed, 128);
@@ -302,24 +319,32 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
 
     if (wg == 0) {  // producer: one thread keeps the ring full
         Mma::template regs_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) {
+        // PRODUCER_LANES threads of warp 0 issue a stage's boxes: box i (in the order X, weights, scales) by
+        // lane i % PRODUCER_LANES, each lane arming the stage's `full` barrier with its own boxes' bytes
+        // (one arrival a lane a phase), so no lane waits for another
+        const int lane = threadIdx.x;
+        if (lane < LANES) {
             for (int c = cb; c < ce; ++c) {
                 const int g = c - cb, s = g % S;
                 if (g >= S) sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its readers are done
                 unsigned char* const st = base + s * C::STAGE;
-                sync::mbar_arrive_expect_tx(&full[s], C::TX);
-                for (int j = 0; j < C::SLICES; ++j)
-                    C::load_x(map_x, c * C::KC + j * 64, m0, st + j * (C::X_BYTES / C::SLICES), &full[s]);
+                sync::mbar_arrive_expect_tx(&full[s], C::lane_tx(lane));
+                int box = 0;
+                for (int j = 0; j < C::SLICES; ++j, ++box)
+                    if (box % LANES == lane)
+                        C::load_x(map_x, c * C::KC + j * 64, m0, st + j * (C::X_BYTES / C::SLICES), &full[s]);
                 for (int b = 0; b < C::RB; ++b)
-                    for (int j = 0; j < C::SLICES; j += W_BOX) {
-                        int w[2];
-                        weight_box(n0 / 64 + b, c * C::SLICES + j, K, w);
-                        tw::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, &full[s]);
-                    }
+                    for (int j = 0; j < C::SLICES; j += W_BOX, ++box)
+                        if (box % LANES == lane) {
+                            int w[2];
+                            weight_box(n0 / 64 + b, c * C::SLICES + j, K, w);
+                            tw::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, &full[s]);
+                        }
                 for (int b = 0; b < C::RB; ++b)   // groups past K / GROUP (a box's tail) read as zero, unused
-                    for (int q = 0; q < C::S_BOXES; ++q)
-                        F::load_s(map_s, c * C::GROUPS + q * F::S_BOX, n0 + 64 * b,
-                                  st + C::S_OFF + (b * C::S_BOXES + q) * F::S_BYTES, &full[s]);
+                    for (int q = 0; q < C::S_BOXES; ++q, ++box)
+                        if (box % LANES == lane)
+                            F::load_s(map_s, c * C::GROUPS + q * F::S_BOX, n0 + 64 * b,
+                                      st + C::S_OFF + (b * C::S_BOXES + q) * F::S_BYTES, &full[s]);
             }
         }
         return;
