@@ -32,15 +32,15 @@
 //     order by the CTA that completes the tile).
 //   Large M: 128 weight rows x 256 tokens, K in chunks of 128; each consumer warp group owns 64 rows.
 //
-// Control (written here, layout-free): warp group 0 produces (one thread -- or LLGEN_W4A16_PRODUCER_LANES --
-// issues every TMA of a stage into the ring of `full` / `empty` mbarriers), warp groups 1 and 2 consume.  A consumer pipelines the
-// 64-K slices of its chunks over BUFFERS A fragments (decode 4, mid 2, large 1: its 128 accumulator
-// registers leave room for one), slice j adding into accumulator j % CHAINS (decode 4, mid 2; the
-// chains are added in a fixed order at the end).  Slice j's upcast writes buffer j % BUFFERS while the
-// wgmma of the slices before it run; before it writes, wait<BUFFERS - 1> leaves only the newest
-// BUFFERS - 1 in flight, so the buffer's previous reader is done.  After a chunk's last slice the
-// consumer waits for its wgmma and gives the stage back at once, every thread arriving after its own
-// ld.shared of the stage: none is held longer than its use.
+// Control (written here, layout-free): warp group 0 produces (one thread, or LLGEN_W4A16_PRODUCER_LANES,
+// issues every TMA of a stage into the ring of `full` / `empty` mbarriers), warp groups 1 and 2 consume.
+// A consumer pipelines the 64-K slices of its chunks over BUFFERS A fragments (decode 4, mid 2, large 1:
+// its 128 accumulator registers leave room for one), slice j adding into accumulator j % CHAINS (decode
+// 4, mid 2; the chains are added in a fixed order at the end).  Slice j's upcast writes buffer
+// j % BUFFERS while the wgmma of the slices before it run; before it writes, wait<BUFFERS - 1> leaves
+// only the newest BUFFERS - 1 in flight, so the buffer's previous reader is done.  After a chunk's last
+// slice the consumer waits for its wgmma and gives the stage back at once, every thread arriving after
+// its own ld.shared of the stage: none is held longer than its use.
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -202,8 +202,9 @@ LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
             for (int j = 0; j < RB * S_BOXES; ++j, ++box) bytes += box % LANES == l ? F::S_TX : 0;              \
             return bytes;                                                                                        \
         }                                                                                                        \
-        static constexpr int lanes_tx(int l = 0) { return l == LANES ? 0 : lane_tx(l) + lanes_tx(l + 1); }      \
-        static_assert(lanes_tx() == TX, "the producer lanes arm the barrier with the stage's bytes");            \
+        __host__ __device__ static constexpr int lanes_tx(int l) {                                               \
+            return l == LANES ? 0 : lane_tx(l) + lanes_tx(l + 1);                                                \
+        }                                                                                                        \
         static constexpr int EPI_THREADS = STORE::kThreads;  /* the threads holding the tile's accumulator */   \
         static constexpr int ACC = MMA::kAccRegs;                                                                \
         /* after the stages: the second warp group's accumulator (KSPLIT); the store's scratch is the stages' */ \
@@ -288,6 +289,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     using Mma = typename C::Mma;
     using F = typename C::F;
     constexpr int S = C::STAGES;
+    static_assert(C::lanes_tx(0) == C::TX, "the producer lanes arm the full barrier with the stage's bytes");
     unsigned char* const base = smem + ((ALIGN - (static_cast<unsigned>(__cvta_generic_to_shared(smem)) % ALIGN)) % ALIGN);
     float* const handoff = reinterpret_cast<float*>(base + S * C::STAGE);
     // the store's scratch: the stages, free once every chunk is consumed (its first barrier waits for
