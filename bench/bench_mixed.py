@@ -19,9 +19,9 @@ launches):
 
 ``--ladder`` also times variants beside the default build (``LADDER``: the weights row-major -- the
 identity choice llgen chain's pre-shuffle is timed against --, fewer stages, four threads issuing the
-TMA boxes, one accumulator and two A buffers at M <= 16; and three diagnostic builds, their results wrong by design and not checked: no
-upcast, no wgmma, the weight stream alone -- which part bounds the kernel) at M = 1, 16 and 4096,
-N = K = 8192.
+TMA boxes, one accumulator and two A buffers at M <= 16; and three diagnostic builds, their results
+wrong by design and not checked: no upcast, no wgmma, the weight stream alone -- which part bounds the
+kernel) at M = 1, 16 and 4096, N = K = 8192.
 
 Inputs are random normal (X; scales ~0.01; q uniform in -8 .. 7).  Every result of ours is checked
 against the float64 product of the same bf16 operands (|Y - ref| <= 2^-16 sum_k |x w| + 2^-8 |ref|);
@@ -39,17 +39,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ll_codegen.verify.emulate.reference import round16_bits
+from ll_codegen.verify.emulate.upcast import half_values
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "gpu_tests"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 #: (N, K): a square 8192 layer and Llama-like MLP projections
 SHAPES = [(8192, 8192), (4096, 14336), (14336, 4096)]
 MS = [1, 16, 64, 4096]
-
-
-def bound_of(ref: np.ndarray, mag: np.ndarray) -> np.ndarray:
-    """The error allowed: f32 sums (2^-16 of sum_k |x w|), then Y's rounding to bf16 (2^-8 |ref|)."""
-    return 2.0 ** -16 * mag + np.abs(ref) * 2.0 ** -8
 
 
 def copy_bandwidth() -> float:
@@ -148,7 +146,7 @@ def main(argv=None) -> int:
         if fmt == "int4":
             q = rng.integers(-8, 8, size=(N, K))
             s = np.abs(rng.standard_normal((N, K // t.GROUP))) * 0.01 + 0.001
-            sb = t.bf16_bits(s)
+            sb = round16_bits(s, "bf16")
             packed, st = t.pack(q, sb)
             w64 = t.weights(q, sb)                   # RNE_bf16(q s): what the upcast feeds wgmma
             scale_bytes = N * K // t.GROUP * 2
@@ -161,7 +159,7 @@ def main(argv=None) -> int:
         Wd, Sd = cupy.asarray(packed), cupy.asarray(st)
         wt = torch.tensor(w64, dtype=torch.float32, device="cuda").to(torch.bfloat16)   # exact: w64 is bf16
         for M in ms:
-            xb = t.bf16_bits(rng.standard_normal((M, K)))
+            xb = round16_bits(rng.standard_normal((M, K)), "bf16")
             X = cupy.asarray(xb)
             Y = cupy.zeros((M, N), dtype=cupy.uint16)
             xt = torch.as_tensor(X, device="cuda").view(torch.bfloat16)
@@ -169,9 +167,9 @@ def main(argv=None) -> int:
                               mxfp4=fmt == "mxfp4")
             go()
             torch.cuda.synchronize()
-            ref = t.bf16_value(xb) @ w64.T
-            mag = np.abs(t.bf16_value(xb)) @ np.abs(w64).T
-            worst = float(np.max(np.abs(t.bf16_value(cupy.asnumpy(Y)) - ref) / bound_of(ref, mag)))
+            ref = half_values(xb, "bf16") @ w64.T
+            mag = np.abs(half_values(xb, "bf16")) @ np.abs(w64).T
+            worst = float(np.max(np.abs(half_values(cupy.asnumpy(Y), "bf16") - ref) / t.bound(ref, mag)))
             ok = worst <= 1.0
             if not ok:
                 bad.append(f"llgen {fmt} M={M} N={N} K={K}: max err/bound {worst:.3g}")
@@ -223,16 +221,16 @@ def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16
     from bench_gemm import timed, torch_stream
     rng = np.random.default_rng(7)
     q = rng.integers(-8, 8, size=(N, K))
-    sb = t.bf16_bits(np.abs(rng.standard_normal((N, K // t.GROUP))) * 0.01 + 0.001)
+    sb = round16_bits(np.abs(rng.standard_normal((N, K // t.GROUP))) * 0.01 + 0.001, "bf16")
     packed, st = t.pack(q, sb)
     w64 = t.weights(q, sb)
     Wd, Sd, Wr = cupy.asarray(packed), cupy.asarray(st), cupy.asarray(t.row_major(q))
     out = []
     for M in ms:
-        xb = t.bf16_bits(rng.standard_normal((M, K)))
+        xb = round16_bits(rng.standard_normal((M, K)), "bf16")
         X = cupy.asarray(xb)
-        ref = t.bf16_value(xb) @ w64.T
-        bound = bound_of(ref, np.abs(t.bf16_value(xb)) @ np.abs(w64).T)
+        ref = half_values(xb, "bf16") @ w64.T
+        bound = t.bound(ref, np.abs(half_values(xb, "bf16")) @ np.abs(w64).T)
         gos, ys = {}, {}
         for name, lib in libs.items():
             ys[name] = cupy.zeros((M, N), dtype=cupy.uint16)
@@ -242,7 +240,8 @@ def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16
             gos[name]()
         torch.cuda.synchronize()
         for name, y in ys.items():
-            if not name.startswith(UNCHECKED) and not np.all(np.abs(t.bf16_value(cupy.asnumpy(y)) - ref) <= bound):
+            err = np.abs(half_values(cupy.asnumpy(y), "bf16") - ref)
+            if not name.startswith(UNCHECKED) and not np.all(err <= bound):
                 bad.append(f"ladder {name} M={M}")
         out.append({"M": M, "N": N, "K": K, "ms": timed(gos)})
     return out

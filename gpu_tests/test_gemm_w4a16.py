@@ -21,6 +21,9 @@ import weakref
 import numpy as np
 import pytest
 
+from ll_codegen.verify.emulate.reference import round16_bits
+from ll_codegen.verify.emulate.upcast import decode, half_values
+
 cupy = pytest.importorskip("cupy")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -56,20 +59,16 @@ def row_major(q: np.ndarray) -> np.ndarray:
     return natural((np.asarray(q) & 0xF).astype(np.uint8))
 
 
-def bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float -> bf16 bits, rounded to nearest even (through f32: exact for the values used here)."""
-    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
-def bf16_value(bits: np.ndarray) -> np.ndarray:
-    return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)
+def bound(ref: np.ndarray, mag: np.ndarray) -> np.ndarray:
+    """The error a random-normal result may have: f32 sums (2^-16 of sum_k |x w|), then Y's rounding to
+    bf16 (2^-8 |ref|)."""
+    return 2.0 ** -16 * mag + np.abs(ref) * 2.0 ** -8
 
 
 def weights(q: np.ndarray, s_bits: np.ndarray) -> np.ndarray:
     """The bf16 weights the upcast feeds wgmma: RNE_bf16(q * s) (q * s has up to 12 significant bits, so
     one rounding; exact for power-of-two scales), as float64."""
-    return bf16_value(bf16_bits(q * np.repeat(bf16_value(s_bits), GROUP, axis=1)))
+    return half_values(round16_bits(q * np.repeat(half_values(s_bits, "bf16"), GROUP, axis=1), "bf16"), "bf16")
 
 
 def build(directory: str, extra: tuple[str, ...] = ()) -> str:
@@ -112,14 +111,10 @@ def release(free, params) -> None:
     free(params)
 
 
-#: e2m1 codes 0 .. 15 -> values (OCP MX: sign bit 3, then 0, 0.5, 1, 1.5, 2, 3, 4, 6)
-E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
-
-
 def mxfp4_weights(codes: np.ndarray, e: np.ndarray) -> np.ndarray:
     """The bf16 weights the mxfp4 upcast feeds wgmma: RNE_bf16(v * 2^(e - 127)), exact (v has 2 significant
     bits; the exponents here keep it normal), as float64."""
-    return E2M1[codes] * np.repeat(2.0 ** (e.astype(np.float64) - 127), 32, axis=1)
+    return decode(codes, "e2m1") * np.repeat(2.0 ** (e.astype(np.float64) - 127), 32, axis=1)
 
 
 def operands(M: int, N: int, K: int, exact: bool, seed: int, mxfp4: bool = False):
@@ -129,7 +124,7 @@ def operands(M: int, N: int, K: int, exact: bool, seed: int, mxfp4: bool = False
     exponents 2^-2 .. 2^2 (exact) or 2^-8 .. 2^0."""
     rng = np.random.default_rng(seed)
     x = rng.integers(-4, 5, size=(M, K)).astype(np.float64) if exact else rng.standard_normal((M, K))
-    xb = bf16_bits(x)
+    xb = round16_bits(x, "bf16")
     if mxfp4:
         codes = rng.integers(0, 16, size=(N, K)).astype(np.uint8)
         e = rng.integers(125, 130, size=(N, K // 32)) if exact else rng.integers(119, 128, size=(N, K // 32))
@@ -139,10 +134,10 @@ def operands(M: int, N: int, K: int, exact: bool, seed: int, mxfp4: bool = False
         q = rng.integers(-8, 8, size=(N, K))
         s = 2.0 ** rng.integers(-1, 3, size=(N, K // GROUP)) if exact else \
             np.abs(rng.standard_normal((N, K // GROUP))) * 0.01 + 0.001
-        sb = bf16_bits(s)
+        sb = round16_bits(s, "bf16")
         codes, w, st = (q & 0xF).astype(np.uint8), weights(q, sb), np.ascontiguousarray(sb.T)
-    ref = bf16_value(xb) @ w.T
-    return xb, codes, st, ref, np.abs(bf16_value(xb)) @ np.abs(w).T
+    ref = half_values(xb, "bf16") @ w.T
+    return xb, codes, st, ref, np.abs(half_values(xb, "bf16")) @ np.abs(w).T
 
 
 def run(lib: Library, M: int, N: int, K: int, exact: bool, seed: int = 0, splits: int = 0,
@@ -170,14 +165,14 @@ SHAPES = [(1, 128, 256), (16, 128, 1024), (5, 256, 2048), (64, 512, 4096), (1, 8
 @pytest.mark.parametrize("M,N,K", SHAPES)
 def test_gemm_w4a16_exact(lib, M, N, K):
     y, ref, _ = run(lib, M, N, K, exact=True)
-    assert np.array_equal(y, bf16_bits(ref)), (M, N, K)
+    assert np.array_equal(y, round16_bits(ref, "bf16")), (M, N, K)
 
 
 @pytest.mark.parametrize("splits", [1, 2, 3, 8])
 def test_gemm_w4a16_split_k_exact_and_deterministic(lib, splits):
     M, N, K = 16, 256, 4096
     y, ref, _ = run(lib, M, N, K, exact=True, splits=splits)
-    assert np.array_equal(y, bf16_bits(ref))
+    assert np.array_equal(y, round16_bits(ref, "bf16"))
     a, _, _ = run(lib, M, N, K, exact=False, seed=3, splits=splits)
     b, _, _ = run(lib, M, N, K, exact=False, seed=3, splits=splits)
     assert np.array_equal(a, b)
@@ -187,16 +182,16 @@ def test_gemm_w4a16_split_k_exact_and_deterministic(lib, splits):
                                    (300, 384, 1024), (512, 1024, 2048)])
 def test_gemm_mxfp4_exact(lib, M, N, K):
     y, ref, _ = run(lib, M, N, K, exact=True, mxfp4=True)
-    assert np.array_equal(y, bf16_bits(ref)), (M, N, K)
+    assert np.array_equal(y, round16_bits(ref, "bf16")), (M, N, K)
 
 
 @pytest.mark.parametrize("mxfp4", [False, True], ids=["int4", "mxfp4"])
 @pytest.mark.parametrize("M,N,K", [(1, 8192, 8192), (16, 4096, 14336), (4096, 1024, 4096)])
 def test_gemm_w4a16_random_normal(lib, M, N, K, mxfp4):
     y, ref, mag = run(lib, M, N, K, exact=False, seed=1, mxfp4=mxfp4)
-    err = np.abs(bf16_value(y) - ref)
-    bound = 2.0 ** -16 * mag + np.abs(ref) * 2.0 ** -8   # f32 sums, then Y's own rounding
-    assert np.all(err <= bound), float(np.max(err / bound))
+    err = np.abs(half_values(y, "bf16") - ref)
+    b = bound(ref, mag)
+    assert np.all(err <= b), float(np.max(err / b))
 
 
 def test_gemm_w4a16_pack_on_device_equals_numpy_reorder(lib):
@@ -221,7 +216,7 @@ def lib_row_major(tmp_path_factory):
 def test_gemm_w4a16_row_major_weights_exact(lib_row_major, M, N, K, mxfp4):
     """The -D LLGEN_W4A16_ROW_MAJOR=1 build (the identity choice bench_mixed.py times the pre-shuffle against)."""
     y, ref, _ = run(lib_row_major, M, N, K, exact=True, rm=True, mxfp4=mxfp4)
-    assert np.array_equal(y, bf16_bits(ref)), (M, N, K)
+    assert np.array_equal(y, round16_bits(ref, "bf16")), (M, N, K)
 
 
 def test_gemm_w4a16_refuses_bad_shapes(lib):

@@ -26,6 +26,7 @@ import pytest
 
 from ll_codegen.run import host
 from ll_codegen.verify.emulate.reference import round16_bits
+from ll_codegen.verify.emulate.upcast import decode
 from toolchain import arch_flags, need, run
 
 pytestmark = pytest.mark.compile
@@ -186,10 +187,6 @@ def test_gemm_w4a16_row_major_weights_on_host_simt(driver_row_major, M, N, K, sp
     run_case(driver_row_major, M, N, K, splits, shape, row_major=True, mxfp4=mxfp4)
 
 
-#: e2m1 codes 0 .. 15 -> values (sign bit 3; exponent bits 1-2, mantissa bit 0; OCP MX: 0, 0.5, 1, 1.5, 2, 3, 4, 6)
-E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
-
-
 def run_case(driver, M: int, N: int, K: int, splits: int, shape: int, row_major: bool, mxfp4: bool) -> None:
     path, d = driver
     rng = np.random.default_rng(M + N + K)
@@ -198,7 +195,7 @@ def run_case(driver, M: int, N: int, K: int, splits: int, shape: int, row_major:
     if mxfp4:      # every product and sum exact: e2m1 values times 2^-2 .. 2^2 times small integers
         codes = rng.integers(0, 16, size=(N, K)).astype(np.uint8)
         e = rng.integers(125, 130, size=(N, K // 32)).astype(np.uint8)
-        w = E2M1[codes] * np.repeat(2.0 ** (e.astype(np.float64) - 127), 32, axis=1)
+        w = decode(codes, "e2m1") * np.repeat(2.0 ** (e.astype(np.float64) - 127), 32, axis=1)
         st = np.ascontiguousarray(e.T)
     else:
         q = rng.integers(-8, 8, size=(N, K))
