@@ -36,7 +36,9 @@ from ll_codegen.operations import (OPERATIONS, Endpoint, Operation, Request, com
 from ll_codegen.plan import packed, planner
 from ll_codegen.plan.mma import AB_BYTES
 from ll_codegen.plan.model import parse_barrier
-from ll_codegen.plan.mma_model import MmaPlan
+from ll_codegen.plan.mma_mixed import MixedMmaPlan, mixed_problem
+from ll_codegen.plan.mma_model import MmaError, MmaPlan
+from ll_codegen.mma_specs import a_fragment_of, check_instr_k
 from ll_codegen.plan.plans import ConvertPlan, Transfer
 from ll_codegen.spec import Spec, SpecError, load_spec, spec_from_dict
 
@@ -469,25 +471,21 @@ def reduce_files(src: str, dims: Any, combine: str = "sum", dtype: str = "f32", 
     return Generated(plan, out_name, command, files)
 
 
-def check_instr_k(acc_spec: Spec, dtype: str) -> None:
-    """A Hopper accumulator's ``instr_shape`` [16, N, K] names its wgmma, whose K is 32 bytes of
-    operands per row (Triton's instrShape K = 256 / element bits: 16 for f16, 32 for 8-bit, 8 for
-    tf32): a spec made for another operand type is one ``SpecError``."""
-    lay = acc_spec.layout
-    if acc_spec.kind != "nvidia_mma" or lay.version[0] != 3 or dtype not in AB_BYTES:
-        return
-    instr, k = list(lay.instr_shape), 32 // AB_BYTES[dtype]
-    if instr[-1] != k:
-        raise SpecError(acc_spec.source, "instr_shape", f"{instr}: K = {instr[-1]}, but wgmma's K for --dtype "
-                                                        f"{dtype} is {k} (instr_shape {instr[:-1] + [k]})")
-
-
 def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32", target: str = "cuda",
-             arch: str | None = None, version: int | None = None) -> MmaPlan:
+             arch: str | None = None, version: int | None = None, a_dtype: str | None = None,
+             scales: str | None = None) -> MmaPlan | MixedMmaPlan:
     """Plan ``acc += A @ B`` for one CTA tile (``plan/mma.py``): ``acc`` an ``nvidia_mma`` layout (v3:
     wgmma, v2: mma.sync; ``version`` when it is a bare LinearLayout), or with ``target="hip"`` an
     ``amd_mfma`` layout (MFMA, ``plan/mfma.py``); ``a`` (M x K) and ``b`` (K x N) shared layouts or
-    ``dot_operand`` register layouts; each a LinearLayout, Spec, mapping or path."""
+    ``dot_operand`` register layouts; each a LinearLayout, Spec, mapping or path.  ``a_dtype`` (A's
+    narrower type, ``scales`` as ``llgen convert --scales``): ``acc += upcast(A) @ B`` with A a
+    shared tile or registers of ``a_dtype`` elements (``plan/mma_mixed.py``; ``acc`` a spec)."""
+    if a_dtype is not None:                              # the types alone, before any layout is loaded
+        problem = mixed_problem(dtype, a_dtype, acc_dtype, target, scales)
+        if problem:
+            raise MmaError(problem)
+    elif scales is not None:
+        raise ValueError("--scales: scales apply to a narrower A (give --a-dtype)")
     acc_l, acc_spec = load_layout(acc, None, "accumulator")
     hip = target == "hip"
     if acc_spec is not None:
@@ -510,28 +508,32 @@ def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32
         e, spec = endpoint(x, None, what)
         if e.space == "global":
             raise SpecError(spec.source, "kind", f"{what} is a global tile; the MMA reads shared memory or registers")
-        bits = 8 * AB_BYTES.get(dtype, 0)
+        flag, t = ("--a-dtype", a_dtype) if what == "A" and a_dtype is not None else ("--dtype", dtype)
+        bits = DTYPE_BITS.get(t, 0) if t == a_dtype else 8 * AB_BYTES.get(dtype, 0)
         if e.element_bits is not None and e.element_bits != bits:
             raise SpecError(spec.source, "element_bitwidth", f"{e.element_bits}: the layout is made for "
-                                                             f"{e.element_bits}-bit elements, --dtype {dtype} has {bits}")
+                                                             f"{e.element_bits}-bit elements, {flag} {t} has {bits}")
         operands.append(e)
-    return OPERATIONS["mma"].plan(Request((Endpoint(acc_l, "registers"), *operands), dtype, target, arch,
-                                          options={"version": version, "acc_dtype": acc_dtype}))
+    options = {"version": version, "acc_dtype": acc_dtype}
+    if a_dtype is not None:
+        options.update(a_dtype=a_dtype, scales=scales, fragment=a_fragment_of(acc_spec, acc_l, operands[1].layout))
+    return OPERATIONS["mma" if a_dtype is None else "mma_mixed"].plan(
+        Request((Endpoint(acc_l, "registers"), *operands), dtype, target, arch, options=options))
 
 
 def mma_files(acc: str, a: str, b: str, dtype: str = "f16", acc_dtype: str = "f32", target: str = "cuda",
               arch: str | None = None, name: str | None = None, emit: Sequence[str] | str | None = None,
-              root: str | None = None) -> Generated:
+              root: str | None = None, a_dtype: str | None = None, scales: str | None = None) -> Generated:
     """Plan and render (in memory) the files ``llgen mma`` writes (header, harness)."""
     parse_emit(emit)
     if name is not None:
         check_name(name)
     out_name = name if name is not None else mma_name(acc)
     at = (lambda p: os.path.join(root, p)) if root else (lambda p: p)
-    plan = plan_mma(at(acc), at(a), at(b), dtype, acc_dtype, target, arch)
-    kinds = _kinds(OPERATIONS["mma"], emit, plan)
-    command = command_line("mma", acc=acc, a=a, b=b, dtype=dtype, acc_dtype=acc_dtype, target=plan.target,
-                           arch=plan.arch, name=name)
+    plan = plan_mma(at(acc), at(a), at(b), dtype, acc_dtype, target, arch, a_dtype=a_dtype, scales=scales)
+    kinds = _kinds(operation_of(plan), emit, plan)
+    command = command_line("mma", acc=acc, a=a, b=b, dtype=dtype, a_dtype=a_dtype, scales=scales,
+                           acc_dtype=acc_dtype, target=plan.target, arch=plan.arch, name=name)
     return Generated(plan, out_name, command, render_files(plan, out_name, kinds, command))
 
 

@@ -22,6 +22,8 @@ operation   moves                                       endpoints               
             re-swizzle) through registers
 ``gather``  out = src gathered by index along one axis  registers (src, index)    ``llgen gather``
 ``mma``     acc += A @ B for one CTA tile               acc, A, B                 ``llgen mma``
+``mma_mixed`` acc += upcast(A) @ B: A of a narrower type  acc, A, B                 ``llgen mma``
+            upcast into the MMA's A fragment                                      ``--a-dtype``
 ``reduce``  dst = reduce(src, dims, combine)            registers                 ``llgen reduce``
 ==========  ==========================================  ========================  ================
 
@@ -42,10 +44,12 @@ from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit import convert as emit_convert, copy as emit_copy, gather as emit_gather
 from ll_codegen.emit import memory as emit_memory, mma as emit_mma, reduce as emit_reduce, tma as emit_tma
 from ll_codegen.emit import relayout as emit_relayout, upcast as emit_upcast
+from ll_codegen.emit.mma_mixed import MMA_MIXED_FILES
 from ll_codegen.emit.render import file_names, render_template
 from ll_codegen.plan import planner, report
 from ll_codegen.plan.gather import GatherPlan, plan_gather
 from ll_codegen.plan.mma import plan_mma
+from ll_codegen.plan.mma_mixed import MixedMmaPlan, plan_mixed_mma
 from ll_codegen.plan.mma_model import MmaPlan
 from ll_codegen.plan.plans import ConvertPlan, CopyPlan, LoadPlan, RelayoutPlan, StorePlan
 from ll_codegen.plan.relayout import plan_relayout
@@ -62,6 +66,7 @@ from ll_codegen.verify.emulate.reduce import check_reduce
 from ll_codegen.verify.emulate.relayout import check_relayout
 from ll_codegen.verify.emulate.tma import check_tma
 from ll_codegen.verify.emulate.upcast import check_upcast
+from ll_codegen.verify.mixed import MIXED_MMA, MIXED_MMA_PTX, check_mixed_mma
 from ll_codegen.verify.ptx import expect, expect_async
 
 
@@ -186,6 +191,13 @@ def _plan_mma(r: Request) -> MmaPlan:
                     r.options.get("acc_dtype", "f32"), r.target, r.arch)
 
 
+def _plan_mma_mixed(r: Request) -> MixedMmaPlan:
+    acc, a, b = r.endpoints
+    o = r.options
+    return plan_mixed_mma(acc.layout, a.layout, b.layout, o["fragment"], a.space, b.space, o["version"], r.dtype,
+                          o["a_dtype"], o.get("acc_dtype", "f32"), r.target, r.arch, a.alignment, o.get("scales"))
+
+
 def _plan_reduce(r: Request) -> ReducePlan:
     (src,) = r.endpoints
     return plan_reduce(src.layout, r.options["dims"], r.options["combine"], r.dtype, r.target, r.arch,
@@ -233,6 +245,12 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
                ("registers", "registers", "registers")), ("auto",), frozenset({"version", "acc_dtype"}),
               _plan_mma, report.mma_summary, emit_mma.MMA_FILES, check_mma, harness.MMA, expect_async.MMA_PTX,
               "mma", ((), "llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)")),
+    Operation("mma_mixed", MixedMmaPlan, "acc += upcast(A) @ B: A of a narrower type (--a-dtype) upcast into "
+              "the MMA's A fragment", (("registers", "shared", "shared"), ("registers", "registers", "shared"),
+                                       ("registers", "registers", "registers"), ("registers", "shared", "registers")),
+              ("auto",), frozenset({"version", "acc_dtype", "a_dtype", "scales", "fragment"}), _plan_mma_mixed,
+              report.mixed_mma_summary, MMA_MIXED_FILES, check_mixed_mma, MIXED_MMA, MIXED_MMA_PTX, "mma",
+              ((), "llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)"), frozenset({"a_dtype"})),
     Operation("reduce", ReducePlan, "dst = reduce(src, dims, combine) over tensor dims", (("registers",),),
               ("registers", "shuffle", "smem"), frozenset({"dims", "combine", "barrier"}), _plan_reduce,
               report.reduce_summary, emit_reduce.REDUCE_FILES, check_reduce, harness.REDUCE, expect_async.REDUCE_PTX,
@@ -309,7 +327,7 @@ FLAGS: tuple[tuple[str, str, bool, Any], ...] = (
     ("src", "--src", True, None), ("index", "--index", True, None), ("acc", "--acc", True, None),
     ("a", "--a", True, None), ("b", "--b", True, None), ("dst", "--dst", True, None),
     ("axis", "--axis", True, None), ("dims", "--dim", True, None), ("combine", "--op", True, None),
-    ("dtype", "--dtype", True, None), ("dst_dtype", "--dst-dtype", False, None),
+    ("dtype", "--dtype", True, None), ("a_dtype", "--a-dtype", False, None), ("dst_dtype", "--dst-dtype", False, None),
     ("scales", "--scales", False, None), ("index_dtype", "--index-dtype", True, None),
     ("acc_dtype", "--acc-dtype", True, None), ("target", "--target", True, None), ("arch", "--arch", False, None),
     ("strategy", "--strategy", False, "auto"), ("swizzle", "--swizzle", False, "optimal"),

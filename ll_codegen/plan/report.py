@@ -8,6 +8,7 @@ from ll_codegen.core.dtypes import is_packed
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.gather import GatherPlan
 from ll_codegen.plan.mma import MmaPlan
+from ll_codegen.plan.mma_mixed import MixedMmaPlan
 from ll_codegen.plan.model import instruction_name, shuffle_name
 from ll_codegen.plan.plans import LoadPlan, Transfer, steps
 from ll_codegen.plan.reduce import ReducePlan
@@ -313,3 +314,14 @@ def reduce_summary(p: ReducePlan) -> str:
     lines += [f"   {'*' if c.strategy == chosen else ' '}{c.strategy:11s} {c.score:9.2f}  {c.detail}"
               for c in p.candidates]
     return "\n".join(lines) + "\n"
+
+
+def mixed_mma_summary(p: MixedMmaPlan) -> str:
+    """A mixed-input MMA: the headline, then its two plans' summaries indented (the upcast of A into
+    the MMA's A fragment, the MMA with A from registers)."""
+    M, N, K = p.shape
+    head = (f"mixed-input mma: acc {M}x{N} += upcast(A {M}x{K}, {p.a_dtype} -> {p.dtype}) * B {K}x{N} ({p.dtype}), "
+            f"{p.kind}, {p.target} {p.arch}; A {'from a shared tile' if p.a_shared else 'from registers'}")
+    return "\n".join([head, "1. upcast of A into the MMA's A fragment:"]
+                     + ["  " + line for line in upcast_summary(p.upcast).splitlines()]
+                     + ["2. the MMA, A from registers:"] + ["  " + line for line in mma_summary(p.mma).splitlines()])

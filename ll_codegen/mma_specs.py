@@ -1,0 +1,33 @@
+"""What ``llgen mma`` reads off an accumulator's spec beyond its layout: the wgmma K its
+``instr_shape`` names (``check_instr_k``) and, for a mixed-input MMA, the A register fragment its
+``nvidia_mma`` parameters imply (``a_fragment_of``)."""
+from __future__ import annotations
+
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.plan.mma_mixed import a_fragment
+from ll_codegen.plan.mma_model import AB_BYTES
+from ll_codegen.spec import Spec, SpecError
+
+
+def check_instr_k(acc_spec: Spec, dtype: str) -> None:
+    """A Hopper accumulator's ``instr_shape`` [16, N, K] names its wgmma, whose K is 32 bytes of
+    operands per row (Triton's instrShape K = 256 / element bits: 16 for f16, 32 for 8-bit, 8 for
+    tf32): a spec made for another operand type is one ``SpecError``."""
+    lay = acc_spec.layout
+    if acc_spec.kind != "nvidia_mma" or lay.version[0] != 3 or dtype not in AB_BYTES:
+        return
+    instr, k = list(lay.instr_shape), 32 // AB_BYTES[dtype]
+    if instr[-1] != k:
+        raise SpecError(acc_spec.source, "instr_shape", f"{instr}: K = {instr[-1]}, but wgmma's K for --dtype "
+                                                        f"{dtype} is {k} (instr_shape {instr[:-1] + [k]})")
+
+
+
+def a_fragment_of(acc_spec: Spec | None, acc: LinearLayout, b: LinearLayout) -> LinearLayout:
+    """The A register fragment (M x K: the accumulator's rows, B's rows) of the MMA whose accumulator
+    spec is ``acc_spec``: its ``dot_operand`` of k_width 2 (``plan/mma_mixed.a_fragment``).  A bare
+    LinearLayout accumulator has no parameters to take it from: ValueError in one line."""
+    if acc_spec is None or acc_spec.kind != "nvidia_mma":
+        raise ValueError("--a-dtype: the accumulator must be an nvidia_mma spec (the upcast's destination is its "
+                         "dot_operand fragment), not a bare LinearLayout")
+    return a_fragment(acc_spec.layout, acc.out_dim_size(acc.out_dims[0]), b.out_dim_size(b.out_dims[0]))

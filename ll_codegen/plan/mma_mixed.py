@@ -1,0 +1,180 @@
+"""Mixed-input MMA (``llgen mma --a-dtype``): ``acc += upcast(A) @ B`` for one CTA tile.
+
+A holds low-precision elements (``i4``, ``u4``, ``e2m1``, ``f8e4m3``, ``f8e5m2``, ``i8``, ``u8``; a
+4-bit type packed two per byte) in a shared tile or in registers; B and the instruction are in
+``dtype`` (``f16`` or ``bf16``).  The plan is the composition of two plans this library already
+makes, nothing else:
+
+1. ``upcast`` (an ``UpcastPlan``, ``plan/upcast.py``): A, with optional per-group scales along K,
+   exactly into the register fragment ``F`` the MMA reads A from -- Triton's ``dot_operand``
+   (operand 0, k_width 2) of the accumulator's ``nvidia_mma`` layout over M x K;
+2. ``mma`` (an ``MmaPlan``, ``plan/mma.py``): ``acc += F @ B`` with A from registers (wgmma, whose
+   A may come from registers and B from shared memory, or mma.sync, both from registers).
+
+The element of A at (m, k) becomes ``u(m, k) = RNE(decode(A[m, k]) * s[m, k / G] + c)`` in
+``dtype`` (exactly ``decode(A[m, k])`` without scales), and the MMA adds ``sum_k u(m, k) B[k, n]``
+to ``acc[m, n]`` in f32.  On Hopper this is the weights-as-A arrangement: ``Y^T = W X^T`` with the
+low-precision weights W as A, since only A can come from registers.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from ll_codegen.core.dtypes import DTYPE_BITS, UPCAST_SOURCES
+from ll_codegen.core.layout import LinearLayout
+from ll_codegen.layouts.dot_operand import DotOperandLayout
+from ll_codegen.plan.mma import plan_mma
+from ll_codegen.plan.mma_model import MmaError, MmaPlan
+from ll_codegen.plan.upcast import UpcastPlan, parse_scales, plan_upcast
+
+#: the instruction types a mixed-input MMA computes in (the upcast's destinations)
+MIXED_TYPES = ("f16", "bf16")
+
+
+@dataclass(frozen=True)
+class MixedMmaPlan:
+    """``acc += upcast(A) @ B``: ``upcast`` moves and widens A into the fragment ``mma`` reads A from
+    (its destination layout is ``mma.a``'s), ``mma`` issues the instructions."""
+    operation: ClassVar[str] = "mma_mixed"
+    a_dtype: str
+    upcast: UpcastPlan
+    mma: MmaPlan
+
+    @property
+    def dtype(self) -> str:
+        return self.mma.dtype
+
+    @property
+    def acc_dtype(self) -> str:
+        return self.mma.acc_dtype
+
+    @property
+    def kind(self) -> str:
+        return self.mma.kind
+
+    @property
+    def strategy(self) -> str:
+        return self.mma.kind
+
+    @property
+    def target(self) -> str:
+        return self.mma.target
+
+    @property
+    def arch(self) -> str:
+        return self.mma.arch
+
+    @property
+    def warp_size(self) -> int:
+        return self.mma.warp_size
+
+    @property
+    def num_warps(self) -> int:
+        return self.mma.num_warps
+
+    @property
+    def threads(self) -> int:
+        return self.mma.threads
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.mma.shape
+
+    @property
+    def elem_bytes(self) -> int:
+        """Bytes of one B element (the instruction's type)."""
+        return self.mma.elem_bytes
+
+    @property
+    def a_shared(self) -> bool:
+        """A is read from a shared tile (else from the caller's registers)."""
+        return self.upcast.from_memory
+
+    @property
+    def a_bytes(self) -> int:
+        """Bytes of the row-major A tensor as stored (4-bit types two elements a byte)."""
+        M, _, K = self.shape
+        return M * K * DTYPE_BITS[self.a_dtype] // 8
+
+    @property
+    def input_offsets(self) -> tuple[int, int]:
+        """Byte offsets of the scale tensor and of the zero points in the harness's A input: after
+        the A bytes (16-byte aligned), the zero points after the scales."""
+        c = self.upcast.scaling
+        at = -(-self.a_bytes // 16) * 16
+        n = 0 if c is None else c.shape[0] * c.shape[1] * (1 if c.dtype == "e8m0" else 2)
+        return at, at + -(-n // 16) * 16
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of the harness: the MMA's shared tiles (at 1024-byte slack), then
+        the upcast's tile or scratch at a 1024-byte boundary."""
+        mine = self.mma.smem_bytes
+        base = -(-max(mine - 1024, 0) // 1024) * 1024
+        return base + self.upcast.smem_bytes + 1024
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"operation": "mma_mixed", "a_dtype": self.a_dtype, "upcast": self.upcast.to_dict(),
+                "mma": self.mma.to_dict()}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=_plain)
+
+
+def _plain(x: Any) -> Any:
+    return asdict(x) if hasattr(x, "__dataclass_fields__") else str(x)
+
+
+def mixed_problem(dtype: str, a_dtype: str, acc_dtype: str = "f32", target: str = "cuda",
+                  scales: Any = None) -> str | None:
+    """Why ``--a-dtype a_dtype`` with ``--dtype dtype`` is no mixed-input MMA llgen plans (one line),
+    or None -- decided from the types alone, before any layout is planned."""
+    if a_dtype not in UPCAST_SOURCES:
+        if a_dtype == dtype:
+            return f"--a-dtype {a_dtype} is --dtype: A and B of one type are a plain llgen mma (leave --a-dtype out)"
+        return f"--a-dtype {a_dtype}: the low-precision A types are {', '.join(UPCAST_SOURCES)}"
+    if dtype not in MIXED_TYPES:
+        return (f"--dtype {dtype}: a mixed-input MMA upcasts A to the instruction's type, f16 or bf16 "
+                f"(B is --dtype)")
+    if acc_dtype != "f32":
+        return f"--acc-dtype {acc_dtype}: a mixed-input MMA accumulates in f32"
+    if target != "cuda":
+        return f"--target {target}: the upcast sequences are CUDA's (lop3, prmt, cvt); no mixed-input MFMA"
+    if scales is not None:
+        try:
+            parse_scales(scales, dtype, 2)
+        except ValueError as e:
+            return str(e)
+    return None
+
+
+def plan_mixed_mma(acc: LinearLayout, a: LinearLayout, b: LinearLayout, fragment: LinearLayout, a_space: str,
+                   b_space: str, version: int, dtype: str, a_dtype: str, acc_dtype: str = "f32",
+                   target: str = "cuda", arch: str | None = None, alignment: int = 16,
+                   scales: Any = None) -> MixedMmaPlan:
+    """Plan ``acc += upcast(A) @ B``: ``a`` (M x K, ``a_dtype`` elements in ``a_space``) upcast into
+    ``fragment`` (the A register fragment of ``acc``'s instruction, ``dtype``; ``scales`` as
+    ``llgen convert --scales``, groups along K by default), then the MMA of ``plan_mma`` with A from
+    registers.  ``MmaError`` or ValueError (one line) for what either step cannot do; the type
+    checks and the MMA (cheap) come before the upcast."""
+    problem = mixed_problem(dtype, a_dtype, acc_dtype, target, scales)
+    if problem:
+        raise MmaError(problem)
+    if a.out_dim_sizes != fragment.out_dim_sizes:
+        raise MmaError(f"A is {list(a.out_dim_sizes.values())} but the MMA's A is "
+                       f"{list(fragment.out_dim_sizes.values())} (M x K: the accumulator's rows, B's rows)")
+    mma = plan_mma(acc, fragment, b, "registers", b_space, version, dtype, acc_dtype, target, arch)
+    up = plan_upcast(a, fragment, a_space, a_dtype, dtype, target, mma.arch, alignment=alignment, scales=scales)
+    return MixedMmaPlan(a_dtype, up, mma)
+
+
+def a_fragment(parent: Any, m: int, k: int) -> LinearLayout:
+    """The A register fragment (M x K, 16-bit elements) of an MMA whose accumulator is the
+    ``nvidia_mma`` layout ``parent``: its ``dot_operand`` with operand index 0 and k_width 2 (two
+    K-consecutive elements per 32-bit register), what ``llgen mma --write-operand-spec`` writes."""
+    try:
+        return DotOperandLayout(0, parent, 2).to_linear([m, k])
+    except ValueError as e:
+        raise MmaError(f"no A fragment of the accumulator over {m} x {k} ({e})") from None
