@@ -1,0 +1,149 @@
+"""Mixed-input MMA (``llgen mma --a-dtype``, ``plan/mma_mixed.py``): acc += upcast(A) @ B with A of
+i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 and B and the instruction f16 or bf16.
+
+1. Plans: one operation composing the upcast into the MMA's A fragment and the MMA with A from
+   registers; the emulator (the upcast by its ISA models, the MMA by the PTX model) reproduces numpy
+   for every A type x instruction type on wgmma and mma.sync.
+2. Host SIMT runtime (compile): the rendered header and harness, bit-exact against numpy, for every
+   A type x {f16, bf16} on wgmma 64x16x16 and mma.sync 16x16x16, A from shared memory and from
+   registers, and the scaled formats (int4 groups of 128 bf16, e2m1 groups of 32 e8m0); nvcc sm_90a
+   compiles the files.
+3. CLI: the command writes the files; what it cannot do is one line, exit status 2, before planning.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+from ll_codegen.api import plan_mma
+from ll_codegen.cli import main
+from ll_codegen.core.dtypes import UPCAST_SOURCES
+from ll_codegen.operations import check, operation_of, render
+from ll_codegen.plan.mma_mixed import MixedMmaPlan
+from ll_codegen.testing.mixed_cases import MIXED_DTYPES, MixedCase, table_cases
+
+#: every A type x instruction type on the smallest wgmma and mma.sync tiles, A alternately from shared
+#: memory and registers, and the scaled formats
+SMALL = [MixedCase(kind, m, n, k, a, d, "registers" if (i + j + (kind == "wgmma")) % 2 else "shared")
+         for kind, m, n, k in (("wgmma", 64, 16, 16), ("mma.sync", 16, 16, 16))
+         for i, a in enumerate(UPCAST_SOURCES) for j, d in enumerate(MIXED_DTYPES)]
+SCALED = [MixedCase("wgmma", 64, 16, 128, "i4", "bf16", "shared", "128,bf16"),
+          MixedCase("mma.sync", 16, 16, 64, "e2m1", "bf16", "registers", "32,e8m0"),
+          MixedCase("wgmma", 64, 16, 64, "e2m1", "bf16", "shared", "32,e8m0")]
+W = "examples/w4a16/"
+
+
+def _plan(c: MixedCase):
+    return plan_mma(**c.specs())
+
+
+# ------------------------------------------------------------------ 1. plans and the emulator
+def test_the_plan_composes_the_upcast_and_the_mma():
+    p = _plan(MixedCase("wgmma", 64, 16, 16, "i4", "bf16"))
+    assert isinstance(p, MixedMmaPlan) and operation_of(p).name == "mma_mixed"
+    assert p.mma.a.space == "registers" and p.upcast.dst_bases == p.mma.a.layout
+    assert p.upcast.dtype == "i4" and p.upcast.dst_dtype == "bf16" and p.mma.dtype == "bf16"
+    assert "mixed-input mma" in p.summary() and '"operation": "mma_mixed"' in p.to_json()
+
+
+@pytest.mark.parametrize("c", SMALL + SCALED, ids=lambda c: c.name)
+def test_the_emulator_reproduces_numpy(c):
+    check(_plan(c), 3)
+
+
+def test_the_emulator_catches_a_wrong_fragment():
+    p = _plan(MixedCase("mma.sync", 16, 16, 16, "u4", "f16"))
+    lay = dict(p.mma.a.layout)
+    lay["in_dims"] = dict(lay["in_dims"], register=lay["in_dims"]["register"][::-1])
+    with pytest.raises(AssertionError, match="not the MMA's A fragment"):
+        check(replace(p, mma=replace(p.mma, a=replace(p.mma.a, layout=lay))))
+
+
+def test_every_table_case_plans():
+    """The GPU table's cases (gpu_tests/test_mma_mixed.py) all plan: the largest tiles one CTA holds."""
+    for c in table_cases():
+        if c.m * c.n * c.k >= 128 * 128 * 128:
+            p = _plan(c)
+            assert p.mma.shape == (c.m, c.n, c.k)
+
+
+# ------------------------------------------------------------------ 2. host runtime, nvcc
+def _host():
+    from ll_codegen.run import host
+    if host.compiler() is None:
+        pytest.skip("the host SIMT runtime needs clang++")
+    return host
+
+
+@pytest.mark.compile
+def test_harnesses_run_bit_exact_on_the_host():
+    host = _host()
+    items = [(c.name, _plan(c)) for c in SMALL + SCALED]
+    results = host.verify_host(items, runs=1, seed=7, jobs=2)
+    bad = [r.message for r in results if not r.ok]
+    assert not bad, bad[0]
+
+
+@pytest.mark.compile
+def test_a_wrong_upcast_constant_is_caught_on_the_host(monkeypatch):
+    host = _host()
+    from ll_codegen.emit import upcast as emit_upcast
+    monkeypatch.setitem(emit_upcast.LOP3_MAGIC, "i4_bf16", (0x6A, 0x43084308, 0x3F803F80, 0xC309C309))
+    (r,) = host.verify_host([("mxbad", _plan(MixedCase("mma.sync", 16, 16, 16, "i4", "bf16")))], seed=1, jobs=1)
+    assert not r.ok and "compile failed" not in r.message, r.message
+
+
+@pytest.mark.compile
+def test_nvcc_compiles_the_files(tmp_path):
+    from toolchain import arch_flags, compile_together, need
+    nvcc = need("nvcc")
+    units = []
+    for c in (SCALED[0], SMALL[3], SMALL[-1]):
+        p = _plan(c)
+        for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
+            (tmp_path / f"{c.name}{suffix}").write_text(render(p, kind, c.name))
+        units.append(f"{c.name}_harness.cu")
+    bad = compile_together(nvcc, units, arch_flags("sm_90a"), str(tmp_path))
+    assert not bad, bad[0][-2000:]
+
+
+# ------------------------------------------------------------------ 3. CLI
+def test_cli_writes_the_files_and_the_plan(tmp_path):
+    args = ["mma", "--acc", W + "acc_64x64.yaml", "--a", W + "w_smem.yaml", "--b", W + "x_smem_64x64.yaml",
+            "--dtype", "bf16", "--a-dtype", "i4", "--scales", "128,bf16"]
+    r = CliRunner().invoke(main, args + ["--name", "w4", "-o", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "w4.cuh").read_text()
+    assert "--a-dtype i4 --scales 128,bf16" in text
+    for fn in ("void load_a(", "void mma(", "void mma_upcast(", "namespace upcast {", "namespace tile {"):
+        assert fn in text, fn
+    assert (tmp_path / "w4_harness.cu").exists()
+    r = CliRunner().invoke(main, args + ["--plan"])
+    assert r.exit_code == 0 and r.output.startswith("mixed-input mma:"), r.output
+
+
+B8 = "kind: nvmma_shared\nswizzle_byte_width: 64\nelement_bitwidth: 8\ntransposed: true\nshape: [64, 64]\n"
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--dtype", "bf16", "--a-dtype", "bf16"], "--a-dtype bf16 is --dtype"),
+    (["--dtype", "f8e4m3", "--a-dtype", "i4"], "f16 or bf16"),
+    (["--dtype", "f16", "--a-dtype", "i4", "--acc-dtype", "f16"], "accumulates in f32"),
+    (["--dtype", "f16", "--a-dtype", "e2m1", "--scales", "32,e8m0"], "e8m0"),
+    (["--dtype", "bf16", "--scales", "128"], "give --a-dtype"),
+    (["--dtype", "bf16", "--a-dtype", "i4", "--scales", "3"], "a power of two"),
+    (["--dtype", "bf16", "--a-dtype", "i4", "--b", "B8"], "element_bitwidth"),       # B made for 8-bit elements
+])
+def test_cli_errors_are_one_line(extra, says, tmp_path):
+    out, specs = tmp_path / "out", tmp_path / "specs"
+    specs.mkdir()
+    (specs / "b8.yaml").write_text(B8)
+    extra = [str(specs / "b8.yaml") if x == "B8" else x for x in extra]
+    args = ["mma", "--acc", W + "acc_64x64.yaml", "--a", W + "w_smem.yaml", "--b", W + "x_smem_64x64.yaml",
+            "-o", str(out)] + extra
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2, r.output
+    assert says in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert not out.exists()
