@@ -477,15 +477,12 @@ def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32
     """Plan ``acc += A @ B`` for one CTA tile (``plan/mma.py``): ``acc`` an ``nvidia_mma`` layout (v3:
     wgmma, v2: mma.sync; ``version`` when it is a bare LinearLayout), or with ``target="hip"`` an
     ``amd_mfma`` layout (MFMA, ``plan/mfma.py``); ``a`` (M x K) and ``b`` (K x N) shared layouts or
-    ``dot_operand`` register layouts; each a LinearLayout, Spec, mapping or path.  ``a_dtype`` (A's
-    narrower type, ``scales`` as ``llgen convert --scales``): ``acc += upcast(A) @ B`` with A a
-    shared tile or registers of ``a_dtype`` elements (``plan/mma_mixed.py``; ``acc`` a spec)."""
-    if a_dtype is not None:                              # the types alone, before any layout is loaded
-        problem = mixed_problem(dtype, a_dtype, acc_dtype, target, scales)
-        if problem:
-            raise MmaError(problem)
-    elif scales is not None:
-        raise ValueError("--scales: scales apply to a narrower A (give --a-dtype)")
+    ``dot_operand`` register layouts; each a LinearLayout, Spec, mapping or path.  ``a_dtype``, ``scales``:
+    ``acc += upcast(A) @ B``, A of that narrower type (``plan/mma_mixed.py``; ``acc`` a spec)."""
+    # the types alone decide these, before any layout is loaded
+    problem = mixed_problem(dtype, a_dtype, acc_dtype, target, scales) if a_dtype is not None else None
+    if problem or (a_dtype is None and scales is not None):
+        raise MmaError(problem or "--scales: scales apply to a narrower A (give --a-dtype)")
     acc_l, acc_spec = load_layout(acc, None, "accumulator")
     hip = target == "hip"
     if acc_spec is not None:

@@ -30,7 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = "ll_codegen"
 
 #: stage of each top-level module or subpackage; a module may import stages <= its own
-STAGES = {"core": 0, "layouts": 1, "spec": 2, "ttgir": 2, "plan": 2, "emit": 3, "verify": 4, "operations": 5, "run": 6,
+STAGES = {"core": 0, "layouts": 1, "spec": 2, "mma_specs": 2, "ttgir": 2, "plan": 2, "emit": 3, "verify": 4, "operations": 5, "run": 6,
           "api": 7, "jobs": 8, "regenerate": 8, "chain": 8, "cli": 9, "__main__": 10, "__init__": 10, "testing": 10}
 
 #: the parts of verify/, in the same one-direction order: the vendor models, the emulators

@@ -1,0 +1,90 @@
+"""Bit-exact GPU checks of mixed-input MMAs (``llgen mma --a-dtype``): acc += upcast(A) @ B, A of i4,
+u4, e2m1, f8e4m3, f8e5m2, i8 or u8 upcast in registers into the A fragment, B and the instruction
+f16 or bf16, f32 accumulation.
+
+Cases (``ll_codegen/testing/mixed_cases.table_cases``, the catalogue tests/test_mma_mixed.py runs
+on the host SIMT runtime in part): every A type x {f16, bf16} x the tiles mma.sync 16x16x16,
+64x64x64, 128x128x128 (A alternately from shared memory and registers) and wgmma 64x16x16,
+64x64x64, 128x256x128 (two warp groups; A from shared memory), plus int4 with bf16 scales per 128
+and e2m1 with e8m0 scales per 32 along K.  Every harness compiles in NVRTC batches (``gpu.Batch``)
+and runs ``LLGEN_GPU_RUNS`` times (default 2) on fresh data chosen so that f32 accumulation is
+exact in any order (``verify/mixed.py``): the accumulator tensor and every thread's accumulator
+registers must equal numpy's ``C + upcast(A) @ B`` bit for bit.  The session prints the table of
+pass counts (A type x instruction type x tile).
+
+``LLGEN_GPU_REPORT=path.json`` writes per-case results.
+"""
+import collections
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+from ll_codegen.run import gpu
+from ll_codegen.testing.mixed_cases import MIXED_DTYPES, SHAPES, table_cases
+
+REASON = gpu.available()
+if REASON is not None:
+    pytest.skip(f"no GPU: {REASON}", allow_module_level=True)
+
+RUNS = int(os.environ.get("LLGEN_GPU_RUNS", "2"))
+CASES = table_cases()
+
+
+def _plans():
+    from ll_codegen.api import plan_mma
+    return [(c.name, plan_mma(**c.specs())) for c in CASES]
+
+
+def table(res: dict) -> str:
+    """Pass counts: a row per A type (and the scaled formats), a column per instruction type x tile."""
+    cols = [(d, s) for s in SHAPES for d in MIXED_DTYPES]
+    head = [f"{'A':<14} " + " ".join(f"{d}:{k[:2]}{m}x{n}x{kk}" for d, (k, m, n, kk) in cols)]
+    rows = collections.defaultdict(lambda: collections.Counter())
+    for c in CASES:
+        key = c.a_dtype + ("" if c.scales is None else f"+{c.scales}")
+        col = (c.dtype, (c.kind, c.m, c.n, c.k))
+        rows[key][col, "n"] += 1
+        rows[key][col, "ok"] += bool(res[c.name].ok)
+    for key, cnt in rows.items():
+        head.append(f"{key:<14} " + " ".join(f"{cnt[col, 'ok']}/{cnt[col, 'n']}".rjust(len(f'{d}:{k[:2]}{m}x{n}x{kk}'))
+                                             if cnt[col, 'n'] else "-".rjust(len(f'{d}:{k[:2]}{m}x{n}x{kk}'))
+                                             for col in cols for d, (k, m, n, kk) in [col]))
+    ok = sum(bool(r.ok) for r in res.values())
+    return "\n".join(head + [f"{ok}/{len(res)} cases bit-exact"])
+
+
+@pytest.fixture(scope="session")
+def results():
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="llgen_mma_mixed_gpu_") as d:
+        b = gpu.Batch(_plans(), d).compile(batch_size=16)
+        rng = np.random.default_rng(43)
+        res = {c.name: b.run(c.name, RUNS, rng) for c in CASES}
+    print(f"\n[gpu_tests] {len(CASES)} mixed-input MMA harnesses in {time.time() - t0:.1f} s")
+    print(table(res))
+    out = os.environ.get("LLGEN_GPU_REPORT")
+    if out:
+        with open(out, "w") as f:
+            json.dump([{"name": c.name, "ok": res[c.name].ok, "message": res[c.name].message} for c in CASES], f,
+                      indent=1)
+    return res
+
+
+def test_coverage():
+    """Every A type, both instruction types, both instructions, both A spaces, both scale formats."""
+    seen = collections.Counter()
+    for c in CASES:
+        seen.update((c.a_dtype, c.dtype, c.kind, c.a_space, c.scales))
+    for t in ("i4", "u4", "e2m1", "f8e4m3", "f8e5m2", "i8", "u8", "f16", "bf16", "wgmma", "mma.sync", "shared",
+              "registers", "128,bf16", "32,e8m0"):
+        assert seen[t] >= 1, (t, seen)
+
+
+@pytest.mark.parametrize("name", [c.name for c in CASES])
+def test_mma_mixed_bit_exact(results, name):
+    r = results[name]
+    assert r.ok, r.message
