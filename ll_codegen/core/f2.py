@@ -62,9 +62,24 @@ def _echelon(vectors: Iterable[int]) -> dict[int, tuple[int, int]]:
     return rows
 
 
+def _span_basis(vectors: Iterable[int]) -> dict[int, int]:
+    """A basis of span(vectors) keyed by each vector's leading bit (not reduced: cheaper than
+    ``_echelon`` where only the span matters)."""
+    basis: dict[int, int] = {}
+    for v in vectors:
+        while v:
+            top = v.bit_length() - 1
+            b = basis.get(top)
+            if b is None:
+                basis[top] = v
+                break
+            v ^= b
+    return basis
+
+
 def rank(vectors: Iterable[int]) -> int:
     """Dimension of the span of ``vectors``."""
-    return len(_echelon(vectors))
+    return len(_span_basis(vectors))
 
 
 def reduce(v: int, basis_echelon: dict[int, tuple[int, int]]) -> int:
@@ -75,7 +90,13 @@ def reduce(v: int, basis_echelon: dict[int, tuple[int, int]]) -> int:
 
 
 def in_span(v: int, vectors: Iterable[int]) -> bool:
-    return reduce(v, _echelon(vectors)) == 0
+    basis = _span_basis(vectors)
+    while v:
+        b = basis.get(v.bit_length() - 1)
+        if b is None:
+            return False
+        v ^= b
+    return True
 
 
 class Solver:

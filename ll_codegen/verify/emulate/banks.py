@@ -52,33 +52,64 @@ from ll_codegen.plan.plans import Transfer, without_via
 from ll_codegen.verify.emulate.common import global_addresses, smem_access, store_warps
 
 
-def phases(addresses: np.ndarray, access_bytes: int, target: Target, load: bool = False):
-    """(wavefronts, minimal wavefronts) of every phase with an active lane; module docstring."""
-    a = np.asarray(addresses, dtype=np.int64).ravel()
-    P = max(1, target.wavefront_bytes // max(access_bytes, target.bank_bytes))
-    if target.merges_quads(access_bytes, load) and all(
-            np.unique(q[q >= 0]).size <= 2 for q in a[:a.size - a.size % 4].reshape(-1, 4)):
-        P = min(2 * P, a.size)            # every quad reads at most two places: double phases
+def _distinct(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the valid values sorted along the last axis, invalid ones first as -1; the mask of the first
+    occurrence of each valid value there): the mask summed along that axis counts the distinct values."""
+    v = np.sort(np.where(valid, values, -1), axis=-1)
+    first = np.ones(v.shape, dtype=bool)
+    first[..., 1:] = v[..., 1:] != v[..., :-1]
+    return v, first & (v >= 0)
+
+
+def _phase_costs(a: np.ndarray, P: int, access_bytes: int, target: Target) -> tuple[np.ndarray, np.ndarray]:
+    """(wavefronts, minimal) per row of ``a`` (rows x lanes, -1 inactive) served in phases of ``P`` lanes."""
+    n, lanes = a.shape
+    pad = -lanes % P
+    if pad:
+        a = np.concatenate([a, np.full((n, pad), -1, dtype=a.dtype)], axis=1)
+    ph = a.reshape(n, -1, P)                                               # rows x phases x lanes
+    valid = (ph >= 0)[..., None]
     nw = max(1, access_bytes // target.bank_bytes)
-    for s in range(0, a.size, P):
-        ph = a[s:s + P]
-        ph = ph[ph >= 0]
-        if ph.size == 0:
-            continue
-        words = np.unique((ph[:, None] // target.bank_bytes + np.arange(nw)).ravel())
-        wave = int(np.bincount(words % target.banks, minlength=target.banks).max())
-        nbytes = np.unique((ph[:, None] + np.arange(access_bytes)).ravel()).size
-        yield wave, max(1, -(-nbytes // target.wavefront_bytes))
+    words = (ph[..., None] // target.bank_bytes + np.arange(nw)).reshape(*ph.shape[:2], -1)
+    words, first = _distinct(words, np.broadcast_to(valid, (*ph.shape, nw)).reshape(words.shape))
+    banks = np.where(first, words % target.banks, 0)
+    flat = (np.arange(banks.shape[0] * banks.shape[1]).reshape(banks.shape[:2])[..., None] * target.banks
+            + banks)[first]
+    per_bank = np.bincount(flat, minlength=banks.shape[0] * banks.shape[1] * target.banks)
+    wave = per_bank.reshape(*banks.shape[:2], target.banks).max(axis=-1)
+    nbytes = _distinct((ph[..., None] + np.arange(access_bytes)).reshape(*ph.shape[:2], -1),
+                       np.broadcast_to(valid, (*ph.shape, access_bytes)).reshape(*ph.shape[:2], -1))[1].sum(axis=-1)
+    active = valid[..., 0].any(axis=-1)
+    minimal = np.where(active, np.maximum(1, -(-nbytes // target.wavefront_bytes)), 0)
+    return wave.sum(axis=-1), minimal.sum(axis=-1)
+
+
+def access_costs(addresses: np.ndarray, access_bytes: int, target: Target,
+                 load: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(wavefronts, minimal wavefronts) of every warp-wide access of ``addresses`` (accesses x lanes byte
+    addresses, -1 inactive), each as the module docstring counts it, as two int arrays."""
+    a = np.asarray(addresses, dtype=np.int64)
+    a = a.reshape(-1, a.shape[-1]) if a.ndim else a.reshape(1, 1)
+    P = max(1, target.wavefront_bytes // max(access_bytes, target.bank_bytes))
+    double = np.zeros(a.shape[0], dtype=bool)
+    if target.merges_quads(access_bytes, load) and a.shape[1] >= 4:
+        quads = a[:, :a.shape[1] - a.shape[1] % 4].reshape(a.shape[0], -1, 4)
+        double = (_distinct(quads, quads >= 0)[1].sum(axis=-1) <= 2).all(axis=-1)   # double phases
+    wave, minimal = np.zeros(a.shape[0], dtype=np.int64), np.zeros(a.shape[0], dtype=np.int64)
+    for rows, p in ((~double, P), (double, min(2 * P, a.shape[1]))):
+        if rows.any():
+            wave[rows], minimal[rows] = _phase_costs(a[rows], p, access_bytes, target)
+    return wave, minimal
 
 
 def count_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target, load: bool = False) -> int:
     """Wavefronts of one warp-wide access (addresses per lane, -1 inactive); module docstring."""
-    return sum(w for w, _ in phases(addresses, access_bytes, target, load))
+    return int(access_costs(np.ravel(addresses)[None], access_bytes, target, load)[0][0])
 
 
 def min_wavefronts(addresses: np.ndarray, access_bytes: int, target: Target, load: bool = False) -> int:
     """The minimum any layout could reach for this access's active lanes; module docstring."""
-    return sum(m for _, m in phases(addresses, access_bytes, target, load))
+    return int(access_costs(np.ravel(addresses)[None], access_bytes, target, load)[1][0])
 
 
 @dataclass(frozen=True)
@@ -94,28 +125,40 @@ class MeasuredCost:
         return AccessCost(self.wavefronts, self.bank_conflicts, self.instructions, self.total_wavefronts)
 
 
+def _measured(rows: list[tuple[int, int, int, int]], lane_addr: list[np.ndarray], target: Target, load: bool,
+              instructions: int, warps) -> MeasuredCost:
+    """The ``MeasuredCost`` of warp-wide accesses: ``rows`` (round, index, warp, access bytes) with their
+    lane addresses, counted together per access size."""
+    if not rows:
+        return MeasuredCost(0, 0, 0, 0, True, ())
+    wave, mn = np.zeros(len(rows), dtype=np.int64), np.zeros(len(rows), dtype=np.int64)
+    size = np.array([r[3] for r in rows])
+    addrs = np.stack(lane_addr)
+    for v in np.unique(size):
+        wave[size == v], mn[size == v] = access_costs(addrs[size == v], int(v), target, load)
+    per = tuple((r, i, w, int(x), int(x - m)) for (r, i, w, _), x, m in zip(rows, wave, mn))
+    totals = {int(w): 0 for w in warps}
+    for _, _, w, x, _ in per:
+        totals[w] += x
+    seen = {(x, c) for *_, x, c in per}
+    return MeasuredCost(max(s[0] for s in seen), max(s[1] for s in seen), instructions, max(totals.values()),
+                        len(seen) == 1, per)
+
+
 def _measure(plan: Transfer, target: Target, which: str) -> MeasuredCost:
     m = plan.smem
     base, instr = (m.store_base, m.store_instr) if which == "store" else (m.load_base, m.load_instr)
     warps = store_warps(plan) if which == "store" else np.arange(plan.num_warps)
-    seen, per, totals = set(), [], {int(w): 0 for w in warps}
-    n = 0
+    rows, addrs, n = [], [], 0
     for ri, rnd in enumerate(m.rounds):
         accs = rnd.stores if which == "store" else rnd.loads
         n += len(accs)
         for ai, acc in enumerate(accs):
             _, _, _, lane_addr, access = smem_access(plan, acc, base, instr, warps)
-            load = which == "load" and instr == "vector"
             for wi, w in enumerate(warps):
-                wav = count_wavefronts(lane_addr[wi], access, target, load)
-                mn = min_wavefronts(lane_addr[wi], access, target, load)
-                seen.add((wav, wav - mn))
-                per.append((ri, ai, int(w), wav, wav - mn))
-                totals[int(w)] += wav
-    if not seen:
-        return MeasuredCost(0, 0, 0, 0, True, ())
-    return MeasuredCost(max(s[0] for s in seen), max(s[1] for s in seen), n, max(totals.values()),
-                        len(seen) == 1, tuple(per))
+                rows.append((ri, ai, int(w), access))
+                addrs.append(np.ravel(lane_addr[wi]))
+    return _measured(rows, addrs, target, which == "load" and instr == "vector", n, warps)
 
 
 def measure_smem(plan: Transfer, target: Target | None = None) -> tuple[MeasuredCost, MeasuredCost]:
@@ -138,20 +181,13 @@ def measure_memory(plan: Transfer, target: Target | None = None, strides=None):
     warps = np.arange(plan.num_warps)
     warps = warps[(warps & m.warp_skip) == 0]       # a store's warps holding copies; a relayout's load's too
     if m.space == "shared":
-        seen, per, totals = set(), [], {int(w): 0 for w in warps}
+        rows, addrs = [], []
         for ai, acc in enumerate(m.accesses):
             _, _, _, lane_addr, access = smem_access(plan, acc, m.base, m.instr, warps)
-            load = m.direction == "load" and m.instr == "vector"
             for wi, w in enumerate(warps):
-                wav = count_wavefronts(lane_addr[wi], access, target, load)
-                mn = min_wavefronts(lane_addr[wi], access, target, load)
-                seen.add((wav, wav - mn))
-                per.append((0, ai, int(w), wav, wav - mn))
-                totals[int(w)] += wav
-        if not seen:
-            return MeasuredCost(0, 0, 0, 0, True, ())
-        return MeasuredCost(max(s[0] for s in seen), max(s[1] for s in seen), len(m.accesses),
-                            max(totals.values()), len(seen) == 1, tuple(per))
+                rows.append((0, ai, int(w), access))
+                addrs.append(np.ravel(lane_addr[wi]))
+        return _measured(rows, addrs, target, m.direction == "load" and m.instr == "vector", len(m.accesses), warps)
     strides = tuple(strides) if strides is not None else m.strides
     nbytes = m.vec * plan.elem_bytes
     lanes_on = (np.arange(plan.warp_size) & m.lane_skip) == 0
