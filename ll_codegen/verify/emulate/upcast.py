@@ -10,6 +10,8 @@ against the reference at the destination layout's coordinates.
 """
 from __future__ import annotations
 
+import functools
+
 from fractions import Fraction
 
 import numpy as np
@@ -124,6 +126,7 @@ def half_values(bits: np.ndarray, t: str) -> np.ndarray:
 FORMAT = {"f16": (10, -14, 16), "bf16": (7, -126, 128)}
 
 
+@functools.lru_cache(maxsize=1 << 16)   # pure, and called with few distinct values
 def round_exact(v: Fraction, t: str, negative: bool) -> int:
     """Bits of the exact value ``v`` rounded once to nearest even in ``t`` (subnormals, overflow to
     infinity); ``negative``: the sign a zero result keeps."""
@@ -146,6 +149,7 @@ def round_exact(v: Fraction, t: str, negative: bool) -> int:
     return sign | int(encode(np.array([float(r)]), t)[0])
 
 
+@functools.lru_cache(maxsize=1 << 16)   # pure, and called with few distinct values
 def exact_fma(a: int, b: int, c: int, t: str) -> int:
     """fma.rn of one 16-bit half: a * b + c exact (Fractions), rounded once; NaN -> 0x7fff, the
     infinities by IEEE's rules (float64 computes those exactly)."""

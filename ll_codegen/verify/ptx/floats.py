@@ -18,6 +18,7 @@ transcendental functions.
 """
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import Callable
 
@@ -38,6 +39,7 @@ def canonical_nan(t: str) -> int:
     return ((1 << e) - 1) << m | ((1 << m) - 1)          # 0x7fffffff, 0x7fff, ... as the PTX ISA
 
 
+@functools.lru_cache(maxsize=1 << 16)   # pure, and called with few distinct values
 def decode(bits: int, t: str) -> Fraction | str:
     """The value of raw ``bits``: a Fraction, or ``'nan'``, ``'+inf'``, ``'-inf'``; ``-0.0`` is
     ``'-0'``."""
@@ -68,6 +70,7 @@ def _exp2_floor(a: Fraction) -> int:
     return e
 
 
+@functools.lru_cache(maxsize=1 << 16)   # pure, and called with few distinct values
 def round_bits(x: Fraction, t: str, mode: str = "rn", neg_zero: bool = False) -> int:
     """Raw bits of the exact value ``x`` rounded once to format ``t`` (``mode`` as ``cvt``'s)."""
     e, m, bias, width = _fmt(t)
@@ -231,7 +234,7 @@ def arith(base: str, mods: list[str], t: str) -> Callable[..., int]:
             if _is_zero(fl):
                 return sign if (_neg_zero(fl) or r & sign) else 0
         return r
-    return op
+    return functools.lru_cache(maxsize=1 << 16)(op)     # pure in the raw bits, which repeat
 
 
 def convert(dst_t: str, src_t: str, mods: list[str]) -> Callable[[int], int]:
