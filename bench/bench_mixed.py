@@ -5,11 +5,12 @@
 Y (M x N, bf16) = X (M x K, bf16) W^T, W int4 with one bf16 scale per 128 K of a row
 (examples/kernels/gemm_w4a16.cu: the weights pre-shuffled offline by llgen chain's layout, upcast in
 registers into wgmma's A fragment, the scales read in the layout the fragment implies).  At each shape
-and M, in the same run, with the kernels taking turns (bench_gemm.timed: the median of 15 samples of 10
-launches):
+and M, in the same run, with the kernels taking turns (bench_gemm.timed: the median of 15 samples), each
+timed twice: as CUDA graphs of 10 launches (``timed_graphs``: the host's launch cost left out, as a server
+replaying graphs runs a decode step) and as 10 launches back to back from Python:
 
-* ``llgen``: the example (decode tile 64 x 16 for M <= 64, else 128 x 256; K split over CTAs where
-  the row blocks do not fill the GPU);
+* ``llgen``: the example (decode tiles 128 x 16 for M <= 16, mid 64 x 64 for M <= 64, else 128 x 256;
+  K split over CTAs where the tiles do not fill the GPU);
 * ``cublas bf16``: ``torch.matmul`` of X and the dequantised bf16 W^T (what the int4 weights replace);
 * ``torch int4``: ``torch._weight_int4pack_mm`` (tinygemm, group 128), where this torch has it (int4 rows);
 * ``triton dot_scaled``: a Triton matmul of bf16 X and the mxfp4 weights through ``tl.dot_scaled``
@@ -17,10 +18,11 @@ launches):
 * ``HBM bound``: the weight and scale bytes over the device-to-device copy bandwidth measured in the
   same run (a 1 GiB copy; read + write bytes over its time).
 
-``--ladder`` also times variants beside the default build (``LADDER``: the weights row-major -- the
-identity choice llgen chain's pre-shuffle is timed against --, fewer stages, four threads issuing the
-TMA boxes, one accumulator and two A buffers at M <= 16; and three diagnostic builds, their results
-wrong by design and not checked: no upcast, no wgmma, the weight stream alone -- which part bounds the
+``--ladder`` also times variants beside the default build (``LADDER``, CUDA graphs: the weights row-major
+-- the identity choice llgen chain's pre-shuffle is timed against --, 64-row decode tiles, fewer stages,
+four threads issuing the TMA boxes, one accumulator and two A buffers at M <= 16; and five diagnostic
+builds, their results wrong by design and not checked: no upcast, no wgmma, the stream alone, the stream
+without X, the stream without the weights -- which part bounds the
 kernel) at M = 1, 16 and 4096, N = K = 8192.
 
 Inputs are random normal (X; scales ~0.01; q uniform in -8 .. 7).  Every result of ours is checked
@@ -117,6 +119,24 @@ def triton_mxfp4(x, codes: np.ndarray, e: np.ndarray, M: int, N: int, K: int):
         return str(err).splitlines()[0][:80] if str(err) else type(err).__name__, None
 
 
+def timed_graphs(launches: dict, count: int = 10) -> dict:
+    """Milliseconds per launch of each of ``launches`` with the host's launch cost left out: ``count``
+    launches captured in one CUDA graph, replays timed as ``bench_gemm.timed`` times launches (a decode
+    kernel here runs in less time than Python and ctypes take to launch it, as in a server that replays
+    graphs)."""
+    import torch
+    from bench_gemm import timed
+    graphs = {}
+    for name, go in launches.items():
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(count):
+                go()
+        graphs[name] = g
+    ms = timed({n: g.replay for n, g in graphs.items()}, batch=2)
+    return {n: t / count for n, t in ms.items()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
@@ -177,10 +197,10 @@ def main(argv=None) -> int:
             base, _ = torch_int4(xt, q, s) if fmt == "int4" else triton_mxfp4(xt, codes, e, M, N, K)
             if callable(base):
                 launches[BASELINE[fmt]] = base
-            ms_ = timed(launches)
+            ms_, graph_ms = timed(launches), timed_graphs(launches)
             bound = (N * K // 2 + scale_bytes) / bw * 1e3
-            rows.append({"format": fmt, "M": M, "N": N, "K": K, "ok": ok, "ms": ms_, "hbm_bound_ms": bound,
-                         "baseline_missing": None if callable(base) else base})
+            rows.append({"format": fmt, "M": M, "N": N, "K": K, "ok": ok, "ms": ms_, "graph_ms": graph_ms,
+                         "hbm_bound_ms": bound, "baseline_missing": None if callable(base) else base})
             del go
             torch.cuda.empty_cache()
     ladder = run_ladder(t, ladder_libs, bad) if ladder_libs else []
@@ -198,12 +218,15 @@ def main(argv=None) -> int:
 #: variants of the build (the defaults: the chain's pre-shuffled weights, 16 stages at most, decode 4 A buffers
 #: and 4 accumulators); "row-major weights" is the identity choice the chain's layout is timed against
 LADDER = {"row-major weights": ("-DLLGEN_W4A16_ROW_MAJOR=1",),
+          "64-row decode tiles": ("-DLLGEN_W4A16_DECODE_ROWS=64",),
           "8 stages": ("-DLLGEN_W4A16_STAGES=8",),
           "4 producer lanes": ("-DLLGEN_W4A16_PRODUCER_LANES=4",),
           "1 accumulator, 2 buffers": ("-DLLGEN_W4A16_DECODE_BUFFERS=2", "-DLLGEN_W4A16_DECODE_CHAINS=1"),
           "diagnostic: no upcast": ("-DLLGEN_W4A16_DIAGNOSE=1",),
           "diagnostic: no wgmma": ("-DLLGEN_W4A16_DIAGNOSE=2",),
-          "diagnostic: stream only": ("-DLLGEN_W4A16_DIAGNOSE=3",)}
+          "diagnostic: stream only": ("-DLLGEN_W4A16_DIAGNOSE=3",),
+          "diagnostic: stream without X": ("-DLLGEN_W4A16_DIAGNOSE=4",),
+          "diagnostic: stream without weights": ("-DLLGEN_W4A16_DIAGNOSE=5",)}
 #: the ladder's variants whose results are wrong by design (timing which part bounds the kernel)
 UNCHECKED = ("diagnostic:",)
 
@@ -218,7 +241,7 @@ def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16
     """Each variant at each M, checked like the rows, timed taking turns."""
     import cupy
     import torch
-    from bench_gemm import timed, torch_stream
+    from bench_gemm import torch_stream
     rng = np.random.default_rng(7)
     q = rng.integers(-8, 8, size=(N, K))
     sb = round16_bits(np.abs(rng.standard_normal((N, K // t.GROUP))) * 0.01 + 0.001, "bf16")
@@ -243,7 +266,7 @@ def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16
             err = np.abs(half_values(cupy.asnumpy(y), "bf16") - ref)
             if not name.startswith(UNCHECKED) and not np.all(err <= bound):
                 bad.append(f"ladder {name} M={M}")
-        out.append({"M": M, "N": N, "K": K, "ms": timed(gos)})
+        out.append({"M": M, "N": N, "K": K, "ms": timed_graphs(gos)})
     return out
 
 
@@ -251,7 +274,7 @@ def ladder_table(ladder: list[dict]) -> str:
     if not ladder:
         return ""
     names = list(ladder[0]["ms"])
-    lines = ["", "Control ladder (us): " + ", ".join(f"{n} {' '.join(LADDER.get(n, ()))}" for n in names), "",
+    lines = ["", "Control ladder (us a launch, CUDA graphs): " + ", ".join(f"{n} {' '.join(LADDER.get(n, ()))}" for n in names), "",
              "| M | N | K | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
     for r in ladder:
         times = " | ".join(f"{r['ms'][n] * 1e3:.1f}" for n in names)
@@ -260,12 +283,19 @@ def ladder_table(ladder: list[dict]) -> str:
 
 
 def report(dev: str, bw: float, rows: list[dict]) -> str:
-    lines = [f"4-bit weights x bf16 (int4 with bf16 scales per 128; mxfp4: e2m1 with e8m0 scales per 32; bf16 X "
-             f"and Y) on {dev}; copy bandwidth {bw / 1e12:.2f} TB/s", "",
+    head = (f"4-bit weights x bf16 (int4 with bf16 scales per 128; mxfp4: e2m1 with e8m0 scales per 32; bf16 X "
+            f"and Y) on {dev}; copy bandwidth {bw / 1e12:.2f} TB/s")
+    return head + "\n" + "".join(_table(rows, key, title) for key, title in (
+        ("graph_ms", "CUDA graphs of 10 launches (the host's launch cost left out)"),
+        ("ms", "back-to-back launches from Python")))
+
+
+def _table(rows: list[dict], key: str, title: str) -> str:
+    lines = ["", title + ":", "",
              "| weights | M | N | K | llgen us | HBM bound us | llgen / bound | cublas bf16 us | llgen / cublas | "
              "4-bit baseline us | llgen / baseline | ok |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        t = r["ms"]
+        t = r[key]
         ours, base = t["llgen"], t.get(BASELINE[r["format"]])
         lines.append(f"| {r['format']} | {r['M']} | {r['N']} | {r['K']} | {ours * 1e3:.1f} | "
                      f"{r['hbm_bound_ms'] * 1e3:.1f} | {ours / r['hbm_bound_ms']:.2f} | {t['cublas bf16'] * 1e3:.1f} | "

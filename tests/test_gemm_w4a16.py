@@ -4,9 +4,10 @@
   without ptxas serialising the wgmma, and each kernel's PTX holds what its plans say: per chunk of K,
   4 wgmma m64nBNk16 bf16 with A from registers per 64-K slice (decode BN 16, mid 64, large 256), one
   16-byte ld.shared a thread per slice (the pre-shuffled weights), the chunk's 2-D TMA boxes (X a slice,
-  the weights two tiles and the scales two groups a row block), one atomic add (split K).
+  the weights two tiles and the scales two groups a row block), one atomic add (split K); the
+  row-major weights and 64-row decode builds without spills.
 * It runs on the host SIMT runtime (TMA, the mbarrier ring wrapping its stages, the two consumer warp
-  groups taking alternate chunks and handing their sums over, split K's partials summed in range
+  groups owning a row block each (decode, large) or taking alternate chunks and handing their sums over (mid), split K's partials summed in range
   order, the masked store at the last tokens, wgmma from registers) at the three tile shapes, for int4
   weights with bf16 scales per 128 and mxfp4 weights (e2m1, e8m0 exponents per 32), bit-exact against
   numpy: X small integers and power-of-two scales keep every product and sum exact, and Y is the exact
@@ -35,10 +36,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_w4a16.cu")
 GENERATED = os.path.join(ROOT, "generated")
 #: kernel -> (wgmma N, 64-K slices a chunk, TMA boxes a chunk: X a slice, weights two tiles a row block,
-#: scales a row block: int4 two groups of 128 a box, mxfp4 four groups of 32)
-KERNELS = {"gemm_w4a16_decode": (16, 4, 4 + 2 + 1), "gemm_w4a16_mid": (64, 4, 4 + 2 + 1),
+#: scales a row block: int4 two groups of 128 a box, mxfp4 four groups of 32; decode and large tiles have
+#: two row blocks, mid one)
+KERNELS = {"gemm_w4a16_decode": (16, 4, 4 + 2 * 2 + 2 * 1), "gemm_w4a16_mid": (64, 4, 4 + 2 + 1),
            "gemm_w4a16_large": (256, 2, 2 + 2 * 1 + 2 * 1),
-           "gemm_mxfp4_decode": (16, 4, 4 + 2 + 2), "gemm_mxfp4_mid": (64, 4, 4 + 2 + 2),
+           "gemm_mxfp4_decode": (16, 4, 4 + 2 * 2 + 2 * 2), "gemm_mxfp4_mid": (64, 4, 4 + 2 + 2),
            "gemm_mxfp4_large": (256, 2, 2 + 2 * 1 + 2 * 1)}
 
 
@@ -67,11 +69,12 @@ def test_gemm_w4a16_compiles_from_generated_headers(example_build):
         assert "setmaxnreg.dec.sync.aligned.u32 40" in body and "setmaxnreg.inc.sync.aligned.u32 232" in body
 
 
-def test_gemm_w4a16_row_major_build_compiles_without_spills(tmp_path):
-    """The -D LLGEN_W4A16_ROW_MAJOR=1 build (its own weight TMA and upcast headers, their agreement with the
-    wgmma header evaluated): no spills, no wgmma serialisation."""
+@pytest.mark.parametrize("flag", ["-DLLGEN_W4A16_ROW_MAJOR=1", "-DLLGEN_W4A16_DECODE_ROWS=64"])
+def test_gemm_w4a16_build_variants_compile_without_spills(tmp_path, flag):
+    """The row-major weights build (its own weight TMA and upcast headers, their agreement with the wgmma
+    header evaluated) and the 64-row decode tiles: no spills, no wgmma serialisation."""
     nvcc = need("nvcc")
-    rc, out = run([nvcc, "-std=c++17", "-O3", *arch_flags("sm_90a"), "-I", GENERATED, "-DLLGEN_W4A16_ROW_MAJOR=1",
+    rc, out = run([nvcc, "-std=c++17", "-O3", *arch_flags("sm_90a"), "-I", GENERATED, flag,
                    "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "g.cubin"), KERNEL], str(tmp_path))
     assert rc == 0, out
     assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(KERNELS) + 2, out
@@ -162,7 +165,7 @@ def reorder_module():
     return mod
 
 
-# (M, N, K, splits, the tile shape chosen), the stages as the GPU build has them (decode 12, mid 4,
+# (M, N, K, splits, the tile shape chosen), the stages as the GPU build has them (decode 9, mid 4,
 # large 3), the rings wrapping: decode over 14 chunks of 256 with 5 tokens (the masked store); decode
 # with K split in 2 ranges; mid (40 tokens) over 6 chunks; large (65 tokens: a tile of 256 cut at 65,
 # two 64-row blocks) over 6 chunks of 128.

@@ -25,12 +25,14 @@
 // as S^T (K / GROUP x N, row-major), so a few groups' scales for 64 rows are one TMA box.
 //
 // Three tile shapes (host: llgen_w4a16_prepare chooses by M):
-//   Decode (M <= 16) and mid (M <= 64): 64 weight rows x 16 (64) tokens, K in chunks of 256; the two
-//     consumer warp groups take alternate chunks (both upcast in parallel: at small M the upcast, not
-//     the tensor core, is the work) and add their accumulators in a fixed order at the end; K split over
-//     CTAs when the row blocks alone do not fill the GPU (deterministic: f32 partials summed in range
-//     order by the CTA that completes the tile).
+//   Decode (M <= 16): 128 weight rows x 16 tokens, K in chunks of 256, each consumer warp group owns 64
+//     rows (-D LLGEN_W4A16_DECODE_ROWS=64: 64 rows, as mid).
+//   Mid (M <= 64): 64 weight rows x 64 tokens, K in chunks of 256; the two consumer warp groups take
+//     alternate chunks (both upcast in parallel: at small M the upcast, not the tensor core, is the work)
+//     and add their accumulators in a fixed order at the end.
 //   Large M: 128 weight rows x 256 tokens, K in chunks of 128; each consumer warp group owns 64 rows.
+//   K is split over CTAs when the tiles alone do not fill the GPU (deterministic: f32 partials summed in
+//   range order by the CTA that completes the tile).
 //
 // Control (written here, layout-free): warp group 0 produces (one thread, or LLGEN_W4A16_PRODUCER_LANES,
 // issues every TMA of a stage into the ring of `full` / `empty` mbarriers), warp groups 1 and 2 consume.
@@ -60,6 +62,7 @@
 #include "w4a16_mma_n64.cuh"
 #include "w4a16_mma_n256.cuh"
 #include "w4a16_store_n16.cuh"
+#include "w4a16_store_128x16.cuh"
 #include "w4a16_store_n64.cuh"
 #include "w4a16_store_n256.cuh"
 #include "w4a16_preshuffle_W_reorder.cuh"
@@ -81,10 +84,13 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #endif
 // -D LLGEN_W4A16_DIAGNOSE=N (bench/bench_mixed.py --ladder; results WRONG by design, for timing only): which
 // part bounds the consumers -- 1 no upcast (wgmma on zero registers), 2 no wgmma (the upcasts kept live),
-// 3 the stream alone (consumers give each stage back unread).
+// 3 the stream alone (consumers give each stage back unread), 4 the stream without X's boxes, 5 the stream
+// without the weights' boxes.
 #ifndef LLGEN_W4A16_DIAGNOSE
 #define LLGEN_W4A16_DIAGNOSE 0
 #endif
+#define STREAMS_X (LLGEN_W4A16_DIAGNOSE != 4)
+#define STREAMS_W (LLGEN_W4A16_DIAGNOSE != 5)
 // The threads that issue a stage's TMA boxes (1 .. 32, of the producer's first warp).
 #ifndef LLGEN_W4A16_PRODUCER_LANES
 #define LLGEN_W4A16_PRODUCER_LANES 1
@@ -97,6 +103,12 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #endif
 #ifndef LLGEN_W4A16_DECODE_CHAINS
 #define LLGEN_W4A16_DECODE_CHAINS 4
+#endif
+// Weight rows of a decode tile: 128 (each consumer its 64 rows, every chunk) or 64 (the consumers on
+// alternate chunks).  Every tile reads the chunk's X (16 tokens) through L2: at 64 rows as many bytes as its
+// 4-bit weights, at 128 half as many (H200, the stream alone at M = 1: 11 us against 12.8 us at 8192^2).
+#ifndef LLGEN_W4A16_DECODE_ROWS
+#define LLGEN_W4A16_DECODE_ROWS 128
 #endif
 
 namespace gemm_w4a16 {
@@ -190,15 +202,15 @@ LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
         static constexpr int X_BYTES = SLICES * TMA_X::kTileBytes;                                               \
         static constexpr int W_OFF = X_BYTES, S_OFF = W_OFF + RB * SLICES * TILE;                                \
         static constexpr int STAGE = (S_OFF + RB * S_BOXES * F::S_BYTES + ALIGN - 1) / ALIGN * ALIGN;             \
-        static constexpr int TX = SLICES * TMA_X::kTxBytes + RB * SLICES / W_BOX * tw::kTxBytes +                \
+        static constexpr int TX = SLICES * TMA_X::kTxBytes * STREAMS_X + RB * SLICES / W_BOX * tw::kTxBytes * STREAMS_W + \
                                   RB * S_BOXES * F::S_TX;                                                        \
         static_assert(SLICES % W_BOX == 0, "whole weight boxes a chunk");                                        \
         /* the bytes of the boxes producer lane l issues (box i, in the order X, weights, scales, by lane */    \
         /* i % LANES); they add up to TX */                                                                     \
         __host__ __device__ static constexpr int lane_tx(int l) {                                                \
             int bytes = 0, box = 0;                                                                              \
-            for (int j = 0; j < SLICES; ++j, ++box) bytes += box % LANES == l ? TMA_X::kTxBytes : 0;            \
-            for (int j = 0; j < RB * SLICES / W_BOX; ++j, ++box) bytes += box % LANES == l ? tw::kTxBytes : 0;  \
+            for (int j = 0; j < SLICES; ++j, ++box) bytes += box % LANES == l && STREAMS_X ? TMA_X::kTxBytes : 0; \
+            for (int j = 0; j < RB * SLICES / W_BOX; ++j, ++box) bytes += box % LANES == l && STREAMS_W ? tw::kTxBytes : 0; \
             for (int j = 0; j < RB * S_BOXES; ++j, ++box) bytes += box % LANES == l ? F::S_TX : 0;              \
             return bytes;                                                                                        \
         }                                                                                                        \
@@ -256,8 +268,13 @@ LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
         }                                                                                                        \
     };
 
+#if LLGEN_W4A16_DECODE_ROWS == 128
+LLGEN_W4A16_CONFIG(Decode, 16, 2, 256, false, LLGEN_W4A16_DECODE_BUFFERS, LLGEN_W4A16_DECODE_CHAINS, w4a16_tma_x_n16,
+                   w4a16_mma_n16, w4a16_store_128x16)
+#else
 LLGEN_W4A16_CONFIG(Decode, 16, 1, 256, true, LLGEN_W4A16_DECODE_BUFFERS, LLGEN_W4A16_DECODE_CHAINS, w4a16_tma_x_n16,
                    w4a16_mma_n16, w4a16_store_n16)
+#endif
 LLGEN_W4A16_CONFIG(Mid, 64, 1, 256, true, 2, 2, w4a16_tma_x_n64, w4a16_mma_n64, w4a16_store_n64)
 LLGEN_W4A16_CONFIG(Large, 256, 2, 128, false, 1, 1, w4a16_tma_x_n256, w4a16_mma_n256, w4a16_store_n256)
 
@@ -333,11 +350,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
                 sync::mbar_arrive_expect_tx(&full[s], C::lane_tx(lane));
                 int box = 0;
                 for (int j = 0; j < C::SLICES; ++j, ++box)
-                    if (box % LANES == lane)
+                    if (box % LANES == lane && STREAMS_X)
                         C::load_x(map_x, c * C::KC + j * 64, m0, st + j * (C::X_BYTES / C::SLICES), &full[s]);
                 for (int b = 0; b < C::RB; ++b)
                     for (int j = 0; j < C::SLICES; j += W_BOX, ++box)
-                        if (box % LANES == lane) {
+                        if (box % LANES == lane && STREAMS_W) {
                             int w[2];
                             weight_box(n0 / 64 + b, c * C::SLICES + j, K, w);
                             tw::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, &full[s]);
@@ -378,7 +395,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
         const int s = g % S;
         const unsigned char* const st = base + s * C::STAGE;
         sync::mbar_wait(&full[s], (g / S) & 1);
-        if (LLGEN_W4A16_DIAGNOSE != 3) {         // (3: the stream alone, the stage goes back unread)
+        if (LLGEN_W4A16_DIAGNOSE < 3) {          // (3-5: the stream alone, the stage goes back unread)
 #pragma unroll
             for (int j = 0; j < C::SLICES; ++j) {
                 Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
