@@ -97,7 +97,7 @@ def descriptor_of(addr: np.ndarray, e: int, allow_mn: bool, what: str) -> tuple[
     mn_seen = False
     for k_major in (True, False):
         for span in (128, 64, 32, 0):
-            u = np.vectorize(lambda a: swizzle(int(a), span))(addr) if span else addr
+            u = swizzle(addr.astype(np.int64), span)          # numpy: the same bits as the int version
             start = int(u[0, 0])
             at = (lambda i, j: int(u[i, j]) - start if i < R and j < K else 0)
             if k_major:

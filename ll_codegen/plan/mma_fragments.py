@@ -51,36 +51,50 @@ def fragment_instructions(user: LinearLayout, frag: LinearLayout, group: int, wh
         raise MmaError(f"{what}: {lanes} lanes per warp; the instruction needs {F.shape[1]}")
     if warps % group:
         raise MmaError(f"{what}: {warps} warps are no whole number of {group}-warp groups")
-    local = {}                                       # (lane, warp in group, coordinate) -> fragment index
-    for i in range(F.shape[0]):
-        for lane in range(lanes):
-            for w in range(group):
-                local.setdefault((lane, w, *F[i, lane, w]), i)
+    # local[lane, warp in group, coordinate in the tile] -> the first fragment index holding it (-1: none)
+    local = np.full((lanes, group, *tile), -1, dtype=np.int64)
+    for i in reversed(range(F.shape[0])):
+        local[np.arange(lanes)[:, None], np.arange(group)[None, :], F[i, :, :group, 0], F[i, :, :group, 1]] = i
+    origin = C // tile * tile                        # (registers, lanes, warps, 2): the instruction's origin
+    idx = local[np.arange(lanes)[None, :, None], (np.arange(warps) % group)[None, None, :],
+                C[..., 0] - origin[..., 0], C[..., 1] - origin[..., 1]]
+    # a register's (origin, fragment index) as one key, origins numbered in the order of the dims
+    span1 = int(origin[..., 1].max()) + 1
+    oid = origin[..., 0] * span1 + origin[..., 1]
+    key = oid * F.shape[0] + idx
     per_group: list[dict[tuple[int, ...], tuple[int, ...]]] = []
     for g in range(warps // group):
-        found: dict[tuple[int, ...], list[int]] | None = None
+        found = None
         for w in range(group):
             for lane in range(lanes):
-                mine: dict[tuple[int, ...], list[int]] = {}
-                for r in range(nreg):
-                    c = C[r, lane, g * group + w]
-                    origin = (int(c[0]) // tile[0] * tile[0], int(c[1]) // tile[1] * tile[1])
-                    i = local.get((lane, w, int(c[0]) - origin[0], int(c[1]) - origin[1]))
-                    if i is None:
-                        raise MmaError(f"{what}: register {r} of lane {lane}, warp {g * group + w} holds "
-                                       f"({int(c[0])}, {int(c[1])}), which the instruction's fragment puts in "
-                                       f"another thread")
-                    regs = mine.setdefault(origin, [-1] * F.shape[0])
-                    if regs[i] < 0:
-                        regs[i] = r
-                if any(-1 in v for v in mine.values()):
-                    raise MmaError(f"{what}: lane {lane}, warp {g * group + w} lacks part of an instruction's "
+                warp = g * group + w
+                bad = np.flatnonzero(idx[:, lane, warp] < 0)
+                if bad.size:
+                    r = int(bad[0])
+                    c = C[r, lane, warp]
+                    raise MmaError(f"{what}: register {r} of lane {lane}, warp {warp} holds "
+                                   f"({int(c[0])}, {int(c[1])}), which the instruction's fragment puts in "
+                                   f"another thread")
+                # the first register holding each (origin, fragment element) of this thread
+                keys, first = np.unique(key[:, lane, warp], return_index=True)
+                if np.any(np.unique(keys // F.shape[0], return_counts=True)[1] != F.shape[0]):
+                    raise MmaError(f"{what}: lane {lane}, warp {warp} lacks part of an instruction's "
                                    f"fragment")
                 if found is None:
-                    found = mine
-                elif found != mine:
+                    found = (keys, first)
+                elif not (np.array_equal(found[0], keys) and np.array_equal(found[1], first)):
                     raise MmaError(f"{what}: threads of one instruction hold its fragment in different registers")
-        per_group.append({o: tuple(v) for o, v in found.items()})
+        keys, first = found
+        instrs: dict[tuple[int, int], list[int]] = {}
+        # origins in the order their first register comes (the order instructions are issued in)
+        ids = keys // F.shape[0]
+        order = sorted(set(ids.tolist()), key=lambda o: int(first[ids == o].min()))
+        for o in order:
+            regs = [-1] * F.shape[0]
+            for k, r in zip(keys[ids == o], first[ids == o]):
+                regs[int(k % F.shape[0])] = int(r)
+            instrs[(o // span1, o % span1)] = regs
+        per_group.append({o: tuple(v) for o, v in instrs.items()})
     base = per_group[0]
     shifts = []
     for b in range((warps // group).bit_length() - 1):
