@@ -109,6 +109,35 @@ def test_nvcc_compiles_the_files(tmp_path):
     assert not bad, bad[0][-2000:]
 
 
+def _ptx_problems(tmp_path, c: MixedCase, mutate=None) -> list[str]:
+    """The harness compiled to PTX for the plan's arch and run by the PTX interpreter against the plan
+    (``run/ptx_check.py``): the MMA instructions' operands -- the upcast A's words among them -- per
+    thread, and for mma.sync (computed by the interpreter) the outputs against numpy."""
+    from toolchain import need
+    from ll_codegen.run import ptx_check
+    p = _plan(c)
+    for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
+        text = render(p, kind, c.name)
+        (tmp_path / f"{c.name}{suffix}").write_text(mutate(text) if mutate and kind == "header" else text)
+    ptx, log = ptx_check.compile_ptx(need("nvcc"), str(tmp_path / f"{c.name}_harness.cu"), p.arch,
+                                     str(tmp_path / c.name), cwd=str(tmp_path))
+    assert ptx is not None, log[-2000:]
+    return ptx_check.check(p, ptx, c.name)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("c", [SMALL[1], SMALL[len(SMALL) // 2 + 3]], ids=lambda c: c.name)
+def test_ptx_is_what_the_plan_says(tmp_path, c):
+    assert _ptx_problems(tmp_path, c) == []
+
+
+@pytest.mark.compile
+def test_the_ptx_check_catches_a_wrong_upcast_constant(tmp_path):
+    problems = _ptx_problems(tmp_path, MixedCase("mma.sync", 16, 16, 16, "i4", "bf16", "registers"),
+                             mutate=lambda t: t.replace("0xc308c308u", "0xc309c308u"))
+    assert problems, "a wrong upcast constant passed the PTX check"
+
+
 # ------------------------------------------------------------------ 3. CLI
 def test_cli_writes_the_files_and_the_plan(tmp_path):
     args = ["mma", "--acc", W + "acc_64x64.yaml", "--a", W + "w_smem.yaml", "--b", W + "x_smem_64x64.yaml",
