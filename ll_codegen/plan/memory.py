@@ -42,6 +42,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
+
 from ll_codegen.core import f2
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.model import AccessCost, GlobalAccess, GlobalCost, MemoryPlan, SmemAccess, XorForm
@@ -229,25 +231,27 @@ def _with_sector_cost(plan: MemoryPlan, warp_size: int, num_warps: int, elem_byt
     """The plan with its ``GlobalCost``: every warp instruction's lanes'
     addresses (the plan's own formula) -> distinct 32-byte sectors."""
     from dataclasses import replace
-    nbytes = plan.vec * elem_bytes
+    lanes = np.arange(warp_size)
+    lanes = lanes[(lanes & plan.lane_skip) == 0]
+    coords = np.array([a.coords for a in plan.accesses], dtype=np.int64).reshape(len(plan.accesses), -1)
+    span = np.arange(plan.vec * elem_bytes)
     worst, best, total = 0, 0, 0
     for w in range(num_warps):
-        if w & plan.warp_skip:
+        if w & plan.warp_skip or not len(plan.accesses):
             continue
-        per_warp = 0
-        for a in plan.accesses:
-            sectors, touched = set(), set()
-            for lane in range(warp_size):
-                if lane & plan.lane_skip:
-                    continue
-                e = sum((cb(lane, w) ^ c) * s for cb, c, s in zip(plan.coord_base, a.coords, plan.strides))
-                for b in range(e * elem_bytes, e * elem_bytes + nbytes):
-                    touched.add(b)
-                    sectors.add(b // SECTOR)
-            worst = max(worst, len(sectors))
-            best = max(best, -(-len(touched) // SECTOR))
-            per_warp += len(sectors)
-        total = max(total, per_warp)
+        e = np.zeros((len(plan.accesses), len(lanes)), dtype=np.int64)      # accesses x lanes: element index
+        for d, (cb, s) in enumerate(zip(plan.coord_base, plan.strides)):
+            base = np.full(len(lanes), cb(0, w), dtype=np.int64)
+            for k, c in enumerate(cb.lane):
+                base ^= ((lanes >> k) & 1) * c
+            e += (base[None, :] ^ coords[:, d:d + 1]) * s
+        touched = np.sort(((e * elem_bytes)[..., None] + span).reshape(len(e), -1), axis=-1)
+        sectors = np.sort(touched // SECTOR, axis=-1)
+        n_sectors = 1 + np.count_nonzero(np.diff(sectors, axis=-1), axis=-1)
+        n_bytes = 1 + np.count_nonzero(np.diff(touched, axis=-1), axis=-1)
+        worst = max(worst, int(n_sectors.max()))
+        best = max(best, int((-(-n_bytes // SECTOR)).max()))
+        total = max(total, int(n_sectors.sum()))
     return replace(plan, cost=GlobalCost(worst, best, len(plan.accesses), total))
 
 
