@@ -55,6 +55,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import numpy as np
+
 from ll_codegen.core import f2
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.model import LaneSelect, ShufflePlan, ShuffleRound
@@ -182,15 +184,12 @@ def butterfly_step(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> Shu
         return None
     vec = 4 // elem_bytes if elem_bytes < 4 else 1
     solver, nr = f2.Solver(a_reg + a_lane), len(a_reg)
-    where = []                                          # per lane u, per destination register: (lane, register)
-    for u in range(1 << len(b_lane)):
-        row = []
-        for r in range(1 << len(b_reg)):
-            c = solver.solve(f2.apply(b_reg, r) ^ f2.apply(b_lane, u))
-            if c is None:
-                return None
-            row.append((c >> nr, c & ((1 << nr) - 1)))
-        where.append(row)
+    # per lane u, per destination register r: the (lane, register) of the source holding it
+    c, ok = solver.solve_array(f2.apply_array(b_lane, np.arange(1 << len(b_lane)))[:, None]
+                               ^ f2.apply_array(b_reg, np.arange(1 << len(b_reg)))[None, :])
+    if not ok.all():
+        return None
+    where = [list(zip(t, r)) for t, r in zip((c >> nr).tolist(), (c & ((1 << nr) - 1)).tolist())]
     partners = {t ^ u for u, row in enumerate(where) for t, _ in row if t != u}
     if len(partners) != 1:
         return None
