@@ -89,8 +89,8 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #ifndef LLGEN_W4A16_DIAGNOSE
 #define LLGEN_W4A16_DIAGNOSE 0
 #endif
-#define STREAMS_X (LLGEN_W4A16_DIAGNOSE != 4)
-#define STREAMS_W (LLGEN_W4A16_DIAGNOSE != 5)
+#define LLGEN_W4A16_STREAMS_X (LLGEN_W4A16_DIAGNOSE != 4)
+#define LLGEN_W4A16_STREAMS_W (LLGEN_W4A16_DIAGNOSE != 5)
 // The threads that issue a stage's TMA boxes (1 .. 32, of the producer's first warp).
 #ifndef LLGEN_W4A16_PRODUCER_LANES
 #define LLGEN_W4A16_PRODUCER_LANES 1
@@ -202,15 +202,18 @@ LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
         static constexpr int X_BYTES = SLICES * TMA_X::kTileBytes;                                               \
         static constexpr int W_OFF = X_BYTES, S_OFF = W_OFF + RB * SLICES * TILE;                                \
         static constexpr int STAGE = (S_OFF + RB * S_BOXES * F::S_BYTES + ALIGN - 1) / ALIGN * ALIGN;             \
-        static constexpr int TX = SLICES * TMA_X::kTxBytes * STREAMS_X + RB * SLICES / W_BOX * tw::kTxBytes * STREAMS_W + \
+        static constexpr int TX = SLICES * TMA_X::kTxBytes * LLGEN_W4A16_STREAMS_X +                             \
+                                  RB * SLICES / W_BOX * tw::kTxBytes * LLGEN_W4A16_STREAMS_W +                   \
                                   RB * S_BOXES * F::S_TX;                                                        \
         static_assert(SLICES % W_BOX == 0, "whole weight boxes a chunk");                                        \
         /* the bytes of the boxes producer lane l issues (box i, in the order X, weights, scales, by lane */    \
         /* i % LANES); they add up to TX */                                                                     \
         __host__ __device__ static constexpr int lane_tx(int l) {                                                \
             int bytes = 0, box = 0;                                                                              \
-            for (int j = 0; j < SLICES; ++j, ++box) bytes += box % LANES == l && STREAMS_X ? TMA_X::kTxBytes : 0; \
-            for (int j = 0; j < RB * SLICES / W_BOX; ++j, ++box) bytes += box % LANES == l && STREAMS_W ? tw::kTxBytes : 0; \
+            for (int j = 0; j < SLICES; ++j, ++box)                                                              \
+                bytes += box % LANES == l && LLGEN_W4A16_STREAMS_X ? TMA_X::kTxBytes : 0;                        \
+            for (int j = 0; j < RB * SLICES / W_BOX; ++j, ++box)                                                 \
+                bytes += box % LANES == l && LLGEN_W4A16_STREAMS_W ? tw::kTxBytes : 0;                           \
             for (int j = 0; j < RB * S_BOXES; ++j, ++box) bytes += box % LANES == l ? F::S_TX : 0;              \
             return bytes;                                                                                        \
         }                                                                                                        \
@@ -350,11 +353,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
                 sync::mbar_arrive_expect_tx(&full[s], C::lane_tx(lane));
                 int box = 0;
                 for (int j = 0; j < C::SLICES; ++j, ++box)
-                    if (box % LANES == lane && STREAMS_X)
+                    if (box % LANES == lane && LLGEN_W4A16_STREAMS_X)
                         C::load_x(map_x, c * C::KC + j * 64, m0, st + j * (C::X_BYTES / C::SLICES), &full[s]);
                 for (int b = 0; b < C::RB; ++b)
                     for (int j = 0; j < C::SLICES; j += W_BOX, ++box)
-                        if (box % LANES == lane && STREAMS_W) {
+                        if (box % LANES == lane && LLGEN_W4A16_STREAMS_W) {
                             int w[2];
                             weight_box(n0 / 64 + b, c * C::SLICES + j, K, w);
                             tw::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, &full[s]);
