@@ -505,8 +505,9 @@ def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32
         e, spec = endpoint(x, None, what)
         if e.space == "global":
             raise SpecError(spec.source, "kind", f"{what} is a global tile; the MMA reads shared memory or registers")
-        flag, t = ("--a-dtype", a_dtype) if what == "A" and a_dtype is not None else ("--dtype", dtype)
-        bits = DTYPE_BITS.get(t, 0) if t == a_dtype else 8 * AB_BYTES.get(dtype, 0)
+        narrow = what == "A" and a_dtype is not None
+        flag, t = ("--a-dtype", a_dtype) if narrow else ("--dtype", dtype)
+        bits = DTYPE_BITS.get(a_dtype, 0) if narrow else 8 * AB_BYTES.get(dtype, 0)
         if e.element_bits is not None and e.element_bits != bits:
             raise SpecError(spec.source, "element_bitwidth", f"{e.element_bits}: the layout is made for "
                                                              f"{e.element_bits}-bit elements, {flag} {t} has {bits}")

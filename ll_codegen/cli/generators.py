@@ -9,13 +9,12 @@ import click
 
 from ll_codegen.cli.app import CLIError, main, say
 from ll_codegen.cli.options import (ARCHS, BARRIER, BYTE_DTYPES, COMBINES, GATHER_STRATEGIES, INDEX_DTYPES,
-                                    MMA_DTYPES, REDUCE_DTYPES, TARGETS, generate, generator_options, given,
-                                    spec_option)
+                                    MMA_DTYPES, REDUCE_DTYPES, SCALES, TARGETS, generate, generator_options,
+                                    given, spec_option)
 from ll_codegen.core.files import check_targets, quote_path, write_all
 from ll_codegen.emit.names import gather_name, mma_name, reduce_name
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.core.dtypes import UPCAST_SOURCES
-from ll_codegen.plan.mma_mixed import mixed_problem
 from ll_codegen.plan.mma_model import AB_BYTES
 from ll_codegen.spec import flow_yaml, load_spec, spec_from_dict
 
@@ -70,16 +69,14 @@ def gather(src: Optional[str], index: Optional[str], axis: Optional[int], dtype:
 @click.option("--a-dtype", "a_dtype", default=None, type=click.Choice(UPCAST_SOURCES + MMA_DTYPES),
               help="Mixed-input MMA: A holds this narrower type (i4, u4, e2m1 packed two a byte; f8e4m3, f8e5m2, "
                    "i8, u8), upcast exactly into the A fragment; B and the instruction are --dtype (f16, bf16).")
-@click.option("--scales", "scales", default=None, metavar="G[,dim=D][,e8m0|f16|bf16][,zero]",
-              help="With --a-dtype: per-group scales of A applied in the upcast, as llgen convert --scales "
-                   "(groups of G along K by default).")
+@SCALES
 @click.option("--write-operand-spec", "operand_spec", default=None, metavar="FILE", type=click.Path(dir_okay=False),
               help="Instead of generating: write the register A operand spec (dot_operand of --acc with the k_width "
                    "of --dtype, M x K with K the rows of --b) to FILE, or print it with -.")
 @generator_options("<acc stem>_mma", "header, harness or all", "MmaPlan")
 def mma(acc: Optional[str], a: Optional[str], b: Optional[str], dtype: str, acc_dtype: str, target: str,
-        arch: Optional[str], a_dtype: Optional[str], scales: Optional[str], operand_spec: Optional[str], output: str, name: Optional[str], emit: tuple[str, ...],
-        show_plan: bool, as_json: bool) -> None:
+        arch: Optional[str], a_dtype: Optional[str], scales: Optional[str], operand_spec: Optional[str], output: str,
+        name: Optional[str], emit: tuple[str, ...], show_plan: bool, as_json: bool) -> None:
     """Generate acc += A @ B for one CTA tile: mma(acc, a, b) issuing every
     wgmma.mma_async (operands in shared memory through matrix descriptors
     derived from the layouts' offsets, or A in registers) or mma.sync (register
@@ -92,19 +89,14 @@ def mma(acc: Optional[str], a: Optional[str], b: Optional[str], dtype: str, acc_
     mma_upcast() doing both."""
     from ll_codegen.api import mma_files
     if operand_spec is not None:
-        if a is not None or a_dtype is not None or show_plan or name is not None or emit or output != "." or target != "cuda":
+        if (a is not None or a_dtype is not None or show_plan or name is not None or emit or output != "."
+                or target != "cuda"):
             raise CLIError("--write-operand-spec writes only the A operand spec: give --acc, --b and --dtype "
                            "(no --a, --plan, --name, --emit, -o; --target cuda)")
         given(("--acc", acc), ("--b", b), tail=" (--write-operand-spec: the accumulator, and B for K)")
         write_operand_spec(acc, b, dtype, operand_spec)
         return
     given(("--acc", acc), ("--a", a), ("--b", b))
-    if scales is not None and a_dtype is None:
-        raise CLIError("--scales: scales apply to a narrower A (give --a-dtype)")
-    if a_dtype is not None:                      # the types alone decide these: before any spec is read
-        problem = mixed_problem(dtype, a_dtype, acc_dtype, target, scales)
-        if problem:
-            raise CLIError(problem)
     generate(lambda: mma_files(acc, a, b, dtype=dtype, acc_dtype=acc_dtype, target=target, arch=arch, name=name,
                                 emit=emit or None, a_dtype=a_dtype, scales=scales), mma_name(acc), output, target,
              name, emit, show_plan, as_json)

@@ -173,9 +173,10 @@ DST_DTYPE = click.option(
 
 SCALES = click.option(
     "--scales", "scales", default=None, metavar="G[,dim=D][,e8m0|f16|bf16][,zero]",
-    help="With --dst-dtype: per-group scales applied during the upcast -- groups of G elements along dim D "
-         "(default the last), scales of the destination type (or e8m0 exponents for bf16), optional zero "
-         "points: dst = RNE(u * s - RNE(z * s)); the header takes them in the layout the destination implies.")
+    help="With --dst-dtype (llgen convert) or --a-dtype (llgen mma): per-group scales applied during the upcast -- "
+         "groups of G elements along dim D (default the last: K of an MMA's A), scales of the destination type "
+         "(or e8m0 exponents for bf16), optional zero points: dst = RNE(u * s - RNE(z * s)); the header takes "
+         "them in the layout the destination implies.")
 
 GATHER_STRATEGIES = ("auto", "shuffle", "smem")
 BARRIER = click.option(
