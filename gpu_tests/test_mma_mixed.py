@@ -42,19 +42,20 @@ def _plans():
 def table(res: dict) -> str:
     """Pass counts: a row per A type (and the scaled formats), a column per instruction type x tile."""
     cols = [(d, s) for s in SHAPES for d in MIXED_DTYPES]
-    head = [f"{'A':<14} " + " ".join(f"{d}:{k[:2]}{m}x{n}x{kk}" for d, (k, m, n, kk) in cols)]
-    rows = collections.defaultdict(lambda: collections.Counter())
+    labels = [f"{d}:{k[:2]}{m}x{n}x{kk}" for d, (k, m, n, kk) in cols]
+    rows = collections.defaultdict(collections.Counter)
     for c in CASES:
         key = c.a_dtype + ("" if c.scales is None else f"+{c.scales}")
         col = (c.dtype, (c.kind, c.m, c.n, c.k))
         rows[key][col, "n"] += 1
         rows[key][col, "ok"] += bool(res[c.name].ok)
+    lines = [f"{'A':<14} " + " ".join(labels)]
     for key, cnt in rows.items():
-        head.append(f"{key:<14} " + " ".join(f"{cnt[col, 'ok']}/{cnt[col, 'n']}".rjust(len(f'{d}:{k[:2]}{m}x{n}x{kk}'))
-                                             if cnt[col, 'n'] else "-".rjust(len(f'{d}:{k[:2]}{m}x{n}x{kk}'))
-                                             for col in cols for d, (k, m, n, kk) in [col]))
+        cells = [(f"{cnt[col, 'ok']}/{cnt[col, 'n']}" if cnt[col, "n"] else "-").rjust(len(label))
+                 for col, label in zip(cols, labels)]
+        lines.append(f"{key:<14} " + " ".join(cells))
     ok = sum(bool(r.ok) for r in res.values())
-    return "\n".join(head + [f"{ok}/{len(res)} cases bit-exact"])
+    return "\n".join(lines + [f"{ok}/{len(res)} cases bit-exact"])
 
 
 @pytest.fixture(scope="session")
