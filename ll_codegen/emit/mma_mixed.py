@@ -119,10 +119,8 @@ def harness(plan: MixedMmaPlan, name: str, command: str = "", src_text: str | No
     accumulator in and out; the MMA harness's own values for B and the accumulator."""
     mm = emit_mma.harness(plan.mma, name)
     c = plan.upcast.scaling
-    b_base = 0
-    a_off = -(-max(plan.mma.smem_bytes - 1024, 0) // 1024) * 1024       # after B's tile, on a pattern repeat
     scale_off, zero_off = plan.input_offsets
-    return dict(mm, b_off=b_base, a_off=a_off, smem_bytes=plan.smem_bytes, a_shared=plan.a_shared,
+    return dict(mm, b_off=0, a_off=plan.a_offset, smem_bytes=plan.smem_bytes, a_shared=plan.a_shared,
                 a_fn=_a_function(plan, emit_upcast.namespace(plan.upcast, UPCAST_NS))[0],
                 scale_t=("uint8_t" if c.dtype == "e8m0" else "uint16_t") if c else "", zero=bool(c and c.zero_point),
                 scale_args=(", sc, zr" if c.zero_point else ", sc") if c else "", scale_offset=scale_off,

@@ -108,12 +108,16 @@ class MixedMmaPlan:
         return at, at + -(-n // 16) * 16
 
     @property
+    def a_offset(self) -> int:
+        """Where the harness puts the upcast's tile or scratch: after the MMA's shared tiles (which count
+        1024 bytes of alignment slack), on a 1024-byte boundary (every swizzle's pattern repeat)."""
+        return -(-max(self.mma.smem_bytes - 1024, 0) // 1024) * 1024
+
+    @property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory of the harness: the MMA's shared tiles (at 1024-byte slack), then
-        the upcast's tile or scratch at a 1024-byte boundary."""
-        mine = self.mma.smem_bytes
-        base = -(-max(mine - 1024, 0) // 1024) * 1024
-        return base + self.upcast.smem_bytes + 1024
+        """Dynamic shared memory of the harness: the MMA's shared tiles, the upcast's tile or scratch at
+        ``a_offset``, and 1024 bytes of alignment slack."""
+        return self.a_offset + self.upcast.smem_bytes + 1024
 
     def to_dict(self) -> dict[str, Any]:
         return {"operation": "mma_mixed", "a_dtype": self.a_dtype, "upcast": self.upcast.to_dict(),
