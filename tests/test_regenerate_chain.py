@@ -112,11 +112,11 @@ def test_preshuffle_entry_rewrites_its_spec_and_reorder_files(tmp_path):
     reorder; each carries llgen's stamp, so a second run rewrites them and --check is clean."""
     w4 = os.path.join(ROOT, "examples", "w4a16")
     (tmp_path / "examples" / "w4a16").mkdir(parents=True)
-    for f in ("w4a16_preshuffle.yaml", "w_frag_i.yaml"):
+    for f in ("w4a16_preshuffle.yaml", "a_frag_64x64.yaml"):
         shutil.copy(os.path.join(w4, f), tmp_path / "examples" / "w4a16")
     gen = tmp_path / "generated"
     gen.mkdir()
-    entry = {"command": "chain", "args": "examples/w4a16/w4a16_preshuffle.yaml --name w4", "expect": "load"}
+    entry = {"command": "chain", "args": "examples/w4a16/w4a16_preshuffle.yaml --name w4", "expect": "upcast"}
     (gen / "manifest.yaml").write_text(yaml.safe_dump([entry], sort_keys=False))
     for _ in range(2):
         r = run_llgen(["regenerate", str(gen)])

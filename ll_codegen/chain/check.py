@@ -14,8 +14,10 @@ relabelled index (``sum_k H_P[q, k] H_V[k, d]``) equals the one over the logical
 tensors; a free tensor's view is its logical tensor (a pre-shuffled one's too: the kernel
 reads it through the registers it is shuffled for).  Conversions, loads and stores
 (shared and global tiles), relayouts and copies run, each by its own emulator (a copy as
-its load half, then its store half); a step of another operation (a TMA box) is refused
-by name.
+its load half, then its store half); an upcast runs its move by that move's emulator and
+then the upcast sequence instruction by instruction (``verify/emulate/upcast.run_sequence``),
+and its destination must hold the exact upcast of the source's logical values; a step of
+another operation (a TMA box) is refused by name.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from ll_codegen.chain import preshuffle
 from ll_codegen.chain.description import Step
 from ll_codegen.chain.search import ChainPlan, preshuffled, step_specs, tensor_layout
 from ll_codegen.core import f2
-from ll_codegen.core.dtypes import NP_RAW
+from ll_codegen.core.dtypes import DTYPE_BITS, NP_RAW
 from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.plan.plans import Transfer, without_via
 from ll_codegen.verify.emulate.convert import emulate
@@ -35,6 +37,7 @@ from ll_codegen.verify.emulate.memory import copy_halves, emulate_memory
 from ll_codegen.verify.emulate.packed import unpack_registers
 from ll_codegen.verify.emulate.reference import dim_images, regs_of, tensor_flat
 from ll_codegen.verify.emulate.relayout import store_registers
+from ll_codegen.verify.emulate.upcast import run_sequence, upcast_reference
 
 
 def scatter_regs(L: LinearLayout, regs: np.ndarray) -> np.ndarray:
@@ -129,31 +132,42 @@ def _run_step(cp: ChainPlan, step: Step, plan: Transfer, view: np.ndarray) -> np
     a, b = step_specs(cp.chain, step, choice, layouts)
     planned = {src.name: a.linear, dst.name: b.linear}
     shuffled_src, shuffled_dst = preshuffled(src, layouts), preshuffled(dst, layouts)
-    if plan.packing is not None:
-        return _run_packed_load(plan, step, shuffled_src, written[dst.name], view)
+    move = plan.move if plan.operation == "upcast" else plan
     try:
-        value = (preshuffle.reorder(view, shuffled_src.offsets) if shuffled_src is not None
-                 else _enter(written[src.name], planned[src.name], view))
-        out = _run_plan(plan, planned[src.name], value)
+        if move.packing is not None:
+            out = _run_packed_load(move, step, shuffled_src, view)
+        else:
+            value = (preshuffle.reorder(view, shuffled_src.offsets) if shuffled_src is not None
+                     else _enter(written[src.name], planned[src.name], view))
+            out = _run_plan(move, planned[src.name], value)
     except ValueError as e:
         raise ValueError(f"{src.name} -> {dst.name}: {e}") from None
+    if plan.operation == "upcast":
+        out = _widen(plan, out)
     if shuffled_dst is not None:
         return preshuffle.restore(out, shuffled_dst.offsets, dst.spec.shape)
     return _leave(written[dst.name], planned[dst.name], out)
 
 
-def _run_packed_load(plan: Transfer, step: Step, shuffled, regs_layout: LinearLayout, view: np.ndarray) -> np.ndarray:
+def _run_packed_load(plan: Transfer, step: Step, shuffled, view: np.ndarray) -> np.ndarray:
     """A 4-bit load of a pre-shuffled tensor (the chain file allows 4-bit steps only next to one):
     the tensor's codes packed by ``preshuffle.reorder``, two a byte (offset ``2i`` in the low nibble
     of byte ``i``: the packed tile's pair), the byte plan run on those bytes, each thread's byte
-    registers unpacked to its 4-bit registers (register ``2i`` the low nibble of byte ``i``) and
-    read through the register layout as written."""
+    registers unpacked to its 4-bit registers (register ``2i`` the low nibble of byte ``i``)."""
     if shuffled is None or plan.operation != "load":
-        raise ValueError(f"{step.src} -> {step.dst}: the chain emulation runs 4-bit steps only as loads of a "
-                         f"pre-shuffled tensor")
+        raise ValueError("the chain emulation runs 4-bit steps only as loads of a pre-shuffled tensor")
     codes = preshuffle.reorder(view, shuffled.offsets).astype(np.uint8)
     packed = (codes[0::2] & 0xF) | ((codes[1::2] & 0xF) << 4)
-    return scatter_regs(regs_layout, unpack_registers(load_registers(plan, packed)))
+    return unpack_registers(load_registers(plan, packed))
+
+
+def _widen(plan: Transfer, mid: np.ndarray) -> np.ndarray:
+    """An upcast's sequence run on the codes its move left in ``I`` (warps, lanes, n): the
+    destination registers' element bits (warps, lanes, n), element ``2m`` the low half of word ``m``."""
+    words = run_sequence(plan, mid.reshape(-1, mid.shape[-1]))
+    bits = np.empty((words.shape[0], 2 * words.shape[1]), dtype=np.uint16)
+    bits[:, 0::2], bits[:, 1::2] = words & 0xFFFF, words >> 16
+    return bits.reshape(mid.shape[:-1] + (bits.shape[1],))
 
 
 def run_chain(cp: ChainPlan, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -179,11 +193,13 @@ def check_chain(cp: ChainPlan, rng: np.random.Generator | int | None = 0) -> dic
         if step.src in written or step.src in inputs:
             continue
         t, dt = cp.chain.tensor(step.src), NP_RAW[plan.elem_bytes]
-        top = 15 if plan.packing is not None else np.iinfo(dt).max          # 4-bit: one code an element
+        top = (1 << DTYPE_BITS[step.dtype]) - 1          # 4-bit: one code an element
         logical[step.src] = rng.integers(0, top, size=t.spec.shape, dtype=dt, endpoint=True)
         inputs[step.src] = relabelled(logical[step.src], t.indices, choice)
     views = run_chain(cp, inputs)
     for step in cp.chain.steps:
+        if step.dst_dtype:                                    # an upcast: the same elements, widened exactly
+            logical.setdefault(step.dst, upcast_reference(logical[step.src], step.dtype, step.dst_dtype))
         logical.setdefault(step.dst, logical[step.src])       # a step moves the same logical tensor
         want = relabelled(logical[step.dst], cp.chain.tensor(step.dst).indices, choice)
         bad = views[step.dst] != want

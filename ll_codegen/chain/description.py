@@ -17,6 +17,14 @@ free *indices*, and the steps between the tensors::
       - {src: S, dst: P, dtype: f8e4m3}
       - {src: Vm, dst: Vk, dtype: f8e4m3}
 
+A step moves its source into its destination in ``dtype`` (``llgen convert``'s operations:
+conversion, load, store, copy, TMA, shared -> shared); with ``dst_dtype`` (f16 or bf16) it is an
+*upcast* (``plan/upcast.py``): the source in ``dtype`` (i4, u4, e2m1, f8e4m3, f8e5m2, i8, u8)
+moved into the register order the upcast reads, then widened in each thread into the
+destination, a fixed register layout (an MMA fragment).  A free source of an upcast is chosen
+for that register order: a pre-shuffled 4-bit weight loads as 16-byte vectors of exactly the
+nibbles its thread widens.
+
 **Relabelling.**  A free index ``I`` of size ``2**b`` is relabelled by an
 invertible map ``pi`` of its ``b`` bits over F2 (``pi[i]`` is the image of
 ``2**i``; the search uses bit permutations).  Every tensor dim that carries
@@ -63,7 +71,7 @@ from math import prod
 from typing import Any
 
 from ll_codegen.core import limits
-from ll_codegen.core.dtypes import DTYPE_BITS
+from ll_codegen.core.dtypes import DTYPE_BITS, upcast_problem
 from ll_codegen.core.target import get_target
 from ll_codegen.spec import (
     Spec,
@@ -108,11 +116,20 @@ class Tensor:
 @dataclass(frozen=True)
 class Step:
     """One operation of the chain: ``src`` -> ``dst`` (tensor names), the element type, and the
-    ``llgen convert`` options it is planned with (``warps``, ``swizzle``, ...)."""
+    ``llgen convert`` options it is planned with (``warps``, ``swizzle``, ``dst_dtype``, ...)."""
     src: str
     dst: str
     dtype: str
     options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def dst_dtype(self) -> str | None:
+        """The destination's element type of an upcast step, None for a move in ``dtype``."""
+        return dict(self.options).get("dst_dtype")
+
+    def bits(self, tensor: str) -> int:
+        """The element width the step gives ``tensor`` (its source or destination)."""
+        return DTYPE_BITS[self.dst_dtype if tensor == self.dst and self.dst_dtype else self.dtype]
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,7 @@ class Chain:
         return next(t for t in self.tensors if t.name == name)
 
 
-STEP_OPTIONS = ("warps", "swizzle", "smem_budget", "max_vector_bytes", "strides", "instr", "barrier")
+STEP_OPTIONS = ("warps", "swizzle", "smem_budget", "max_vector_bytes", "strides", "instr", "barrier", "dst_dtype")
 
 
 def _named(x: Any) -> str:
@@ -187,7 +204,13 @@ def chain_from_dict(data: Mapping[str, Any], source: str = "<chain>", root: str 
     steps = tuple(_step(source, k, _mapping(source, f"steps[{k}]", s), names) for k, s in enumerate(raw_steps))
     used = {t for s in steps for t in (s.src, s.dst)}
     free_global = {t.name for t in tensors if t.free is not None and t.free.space == "global"}
+    by_name = {t.name: t for t in tensors}
     for k, s in enumerate(steps):
+        dst = by_name[s.dst]
+        if s.dst_dtype and (dst.free is not None or dst.spec.layout.space != "registers"):
+            raise _fail(source, f"steps[{k}].dst", f"an upcast (dst_dtype) writes a fixed register layout (the "
+                                                   f"fragment it feeds); {s.dst} is "
+                                                   f"{'free' if dst.free else 'a ' + dst.spec.layout.space + ' layout'}")
         if DTYPE_BITS[s.dtype] < 8 and not {s.src, s.dst} & free_global:
             raise _fail(source, f"steps[{k}].dtype", f"{s.dtype} (4-bit) steps are planned in a chain only to "
                                                      f"load or store a free: global (pre-shuffled) tensor")
@@ -198,7 +221,7 @@ def chain_from_dict(data: Mapping[str, Any], source: str = "<chain>", root: str 
         if t.free is not None and t.free.space == "global":
             _check_preshuffled(source, t, steps, {x.name: x for x in tensors})
         if t.free is not None and t.free.space in ("shared", "global"):
-            widths = sorted({DTYPE_BITS[s.dtype] for s in steps if t.name in (s.src, s.dst)})
+            widths = sorted({s.bits(t.name) for s in steps if t.name in (s.src, s.dst)})
             if len(widths) > 1:
                 raise _fail(source, f"tensors.{t.name}", f"a free {t.free.space} tile holds one element width; its "
                                                          f"steps "
@@ -261,6 +284,10 @@ def _check_preshuffled(source: str, t: Tensor, steps: tuple[Step, ...], tensors:
 def _step(source: str, k: int, entry: Mapping, names: set[str]) -> Step:
     where = f"steps[{k}]"
     allowed = ("src", "dst", "dtype") + STEP_OPTIONS
+    if "scales" in entry:
+        raise _fail(source, f"{where}.scales", "per-group scales do not change the chain's choice (their layout "
+                                               "follows the fixed destination): plan the scaled upcast with "
+                                               "llgen convert --scales from the chosen layout")
     extra = sorted(str(x) for x in entry if x not in allowed)
     if extra:
         raise _fail(source, where, f"unknown field {limits.short(extra[0])}; allowed: {', '.join(allowed)}")
@@ -270,6 +297,8 @@ def _step(source: str, k: int, entry: Mapping, names: set[str]) -> Step:
     dtype = entry.get("dtype", "f16")
     if dtype not in DTYPE_BITS:
         raise _fail(source, f"{where}.dtype", f"{limits.short(dtype)} is not one of {', '.join(DTYPE_BITS)}")
+    if "dst_dtype" in entry and upcast_problem(dtype, entry["dst_dtype"]):
+        raise _fail(source, f"{where}.dst_dtype", upcast_problem(dtype, entry["dst_dtype"]))
     options = tuple((o, entry[o]) for o in STEP_OPTIONS if o in entry)
     return Step(entry["src"], entry["dst"], dtype, options)
 

@@ -25,9 +25,14 @@ def chosen_text(p: Placement) -> str:
     return p.text or "reference"
 
 
+def _access(plan: Transfer) -> Transfer:
+    """The plan that touches memory: an upcast's move, else the plan itself."""
+    return getattr(plan, "move", plan)
+
+
 def _global_vector(plan: Transfer) -> int | None:
-    """The vector width (bytes) of a global access step; None for other steps."""
-    m = getattr(plan, "memory", None)
+    """The vector width (bytes) of a global access step (an upcast's: its move's); None for other steps."""
+    m = getattr(_access(plan), "memory", None)
     return m.vector_bytes if m is not None and m.space == "global" else None
 
 
@@ -37,7 +42,8 @@ def describe(cp: ChainPlan) -> dict[str, Any]:
     bytes) under the choice and under the reference, the totals."""
     steps = []
     for step, p, q in zip(cp.chain.steps, cp.plans, cp.identity_plans):
-        steps.append({"src": step.src, "dst": step.dst, "dtype": step.dtype, "operation": p.operation,
+        steps.append({"src": step.src, "dst": step.dst, "dtype": step.dtype, "dst_dtype": step.dst_dtype,
+                      "operation": p.operation,
                       "strategy": p.strategy, "cost": p.cost, "identity_strategy": q.strategy,
                       "identity_cost": q.cost, "vector_bytes": _global_vector(p),
                       "identity_vector_bytes": _global_vector(q)})
@@ -60,6 +66,7 @@ def _vectors(plan: Transfer) -> str:
     """A global access's vector width and sectors, as the chain reads them (empty for other steps)."""
     if _global_vector(plan) is None:
         return ""
+    plan = _access(plan)
     m = plan.memory
     conv = f", then {plan.via.strategy}" if plan.via is not None else ""
     return (f" of {m.vector_bytes}-byte vectors ({m.cost.instructions} a warp, {m.cost.sectors} sectors each, "
@@ -92,7 +99,8 @@ def chain_summary(cp: ChainPlan) -> str:
         else:
             lines.append(f"{name} (free {t.free.space}: {fam}): the reference {reference_text(t)} stays")
     for k, (step, p, q) in enumerate(zip(c.steps, cp.plans, cp.identity_plans)):
-        lines.append(f"step {k}: {step.src} -> {step.dst} ({step.dtype}): {_how(p)}{_vectors(p)}, cost {p.cost:.2f} "
+        types = step.dtype + (f" -> {step.dst_dtype}" if step.dst_dtype else "")
+        lines.append(f"step {k}: {step.src} -> {step.dst} ({types}): {_how(p)}{_vectors(p)}, cost {p.cost:.2f} "
                      f"(reference: {_how(q)}{_vectors(q)}, {q.cost:.2f})")
     lines.append(f"total cost {cp.cost:.2f} (reference {cp.identity_cost:.2f})")
     return "\n".join(lines)

@@ -52,7 +52,7 @@ from ll_codegen.core import f2
 from ll_codegen.core.dtypes import dtype_bits
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import get_target
-from ll_codegen.plan import planner
+from ll_codegen.plan import planner, upcast
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.spec import Spec
 
@@ -271,9 +271,10 @@ def neighbours(chain: Chain, t: Tensor, state: State) -> list[Neighbour]:
         for me, other in ((step.src, step.dst), (step.dst, step.src)):
             if me == t.name and other != t.name:
                 warps = dict(step.options).get("warps") or 4
-                bits = dtype_bits(step.dtype)
-                out.append(Neighbour(other, tensor_layout(chain.tensor(other), d, lay), bits, other == step.src,
-                                     warps))
+                layout = tensor_layout(chain.tensor(other), d, lay)
+                if step.dst_dtype and me == step.src:       # an upcast reads its own register order
+                    layout = upcast.input_layout(layout, step.dtype, step.dst_dtype)
+                out.append(Neighbour(other, layout, step.bits(me), other == step.src, warps))
     return out
 
 

@@ -172,6 +172,13 @@ def permuted(dst: LinearLayout, perm: tuple[int, ...]) -> LinearLayout:
                         require_surjective=False)
 
 
+def input_layout(dst: LinearLayout, dtype: str, dst_dtype: str) -> LinearLayout:
+    """``I``: the register layout an upcast from ``dtype`` into ``dst`` (``dst_dtype``) reads, for a
+    source that does not fix its nibble pair (a free or pre-shuffled one): ``dst`` with its register
+    bases permuted by the sequence's ``perm``."""
+    return permuted(dst, sequence(KINDS[(dtype, dst_dtype)], dst.in_dim_size("register"), None, dst).perm)
+
+
 #: scale types: the destination's own (f16, bf16: any value) or e8m0 (mxfp4's power-of-two exponents, bf16 only)
 SCALE_TYPES = ("f16", "bf16", "e8m0")
 
@@ -281,6 +288,13 @@ class UpcastPlan(Transfer):
     @property
     def smem_bytes(self) -> int:
         return self.move.smem_bytes
+
+    @property
+    def cost(self) -> float:
+        """The move's score plus the upcast's instructions at ``planner.ALU`` each (one ``fma`` a
+        destination word more with scales): what a chain sums over its steps."""
+        ops = len(self.sequence.ops) + (self.dst_words if self.scaling is not None else 0)
+        return self.move.cost + planner.ALU * ops
 
     @property
     def from_memory(self) -> bool:
