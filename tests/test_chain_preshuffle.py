@@ -309,7 +309,7 @@ FRAG = {"kind": "dot_operand", "operand_index": 1, "k_width": 4, "shape": [64, 1
       "S": {"spec": {"kind": "nvmma_shared", "swizzle_byte_width": 128, "element_bitwidth": 8,
                      "shape": [64, 128]}}}, [("W", "S")], "this one moves it to S, a shared layout"),
     ({"W": {"free": "global", "shape": [64, 128]}, "B": {"spec": FRAG}}, [("W", "B", "i8"), ("W", "B", "f16")],
-     "a free global tile holds one element width"),
+     "a tensor holds one element width"),
     ({"V": {"spec": {"kind": "global", "order": [1, 0], "shape": [64, 128]}}, "B": {"spec": FRAG}},
      [("V", "B", "e2m1")], "steps[0].dtype: e2m1 (4-bit) steps are planned in a chain only to load or store a "
                            "free: global (pre-shuffled) tensor"),

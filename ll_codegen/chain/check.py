@@ -27,7 +27,7 @@ import numpy as np
 
 from ll_codegen.chain import preshuffle
 from ll_codegen.chain.description import Step
-from ll_codegen.chain.search import ChainPlan, preshuffled, step_specs, tensor_layout
+from ll_codegen.chain.search import ChainPlan, hardware_spec, preshuffled, step_specs
 from ll_codegen.core import f2
 from ll_codegen.core.dtypes import DTYPE_BITS, NP_RAW
 from ll_codegen.core.layout import LinearLayout, layout_of
@@ -37,7 +37,11 @@ from ll_codegen.verify.emulate.memory import copy_halves, emulate_memory
 from ll_codegen.verify.emulate.packed import unpack_registers
 from ll_codegen.verify.emulate.reference import dim_images, regs_of, tensor_flat
 from ll_codegen.verify.emulate.relayout import store_registers
-from ll_codegen.verify.emulate.upcast import run_sequence, upcast_reference
+from ll_codegen.verify.emulate.mma import emulate as emulate_mma
+from ll_codegen.verify.emulate.reduce import emulate_reduce
+from ll_codegen.verify.emulate.reference import (MMA_RANGES, REDUCE_VALUES, encode_small, reduce_raw,
+                                                 reduce_values)
+from ll_codegen.verify.emulate.upcast import decode, run_sequence, upcast_reference
 
 
 def scatter_regs(L: LinearLayout, regs: np.ndarray) -> np.ndarray:
@@ -128,7 +132,7 @@ def _run_step(cp: ChainPlan, step: Step, plan: Transfer, view: np.ndarray) -> np
     is read back by ``preshuffle.restore``."""
     choice, layouts = dict(cp.choice), dict(cp.layouts)
     src, dst = cp.chain.tensor(step.src), cp.chain.tensor(step.dst)
-    written = {t.name: tensor_layout(t, {}, layouts) if t.free else t.spec.linear for t in (src, dst)}
+    written = {t.name: hardware_spec(t, layouts).linear for t in (src, dst)}
     a, b = step_specs(cp.chain, step, choice, layouts)
     planned = {src.name: a.linear, dst.name: b.linear}
     shuffled_src, shuffled_dst = preshuffled(src, layouts), preshuffled(dst, layouts)
@@ -170,37 +174,137 @@ def _widen(plan: Transfer, mid: np.ndarray) -> np.ndarray:
     return bits.reshape(mid.shape[:-1] + (bits.shape[1],))
 
 
-def run_chain(cp: ChainPlan, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every tensor's hardware view after running the chain's plans on ``inputs`` (the hardware
-    views of the tensors no step writes: raw bits of the step's element width)."""
+def _values(bits: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values of raw bits of an MMA or reduction element type."""
+    bits = np.asarray(bits)
+    if dtype in ("f8e4m3", "f8e5m2", "i8", "u8"):
+        return decode(bits.astype(np.uint8), dtype)
+    if dtype == "tf32":
+        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    raw = bits.astype(NP_RAW[DTYPE_BITS[dtype] // 8])
+    return (raw.view(np.float16) if dtype == "f16" else reduce_values(raw, dtype)).astype(np.float64)
+
+
+def _bits(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Raw bits of exact values in an accumulator or reduction type (f32, f16, bf16, i32)."""
+    return reduce_raw(np.asarray(values).astype(REDUCE_VALUES[dtype]), dtype)
+
+
+#: the integers a reduction's source draws from, by type: exact in it (bf16 to 256, f16 to 2048)
+REDUCE_RANGE = {"f32": 1000, "i32": 1000, "f16": 2048, "bf16": 256}
+
+
+def _small(step: Step, name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Raw bits of integers for tensor ``name`` as ``step`` first reads it, so that every product and
+    sum of the chain is exact: an mma's accumulator in [-64, 64], an operand in its MMA range, any
+    4-bit code; a reduction's source spread wide (a max over part of a row must differ from the
+    row's), each of its sums within the type's exact integers."""
+    dtype = dict(step.options)["acc_dtype"] if step.op == "mma" and name == step.dst else step.dtype
+    if DTYPE_BITS[dtype] == 4:
+        return rng.integers(0, 15, size=shape, dtype=np.uint8, endpoint=True)
+    if step.op == "reduce":
+        opts = dict(step.options)
+        h = REDUCE_RANGE[dtype] // (int(np.prod([shape[d] for d in opts["dims"]])) if opts["combine"] == "sum" else 1)
+        lo, hi = -max(h, 1), max(h, 1)
+    else:
+        lo, hi = (-64, 64) if step.op == "mma" else MMA_RANGES.get(dtype, (-4, 4))
+    v = rng.integers(lo, hi, size=shape, endpoint=True)
+    return _bits(v, dtype) if dtype in REDUCE_VALUES else encode_small(v, dtype)
+
+
+def _run_compute(cp: ChainPlan, step: Step, plan, views: Mapping[str, np.ndarray]) -> np.ndarray:
+    """An mma's accumulator or a reduction's result, computed by its emulator on the hardware views
+    (``search.plan_step`` planned it on the hardware layouts), as raw bits."""
+    hw = {n: hardware_spec(cp.chain.tensor(n), dict(cp.layouts)).linear for n in step.names}
+    if step.op == "mma":
+        acc_dtype = dict(step.options)["acc_dtype"]
+        regs = emulate_mma(plan, _values(views[step.src], step.dtype), _values(views[step.b], step.dtype),
+                           _values(views[step.dst], acc_dtype))
+        return _bits(scatter_regs(hw[step.dst], regs), acc_dtype)
+    src = regs_of(hw[step.src], reduce_values(views[step.src].astype(NP_RAW[plan.elem_bytes]), step.dtype))
+    dst, _ = emulate_reduce(plan, src)
+    return reduce_raw(scatter_regs(hw[step.dst], dst), step.dtype)
+
+
+def _logical_result(step: Step, logical: Mapping[str, np.ndarray]) -> np.ndarray:
+    """What a step leaves in its destination, on the logical tensors (raw bits): the same tensor
+    (a move), its exact upcast, ``C + A @ B``, or the reduction over ``dims``."""
+    if step.op == "mma":
+        acc_dtype = dict(step.options)["acc_dtype"]
+        a, b = (_values(logical[n], step.dtype) for n in (step.src, step.b))
+        return _bits(_values(logical[step.dst], acc_dtype) + a @ b, acc_dtype)
+    if step.op == "reduce":
+        opts = dict(step.options)
+        combine = {"sum": np.sum, "max": np.max, "min": np.min}[opts["combine"]]
+        return _bits(combine(_values(logical[step.src], step.dtype), axis=opts["dims"]), step.dtype)
+    if step.dst_dtype:                                    # an upcast: the same elements, widened exactly
+        return upcast_reference(logical[step.src], step.dtype, step.dst_dtype)
+    return logical[step.src]
+
+
+def run_chain(cp: ChainPlan, inputs: Mapping[str, np.ndarray], only: set[int] | None = None) -> dict[str, np.ndarray]:
+    """Every tensor's hardware view after running the chain's plans (steps ``only``, default all) on
+    ``inputs`` (the hardware views, as raw bits, of the tensors read before any step writes them;
+    an mma's or reduction's as small integers, ``_small``)."""
     views = dict(inputs)
-    for step, plan in zip(cp.chain.steps, cp.plans):
-        if step.src not in views:
-            raise ValueError(f"{step.src} has no value: give it as an input or write it in an earlier step")
-        views[step.dst] = _run_step(cp, step, plan, views[step.src].astype(NP_RAW[plan.elem_bytes]))
+    for k, (step, plan) in enumerate(zip(cp.chain.steps, cp.plans)):
+        if only is not None and k not in only:
+            continue
+        missing = [n for n in step.reads if n not in views]
+        if missing:
+            raise ValueError(f"{missing[0]} has no value: give it as an input or write it in an earlier step")
+        if step.op == "move":
+            views[step.dst] = _run_step(cp, step, plan, views[step.src].astype(NP_RAW[plan.elem_bytes]))
+        else:
+            views[step.dst] = _run_compute(cp, step, plan, views)
     return views
 
 
+def _moves_alone(steps) -> set[int]:
+    """The moves that read nothing an mma or reduction computed (the raw-bits pass runs those)."""
+    out, computed = set(), set()
+    for k, s in enumerate(steps):
+        if s.op == "move" and not computed & set(s.reads):
+            out.add(k)
+        else:
+            computed.add(s.dst)
+    return out
+
+
 def check_chain(cp: ChainPlan, rng: np.random.Generator | int | None = 0) -> dict[str, np.ndarray]:
-    """Run the chain on random raw bits; AssertionError unless every tensor's hardware view is
-    its logical value relabelled (module docstring).  Returns the hardware views."""
+    """Run the chain's moves on random raw bits and, when it has an mma or a reduction, the whole
+    chain on small integers (exact arithmetic); AssertionError unless every tensor's hardware view
+    is its logical value relabelled (module docstring).  Returns the hardware views of the last pass."""
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    steps = cp.chain.steps
+    views = _check(cp, rng, _moves_alone(steps), False)
+    if any(s.op != "move" for s in steps):
+        views = _check(cp, rng, set(range(len(steps))), True)
+    return views
+
+
+def _check(cp: ChainPlan, rng: np.random.Generator, only: set[int], small: bool) -> dict[str, np.ndarray]:
     choice = dict(cp.choice)
-    written = {s.dst for s in cp.chain.steps}
     logical: dict[str, np.ndarray] = {}
     inputs = {}
-    for step, plan in zip(cp.chain.steps, cp.plans):
-        if step.src in written or step.src in inputs:
+    for k, step in enumerate(cp.chain.steps):
+        if k not in only:
             continue
-        t, dt = cp.chain.tensor(step.src), NP_RAW[plan.elem_bytes]
-        top = (1 << DTYPE_BITS[step.dtype]) - 1          # 4-bit: one code an element
-        logical[step.src] = rng.integers(0, top, size=t.spec.shape, dtype=dt, endpoint=True)
-        inputs[step.src] = relabelled(logical[step.src], t.indices, choice)
-    views = run_chain(cp, inputs)
-    for step in cp.chain.steps:
-        if step.dst_dtype:                                    # an upcast: the same elements, widened exactly
-            logical.setdefault(step.dst, upcast_reference(logical[step.src], step.dtype, step.dst_dtype))
-        logical.setdefault(step.dst, logical[step.src])       # a step moves the same logical tensor
+        for name in step.reads:
+            if name in logical:
+                continue
+            shape, bits = cp.chain.tensor(name).spec.shape, step.bits(name)
+            if small:
+                logical[name] = _small(step, name, shape, rng)
+            else:                                         # 4-bit: one code an element
+                logical[name] = rng.integers(0, (1 << bits) - 1, size=shape, dtype=NP_RAW[max(1, bits // 8)],
+                                             endpoint=True)
+            inputs[name] = relabelled(logical[name], cp.chain.tensor(name).indices, choice)
+        logical[step.dst] = _logical_result(step, logical)
+    views = run_chain(cp, inputs, only)
+    for k, step in enumerate(cp.chain.steps):
+        if k not in only:
+            continue
         want = relabelled(logical[step.dst], cp.chain.tensor(step.dst).indices, choice)
         bad = views[step.dst] != want
         if bad.any():
@@ -208,4 +312,3 @@ def check_chain(cp: ChainPlan, rng: np.random.Generator | int | None = 0) -> dic
             raise AssertionError(f"{step.src} -> {step.dst}: element {at} is {int(views[step.dst][at]):#x}, the "
                                  f"relabelled logical value is {int(want[at]):#x} ({int(bad.sum())} differ)")
     return views
-

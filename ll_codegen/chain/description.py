@@ -18,7 +18,22 @@ free *indices*, and the steps between the tensors::
       - {src: Vm, dst: Vk, dtype: f8e4m3}
 
 A step moves its source into its destination in ``dtype`` (``llgen convert``'s operations:
-conversion, load, store, copy, TMA, shared -> shared); with ``dst_dtype`` (f16 or bf16) it is an
+conversion, load, store, copy, TMA, shared -> shared), or computes (``op``)::
+
+      - {op: mma, acc: O, a: P, b: Vk, dtype: f8e4m3, acc_dtype: f32}     # O += P @ Vk (llgen mma)
+      - {op: reduce, src: S, dst: m, dims: [1], combine: max, dtype: f32}  # m = max over S's dim 1
+
+An mma or a reduction runs on the registers and tiles the kernel holds (their *hardware* layouts:
+as written, or a free tensor's choice), never relabelled: ``O = P V`` over relabelled keys is
+right because P and V carry the same relabelling, so the chain checks that every free index an
+mma's operand carries is carried the same way by the tensor sharing that dim (A's K and B's K,
+A's M and the accumulator's M, B's N and its N), and that a reduction's result carries its
+source's indices on the dims it keeps (a reduction over a relabelled dim is unchanged by it).
+Both plan the same under every choice: they constrain the free layouts (a choice their planner
+refuses is not taken) and add no cost.  A reduction's result must be the slice layout of its
+source over ``dims`` (a ``slice`` spec).
+
+With ``dst_dtype`` (f16 or bf16) a move is an
 *upcast* (``plan/upcast.py``): the source in ``dtype`` (i4, u4, e2m1, f8e4m3, f8e5m2, i8, u8)
 moved into the register order the upcast reads, then widened in each thread into the
 destination, a fixed register layout (an MMA fragment).  A free source of an upcast is chosen
@@ -70,8 +85,10 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
+from ll_codegen.api import parse_dims
 from ll_codegen.core import limits
 from ll_codegen.core.dtypes import DTYPE_BITS, upcast_problem
+from ll_codegen.plan.reduce import COMBINES, REDUCE_DTYPES
 from ll_codegen.core.target import get_target
 from ll_codegen.spec import (
     Spec,
@@ -113,22 +130,43 @@ class Tensor:
     free: Free | None = None
 
 
+#: the operations a step may name besides moves (``op``), and the fields each takes
+COMPUTE_FIELDS = {"mma": ("acc", "a", "b", "acc_dtype"), "reduce": ("src", "dst", "dims", "combine", "barrier")}
+
+
 @dataclass(frozen=True)
 class Step:
-    """One operation of the chain: ``src`` -> ``dst`` (tensor names), the element type, and the
-    ``llgen convert`` options it is planned with (``warps``, ``swizzle``, ``dst_dtype``, ...)."""
+    """One operation of the chain.  ``op`` ``move`` (the default): ``src`` -> ``dst`` in ``dtype``,
+    planned with ``llgen convert``'s ``options`` (``warps``, ``swizzle``, ``dst_dtype``, ...);
+    ``reduce``: ``dst`` = the reduction of ``src`` (``options``: ``dims``, ``combine``);
+    ``mma``: ``dst += src @ b`` (``src`` the A operand, ``dst`` the accumulator; ``options``:
+    ``acc_dtype``)."""
     src: str
     dst: str
     dtype: str
     options: tuple[tuple[str, Any], ...] = ()
+    op: str = "move"
+    b: str | None = None
 
     @property
     def dst_dtype(self) -> str | None:
         """The destination's element type of an upcast step, None for a move in ``dtype``."""
         return dict(self.options).get("dst_dtype")
 
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The tensors the step reads: its source (and an mma's B and accumulator)."""
+        return (self.src, self.b, self.dst) if self.op == "mma" else (self.src,)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every tensor the step touches."""
+        return (self.src, self.b, self.dst) if self.op == "mma" else (self.src, self.dst)
+
     def bits(self, tensor: str) -> int:
-        """The element width the step gives ``tensor`` (its source or destination)."""
+        """The element width the step gives ``tensor`` (one it touches)."""
+        if tensor == self.dst and self.op == "mma":
+            return DTYPE_BITS[dict(self.options)["acc_dtype"]]
         return DTYPE_BITS[self.dst_dtype if tensor == self.dst and self.dst_dtype else self.dtype]
 
 
@@ -202,10 +240,13 @@ def chain_from_dict(data: Mapping[str, Any], source: str = "<chain>", root: str 
     if not isinstance(raw_steps, list) or not raw_steps or len(raw_steps) > MAX_STEPS:
         raise _fail(source, "steps", f"a list of 1 to {MAX_STEPS} steps")
     steps = tuple(_step(source, k, _mapping(source, f"steps[{k}]", s), names) for k, s in enumerate(raw_steps))
-    used = {t for s in steps for t in (s.src, s.dst)}
+    used = {t for s in steps for t in s.names}
     free_global = {t.name for t in tensors if t.free is not None and t.free.space == "global"}
     by_name = {t.name: t for t in tensors}
     for k, s in enumerate(steps):
+        if s.op != "move":
+            _check_compute(source, k, s, by_name)
+            continue
         dst = by_name[s.dst]
         if s.dst_dtype and (dst.free is not None or dst.spec.layout.space != "registers"):
             raise _fail(source, f"steps[{k}].dst", f"an upcast (dst_dtype) writes a fixed register layout (the "
@@ -220,13 +261,11 @@ def chain_from_dict(data: Mapping[str, Any], source: str = "<chain>", root: str 
                                                      f"step uses the tensor")
         if t.free is not None and t.free.space == "global":
             _check_preshuffled(source, t, steps, {x.name: x for x in tensors})
-        if t.free is not None and t.free.space in ("shared", "global"):
-            widths = sorted({s.bits(t.name) for s in steps if t.name in (s.src, s.dst)})
-            if len(widths) > 1:
-                raise _fail(source, f"tensors.{t.name}", f"a free {t.free.space} tile holds one element width; its "
-                                                         f"steps "
-                                                         f"move {' and '.join(f'{w}-bit' for w in widths)} "
-                                                         f"elements")
+        widths = sorted({s.bits(t.name) for s in steps if t.name in s.names})
+        if len(widths) > 1:
+            raise _fail(source, f"tensors.{t.name}", f"a tensor holds one element width; its steps move "
+                                                     f"{' and '.join(f'{w}-bit' for w in widths)} elements (name "
+                                                     f"the tensor in each type: S and S8, say)")
     return Chain(source, str(target), None if arch is None else str(arch), tuple(indices.items()),
                  tuple(tensors), steps)
 
@@ -270,8 +309,11 @@ def _check_preshuffled(source: str, t: Tensor, steps: tuple[Step, ...], tensors:
     """A pre-shuffled tensor's steps move it between global memory and a fixed register layout
     (the layout it is shuffled for): one line naming the first step that does not."""
     for k, s in enumerate(steps):
-        if t.name not in (s.src, s.dst):
+        if t.name not in s.names:
             continue
+        if s.op != "move":
+            raise _fail(source, f"steps[{k}]", f"{t.name} is free: global (pre-shuffled offline); an {s.op} reads "
+                                               f"registers and shared tiles: load it first")
         other = tensors[s.dst if s.src == t.name else s.src]
         if other.name == t.name or other.free is not None or other.spec.layout.space != "registers":
             what = ("itself" if other.name == t.name else f"{other.name}, a free layout" if other.free is not None
@@ -283,6 +325,8 @@ def _check_preshuffled(source: str, t: Tensor, steps: tuple[Step, ...], tensors:
 
 def _step(source: str, k: int, entry: Mapping, names: set[str]) -> Step:
     where = f"steps[{k}]"
+    if "op" in entry:
+        return _compute_step(source, k, entry, names)
     allowed = ("src", "dst", "dtype") + STEP_OPTIONS
     if "scales" in entry:
         raise _fail(source, f"{where}.scales", "per-group scales do not change the chain's choice (their layout "
@@ -301,6 +345,75 @@ def _step(source: str, k: int, entry: Mapping, names: set[str]) -> Step:
         raise _fail(source, f"{where}.dst_dtype", upcast_problem(dtype, entry["dst_dtype"]))
     options = tuple((o, entry[o]) for o in STEP_OPTIONS if o in entry)
     return Step(entry["src"], entry["dst"], dtype, options)
+
+
+def _compute_step(source: str, k: int, entry: Mapping, names: set[str]) -> Step:
+    """An ``op: mma`` or ``op: reduce`` step (module docstring)."""
+    where, op = f"steps[{k}]", entry["op"]
+    if op not in COMPUTE_FIELDS:
+        raise _fail(source, f"{where}.op", f"{limits.short(op)} is not an operation; known: move (no op), "
+                                           f"{', '.join(COMPUTE_FIELDS)}")
+    allowed = ("op", "dtype") + COMPUTE_FIELDS[op]
+    extra = sorted(str(x) for x in entry if x not in allowed)
+    if extra:
+        raise _fail(source, where, f"unknown field {limits.short(extra[0])} of an {op} step; allowed: "
+                                   f"{', '.join(allowed)}")
+    roles = ("acc", "a", "b") if op == "mma" else ("src", "dst")
+    for role in roles:
+        if entry.get(role) not in names:
+            raise _fail(source, f"{where}.{role}", f"{limits.short(entry.get(role))} is not a tensor of the chain")
+    if op == "mma":
+        dtype, acc_dtype = entry.get("dtype", "f16"), entry.get("acc_dtype", "f32")
+        for field, t in (("dtype", dtype), ("acc_dtype", acc_dtype)):
+            if t not in DTYPE_BITS:
+                raise _fail(source, f"{where}.{field}", f"{limits.short(t)} is not one of {', '.join(DTYPE_BITS)}")
+        if len({entry["acc"], entry["a"], entry["b"]}) < 3:
+            raise _fail(source, where, "an mma's acc, a and b are three different tensors")
+        return Step(entry["a"], entry["acc"], dtype, (("acc_dtype", acc_dtype),), "mma", entry["b"])
+    dtype, combine = entry.get("dtype", "f32"), entry.get("combine", "sum")
+    if combine not in COMBINES or dtype not in REDUCE_DTYPES:
+        field, bad, known = (("combine", combine, COMBINES) if combine not in COMBINES
+                             else ("dtype", dtype, REDUCE_DTYPES))
+        raise _fail(source, f"{where}.{field}", f"a reduction's {field} is one of {', '.join(known)}, not "
+                                                f"{limits.short(bad)}")
+    try:
+        dims = parse_dims(entry.get("dims"))
+    except ValueError as e:
+        raise _fail(source, f"{where}.dims", str(e)) from None
+    if entry["src"] == entry["dst"]:
+        raise _fail(source, where, "a reduction's src and dst are two tensors")
+    options = (("dims", dims), ("combine", combine)) + ((("barrier", entry["barrier"]),) if "barrier" in entry
+                                                        else ())
+    return Step(entry["src"], entry["dst"], dtype, options, "reduce")
+
+
+def _index_at(t: Tensor, dim: int) -> str | None:
+    return dict(t.indices).get(dim)
+
+
+def _check_compute(source: str, k: int, s: Step, tensors: Mapping[str, Tensor]) -> None:
+    """An mma's or reduction's tensors: fixed registers where the result goes, the free indices
+    carried consistently (module docstring); one line naming the step otherwise."""
+    where, out = f"steps[{k}]", tensors[s.dst]
+    if out.free is not None or out.spec.layout.space != "registers":
+        raise _fail(source, f"{where}.{'acc' if s.op == 'mma' else 'dst'}", f"an {s.op} writes a fixed register "
+                                                                            f"layout; {out.name} is "
+                                                                            f"{'free' if out.free else 'a ' + out.spec.layout.space + ' layout'}")
+    if s.op == "mma":
+        a, b = tensors[s.src], tensors[s.b]
+        for (x, dx), (y, dy), what in (((a, 1), (b, 0), "K"), ((a, 0), (out, 0), "M"), ((b, 1), (out, 1), "N")):
+            ix, iy = _index_at(x, dx), _index_at(y, dy)
+            if ix != iy:
+                raise _fail(source, where, f"mma: {x.name} dim {dx} carries {ix or 'no free index'} but {y.name} "
+                                           f"dim {dy} carries {iy or 'none'}; the tensors sharing the {what} dim "
+                                           f"must carry the same relabelling")
+        return
+    src, dims = tensors[s.src], dict(s.options)["dims"]
+    kept = [d for d in range(len(src.spec.shape)) if d not in dims]
+    want = tuple((j, i) for j, d in enumerate(kept) if (i := _index_at(src, d)) is not None)
+    if want != out.indices:
+        raise _fail(source, where, f"reduce: {out.name} must carry {src.name}'s free indices on the dims it keeps "
+                                   f"({dict(want) or 'none'}), not {dict(out.indices) or 'none'}")
 
 
 FREE_SPACES = ("registers", "shared", "global")

@@ -13,8 +13,8 @@ import yaml
 from ll_codegen.api import check_name, layout_text, parse_emit
 from ll_codegen.chain import preshuffle
 from ll_codegen.chain.candidates import Placement
-from ll_codegen.chain.description import Chain, Tensor
-from ll_codegen.chain.search import ROUNDS, ChainPlan, step_specs
+from ll_codegen.chain.description import Chain, Step, Tensor
+from ll_codegen.chain.search import ROUNDS, ChainPlan, hardware_spec, step_specs
 from ll_codegen.core.dtypes import dtype_bits
 from ll_codegen.emit.index_map import index_header
 from ll_codegen.emit.render import file_names
@@ -24,9 +24,11 @@ from ll_codegen.operations import command_line, operation_of, render_files
 from ll_codegen.spec import flow_yaml
 
 
-def step_name(name: str, k: int, src: str, dst: str) -> str:
-    """The name of step ``k``'s files and namespace: ``<chain>_<k>_<src>_to_<dst>``."""
-    return f"{name}_{k}_{src}_to_{dst}"
+def step_name(name: str, k: int, step: Step) -> str:
+    """The name of step ``k``'s files and namespace: ``<chain>_<k>_<src>_to_<dst>`` (an mma's
+    ``<chain>_<k>_<a>_<b>_to_<acc>``)."""
+    src = f"{step.src}_{step.b}" if step.op == "mma" else step.src
+    return f"{name}_{k}_{src}_to_{step.dst}"
 
 
 def spec_file_name(name: str, tensor: str) -> str:
@@ -38,7 +40,7 @@ def chain_file_names(chain: Chain, name: str, emit: Sequence[str] | str | None =
     """The files ``chain_files`` writes, known before any planning (every operation has a header
     and a harness; a chain writes no bench)."""
     kinds = [k for k in parse_emit(emit) if k != "bench"]
-    out = [file_names(chain.target, step_name(name, k, s.src, s.dst))[kind]
+    out = [file_names(chain.target, step_name(name, k, s))[kind]
            for k, s in enumerate(chain.steps) for kind in kinds]
     out += [spec_file_name(name, t.name) for t in chain.tensors if t.free is not None]
     out += [f for t in chain.tensors if t.free is not None and t.free.space == "global"
@@ -59,7 +61,7 @@ def shuffle_offsets(t: Tensor, p: Placement) -> tuple[int, ...]:
 
 
 def _reorder_files(cp: ChainPlan, name: str, t: Tensor, p: Placement, command: str) -> dict[str, str]:
-    dtype = next(s.dtype for s in cp.chain.steps if t.name in (s.src, s.dst))
+    dtype = next(s.dtype for s in cp.chain.steps if t.name in s.names)
     offset = preshuffle.offset_mapping(shuffle_offsets(t, p), t.spec.shape)["offset"]
     how = p.label if p.offsets else "the reference layout as written (no pre-shuffle was cheaper)"
     py, cuh = reorder_file_names(cp.chain, name, t.name)
@@ -115,11 +117,11 @@ def chain_files(cp: ChainPlan, name: str, file_arg: str, emit: Sequence[str] | s
     choice, layouts = dict(cp.choice), dict(cp.layouts)
     files: dict[str, str] = {}
     for k, (step, plan) in enumerate(zip(cp.chain.steps, cp.plans)):
-        s_spec, d_spec = step_specs(cp.chain, step, choice, layouts)
         have = [x for x in kinds if x in operation_of(plan).kinds(plan)]
-        files.update(render_files(plan, step_name(name, k, step.src, step.dst), have, command,
-                                  layout_text(s_spec.linear, s_spec, _source(s_spec.source, root)),
-                                  layout_text(d_spec.linear, d_spec, _source(d_spec.source, root))))
+        specs = (step_specs(cp.chain, step, choice, layouts) if step.op == "move"       # an mma's header states
+                 else (hardware_spec(cp.chain.tensor(step.src), layouts),) if step.op == "reduce" else ())  # its own
+        texts = [layout_text(x.linear, x, _source(x.source, root)) for x in specs]
+        files.update(render_files(plan, step_name(name, k, step), have, command, *texts))
     for tensor, p in cp.layouts:
         files[spec_file_name(name, tensor)] = spec_file(cp, tensor, p, command)
         if cp.chain.tensor(tensor).free.space == "global":

@@ -8,8 +8,8 @@ from typing import Any
 from ll_codegen.chain import preshuffle
 from ll_codegen.spec import flow_yaml
 from ll_codegen.chain.candidates import Placement
-from ll_codegen.chain.description import Tensor
-from ll_codegen.chain.search import ChainPlan, identity
+from ll_codegen.chain.description import Step, Tensor
+from ll_codegen.chain.search import ChainPlan, identity, step_cost
 from ll_codegen.layouts.show import layout_params
 from ll_codegen.plan.plans import Transfer
 
@@ -42,10 +42,10 @@ def describe(cp: ChainPlan) -> dict[str, Any]:
     bytes) under the choice and under the reference, the totals."""
     steps = []
     for step, p, q in zip(cp.chain.steps, cp.plans, cp.identity_plans):
-        steps.append({"src": step.src, "dst": step.dst, "dtype": step.dtype, "dst_dtype": step.dst_dtype,
-                      "operation": p.operation,
-                      "strategy": p.strategy, "cost": p.cost, "identity_strategy": q.strategy,
-                      "identity_cost": q.cost, "vector_bytes": _global_vector(p),
+        steps.append({"op": step.op, "src": step.src, "b": step.b, "dst": step.dst, "dtype": step.dtype,
+                      "dst_dtype": step.dst_dtype, "operation": p.operation,
+                      "strategy": p.strategy, "cost": step_cost(p), "identity_strategy": q.strategy,
+                      "identity_cost": step_cost(q), "vector_bytes": _global_vector(p),
                       "identity_vector_bytes": _global_vector(q)})
     layouts = {name: {"space": cp.chain.tensor(name).free.space, "found": p.label, "spec": p.text or None,
                       "reference": reference_text(cp.chain.tensor(name))} for name, p in cp.layouts}
@@ -71,6 +71,17 @@ def _vectors(plan: Transfer) -> str:
     conv = f", then {plan.via.strategy}" if plan.via is not None else ""
     return (f" of {m.vector_bytes}-byte vectors ({m.cost.instructions} a warp, {m.cost.sectors} sectors each, "
             f"{m.cost.min_sectors} at best{conv})")
+
+
+def _step_text(step: Step) -> str:
+    """A step as the summary names it: ``S -> P (f8e4m3)``, ``O += P @ Vk (f8e4m3 -> f32)``,
+    ``m = max(S, dims [1]) (f32)``."""
+    opts = dict(step.options)
+    if step.op == "mma":
+        return f"{step.dst} += {step.src} @ {step.b} ({step.dtype} -> {opts['acc_dtype']})"
+    if step.op == "reduce":
+        return f"{step.dst} = {opts['combine']}({step.src}, dims {list(opts['dims'])}) ({step.dtype})"
+    return f"{step.src} -> {step.dst} ({step.dtype}{f' -> {step.dst_dtype}' if step.dst_dtype else ''})"
 
 
 def chain_summary(cp: ChainPlan) -> str:
@@ -99,8 +110,7 @@ def chain_summary(cp: ChainPlan) -> str:
         else:
             lines.append(f"{name} (free {t.free.space}: {fam}): the reference {reference_text(t)} stays")
     for k, (step, p, q) in enumerate(zip(c.steps, cp.plans, cp.identity_plans)):
-        types = step.dtype + (f" -> {step.dst_dtype}" if step.dst_dtype else "")
-        lines.append(f"step {k}: {step.src} -> {step.dst} ({types}): {_how(p)}{_vectors(p)}, cost {p.cost:.2f} "
-                     f"(reference: {_how(q)}{_vectors(q)}, {q.cost:.2f})")
+        lines.append(f"step {k}: {_step_text(step)}: {_how(p)}{_vectors(p)}, cost {step_cost(p):.2f} "
+                     f"(reference: {_how(q)}{_vectors(q)}, {step_cost(q):.2f})")
     lines.append(f"total cost {cp.cost:.2f} (reference {cp.identity_cost:.2f})")
     return "\n".join(lines)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ll_codegen import api
 from ll_codegen.chain import preshuffle
@@ -50,7 +51,7 @@ from ll_codegen.chain.candidates import (
 from ll_codegen.chain.description import Chain, Step, Tensor
 from ll_codegen.core import f2
 from ll_codegen.core.dtypes import dtype_bits
-from ll_codegen.core.layout import LinearLayout
+from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.core.target import get_target
 from ll_codegen.plan import planner, upcast
 from ll_codegen.plan.plans import Transfer
@@ -95,11 +96,17 @@ class ChainPlan:
 
     @property
     def cost(self) -> float:
-        return sum(p.cost for p in self.plans)
+        return sum(map(step_cost, self.plans))
 
     @property
     def identity_cost(self) -> float:
-        return sum(p.cost for p in self.identity_plans)
+        return sum(map(step_cost, self.identity_plans))
+
+
+def step_cost(plan: Any) -> float:
+    """A step's cost in the chain: its plan's score; an mma's is 0 (the same instructions under
+    every choice: it constrains the free layouts, a choice its planner refuses is never taken)."""
+    return 0.0 if plan.operation == "mma" else plan.cost
 
 
 def tensor_layout(t: Tensor, choice: dict[str, tuple[int, ...]],
@@ -120,6 +127,12 @@ def tensor_spec(t: Tensor, choice: dict[str, tuple[int, ...]], layouts: dict[str
     for dim, index in t.indices:
         L = relabel(L, dim, choice[index])
     return replace(t.spec, linear=L)
+
+
+def hardware_spec(t: Tensor, layouts: dict[str, Placement] | None = None) -> Spec:
+    """The layout the kernel holds ``t`` in: as written, or a free tensor's chosen layout (no
+    relabelling: that only renames the logical elements the hardware holds)."""
+    return tensor_spec(t, {}, layouts) if t.free is not None else t.spec
 
 
 def preshuffled(t: Tensor, layouts: dict[str, Placement] | None) -> Placement | None:
@@ -143,10 +156,24 @@ def step_specs(chain: Chain, step: Step, choice: dict[str, tuple[int, ...]],
 
 
 def plan_step(chain: Chain, step: Step, choice: dict[str, tuple[int, ...]],
-              layouts: dict[str, Placement] | None = None) -> Transfer:
-    """One step planned by the registry under a choice (as ``llgen convert`` would)."""
+              layouts: dict[str, Placement] | None = None) -> Any:
+    """One step planned by the registry under a choice, as ``llgen convert`` (``llgen mma``,
+    ``llgen reduce``) would; an mma or a reduction on its tensors' hardware layouts (as written,
+    or a free tensor's choice: ``description``'s module docstring)."""
+    opts = dict(step.options)
+    hw = {n: hardware_spec(chain.tensor(n), layouts) for n in step.names} if step.op != "move" else {}
+    if step.op == "mma":
+        return api.plan_mma(hw[step.dst], hw[step.src], hw[step.b], step.dtype, opts["acc_dtype"], chain.target,
+                            chain.arch)
+    if step.op == "reduce":
+        plan = api.plan_reduce(hw[step.src], opts["dims"], opts["combine"], step.dtype, chain.target, chain.arch,
+                               opts.get("barrier"))
+        if layout_of(plan.dst_bases).bases != hw[step.dst].linear.bases:
+            raise ValueError(f"{step.dst} is not the slice layout of {step.src} over dims {list(opts['dims'])} (the "
+                             f"reduction's result): give it as a slice spec of {step.src}'s layout")
+        return plan
     a, b = step_specs(chain, step, choice, layouts)
-    return api.plan_conversion(a, b, dtype=step.dtype, target=chain.target, arch=chain.arch, **dict(step.options))
+    return api.plan_conversion(a, b, dtype=step.dtype, target=chain.target, arch=chain.arch, **opts)
 
 
 def aligned(fixed: LinearLayout, free: LinearLayout, dim: int, bits: int) -> tuple[int, ...] | None:
@@ -177,7 +204,7 @@ def _aligned_candidates(chain: Chain, layouts: dict[str, Placement]) -> list[Cho
     a free tensor's side is its layout under ``layouts``."""
     sizes = dict(chain.indices)
     out: list[Choice] = []
-    for step in chain.steps:
+    for step in (s for s in chain.steps if s.op == "move"):
         src, dst = chain.tensor(step.src), chain.tensor(step.dst)
         for fixed, free in ((src, dst), (dst, src)):
             for dim, index in free.indices:
@@ -202,10 +229,11 @@ class _Evaluator:
         self.seen: set[State] = set()
 
     def _key(self, k: int, step: Step, state: State) -> tuple:
-        carried = {i for name in (step.src, step.dst) for _, i in self.chain.tensor(name).indices}
+        carried = ({i for name in step.names for _, i in self.chain.tensor(name).indices} if step.op == "move"
+                   else set())                      # an mma or reduce is planned on hardware layouts
         lay = dict(state[1])
         return (k, tuple((i, p) for i, p in state[0] if i in carried),
-                tuple(lay[n].key for n in (step.src, step.dst) if n in lay))
+                tuple(lay[n].key for n in step.names if n in lay))
 
     def _plan(self, k: int, step: Step, state: State) -> Transfer:
         key = self._key(k, step, state)
@@ -230,7 +258,7 @@ class _Evaluator:
         known, todo = 0.0, []
         for k, step in enumerate(self.chain.steps):
             if self._key(k, step, state) in self.cache:
-                known += self._plan(k, step, state).cost
+                known += step_cost(self._plan(k, step, state))
             else:
                 todo.append((floor(self.chain, step, lay), k, step))
         todo.sort(key=lambda x: (x[0] > 0, x[1]))
@@ -238,7 +266,7 @@ class _Evaluator:
         for f, k, step in todo:
             if known + rest >= bound:
                 return float("inf")
-            known += self._plan(k, step, state).cost
+            known += step_cost(self._plan(k, step, state))
             rest -= f
         return known
 
@@ -250,7 +278,7 @@ def floor(chain: Chain, step: Step, layouts: dict[str, Placement]) -> float:
     each); 0 for every other step."""
     src, dst = chain.tensor(step.src), chain.tensor(step.dst)
     spaces = [t.spec.layout.space if t.free is None else t.free.space for t in (src, dst)]
-    if "global" not in spaces or "registers" not in spaces:
+    if step.op != "move" or "global" not in spaces or "registers" not in spaces:
         return 0.0
     regs = tensor_layout(src if spaces[0] == "registers" else dst, {}, layouts)
     target = get_target(chain.target, chain.arch)
@@ -267,7 +295,7 @@ def neighbours(chain: Chain, t: Tensor, state: State) -> list[Neighbour]:
     """The tensors one step from ``t``, each with its layout under ``state``, in step order."""
     d, lay = dict(state[0]), dict(state[1])
     out = []
-    for step in chain.steps:
+    for step in (s for s in chain.steps if s.op == "move"):
         for me, other in ((step.src, step.dst), (step.dst, step.src)):
             if me == t.name and other != t.name:
                 warps = dict(step.options).get("warps") or 4
@@ -292,7 +320,7 @@ def free_candidates(chain: Chain, t: Tensor, state: State, memo: dict | None = N
         return register_candidates(t.name, t.free, t.spec.shape, near, target, chain.source)
     if t.free.space == "global":
         return global_candidates(t.name, t.spec.shape, near, chain.source)
-    dtype = next(s.dtype for s in chain.steps if t.name in (s.src, s.dst))
+    dtype = next(s.dtype for s in chain.steps if t.name in s.names)
     return shared_candidates(t.name, t.spec.shape, dtype, near, target, chain.source)
 
 
