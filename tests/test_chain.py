@@ -22,7 +22,8 @@ from ll_codegen.chain.description import ChainError, chain_from_dict, load_chain
 from ll_codegen.chain.files import chain_file_names, chain_files
 from ll_codegen.chain.search import identity, plan_chain, relabel
 from ll_codegen.core import f2
-from ll_codegen.core.layout import LinearLayout
+from ll_codegen.api import plan_reduce
+from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.operations import check
 from ll_codegen.plan.relayout import wavefront_bound
 from ll_codegen.testing.corpus import dot, linear, random_layout
@@ -99,6 +100,33 @@ def test_fa3_chain_with_the_v_transpose():
     check_chain(cp, rng=3)
 
 
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_fa3_v_transpose_at_every_head_dim(d):
+    """The fp8 V transpose at head dims 64, 128 and 256 (V as TMA lands it, MN-major, into the
+    K-major 128-byte swizzled tile wgmma reads) with the keys relabelled as P needs them: both
+    sides at the wavefront bound, no bank conflicts, and the chain's views give P V = S V.  At
+    head dim 64 (64-byte rows, the 64-byte swizzle) the aligned relabelling leaves the loads 2-way
+    conflicted (61 against 45); one round of the transposition search finds the one at the bound
+    with P still a register permutation."""
+    swizzle = min(d, 128)
+    vm = {"kind": "nvmma_shared", "swizzle_byte_width": swizzle, "element_bitwidth": 8, "shape": [128, d]}
+    vk = {"kind": "nvmma_shared", "swizzle_byte_width": 128, "element_bitwidth": 8, "transposed": True,
+          "shape": [128, d]}
+    data = fa3_chain(128)
+    data["tensors"].update({"Vm": {"spec": vm}, "Vk": {"spec": vk, "index": {0: "keys"}}})
+    data["steps"].append({"src": "Vm", "dst": "Vk", "dtype": "f8e4m3"})
+    cp = plan_chain(chain_from_dict(data), rounds=1 if d == 64 else 0)
+    p_plan, v_plan = cp.plans
+    assert p_plan.in_registers and p_plan.cost == 0 and v_plan.operation == "relayout"
+    for side, m in (("load", v_plan.load.memory), ("store", v_plan.store.memory)):
+        assert m.cost.total_wavefronts == wavefront_bound(v_plan, side) and m.cost.bank_conflicts == 0
+    rng = np.random.default_rng(d)
+    s, v = rng.integers(0, 4, size=(64, 128)).astype(np.uint8), rng.integers(0, 4, size=(128, d)).astype(np.uint8)
+    views = run_chain(cp, {"S": s, "Vm": v})
+    got = views["P"].astype(np.int64) @ views["Vk"].astype(np.int64)
+    assert np.array_equal(got, s.astype(np.int64) @ v.astype(np.int64))
+
+
 def test_sixteen_bit_operands_keep_the_keys():
     """f16: the accumulator already is the A operand's layout; the identity stays (ties keep it)."""
     cp = plan_chain(chain_from_dict(fa3_chain(128, "f16")))
@@ -129,19 +157,24 @@ def _spec(L: LinearLayout) -> dict:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_random_chains(seed):
-    """Random register chains A -> B -> C with B's dim free: the chosen cost is never above the
-    layouts as written, every step's plan passes the emulator, the chain's hardware views are
-    the relabelled logical tensors."""
+    """Random register chains A -> B -> C with B's dim free (16- and 32-bit ones then reduce C over a
+    random dim into R): the chosen cost is never above the layouts as written, every step's plan
+    passes the emulator, the chain's hardware views are the relabelled logical tensors (the
+    reduction's on small integers, R relabelled where it keeps the free dim)."""
     rng = random.Random(seed)
     warps = 1 << rng.randint(0, 2)
     shape = {"dim0": 1 << rng.randint(2, 4), "dim1": 1 << rng.randint(3, 5)}
     a, b, c = (random_layout(rng, shape, 32, warps, broadcast=0.0) for _ in range(3))
     d, dtype = rng.randint(0, 1), rng.choice(["f16", "f8e4m3", "f32"])
-    chain = chain_from_dict({
-        "indices": {"i": list(shape.values())[d]},
-        "tensors": {"A": {"spec": _spec(a)}, "B": {"spec": _spec(b), "index": {d: "i"}},
-                    "C": {"spec": _spec(c), "index": {d: "i"}}},
-        "steps": [{"src": "A", "dst": "B", "dtype": dtype}, {"src": "B", "dst": "C", "dtype": dtype}]})
+    tensors = {"A": {"spec": _spec(a)}, "B": {"spec": _spec(b), "index": {d: "i"}},
+               "C": {"spec": _spec(c), "index": {d: "i"}}}
+    steps = [{"src": "A", "dst": "B", "dtype": dtype}, {"src": "B", "dst": "C", "dtype": dtype}]
+    if dtype != "f8e4m3":
+        r, combine = rng.randint(0, 1), rng.choice(["sum", "max", "min"])
+        sliced = layout_of(plan_reduce(_spec(c), r, combine, dtype).dst_bases)
+        tensors["R"] = {"spec": _spec(sliced), **({"index": {0: "i"}} if r != d else {})}
+        steps.append({"op": "reduce", "src": "C", "dst": "R", "dims": [r], "combine": combine, "dtype": dtype})
+    chain = chain_from_dict({"indices": {"i": list(shape.values())[d]}, "tensors": tensors, "steps": steps})
     cp = plan_chain(chain, rounds=2)
     assert cp.cost <= cp.identity_cost and cp.evaluated > 1
     for p in cp.plans:
