@@ -86,9 +86,11 @@ def _inline(data: dict) -> dict:
 
 
 def cases():
-    for f in ("fa3_fp8.yaml", "v_transpose_registers.yaml", "global_to_mma_operand.yaml",
+    for f in ("fa3_fp8.yaml", "fa3_fp8_pv.yaml", "v_transpose_registers.yaml", "global_to_mma_operand.yaml",
               "preshuffled_mma_b_e4m3.yaml", "preshuffled_wgmma_a_e4m3.yaml", "preshuffled_mma_b_e2m1.yaml"):
         yield f, load_chain(os.path.join(EXAMPLES, f))
+    yield "w4a16_preshuffle.yaml (an upcast step)", load_chain(os.path.join(ROOT, "examples", "w4a16",
+                                                                            "w4a16_preshuffle.yaml"))
     yield "fa3 fp8 + free V transpose registers (3 steps)", chain_from_dict(_inline(fa3_free_transpose()), "fa3_free")
     yield "gemm A and B operands (6 steps)", chain_from_dict(gemm_operands(), "gemm_operands")
     yield "pre-shuffled e4m3 weights, A staged (4 steps)", chain_from_dict(preshuffled_gemm(), "preshuffled_gemm")
