@@ -7,7 +7,10 @@ without a GPU.
   m64n64k32 (128 x 192: its two parts) of its fp8 type per k-step, 2 TMA boxes per stage (one for A,
   one for B; 128 x 192: 1 + 3, B as three 64-column thirds), 4 (2, 3) TMA store boxes for a 16-bit C,
   64 (32, 48) 8-byte stores in each of store() and store_masked() for an f32 C, one atomic add for
-  split K.
+  split K.  The kernels of B given K x N (128 x 256 and 128 x 128 tiles) read the same wgmma, load B as
+  128 x 128 parts (2 or 1 TMA boxes beside A's), transpose each part in place with 16 8-byte loads
+  and 16 8-byte stores a thread, and budget 88 registers for the producer warp group, 208 for the
+  consumers.
 * It runs on the host SIMT runtime (TMA with its swizzle and zero fill, the mbarrier ring running on
   across the tiles of a persistent CTA, wgmma on e4m3 / e5m2 through its descriptors, the scales,
   both epilogues and the C buffer reused tile after tile) at one tile and at ragged sizes whose tiles
@@ -15,7 +18,9 @@ without a GPU.
   ranges are summed), 128 x 192 tiles too (the second part cut by N, or wholly past it), bit-exact
   against numpy: small integers are exact in e4m3
   (|x| <= 8) and e5m2 (|x| <= 4 here), powers of two as scales keep every f32 result exact, and a
-  16-bit C is that result rounded to nearest even.
+  16-bit C is that result rounded to nearest even.  B given K x N the same way: one tile, ragged tiles
+  walked by fewer CTAs, a split 128 x 128 tile (the transposing producer's ring across units and
+  ranges, its loads running one step ahead of the transpose with 2 stages).
 """
 from __future__ import annotations
 
@@ -38,11 +43,12 @@ GENERATED = os.path.join(ROOT, "generated")
 HEADERS = sorted(["gemm_fp8_mma_e4m3.cuh", "gemm_fp8_mma_e5m2.cuh", "gemm_fp8_tma_a.cuh", "gemm_fp8_tma_b.cuh",
                   "gemm_fp8_mma_e4m3_n128.cuh", "gemm_fp8_mma_e5m2_n128.cuh", "gemm_fp8_tma_b_n128.cuh",
                   "gemm_fp8_mma_e4m3_n64.cuh", "gemm_fp8_mma_e5m2_n64.cuh", "gemm_fp8_tma_b_n64.cuh",
-                  "gemm_hopper.h"])
+                  "gemm_fp8_tma_b_kn.cuh", "gemm_fp8_b_kn_to_kmajor.cuh", "gemm_hopper.h"])
 OUTS = {"f32": 0, "bf16": 1, "f16": 2}
-#: kernel -> (fp8 type, C type, tile columns)
-KERNELS = {f"gemm_fp8{'' if bn == 256 else f'_n{bn}'}_{t}_{o}": (t, o, bn)
-           for bn in (256, 192, 128) for t in ("e4m3", "e5m2") for o in OUTS}
+#: kernel -> (fp8 type, C type, tile columns, B given K x N)
+KERNELS = {f"gemm_fp8{'_kn' if kn else ''}{'' if bn == 256 else f'_n{bn}'}_{t}_{o}": (t, o, bn, kn)
+           for kn in (False, True) for bn in ((256, 128) if kn else (256, 192, 128))
+           for t in ("e4m3", "e5m2") for o in OUTS}
 #: tile columns -> the wgmma widths of its parts, 4 instructions of each per k-step
 PARTS = {256: (256,), 192: (128, 64), 128: (128,)}
 
@@ -64,18 +70,23 @@ def test_gemm_fp8_compiles_from_generated_headers(example_build):
     parts = re.split(r"\.entry (\w+)\(", ptx)[1:]   # name, body, name, body, ...
     bodies = dict(zip(parts[::2], parts[1::2]))
     assert sorted(bodies) == sorted(KERNELS)
-    for name, (t, o, bn) in KERNELS.items():
+    for name, (t, o, bn, kn) in KERNELS.items():
         body = bodies[name]
         assert re.findall(r"wgmma\.mma_async\.sync\.aligned\.m[\w.]+", body) == \
             [f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{t}.{t}" for n in PARTS[bn] for _ in range(4)], name
         loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::complete_tx::bytes", body)
-        assert len(loads) == (4 if bn == 192 else 2), name
+        # K x N: A and B's 128-column parts, issued from two places (the ring's first steps, then one a step)
+        assert len(loads) == (2 * (1 + bn // 128) if kn else 4 if bn == 192 else 2), name
+        transpose = (len(re.findall(r"ld\.shared\.v2\.b32", body)), len(re.findall(r"st\.shared\.v2\.b32", body)))
+        assert transpose == ((16, 16) if kn else (0, 0)), name
         stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta", body)
         assert len(stores) == (0 if o == "f32" else bn // 64), name
         assert len(re.findall(r"st\.global\.v2\.(?:b32|f32)", body)) == (bn // 2 if o == "f32" else 0), name
         assert len(re.findall(r"st\.global\.v4\.f32", body)) == bn // 8, name  # the split's partial
         assert len(re.findall(r"atom\.global\.add\.u32|atom\.global\.add\.s32", body)) == 1, name
-        assert "setmaxnreg.dec.sync.aligned.u32 40" in body and "setmaxnreg.inc.sync.aligned.u32 232" in body
+        regs = (88, 208) if kn else (40, 232)
+        assert f"setmaxnreg.dec.sync.aligned.u32 {regs[0]}" in body, name
+        assert f"setmaxnreg.inc.sync.aligned.u32 {regs[1]}" in body, name
 
 
 DRIVER = r"""
@@ -85,16 +96,17 @@ DRIVER = r"""
 
 __attribute__((aligned(1024))) unsigned char smem[gemm_hopper::MAX_SMEM];
 
-// driver IN OUT: IN = int32 ab, out, M, N, K, grid, bn, splits, then f32 scale_a, scale_b, then A
-// (M x K) and B (N x K) as fp8 bytes; OUT = C.  Blocks 0 .. grid - 1 each walk their units (splits >
+// driver IN OUT: IN = int32 ab, out, M, N, K, grid, bn, splits, b_kn, then f32 scale_a, scale_b, then A
+// (M x K) and B (N x K; b_kn: K x N) as fp8 bytes; OUT = C.  Blocks 0 .. grid - 1 each walk their units (splits >
 // 1: every tile in that many ranges of K; the workspace and counters are host memory).
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* in = std::fopen(argv[1], "rb");
-    int h[8];
+    int h[9];
     float scales[2];
-    if (!in || std::fread(h, 4, 8, in) != 8 || std::fread(scales, 4, 2, in) != 2) return 3;
+    if (!in || std::fread(h, 4, 9, in) != 9 || std::fread(scales, 4, 2, in) != 2) return 3;
     const int ab = h[0], out = h[1], M = h[2], N = h[3], K = h[4], grid = h[5], bn = h[6], splits = h[7];
+    const bool b_kn = h[8];
     std::vector<uint8_t> A(size_t(M) * K), B(size_t(N) * K);
     if (std::fread(A.data(), 1, A.size(), in) != A.size() || std::fread(B.data(), 1, B.size(), in) != B.size()) return 3;
     std::vector<unsigned char> C(size_t(M) * N * (out ? 2 : 4), 0xff);  // NaN poison
@@ -103,12 +115,12 @@ int main(int argc, char** argv) {
     std::vector<int> count(size_t(plan.counters) + 1, 0);
     const gemm_hopper::Work work{plan.splits, plan.dp, partial.data(), count.data()};
     gemm_fp8::Maps maps = {};
-    if (int r = gemm_fp8::encode(maps, out, bn, A.data(), B.data(), C.data(), M, N, K)) {
+    if (int r = gemm_fp8::encode(maps, out, bn, A.data(), B.data(), C.data(), M, N, K, b_kn)) {
         std::printf("ERR encode %%d\n", r);
         return 4;
     }
     if (gemm_fp8::smem_bytes(out, bn) > int(sizeof smem)) return 6;
-    const gemm_fp8::Kernel kernel = gemm_fp8::kernel_of(ab, out, bn);
+    const gemm_fp8::Kernel kernel = gemm_fp8::kernel_of(ab, out, bn, b_kn);
     llgen_host::Dim3 dims;
     dims.x = unsigned(grid);
     for (int b = 0; b < grid; ++b) {
@@ -154,7 +166,7 @@ def fp8_values(bits: np.ndarray, dtype: str) -> np.ndarray:
     return np.where(b & 0x80, -mag, mag)
 
 
-# (M, N, K, fp8 type, C, grid, bn, splits), built with 2 stages and groups of 2 tile rows: one tile
+# (M, N, K, fp8 type, C, grid, bn, splits[, B given K x N]), built with 2 stages and groups of 2 tile rows: one tile
 # over two k-steps; ragged M, N, K (TMA zero fill, the masked f32 store, the clipped TMA store) over
 # 2 x 2 tiles walked by 3 CTAs (CTA 0 takes tiles 0 and 3: the ring runs on across its tiles); 3 x 1
 # tiles (a last group of one row) and 2 x 1 tiles walked by one CTA (the ring wraps, the C buffer is
@@ -167,25 +179,32 @@ CASES = [(128, 256, 256, "f8e4m3", "bf16", 1, 256, 1), (200, 264, 144, "f8e4m3",
          (128, 256, 512, "f8e4m3", "f32", 2, 256, 2), (200, 120, 384, "f8e5m2", "bf16", 3, 128, 2),
          (128, 192, 256, "f8e4m3", "bf16", 1, 192, 1), (200, 328, 144, "f8e5m2", "f32", 3, 192, 1),
          (72, 104, 128, "f8e4m3", "f16", 1, 192, 1), (136, 376, 512, "f8e4m3", "bf16", 2, 192, 2)]
+# B given K x N (N a multiple of 16: B's rows): one 128 x 256 tile over two k-steps (both parts of B
+# transposed); 2 x 2 ragged tiles by 3 CTAs (CTA 0's ring runs on from tile 0 to tile 3; the second
+# column of tiles cut inside its first part: N - 256 = 16); 2 x 1 ragged 128 x 128 tiles in 2 ranges by
+# 3 CTAs (a K tail of 16)
+CASES += [(128, 256, 256, "f8e4m3", "bf16", 1, 256, 1, True), (200, 272, 144, "f8e5m2", "f32", 3, 256, 1, True),
+          (200, 112, 400, "f8e4m3", "f16", 3, 128, 2, True)]
 
 
-@pytest.mark.parametrize("M,N,K,ab,out,grid,bn,splits", CASES,
-                         ids=[f"{c[0]}x{c[1]}x{c[2]}-{c[3]}-{c[4]}-bn{c[6]}-s{c[7]}" for c in CASES])
-def test_gemm_fp8_on_host_simt(driver, M, N, K, ab, out, grid, bn, splits):
+@pytest.mark.parametrize("M,N,K,ab,out,grid,bn,splits,kn", [c if len(c) == 9 else (*c, False) for c in CASES],
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}-{c[3]}-{c[4]}-bn{c[6]}-s{c[7]}{'-kn' if len(c) == 9 else ''}"
+                              for c in CASES])
+def test_gemm_fp8_on_host_simt(driver, M, N, K, ab, out, grid, bn, splits, kn):
     path, d = driver
     rng = np.random.default_rng(M + N + K)
     lim = 8 if ab == "f8e4m3" else 4
     a = rng.integers(-lim, lim + 1, size=(M, K)).astype(np.float64)
-    b = rng.integers(-lim, lim + 1, size=(N, K)).astype(np.float64)
+    b = rng.integers(-lim, lim + 1, size=(K, N) if kn else (N, K)).astype(np.float64)
     bits_a, bits_b = encode_small(a, ab), encode_small(b, ab)
     assert np.array_equal(fp8_values(bits_a, ab), a) and np.array_equal(fp8_values(bits_b, ab), b)
     scale_a, scale_b = 0.5, 4.0
-    want = ((a @ b.T) * (scale_a * scale_b)).astype(np.float32)   # exact: integers times a power of two
+    want = ((a @ (b if kn else b.T)) * (scale_a * scale_b)).astype(np.float32)   # exact: integers times 2^n
     if out != "f32":
         want = round16_bits(want, out)
     inp, outp = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")
     with open(inp, "wb") as f:
-        f.write(np.array([int(ab == "f8e5m2"), OUTS[out], M, N, K, grid, bn, splits], dtype=np.int32).tobytes()
+        f.write(np.array([int(ab == "f8e5m2"), OUTS[out], M, N, K, grid, bn, splits, kn], dtype=np.int32).tobytes()
                 + np.array([scale_a, scale_b], dtype=np.float32).tobytes() + bits_a.tobytes() + bits_b.tobytes())
     rc, log = run([path, inp, outp], d)
     assert rc == 0, log

@@ -1,7 +1,8 @@
 // Hopper fp8 GEMM, C = (A B^T) * scale_a * scale_b (sm_90a): A M x K and B N x K, both row-major
 // (K contiguous: torch._scaled_mm's A and the transpose of its second operand), e4m3 or e5m2, f32
 // accumulation, C M x N row-major in f32, bf16 or f16; scale_a and scale_b per-tensor f32 values in
-// device memory.  TMA loads, wgmma m64n256k32 / m64n128k32 (+ m64n64k32) with both operands K-major
+// device memory.  Or B given K x N row-major (N contiguous; b_kn = 1 on the host, C = A B scale_a
+// scale_b): the producer warp group transposes each landed B tile in shared memory (below).  TMA loads, wgmma m64n256k32 / m64n128k32 (+ m64n64k32) with both operands K-major
 // (the only major-ness 8-bit wgmma reads), an mbarrier stage ring, one producer warp group and two
 // consumer warp groups, a persistent grouped scheduler over 128 x 256, 128 x 192 or 128 x 128 tiles
 // with K split among
@@ -21,18 +22,32 @@
 // and the epilogue headers of gemm_hopper.h (the kernel asserts the fp8 accumulator is their
 // registers).  A byte tile's TMA does not know e4m3 from e5m2: one pair of TMA headers serves both.
 //
+// B given K x N (128 x 256 and 128 x 128 tiles; no 128 x 192), from examples/gemm/hopper_fp8_b_kn_*:
+//
+//   gemm_fp8_tma_b_kn          a 128 x 128 part of B's tile -> shared, landed N-contiguous (MN-major,
+//                              128-byte swizzle; one box; two parts side by side for 128 x 256)
+//   gemm_fp8_b_kn_to_kmajor    a landed part -> the K-major part wgmma reads (a relayout by the
+//                              producer warp group's 128 threads, in place: loads, a rendezvous, stores)
+//
+// and the wgmma and epilogue headers of B given N x K (the stage holds the same K-major tile; its
+// bytes first hold B as TMA lands it).  8-bit wgmma reads B K-major only, hence the transpose; the
+// control (gemm_hopper.h, produce_transposing) runs it between the landing and the consumers' full
+// barrier, and loads a stage again only after both consumer groups released it.
+//
 // Arithmetic: every product of two fp8 values and their f32 sums are wgmma's (f32 accumulation; a
 // split tile's ranges summed in range order, gemm_hopper.h); then C = acc * (scale_a * scale_b), the scales' product rounded to f32 once, and for a 16-bit C that
 // product rounded to nearest even.  Edges: TMA zero-fills what lies beyond M, N, K on loads and clips
 // the 16-bit store; the f32 store is masked.  Sizes: any M; K a multiple of 16 (TMA: 16-byte aligned
-// rows of A and B), N a multiple of 8 (16-byte aligned rows of C).
+// rows of A and B), N a multiple of 8 (16-byte aligned rows of C; B given K x N: of 16, B's rows).
 //
 //   nvcc -std=c++17 -O3 -arch=sm_90a -I generated -o gemm_fp8.so \
 //        -shared -Xcompiler -fPIC examples/kernels/gemm_fp8.cu
 //
 // Host: llgen_gemm_fp8_prepare() chooses the tile and split (gemm_hopper::plan), encodes the tensor
 // maps with the headers' make_tensor_map() and allocates the split's workspace;
-// llgen_gemm_fp8_launch() launches; llgen_gemm_fp8_release() frees the workspace (see the end of this file).
+// llgen_gemm_fp8_launch() launches; llgen_gemm_fp8_release() frees the workspace (see the end of this
+// file).  llgen_gemm_fp8_prepare_with(..., bn, splits, b_kn) forces the tile or split, and with b_kn = 1
+// takes B given K x N.
 #include <cuda_runtime.h>
 #include <cstdint>
 
@@ -46,6 +61,8 @@
 #include "gemm_fp8_tma_b_n64.cuh"
 #include "gemm_fp8_mma_e4m3_n64.cuh"
 #include "gemm_fp8_mma_e5m2_n64.cuh"
+#include "gemm_fp8_tma_b_kn.cuh"
+#include "gemm_fp8_b_kn_to_kmajor.cuh"
 #include "gemm_hopper.h"
 
 namespace gemm_fp8 {
@@ -61,26 +78,36 @@ LLGEN_GEMM_HOPPER_OPERANDS_PAIR(E4M3_N192, gemm_fp8_tma_a, gemm_fp8_tma_b_n64, g
                                 gemm_fp8_mma_e4m3_n64, Epi192)
 LLGEN_GEMM_HOPPER_OPERANDS_PAIR(E5M2_N192, gemm_fp8_tma_a, gemm_fp8_tma_b_n64, gemm_fp8_mma_e5m2_n128,
                                 gemm_fp8_mma_e5m2_n64, Epi192)
+// B given K x N: the same wgmma and epilogues, B landed MN-major and transposed in place
+LLGEN_GEMM_HOPPER_OPERANDS_KN(E4M3_KN, E4M3, gemm_fp8_tma_b_kn, gemm_fp8_b_kn_to_kmajor)
+LLGEN_GEMM_HOPPER_OPERANDS_KN(E5M2_KN, E5M2, gemm_fp8_tma_b_kn, gemm_fp8_b_kn_to_kmajor)
+LLGEN_GEMM_HOPPER_OPERANDS_KN(E4M3_N128_KN, E4M3_N128, gemm_fp8_tma_b_kn, gemm_fp8_b_kn_to_kmajor)
+LLGEN_GEMM_HOPPER_OPERANDS_KN(E5M2_N128_KN, E5M2_N128, gemm_fp8_tma_b_kn, gemm_fp8_b_kn_to_kmajor)
 static_assert(E4M3::kStageBytes == E5M2::kStageBytes && E4M3_N128::kStageBytes == E5M2_N128::kStageBytes &&
               E4M3_N192::kStageBytes == E5M2_N192::kStageBytes && E4M3::kK == E4M3_N128::kK &&
               E4M3::kK == E4M3_N192::kK, "one shared-memory plan for both fp8 types; one k-step for every tile");
 constexpr int K_STEP = E4M3::kK;  // the k-step of every operand type (the plan's kK)
 
-// The three tensor maps of one GEMM (A: M x K, B: N x K, C: M x N, row-major, 16-byte aligned rows).
+// The three tensor maps of one GEMM (A: M x K, B: N x K or K x N, C: M x N, row-major, 16-byte aligned
+// rows).
 struct Maps {
     CUtensorMap a, b, c;
 };
 
-// B's tensor map sees B as the K x N matrix wgmma multiplies: dim0 (K) contiguous, dim1 (N) of stride K;
-// its box is the tile's (bn columns).
-inline CUresult encode(Maps& m, int out, int bn, const void* A, const void* B, const void* C, int M, int N, int K) {
+// B's tensor map sees B as the K x N matrix wgmma multiplies.  Given N x K: dim0 (K) contiguous, dim1
+// (N) of stride K, its box the tile's (bn columns).  Given K x N (b_kn): dim1 (N) contiguous, dim0 (K)
+// of stride N, its box a 128 x 128 part of the tile (both widths load parts).
+inline CUresult encode(Maps& m, int out, int bn, const void* A, const void* B, const void* C, int M, int N, int K,
+                       bool b_kn = false) {
     const unsigned long long da[2] = {static_cast<unsigned long long>(M), static_cast<unsigned long long>(K)};
     const unsigned long long sa[2] = {static_cast<unsigned long long>(K), 1};
     const unsigned long long db[2] = {static_cast<unsigned long long>(K), static_cast<unsigned long long>(N)};
     const unsigned long long sb[2] = {1, static_cast<unsigned long long>(K)};
+    const unsigned long long sb_kn[2] = {static_cast<unsigned long long>(N), 1};
     CUresult r = gemm_fp8_tma_a::make_tensor_map(&m.a, A, da, sa);
     if (r == CUDA_SUCCESS)  // 192: one 64-column third of the tile's B, loaded three times
-        r = bn == 128   ? gemm_fp8_tma_b_n128::make_tensor_map(&m.b, B, db, sb)
+        r = b_kn        ? gemm_fp8_tma_b_kn::make_tensor_map(&m.b, B, db, sb_kn)
+            : bn == 128 ? gemm_fp8_tma_b_n128::make_tensor_map(&m.b, B, db, sb)
             : bn == 192 ? gemm_fp8_tma_b_n64::make_tensor_map(&m.b, B, db, sb)
                         : gemm_fp8_tma_b::make_tensor_map(&m.b, B, db, sb);
     if (r == CUDA_SUCCESS)
@@ -90,6 +117,8 @@ inline CUresult encode(Maps& m, int out, int bn, const void* A, const void* B, c
     return r;
 }
 
+static_assert(E4M3_KN::kStageBytes == E4M3::kStageBytes && E4M3_N128_KN::kStageBytes == E4M3_N128::kStageBytes,
+              "B given K x N lands where its K-major tile goes: the same stages");
 inline int smem_bytes(int out, int bn) {
     return bn == 128   ? gemm_hopper::smem_bytes<E4M3_N128>(out)
            : bn == 192 ? gemm_hopper::smem_bytes<E4M3_N192>(out)
@@ -124,15 +153,36 @@ LLGEN_GEMM_FP8_KERNEL(gemm_fp8_n192_e4m3_f16, E4M3_N192, F16)
 LLGEN_GEMM_FP8_KERNEL(gemm_fp8_n192_e5m2_f32, E5M2_N192, F32)
 LLGEN_GEMM_FP8_KERNEL(gemm_fp8_n192_e5m2_bf16, E5M2_N192, BF16)
 LLGEN_GEMM_FP8_KERNEL(gemm_fp8_n192_e5m2_f16, E5M2_N192, F16)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_e4m3_f32, E4M3_KN, F32)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_e4m3_bf16, E4M3_KN, BF16)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_e4m3_f16, E4M3_KN, F16)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_e5m2_f32, E5M2_KN, F32)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_e5m2_bf16, E5M2_KN, BF16)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_e5m2_f16, E5M2_KN, F16)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_n128_e4m3_f32, E4M3_N128_KN, F32)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_n128_e4m3_bf16, E4M3_N128_KN, BF16)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_n128_e4m3_f16, E4M3_N128_KN, F16)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_n128_e5m2_f32, E5M2_N128_KN, F32)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_n128_e5m2_bf16, E5M2_N128_KN, BF16)
+LLGEN_GEMM_FP8_KERNEL(gemm_fp8_kn_n128_e5m2_f16, E5M2_N128_KN, F16)
 
 namespace gemm_fp8 {
 using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, void*, int, int, int, const float*, const float*,
                         gemm_hopper::Work);
-// ab: 0 e4m3, 1 e5m2; out: gemm_hopper::Out (0 f32, 1 bf16, 2 f16); bn: 256, 192 or 128.  (No function-local static table:
+// ab: 0 e4m3, 1 e5m2; out: gemm_hopper::Out (0 f32, 1 bf16, 2 f16); bn: 256, 192 or 128 (b_kn, B given
+// K x N: 256 or 128).  (No function-local static table:
 // in an inline function it is a process-wide unique symbol, so two builds of this file loaded into
 // one process -- the bench loads a persistent and a one-CTA-per-tile build -- would share the first
 // one's kernels.)
-inline Kernel kernel_of(int ab, int out, int bn) {
+inline Kernel kernel_of(int ab, int out, int bn, bool b_kn = false) {
+    if (b_kn && bn == 128) {
+        if (ab == 0) return out == 0 ? gemm_fp8_kn_n128_e4m3_f32 : out == 1 ? gemm_fp8_kn_n128_e4m3_bf16 : gemm_fp8_kn_n128_e4m3_f16;
+        return out == 0 ? gemm_fp8_kn_n128_e5m2_f32 : out == 1 ? gemm_fp8_kn_n128_e5m2_bf16 : gemm_fp8_kn_n128_e5m2_f16;
+    }
+    if (b_kn) {
+        if (ab == 0) return out == 0 ? gemm_fp8_kn_e4m3_f32 : out == 1 ? gemm_fp8_kn_e4m3_bf16 : gemm_fp8_kn_e4m3_f16;
+        return out == 0 ? gemm_fp8_kn_e5m2_f32 : out == 1 ? gemm_fp8_kn_e5m2_bf16 : gemm_fp8_kn_e5m2_f16;
+    }
     if (bn == 128) {
         if (ab == 0) return out == 0 ? gemm_fp8_n128_e4m3_f32 : out == 1 ? gemm_fp8_n128_e4m3_bf16 : gemm_fp8_n128_e4m3_f16;
         return out == 0 ? gemm_fp8_n128_e5m2_f32 : out == 1 ? gemm_fp8_n128_e5m2_bf16 : gemm_fp8_n128_e5m2_f16;
@@ -162,32 +212,34 @@ struct llgen_gemm_fp8_params {
 
 // The plan prepare() takes for these sizes on the current device: out[0..3] = the tile's columns
 // (256, 192 or 128), the splits, the tiles computed whole, the grid.  bn: 0 to choose, else 256, 192
-// or 128;
-// splits: 0 to choose, 1 none, S >= 2 every tile in S ranges of K.  Returns 0 or a cudaError_t.
-extern "C" int llgen_gemm_fp8_plan(int M, int N, int K, int bn, int splits, int* out) {
+// or 128 (b_kn: 256 or 128);
+// splits: 0 to choose, 1 none, S >= 2 every tile in S ranges of K; b_kn: 0 B given N x K, 1 K x N.
+// Returns 0 or a cudaError_t.
+extern "C" int llgen_gemm_fp8_plan(int M, int N, int K, int bn, int splits, int b_kn, int* out) {
     gemm_hopper::Plan p;
-    if (M <= 0 || N <= 0 || K <= 0) return cudaErrorInvalidValue;
-    if (int r = gemm_hopper::device_plan(&p, M, N, K, gemm_fp8::K_STEP, bn, splits)) return r;
+    if (M <= 0 || N <= 0 || K <= 0 || b_kn < 0 || b_kn > 1) return cudaErrorInvalidValue;
+    if (int r = gemm_hopper::device_plan(&p, M, N, K, gemm_fp8::K_STEP, bn, splits, !b_kn)) return r;
     out[0] = p.bn, out[1] = p.splits, out[2] = p.dp, out[3] = p.grid;
     return 0;
 }
 
-// C = (A B^T) * *scale_a * *scale_b.  ab: 0 e4m3 operands, 1 e5m2; out: 0 C is f32, 1 bf16, 2 f16; bn
-// and splits as llgen_gemm_fp8_plan's (0, 0: chosen by gemm_hopper::plan).  A (M x K), B (N x K), C
-// (M x N) row-major device pointers, 16-byte aligned; scale_a, scale_b device pointers to one f32
-// each; N a multiple of 8, K of 16.  Returns 0, or a CUresult / cudaError_t.
+// C = (A B^T) * *scale_a * *scale_b.  ab: 0 e4m3 operands, 1 e5m2; out: 0 C is f32, 1 bf16, 2 f16; bn,
+// splits and b_kn as llgen_gemm_fp8_plan's (0, 0: chosen by gemm_hopper::plan).  A (M x K), B (N x K;
+// b_kn = 1: K x N, so C = A B * ..), C (M x N) row-major device pointers, 16-byte aligned; scale_a,
+// scale_b device pointers to one f32 each; N a multiple of 8 (b_kn: of 16, B's rows), K of 16.
+// Returns 0, or a CUresult / cudaError_t.
 extern "C" int llgen_gemm_fp8_prepare_with(llgen_gemm_fp8_params* p, int ab, int out, const void* A, const void* B,
                                            void* C, const float* scale_a, const float* scale_b, int M, int N, int K,
-                                           int bn, int splits) {
+                                           int bn, int splits, int b_kn) {
     using namespace gemm_fp8;
-    if (M <= 0 || N <= 0 || K <= 0 || N % 8 || K % 16 || ab < 0 || ab > 1 || out < 0 || out > 2 || !scale_a ||
-        !scale_b)
+    if (M <= 0 || N <= 0 || K <= 0 || N % (b_kn ? 16 : 8) || K % 16 || ab < 0 || ab > 1 || out < 0 || out > 2 ||
+        !scale_a || !scale_b || b_kn < 0 || b_kn > 1)
         return cudaErrorInvalidValue;
     *p = {};
     gemm_hopper::Plan plan;
-    if (int r = gemm_hopper::device_plan(&plan, M, N, K, K_STEP, bn, splits)) return r;
-    if (CUresult r = encode(p->maps, out, plan.bn, A, B, C, M, N, K)) return r;
-    p->kernel = kernel_of(ab, out, plan.bn);
+    if (int r = gemm_hopper::device_plan(&plan, M, N, K, K_STEP, bn, splits, !b_kn)) return r;
+    if (CUresult r = encode(p->maps, out, plan.bn, A, B, C, M, N, K, b_kn)) return r;
+    p->kernel = kernel_of(ab, out, plan.bn, b_kn);
     p->C = C;
     p->scale_a = scale_a, p->scale_b = scale_b;
     p->M = M, p->N = N, p->K = K;
@@ -198,9 +250,10 @@ extern "C" int llgen_gemm_fp8_prepare_with(llgen_gemm_fp8_params* p, int ab, int
     return gemm_hopper::allocate_work(plan, &p->workspace, &p->work);
 }
 
+// prepare_with(), the plan chosen, B given N x K.
 extern "C" int llgen_gemm_fp8_prepare(llgen_gemm_fp8_params* p, int ab, int out, const void* A, const void* B,
                                       void* C, const float* scale_a, const float* scale_b, int M, int N, int K) {
-    return llgen_gemm_fp8_prepare_with(p, ab, out, A, B, C, scale_a, scale_b, M, N, K, 0, 0);
+    return llgen_gemm_fp8_prepare_with(p, ab, out, A, B, C, scale_a, scale_b, M, N, K, 0, 0, 0);
 }
 
 extern "C" int llgen_gemm_fp8_launch(const llgen_gemm_fp8_params* p, cudaStream_t stream) {
@@ -218,7 +271,8 @@ extern "C" int llgen_gemm_fp8_release(llgen_gemm_fp8_params* p) {
 
 extern "C" int llgen_gemm_fp8_params_size() { return sizeof(llgen_gemm_fp8_params); }
 
-// prepare + launch (+ release, after the stream has finished, when there is a workspace) in one call.
+// prepare + launch (+ release, after the stream has finished, when there is a workspace) in one call
+// (B given N x K).
 extern "C" int llgen_gemm_fp8(int ab, int out, const void* A, const void* B, void* C, const float* scale_a,
                               const float* scale_b, int M, int N, int K, cudaStream_t stream) {
     llgen_gemm_fp8_params p{};

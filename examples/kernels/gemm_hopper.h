@@ -39,6 +39,16 @@
 // by the same thread index of CTAs sharing one accumulator layout, it holds no tile layout of its own.
 // No CTA ever waits for another, so any number of CTAs in any order (the host SIMT runtime runs them
 // one after another) computes the same C.
+//
+// B landed MN-major (an operand type of LLGEN_GEMM_HOPPER_OPERANDS_KN: 8-bit B given K x N, which
+// wgmma reads only K-major).  TMA lands the stage's B tile N-contiguous where the K-major tile goes
+// (a `landed` barrier per stage); the producer warp group's 128 threads rewrite it in place into the
+// K-major tile (a relayout header: every thread's loads, a rendezvous of the 128, every store) and
+// arrive on the stage's `full` barrier, which then counts TMA's A bytes and the 128 arrivals.  One
+// thread issues the loads of step g + S - IN_FLIGHT after transposing step g: that stage's release
+// needs the consumers past step g - IN_FLIGHT, which (a wgmma group left in flight) needs step g's B;
+// issued before the transpose, the load would wait on it.  So the loads run S - IN_FLIGHT steps ahead
+// of the transpose, and a stage is overwritten only after both consumer groups released it.
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -97,8 +107,9 @@ constexpr int MAX_SMEM = 227 * 1024;          // sm_90's dynamic shared memory p
 constexpr int IN_FLIGHT = LLGEN_GEMM_IN_FLIGHT;  // wgmma groups a consumer leaves running (0 or 1)
 constexpr int GROUP_M = LLGEN_GEMM_GROUP_M;   // tile rows of one group of the grouped order
 constexpr bool PERSISTENT = LLGEN_GEMM_PERSISTENT;
-// full/empty per stage (at most 8), the consumers' rendezvous, the split's "last range" flag
-constexpr int BARRIER_BYTES = 2 * 8 * 8 + 8 + 8;
+// full/empty/landed per stage (at most 8), the consumers' rendezvous, the split's "last range" flag, the
+// transposing producer's rendezvous
+constexpr int BARRIER_BYTES = 3 * 8 * 8 + 8 + 8 + 8;
 
 static_assert(IN_FLIGHT == 0 || IN_FLIGHT == 1, "a consumer releases one stage per k-step");
 static_assert(GROUP_M >= 1, "a group holds at least one tile row");
@@ -113,11 +124,12 @@ constexpr bool same_tile(int elements, F f, G g) {
         if (f(o) != g(o)) return false;
     return true;
 }
-// f(r, lane, warp) == g(r, lane, warp) for every register of every consumer thread.
+// f(r, lane, warp) == g(r, lane, warp) for every register of every thread of `warps` warps (by default
+// the consumers').
 template <class F, class G>
-constexpr bool same_regs(int regs, F f, G g) {
+constexpr bool same_regs(int regs, F f, G g, int warps = CONSUMERS * 4) {
     if (LLGEN_GEMM_SKIP_AGREEMENT_CHECKS) return true;
-    for (int w = 0; w < CONSUMERS * 4; ++w)
+    for (int w = 0; w < warps; ++w)
         for (int l = 0; l < 32; ++l)
             for (int r = 0; r < regs; ++r)
                 if (f(r, l, w) != g(r, l, w)) return false;
@@ -155,13 +167,21 @@ struct Work {
     int* count;
 };
 
-// Register budgets of warp specialisation (setmaxnreg): the producer (one thread issuing TMA) gives
-// registers back, the consumers take them for the accumulator and the epilogue's registers.  The
-// budgets add up to at most what the CTA holds at launch (__launch_bounds__(THREADS, 1): 65536 / THREADS
-// rounded down to 8 a thread): setmaxnreg.inc waits for registers the other warp groups released.
-constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;
-static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * CONSUMERS * 128 <= 65536 / THREADS / 8 * 8 * THREADS,
-              "setmaxnreg: the budgets add up to more than the CTA holds at launch");
+// Register budgets of warp specialisation (setmaxnreg): the producer gives registers back, the
+// consumers take what it leaves for the accumulator and the epilogue's registers.  The budgets add up
+// to at most what the CTA holds at launch (__launch_bounds__(THREADS, 1): 65536 / THREADS rounded down
+// to 8 a thread): setmaxnreg.inc waits for registers the other warp groups released.  The producer
+// keeps 40 (one thread issuing TMA), or 88 where its warp group transposes B (Op::kTransposeB: a part's
+// 32 words and the offsets of its loads and stores; ptxas spills a few bytes at 64 and 72, none at 80,
+// which leaves the consumers the same 208); the consumers get 232, or 208.
+constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8;
+constexpr int PRODUCER_REGS = 40, TRANSPOSER_REGS = 88;
+template <class Op>
+__host__ __device__ constexpr int producer_regs() { return Op::kTransposeB ? TRANSPOSER_REGS : PRODUCER_REGS; }
+template <class Op>
+__host__ __device__ constexpr int consumer_regs() {
+    return (LAUNCH_REGS * THREADS - producer_regs<Op>() * 128) / CONSUMER_THREADS / 8 * 8;
+}
 
 // The units of C in grouped order: GROUP_M tile rows per group, each group walked column by column
 // (tile id -> (m0, n0)); the last group has the rows that are left.  Units as gemm_hopper_plan.h.
@@ -191,6 +211,26 @@ struct Schedule {
         tile = work.dp + v / work.splits, range = v % work.splits;
         kb = static_cast<int>(static_cast<long long>(range) * ksteps / work.splits);
         ke = static_cast<int>(static_cast<long long>(range + 1) * ksteps / work.splits);
+    }
+};
+
+// This CTA's k-steps in order, unit after unit (units blockIdx.x, + gridDim.x, ..): next() gives the
+// next one's tile origin and k-step, false after the last.
+template <int BM, int BN>
+struct Steps {
+    const Schedule<BM, BN>& sched;
+    int u, kt = 0, ke = 0, m0 = 0, n0 = 0;
+    __device__ explicit Steps(const Schedule<BM, BN>& s) : sched(s), u(blockIdx.x) {}
+    __device__ __forceinline__ bool next(int& m, int& n, int& k) {
+        while (kt == ke) {
+            if (u >= sched.units()) return false;
+            int tile, range;
+            sched.unit(u, tile, range, kt, ke);
+            sched.origin(tile, m0, n0);
+            u += gridDim.x;
+        }
+        m = m0, n = n0, k = kt++;
+        return true;
     }
 };
 
@@ -246,12 +286,58 @@ __host__ __device__ constexpr int smem_bytes(int out) {
     return stages<Op>(out) * Op::kStageBytes + c_buffer_bytes<Op>(out) + BARRIER_BYTES + ALIGN;
 }
 
+// The producer warp group of an operand type whose B lands MN-major (Op::kTransposeB; see the top of
+// this file): thread 0 issues step g's loads (A onto full[g % S], B onto landed[g % S]) S - IN_FLIGHT
+// steps ahead, every thread transposes each landed B tile in place and arrives on full[g % S].
+template <class Op, int S, int BM, int BN>
+__device__ __forceinline__ void produce_transposing(const CUtensorMap* map_a, const CUtensorMap* map_b,
+                                                    const Schedule<BM, BN>& sched, unsigned char* base,
+                                                    uint64_t* full, uint64_t* empty, uint64_t* landed,
+                                                    uint64_t* tmeet) {
+    constexpr int AHEAD = S - IN_FLIGHT;
+    const unsigned ptid = threadIdx.x;  // 0 .. 127: the relayout's thread index
+    int steps = 0;                      // this CTA's k-steps, over all its units
+    for (int u = blockIdx.x; u < sched.units(); u += gridDim.x) {
+        int tile, range, kb, ke;
+        sched.unit(u, tile, range, kb, ke);
+        steps += ke - kb;
+    }
+    Steps<BM, BN> next(sched);  // thread 0: the next step to load
+    auto issue = [&](int g) {
+        int m0, n0, kt;
+        next.next(m0, n0, kt);
+        const int s = g % S;
+        unsigned char* const stage = base + s * Op::kStageBytes;
+        if (g >= S) sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its last readers are done
+        sync::mbar_arrive_expect_tx(&full[s], Op::kTxBytesA);
+        Op::load_a(map_a, m0, kt * Op::kK, stage, &full[s]);
+        sync::mbar_arrive_expect_tx(&landed[s], Op::kTxBytesB);
+        Op::load_b(map_b, kt * Op::kK, n0, stage, &landed[s]);
+    };
+    if (ptid == 0)
+        for (int g = 0; g < AHEAD && g < steps; ++g) issue(g);
+    unsigned meets = 0;  // rendezvous passed
+    auto rendezvous = [&] {
+        sync::mbar_arrive(tmeet);
+        sync::mbar_wait(tmeet, meets & 1);
+        ++meets;
+    };
+    for (int g = 0; g < steps; ++g) {
+        const int s = g % S;
+        sync::mbar_wait(&landed[s], (g / S) & 1);
+        Op::transpose_b(base + s * Op::kStageBytes, ptid, rendezvous);
+        sync::fence_proxy_async();  // this thread's st.shared visible to wgmma (the async proxy)
+        sync::mbar_arrive(&full[s]);
+        if (ptid == 0 && g + AHEAD < steps) issue(g + AHEAD);
+    }
+}
+
 // C = (A B) * scale, scale = *scale_a * *scale_b in f32 (kScaled; else 1), for the operand type Op
 // (a struct made by LLGEN_GEMM_HOPPER_OPERANDS, its epilogue Op::Epi) and the output kOut, over the
 // units of `work`.  A stage holds Op's A tile (BM x kK) then its B tile (kK x BN); k-step g of the CTA
 // (counted across its units) uses stage g % S, whose `full` barrier completes its phase (g / S) & 1
-// when TMA has landed both tiles and whose `empty` barrier completes a phase when both consumer warp
-// groups are done reading it.
+// when TMA has landed both tiles (Op::kTransposeB: A, and B transposed by the producer warp group) and
+// whose `empty` barrier completes a phase when both consumer warp groups are done reading it.
 template <class Op, int kOut, bool kScaled>
 __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap* map_b, const CUtensorMap* map_c,
                                      void* C, int M, int N, int K, const float* scale_a, const float* scale_b,
@@ -269,22 +355,29 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
     uint64_t* const empty = full + S;
     uint64_t* const meet = empty + S;  // the consumer threads' rendezvous, phase after phase
     volatile int* const last_flag = reinterpret_cast<volatile int*>(meet + 1);
+    uint64_t* const landed = meet + 2;  // Op::kTransposeB: TMA landed stage s's B (MN-major)
+    uint64_t* const tmeet = landed + S;  // Op::kTransposeB: the producer threads' rendezvous
     const int wg = threadIdx.x / 128;
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; ++s) {
-            sync::mbar_init(&full[s], 1);           // the producer's arrive_expect_tx
+            // the producer's arrive_expect_tx (Op::kTransposeB: and every producer thread's transpose)
+            sync::mbar_init(&full[s], Op::kTransposeB ? 1 + 128 : 1);
             sync::mbar_init(&empty[s], CONSUMERS);  // one arrival per consumer warp group
+            if (Op::kTransposeB) sync::mbar_init(&landed[s], 1);
         }
         sync::mbar_init(meet, CONSUMER_THREADS);
+        if (Op::kTransposeB) sync::mbar_init(tmeet, 128);
         sync::fence_barrier_init();
     }
     __syncthreads();
     const Schedule<BM, BN> sched(M, N, K, Op::kK, work);
     const int units = sched.units();
 
-    if (wg == 0) {  // producer: one thread keeps the ring full, unit after unit
-        Op::template regs_dec<PRODUCER_REGS>();
-        if (threadIdx.x == 0) {
+    if (wg == 0) {  // producer: one thread keeps the ring full, unit after unit (and B transposed)
+        Op::template regs_dec<producer_regs<Op>()>();
+        if constexpr (Op::kTransposeB) {
+            produce_transposing<Op, S>(map_a, map_b, sched, base, full, empty, landed, tmeet);
+        } else if (threadIdx.x == 0) {
             int g = 0;
             for (int u = blockIdx.x; u < units; u += gridDim.x) {
                 int tile, range, kb, ke, m0, n0;
@@ -301,7 +394,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         return;
     }
 
-    Op::template regs_inc<CONSUMER_REGS>();
+    Op::template regs_inc<consumer_regs<Op>()>();
     const unsigned tid = threadIdx.x - 128;  // 0 .. 255: the mma's and the epilogue's thread index
     const float scale = kScaled ? *scale_a * *scale_b : 1.0f;
     int g = 0;
@@ -519,14 +612,16 @@ inline int allocate_work(const Plan& p, void** mem, Work* w) {
     w->partial = reinterpret_cast<float*>(static_cast<char*>(*mem) + counters);
     return 0;
 }
-// The plan of an (M, N, K) GEMM of k-step kK on the current device (bn / splits: 0 to choose).
-inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits) {
+// The plan of an (M, N, K) GEMM of k-step kK on the current device (bn / splits: 0 to choose; with192:
+// whether the kernel has 128 x 192 tiles).
+inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits, bool with192 = true) {
     int device = 0, sms = 0;
     if (cudaError_t e = cudaGetDevice(&device)) return e;
     if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) return e;
-    if ((bn != 0 && bn != 128 && bn != 192 && bn != 256) || splits < 0 || splits > MAX_SPLITS)
+    if ((bn != 0 && bn != 128 && bn != 192 && bn != 256) || (bn == 192 && !with192) || splits < 0 ||
+        splits > MAX_SPLITS)
         return cudaErrorInvalidValue;
-    *p = plan(M, N, K, kK, sms, PERSISTENT, bn, splits);
+    *p = plan(M, N, K, kK, sms, PERSISTENT, bn, splits, with192);
     return p->splits > p->ksteps ? cudaErrorInvalidValue : 0;  // a range without a k-step
 }
 }  // namespace gemm_hopper
@@ -541,9 +636,10 @@ inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits)
 #define LLGEN_GEMM_HOPPER_OPERANDS(NAME, TMA_A, TMA_B, MMA, EPI)                                                 \
     struct NAME {                                                                                                \
         using Epi = EPI;                                                                                         \
-        static constexpr int kK = MMA::kK, kAccRegs = MMA::kAccRegs;                                             \
-        static constexpr int kBytesA = MMA::kTileBytesA, kStageBytes = MMA::kTileBytesA + MMA::kTileBytesB;      \
-        static constexpr int kTxBytes = TMA_A::kTxBytes + TMA_B::kTxBytes;                                       \
+        static constexpr bool kTransposeB = false;                                                               \
+        static constexpr int kK = MMA::kK, kN = MMA::kN, kAccRegs = MMA::kAccRegs;                               \
+        static constexpr int kBytesA = MMA::kTileBytesA, kBytesB = MMA::kTileBytesB, kStageBytes = kBytesA + kBytesB; \
+        static constexpr int kTxBytesA = TMA_A::kTxBytes, kTxBytes = TMA_A::kTxBytes + TMA_B::kTxBytes;          \
         static_assert(MMA::kM == EPI::BM && MMA::kN == EPI::BN &&                                                \
                       MMA::kThreads == gemm_hopper::CONSUMERS * 128, #MMA ": the C tile of two consumer groups"); \
         static_assert(TMA_A::kShape[0] == MMA::kM && TMA_A::kShape[1] == kK && TMA_B::kShape[0] == kK &&          \
@@ -558,10 +654,17 @@ inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits)
                       "TMA writes the A and B tiles wgmma reads");                                               \
         static_assert(kAccRegs == EPI::kRegs && gemm_hopper::same_regs(kAccRegs, MMA::acc_index, EPI::src_index), \
                       "the epilogue stores the registers the mma fills");                                        \
+        /* the element index k * kN + n of element offset o of the B tile wgmma reads */                       \
+        __host__ __device__ static constexpr int b_tile_index(int o) { return MMA::b_tile_index(o); }           \
+        __device__ static __forceinline__ void load_a(const CUtensorMap* a, int m0, int k0, unsigned char* stage, \
+                                                      uint64_t* bar) {                                           \
+            const int ca[2] = {m0, k0};                                                                          \
+            TMA_A::load(a, ca, stage, bar);                                                                      \
+        }                                                                                                        \
         __device__ static __forceinline__ void load(const CUtensorMap* a, const CUtensorMap* b, int m0, int n0,  \
                                                     int k0, unsigned char* stage, uint64_t* bar) {               \
-            const int ca[2] = {m0, k0}, cb[2] = {k0, n0};                                                        \
-            TMA_A::load(a, ca, stage, bar);                                                                      \
+            const int cb[2] = {k0, n0};                                                                          \
+            load_a(a, m0, k0, stage, bar);                                                                       \
             TMA_B::load(b, cb, stage + kBytesA, bar);                                                            \
         }                                                                                                        \
         __device__ static __forceinline__ void mma(float (&acc)[kAccRegs], const unsigned char* stage,           \
@@ -589,6 +692,7 @@ inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits)
 #define LLGEN_GEMM_HOPPER_OPERANDS_PAIR(NAME, TMA_A, TMA_B, MMA0, MMA1, EPI)                                     \
     struct NAME {                                                                                                \
         using Epi = EPI;                                                                                         \
+        static constexpr bool kTransposeB = false;                                                               \
         static constexpr int kK = MMA0::kK, kAccRegs = MMA0::kAccRegs + MMA1::kAccRegs;                          \
         static constexpr int W = TMA_B::kShape[1], kPartsB = (MMA0::kN + MMA1::kN) / W;                          \
         static constexpr int kBytesA = MMA0::kTileBytesA, kBytesB0 = MMA0::kTileBytesB;                          \
@@ -646,4 +750,55 @@ inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits)
         __device__ static __forceinline__ void regs_dec() { MMA0::regs_dec<R>(); }                               \
         template <int R>                                                                                         \
         __device__ static __forceinline__ void regs_inc() { MMA0::regs_inc<R>(); }                               \
+    };
+
+// An operand type BASE (LLGEN_GEMM_HOPPER_OPERANDS) with B given K x N, N contiguous: TMA_B lands the
+// stage's B tile as kN / W parts of kK x W (W: TMA_B's columns) side by side, each N-contiguous
+// (MN-major), in the bytes where BASE's K-major B tile goes; RELAYOUT rewrites each part in place into
+// the K-major part wgmma reads, by the producer warp group (every thread's loads, a rendezvous of the
+// 128, every store; gemm_hopper::produce_transposing runs it).  A lands on the stage's `full` barrier,
+// B on its `landed` one; the wgmma, its accumulator and the epilogue are BASE's.  The assertions: TMA
+// writes the parts the relayout reads, the relayout writes the tile wgmma reads (element by element,
+// BParts), and its loads fill the registers its stores take, so the two may be split by the rendezvous.
+#define LLGEN_GEMM_HOPPER_OPERANDS_KN(NAME, BASE, TMA_B, RELAYOUT)                                               \
+    struct NAME : BASE {                                                                                         \
+        static constexpr bool kTransposeB = true;                                                                \
+        static constexpr int W = TMA_B::kShape[1], kPartsB = BASE::kN / W;                                       \
+        static constexpr int kTxBytesB = kPartsB * TMA_B::kTxBytes;                                              \
+        static_assert(TMA_B::kShape[0] == BASE::kK && BASE::kN % W == 0 &&                                      \
+                      kPartsB * TMA_B::kTileBytes == BASE::kBytesB && BASE::kTxBytesA + kTxBytesB == BASE::kStageBytes && \
+                      RELAYOUT::kSrcTileBytes == TMA_B::kTileBytes && RELAYOUT::kDstTileBytes == TMA_B::kTileBytes, \
+                      #TMA_B ": its parts fill the stage's B tile");                                            \
+        static_assert(TMA_B::kTileAlign <= gemm_hopper::ALIGN && RELAYOUT::kSrcTileAlign <= gemm_hopper::ALIGN && \
+                      RELAYOUT::kDstTileAlign <= gemm_hopper::ALIGN && TMA_B::kTileBytes % gemm_hopper::ALIGN == 0, \
+                      "every part starts kTileAlign-aligned");                                                   \
+        static_assert(RELAYOUT::kThreads == 128 && RELAYOUT::src::kWords == RELAYOUT::dst::kWords &&             \
+                      gemm_hopper::same_regs(RELAYOUT::src::kRegs, RELAYOUT::src::dst_index,                     \
+                                             RELAYOUT::dst::src_index, 4),                                       \
+                      #RELAYOUT ": the producer warp group; its stores take the registers its loads fill");      \
+        static_assert(gemm_hopper::same_tile(BASE::kK * W, TMA_B::tile_index, RELAYOUT::src_tile_index) &&       \
+                      gemm_hopper::same_tile(BASE::kK * BASE::kN,                                                \
+                                             gemm_hopper::BParts{RELAYOUT::dst_tile_index, BASE::kK, W, BASE::kN}, \
+                                             BASE::b_tile_index),                                                \
+                      "TMA writes the parts the relayout reads; the relayout writes the B tile wgmma reads");    \
+        __device__ static __forceinline__ void load_b(const CUtensorMap* b, int k0, int n0, unsigned char* stage, \
+                                                      uint64_t* bar) {                                           \
+            _Pragma("unroll") for (int p = 0; p < kPartsB; ++p) {                                                \
+                const int cb[2] = {k0, n0 + p * W};                                                              \
+                TMA_B::load(b, cb, stage + BASE::kBytesA + p * TMA_B::kTileBytes, bar);                          \
+            }                                                                                                    \
+        }                                                                                                        \
+        /* B's parts in the stage, MN-major -> K-major in place, by the 128 producer threads (tid); */          \
+        /* rendezvous(): every producer thread has loaded the part (then it may be overwritten). */              \
+        template <class Rendezvous>                                                                              \
+        __device__ static __forceinline__ void transpose_b(unsigned char* stage, unsigned tid,                   \
+                                                           Rendezvous&& rendezvous) {                            \
+            _Pragma("unroll 1") for (int p = 0; p < kPartsB; ++p) {                                              \
+                unsigned char* const part = stage + BASE::kBytesA + p * TMA_B::kTileBytes;                       \
+                uint32_t w[RELAYOUT::src::kWords];                                                               \
+                RELAYOUT::src::load_words(part, w, tid);                                                         \
+                rendezvous();                                                                                    \
+                RELAYOUT::dst::store_words(w, part, tid);                                                        \
+            }                                                                                                    \
+        }                                                                                                        \
     };

@@ -98,14 +98,16 @@ inline Plan plan_fixed(int M, int N, int K, int kK, int sms, bool persistent, in
 
 // The plan of least modelled time (see the top of this file).  bn_want: 0 to choose, else 256, 192 or
 // 128;
-// splits_want: 0 to choose, 1 for none, S >= 2 to cut every tile into S ranges (dp = 0).
-inline Plan plan(int M, int N, int K, int kK, int sms, bool persistent, int bn_want = 0, int splits_want = 0) {
+// splits_want: 0 to choose, 1 for none, S >= 2 to cut every tile into S ranges (dp = 0).  with192:
+// whether the kernel has 128 x 192 tiles to choose (the fp8 GEMM's B given K x N has not).
+inline Plan plan(int M, int N, int K, int kK, int sms, bool persistent, int bn_want = 0, int splits_want = 0,
+                 bool with192 = true) {
     if (splits_want >= 2) return plan_fixed(M, N, K, kK, sms, persistent, bn_want ? bn_want : 256, splits_want, 0);
     Plan best{}, best_split{};
     bool have = false, have_split = false;
     for (int i = 0; i < 3; ++i) {
         const int bn = i == 0 ? 256 : i == 1 ? 192 : 128;  // ties: the first, the larger tile
-        if (bn_want && bn != bn_want) continue;
+        if ((bn_want && bn != bn_want) || (bn == 192 && !with192)) continue;
         const Plan whole = plan_fixed(M, N, K, kK, sms, persistent, bn, 1);
         if (!have || whole.cost < best.cost) best = whole, have = true;
         if (splits_want == 1 || sms <= 0) continue;
