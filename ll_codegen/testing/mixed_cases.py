@@ -12,8 +12,8 @@ from ll_codegen.core.dtypes import UPCAST_SOURCES
 #: the instruction types
 MIXED_DTYPES = ("f16", "bf16")
 #: (kind, M, N, K): small to the largest tiles one CTA holds
-SHAPES = (("mma.sync", 16, 16, 16), ("mma.sync", 64, 64, 64), ("mma.sync", 128, 128, 128),
-          ("wgmma", 64, 16, 16), ("wgmma", 64, 64, 64), ("wgmma", 128, 256, 128))
+SHAPES = (("mma.sync", 16, 16, 16), ("mma.sync", 64, 64, 64), ("mma.sync", 128, 128, 128), ("mma.sync", 256, 256, 128),
+          ("wgmma", 64, 16, 16), ("wgmma", 64, 64, 64), ("wgmma", 128, 256, 128), ("wgmma", 256, 256, 128))
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,11 @@ class MixedCase:
 
     @property
     def warps(self) -> int:
-        return 4 * max(1, self.m // 64) if self.kind == "wgmma" else max(1, min(4, self.m // 16))
+        """wgmma: a warp group per 64 rows; mma.sync: up to 4 warps along M, 16 (a warp per 16 rows, 128
+        accumulator registers a thread) for 256 rows."""
+        if self.kind == "wgmma":
+            return 4 * max(1, self.m // 64)
+        return 16 if self.m >= 256 else max(1, min(4, self.m // 16))
 
     def specs(self) -> dict[str, Any]:
         """``plan_mma``'s keyword arguments: acc, a, b (spec mappings), dtype, a_dtype, scales."""
