@@ -23,7 +23,9 @@ taking turns; the Hopper GEMMs' tensor maps are encoded once, outside):
 * fp8 rows (e4m3 A M x K and B N x K, per-tensor f32 scales, bf16 C): ``fp8`` is
   examples/kernels/gemm_fp8.cu (wgmma m64n256k32 / m64n128k32 (+ m64n64k32), 128 x 256, 128 x 192 or
   128 x 128 tiles 128 deep, the same control, plan and variants),
-  ``fp8 1/tile`` the same built with -DLLGEN_GEMM_PERSISTENT=0 (one CTA per tile), ``cublas`` is
+  ``fp8 1/tile`` the same built with -DLLGEN_GEMM_PERSISTENT=0 (one CTA per tile), ``llgen B KxN`` the
+  same kernel given B as K x N (N contiguous; its producer warp group transposes B's tiles in shared
+  memory; its own plan, 128 x 256 or 128 x 128 tiles; sizes with N a multiple of 16), ``cublas`` is
   ``torch._scaled_mm`` (e4m3, bf16 out, the same scales), ``triton`` a Triton fp8 matmul of the same
   tiles (A and B^T both K-major, f32 accumulation, the scales applied to the accumulator).
 
@@ -289,7 +291,7 @@ def main(argv=None) -> int:
 
 #: the kernels of this repository: a result out of bounds fails the bench (cuBLAS's and Triton's are reported)
 OURS = ("llgen", "llgen f32 C", "llgen 1 CTA/tile", "llgen no split", "llgen 128x256", "llgen 128x256 no split",
-        "mma.sync f32 C")
+        "mma.sync f32 C", "llgen B KxN")
 #: variants of the chosen plan timed in the same run (16-bit C): (bn, splits) forced, 0 = chosen
 VARIANTS = {"llgen no split": (0, 1), "llgen 128x256": (256, 0), "llgen 128x256 no split": (256, 1)}
 
@@ -362,7 +364,7 @@ def row16(kernels: dict, M: int, N: int, K: int, dt: str, exact: bool, bad: list
 
 def fp8_row(kernels: dict, M: int, N: int, K: int, dt: str, exact: bool, bad: list) -> dict:
     """One size, e4m3 A (M x K) and B (N x K), per-tensor scales, bf16 C: the fp8 GEMM (persistent and
-    one CTA per tile; an f32 C too), torch._scaled_mm (cuBLAS), Triton."""
+    one CTA per tile; an f32 C too; B given K x N), torch._scaled_mm (cuBLAS), Triton."""
     import torch
     A, B = operands(M, N, K, torch.float8_e4m3fn, exact, M + N + K + 1, transpose_b=True)
     # one allocation each: cuBLASLt refuses (NOT_SUPPORTED) a scale 4 bytes into an allocation
@@ -379,6 +381,12 @@ def fp8_row(kernels: dict, M: int, N: int, K: int, dt: str, exact: bool, bad: li
         launch = kernels[lib].prepared("e4m3", out, A.data_ptr(), B.data_ptr(), C.data_ptr(), sa.data_ptr(),
                                        sb.data_ptr(), M, N, K, torch_stream, bn=bn, splits=splits)
         checked(go, err, key, launch, C, ref, mag, REL[dt], exact, bad, what)
+    if N % 16 == 0:  # B given K x N: its rows 16-byte aligned
+        Bkn = B.t().contiguous()
+        C = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        launch = kernels["fp8"].prepared("e4m3", "bf16", A.data_ptr(), Bkn.data_ptr(), C.data_ptr(), sa.data_ptr(),
+                                         sb.data_ptr(), M, N, K, torch_stream, kn=True)
+        checked(go, err, "llgen B KxN", launch, C, ref, mag, REL[dt], exact, bad, what)
     checked(go, err, "cuBLAS", lambda: torch._scaled_mm(A, B.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
             None, ref, mag, REL[dt], exact, bad, what)
     Ct = torch.empty((M, N), device="cuda", dtype=torch.bfloat16)
@@ -431,7 +439,7 @@ def run_ladder(tw, d: str, exact: bool, M: int = 8192, N: int = 8192, K: int = 8
 
 
 COLUMNS = ("llgen", "llgen no split", "llgen 128x256", "llgen 128x256 no split", "llgen f32 C", "llgen 1 CTA/tile",
-           "mma.sync f32 C", "cuBLAS", "Triton")
+           "llgen B KxN", "mma.sync f32 C", "cuBLAS", "Triton")
 
 
 def report(dev: str, rows: list[dict], ladder: list[dict], prof, exact: bool) -> str:
