@@ -20,12 +20,15 @@ without a GPU.
   (|x| <= 8) and e5m2 (|x| <= 4 here), powers of two as scales keep every f32 result exact, and a
   16-bit C is that result rounded to nearest even.  B given K x N the same way: one tile, ragged tiles
   walked by fewer CTAs, a split 128 x 128 tile (the transposing producer's ring across units and
-  ranges, its loads running one step ahead of the transpose with 2 stages).
+  ranges, its loads running one step ahead of the transpose with 2 stages).  The runtime's race and
+  deadlock checks catch each of three breaks of its control: the in-place transpose without its
+  rendezvous, a stage reloaded before the consumers released it, the loads one step further ahead.
 """
 from __future__ import annotations
 
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -143,16 +146,21 @@ int main(int argc, char** argv) {
 """
 
 
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory):
+def build_driver(d: str, kernel: str = KERNEL) -> str:
+    """The host SIMT driver of ``kernel`` (2 stages, groups of 2 tile rows) built in ``d``; its path."""
     if host.compiler() is None:
         need("hipcc")  # Debian's hipcc brings clang++: skip (or fail under CI) with that reason
-    d = str(tmp_path_factory.mktemp("gemm_fp8_host"))
-    path, log = host.build(d, [], exe="gemm", sources=GENERATED, driver=DRIVER % {"kernel": KERNEL},
+    path, log = host.build(d, [], exe="gemm", sources=GENERATED, driver=DRIVER % {"kernel": kernel},
                            defines=["LLGEN_HOST_SIMT", "LLGEN_GEMM_GROUP_M=2", "LLGEN_GEMM_STAGES=2",
                                     "LLGEN_GEMM_SKIP_AGREEMENT_CHECKS=1"])
     assert path, log
-    return path, d
+    return path
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("gemm_fp8_host"))
+    return build_driver(d), d
 
 
 def fp8_values(bits: np.ndarray, dtype: str) -> np.ndarray:
@@ -166,8 +174,8 @@ def fp8_values(bits: np.ndarray, dtype: str) -> np.ndarray:
     return np.where(b & 0x80, -mag, mag)
 
 
-# (M, N, K, fp8 type, C, grid, bn, splits[, B given K x N]), built with 2 stages and groups of 2 tile rows: one tile
-# over two k-steps; ragged M, N, K (TMA zero fill, the masked f32 store, the clipped TMA store) over
+# (M, N, K, fp8 type, C, grid, bn, splits[, B given K x N]), built with 2 stages and groups of 2 tile
+# rows: one tile over two k-steps; ragged M, N, K (TMA zero fill, the masked f32 store, the clipped TMA store) over
 # 2 x 2 tiles walked by 3 CTAs (CTA 0 takes tiles 0 and 3: the ring runs on across its tiles); 3 x 1
 # tiles (a last group of one row) and 2 x 1 tiles walked by one CTA (the ring wraps, the C buffer is
 # reused, the epilogue's rendezvous change phase); split K: one 128 x 256 tile in 2 ranges, by 2
@@ -191,7 +199,15 @@ CASES += [(128, 256, 256, "f8e4m3", "bf16", 1, 256, 1, True), (200, 272, 144, "f
                          ids=[f"{c[0]}x{c[1]}x{c[2]}-{c[3]}-{c[4]}-bn{c[6]}-s{c[7]}{'-kn' if len(c) == 9 else ''}"
                               for c in CASES])
 def test_gemm_fp8_on_host_simt(driver, M, N, K, ab, out, grid, bn, splits, kn):
-    path, d = driver
+    rc, log, got, want = run_case(*driver, M, N, K, ab, out, grid, bn, splits, kn)
+    assert rc == 0, log
+    bad = np.argwhere(got != want)
+    assert not len(bad), f"{len(bad)} of {got.size} differ; first {tuple(bad[0])}: {got[tuple(bad[0])]}"
+
+
+def run_case(path: str, d: str, M: int, N: int, K: int, ab: str, out: str, grid: int, bn: int, splits: int,
+             kn: bool) -> tuple:
+    """One GEMM of small integers on the driver at ``path``: (exit status, log, C or None, the exact C)."""
     rng = np.random.default_rng(M + N + K)
     lim = 8 if ab == "f8e4m3" else 4
     a = rng.integers(-lim, lim + 1, size=(M, K)).astype(np.float64)
@@ -207,7 +223,36 @@ def test_gemm_fp8_on_host_simt(driver, M, N, K, ab, out, grid, bn, splits, kn):
         f.write(np.array([int(ab == "f8e5m2"), OUTS[out], M, N, K, grid, bn, splits, kn], dtype=np.int32).tobytes()
                 + np.array([scale_a, scale_b], dtype=np.float32).tobytes() + bits_a.tobytes() + bits_b.tobytes())
     rc, log = run([path, inp, outp], d)
-    assert rc == 0, log
-    got = np.fromfile(outp, dtype=np.float32 if out == "f32" else np.uint16).reshape(M, N)
-    bad = np.argwhere(got != want)
-    assert not len(bad), f"{len(bad)} of {got.size} differ; first {tuple(bad[0])}: {got[tuple(bad[0])]}"
+    got = np.fromfile(outp, dtype=np.float32 if out == "f32" else np.uint16).reshape(M, N) if rc == 0 else None
+    return rc, log, got, want
+
+
+#: breaks of the transposing producer's control (gemm_hopper.h: old text -> new) and what the host runtime
+#: reports: the in-place transpose's stores without the rendezvous after every thread's loads; step g's
+#: loads issued without waiting for the consumers to release its stage; the loads issued S steps ahead
+#: of the transpose (the stage to reload waits for the consumers, which wait for the transpose)
+MUTATIONS = {
+    "no-rendezvous": ("                rendezvous();", "                /* no rendezvous */", "race"),
+    "no-release": ("        if (g >= S) sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its last readers are done\n"
+                   "        sync::mbar_arrive_expect_tx(&full[s], Op::kTxBytesA);",
+                   "        sync::mbar_arrive_expect_tx(&full[s], Op::kTxBytesA);", "race"),
+    "ahead-S": ("constexpr int AHEAD = S - IN_FLIGHT;", "constexpr int AHEAD = S;", "deadlock"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_gemm_fp8_b_kn_breaks_caught(tmp_path, mutation):
+    """The host runtime's race and deadlock checks see each break of the K x N control (3 k-steps of
+    one 128 x 128 tile, 2 stages): what makes the bit-exact runs above a check of the control too."""
+    old, new, report = MUTATIONS[mutation]
+    d = str(tmp_path)
+    for name in ("gemm_fp8.cu", "gemm_hopper.h", "gemm_hopper_plan.h"):
+        shutil.copy(os.path.join(os.path.dirname(KERNEL), name), d)
+    with open(os.path.join(d, "gemm_hopper.h")) as f:
+        src = f.read()
+    assert src.count(old) == 1, mutation
+    with open(os.path.join(d, "gemm_hopper.h"), "w") as f:
+        f.write(src.replace(old, new))
+    rc, log, _, _ = run_case(build_driver(d, os.path.join(d, "gemm_fp8.cu")), d, 128, 128, 384, "f8e4m3", "bf16",
+                             1, 128, 1, True)
+    assert rc != 0 and report in log, log

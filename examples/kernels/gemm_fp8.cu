@@ -2,7 +2,8 @@
 // (K contiguous: torch._scaled_mm's A and the transpose of its second operand), e4m3 or e5m2, f32
 // accumulation, C M x N row-major in f32, bf16 or f16; scale_a and scale_b per-tensor f32 values in
 // device memory.  Or B given K x N row-major (N contiguous; b_kn = 1 on the host, C = A B scale_a
-// scale_b): the producer warp group transposes each landed B tile in shared memory (below).  TMA loads, wgmma m64n256k32 / m64n128k32 (+ m64n64k32) with both operands K-major
+// scale_b): the producer warp group transposes each landed B tile in shared memory (below).  TMA
+// loads, wgmma m64n256k32 / m64n128k32 (+ m64n64k32) with both operands K-major
 // (the only major-ness 8-bit wgmma reads), an mbarrier stage ring, one producer warp group and two
 // consumer warp groups, a persistent grouped scheduler over 128 x 256, 128 x 192 or 128 x 128 tiles
 // with K split among
