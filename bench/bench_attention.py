@@ -28,7 +28,7 @@ A backend that refuses a shape is reported, not fatal.  TFLOP/s = 4 B H S^2 D / 
 causal.  ``--ladder`` also times variants of the example's tile and hand-written control (LADDER: the -D
 knobs of attention_fwd.cu -- the tile per head dim (the 128 x 128 tile against the shipped 192 x 128 at
 d 64, 192-key tiles at d 64 and d 128, P from shared memory at d 64), intra-warpgroup overlap, the
-rescale slack, exp2 on the FMA pipe, ping-pong) on LADDER_SHAPES, f16; each variant's O is checked as
+rescale slack, ping-pong) on LADDER_SHAPES, f16; each variant's O is checked as
 ours is.  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
 """
 from __future__ import annotations
@@ -73,8 +73,6 @@ LADDER = [("the example", ()),
           ("4 stages at d 64", ("-DLLGEN_ATTENTION_STAGES_D64=4",)),
           ("2 stages at d 128", ("-DLLGEN_ATTENTION_STAGES_D128=2",)),
           ("rescale skipped where no row max of the warp grew", ("-DLLGEN_ATTENTION_RESCALE_SLACK=0",)),
-          ("exp2 on FMA: 2/8 at d 64, 1/8 at d 128",
-           ("-DLLGEN_ATTENTION_EXP2_FMA_D64=2", "-DLLGEN_ATTENTION_EXP2_FMA_D128=1")),
           ("no ping-pong", ("-DLLGEN_ATTENTION_PINGPONG=0",))]
 LADDER_SHAPES = [(64, 1024, False), (64, 4096, False), (128, 4096, False), (64, 1024, True), (128, 1024, True)]
 FP8_SHAPES = [(128, 2048, False), (128, 4096, False), (128, 8192, False), (128, 4096, True), (128, 8192, True),

@@ -92,6 +92,17 @@ struct Min {
 };
 
 namespace detail {
+__device__ __forceinline__ float ex2_ftz(float a) {
+#if defined(LLGEN_HOST_SIMT)
+    if (std::fpclassify(a) == FP_SUBNORMAL) a = 0.0f;
+    const float d = std::exp2(a);
+    return std::fpclassify(d) == FP_SUBNORMAL ? 0.0f : d;
+#else
+    float d;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(d) : "f"(a));
+    return d;
+#endif
+}
 // v of the lane `lane ^ mask` of this warp, the element's bits moved in one 32-bit word.
 template <class T> __device__ __forceinline__ T shfl_xor(T v, int mask) {
     static_assert(sizeof(T) <= 4, "reduce<T>: T is at most 4 bytes wide");
@@ -151,6 +162,28 @@ __device__ __forceinline__ void broadcast(const T (&red)[kDstRegs], T (&out)[kSr
     out[18] = red[1]; out[19] = red[1]; out[20] = red[0]; out[21] = red[0]; out[22] = red[1]; out[23] = red[1];
     out[24] = red[0]; out[25] = red[0]; out[26] = red[1]; out[27] = red[1]; out[28] = red[0]; out[29] = red[0];
     out[30] = red[1]; out[31] = red[1];
+}
+
+// x[r] = 2^(x[r] * scale - red[the result register of source register r]): the numerator of a softmax in
+// the log2 domain, in place (red: each output's max times scale), one fma and one ex2.approx.ftz.f32 an
+// element (detail::ex2_ftz: terms below 2^-126 are 0).
+__device__ __forceinline__ void exp2_sub(float (&x)[kSrcRegs], const float (&red)[kDstRegs], float scale) {
+    x[0] = detail::ex2_ftz(fmaf(x[0], scale, -red[0])); x[1] = detail::ex2_ftz(fmaf(x[1], scale, -red[0]));
+    x[2] = detail::ex2_ftz(fmaf(x[2], scale, -red[1])); x[3] = detail::ex2_ftz(fmaf(x[3], scale, -red[1]));
+    x[4] = detail::ex2_ftz(fmaf(x[4], scale, -red[0])); x[5] = detail::ex2_ftz(fmaf(x[5], scale, -red[0]));
+    x[6] = detail::ex2_ftz(fmaf(x[6], scale, -red[1])); x[7] = detail::ex2_ftz(fmaf(x[7], scale, -red[1]));
+    x[8] = detail::ex2_ftz(fmaf(x[8], scale, -red[0])); x[9] = detail::ex2_ftz(fmaf(x[9], scale, -red[0]));
+    x[10] = detail::ex2_ftz(fmaf(x[10], scale, -red[1])); x[11] = detail::ex2_ftz(fmaf(x[11], scale, -red[1]));
+    x[12] = detail::ex2_ftz(fmaf(x[12], scale, -red[0])); x[13] = detail::ex2_ftz(fmaf(x[13], scale, -red[0]));
+    x[14] = detail::ex2_ftz(fmaf(x[14], scale, -red[1])); x[15] = detail::ex2_ftz(fmaf(x[15], scale, -red[1]));
+    x[16] = detail::ex2_ftz(fmaf(x[16], scale, -red[0])); x[17] = detail::ex2_ftz(fmaf(x[17], scale, -red[0]));
+    x[18] = detail::ex2_ftz(fmaf(x[18], scale, -red[1])); x[19] = detail::ex2_ftz(fmaf(x[19], scale, -red[1]));
+    x[20] = detail::ex2_ftz(fmaf(x[20], scale, -red[0])); x[21] = detail::ex2_ftz(fmaf(x[21], scale, -red[0]));
+    x[22] = detail::ex2_ftz(fmaf(x[22], scale, -red[1])); x[23] = detail::ex2_ftz(fmaf(x[23], scale, -red[1]));
+    x[24] = detail::ex2_ftz(fmaf(x[24], scale, -red[0])); x[25] = detail::ex2_ftz(fmaf(x[25], scale, -red[0]));
+    x[26] = detail::ex2_ftz(fmaf(x[26], scale, -red[1])); x[27] = detail::ex2_ftz(fmaf(x[27], scale, -red[1]));
+    x[28] = detail::ex2_ftz(fmaf(x[28], scale, -red[0])); x[29] = detail::ex2_ftz(fmaf(x[29], scale, -red[0]));
+    x[30] = detail::ex2_ftz(fmaf(x[30], scale, -red[1])); x[31] = detail::ex2_ftz(fmaf(x[31], scale, -red[1]));
 }
 
 }  // namespace attention_o_rows_d64

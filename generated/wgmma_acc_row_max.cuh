@@ -95,6 +95,17 @@ struct Min {
 };
 
 namespace detail {
+__device__ __forceinline__ float ex2_ftz(float a) {
+#if defined(LLGEN_HOST_SIMT)
+    if (std::fpclassify(a) == FP_SUBNORMAL) a = 0.0f;
+    const float d = std::exp2(a);
+    return std::fpclassify(d) == FP_SUBNORMAL ? 0.0f : d;
+#else
+    float d;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(d) : "f"(a));
+    return d;
+#endif
+}
 // v of the lane `lane ^ mask` of this warp, the element's bits moved in one 32-bit word.
 template <class T> __device__ __forceinline__ T shfl_xor(T v, int mask) {
     static_assert(sizeof(T) <= 4, "reduce<T>: T is at most 4 bytes wide");
@@ -209,6 +220,76 @@ __device__ __forceinline__ void broadcast(const T (&red)[kDstRegs], T (&out)[kSr
     out[117] = red[2]; out[118] = red[3]; out[119] = red[3]; out[120] = red[2]; out[121] = red[2];
     out[122] = red[3]; out[123] = red[3]; out[124] = red[2]; out[125] = red[2]; out[126] = red[3];
     out[127] = red[3];
+}
+
+// x[r] = 2^(x[r] * scale - red[the result register of source register r]): the numerator of a softmax in
+// the log2 domain, in place (red: each output's max times scale), one fma and one ex2.approx.ftz.f32 an
+// element (detail::ex2_ftz: terms below 2^-126 are 0).
+__device__ __forceinline__ void exp2_sub(float (&x)[kSrcRegs], const float (&red)[kDstRegs], float scale) {
+    x[0] = detail::ex2_ftz(fmaf(x[0], scale, -red[0])); x[1] = detail::ex2_ftz(fmaf(x[1], scale, -red[0]));
+    x[2] = detail::ex2_ftz(fmaf(x[2], scale, -red[1])); x[3] = detail::ex2_ftz(fmaf(x[3], scale, -red[1]));
+    x[4] = detail::ex2_ftz(fmaf(x[4], scale, -red[0])); x[5] = detail::ex2_ftz(fmaf(x[5], scale, -red[0]));
+    x[6] = detail::ex2_ftz(fmaf(x[6], scale, -red[1])); x[7] = detail::ex2_ftz(fmaf(x[7], scale, -red[1]));
+    x[8] = detail::ex2_ftz(fmaf(x[8], scale, -red[0])); x[9] = detail::ex2_ftz(fmaf(x[9], scale, -red[0]));
+    x[10] = detail::ex2_ftz(fmaf(x[10], scale, -red[1])); x[11] = detail::ex2_ftz(fmaf(x[11], scale, -red[1]));
+    x[12] = detail::ex2_ftz(fmaf(x[12], scale, -red[0])); x[13] = detail::ex2_ftz(fmaf(x[13], scale, -red[0]));
+    x[14] = detail::ex2_ftz(fmaf(x[14], scale, -red[1])); x[15] = detail::ex2_ftz(fmaf(x[15], scale, -red[1]));
+    x[16] = detail::ex2_ftz(fmaf(x[16], scale, -red[0])); x[17] = detail::ex2_ftz(fmaf(x[17], scale, -red[0]));
+    x[18] = detail::ex2_ftz(fmaf(x[18], scale, -red[1])); x[19] = detail::ex2_ftz(fmaf(x[19], scale, -red[1]));
+    x[20] = detail::ex2_ftz(fmaf(x[20], scale, -red[0])); x[21] = detail::ex2_ftz(fmaf(x[21], scale, -red[0]));
+    x[22] = detail::ex2_ftz(fmaf(x[22], scale, -red[1])); x[23] = detail::ex2_ftz(fmaf(x[23], scale, -red[1]));
+    x[24] = detail::ex2_ftz(fmaf(x[24], scale, -red[0])); x[25] = detail::ex2_ftz(fmaf(x[25], scale, -red[0]));
+    x[26] = detail::ex2_ftz(fmaf(x[26], scale, -red[1])); x[27] = detail::ex2_ftz(fmaf(x[27], scale, -red[1]));
+    x[28] = detail::ex2_ftz(fmaf(x[28], scale, -red[0])); x[29] = detail::ex2_ftz(fmaf(x[29], scale, -red[0]));
+    x[30] = detail::ex2_ftz(fmaf(x[30], scale, -red[1])); x[31] = detail::ex2_ftz(fmaf(x[31], scale, -red[1]));
+    x[32] = detail::ex2_ftz(fmaf(x[32], scale, -red[0])); x[33] = detail::ex2_ftz(fmaf(x[33], scale, -red[0]));
+    x[34] = detail::ex2_ftz(fmaf(x[34], scale, -red[1])); x[35] = detail::ex2_ftz(fmaf(x[35], scale, -red[1]));
+    x[36] = detail::ex2_ftz(fmaf(x[36], scale, -red[0])); x[37] = detail::ex2_ftz(fmaf(x[37], scale, -red[0]));
+    x[38] = detail::ex2_ftz(fmaf(x[38], scale, -red[1])); x[39] = detail::ex2_ftz(fmaf(x[39], scale, -red[1]));
+    x[40] = detail::ex2_ftz(fmaf(x[40], scale, -red[0])); x[41] = detail::ex2_ftz(fmaf(x[41], scale, -red[0]));
+    x[42] = detail::ex2_ftz(fmaf(x[42], scale, -red[1])); x[43] = detail::ex2_ftz(fmaf(x[43], scale, -red[1]));
+    x[44] = detail::ex2_ftz(fmaf(x[44], scale, -red[0])); x[45] = detail::ex2_ftz(fmaf(x[45], scale, -red[0]));
+    x[46] = detail::ex2_ftz(fmaf(x[46], scale, -red[1])); x[47] = detail::ex2_ftz(fmaf(x[47], scale, -red[1]));
+    x[48] = detail::ex2_ftz(fmaf(x[48], scale, -red[0])); x[49] = detail::ex2_ftz(fmaf(x[49], scale, -red[0]));
+    x[50] = detail::ex2_ftz(fmaf(x[50], scale, -red[1])); x[51] = detail::ex2_ftz(fmaf(x[51], scale, -red[1]));
+    x[52] = detail::ex2_ftz(fmaf(x[52], scale, -red[0])); x[53] = detail::ex2_ftz(fmaf(x[53], scale, -red[0]));
+    x[54] = detail::ex2_ftz(fmaf(x[54], scale, -red[1])); x[55] = detail::ex2_ftz(fmaf(x[55], scale, -red[1]));
+    x[56] = detail::ex2_ftz(fmaf(x[56], scale, -red[0])); x[57] = detail::ex2_ftz(fmaf(x[57], scale, -red[0]));
+    x[58] = detail::ex2_ftz(fmaf(x[58], scale, -red[1])); x[59] = detail::ex2_ftz(fmaf(x[59], scale, -red[1]));
+    x[60] = detail::ex2_ftz(fmaf(x[60], scale, -red[0])); x[61] = detail::ex2_ftz(fmaf(x[61], scale, -red[0]));
+    x[62] = detail::ex2_ftz(fmaf(x[62], scale, -red[1])); x[63] = detail::ex2_ftz(fmaf(x[63], scale, -red[1]));
+    x[64] = detail::ex2_ftz(fmaf(x[64], scale, -red[2])); x[65] = detail::ex2_ftz(fmaf(x[65], scale, -red[2]));
+    x[66] = detail::ex2_ftz(fmaf(x[66], scale, -red[3])); x[67] = detail::ex2_ftz(fmaf(x[67], scale, -red[3]));
+    x[68] = detail::ex2_ftz(fmaf(x[68], scale, -red[2])); x[69] = detail::ex2_ftz(fmaf(x[69], scale, -red[2]));
+    x[70] = detail::ex2_ftz(fmaf(x[70], scale, -red[3])); x[71] = detail::ex2_ftz(fmaf(x[71], scale, -red[3]));
+    x[72] = detail::ex2_ftz(fmaf(x[72], scale, -red[2])); x[73] = detail::ex2_ftz(fmaf(x[73], scale, -red[2]));
+    x[74] = detail::ex2_ftz(fmaf(x[74], scale, -red[3])); x[75] = detail::ex2_ftz(fmaf(x[75], scale, -red[3]));
+    x[76] = detail::ex2_ftz(fmaf(x[76], scale, -red[2])); x[77] = detail::ex2_ftz(fmaf(x[77], scale, -red[2]));
+    x[78] = detail::ex2_ftz(fmaf(x[78], scale, -red[3])); x[79] = detail::ex2_ftz(fmaf(x[79], scale, -red[3]));
+    x[80] = detail::ex2_ftz(fmaf(x[80], scale, -red[2])); x[81] = detail::ex2_ftz(fmaf(x[81], scale, -red[2]));
+    x[82] = detail::ex2_ftz(fmaf(x[82], scale, -red[3])); x[83] = detail::ex2_ftz(fmaf(x[83], scale, -red[3]));
+    x[84] = detail::ex2_ftz(fmaf(x[84], scale, -red[2])); x[85] = detail::ex2_ftz(fmaf(x[85], scale, -red[2]));
+    x[86] = detail::ex2_ftz(fmaf(x[86], scale, -red[3])); x[87] = detail::ex2_ftz(fmaf(x[87], scale, -red[3]));
+    x[88] = detail::ex2_ftz(fmaf(x[88], scale, -red[2])); x[89] = detail::ex2_ftz(fmaf(x[89], scale, -red[2]));
+    x[90] = detail::ex2_ftz(fmaf(x[90], scale, -red[3])); x[91] = detail::ex2_ftz(fmaf(x[91], scale, -red[3]));
+    x[92] = detail::ex2_ftz(fmaf(x[92], scale, -red[2])); x[93] = detail::ex2_ftz(fmaf(x[93], scale, -red[2]));
+    x[94] = detail::ex2_ftz(fmaf(x[94], scale, -red[3])); x[95] = detail::ex2_ftz(fmaf(x[95], scale, -red[3]));
+    x[96] = detail::ex2_ftz(fmaf(x[96], scale, -red[2])); x[97] = detail::ex2_ftz(fmaf(x[97], scale, -red[2]));
+    x[98] = detail::ex2_ftz(fmaf(x[98], scale, -red[3])); x[99] = detail::ex2_ftz(fmaf(x[99], scale, -red[3]));
+    x[100] = detail::ex2_ftz(fmaf(x[100], scale, -red[2])); x[101] = detail::ex2_ftz(fmaf(x[101], scale, -red[2]));
+    x[102] = detail::ex2_ftz(fmaf(x[102], scale, -red[3])); x[103] = detail::ex2_ftz(fmaf(x[103], scale, -red[3]));
+    x[104] = detail::ex2_ftz(fmaf(x[104], scale, -red[2])); x[105] = detail::ex2_ftz(fmaf(x[105], scale, -red[2]));
+    x[106] = detail::ex2_ftz(fmaf(x[106], scale, -red[3])); x[107] = detail::ex2_ftz(fmaf(x[107], scale, -red[3]));
+    x[108] = detail::ex2_ftz(fmaf(x[108], scale, -red[2])); x[109] = detail::ex2_ftz(fmaf(x[109], scale, -red[2]));
+    x[110] = detail::ex2_ftz(fmaf(x[110], scale, -red[3])); x[111] = detail::ex2_ftz(fmaf(x[111], scale, -red[3]));
+    x[112] = detail::ex2_ftz(fmaf(x[112], scale, -red[2])); x[113] = detail::ex2_ftz(fmaf(x[113], scale, -red[2]));
+    x[114] = detail::ex2_ftz(fmaf(x[114], scale, -red[3])); x[115] = detail::ex2_ftz(fmaf(x[115], scale, -red[3]));
+    x[116] = detail::ex2_ftz(fmaf(x[116], scale, -red[2])); x[117] = detail::ex2_ftz(fmaf(x[117], scale, -red[2]));
+    x[118] = detail::ex2_ftz(fmaf(x[118], scale, -red[3])); x[119] = detail::ex2_ftz(fmaf(x[119], scale, -red[3]));
+    x[120] = detail::ex2_ftz(fmaf(x[120], scale, -red[2])); x[121] = detail::ex2_ftz(fmaf(x[121], scale, -red[2]));
+    x[122] = detail::ex2_ftz(fmaf(x[122], scale, -red[3])); x[123] = detail::ex2_ftz(fmaf(x[123], scale, -red[3]));
+    x[124] = detail::ex2_ftz(fmaf(x[124], scale, -red[2])); x[125] = detail::ex2_ftz(fmaf(x[125], scale, -red[2]));
+    x[126] = detail::ex2_ftz(fmaf(x[126], scale, -red[3])); x[127] = detail::ex2_ftz(fmaf(x[127], scale, -red[3]));
 }
 
 }  // namespace wgmma_acc_row_max

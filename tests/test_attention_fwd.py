@@ -161,6 +161,7 @@ def test_attention_fwd_compiles_from_generated_headers(tmp_path, build, example_
         assert len(loads) == (d // 64) * (bm // 64 + 2 * (2 if split else 1)), name  # Q per group, K, V (+ 64-key parts)
         stores = re.findall(r"cp\.async\.bulk\.tensor\.3d\.global\.shared::cta", body)
         assert len(stores) == d // 64, name
+        assert _exponentials(body) == (bn, 2 * 2), name
         consumer_regs = 240 if bm == 128 else 160
         assert ("setmaxnreg.dec.sync.aligned.u32 24" in body
                 and f"setmaxnreg.inc.sync.aligned.u32 {consumer_regs}" in body), name
@@ -187,11 +188,20 @@ def test_attention_fwd_compiles_from_generated_headers(tmp_path, build, example_
         assert len(loads) == 2 + 2 * 2, name
         assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.global\.shared::cta", body)) == d // 64, name
         assert body.count("cvt.rn.satfinite.e4m3x2.f32") == 2 * 32, name
+        assert _exponentials(body) == (128, 2 * 2), name
         assert (f"setmaxnreg.dec.sync.aligned.u32 {FP8_REGS[0]}" in body
                 and f"setmaxnreg.inc.sync.aligned.u32 {FP8_REGS[1]}" in body), name
         assert reductions > 0 and body.count("shfl.sync") == reductions + (p_shuffles if d == 128 else 0), name
     if build == "fp8_identity":
         assert p_shuffles > 0
+
+
+def _exponentials(body: str) -> tuple[int, int]:
+    """(ex2.approx.ftz, other ex2) in a kernel's PTX: the softmax's P = 2^(S c - m c) is the row max
+    header's exp2_sub, one ex2.approx.ftz a score at both softmax sites (BN scores a thread in all:
+    64 x BN over 128 threads, twice); only the two rows' O rescale factors take exp2f's ex2.approx.f32."""
+    ftz = body.count("ex2.approx.ftz.f32")
+    return ftz, body.count("ex2.approx") - ftz
 
 
 def _reduce_shuffles(op: str) -> int:

@@ -194,12 +194,6 @@ namespace regs = attention_pv_f16_d64;   // setmaxnreg: the same for every mma h
 #ifndef LLGEN_ATTENTION_OVERLAP
 #define LLGEN_ATTENTION_OVERLAP 1
 #endif
-#ifndef LLGEN_ATTENTION_EXP2_FMA_D64
-#define LLGEN_ATTENTION_EXP2_FMA_D64 0
-#endif
-#ifndef LLGEN_ATTENTION_EXP2_FMA_D128
-#define LLGEN_ATTENTION_EXP2_FMA_D128 0
-#endif
 #ifndef LLGEN_ATTENTION_RESCALE_SLACK
 #define LLGEN_ATTENTION_RESCALE_SLACK -1
 #endif
@@ -232,11 +226,6 @@ constexpr bool PINGPONG = LLGEN_ATTENTION_PINGPONG;  // consumer groups take tur
 // Intra-warpgroup overlap: S(j) is issued before O += P(j-1) V(j-1) and the softmax of S(j) runs while
 // P V is still in flight (wait_acc<1>); only the O rescale and the packing of P wait for it.
 constexpr bool OVERLAP = LLGEN_ATTENTION_OVERLAP;
-// Of every 8 scores, how many take exp2 from the FMA pipe (exp2_fma) instead of the MUFU unit (16
-// results per clock and SM: at d 64 the exponentials take as long as the two GEMMs).
-__host__ __device__ constexpr int exp2_fma_of_8(int d) {
-    return d == 64 ? LLGEN_ATTENTION_EXP2_FMA_D64 : LLGEN_ATTENTION_EXP2_FMA_D128;
-}
 // The running max is kept while no row of a warp's rows grew by more than RESCALE_SLACK (log2 units):
 // alpha = 1, no O rescale; P then stays below 2^RESCALE_SLACK (0: kept only where no row max grew, the
 // same arithmetic; negative: every tile rescales).
@@ -785,20 +774,6 @@ constexpr int MAX_SMEM_BYTES = max2(max2(max2(smem_bytes<64, false>(), smem_byte
                                          max2(smem_bytes<128, false, E4M3>(), smem_bytes<128, true, E4M3>())));
 static_assert(MAX_SMEM_BYTES <= SMEM_LIMIT, "fits the H100/H200's 227 KiB a block");
 
-// 2^x for x <= 64 on the FMA pipe: 2^floor(x) as exponent bits, 2^f (f = x - floor(x) in [0, 1)) by
-// the degree-3 polynomial 1 + f (c1 + f (c2 + f c3)) (relative error < 8.8e-5, below P's 16-bit
-// rounding, 2^-11 for f16).  x is clamped at -127 where f = 0, p = 1 and the sum of the bits is 0:
-// exp2_fma(-inf) = 0 as exp2f.  floor(x) is the round-down add of 1.5 * 2^23 (its low mantissa bits).
-inline __device__ float exp2_fma(float x) {
-    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: ulp 1, integers in the low 22 mantissa bits
-    x = fmaxf(x, -127.0f);
-    const float r = __fadd_rd(x, kRound);
-    const float f = x - (r - kRound);
-    const float p = fmaf(fmaf(fmaf(0.077119089663028717041015625f, f, 0.227564394474029541015625f), f,
-                              0.695146143436431884765625f), f, 1.0f);
-    return __uint_as_float(__float_as_uint(p) + (__float_as_uint(r) << 23));
-}
-
 inline __device__ uint16_t round16(float x, bool bf) {
     return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
 }
@@ -1022,25 +997,13 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
             alpha[i] = rescale ? exp2f(m[i] * scale_log2 - shift[i]) : 1.0f;
             m[i] = mn;
         }
+        // P = 2^(S c - m' c): one fma and one ex2.approx.ftz a score (the row max's exp2_sub)
         float sum[ROWS];
-        {
-            float shift_s[Op::kSRegs];
-            row_max::broadcast(shift, shift_s);
-#pragma unroll
-            for (int r = 0; r < Op::kSRegs; ++r) {
-                const float x = fmaf(s[r], scale_log2, -shift_s[r]);
-                s[r] = r % 8 < exp2_fma_of_8(D) ? exp2_fma(x) : exp2f(x);
-            }
-            row_sum::reduce(s, sum, nullptr, row_sum::Sum(), tid);
-        }
+        row_max::exp2_sub(s, shift, scale_log2);
+        row_sum::reduce(s, sum, nullptr, row_sum::Sum(), tid);
         if constexpr (SPLIT) {
-            float shift_s[Op::kS1Regs], sum1[ROWS];
-            row_max1::broadcast(shift, shift_s);
-#pragma unroll
-            for (int r = 0; r < Op::kS1Regs; ++r) {
-                const float x = fmaf(s1[r], scale_log2, -shift_s[r]);
-                s1[r] = r % 8 < exp2_fma_of_8(D) ? exp2_fma(x) : exp2f(x);
-            }
+            float sum1[ROWS];
+            row_max1::exp2_sub(s1, shift, scale_log2);
             row_sum1::reduce(s1, sum1, nullptr, row_sum1::Sum(), tid);
 #pragma unroll
             for (int i = 0; i < ROWS; ++i) sum[i] += sum1[i];

@@ -430,6 +430,18 @@ def cvt_fp8x2(src: str) -> Instruction:
         f"cvt.rn.f16x2.{fmt[0]}", arch=89, result="uint32_t")
 
 
+#: ex2.approx.ftz.f32 (PTX ISA "ex2"): 2^a in one MUFU.EX2, subnormal inputs and results flushed to zero
+#: (maximum relative error 2^-22 over the normal range).  The non-ftz ``exp2f`` costs three more
+#: instructions a call (a compare and two predicated multiplies that rescale subnormals); a softmax's
+#: terms below 2^-126 vanish beside its largest, 1.  The host model: exp2 in float, flushed the same way.
+EX2_FTZ = Instruction(
+    "ex2_ftz", "float a",
+    ("float d;", 'asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(d) : "f"(a));', "return d;"),
+    ("if (std::fpclassify(a) == FP_SUBNORMAL) a = 0.0f;",
+     "const float d = std::exp2(a);",
+     "return std::fpclassify(d) == FP_SUBNORMAL ? 0.0f : d;"),
+    "ex2.approx.ftz.f32", result="float")
+
 #: cvt.f32.f16 (PTX ISA "cvt"): the f16 in the low half of ``a`` widened exactly to f32
 CVT_F32_F16 = Instruction(
     "cvt_f32_f16", "uint16_t a",

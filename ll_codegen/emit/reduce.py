@@ -29,7 +29,7 @@ from typing import Sequence
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.cexpr import (address_expr, aligned, comment_lines, hex_const, index_function, linear_expr,
                                    row_major_form, xor_form_expr)
-from ll_codegen.emit.instructions import BAR_SYNC, memory
+from ll_codegen.emit.instructions import BAR_SYNC, EX2_FTZ, memory
 from ll_codegen.plan.model import Barrier
 from ll_codegen.plan.reduce import ReducePlan
 from ll_codegen.plan.report import reduce_summary
@@ -320,6 +320,7 @@ def header(plan: ReducePlan, name: str, command: str = "", src_text: str | None 
             (f"constexpr int kOutputs   = {math.prod(plan.result_shape)};", "elements of the result tensor"),
             (f"constexpr int kParts     = {w.parts if w is not None else 1};", "partials per output across warps")]
     dims = ", ".join(map(str, plan.dims))
+    exp2 = plan.target == "cuda" and plan.dtype == "f32"      # exp2_sub(): a softmax's numerator, CUDA f32
     return dict(
         _values(plan),
         comment=comment_lines(
@@ -333,8 +334,11 @@ def header(plan: ReducePlan, name: str, command: str = "", src_text: str | None 
         index_functions=[index_function("src_index", src), index_function("dst_index", dst)],
         barriers=_barriers(plan), unused=body.unused, prologue=aligned(body.prologue), steps=body.steps,
         uses_smem=w is not None, vector_words=body.vector.words if body.vector.n > 1 else 0,
-        instructions_used=([BAR_SYNC] if w is not None and w.named_barrier is not None else []) + body.vector.used,
-        broadcast=_wrap([f"out[{r}] = red[{j}];" for r, j in enumerate(plan.dst_of_src)]))
+        instructions_used=(([BAR_SYNC] if w is not None and w.named_barrier is not None else []) + body.vector.used
+                           + ([EX2_FTZ] if exp2 else [])),
+        broadcast=_wrap([f"out[{r}] = red[{j}];" for r, j in enumerate(plan.dst_of_src)]),
+        exp2_sub=_wrap([f"x[{r}] = detail::ex2_ftz(fmaf(x[{r}], scale, -red[{j}]));"
+                        for r, j in enumerate(plan.dst_of_src)]) if exp2 else [])
 
 
 def harness(plan: ReducePlan, name: str, command: str = "", src_text: str | None = None,
