@@ -63,7 +63,7 @@ def test_the_emulator_catches_a_wrong_fragment():
 
 def test_every_table_case_plans():
     """The GPU table's large cases (gpu_tests/test_mma_mixed.py) plan: every A type at 128 rows, a 4-bit
-    and an 8-bit one at 256 x 256 x 128 (16 warps of mma.sync, 4 warp groups of wgmma)."""
+    and an 8-bit one at 256 x 256 x 128 (16 warps of mma.sync)."""
     for c in table_cases():
         if c.m * c.n * c.k >= 128 * 128 * 128 and (c.m < 256 or c.a_dtype in ("i4", "f8e4m3")):
             p = _plan(c)

@@ -11,9 +11,11 @@ from ll_codegen.core.dtypes import UPCAST_SOURCES
 
 #: the instruction types
 MIXED_DTYPES = ("f16", "bf16")
-#: (kind, M, N, K): small to the largest tiles one CTA holds
+#: (kind, M, N, K): small to the largest tiles one CTA holds.  A 256 x 256 f32 accumulator is the whole
+#: register file (64 Ki registers); mma.sync runs it in 16 warps (ptxas spills what does not fit), but
+#: wgmma's accumulators cannot spill (ptxas refuses the 4-warp-group tile), so its largest is 128 x 256.
 SHAPES = (("mma.sync", 16, 16, 16), ("mma.sync", 64, 64, 64), ("mma.sync", 128, 128, 128), ("mma.sync", 256, 256, 128),
-          ("wgmma", 64, 16, 16), ("wgmma", 64, 64, 64), ("wgmma", 128, 256, 128), ("wgmma", 256, 256, 128))
+          ("wgmma", 64, 16, 16), ("wgmma", 64, 64, 64), ("wgmma", 128, 256, 128))
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class MixedCase:
     @property
     def warps(self) -> int:
         """wgmma: a warp group per 64 rows; mma.sync: up to 4 warps along M, 16 (a warp per 16 rows, 128
-        accumulator registers a thread) for 256 rows."""
+        accumulator registers a thread, the most 512 threads have) for 256 rows."""
         if self.kind == "wgmma":
             return 4 * max(1, self.m // 64)
         return 16 if self.m >= 256 else max(1, min(4, self.m // 16))
