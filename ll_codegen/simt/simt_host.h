@@ -77,9 +77,13 @@ enum class WarpOp {
     kNone, kSyncWarp, kShflIdx, kShflXor, kAmdShfl, kAmdShflXor, kLdMatrix, kStMatrix, kWgmma, kMmaSync, kMfma
 };
 
+// A fiber's stack.  Left uninitialised: zeroing it (std::vector) wrote every page of every fiber's
+// stack at each launch, most of a short harness run; untouched pages stay unmapped.
+constexpr size_t kStackBytes = 256 * 1024;
+
 struct Fiber {
     ucontext_t ctx;
-    std::vector<char> stack;
+    std::unique_ptr<char[]> stack;
     Dim3 tid;
     State state = State::kRunnable;
     // the warp operation this lane waits in, and its operands / result
@@ -707,10 +711,10 @@ inline std::vector<std::string> launch(int threads, int warp_size, unsigned char
     for (int t = 0; t < threads; ++t) {
         Fiber& f = b.fibers[t];
         f.tid.x = unsigned(t);
-        f.stack.resize(256 * 1024);
+        f.stack.reset(new char[kStackBytes]);
         getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack.data();
-        f.ctx.uc_stack.ss_size = f.stack.size();
+        f.ctx.uc_stack.ss_sp = f.stack.get();
+        f.ctx.uc_stack.ss_size = kStackBytes;
         f.ctx.uc_link = nullptr;
         makecontext(&f.ctx, fiber_entry, 0);
     }
