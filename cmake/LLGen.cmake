@@ -24,6 +24,14 @@
 # compiles, and ${CMAKE_CURRENT_BINARY_DIR}/llgen is a PRIVATE include directory of <target>, so its
 # sources `#include "NAME.cuh"`.  Call it after add_executable/add_library.
 #
+#   llgen_manifest(my_kernel                      # a checkout's manifest entries, in one llgen run
+#                  MANIFEST ../generated/manifest.yaml
+#                  [ONLY "^attention_"]           # the entries whose --name matches (default: all)
+#                  [DEPENDS ../specs ...])        # folders (their *.yaml) or files whose change reruns it
+# runs `llgen regenerate --manifest MANIFEST [--only ONLY] -o ${CMAKE_CURRENT_BINARY_DIR}/llgen` (the
+# entries' headers and harnesses; their spec paths are relative to the checkout holding the manifest)
+# before <target> compiles, and again when the manifest or a DEPENDS spec changes.
+#
 # The command: LLGEN_EXECUTABLE (a cache variable: the path of `llgen`, or a command list such as
 # "/usr/bin/python3;/path/to/ll_codegen/cli.py"); found on PATH when not set, else
 # `${Python3_EXECUTABLE} -m ll_codegen` (the Python with ll_codegen installed).
@@ -153,4 +161,37 @@ function(llgen_mma target)
   if(LL_OUTPUT_VARIABLE)
     set(${LL_OUTPUT_VARIABLE} "${${LL_OUTPUT_VARIABLE}}" PARENT_SCOPE)
   endif()
+endfunction()
+
+function(llgen_manifest target)
+  cmake_parse_arguments(PARSE_ARGV 1 LL "" "MANIFEST;ONLY" "DEPENDS")
+  _llgen_check(llgen_manifest ${target} MANIFEST)
+  get_filename_component(manifest "${LL_MANIFEST}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+  set(deps "${manifest}")
+  foreach(dep IN LISTS LL_DEPENDS)
+    get_filename_component(abs "${dep}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    if(IS_DIRECTORY "${abs}")
+      file(GLOB specs CONFIGURE_DEPENDS "${abs}/*.yaml")
+      list(APPEND deps ${specs})
+    else()
+      list(APPEND deps "${abs}")
+    endif()
+  endforeach()
+  set(only "")
+  if(DEFINED LL_ONLY)
+    set(only --only "${LL_ONLY}")
+  endif()
+  set(dir "${CMAKE_CURRENT_BINARY_DIR}/llgen")
+  set(stamp "${dir}/llgen_manifest_${target}.stamp")
+  _llgen_command(cmd)
+  add_custom_command(
+    OUTPUT "${stamp}"
+    COMMAND ${cmd} regenerate --manifest "${manifest}" ${only} -o "${dir}"
+    COMMAND ${CMAKE_COMMAND} -E touch "${stamp}"
+    DEPENDS ${deps}
+    COMMENT "llgen: ${LL_MANIFEST} ${LL_ONLY}"
+    VERBATIM)
+  add_custom_target(llgen_${target}_manifest DEPENDS "${stamp}")
+  add_dependencies(${target} llgen_${target}_manifest)
+  target_include_directories(${target} PRIVATE "${dir}")
 endfunction()

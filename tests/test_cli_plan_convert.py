@@ -395,6 +395,29 @@ def test_regenerate_reproduces_generated_byte_for_byte(tmp_path):
             f"generated/{f} is stale: run python -m ll_codegen.regenerate"
 
 
+def test_regenerate_only_writes_the_matching_entries(tmp_path):
+    """--only REGEX: the entries whose --name matches, into -o (the files generated/ holds for them,
+    byte for byte, and the README); without -o, into the manifest's own folder, or matching nothing:
+    one error line, exit 2, nothing written."""
+    def llgen(*args):
+        return subprocess.run([sys.executable, "-m", "ll_codegen", "regenerate", *args], cwd=ROOT,
+                              capture_output=True, text=True)
+    out = tmp_path / "rows"
+    p = llgen("--only", "^attention_row_", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    made = sorted(os.listdir(out))
+    assert made == ["README.md"] + sorted(f"attention_row_{op}{n}{ext}" for op in ("max", "sum") for n in ("", "_n64")
+                                          for ext in (".cuh", "_harness.cu"))
+    for f in made[1:]:
+        assert (out / f).read_bytes() == open(os.path.join(ROOT, "generated", f), "rb").read(), f
+    for args, fragment in ((("--only", "^attention_"), "give -o OUTDIR"),
+                           (("--only", "x[", "-o", str(tmp_path / "a")), "not a regular expression"),
+                           (("--only", "^nothing_", "-o", str(tmp_path / "b")), "no entry of")):
+        p = llgen(*args)
+        assert p.returncode == 2 and fragment in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_generated_coverage(manifest_build):
     entries, files = manifest_build
     gathers = {e.conv.name: e.conv.plan for e in entries if e.command == "gather"}

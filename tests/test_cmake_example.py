@@ -123,3 +123,42 @@ def test_cmake_hopper_gemm_builds(tmp_path):
         with open(path) as f, open(os.path.join(ROOT, "generated", os.path.basename(path))) as g:
             ours = strip(g.read()).replace("(examples/hopper/", "(../hopper/").replace("(examples/gemm/", "(../gemm/")
             assert strip(f.read()) == ours, os.path.basename(path)
+
+
+def test_cmake_attention_builds(tmp_path):
+    """examples/cmake_attention: forward attention as its own project, its headers generated at build
+    time by llgen_manifest() -- one llgen run over the manifest's attention_* entries -- each
+    byte-identical to the copy in generated/; the library exports the host entry points; a second
+    build runs nothing, a touched spec reruns the one llgen command.  The f16 d 64 kernels alone are
+    compiled (the others' knobs off): the users' build of the whole file is tests/test_attention_fwd.py's."""
+    cmake = need_cmake()
+    nvcc = need("nvcc")
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(ROOT, "cmake"), src / "cmake")
+    for sub in ("cmake_attention", "attention", "chains", "kernels"):
+        shutil.copytree(os.path.join(ROOT, "examples", sub), src / "examples" / sub)
+    (src / "generated").mkdir()
+    shutil.copy(os.path.join(ROOT, "generated", "manifest.yaml"), src / "generated")
+    build = tmp_path / "build"
+    llgen = f"{sys.executable};{os.path.join(ROOT, 'cli.py')}"
+    knobs = " ".join(f"-DLLGEN_ATTENTION_DISABLE_{k}=1" for k in ("BF16", "FP8", "D128"))
+    _run([cmake, "-S", src / "examples" / "cmake_attention", "-B", build, f"-DCMAKE_CUDA_COMPILER={nvcc}",
+          f"-DLLGEN_EXECUTABLE={llgen}", f"-DCMAKE_CUDA_FLAGS={knobs}"])
+    out = _run([cmake, "--build", build, "-j", "2"])
+    assert out.count("llgen: ") == 1, out
+    lib = next(iter(glob.glob(str(build / "*attention_fwd*.so"))), None)
+    assert lib, os.listdir(build)
+    syms = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
+    for name in ("llgen_attention_fwd", "llgen_attention_fwd_prepare", "llgen_attention_fwd_launch"):
+        assert re.search(rf"\bT {name}$", syms, re.M), name
+    made = sorted(os.path.basename(p) for p in glob.glob(str(build / "llgen" / "attention_*")))
+    shipped = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "generated", "attention_*")))
+    assert made == shipped
+    for name in made:
+        with open(build / "llgen" / name) as f, open(os.path.join(ROOT, "generated", name)) as g:
+            assert f.read() == g.read(), name
+    assert "llgen: " not in _run([cmake, "--build", build, "-j", "2"])
+    stamp = build / "llgen" / "llgen_manifest_attention_fwd.stamp"
+    touched = max(time.time(), os.stat(stamp).st_mtime + 1.0)
+    os.utime(src / "examples" / "attention" / "s_acc.yaml", (touched, touched))
+    assert _run([cmake, "--build", build, "-j", "2"]).count("llgen: ") == 1

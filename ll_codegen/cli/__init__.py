@@ -87,7 +87,10 @@ def show(spec: str, shape: Optional[str], as_json: bool, svg_path: Optional[str]
 @click.option("--manifest", default=None, metavar="FILE", type=click.Path(dir_okay=False),
               help="The manifest (default: DIR/manifest.yaml).")
 @click.option("--check", is_flag=True, help="Write nothing; exit status 1 if the folder is not up to date.")
-def regenerate(directory: Optional[str], output: Optional[str], manifest: Optional[str], check: bool) -> None:
+@click.option("--only", default=None, metavar="REGEX",
+              help="Only the entries whose --name matches (re.search), into -o OUTDIR (a build's header folder).")
+def regenerate(directory: Optional[str], output: Optional[str], manifest: Optional[str], check: bool,
+               only: Optional[str]) -> None:
     """Regenerate a checkout's generated/ folder from its manifest.yaml.
 
     DIR is the checkout's generated/ folder (default: ./generated, else the
@@ -96,7 +99,7 @@ def regenerate(directory: Optional[str], output: Optional[str], manifest: Option
     from an installed llgen.  python -m ll_codegen.regenerate is the same
     command."""
     code = R.run(MANIFEST_COMMANDS, directory, output=output, manifest=manifest, check=check,
-                 echo=lambda line: say([line], wrote=not check))
+                 echo=lambda line: say([line], wrote=not check), only=only)
     if code:
         raise click.exceptions.Exit(code)
 

@@ -343,19 +343,41 @@ def _refuse_foreign(outdir: str, manifest: str, names: list[str]) -> None:
                              f"away or give -o OUTDIR")
 
 
+def entry_name(e: Entry) -> str:
+    """The ``--name`` an entry gives its files (its arguments as written when it names none)."""
+    try:
+        words = shlex.split(e.args)
+    except ValueError:
+        return e.args
+    return next((w for v, w in zip(words, words[1:]) if v == "--name"), e.args)
+
+
 def run(parsers: Mapping[str, Any], directory: str | None = None, output: str | None = None,
-        manifest: str | None = None, check: bool = False, echo=print) -> int:
+        manifest: str | None = None, check: bool = False, echo=print, only: str | None = None) -> int:
     """``llgen regenerate`` (``parsers``: as for ``build``): 0 when written or up to date, 1 when ``check``
     finds the folder out of date; raises ValueError/OSError (one line) for bad
-    input, with nothing written."""
+    input, with nothing written.  ``only``: a regular expression; the entries whose name it matches
+    (``re.search``) alone, into ``output`` (a build's folder of headers: never the manifest's own)."""
     manifest = locate(directory, manifest)
     if not os.path.isfile(manifest):
         raise OSError(2, "no manifest here (DIR is a checkout's generated/ folder)", manifest)
+    if only is not None:
+        if output is None or os.path.abspath(output) == os.path.dirname(os.path.abspath(manifest)):
+            raise ValueError("--only writes a part of the manifest's files: give -o OUTDIR, another folder than "
+                             "the manifest's")
+        try:
+            pattern = re.compile(only)
+        except re.error as e:
+            raise ValueError(f"--only {short(only)}: not a regular expression ({e})") from None
     outdir = output if output is not None else (os.path.dirname(manifest) or ".")
     check_output_dir(outdir, "-o" if output is not None else "DIR")
     if not check:
         _refuse_foreign(outdir, manifest, ["README.md"])         # before the planning: README.md is always written
     entries = load_manifest(manifest)
+    if only is not None:
+        entries = [e for e in entries if pattern.search(entry_name(e))]
+        if not entries:
+            raise ValueError(f"--only {short(only)}: no entry of {quote_path(manifest)} has such a name")
     files = build(entries, manifest, parsers, root=os.path.dirname(os.path.dirname(os.path.abspath(manifest))))
     if not check:
         _refuse_foreign(outdir, manifest, list(files))
@@ -371,7 +393,7 @@ def run(parsers: Mapping[str, Any], directory: str | None = None, output: str | 
                 same = False
             if not same:
                 bad.append(fname)
-        if os.path.isdir(outdir):
+        if os.path.isdir(outdir) and only is None:
             bad += _stale(outdir, set(files))
         for f in bad:
             echo(f"out of date: {quote_path(os.path.join(outdir, f))}")
