@@ -673,21 +673,29 @@ struct Product {
     std::vector<uint32_t> a, b;  // a[r * k + kk], b[c * k + kk]
     std::vector<uint32_t> c;     // accumulators as 32-bit values (f16: in the low half)
     void compute() {
+        // every element decoded once, not once per product it enters (rows x n x k of them)
+        if (integer_type(ab)) {
+            std::vector<int32_t> x(a.size()), y(b.size());
+            for (size_t i = 0; i < a.size(); ++i) x[i] = element_int(ab, a[i]);
+            for (size_t i = 0; i < b.size(); ++i) y[i] = element_int(ab, b[i]);
+            for (int r = 0; r < rows; ++r)
+                for (int col = 0; col < n; ++col) {
+                    uint32_t s = c[r * n + col];  // s32: wraps
+                    for (int kk = 0; kk < k; ++kk) s += uint32_t(x[r * k + kk] * y[col * k + kk]);
+                    c[r * n + col] = s;
+                }
+            return;
+        }
+        std::vector<float> x(a.size()), y(b.size());
+        for (size_t i = 0; i < a.size(); ++i) x[i] = element_value(ab, a[i]);
+        for (size_t i = 0; i < b.size(); ++i) y[i] = element_value(ab, b[i]);
         for (int r = 0; r < rows; ++r)
             for (int col = 0; col < n; ++col) {
                 uint32_t& out = c[r * n + col];
-                if (integer_type(ab)) {
-                    uint32_t s = out;  // s32: wraps
-                    for (int kk = 0; kk < k; ++kk)
-                        s += uint32_t(element_int(ab, a[r * k + kk]) * element_int(ab, b[col * k + kk]));
-                    out = s;
-                } else {
-                    float s = element_value(acc, out);
-                    for (int kk = 0; kk < k; ++kk)
-                        s += element_value(ab, a[r * k + kk]) * element_value(ab, b[col * k + kk]);
-                    if (acc == MmaType::kF16) out = f16_bits(s);
-                    else std::memcpy(&out, &s, 4);
-                }
+                float s = element_value(acc, out);
+                for (int kk = 0; kk < k; ++kk) s += x[r * k + kk] * y[col * k + kk];
+                if (acc == MmaType::kF16) out = f16_bits(s);
+                else std::memcpy(&out, &s, 4);
             }
     }
 };
