@@ -138,12 +138,13 @@ struct WgmmaState {
         int id, t, i;  // wgmma, member, register index
     };
     std::vector<PendingWgmma> ops;                     // every wgmma issued, in issue order
-    std::map<const void*, Owner> owner;                // accumulator register -> the last wgmma in flight writing it
+    // hash maps: looked up for every accumulator register and operand byte of every wgmma, never iterated
+    std::unordered_map<const void*, Owner> owner;      // accumulator register -> the last wgmma in flight writing it
     std::vector<std::vector<int>> open;                // per thread: issued since its last commit_group
     std::vector<std::vector<std::vector<int>>> groups; // per thread: committed, oldest first
     std::vector<char> fenced;                          // per thread: a wgmma.fence since its registers were its own
     std::vector<int> issued;                           // per warpgroup: wgmma issued
-    std::map<unsigned, int> reader;                    // shared byte -> a wgmma in flight reading it
+    std::unordered_map<unsigned, int> reader;          // shared byte -> a wgmma in flight reading it
     bool said = false;                                 // a wgmma error was reported: the rest follow from it
 };
 
