@@ -6,7 +6,7 @@ for grouped-query heads; ``is_causal`` is top-left aligned, as the kernel's mask
 log-sum-exp of the scaled, masked scores in float64.  Inputs are N(0, 1) rounded to the kernel's type;
 the kernel rounds P to that type before P V and O at the end, so the tolerances are per dtype:
 |O - ref| <= 2^-9 (f16) and 2^-6 (bf16) absolute (|O| < ~1), |LSE - ref| <= 1e-3.  Variants: head dims
-64 and 128, f16 and bf16, causal and not, sequence lengths that are and are not multiples of the tile
+64, 128 and 256 (128 x 64 tiles), f16 and bf16, causal and not, sequence lengths that are and are not multiples of the tile
 (queries and keys apart), grouped-query heads, several batches; the tiles as shipped (d 64: 192 query
 rows, three consumer warp groups, 128 keys; d 128: 128 x 128) and the -D knobs' other tiles (128 x 128 at
 d 64; 192-key tiles, a 128-key and a 64-key part, at d 64 and d 128, causal and not; P V with P from
@@ -168,7 +168,7 @@ SHAPES = [  # B, H, Hkv, Sq, Sk
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 128, 256])
 @pytest.mark.parametrize("B,H,Hkv,Sq,Sk", SHAPES)
 def test_attention_fwd_against_float64(attn, B, H, Hkv, Sq, Sk, d, causal, dtype):
     check(attn, B, H, Hkv, Sq, Sk, d, dtype, causal, seed=B * 1000 + H * 100 + Sq + Sk + d)
@@ -226,7 +226,7 @@ def test_attention_fwd_without_lse(attn):
 
 
 def test_attention_fwd_refuses_bad_arguments(attn):
-    """Head dims other than 64/128, heads not a multiple of the K/V heads, empty sequences, a
+    """Head dims other than 64/128/256 (fp8: 64/128), heads not a multiple of the K/V heads, empty sequences, a
     non-positive scale: an error code, no launch."""
     q, k, v = inputs(1, 3, 2, 64, 64, 64, torch.float16, 1)
     o = torch.empty_like(q)
@@ -360,7 +360,7 @@ lib.llgen_attention_fwd.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 5 + 
                                                                                                    ctypes.c_void_p]
 rng = np.random.default_rng(3)
 CASES = ((0, 64, 1, 1, 2, 1, 200, 333), (1, 128, 0, 1, 1, 1, 128, 300), (0, 64, 0, 2, 2, 2, 256, 256),
-         (2, 128, 1, 1, 2, 1, 300, 400), (2, 64, 0, 1, 2, 2, 129, 257))  # dtype, d, causal, B, H, Hkv, Sq, Sk
+         (2, 128, 1, 1, 2, 1, 300, 400), (2, 64, 0, 1, 2, 2, 129, 257), (1, 256, 1, 1, 2, 1, 200, 333))  # dtype, d, causal, B, H, Hkv, Sq, Sk
 for dt, d, causal, B, H, Hkv, Sq, Sk in CASES:
     def tensor(heads, S):
         if dt == 2:  # e4m3 codes of magnitude below 16 (no NaN), either sign

@@ -10,7 +10,7 @@
   their two call sites, 3-D TMA loads of the Q tiles (BM / 64 tiles of D / 64 boxes each), K and V (D / 64
   boxes each, twice for a 192-key tile) and the O store, the producer's and consumers' register
   budgets (setmaxnreg 24, then 240 with 2 consumer groups, 160 with 3), registers at entry within the
-  64K-register file over the block's threads.  Built as shipped (all 12 kernels) and with the -D knobs of
+  64K-register file over the block's threads.  Built as shipped (all 16 kernels) and with the -D knobs of
   the other tiles (the 128 x 128 tile at d 64, 192-key tiles, P from shared memory at d 64), each of those
   with only the kernels its knobs change (LLGEN_ATTENTION_DISABLE_* for the rest: the PTX's entries are
   exactly the kernels built).
@@ -54,22 +54,24 @@ KERNEL = os.path.join(ROOT, "examples", "kernels", "attention_fwd.cu")
 GENERATED = os.path.join(ROOT, "generated")
 HEADERS = sorted([f"attention_{k}_{t}_d{d}.cuh" for k in ("tma_q", "tma", "qk", "qk_n64", "pv", "pv_k64")
                   for t in ("f16", "bf16") for d in (64, 128)]
+                 + [f"attention_{k}_{t}_d256.cuh" for k in ("tma_q", "qk_n64", "pv_k64") for t in ("f16", "bf16")]
                  + [f"attention_{k}_{t}_d64.cuh" for k in ("pv_ss", "pv_ss_k64") for t in ("f16", "bf16")]
                  + [f"attention_{k}.cuh" for k in ("row_max", "row_sum", "row_max_n64", "row_sum_n64", "store_lse",
                                                    "stage_p", "stage_p_n64")]
-                 + [f"attention_{k}_d{d}.cuh" for k in ("o_rows", "stage_o") for d in (64, 128)]
+                 + [f"attention_{k}_d{d}.cuh" for k in ("o_rows", "stage_o") for d in (64, 128, 256)]
                  + [f"attention_{k}_e4m3_d{d}.cuh" for k in ("tma_q", "tma", "qk", "pv") for d in (64, 128)]
                  + ["attention_fp8_chain_0_S_to_P.cuh", "attention_fp8_chain_1_Vm_to_Vk.cuh",
                     "attention_fp8_chain_2_Vm64_to_Vk64.cuh", "attention_fp8_chain_indices.cuh",
                     "attention_p_e4m3_identity.cuh", "attention_v_e4m3_identity_d128.cuh"])
-KERNELS16 = [(t, d, c) for t in ("f16", "bf16") for d in (64, 128) for c in (False, True)]
+KERNELS16 = [(t, d, c) for t in ("f16", "bf16") for d in (64, 128, 256) for c in (False, True)]
 KERNELS_FP8 = [("e4m3", d, c) for d in (64, 128) for c in (False, True)]
 KERNELS = KERNELS16 + KERNELS_FP8
 #: setmaxnreg of the fp8 kernels' warp groups: the producer transposes V (96), two consumer groups (200: the budgets add up to at most the 168 registers a thread holds at launch)
 FP8_REGS = (96, 200)
 
 # The tile (BM, BN) per (d, causal) of a build: as shipped, then the -D knobs of the other tiles.
-SHIPPED = {(64, False): (192, 128), (64, True): (128, 128), (128, False): (128, 128), (128, True): (128, 128)}
+SHIPPED = {(64, False): (192, 128), (64, True): (128, 128), (128, False): (128, 128), (128, True): (128, 128),
+           (256, False): (128, 64), (256, True): (128, 64)}
 BUILDS = {
     "shipped": ((), SHIPPED),
     # d 64 with the rows swapped: the 128 x 128 tile non-causal, 192 x 128 causal (one build for both)
@@ -89,7 +91,7 @@ SPILL_FREE = ["fp8_identity", "keys_192", "p_smem", "rows_swapped", "shipped"]
 #: the (input types, head dims) of the kernels each nvcc build compiles: as shipped all, else those its knobs
 #: change (rows_swapped, p_smem: d 64 16-bit; keys_192: 16-bit; fp8_identity: e4m3 d 128, its d 64 kernels
 #: are the chain's as shipped)
-COMPILED = {"shipped": (("f16", "bf16", "e4m3"), (64, 128)), "rows_swapped": (("f16", "bf16"), (64,)),
+COMPILED = {"shipped": (("f16", "bf16", "e4m3"), (64, 128, 256)), "rows_swapped": (("f16", "bf16"), (64,)),
             "keys_192": (("f16", "bf16"), (64, 128)), "p_smem": (("f16", "bf16"), (64,)),
             "fp8_identity": (("e4m3",), (128,))}
 #: the type knob of LLGEN_ATTENTION_DISABLE_<knob> and the dtype argument of kernel_of() per input type
@@ -102,7 +104,7 @@ def disable_knobs(types: tuple[str, ...], dims: tuple[int, ...]) -> list[str]:
     """The -D knobs that leave out every kernel whose input type is not in ``types`` or head dim not in
     ``dims`` (the kernels built: types x dims x causal or not)."""
     return ([f"LLGEN_ATTENTION_DISABLE_{TYPE_KNOB[t]}=1" for t in TYPE_KNOB if t not in types]
-            + [f"LLGEN_ATTENTION_DISABLE_D{d}=1" for d in (64, 128) if d not in dims])
+            + [f"LLGEN_ATTENTION_DISABLE_D{d}=1" for d in (64, 128, 256) if d not in dims])
 
 
 def kernel_name(t: str, d: int, causal: bool) -> str:
@@ -153,7 +155,9 @@ def test_attention_fwd_compiles_from_generated_headers(tmp_path, build, example_
         split = bn == 192
         # each is issued at two places (the first round has no P V, the last no S)
         qk, qk1, pv, pv1 = 2 * d // 16, 2 * d // 16 if split else 0, 2 * 8, 2 * 4 if split else 0
-        if d == 128:  # S and O are both m64n128k16; the 64-key parts m64n64k16 (S) and m64n128k16 (O)
+        if d == 256:  # one 64-key part: S m64n64k16 (16 k-steps), O m64n256k16 (4)
+            assert (wgmma(body, 64, t), wgmma(body, 256, t), wgmma(body, 128, t)) == (2 * 16, 2 * 4, 0), name
+        elif d == 128:  # S and O are both m64n128k16; the 64-key parts m64n64k16 (S) and m64n128k16 (O)
             assert (wgmma(body, 128, t), wgmma(body, 64, t)) == (qk + pv + pv1, qk1), name
         else:         # O and the 64-key part of S are m64n64k16
             assert (wgmma(body, 128, t), wgmma(body, 64, t)) == (qk, qk1 + pv + pv1), name
@@ -235,7 +239,7 @@ int main(int argc, char** argv) {
     const int dtype = h[0], d = h[1], causal = h[2], B = h[3], H = h[4], Hkv = h[5], Sq = h[6], Sk = h[7];
     // the kernels this build offers: kernel_of's fn is nullptr for the ones it leaves out
     for (int t = 0; t < 3; ++t)
-        for (int dd : {64, 96, 128})
+        for (int dd : {64, 96, 128, 256})
             for (int c = 0; c < 2; ++c)
                 if (attention_fwd::kernel_of(t, dd, c).fn) std::printf("KERNEL %%d %%d %%d\n", t, dd, c);
     const attention_fwd::Kernel kernel = attention_fwd::kernel_of(dtype, d, causal);
@@ -368,7 +372,8 @@ CASES = [("shipped", "f16", 64, False, 1, 1, 1, 128, 100),
          ("rows_swapped", "bf16", 64, True, 1, 1, 1, 130, 130),
          ("keys_192", "f16", 64, False, 1, 1, 1, 200, 250),
          ("keys_192", "bf16", 128, True, 1, 2, 1, 200, 230),
-         ("p_smem_keys_192", "bf16", 64, False, 1, 1, 1, 250, 300)]
+         ("p_smem_keys_192", "bf16", 64, False, 1, 1, 1, 250, 300),
+         ("shipped", "bf16", 256, True, 1, 2, 1, 100, 130)]
 
 
 @pytest.mark.parametrize("build,dtype,d,causal,B,H,Hkv,Sq,Sk", CASES)
