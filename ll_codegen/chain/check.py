@@ -35,12 +35,11 @@ from ll_codegen.plan.plans import Transfer, without_via
 from ll_codegen.verify.emulate.convert import emulate
 from ll_codegen.verify.emulate.memory import copy_halves, emulate_memory
 from ll_codegen.verify.emulate.packed import unpack_registers
-from ll_codegen.verify.emulate.reference import dim_images, regs_of, tensor_flat
-from ll_codegen.verify.emulate.relayout import store_registers
 from ll_codegen.verify.emulate.mma import emulate as emulate_mma
 from ll_codegen.verify.emulate.reduce import emulate_reduce
-from ll_codegen.verify.emulate.reference import (MMA_RANGES, REDUCE_VALUES, encode_small, reduce_raw,
-                                                 reduce_values)
+from ll_codegen.verify.emulate.reference import (MMA_RANGES, REDUCE_VALUES, dim_images, encode_small, reduce_raw,
+                                                 reduce_values, regs_of, tensor_flat)
+from ll_codegen.verify.emulate.relayout import store_registers
 from ll_codegen.verify.emulate.upcast import decode, run_sequence, upcast_reference
 
 

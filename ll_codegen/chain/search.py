@@ -161,19 +161,19 @@ def plan_step(chain: Chain, step: Step, choice: dict[str, tuple[int, ...]],
     ``llgen reduce``) would; an mma or a reduction on its tensors' hardware layouts (as written,
     or a free tensor's choice: ``description``'s module docstring)."""
     opts = dict(step.options)
-    hw = {n: hardware_spec(chain.tensor(n), layouts) for n in step.names} if step.op != "move" else {}
+    if step.op == "move":
+        a, b = step_specs(chain, step, choice, layouts)
+        return api.plan_conversion(a, b, dtype=step.dtype, target=chain.target, arch=chain.arch, **opts)
+    hw = {n: hardware_spec(chain.tensor(n), layouts) for n in step.names}
     if step.op == "mma":
         return api.plan_mma(hw[step.dst], hw[step.src], hw[step.b], step.dtype, opts["acc_dtype"], chain.target,
                             chain.arch)
-    if step.op == "reduce":
-        plan = api.plan_reduce(hw[step.src], opts["dims"], opts["combine"], step.dtype, chain.target, chain.arch,
-                               opts.get("barrier"))
-        if layout_of(plan.dst_bases).bases != hw[step.dst].linear.bases:
-            raise ValueError(f"{step.dst} is not the slice layout of {step.src} over dims {list(opts['dims'])} (the "
-                             f"reduction's result): give it as a slice spec of {step.src}'s layout")
-        return plan
-    a, b = step_specs(chain, step, choice, layouts)
-    return api.plan_conversion(a, b, dtype=step.dtype, target=chain.target, arch=chain.arch, **opts)
+    plan = api.plan_reduce(hw[step.src], opts["dims"], opts["combine"], step.dtype, chain.target, chain.arch,
+                           opts.get("barrier"))
+    if layout_of(plan.dst_bases).bases != hw[step.dst].linear.bases:
+        raise ValueError(f"{step.dst} is not the slice layout of {step.src} over dims {list(opts['dims'])} (the "
+                         f"reduction's result): give it as a slice spec of {step.src}'s layout")
+    return plan
 
 
 def aligned(fixed: LinearLayout, free: LinearLayout, dim: int, bits: int) -> tuple[int, ...] | None:
