@@ -52,6 +52,15 @@ def _run(cmd, cwd=None):
     return r.stdout + r.stderr
 
 
+def _exports(build, stem: str, names) -> None:
+    """The shared library ``*<stem>*.so`` in ``build`` defines the host entry points ``names``."""
+    lib = next(iter(glob.glob(str(build / f"*{stem}*.so"))), None)
+    assert lib, os.listdir(build)
+    syms = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
+    for name in names:
+        assert re.search(rf"\bT {name}$", syms, re.M), name
+
+
 def test_cmake_example_builds(tmp_path):
     cmake = need_cmake()
     nvcc = need("nvcc")
@@ -111,11 +120,7 @@ def test_cmake_hopper_gemm_builds(tmp_path):
           f"-DLLGEN_EXECUTABLE={llgen}", "-DCMAKE_CUDA_FLAGS=-DLLGEN_GEMM_SKIP_AGREEMENT_CHECKS=1"])
     out = _run([cmake, "--build", build, "-j", "2"])
     assert out.count("llgen: ") == 26, out
-    lib = next(iter(glob.glob(str(build / "*gemm_wgmma*.so"))), None)
-    assert lib, os.listdir(build)
-    syms = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
-    for name in ("llgen_gemm_wgmma", "llgen_gemm_wgmma_prepare", "llgen_gemm_wgmma_launch"):
-        assert re.search(rf"\bT {name}$", syms, re.M), name
+    _exports(build, "gemm_wgmma", ("llgen_gemm_wgmma", "llgen_gemm_wgmma_prepare", "llgen_gemm_wgmma_launch"))
     made = sorted(glob.glob(str(build / "llgen" / "*.cuh")))
     assert len(made) == 26
     strip = lambda text: re.sub(r"^// Command: .*\n", "", text, flags=re.M)  # noqa: E731
@@ -146,11 +151,7 @@ def test_cmake_attention_builds(tmp_path):
           f"-DLLGEN_EXECUTABLE={llgen}", f"-DCMAKE_CUDA_FLAGS={knobs}"])
     out = _run([cmake, "--build", build, "-j", "2"])
     assert out.count("llgen: ") == 1, out
-    lib = next(iter(glob.glob(str(build / "*attention_fwd*.so"))), None)
-    assert lib, os.listdir(build)
-    syms = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
-    for name in ("llgen_attention_fwd", "llgen_attention_fwd_prepare", "llgen_attention_fwd_launch"):
-        assert re.search(rf"\bT {name}$", syms, re.M), name
+    _exports(build, "attention_fwd", ("llgen_attention_fwd", "llgen_attention_fwd_prepare", "llgen_attention_fwd_launch"))
     made = sorted(os.path.basename(p) for p in glob.glob(str(build / "llgen" / "attention_*")))
     shipped = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "generated", "attention_*")))
     assert made == shipped

@@ -640,38 +640,26 @@ LLGEN_ATTENTION_OPS_CHECKS_D256(bf16)
 // The row reductions of an S accumulator of K keys (the first part of a key tile: 128 keys, 64 at d 256).
 template <int K>
 struct SRows;
-template <>
-struct SRows<KEYS0> {
-    __device__ static __forceinline__ int src_index(int r, int l, int w) { return row_max::src_index(r, l, w); }
-    template <int R>
-    __device__ static __forceinline__ void max(const float (&s)[R], float (&m)[ROWS], unsigned tid) {
-        row_max::reduce(s, m, nullptr, row_max::Max(), tid);
-    }
-    template <int R>
-    __device__ static __forceinline__ void sum(const float (&s)[R], float (&m)[ROWS], unsigned tid) {
-        row_sum::reduce(s, m, nullptr, row_sum::Sum(), tid);
-    }
-    template <int R>
-    __device__ static __forceinline__ void exp2_sub(float (&s)[R], const float (&shift)[ROWS], float c) {
-        row_max::exp2_sub(s, shift, c);
-    }
-};
-template <>
-struct SRows<64> {
-    __device__ static __forceinline__ int src_index(int r, int l, int w) { return row_max1::src_index(r, l, w); }
-    template <int R>
-    __device__ static __forceinline__ void max(const float (&s)[R], float (&m)[ROWS], unsigned tid) {
-        row_max1::reduce(s, m, nullptr, row_max1::Max(), tid);
-    }
-    template <int R>
-    __device__ static __forceinline__ void sum(const float (&s)[R], float (&m)[ROWS], unsigned tid) {
-        row_sum1::reduce(s, m, nullptr, row_sum1::Sum(), tid);
-    }
-    template <int R>
-    __device__ static __forceinline__ void exp2_sub(float (&s)[R], const float (&shift)[ROWS], float c) {
-        row_max1::exp2_sub(s, shift, c);
-    }
-};
+#define LLGEN_ATTENTION_S_ROWS(K, MAX, SUM)                                                                      \
+    template <>                                                                                                  \
+    struct SRows<K> {                                                                                            \
+        __device__ static __forceinline__ int src_index(int r, int l, int w) { return MAX::src_index(r, l, w); } \
+        template <int R>                                                                                         \
+        __device__ static __forceinline__ void max(const float (&s)[R], float (&m)[ROWS], unsigned tid) {        \
+            MAX::reduce(s, m, nullptr, MAX::Max(), tid);                                                         \
+        }                                                                                                        \
+        template <int R>                                                                                         \
+        __device__ static __forceinline__ void sum(const float (&s)[R], float (&m)[ROWS], unsigned tid) {        \
+            SUM::reduce(s, m, nullptr, SUM::Sum(), tid);                                                         \
+        }                                                                                                        \
+        template <int R>                                                                                         \
+        __device__ static __forceinline__ void exp2_sub(float (&s)[R], const float (&shift)[ROWS], float c) {    \
+            MAX::exp2_sub(s, shift, c);                                                                          \
+        }                                                                                                        \
+    };
+LLGEN_ATTENTION_S_ROWS(KEYS0, row_max, row_sum)
+LLGEN_ATTENTION_S_ROWS(64, row_max1, row_sum1)
+#undef LLGEN_ATTENTION_S_ROWS
 
 // The fp8 kernels' steps between the two wgmma, from llgen chain (examples/chains/fa3_fp8_attention.yaml,
 // entry attention_fp8_chain): P's keys and the key rows of V at both head dims relabelled by keys()
