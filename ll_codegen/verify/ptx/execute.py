@@ -1,6 +1,8 @@
-"""The instruction semantics of ``sim``: each PTX instruction compiled into a closure over one
-thread (arithmetic, moves, conversions, predicates, loads and stores, branches); warp
-collectives and asynchronous copies are ``warp``'s.
+"""The instruction semantics of ``sim``: each PTX instruction compiled into a ``blocks.Snippet``,
+Python source that runs it on one thread -- arithmetic, moves, conversions, predicates, shared and
+the harness's global loads and stores, branches written out; the rest (other loads and stores,
+barriers, traps) and ``warp``'s warp collectives and asynchronous copies as closures the snippet
+calls.
 
 Registers hold Python ints; every operation masks its inputs to its type's width and
 sign-extends ``.s`` inputs where the PTX ISA widens (``mul.wide``, ``cvt``, ``shr.s``, ``setp``
@@ -9,15 +11,15 @@ values rounded once).  An opcode not modelled raises ``PtxError`` naming it.
 """
 from __future__ import annotations
 
-import functools
-import operator
 import re
 import struct
+from dataclasses import replace
 from typing import Callable
 
 from ll_codegen.verify.ptx import floats
-from ll_codegen.verify.ptx.ops import (LOCAL_GENERIC, SHARED_GENERIC, Compiler, PtxError, advancing, bits_of,
-                                       record_event, signed, split_op)
+from ll_codegen.verify.ptx.blocks import Snippet
+from ll_codegen.verify.ptx.ops import (GLOBAL_BASE, LOCAL_GENERIC, SHARED_GENERIC, SMEM_WINDOW, Compiler, Event,
+                                       PtxError, bits_of, record_event, signed, split_op)
 from ll_codegen.verify.ptx.warp import cp_async_instr, matrix_instr, recorded_instr, shfl_instr, wgmma_instr
 
 
@@ -122,48 +124,42 @@ def _alu(base: str, mods: list[str], t: str) -> Callable[..., int] | None:
     return None
 
 
-_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
-        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
-        "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b, "hi": lambda a, b: a > b, "hs": lambda a, b: a >= b}
+#: setp's comparisons (PTX ISA "setp"): lo/ls/hi/hs are the unsigned orderings of the masked inputs
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "lo": "<", "ls": "<=", "hi": ">",
+        "hs": ">="}
 
 
 # ------------------------------------------------------------------ compile one instruction
-def compile_instr(m, ins, c: Compiler) -> Callable:
-    """A closure ``f(thread)`` executing ``ins`` (guard included) and advancing the thread's pc;
-    ``c`` the machine's ``Compiler``."""
+def compile_instr(m, ins, c: Compiler) -> Snippet:
+    """``ins`` (guard included) as a ``blocks.Snippet``; ``c`` the machine's ``Compiler``.  An
+    instruction that only runs and moves on is a closure called from the snippet (it advances the
+    pc too, which the block overwrites)."""
     body = _body(m, ins, c)
+    if not isinstance(body, Snippet):
+        body = Snippet(f"{c.bind(body)}(th)")
     if ins.pred is None:
         return body
-    g = c.get(ins.pred)
-    neg = ins.neg
-
-    def guarded(th):
-        if bool(g(th)) != neg:
-            body(th)
-        else:
-            th.pc += 1
-    return guarded
+    return replace(body, guard=("not " if ins.neg else "") + c.expr(ins.pred))
 
 
-def _body(m, ins, c: Compiler) -> Callable:
+def _call(c: Compiler, f: Callable) -> Snippet:
+    """A closure that may leave the straight line (sets or keeps the pc and the state itself)."""
+    return Snippet(f"{c.bind(f)}(th)", ends=True)
+
+
+def _body(m, ins, c: Compiler) -> Snippet | Callable:
     op, a = ins.op, ins.args
     base, mods, types = split_op(op)
     t = types[-1] if types else "b32"
     bits = bits_of(t)
     if op in ("ret", "exit"):
-        def done(th):
-            th.state = "done"
-        return done
+        return Snippet('th.state = "done"', ends=True)
     if base == "bra":
-        target = m.kernel.labels[a[0]]
-
-        def jump(th):
-            th.pc = target
-        return jump
+        return Snippet(f"th.pc = {m.kernel.labels[a[0]]}", ends=True)
     if base == "trap":
         def trap(th):
             raise PtxError(f"thread {th.tid}: trap (line {ins.line})")
-        return trap
+        return _call(c, trap)
     if base in ("ld", "st"):
         return _ldst(m, c, ins, base, mods, t)
     if base == "mov":
@@ -171,46 +167,43 @@ def _body(m, ins, c: Compiler) -> Callable:
     if base == "cvt":
         if len(types) == 2 and types[0] in floats.PACKED:
             f = floats.convert_packed(types[0], types[1], mods)
-            srcs, dst = [c.get(x) for x in a[1:]], c.setter(a[0], 32)
-            return advancing(lambda th: dst(th, f(*[g(th) for g in srcs])))
+            return Snippet(c.assign(a[0], 32, f"{c.bind(f)}({', '.join(c.expr(x) for x in a[1:])})"))
         if len(types) == 2 and any(x in floats.FORMATS for x in types):
-            f, src, dst = floats.convert(types[0], types[1], mods), c.get(a[1]), c.setter(a[0], bits_of(types[0]))
-            return advancing(lambda th: dst(th, f(src(th))))
+            f = floats.convert(types[0], types[1], mods)
+            return Snippet(c.assign(a[0], bits_of(types[0]), f"{c.bind(f)}({c.expr(a[1])})"))
         if len(types) != 2 or any(x.startswith("f") or x.startswith("bf") for x in types):
             raise PtxError(f"{op}: only integer and float conversions are modelled")
-        st, src, dst = types[1], c.get(a[1]), c.setter(a[0], bits_of(types[0]))
-        sb, ss = bits_of(st), st.startswith("s")
-        return advancing(lambda th: dst(th, signed(src(th), sb) if ss else src(th) & ((1 << sb) - 1)))
+        sb, x = bits_of(types[1]), c.expr(a[1])
+        value = _value(x, sb, types[1].startswith("s"))
+        return Snippet(c.assign(a[0], bits_of(types[0]), value))
     if base == "cvta":
-        src, dst = c.get(a[1]), c.setter(a[0], 64)
         space = [x for x in mods if x != "to"][0]
         off = {"global": 0, "shared": SHARED_GENERIC, "local": LOCAL_GENERIC}.get(space)
         if off is None:
             raise PtxError(f"{op} is not modelled")
-        return advancing((lambda th: dst(th, src(th) - off)) if "to" in mods else (lambda th: dst(th, src(th) + off)))
+        return Snippet(c.assign(a[0], 64, f"{c.expr(a[1])} {'-' if 'to' in mods else '+'} {off}"))
     if base == "setp":
         return _setp(c, a, mods, t)
     if base == "selp":
-        x, y, p, dst = c.get(a[1]), c.get(a[2]), c.get(a[3]), c.setter(a[0], bits)
-        return advancing(lambda th: dst(th, x(th) if p(th) else y(th)))
+        return Snippet(c.assign(a[0], bits, f"{c.expr(a[1])} if {c.expr(a[3])} else {c.expr(a[2])}"))
     if base == "shfl":
-        return shfl_instr(c, ins, mods)
+        return _call(c, shfl_instr(c, ins, mods))
     if op.startswith(("bar.sync", "barrier.sync")) or op in ("bar.sync", "barrier.sync.aligned"):
         ident = c.get(a[0]) if a else (lambda th: 0)
 
         def block_bar(th):
             record_event(th, ins, extra=(ident(th),) + tuple(c.get(x)(th) for x in a[1:]))
             th.state = "bar"
-        return block_bar
+        return _call(c, block_bar)
     if op == "bar.warp.sync":
         mask = c.get(a[0])
 
         def warp_bar(th):
             record_event(th, ins, extra=(mask(th) & 0xffffffff,))
             th.state, th.waiting = "warp", ("warpsync",)
-        return warp_bar
+        return _call(c, warp_bar)
     if base in ("ldmatrix", "stmatrix"):
-        return matrix_instr(c, ins, base, mods)
+        return _call(c, matrix_instr(c, ins, base, mods))
     if op.startswith("cp.async") and not op.startswith("cp.async.bulk"):
         return cp_async_instr(m, c, ins, mods)
     if op.startswith("wgmma."):
@@ -220,162 +213,100 @@ def _body(m, ins, c: Compiler) -> Callable:
     f = _alu(base, mods, t)
     if f is None:
         raise PtxError(f"PTX instruction {op!r} (line {ins.line}) is not modelled")
-    ins_ = [c.get(x) for x in a[1:]]
-    name, mask = a[0].strip(), (1 << (2 * bits if "wide" in mods else bits)) - 1
+    srcs = [c.expr(x) for x in a[1:]]
+    call = f"{c.bind(f)}({', '.join(srcs)})"
     if t == "pred":
-        dst = c.setter(a[0], 1)
-        return advancing(lambda th: dst(th, f(*[g(th) for g in ins_])))
-    # the hot path (most instructions): the result written and the pc advanced in one closure
-    if len(ins_) == 1:
-        g0 = ins_[0]
-
-        def alu1(th):
-            th.r[name] = f(g0(th)) & mask
-            th.pc += 1
-        return alu1
-    if len(ins_) == 2:
-        g0, g1 = ins_
-        x, y = (register_name(v) for v in a[1:3])
-        k = c.get(a[2])(None) if y is None and imm_operand(a[2]) else None
-        fast = _fast_alu2(base, mods, t, name, x, y, k) if x is not None and (y is not None or k is not None) else None
-        if fast is not None:
-            return fast
-        if x is not None and y is not None:          # register, register: no getter calls
-
-            def alu2rr(th):
-                r = th.r
-                r[name] = f(r[x], r[y]) & mask
-                th.pc += 1
-            return alu2rr
-        if x is not None and k is not None:          # register, immediate
-
-            def alu2ri(th):
-                r = th.r
-                r[name] = f(r[x], k) & mask
-                th.pc += 1
-            return alu2ri
-
-        def alu2(th):
-            th.r[name] = f(g0(th), g1(th)) & mask
-            th.pc += 1
-        return alu2
-
-    def alun(th):
-        th.r[name] = f(*[g(th) for g in ins_]) & mask
-        th.pc += 1
-    return alun
+        return Snippet(c.assign(a[0], 1, call))
+    mask = (1 << (2 * bits if "wide" in mods else bits)) - 1
+    return Snippet(f"r[{a[0].strip()!r}] = ({_inline_alu(base, mods, t, srcs) or call}) & {mask}")
 
 
-def _fast_alu2(base: str, mods: list[str], t: str, name: str, x: str, y: str | None, k: int | None) -> Callable | None:
-    """The commonest integer instructions on a register and a register (``y``) or an immediate
-    (``k``), the result written straight into the register file: the same values as ``_alu``
-    (modulo 2^bits add / sub / mul.lo and bitwise ops, whatever the signedness; shl; shr of an
-    unsigned or bit type) without a call per operation.  None for every other form."""
-    if t.startswith(("f", "bf")) or t == "pred" or not (mods == [] or (base == "mul" and mods == ["lo"])):
+_INT_TYPE = re.compile(r"[bsu]\d+")
+_INT_LITERAL = re.compile(r"\(?-?\d+\)?")          # an immediate operand's source (``Compiler.expr``)
+_VECTOR = re.compile(r"v\d")
+
+#: integer instructions whose result modulo 2^bits does not depend on the operands' signedness
+_INLINE_OPS = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
+
+
+def _inline_alu(base: str, mods: list[str], t: str, srcs: list[str]) -> str | None:
+    """The commonest integer instructions written out (the result is masked to the type, or twice its
+    width for .wide, after): the same values as ``_alu``'s functions (add / sub / mul / mad modulo
+    2^bits, mul / mad .wide / .hi of the sign-extended or masked operands, bitwise ops, shl, shr)
+    without a call.  None for every other form."""
+    if not _INT_TYPE.fullmatch(t) or base == "lop3":
         return None
     bits = bits_of(t)
-    mask = (1 << bits) - 1
-    if y is None and base in ("shl", "shr") and not (base == "shr" and t.startswith("s")):
-        sh = min(k & 0xffffffff, bits)
+    sgn = t.startswith("s")
+    if {"wide", "hi"} & set(mods):      # the product of the operands' values (sign-extended for .s)
+        if base not in ("mul", "mad"):
+            return None
+        p = f"{_value(srcs[0], bits, sgn)} * {_value(srcs[1], bits, sgn)}"
+        if "hi" in mods:
+            p = f"(({p}) >> {bits})"
+        if base == "mul":
+            return p
+        if "wide" not in mods:
+            return f"{p} + {_value(srcs[2], bits, sgn)}"
+        return f"{p} + {_value(srcs[2], 2 * bits, True) if sgn else srcs[2]}"      # a 2 x bits addend
+    if base in _INLINE_OPS and len(srcs) == 2:
+        return f"{srcs[0]} {_INLINE_OPS[base]} {srcs[1]}"
+    if base == "mad" and len(srcs) == 3:
+        return f"{srcs[0]} * {srcs[1]} + {srcs[2]}"
+    if base in ("shl", "shr") and len(srcs) == 2:
+        b = srcs[1]
+        shift = str(min(int(b.strip("()")) & 0xffffffff, bits)) if _INT_LITERAL.fullmatch(b) \
+            else f"min({b} & 0xffffffff, {bits})"
         if base == "shl":
-            def shl_ri(th):
-                r = th.r
-                r[name] = (r[x] << sh) & mask
-                th.pc += 1
-            return shl_ri
-
-        def shr_ri(th):
-            r = th.r
-            r[name] = (r[x] & mask) >> sh
-            th.pc += 1
-        return shr_ri
-    op = _FAST_OPS.get(base)
-    if op is None:
-        return None
-    if y is not None:
-        def alu_rr(th):
-            r = th.r
-            r[name] = op(r[x], r[y]) & mask
-            th.pc += 1
-        return alu_rr
-
-    def alu_ri(th):
-        r = th.r
-        r[name] = op(r[x], k) & mask
-        th.pc += 1
-    return alu_ri
+            return f"{srcs[0]} << {shift}"
+        return f"{_value(srcs[0], bits, t.startswith('s'))} >> {shift}"
+    return None
 
 
-#: two-operand instructions whose result modulo 2^bits does not depend on the operands' signedness
-_FAST_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "and": operator.and_,
-             "or": operator.or_, "xor": operator.xor}
+def _value(x: str, bits: int, sgn: bool) -> str:
+    """The source of operand ``x`` as a ``bits``-bit value: sign-extended (``ops.signed``) or masked."""
+    m = (1 << bits) - 1
+    return f"((({x} & {m}) ^ {1 << (bits - 1)}) - {1 << (bits - 1)})" if sgn else f"({x} & {m})"
 
 
-@functools.lru_cache(maxsize=None)
-def register_name(tok: str) -> str | None:
-    """The operand's register name when it is a plain register (read straight from the dict)."""
-    tok = tok.strip()
-    return tok if re.fullmatch(r"%[A-Za-z]+\d*", tok) else None
-
-
-@functools.lru_cache(maxsize=None)
-def imm_operand(tok: str) -> bool:
-    return re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)[uU]?", tok.strip()) is not None
-
-
-def _mov(c: Compiler, a, t: str) -> Callable:
+def _mov(c: Compiler, a, t: str) -> Snippet:
     bits = bits_of(t)
     if a[1].strip().startswith("{"):                              # pack parts, lowest first
-        gs = c.getv(a[1])
-        w = bits // len(gs)
-        dst = c.setter(a[0], bits)
-        return advancing(lambda th: dst(th, sum((g(th) & ((1 << w) - 1)) << (w * i) for i, g in enumerate(gs))))
+        parts = [c.expr(x) for x in a[1].strip()[1:-1].split(",")]
+        w = bits // len(parts)
+        return Snippet(c.assign(a[0], bits, " | ".join(f"(({x} & {(1 << w) - 1}) << {w * i})"
+                                                       for i, x in enumerate(parts))))
     if a[0].strip().startswith("{"):                              # unpack
-        ss = c.setv(a[0], bits // len(c.getv(a[0])))
-        w, src = bits // len(ss), c.get(a[1])
-        return advancing(lambda th: [s(th, src(th) >> (w * i)) for i, s in enumerate(ss)])
-    src, name, mask = c.get(a[1]), a[0].strip(), (1 << bits) - 1
+        dsts = a[0].strip()[1:-1].split(",")
+        w = bits // len(dsts)
+        return Snippet("\n".join([f"v = {c.expr(a[1])}"] + [c.assign(d, w, f"v >> {w * i}")
+                                                            for i, d in enumerate(dsts)]))
     if bits == 1:
-        dst = c.setter(a[0], 1)
-        return advancing(lambda th: dst(th, src(th)))
-
-    def mov(th):
-        th.r[name] = src(th) & mask
-        th.pc += 1
-    return mov
+        return Snippet(c.assign(a[0], 1, c.expr(a[1])))
+    return Snippet(f"r[{a[0].strip()!r}] = {c.expr(a[1])} & {(1 << bits) - 1}")
 
 
-def _setp(c: Compiler, a, mods, t: str) -> Callable:
-    cmp = _CMP[mods[0]]
+def _setp(c: Compiler, a, mods, t: str) -> Snippet:
     bits, sgn = bits_of(t), t.startswith("s")
     if t.startswith("f"):
         raise PtxError("floating-point setp is not modelled")
-    x, y = c.get(a[1]), c.get(a[2])
-    names = a[0].split("|")
-    p, q = c.setter(names[0], 1), (c.setter(names[1], 1) if len(names) > 1 else None)
-    combine = None
-    if len(mods) > 1:
+    x, y = (_value(c.expr(v), bits, sgn) for v in a[1:3])
+    code = [f"v = {x} {_CMP[mods[0]]} {y}"]
+    if len(mods) > 1:                   # setp.CmpOp.BoolOp: combined with a predicate, read either way
         neg = a[3].strip().startswith("!")
-        g = c.get(a[3].strip().lstrip("!"))
-        bop = {"and": lambda u, v: u and v, "or": lambda u, v: u or v, "xor": lambda u, v: u != v}[mods[1]]
-        combine = (lambda th, r: bop(r, bool(g(th)) != neg))
-
-    def setp(th):
-        u, v = x(th), y(th)
-        u, v = (signed(u, bits), signed(v, bits)) if sgn else (u & ((1 << bits) - 1), v & ((1 << bits) - 1))
-        r = cmp(u, v)
-        if combine is not None:
-            r = combine(th, r)
-        p(th, r)
-        if q is not None:
-            q(th, not r)
-    return advancing(setp)
+        other = f"bool({c.expr(a[3].strip().lstrip('!'))}) != {neg}"
+        code.append({"and": f"v = {other} and v", "or": f"v = {other} or v", "xor": f"v = v != ({other})"}[mods[1]])
+    names = a[0].split("|")
+    code.append(c.assign(names[0], 1, "v"))
+    if len(names) > 1:
+        code.append(c.assign(names[1], 1, "not v"))
+    return Snippet("\n".join(code))
 
 
-def _ldst(m, c: Compiler, ins, base: str, mods: list[str], t: str) -> Callable:
+def _ldst(m, c: Compiler, ins, base: str, mods: list[str], t: str) -> Snippet | Callable:
     space = next((x for x in mods if x in ("global", "shared", "local", "param", "const")), "")
     space = space if space else ("shared" if any(x.startswith("shared::") for x in mods) else "")
-    vec = next((int(x[1:]) for x in mods if re.fullmatch(r"v\d", x)), 1)
+    vec = next((int(x[1:]) for x in mods if _VECTOR.fullmatch(x)), 1)
     bits = bits_of(t)
     n = bits // 8
     sgn = t.startswith("s")
@@ -384,8 +315,7 @@ def _ldst(m, c: Compiler, ins, base: str, mods: list[str], t: str) -> Callable:
         name = re.match(r"^\[\s*([\w$]+)\s*\]$", a[1].strip())
         if not name or name.group(1) not in m.params or vec != 1:
             raise PtxError(f"{ins.op} {a[1]}: only 64-bit pointer parameters are modelled")
-        dst, v = c.setter(a[0], 64), m.params[name.group(1)]
-        return advancing(lambda th: dst(th, v))
+        return Snippet(c.assign(a[0], 64, str(m.params[name.group(1)])))
     if space == "const":
         raise PtxError(f"{ins.op}: the constant space is not modelled")
     addr = c.addr(a[1] if base == "ld" else a[0])
@@ -402,16 +332,14 @@ def _ldst(m, c: Compiler, ins, base: str, mods: list[str], t: str) -> Callable:
     def where(th) -> tuple[str, int]:
         return (space, addr(th)) if explicit else m.resolve(space, addr(th), th)
 
+    regs = a[0 if base == "ld" else 1].strip()
+    regs = regs[1:-1].split(",") if regs.startswith("{") else [regs]
+    if fmt is not None and (space == "shared" or (space == "global" and not ins.asm)) \
+            and (base == "ld" or len(regs) == vec):
+        return _inline_access(m, c, ins, base, space, fmt, regs, 64 if sgn else max(bits, 32), vmask)
+
     if base == "ld":
         sets = c.setv(a[0], 64 if sgn else max(bits, 32))
-        if space == "global" and not ins.asm and fmt is not None:
-            # the harness's own global loads (never recorded): straight from the argument's buffer
-            def load_global(th):
-                buf, off = m.global_at(addr(th), fmt.size, th)
-                for s, v in zip(sets, fmt.unpack_from(buf, off)):
-                    s(th, v & 0xffffffffffffffff)
-                th.pc += 1
-            return load_global
 
         def load(th):
             sp, ad = where(th)
@@ -433,12 +361,6 @@ def _ldst(m, c: Compiler, ins, base: str, mods: list[str], t: str) -> Callable:
     gets = c.getv(a[1])
     # stored words as unsigned values of the access width
     ufmt = struct.Struct(f"<{vec}{word.upper()}") if word and len(gets) == vec else None
-    if space == "global" and not ins.asm and ufmt is not None:
-        def store_global(th):                    # the harness's own global stores (never recorded)
-            buf, off = m.global_at(addr(th), ufmt.size, th)
-            ufmt.pack_into(buf, off, *[g(th) & vmask for g in gets])
-            th.pc += 1
-        return store_global
 
     def store(th):
         sp, ad = where(th)
@@ -448,3 +370,38 @@ def _ldst(m, c: Compiler, ins, base: str, mods: list[str], t: str) -> Callable:
             record_event(th, ins, sp, ad, vals)
         th.pc += 1
     return store
+
+
+def _inline_access(m, c: Compiler, ins, base: str, space: str, fmt: struct.Struct, regs: list[str], reg_bits: int,
+                   vmask: int) -> Snippet:
+    """An ld / st of the shared window (recorded), or one of the harness's own global accesses (never
+    recorded: straight from or into the argument's buffer), written out.  The bytes move straight
+    between the buffer and the registers when the access is in bounds and no cp.async is in flight;
+    otherwise through ``m.global_at`` / ``m.read`` / ``m.write``, which check and report.  Loads give
+    the words of ``fmt`` (signed ones sign-extended) to registers of ``reg_bits``; stores take the
+    registers' words masked to the access width.  ``load`` / ``store`` above are the same for the
+    other spaces."""
+    mem = ins.args[1 if base == "ld" else 0]
+    size, words = fmt.size, range(len(fmt.unpack(bytes(fmt.size))))
+    code = [f"a = {c.addr_expr(mem)}"]
+    if base == "st":
+        code.append(f"v = ({''.join(f'{c.expr(x)} & {vmask}, ' for x in regs)})")
+    pack = (f"{c.bind(fmt.pack_into)}(buf, o, *v)" if base == "st" else f"v = {c.bind(fmt.unpack_from)}(buf, o)")
+    if space == "global":
+        buffers = c.bind({k + 1: b for k, b in enumerate(m.buffers)}, "buffers")
+        code += [f"buf = {buffers}.get(a >> {GLOBAL_BASE.bit_length() - 1})", f"o = a & {GLOBAL_BASE - 1}",
+                 f"if buf is None or o + {size} > len(buf):",
+                 f"    buf, o = {c.bind(m.global_at, 'global_at')}(a, {size}, th)", pack]
+    else:
+        checked = (f"{c.bind(m.write, 'write')}('shared', a, {c.bind(fmt.pack)}(*v), th)" if base == "st" else
+                   f"v = {c.bind(fmt.unpack)}({c.bind(m.read, 'read')}('shared', a, {size}, th))")
+        code += [f"o = a - {SMEM_WINDOW}",
+                 f"if o < 0 or o + {size} > {m.smem_bytes} or {c.bind(m.inflight, 'inflight')}:",
+                 f"    {checked}", "else:", f"    buf = {c.bind(m.smem, 'smem')}", f"    {pack}"]
+    if base == "ld":
+        code += [c.assign(d, reg_bits, f"v[{i}] & 0xffffffffffffffff") for i, d in zip(words, regs)]
+    if space == "shared":
+        data = "v" if base == "st" else f"({''.join(f'v[{i}] & {vmask}, ' for i in words)})"
+        code.append(f"th.events.append({c.bind(Event, 'Event')}({ins.op!r}, {ins.asm}, 'shared', a, {data}, (), "
+                    f"{ins.line}))")
+    return Snippet("\n".join(code))

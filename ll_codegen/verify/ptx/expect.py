@@ -87,8 +87,17 @@ def show(e: Event) -> str:
 # ------------------------------------------------------------------ values the plan speaks of
 def elements(bases: dict, flat: np.ndarray, warps: int, lanes: int) -> np.ndarray:
     """[warp, lane, reg] -> the raw value register ``reg`` holds when the tensor is ``flat``."""
-    idx = row_major_index(layout_of(bases))
+    key = repr(bases)
+    idx = _INDEX.get(key)
+    if idx is None:                       # asked once per thread of a harness: the layout's index once
+        if len(_INDEX) >= 256:
+            _INDEX.clear()
+        idx = _INDEX[key] = row_major_index(layout_of(bases))
     return np.asarray(flat).reshape(-1)[idx].reshape(warps, lanes, -1)
+
+
+#: ``row_major_index`` of the layouts ``elements`` was asked about, by the text of their bases
+_INDEX: dict[str, np.ndarray] = {}
 
 
 def pack(values: Sequence[int], w: int) -> bytes:

@@ -132,7 +132,7 @@ def mma_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], 
         b_off = -(-p.a.bytes // p.b.align) * p.b.align if p.a.space == "shared" else 0
         seq.append(Want((WGMMA_FENCE,)))
         for s in p.steps:
-            accs = tuple(int(acc0[r]) for r in s.acc)      # the interpreter leaves wgmma's results out
+            accs = tuple(acc0[list(s.acc)].tolist())      # the interpreter leaves wgmma's results out
             a = desc(p.a, SMEM_WINDOW + a_off, s.a[0], lane, warp) if p.a.space == "shared" else \
                 tuple(int(x) for x in operand_words(p, "a", args, lane, warp)[list(s.a)])
             b = desc(p.b, SMEM_WINDOW + b_off, s.b[0], lane, warp)
@@ -141,7 +141,7 @@ def mma_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], 
     op = f"mma.sync.aligned.m{M}n{N}k{K}.row.col.{acc_t}.{ab}.{ab}.{acc_t}"
     a_words, b_words = operand_words(p, "a", args, lane, warp), operand_words(p, "b", args, lane, warp)
     for s in p.steps:
-        accs = tuple(int(acc0[r]) for r in s.acc)
+        accs = tuple(acc0[list(s.acc)].tolist())
         seq.append(Want((op,), extra=(accs, tuple(int(a_words[i]) for i in s.a),
                                       tuple(int(b_words[i]) for i in s.b), accs)))
     return seq, []

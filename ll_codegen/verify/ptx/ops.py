@@ -1,8 +1,8 @@
 """What every part of ``sim`` shares: the address windows, ``Event`` (one recorded
 instruction), ``PtxError``, the type helpers and ``Compiler`` (operand texts -> getters and
-setters of one thread's registers).  The instructions' semantics: ``execute`` (arithmetic,
-moves, loads and stores, branches) and ``warp`` (warp collectives, cp.async, the recorded
-Hopper instructions).
+setters of one thread's registers, or their Python source for ``blocks``).  The instructions'
+semantics: ``execute`` (arithmetic, moves, loads and stores, branches) and ``warp`` (warp
+collectives, cp.async, the recorded Hopper instructions).
 
 Registers hold Python ints; every operation masks its inputs to its type's width and
 sign-extends ``.s`` inputs where the PTX ISA widens (``mul.wide``, ``cvt``, ``shr.s``, ``setp``
@@ -20,6 +20,8 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
+#: global buffer k (kernel argument k) starts at GLOBAL_BASE * (k + 1)
+GLOBAL_BASE = 1 << 36
 SHARED_GENERIC = 0x7E00_0000_0000
 LOCAL_GENERIC = 0x7D00_0000_0000
 #: shared-window address of the kernel's (only) extern dynamic shared array
@@ -68,6 +70,7 @@ def local_window(addr: int) -> int | None:
     return addr - LOCAL_GENERIC if LOCAL_GENERIC <= addr < LOCAL_GENERIC + (1 << 32) else None
 
 
+@functools.lru_cache(maxsize=None)
 def bits_of(t: str) -> int:
     if t == "pred":
         return 1
@@ -86,9 +89,15 @@ def signed(v: int, bits: int) -> int:
 
 def split_op(op: str) -> tuple[str, list[str], list[str]]:
     """(base, modifiers, types) of an opcode: ``ld.global.nc.v4.u32`` -> (ld, [global, nc, v4], [u32])."""
+    base, mods, types = _split_op(op)
+    return base, list(mods), list(types)
+
+
+@functools.lru_cache(maxsize=None)
+def _split_op(op: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     parts = op.split(".")
-    types = [p for p in parts[1:] if _TYPE.match(p)]
-    mods = [p for p in parts[1:] if not _TYPE.match(p)]
+    types = tuple(p for p in parts[1:] if _TYPE.match(p))
+    mods = tuple(p for p in parts[1:] if not _TYPE.match(p))
     return parts[0], mods, types
 
 
@@ -116,6 +125,56 @@ class Compiler:
         self.symbols.update(m.params)
         self.symbols.update({s: off for s, off in k.local_syms.items()})
         self.local_syms = set(k.local_syms)
+        self.env: dict[str, object] = {}          # values the instructions' snippets name (``bind``)
+        self.keys: dict[str, str] = {}
+
+    def bind(self, value: object, key: str | None = None) -> str:
+        """A name for ``value`` in the snippets' source (``blocks``); one name per ``key`` when given
+        (the machine's buffers and methods, which many instructions name)."""
+        if key is not None and key in self.keys:
+            return self.keys[key]
+        name = f"_k{len(self.env)}"
+        self.env[name] = value
+        if key is not None:
+            self.keys[key] = name
+        return name
+
+    def expr(self, tok: str) -> str:
+        """``get(tok)`` as Python source over the thread ``th`` and its registers ``r`` (a register
+        never written raises ``KeyError``: ``sim`` reports it with the instruction's line)."""
+        tok = tok.strip()
+        v = _imm(tok)
+        if v is not None:
+            return f"({v})" if v < 0 else str(v)
+        if tok in ("%tid.x", "%laneid", "%warpid"):
+            return {"%tid.x": "th.tid", "%laneid": "th.lane", "%warpid": "th.warp"}[tok]
+        if tok == "%ntid.x":
+            return str(len(self.m.threads))
+        if tok in _SPECIAL:
+            return str(_SPECIAL[tok])
+        if tok in self.symbols:
+            return str(self.symbols[tok])
+        if tok.startswith("%") and "." in tok:
+            raise PtxError(f"special register {tok} is not modelled")
+        return f"r[{tok!r}]"
+
+    @staticmethod
+    def assign(tok: str, bits: int, value: str) -> str:
+        """``setter(tok, bits)`` of the source ``value`` as a statement."""
+        tok = tok.strip()
+        if tok == "_":
+            return f"_ = {value}"                 # evaluated all the same: its reads may fail
+        if bits == 1:
+            return f"r[{tok!r}] = bool({value})"
+        return f"r[{tok!r}] = ({value}) & {(1 << bits) - 1}"
+
+    def addr_expr(self, tok: str) -> str:
+        """``addr(tok)`` as Python source."""
+        m = _MEM.match(tok.strip())
+        if not m:
+            raise PtxError(f"memory operand {tok!r} is not modelled")
+        off = int(m.group(2) or "0", 0)
+        return f"{self.expr(m.group(1))} + {off}" if off >= 0 else f"{self.expr(m.group(1))} - {-off}"
 
     def get(self, tok: str) -> Callable:
         tok = tok.strip()

@@ -31,13 +31,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ll_codegen.verify.ptx.blocks import block
 from ll_codegen.verify.ptx.execute import compile_instr
-from ll_codegen.verify.ptx.ops import SHARED_GENERIC, SMEM_WINDOW, Compiler, Event, PtxError, local_window, unwritten
+from ll_codegen.verify.ptx.ops import (GLOBAL_BASE, SHARED_GENERIC, SMEM_WINDOW, Compiler, Event, PtxError,
+                                       local_window, unwritten)
 from ll_codegen.verify.ptx.warp import matrix_op, shuffle_op
 
-#: global buffer k (kernel argument k) starts at GLOBAL_BASE * (k + 1)
-GLOBAL_BASE = 1 << 36
 STEP_LIMIT = 2_000_000
+#: what shared memory holds before the kernel writes it, 256 bytes of a repeating pattern
+_SMEM_FILL = bytes(0xa5 ^ i for i in range(256))
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ _ENTRY = re.compile(r"\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)\s*\(([^)]*)\)
 _PARAM = re.compile(r"\.param\s+[^,]*?([\w$]+)(?:\[\d+\])?\s*(?:,|$)")
 _SHARED = re.compile(r"\.(?:extern\s+)?\.shared\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+)\s*(?:\[(\d*)\])?")
 _LOCAL = re.compile(r"\.local\s+(?:\.align\s+(\d+)\s+)?\.\w+\s+([\w$]+)\s*\[(\d+)\]")
+_LABEL = re.compile(r"[\w$]+:")
+_GUARD = re.compile(r"@(!?)(%?[\w$]+)\s+(.*)$", re.S)
 
 
 def _statements(body: str) -> list[tuple[str, bool, int]]:
@@ -87,7 +91,7 @@ def _statements(body: str) -> list[tuple[str, bool, int]]:
             part = part.strip()
             while part[:1] in ("{", "}"):
                 part = part[1:].strip()
-            while part and re.match(r"^[\w$]+:", part):        # labels
+            while part and _LABEL.match(part):        # labels
                 lab, part = part.split(":", 1)
                 out.append((lab + ":", asm, no))
                 part = part.strip()
@@ -97,20 +101,22 @@ def _statements(body: str) -> list[tuple[str, bool, int]]:
 
 
 def _split_args(text: str) -> tuple[str, ...]:
-    """Operands split at top-level commas ({..} vectors and [..] addresses stay whole)."""
-    args, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            args.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        args.append(cur.strip())
+    """Operands split at top-level commas ({..} vectors and [..] addresses stay whole; an empty
+    last operand is dropped)."""
+    if "{" not in text and "[" not in text:
+        args = [x.strip() for x in text.split(",")]
+    else:
+        args, cur, depth = [], [], 0
+        for piece in text.split(","):        # a comma splits where the brackets before it balance
+            cur.append(piece)
+            depth += piece.count("{") + piece.count("[") - piece.count("}") - piece.count("]")
+            if depth == 0:
+                args.append(",".join(cur).strip())
+                cur = []
+        if cur:
+            args.append(",".join(cur).strip())
+    if args and not args[-1]:
+        args.pop()
     return tuple(args)
 
 
@@ -142,7 +148,7 @@ def parse(ptx: str) -> dict[str, Kernel]:
                     k.local_bytes += int(lm.group(3))
                 continue
             pred, neg = None, False
-            pm = re.match(r"^@(!?)(%?[\w$]+)\s+(.*)$", stmt, re.S)
+            pm = _GUARD.match(stmt) if stmt.startswith("@") else None
             if pm:
                 neg, pred, stmt = pm.group(1) == "!", pm.group(2), pm.group(3)
             parts = stmt.split(None, 1)
@@ -182,7 +188,8 @@ class Machine:
                  warp_size: int = 32):
         self.kernel = kernel
         self.buffers = [bytearray(np.ascontiguousarray(a).tobytes()) for a in args]
-        self.smem = bytearray((0xa5 ^ i) & 0xff for i in range(max(smem_bytes, 16)))
+        size = max(smem_bytes, 16)
+        self.smem = bytearray((_SMEM_FILL * (size // 256 + 1))[:size])      # byte i: 0xa5 ^ (i % 256)
         self.smem_bytes = smem_bytes
         self.inflight: dict[int, int] = {}          # shared byte -> cp.async copies still in flight
         self.warp_size = warp_size
@@ -192,7 +199,11 @@ class Machine:
                         for t in range(threads)]
         self.params = {p: GLOBAL_BASE * (i + 1) for i, p in enumerate(kernel.params)}
         compiler = Compiler(self)
-        self.code: list[Callable] = [compile_instr(self, ins, compiler) for ins in kernel.instrs]
+        self.snippets = [compile_instr(self, ins, compiler) for ins in kernel.instrs]
+        self.scope = compiler.env                      # the blocks' globals: the values snippets name
+        # the block entered at each pc (``blocks``), made when a thread first gets there, and its length
+        self.code: list[Callable | None] = [None] * len(self.snippets)
+        self.size: list[int] = [0] * len(self.snippets)
 
     # memory ------------------------------------------------------------
     def error(self, msg: str) -> None:
@@ -263,7 +274,7 @@ class Machine:
 
     # scheduling ---------------------------------------------------------
     def run_thread(self, th: Thread) -> None:
-        code, n = self.code, len(self.code)
+        code, size, n = self.code, self.size, len(self.code)
         steps = th.steps
         try:
             while th.state == "run":
@@ -271,11 +282,15 @@ class Machine:
                 if pc >= n:
                     th.state = "done"
                     break
-                steps += 1
+                f = code[pc]
+                if f is None:
+                    f, size[pc] = block(self.snippets, pc, self.scope)
+                    code[pc] = f
+                steps += size[pc]
                 if steps > STEP_LIMIT:
                     self.error(f"thread {th.tid}: more than {STEP_LIMIT} instructions (a loop that does not end?)")
-                code[pc](th)
-        except KeyError as e:               # the fast paths read registers straight from the dict
+                f(th)
+        except KeyError as e:               # blocks read registers straight from the dict
             self.error(f"{unwritten(th, e.args[0])} "
                        f"(PTX line {self.kernel.instrs[th.pc].line})")
         finally:

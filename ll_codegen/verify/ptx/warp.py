@@ -166,11 +166,13 @@ def recorded_instr(m, c: Compiler, ins) -> Callable:
                 return lambda th: (hg(th), tuple(g(th) for g in rg))
             return c.addr(x)
         if x.startswith("{"):              # a register in flight: its value at the wgmma's issue
-            parts = [(g, v.strip()) for g, v in zip(c.getv(x), x[1:-1].split(","))]
+            parts = [(g, v.strip(), plain(v)) for g, v in zip(c.getv(x), x[1:-1].split(","))]
             return lambda th: tuple(th.wg_inflight[v][1] if v in th.wg_inflight else
-                                    g(th) if not undefined(th, v) else None for g, v in parts)
+                                    th.r.get(v) if p else g(th) for g, v, p in parts)
         g = c.get(x)
-        return lambda th: g(th) if not undefined(th, x) else None
+        if plain(x):
+            return lambda th: th.r.get(x)
+        return g
 
     def lazily(x: str) -> Callable:
         try:
@@ -251,7 +253,8 @@ def wgmma_instr(m, c: Compiler, ins) -> Callable:
     return record
 
 
-def undefined(th, tok: str) -> bool:
-    """A register operand never written (wgmma accumulators the first step ignores)."""
+def plain(tok: str) -> bool:
+    """A register operand (not an immediate, special register or symbol): recorded as None while
+    never written (wgmma accumulators the first step ignores), as its value otherwise."""
     tok = tok.strip()
-    return tok.startswith("%") and "." not in tok and tok not in th.r
+    return tok.startswith("%") and "." not in tok
