@@ -20,7 +20,8 @@ which one is used.
 The runtime's header is precompiled once per process and set of flags
 (``precompiled_header``) with clang's ``-fpch-instantiate-templates``: the
 standard containers the runtime instantiates -- about 1.2 s of every build,
-whatever the harnesses -- are then instantiated once, not in every driver.
+whatever the harnesses -- are then instantiated once, not in every driver.  At
+-O0 the runtime's code itself is compiled once too (``-fpch-codegen``).
 """
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def compiler() -> str | None:
 
 
 _PCH_LOCK = threading.Lock()
-_PCH: dict[tuple, str | None] = {}
+_PCH: dict[tuple, tuple[str, str | None] | None] = {}
 _PCH_DIR: list[str] = []
 
 
@@ -91,12 +92,17 @@ def _runtime_digest() -> str:
     return h.hexdigest()
 
 
-def precompiled_header(cxx: str, compile_flags: Sequence[str], defines: Sequence[str] = ()) -> str | None:
-    """``simt_host.h`` precompiled with ``compile_flags`` and ``defines`` (a path for ``-include-pch``),
-    made once per process in a private folder removed at exit; None where clang cannot make it (a
-    build then includes the header as text).  ``-fpch-instantiate-templates`` does the runtime's
-    template instantiations in the PCH, which is where a driver's build spends most of its time
-    at -O0 (clang only reuses what the PCH holds: the driver compiles as with ``-include``)."""
+def precompiled_header(cxx: str, compile_flags: Sequence[str],
+                       defines: Sequence[str] = ()) -> tuple[str, str | None] | None:
+    """``simt_host.h`` precompiled with ``compile_flags`` and ``defines``: (the path for ``-include-pch``,
+    the object holding the runtime's code or None), made once per process in a private folder
+    removed at exit; None where clang cannot make it (a build then includes the header as text).
+    ``-fpch-instantiate-templates`` does the runtime's template instantiations in the PCH, which is
+    where a driver's build spends most of its time at -O0 (clang only reuses what the PCH holds: the
+    driver compiles as with ``-include``).  At -O0 the PCH also carries the runtime's code
+    (``-fpch-codegen``), compiled once into an object every build links, so a driver compiles only
+    its own code (about half of its build); an optimised build compiles the runtime's code itself,
+    where it can inline it."""
     key = (cxx, tuple(compile_flags), tuple(defines), _runtime_digest())
     with _PCH_LOCK:
         if key in _PCH:
@@ -106,18 +112,36 @@ def precompiled_header(cxx: str, compile_flags: Sequence[str], defines: Sequence
             atexit.register(shutil.rmtree, _PCH_DIR[0], True)
         path = os.path.join(_PCH_DIR[0], f"simt_host_{len(_PCH)}.pch")
         header_flags = ["c++-header" if f == "c++" else f for f in compile_flags]     # -x c++ -> -x c++-header
-        proc = subprocess.run([cxx, *header_flags, *[f"-D{d}" for d in defines], "-fpch-instantiate-templates",
-                               "-I", SIMT_DIR, os.path.join(SIMT_DIR, "simt_host.h"), "-o", path],
-                              capture_output=True, text=True)
-        _PCH[key] = path if proc.returncode == 0 else None
-        return _PCH[key]
+        made: tuple[str, str | None] | None = None
+        for codegen in ((True, False) if "-O0" in compile_flags else (False,)):
+            proc = subprocess.run([cxx, *header_flags, *[f"-D{d}" for d in defines], "-fpch-instantiate-templates",
+                                   *(["-fpch-codegen"] if codegen else []), "-I", SIMT_DIR,
+                                   os.path.join(SIMT_DIR, "simt_host.h"), "-o", path], capture_output=True, text=True)
+            if proc.returncode:
+                continue
+            if not codegen:
+                made = path, None
+                break
+            obj = path[:-len(".pch")] + ".o"
+            lang = [i for i, f in enumerate(compile_flags) if f == "-x"]       # the PCH is the input, not C++
+            flags = [f for i, f in enumerate(compile_flags) if i not in lang and i - 1 not in lang]
+            if subprocess.run([cxx, *flags, "-c", path, "-o", obj], capture_output=True, text=True).returncode == 0:
+                made = path, obj
+                break
+        _PCH[key] = made
+        return made
 
 
 def runtime_include(cxx: str, compile_flags: Sequence[str], defines: Sequence[str] = ()) -> list[str]:
     """The flags that put the runtime before a source: its precompiled header where clang made one
-    (``precompiled_header``), else ``-include simt_host.h`` (``-I SIMT_DIR`` either way)."""
-    pch = precompiled_header(cxx, compile_flags, defines)
-    return ["-I", SIMT_DIR] + (["-include-pch", pch] if pch else ["-include", "simt_host.h"])
+    (``precompiled_header``), else ``-include simt_host.h`` (``-I SIMT_DIR`` either way); the object
+    with the runtime's code, where the PCH has one, as a linker input (``-Wl,``: whatever the
+    language flags around it; a compile-only ``-c`` does not use it)."""
+    made = precompiled_header(cxx, compile_flags, defines)
+    if made is None:
+        return ["-I", SIMT_DIR, "-include", "simt_host.h"]
+    pch, obj = made
+    return ["-I", SIMT_DIR, "-include-pch", pch] + ([f"-Wl,{obj}"] if obj else [])
 
 
 def driver_source(cases: Sequence[tuple[str, object]]) -> str:
