@@ -14,7 +14,6 @@
 """
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 import numpy as np
@@ -255,18 +254,14 @@ def test_nvcc_compiles_the_headers(arch, tmp_path):
 def test_ptx_of_the_harnesses_does_what_the_plan_says(tmp_path):
     """The device branch read back: nvcc's PTX of each harness run by the PTX interpreter, its
     outputs against numpy and every thread's accesses against the byte plan (repacks included)."""
-    from toolchain import need
-    from ll_codegen.run import ptx_check
-    nvcc = need("nvcc")
-    for i in (0, 2, 4, 7, 9, 10, 13):
-        p, n = PLANS[i], f"sbp{i}"
+    from toolchain import ptx_problems
+    cases = [(f"sbp{i}", PLANS[i]) for i in (0, 2, 4, 7, 9, 10, 13)]
+    for n, p in cases:
         for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
             (tmp_path / f"{n}{suffix}").write_text(p.render(kind, name=n))
-        ptx, log = ptx_check.compile_ptx(nvcc, str(tmp_path / f"{n}_harness.cu"), "sm_90", str(tmp_path / n),
-                                         cwd=str(tmp_path))
-        assert ptx is not None, log[-2000:]
-        text = open(ptx).read() if os.path.exists(ptx) else ptx
-        assert ptx_check.check(p, text, n) == [], PAIRS[i][2]
+    problems = ptx_problems(cases, str(tmp_path), "sm_90")
+    for n, _ in cases:
+        assert problems[n] == [], PAIRS[int(n[3:])][2]
 
 
 # ------------------------------------------------------------------ 4. CLI

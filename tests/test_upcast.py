@@ -356,13 +356,17 @@ def _ptx(p, n, tmp_path, mutate=None):
 def test_ptx_of_the_harnesses_does_what_the_plan_says(tmp_path):
     """The device branch read back: lop3, prmt, fma.rn.f16x2/bf16x2 and the fp8 cvt pairs run by the
     PTX interpreter (models from the ISA, ``verify/ptx/floats.py``), outputs against numpy."""
-    for i, (s, d) in enumerate(PAIRS):
-        lay = LAYOUTS[i % 3]
-        assert _ptx(_plan(*lay, s, d), f"upp{i}", tmp_path) == [], (s, d)
-    for i, (s, d) in enumerate(PAIRS[::3]):                       # loads: the tile accesses per thread too
-        assert _ptx(_plan(*LOADS[i % 3], s, d), f"upq{i}", tmp_path) == [], (s, d)
-    for i in range(len(SCALED)):                                    # scales: fma.rn.x2 rounding by the ISA model
-        assert _ptx(_scaled(i), f"ups{i}", tmp_path) == [], SCALED[i]
+    from toolchain import ptx_problems
+    cases = [(f"upp{i}", _plan(*LAYOUTS[i % 3], s, d), (s, d)) for i, (s, d) in enumerate(PAIRS)]
+    # loads: the tile accesses per thread too; scales: fma.rn.x2 rounding by the ISA model
+    cases += [(f"upq{i}", _plan(*LOADS[i % 3], s, d), (s, d)) for i, (s, d) in enumerate(PAIRS[::3])]
+    cases += [(f"ups{i}", _scaled(i), SCALED[i]) for i in range(len(SCALED))]
+    for n, p, _ in cases:
+        for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
+            (tmp_path / f"{n}{suffix}").write_text(p.render(kind, name=n))
+    problems = ptx_problems([(n, p) for n, p, _ in cases], str(tmp_path), "sm_90")
+    for n, _, what in cases:
+        assert problems[n] == [], what
 
 
 @pytest.mark.compile

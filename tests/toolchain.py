@@ -13,7 +13,8 @@ test_compile_generated, test_render, test_ptx_text, test_nvcc_arch_flags).
 * ``users_build``: an example kernel built once per test run with the flags users type, the
   intermediate files and ptxas's report kept for every test that reads them;
 * ``source_batches``: many sources to one translation unit (one nvcc start-up, ~0.4 s of cicc
-  reading the CUDA headers, and one host pass for all of them);
+  reading the CUDA headers, and one host pass for all of them); ``ptx_problems``: the PTX check of
+  many harnesses compiled so;
 * what a plan says the machine code of one ``convert()`` call contains
   (``expected``), and the matching counts from PTX (``ptx_counts``) and from
   AMDGPU assembly (``isa_counts``), per kernel/function (``split_ptx``,
@@ -138,6 +139,31 @@ def compile_together(nvcc: str, sources: Sequence[str], flags: Sequence[str], cw
         jobs.append((" + ".join(os.path.basename(p) for p in batch), [nvcc, "-std=c++17", *flags, "-c", tu, "-o",
                                                                        os.devnull]))
     return failures(run_all(jobs, cwd))
+
+
+def ptx_problems(cases: Sequence[tuple[str, object]], directory: str, arch: str) -> dict[str, list[str]]:
+    """The PTX check (``run/ptx_check.py``) of each ``(name, plan)`` whose ``<name>_harness.cu`` and header
+    are in ``directory``: the harnesses compiled by ``nvcc -ptx`` for ``arch`` several to a translation unit
+    (``source_batches``: one nvcc start-up for many), the units in parallel, each harness's kernels run
+    against its plan.  name -> problems."""
+    from ll_codegen.run import ptx_check
+    from ll_codegen.verify.ptx.sim import parse
+    nvcc = need("nvcc")
+    plans = dict(cases)
+    jobs, units = [], []
+    for k, batch in enumerate(source_batches([os.path.join(directory, f"{n}_harness.cu") for n in plans], 32)):
+        tu = os.path.join(directory, f"ptx_unit{k}.cu")
+        with open(tu, "w") as f:
+            f.writelines(f'#include "{p}"\n' for p in batch)
+        jobs.append((tu, [nvcc, "-std=c++17", *ptx_check.nvcc_flags(arch), "-ptx", "-o", tu + ".ptx", tu]))
+        units.append([os.path.basename(p)[:-len("_harness.cu")] for p in batch])
+    out = {}
+    for names, (tu, _, rc, log) in zip(units, run_all(jobs, directory)):
+        assert rc == 0, log[-2000:]
+        with open(tu + ".ptx") as f:
+            kernels = parse(f.read())
+        out.update({n: ptx_check.check_kernels(plans[n], kernels, n) for n in names})
+    return out
 
 
 def run(cmd: Sequence[str], cwd: str, env: dict | None = None) -> tuple[int, str]:
