@@ -141,29 +141,37 @@ def compile_together(nvcc: str, sources: Sequence[str], flags: Sequence[str], cw
     return failures(run_all(jobs, cwd))
 
 
-def ptx_problems(cases: Sequence[tuple[str, object]], directory: str, arch: str) -> dict[str, list[str]]:
-    """The PTX check (``run/ptx_check.py``) of each ``(name, plan)`` whose ``<name>_harness.cu`` and header
-    are in ``directory``: the harnesses compiled by ``nvcc -ptx`` for ``arch`` several to a translation unit
-    (``source_batches``: one nvcc start-up for many), the units in parallel, each harness's kernels run
-    against its plan.  name -> problems."""
+def ptx_units(names: Sequence[str], directory: str, arch: str) -> dict[str, str]:
+    """The harnesses ``<name>_harness.cu`` in ``directory`` compiled by ``nvcc -ptx`` for ``arch``
+    several to a translation unit (``source_batches``: one nvcc start-up for many), the units in
+    parallel: name -> the PTX of its unit."""
     from ll_codegen.run import ptx_check
-    from ll_codegen.verify.ptx.sim import parse
     nvcc = need("nvcc")
-    plans = dict(cases)
     jobs, units = [], []
-    for k, batch in enumerate(source_batches([os.path.join(directory, f"{n}_harness.cu") for n in plans], 32)):
+    for k, batch in enumerate(source_batches([os.path.join(directory, f"{n}_harness.cu") for n in names], 32)):
         tu = os.path.join(directory, f"ptx_unit{k}.cu")
         with open(tu, "w") as f:
             f.writelines(f'#include "{p}"\n' for p in batch)
         jobs.append((tu, [nvcc, "-std=c++17", *ptx_check.nvcc_flags(arch), "-ptx", "-o", tu + ".ptx", tu]))
         units.append([os.path.basename(p)[:-len("_harness.cu")] for p in batch])
     out = {}
-    for names, (tu, _, rc, log) in zip(units, run_all(jobs, directory)):
+    for batch, (tu, _, rc, log) in zip(units, run_all(jobs, directory)):
         assert rc == 0, log[-2000:]
         with open(tu + ".ptx") as f:
-            kernels = parse(f.read())
-        out.update({n: ptx_check.check_kernels(plans[n], kernels, n) for n in names})
+            text = f.read()
+        out.update({n: text for n in batch})
     return out
+
+
+def ptx_problems(cases: Sequence[tuple[str, object]], directory: str, arch: str) -> dict[str, list[str]]:
+    """The PTX check (``run/ptx_check.py``) of each ``(name, plan)`` whose ``<name>_harness.cu`` and header
+    are in ``directory``, compiled by ``ptx_units``: name -> the problems of its harness's kernels run
+    against its plan."""
+    from ll_codegen.run import ptx_check
+    from ll_codegen.verify.ptx.sim import parse
+    texts = ptx_units([n for n, _ in cases], directory, arch)
+    parsed = {t: parse(t) for t in set(texts.values())}
+    return {n: ptx_check.check_kernels(p, parsed[texts[n]], n) for n, p in cases}
 
 
 def run(cmd: Sequence[str], cwd: str, env: dict | None = None) -> tuple[int, str]:
