@@ -37,7 +37,7 @@ from ll_codegen.verify.ptx import isa_check
 from ll_codegen.run import ptx_check
 from ll_codegen.verify.ptx.sim import parse
 from ll_codegen.testing.corpus import GATHER_NAMED, NAMED, mma_cases
-from toolchain import HIP_ENV, need, run, run_all
+from toolchain import HIP_ENV, need, ptx_units, run, run_all
 
 pytestmark = pytest.mark.compile
 
@@ -301,18 +301,78 @@ MUTATIONS = [
 LOAD_SIDE = {"ld_shared_reversed_registers", "ldmatrix_output_order"}
 
 
+def write_mutant(plan, directory: str, name: str, mutations=()) -> None:
+    """``plan``'s header and harness as ``name`` in ``directory``, the (regex, replacement) edits applied
+    to the header (each must apply exactly once)."""
+    write_files(plan, directory, name, emit=("header", "harness"))
+    path = os.path.join(directory, file_names(plan.target, name)["header"])
+    with open(path) as f:
+        text = f.read()
+    for regex, repl in mutations:
+        text, n = re.subn(regex, repl, text, count=1)
+        assert n == 1, f"mutation {regex!r} found nothing to change"
+    with open(path, "w") as f:
+        f.write(text)
+
+
+@pytest.fixture(scope="module")
+def mutants(tmp_path_factory):
+    """Every mutation's text and the unmutated text of its plan (once per distinct text), compiled to PTX
+    together (``toolchain.ptx_units``: one nvcc start-up a batch): mutation id -> (plan, the clean
+    harness's name, the mutated one's), and name -> the PTX of its unit."""
+    d = str(tmp_path_factory.mktemp("mutants"))
+    cases, clean, archs = {}, {}, {}
+    for k, (mid, factory, edits) in enumerate(MUTATIONS):
+        plan = factory()
+        files = plan_files(plan)
+        if files not in clean:
+            clean[files] = f"clean{len(clean)}"
+            write_mutant(plan, d, clean[files])
+            archs[clean[files]] = plan.arch
+        write_mutant(plan, d, f"mutant{k}", edits)
+        archs[f"mutant{k}"] = plan.arch
+        cases[mid] = plan, clean[files], f"mutant{k}"
+    texts: dict[str, str] = {}
+    for arch in sorted(set(archs.values())):
+        texts.update(ptx_units([n for n, a in archs.items() if a == arch], d, arch))
+    return cases, texts
+
+
+def plan_files(plan) -> tuple[str, ...]:
+    """The text of a plan's header and harness (rendered as ``m``) and its arch: equal for equal plans."""
+    with tempfile.TemporaryDirectory(prefix="llgen_ptx_") as d:
+        write_files(plan, d, "m", emit=("header", "harness"))
+        texts = []
+        for f in (file_names(plan.target, "m")["header"], "m_harness.cu"):
+            with open(os.path.join(d, f)) as fh:
+                texts.append(fh.read())
+    return (*texts, plan.arch)
+
+
 @pytest.mark.parametrize("case", MUTATIONS, ids=[m[0] for m in MUTATIONS])
-def test_mutation_is_caught(case):
-    name, factory, edits = case
-    plan = factory()
-    clean = check_text(plan)
-    assert not clean, clean[:3]
-    bad = check_text(plan, edits)
+def test_mutation_is_caught(case, mutants):
+    name = case[0]
+    (plan, clean, mutant), texts = mutants[0][name], mutants[1]
+    problems = checked_once(plan, texts[clean], clean)
+    assert not problems, problems[:3]
+    bad = ptx_check.check_kernels(plan, parse_cached(texts[mutant]), mutant)
     assert bad, "the mutated text passes"
     if name in LOAD_SIDE:
         assert any(": behaviour: " in b for b in bad), bad[:3]
     else:
-        assert check_text(plan, edits, behaviour=False), "the mutated text passes the instruction-by-instruction check"
+        assert ptx_check.check_kernels(plan, parse_cached(texts[mutant]), mutant, behaviour=False), \
+            "the mutated text passes the instruction-by-instruction check"
+
+
+def checked_once(plan, ptx: str, name: str) -> list[str]:
+    """The check of the unmutated text of a plan, which several mutations edit: once."""
+    if name not in CHECKED:
+        CHECKED[name] = ptx_check.check_kernels(plan, parse_cached(ptx), name)
+    return CHECKED[name]
+
+
+#: the clean harness's name (``mutants``) -> its problems
+CHECKED: dict[str, list[str]] = {}
 
 
 def test_unmodelled_instruction_is_refused():
@@ -381,22 +441,31 @@ HIP_MUTATIONS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def hip_mutants(tmp_path_factory):
+    """Every HIP mutation's text and the unmutated text of its conversion, compiled together by one
+    ``hipcc -S``: mutation id -> (plan, the clean harness's name, the mutated one's), and the assembly."""
+    d = str(tmp_path_factory.mktemp("hip_mutants"))
+    cases, clean = {}, {}
+    for k, (mid, (pair, dtype), edits) in enumerate(HIP_MUTATIONS):
+        plan = named(pair, dtype, "hip", "gfx90a")
+        if (pair, dtype) not in clean:
+            clean[pair, dtype] = f"clean{len(clean)}"
+            write_mutant(plan, d, clean[pair, dtype])
+        write_mutant(plan, d, f"mutant{k}", edits)
+        cases[mid] = plan, clean[pair, dtype], f"mutant{k}"
+    with open(os.path.join(d, "all.hip"), "w") as f:
+        f.writelines(f'#include "{n}_harness.hip"\n' for n in [*clean.values(), *(c[2] for c in cases.values())])
+    rc, log = run([need("hipcc"), "--offload-arch=gfx90a", "-S", "--cuda-device-only", "-O3", "-o", "all.s",
+                   "all.hip"], d, HIP_ENV)
+    assert rc == 0, log
+    with open(os.path.join(d, "all.s")) as f:
+        return cases, f.read()
+
+
 @pytest.mark.parametrize("case", HIP_MUTATIONS, ids=[m[0] for m in HIP_MUTATIONS])
-def test_hip_mutation_is_caught(case, tmp_path):
-    _, (pair, dtype), edits = case
-    plan = named(pair, dtype, "hip", "gfx90a")
-    for mutated in (False, True):
-        d = tmp_path / str(mutated)
-        d.mkdir()
-        write_files(plan, str(d), "m", emit=("header", "harness"))
-        header = d / "m.h"
-        text = header.read_text()
-        for regex, repl in edits if mutated else ():
-            text, n = re.subn(regex, repl, text, count=1)
-            assert n == 1, regex
-        header.write_text(text)
-        rc, log = run([need("hipcc"), "--offload-arch=gfx90a", "-S", "--cuda-device-only", "-O3", "-o", "m.s",
-                       "m_harness.hip"], str(d), HIP_ENV)
-        assert rc == 0, log
-        bad = isa_problems(plan, (d / "m.s").read_text(), "m")
-        assert bool(bad) == mutated, bad
+def test_hip_mutation_is_caught(case, hip_mutants):
+    (plan, clean, mutant), asm = hip_mutants[0][case[0]], hip_mutants[1]
+    bad = isa_problems(plan, asm, clean)
+    assert not bad, bad
+    assert isa_problems(plan, asm, mutant), "the mutated text passes"
