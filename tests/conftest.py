@@ -252,6 +252,31 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 @pytest.fixture(scope="session")
+def manifest_build(tmp_path_factory):
+    """``generated/manifest.yaml`` planned and rendered as ``llgen regenerate`` does it
+    (``regenerate.build``): (its entries, file name -> text), once per test run: the first process to
+    ask builds it holding ``<run tmp>/manifest.lock`` and pickles it, every other -- another module,
+    another xdist worker -- reads that (planning the manifest costs ~9 CPU-s)."""
+    import fcntl
+    import pickle
+    from ll_codegen.cli import MANIFEST_COMMANDS
+    from ll_codegen.regenerate import build, load_manifest
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    done = root / "manifest.pickle"
+    with open(root / "manifest.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "generated",
+                                "manifest.yaml")
+            entries = load_manifest(path)
+            files = build(entries, path, MANIFEST_COMMANDS)
+            (root / "manifest.pickle.tmp").write_bytes(pickle.dumps((entries, files)))
+            os.replace(root / "manifest.pickle.tmp", done)
+        return pickle.loads(done.read_bytes())
+
+
+@pytest.fixture(scope="session")
 def example_build(tmp_path_factory):
     """``example_build(path)``: the example kernel at ``path`` built with the flags users type, once per
     test run (``toolchain.users_build``): (exit status, output, keep dir).  The root is the run's

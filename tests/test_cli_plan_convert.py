@@ -373,15 +373,7 @@ def test_python_api_accepts_specs_paths_and_layouts(tmp_path):
 
 
 # -------------------------------------------------------------- generated/
-@pytest.fixture(scope="module")
-def manifest_build():
-    from ll_codegen import regenerate
-    from ll_codegen.cli import MANIFEST_COMMANDS
-    entries = regenerate.load_manifest(regenerate.MANIFEST)
-    files = regenerate.build(entries, "generated/manifest.yaml", MANIFEST_COMMANDS)
-    return entries, files
-
-
+# the manifest's entries and files: tests/conftest.py's ``manifest_build``
 def test_regenerate_reproduces_generated_byte_for_byte(manifest_build):
     """The files ``llgen regenerate`` writes for the manifest -- ``regenerate.build``'s, which the command
     writes as they are (run from the command line, writing, by test_regenerate_only_writes_the_matching_entries

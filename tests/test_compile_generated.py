@@ -53,17 +53,9 @@ BATCH = 40
 COUNTED = ("convert", "store", "load", "copy", "tma", "relayout")
 
 
-@functools.lru_cache(maxsize=None)
-def manifest_plans() -> dict[str, Transfer]:
+def manifest_plans(entries) -> dict[str, Transfer]:
     """name -> plan of every ``generated/manifest.yaml`` entry of one plan (not a chain), planned as
-    ``llgen regenerate`` plans it."""
-    from ll_codegen.cli import MANIFEST_COMMANDS
-    from ll_codegen.regenerate import build, load_manifest
-    path = os.path.join(GENERATED, "manifest.yaml")
-    if not os.path.exists(path):
-        return {}
-    entries = load_manifest(path)
-    build(entries, path, MANIFEST_COMMANDS)
+    ``llgen regenerate`` plans it (the ``manifest_build`` fixture's entries)."""
     return {e.params["name"]: e.conv.plan for e in entries if e.command != "chain"}
 
 
@@ -144,11 +136,11 @@ class Build:
 
 
 @pytest.fixture(scope="module")
-def generated_build(tmp_path_factory) -> Build:
+def generated_build(tmp_path_factory, manifest_build) -> Build:
     srcs = sources()
     if not srcs:
         pytest.skip(f"no generated sources in {GENERATED}")
-    b = Build(manifest_plans())
+    b = Build(manifest_plans(manifest_build[0]))
     b.sources = srcs
     cuda = [p for p in srcs if p.endswith((".cuh", ".cu"))]
     hip = [p for p in srcs if p.endswith((".h", ".hip"))]
