@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -92,9 +93,28 @@ def _runtime_digest() -> str:
     return h.hexdigest()
 
 
+def _runtime_macros() -> set[str]:
+    """The ``LLGEN_*`` macros the runtime's headers name."""
+    names: set[str] = set()
+    for root, _, files in os.walk(SIMT_DIR):
+        for f in files:
+            with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+                names.update(re.findall(r"\bLLGEN_\w+", fh.read()))
+    return names
+
+
+def pch_defines(defines: Sequence[str]) -> list[str]:
+    """The ``defines`` that can change what the runtime's header compiles to: all but the ``LLGEN_*``
+    macros it does not name (a kernel's knobs), so that builds that differ only in those share one
+    precompiled header (clang takes a macro on the command line that the PCH lacks)."""
+    ours = _runtime_macros()
+    return [d for d in defines if not d.startswith("LLGEN_") or d.split("=", 1)[0] in ours]
+
+
 def precompiled_header(cxx: str, compile_flags: Sequence[str],
                        defines: Sequence[str] = ()) -> tuple[str, str | None] | None:
-    """``simt_host.h`` precompiled with ``compile_flags`` and ``defines``: (the path for ``-include-pch``,
+    """``simt_host.h`` precompiled with ``compile_flags`` and those of ``defines`` that can change it
+    (``pch_defines``): (the path for ``-include-pch``,
     the object holding the runtime's code or None), made once per process in a private folder
     removed at exit; None where clang cannot make it (a build then includes the header as text).
     ``-fpch-instantiate-templates`` does the runtime's template instantiations in the PCH, which is
@@ -103,6 +123,7 @@ def precompiled_header(cxx: str, compile_flags: Sequence[str],
     (``-fpch-codegen``), compiled once into an object every build links, so a driver compiles only
     its own code (about half of its build); an optimised build compiles the runtime's code itself,
     where it can inline it."""
+    defines = pch_defines(defines)
     key = (cxx, tuple(compile_flags), tuple(defines), _runtime_digest())
     with _PCH_LOCK:
         if key in _PCH:
