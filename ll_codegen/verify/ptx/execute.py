@@ -214,11 +214,11 @@ def _body(m, ins, c: Compiler) -> Snippet | Callable:
     if f is None:
         raise PtxError(f"PTX instruction {op!r} (line {ins.line}) is not modelled")
     srcs = [c.expr(x) for x in a[1:]]
-    call = f"{c.bind(f)}({', '.join(srcs)})"
     if t == "pred":
-        return Snippet(c.assign(a[0], 1, call))
+        return Snippet(c.assign(a[0], 1, f"{c.bind(f)}({', '.join(srcs)})"))
+    value = _inline_alu(base, mods, t, srcs) or f"{c.bind(f)}({', '.join(srcs)})"
     mask = (1 << (2 * bits if "wide" in mods else bits)) - 1
-    return Snippet(f"r[{a[0].strip()!r}] = ({_inline_alu(base, mods, t, srcs) or call}) & {mask}")
+    return Snippet(f"r[{a[0].strip()!r}] = ({value}) & {mask}")
 
 
 _INT_TYPE = re.compile(r"[bsu]\d+")
