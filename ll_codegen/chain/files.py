@@ -119,9 +119,10 @@ def chain_files(cp: ChainPlan, name: str, file_arg: str, emit: Sequence[str] | s
     for k, (step, plan) in enumerate(zip(cp.chain.steps, cp.plans)):
         have = [x for x in kinds if x in operation_of(plan).kinds(plan)]
         # the layouts a header's comment states: a move's two, a reduction's source (an mma states its own)
-        specs = {"move": lambda: step_specs(cp.chain, step, choice, layouts),
-                 "reduce": lambda: (hardware_spec(cp.chain.tensor(step.src), layouts),),
-                 "mma": lambda: ()}[step.op]()
+        if step.op == "move":
+            specs = step_specs(cp.chain, step, choice, layouts)
+        else:
+            specs = (hardware_spec(cp.chain.tensor(step.src), layouts),) if step.op == "reduce" else ()
         texts = [layout_text(x.linear, x, _source(x.source, root)) for x in specs]
         files.update(render_files(plan, step_name(name, k, step), have, command, *texts))
     for tensor, p in cp.layouts:
