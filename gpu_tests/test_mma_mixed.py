@@ -1,16 +1,22 @@
-"""Bit-exact GPU checks of mixed-input MMAs (``llgen mma --a-dtype``): acc += upcast(A) @ B, A of i4,
-u4, e2m1, f8e4m3, f8e5m2, i8 or u8 upcast in registers into the A fragment, B and the instruction
-f16 or bf16, f32 accumulation.
+"""Bit-exact GPU checks of the element-type pairs of one MMA: mixed-input MMAs (``llgen mma
+--a-dtype``): acc += upcast(A) @ B, A of i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 upcast in registers
+into the A fragment, B and the instruction f16 or bf16, f32 accumulation; and the native pairs
+(``mixed_cases.NATIVE_PAIRS``): acc += A @ B in the instruction's own types, f16, bf16, tf32, e4m3,
+e5m2, s8 and u8 each with itself and e4m3 x e5m2, e5m2 x e4m3, s8 x u8, u8 x s8 (f32 accumulation,
+s32 for the integers; tf32 data exact in tf32).
 
 Cases (``ll_codegen/testing/mixed_cases.table_cases``, the catalogue tests/test_mma_mixed.py runs
 on the host SIMT runtime in part): every A type x {f16, bf16} x the tiles mma.sync 16x16x16,
 64x64x64, 128x128x128 (A alternately from shared memory and registers) and wgmma 64x16x16,
 64x64x64, 128x256x128 (two warp groups; A from shared memory), plus int4 with bf16 scales per 128
-and e2m1 with e8m0 scales per 32 along K.  Every harness compiles in NVRTC batches (``gpu.Batch``)
+and e2m1 with e8m0 scales per 32 along K; then every native pair x the same tiles (the 8-bit ones
+with K = 32 where the tile has 16; A alternately in shared memory and registers on wgmma): 183
+cases.  Every harness compiles in NVRTC batches (``gpu.Batch``)
 and runs ``LLGEN_GPU_RUNS`` times (default 2) on fresh data chosen so that f32 accumulation is
-exact in any order (``verify/mixed.py``): the accumulator tensor and every thread's accumulator
+exact in any order (``verify/mixed.py``; the native pairs: small integers,
+``verify/emulate/reference.mma_tensors``): the accumulator tensor and every thread's accumulator
 registers must equal numpy's ``C + upcast(A) @ B`` bit for bit.  The session prints the table of
-pass counts (A type x instruction type x tile).
+pass counts (a row per A x B pair, a column per tile).
 
 ``LLGEN_GPU_REPORT=path.json`` writes per-case results.
 """
@@ -24,7 +30,7 @@ import numpy as np
 import pytest
 
 from ll_codegen.run import gpu
-from ll_codegen.testing.mixed_cases import MIXED_DTYPES, SHAPES, table_cases
+from ll_codegen.testing.mixed_cases import SHAPES, table_cases
 
 REASON = gpu.available()
 if REASON is not None:
@@ -40,20 +46,21 @@ def _plans():
 
 
 def table(res: dict) -> str:
-    """Pass counts: a row per A type (and the scaled formats), a column per instruction type x tile."""
-    cols = [(d, s) for s in SHAPES for d in MIXED_DTYPES]
-    labels = [f"{d}:{k[:2]}{m}x{n}x{kk}" for d, (k, m, n, kk) in cols]
+    """Pass counts: a row per A x B pair (upcast pairs with their scale format), a column per tile
+    (an 8-bit native pair runs a 16-deep tile with K = 32)."""
+    cols = [(k, m, n) for k, m, n, _ in SHAPES]
+    labels = [f"{k[:2]}{m}x{n}x{kk}" for k, m, n, kk in SHAPES]
     rows = collections.defaultdict(collections.Counter)
     for c in CASES:
-        key = c.a_dtype + ("" if c.scales is None else f"+{c.scales}")
-        col = (c.dtype, (c.kind, c.m, c.n, c.k))
+        key = f"{c.a_dtype} x {c.dtype}" + ("" if c.scales is None else f"+{c.scales}")
+        col = (c.kind, c.m, c.n)
         rows[key][col, "n"] += 1
         rows[key][col, "ok"] += bool(res[c.name].ok)
-    lines = [f"{'A':<14} " + " ".join(labels)]
+    lines = [f"{'A x B':<24} " + " ".join(labels)]
     for key, cnt in rows.items():
         cells = [(f"{cnt[col, 'ok']}/{cnt[col, 'n']}" if cnt[col, "n"] else "-").rjust(len(label))
                  for col, label in zip(cols, labels)]
-        lines.append(f"{key:<14} " + " ".join(cells))
+        lines.append(f"{key:<24} " + " ".join(cells))
     ok = sum(bool(r.ok) for r in res.values())
     return "\n".join(lines + [f"{ok}/{len(res)} cases bit-exact"])
 
@@ -76,13 +83,15 @@ def results():
 
 
 def test_coverage():
-    """Every A type, both instruction types, both instructions, both A spaces, both scale formats."""
+    """Every A type, every B type, both instructions, both A spaces, both scale formats, every native pair."""
     seen = collections.Counter()
     for c in CASES:
-        seen.update((c.a_dtype, c.dtype, c.kind, c.a_space, c.scales))
-    for t in ("i4", "u4", "e2m1", "f8e4m3", "f8e5m2", "i8", "u8", "f16", "bf16", "wgmma", "mma.sync", "shared",
-              "registers", "128,bf16", "32,e8m0"):
+        seen.update((c.a_dtype, c.dtype, c.kind, c.a_space, c.scales, (c.a_dtype, c.dtype)))
+    for t in ("i4", "u4", "e2m1", "f8e4m3", "f8e5m2", "i8", "u8", "f16", "bf16", "tf32", "wgmma", "mma.sync", "shared",
+              "registers", "128,bf16", "32,e8m0", ("f8e4m3", "f8e5m2"), ("f8e5m2", "f8e4m3"), ("i8", "u8"),
+              ("u8", "i8"), ("tf32", "tf32")):
         assert seen[t] >= 1, (t, seen)
+    assert len(CASES) == 183
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])

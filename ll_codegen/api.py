@@ -34,7 +34,7 @@ from ll_codegen.layouts.show import layout_params
 from ll_codegen.operations import (OPERATIONS, Endpoint, Operation, Request, command_line, for_endpoints,
                                    layout_bases, operation_of, render, render_files, summary)
 from ll_codegen.plan import packed, planner
-from ll_codegen.plan.mma import AB_BYTES
+from ll_codegen.plan.mma import AB_BYTES, paired_types
 from ll_codegen.plan.model import parse_barrier
 from ll_codegen.plan.mma_mixed import MixedMmaPlan, mixed_problem
 from ll_codegen.plan.mma_model import MmaError, MmaPlan
@@ -478,9 +478,11 @@ def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32
     wgmma, v2: mma.sync; ``version`` when it is a bare LinearLayout), or with ``target="hip"`` an
     ``amd_mfma`` layout (MFMA, ``plan/mfma.py``); ``a`` (M x K) and ``b`` (K x N) shared layouts or
     ``dot_operand`` register layouts; each a LinearLayout, Spec, mapping or path.  ``a_dtype``, ``scales``:
-    ``acc += upcast(A) @ B``, A of that narrower type (``plan/mma_mixed.py``; ``acc`` a spec)."""
+    ``acc += upcast(A) @ B``, A of that narrower type (``plan/mma_mixed.py``; ``acc`` a spec) -- or, for a
+    pair one instruction takes as it is (``paired_types``: e4m3 x e5m2, s8 x u8), A's type in a plain MMA."""
+    paired = a_dtype is not None and scales is None and paired_types(a_dtype, dtype)
     # the types alone decide these, before any layout is loaded
-    problem = mixed_problem(dtype, a_dtype, acc_dtype, target, scales) if a_dtype is not None else None
+    problem = mixed_problem(dtype, a_dtype, acc_dtype, target, scales) if a_dtype is not None and not paired else None
     if problem or (a_dtype is None and scales is not None):
         raise MmaError(problem or "--scales: scales apply to a narrower A (give --a-dtype)")
     acc_l, acc_spec = load_layout(acc, None, "accumulator")
@@ -513,9 +515,11 @@ def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32
                                                              f"{e.element_bits}-bit elements, {flag} {t} has {bits}")
         operands.append(e)
     options = {"version": version, "acc_dtype": acc_dtype}
-    if a_dtype is not None:
+    if paired:
+        options.update(a_dtype=a_dtype)
+    elif a_dtype is not None:
         options.update(a_dtype=a_dtype, scales=scales, fragment=a_fragment_of(acc_spec, acc_l, operands[1].layout))
-    return OPERATIONS["mma" if a_dtype is None else "mma_mixed"].plan(
+    return OPERATIONS["mma" if a_dtype is None or paired else "mma_mixed"].plan(
         Request((Endpoint(acc_l, "registers"), *operands), dtype, target, arch, options=options))
 
 

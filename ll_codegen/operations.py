@@ -188,7 +188,7 @@ def _plan_gather(r: Request) -> GatherPlan:
 def _plan_mma(r: Request) -> MmaPlan:
     acc, a, b = r.endpoints
     return plan_mma(acc.layout, a.layout, b.layout, a.space, b.space, r.options["version"], r.dtype,
-                    r.options.get("acc_dtype", "f32"), r.target, r.arch)
+                    r.options.get("acc_dtype", "f32"), r.target, r.arch, r.options.get("a_dtype"))
 
 
 def _plan_mma_mixed(r: Request) -> MixedMmaPlan:
@@ -242,7 +242,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
               (("cuda",), "the gather bench is CUDA only")),
     Operation("mma", MmaPlan, "acc += A @ B for one CTA tile (wgmma, mma.sync, MFMA)",
               (("registers", "shared", "shared"), ("registers", "registers", "shared"),
-               ("registers", "registers", "registers")), ("auto",), frozenset({"version", "acc_dtype"}),
+               ("registers", "registers", "registers")), ("auto",), frozenset({"version", "acc_dtype", "a_dtype"}),
               _plan_mma, report.mma_summary, emit_mma.MMA_FILES, check_mma, harness.MMA, expect_async.MMA_PTX,
               "mma", ((), "llgen mma has no bench (bench/bench_gemm.py times whole GEMMs)")),
     Operation("mma_mixed", MixedMmaPlan, "acc += upcast(A) @ B: A of a narrower type (--a-dtype) upcast into "

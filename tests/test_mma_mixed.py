@@ -1,5 +1,7 @@
 """Mixed-input MMA (``llgen mma --a-dtype``, ``plan/mma_mixed.py``): acc += upcast(A) @ B with A of
-i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 and B and the instruction f16 or bf16.
+i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 and B and the instruction f16 or bf16; and the native pairs of
+the same catalogue (``testing/mixed_cases.NATIVE_PAIRS``): acc += A @ B with A and B in the
+instruction's own types, each type with itself and the 8-bit pairs e4m3 x e5m2 and s8 x u8.
 
 1. Plans: one operation composing the upcast into the MMA's A fragment and the MMA with A from
    registers; the emulator (the upcast by its ISA models, the MMA by the PTX model) reproduces numpy
@@ -8,13 +10,17 @@ i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 and B and the instruction f16 or bf16.
    A type x {f16, bf16} on wgmma 64x16x16 and mma.sync 16x16x16, A from shared memory and from
    registers, and the scaled formats (int4 groups of 128 bf16, e2m1 groups of 32 e8m0); nvcc sm_90a
    compiles the files.
-3. CLI: the command writes the files; what it cannot do is one line, exit status 2, before planning.
+3. Native pairs: every pair on the smallest wgmma and mma.sync tiles through the emulator (the PTX
+   model reads each operand in its own type), every pair once on the host runtime (wgmma and
+   mma.sync in turn), a swapped B type caught there, the PTX check and nvcc on the cross pairs.
+4. CLI: the command writes the files; what it cannot do is one line, exit status 2, before planning.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from ll_codegen.api import plan_mma
@@ -22,7 +28,7 @@ from ll_codegen.cli import main
 from ll_codegen.core.dtypes import UPCAST_SOURCES
 from ll_codegen.operations import check, operation_of, render
 from ll_codegen.plan.mma_mixed import MixedMmaPlan
-from ll_codegen.testing.mixed_cases import MIXED_DTYPES, MixedCase, table_cases
+from ll_codegen.testing.mixed_cases import MIXED_DTYPES, NATIVE_PAIRS, MixedCase, native_k, table_cases
 
 #: every A type x instruction type on the smallest wgmma and mma.sync tiles, A alternately from shared
 #: memory and registers, and the scaled formats
@@ -32,6 +38,12 @@ SMALL = [MixedCase(kind, m, n, k, a, d, "registers" if (i + j + (kind == "wgmma"
 SCALED = [MixedCase("wgmma", 64, 16, 128, "i4", "bf16", "shared", "128,bf16"),
           MixedCase("mma.sync", 16, 16, 64, "e2m1", "bf16", "registers", "32,e8m0"),
           MixedCase("wgmma", 64, 16, 64, "e2m1", "bf16", "shared", "32,e8m0")]
+#: every native pair on the smallest tiles (K at least the instruction's), A alternately in shared
+#: memory and registers on wgmma
+NATIVE = [MixedCase(kind, m, n, native_k(k, b), a, b, "registers" if kind == "mma.sync" or i % 2 else "shared")
+          for kind, m, n, k in (("wgmma", 64, 16, 16), ("mma.sync", 16, 16, 16)) for i, (a, b) in enumerate(NATIVE_PAIRS)]
+#: each native pair once on the host runtime, wgmma and mma.sync in turn
+NATIVE_HOST = [c for i, c in enumerate(NATIVE) if (c.kind == "wgmma") == (i % 2 == 0)]
 W = "examples/w4a16/"
 
 
@@ -67,7 +79,7 @@ def test_every_table_case_plans():
     for c in table_cases():
         if c.m * c.n * c.k >= 128 * 128 * 128 and (c.m < 256 or c.a_dtype in ("i4", "f8e4m3")):
             p = _plan(c)
-            assert p.mma.shape == (c.m, c.n, c.k)
+            assert (p if c.native else p.mma).shape == (c.m, c.n, c.k)
 
 
 # ------------------------------------------------------------------ 2. host runtime, nvcc
@@ -101,7 +113,7 @@ def test_nvcc_compiles_the_files(tmp_path):
     from toolchain import arch_flags, compile_together, need
     nvcc = need("nvcc")
     units = []
-    for c in (SCALED[0], SMALL[3], SMALL[-1]):
+    for c in (SCALED[0], SMALL[3], SMALL[-1], NATIVE[7], NATIVE[-2]):
         p = _plan(c)
         for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
             (tmp_path / f"{c.name}{suffix}").write_text(render(p, kind, c.name))
@@ -139,7 +151,55 @@ def test_the_ptx_check_catches_a_wrong_upcast_constant(tmp_path):
     assert problems, "a wrong upcast constant passed the PTX check"
 
 
-# ------------------------------------------------------------------ 3. CLI
+# ------------------------------------------------------------------ 3. native pairs
+@pytest.mark.parametrize("c", NATIVE, ids=lambda c: c.name)
+def test_native_pairs_on_the_emulator(c):
+    p = _plan(c)
+    assert operation_of(p).name == "mma" and p.a_type == c.a_dtype and p.dtype == c.dtype
+    check(p, 3)
+
+
+def test_the_table_has_every_pair_at_every_shape():
+    cases = table_cases()
+    native = [c for c in cases if c.native]
+    assert len(native) == 7 * len(NATIVE_PAIRS) == 77 and len(cases) == 183
+    assert {(c.a_dtype, c.dtype) for c in native} == set(NATIVE_PAIRS)
+    assert len({c.name for c in cases}) == len(cases)
+
+
+def test_a_cross_pair_names_both_types():
+    p = _plan(MixedCase("mma.sync", 16, 16, 32, "i8", "u8", "registers"))
+    assert p.instr == "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32" and p.acc_dtype == "i32"
+    p = _plan(MixedCase("wgmma", 64, 16, 32, "f8e5m2", "f8e4m3", "shared"))
+    assert p.instr == "wgmma.mma_async.sync.aligned.m64n16k32.f32.e5m2.e4m3"
+    assert "kE5M2, llgen_host::MmaType::kE4M3" in render(p, "header", "x")
+
+
+@pytest.mark.compile
+def test_native_harnesses_run_bit_exact_on_the_host():
+    host = _host()
+    results = host.verify_host([(c.name, _plan(c)) for c in NATIVE_HOST], runs=1, seed=5, jobs=2)
+    bad = [r.message for r in results if not r.ok]
+    assert not bad, bad[0]
+
+
+@pytest.mark.compile
+def test_a_wrong_b_type_is_caught_on_the_host(monkeypatch):
+    """The host call naming B's type as A's (e5m2 bits read as e4m3) must fail."""
+    host = _host()
+    from ll_codegen.emit import mma as emit_mma
+    monkeypatch.setitem(emit_mma.HOST_TYPE, "f8e5m2", "kE4M3")
+    (r,) = host.verify_host([("nbad", _plan(MixedCase("mma.sync", 16, 16, 32, "f8e4m3", "f8e5m2", "registers")))],
+                            seed=1, jobs=1)
+    assert not r.ok and "compile failed" not in r.message, r.message
+
+
+@pytest.mark.compile
+def test_ptx_of_a_cross_pair_is_what_the_plan_says(tmp_path):
+    assert _ptx_problems(tmp_path, MixedCase("wgmma", 64, 16, 32, "f8e5m2", "f8e4m3", "shared")) == []
+
+
+# ------------------------------------------------------------------ 4. CLI
 def test_cli_writes_the_files_and_the_plan(tmp_path):
     args = ["mma", "--acc", W + "acc_64x64.yaml", "--a", W + "w_smem.yaml", "--b", W + "x_smem_64x64.yaml",
             "--dtype", "bf16", "--a-dtype", "i4", "--scales", "128,bf16"]
@@ -154,6 +214,19 @@ def test_cli_writes_the_files_and_the_plan(tmp_path):
     assert r.exit_code == 0 and r.output.startswith("mixed-input mma:"), r.output
 
 
+def test_cli_writes_a_native_pair(tmp_path):
+    """--a-dtype f8e4m3 --dtype f8e5m2: one mma.sync of the two types, no upcast."""
+    specs = MixedCase("mma.sync", 16, 16, 32, "f8e4m3", "f8e5m2", "registers").specs()
+    for which in ("acc", "a", "b"):
+        (tmp_path / f"{which}.yaml").write_text(yaml.safe_dump(specs[which]))
+    args = ["mma", "--acc", str(tmp_path / "acc.yaml"), "--a", str(tmp_path / "a.yaml"), "--b", str(tmp_path / "b.yaml"),
+            "--dtype", "f8e5m2", "--a-dtype", "f8e4m3", "--arch", "sm_90"]
+    r = CliRunner().invoke(main, args + ["--name", "p8", "-o", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "out" / "p8.cuh").read_text()
+    assert "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32" in text and "namespace upcast" not in text
+
+
 B8 = "kind: nvmma_shared\nswizzle_byte_width: 64\nelement_bitwidth: 8\ntransposed: true\nshape: [64, 64]\n"
 
 
@@ -165,6 +238,7 @@ B8 = "kind: nvmma_shared\nswizzle_byte_width: 64\nelement_bitwidth: 8\ntranspose
     (["--dtype", "bf16", "--scales", "128"], "give --a-dtype"),
     (["--dtype", "bf16", "--a-dtype", "i4", "--scales", "3"], "a power of two"),
     (["--dtype", "bf16", "--a-dtype", "i4", "--b", "B8"], "element_bitwidth"),       # B made for 8-bit elements
+    (["--dtype", "i8", "--a-dtype", "f8e4m3"], "f16 or bf16"),                         # no instruction takes fp8 x s8
 ])
 def test_cli_errors_are_one_line(extra, says, tmp_path):
     out, specs = tmp_path / "out", tmp_path / "specs"

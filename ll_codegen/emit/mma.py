@@ -78,16 +78,24 @@ def wrapper(plan: MmaPlan) -> Wrapper:
     else:
         tail = ", 1, 1"
     ab, acc = f"llgen_host::MmaType::{HOST_TYPE[plan.dtype]}", f"llgen_host::MmaType::{HOST_TYPE[plan.acc_dtype]}"
+    if plan.a_dtype is not None:                          # two operand types: the host call names A's, then B's
+        ab = f"llgen_host::MmaType::{HOST_TYPE[plan.a_dtype]}, {ab}"
+    types = plan.dtype if plan.a_dtype is None else f"{plan.a_dtype}_{plan.dtype}"
     if wg:
         flag = {0: "false", 1: "true"}
         host = (f"llgen_host::wgmma({n}, {ab}, {acc}, {flag[tnsp_a]}, {flag[tnsp_b]}, "
                 f"{'0' if a_words else 'desc_a'}, {'a' if a_words else 'nullptr'}, desc_b, d, {nd}, accumulate != 0)")
     else:
         host = f"llgen_host::mma_sync(16, 8, {k}, {ab}, {acc}, a, b, w, w)"
-    name = (f"wgmma_m64n{n}k{k}_{plan.acc_dtype}_{plan.dtype}_{'r' if a_words else 's'}s" if wg
-            else f"mma_m16n8k{k}_{plan.acc_dtype}_{plan.dtype}")
+    name = (f"wgmma_m64n{n}k{k}_{plan.acc_dtype}_{types}_{'r' if a_words else 's'}s" if wg
+            else f"mma_m16n8k{k}_{plan.acc_dtype}_{types}")
     return Wrapper(name, plan.instr, nd, ACC_C[plan.acc_dtype], ACC_CONSTRAINT[plan.acc_dtype], a_words, b_words,
                    tail, host, wg)
+
+
+def _types(plan: MmaPlan) -> str:
+    """The operand type, or A's and B's where they differ."""
+    return plan.dtype if plan.a_dtype is None else f"A {plan.a_dtype}, B {plan.dtype}"
 
 
 def _operand_arg(plan: MmaPlan, which: str, slot: tuple[int, ...]) -> list[str]:
@@ -161,7 +169,7 @@ def pack_values(plan: MmaPlan) -> dict:
         pack = pack_map(plan)
     except MmaError as e:
         return dict(none, pack_note=[f"// No pack_operand(): {e}."])
-    wrap = f"detail::cvt_pack_{plan.dtype}"
+    wrap = f"detail::cvt_pack_{plan.a_type}"
     lines = []
     for w, regs in enumerate(pack):
         pairs = [f"{wrap}(p[{regs[j + 1]}], p[{regs[j]}])" for j in range(0, len(regs), 2)]
@@ -176,8 +184,8 @@ def pack_values(plan: MmaPlan) -> dict:
                 pack_index=[f"// Row-major index in the {M} x {K} accumulator pack_operand() takes of the element "
                             f"register `reg` of (lane, warp) holds ({plan.kind}, warps along M).",
                             index_function("p_index", src)],
-                pack_note=[], pack_lines=lines, pack_instructions=[cvt_pack(plan.dtype)],
-                pack_includes=[f"#include {PACK_HEADERS[plan.dtype]}"])
+                pack_note=[], pack_lines=lines, pack_instructions=[cvt_pack(plan.a_type)],
+                pack_includes=[f"#include {PACK_HEADERS[plan.a_type]}"])
 
 
 def namespace_values(plan: MmaPlan, name: str) -> dict:
@@ -188,7 +196,7 @@ def namespace_values(plan: MmaPlan, name: str) -> dict:
     consts = [(f"constexpr int kThreads = {plan.threads};", "threads taking part: tid in [0, kThreads)"),
               (f"constexpr int kWarpSize = {plan.warp_size};", ""),
               (f"constexpr int kM = {M}, kN = {N}, kK = {K};", "acc (M x N) += A (M x K) * B (K x N)"),
-              (f"constexpr int kElemBytes = {AB_BYTES[plan.dtype]};", f"bytes of one A/B element ({plan.dtype})"),
+              (f"constexpr int kElemBytes = {AB_BYTES[plan.dtype]};", f"bytes of one A/B element ({_types(plan)})"),
               (f"constexpr int kAccRegs = {plan.acc_regs};",
                f"accumulator registers per thread ({plan.acc_dtype}"
                f"{', two per register' if plan.acc_per_reg > 1 else ''})")]

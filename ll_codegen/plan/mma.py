@@ -49,7 +49,7 @@ from ll_codegen.plan.tma import swizzle, tile_alignment
 
 __all__ = ["AB_TYPES", "ACC_PTX", "AB_BYTES", "ACC_PER_REG", "SWIZZLE_MODE", "Descriptor", "MmaError", "MmaPlan",
            "MmaStep", "Operand", "fragment_layouts", "tile_offsets", "descriptor_of", "first_slice_descriptor",
-           "plan_mma", "PACK_TYPES", "pack_source", "pack_map"]
+           "plan_mma", "PACK_TYPES", "pack_source", "pack_map", "PAIR_FAMILIES", "paired_types"]
 
 
 #: operand dtype -> (PTX type, accumulator dtypes allowed, wgmma may read it MN-major).  PTX ISA
@@ -60,6 +60,15 @@ AB_TYPES = {"f16": ("f16", ("f32", "f16"), True), "bf16": ("bf16", ("f32",), Tru
             "f8e5m2": ("e5m2", ("f32", "f16"), False), "i8": ("s8", ("i32",), False),
             "u8": ("u8", ("i32",), False)}
 ACC_PTX = {"f32": "f32", "f16": "f16", "i32": "s32"}
+#: the type families whose instructions take A and B of different members (PTX ISA: wgmma's and
+#: mma.sync's .atype and .btype are each .e4m3 or .e5m2, each .s8 or .u8)
+PAIR_FAMILIES = (("f8e4m3", "f8e5m2"), ("i8", "u8"))
+
+
+def paired_types(a_dtype: str, dtype: str) -> bool:
+    """A of ``a_dtype`` and B of ``dtype`` are two different types one instruction multiplies as they
+    are (e4m3 x e5m2, s8 x u8, ...): no conversion, each element's exact value enters the product."""
+    return a_dtype != dtype and any(a_dtype in f and dtype in f for f in PAIR_FAMILIES)
 
 
 # ------------------------------------------------------------------ fragments
@@ -142,18 +151,26 @@ def first_slice_descriptor(tile: LinearLayout, e: int, rows_first: bool, rows: i
 # -------------------------------------------------------------------- planner
 def plan_mma(acc: LinearLayout, a: LinearLayout, b: LinearLayout, a_space: str, b_space: str, version: int,
              dtype: str = "f16", acc_dtype: str = "f32", target: Target | str = "cuda",
-             arch: str | None = None) -> MmaPlan:
+             arch: str | None = None, a_dtype: str | None = None) -> MmaPlan:
     """Plan ``acc += A @ B``: ``acc`` (M x N) the accumulator's layout (``version`` 3 = wgmma, 2 =
     mma.sync), ``a`` (M x K) and ``b`` (K x N) register layouts or shared tiles (``*_space``); on a HIP
-    target ``acc`` is an ``amd_mfma`` layout and ``plan_mfma`` plans it (``version`` unused).
+    target ``acc`` is an ``amd_mfma`` layout and ``plan_mfma`` plans it (``version`` unused).  ``a_dtype``:
+    A's type where it differs from ``dtype`` (B's), a pair ``paired_types`` accepts; the instruction
+    computes ``sum_k A[m, k] B[k, n]`` of the two types' exact values.
     Raises ``MmaError`` (one line) for what the instruction cannot do."""
     if isinstance(target, str):
         target = get_target(target, arch)
+    if a_dtype == dtype:
+        a_dtype = None
+    if a_dtype is not None and (not target.is_cuda or not paired_types(a_dtype, dtype)):
+        raise MmaError(f"--a-dtype {a_dtype} with --dtype {dtype}: no {target.name} instruction multiplies "
+                       f"the two types (pairs: {', '.join(' x '.join(f) for f in PAIR_FAMILIES)})")
     if not target.is_cuda:
         return plan_mfma(acc, a, b, a_space, b_space, dtype, acc_dtype, target)
     if dtype not in AB_TYPES:
         raise MmaError(f"--dtype {dtype}: the MMA operand types are {', '.join(AB_TYPES)}")
     ptx_ab, accs, mn_ok = AB_TYPES[dtype]
+    ptx_a = AB_TYPES[a_dtype or dtype][0]
     if acc_dtype not in accs:
         raise MmaError(f"--acc-dtype {acc_dtype}: {dtype} operands accumulate in {' or '.join(accs)}")
     e = AB_BYTES[dtype]
@@ -208,13 +225,13 @@ def plan_mma(acc: LinearLayout, a: LinearLayout, b: LinearLayout, a_space: str, 
             operands[name] = replace(operands[name], descriptor=next(iter(fetch[name].descriptors)))
     m_i = 64 if kind == "wgmma" else 16
     if kind == "wgmma":
-        instr = (f"wgmma.mma_async.sync.aligned.m64n{n_i}k{k_i}.{ACC_PTX[acc_dtype]}.{ptx_ab}.{ptx_ab}")
+        instr = (f"wgmma.mma_async.sync.aligned.m64n{n_i}k{k_i}.{ACC_PTX[acc_dtype]}.{ptx_a}.{ptx_ab}")
     else:
-        instr = (f"mma.sync.aligned.m16n8k{k_i}.row.col.{ACC_PTX[acc_dtype]}.{ptx_ab}.{ptx_ab}."
+        instr = (f"mma.sync.aligned.m16n8k{k_i}.row.col.{ACC_PTX[acc_dtype]}.{ptx_a}.{ptx_ab}."
                  f"{ACC_PTX[acc_dtype]}")
     return MmaPlan(kind, instr, dtype, acc_dtype, target.name, target.arch, target.warp_size, warps, (M, N, K),
                    (m_i, n_i, k_i), bases(acc), acc.in_dim_size("register") // acc_word, operands["a"], operands["b"],
-                   tuple(steps))
+                   tuple(steps), a_dtype=a_dtype)
 
 
 def _wgmma_n(acc: LinearLayout) -> int:
@@ -285,14 +302,14 @@ def pack_source(plan: MmaPlan) -> LinearLayout:
 
 
 def pack_map(plan: MmaPlan) -> tuple[tuple[int, ...], ...]:
-    """``pack[w]``: the ``pack_source`` registers whose values, converted to ``plan.dtype``, fill A's
+    """``pack[w]``: the ``pack_source`` registers whose values, converted to ``plan.a_type``, fill A's
     32-bit word w, low part first (``mma_fragments.operand_from_accumulator``).  Raises ``MmaError``
     (one line) when A is not in registers, its type is not in ``PACK_TYPES``, or the accumulator's
     elements are not A's in the same thread -- 8-bit A (k_width 4) reads four consecutive K per
     thread where the accumulator holds two: that takes warp shuffles (``llgen convert``)."""
     if plan.kind == "mfma" or plan.a.space != "registers":
         raise MmaError("pack_operand: A is not in registers")
-    if plan.dtype not in PACK_TYPES:
-        raise MmaError(f"pack_operand: {plan.dtype} is none of {', '.join(PACK_TYPES)}")
-    return operand_from_accumulator(pack_source(plan), layout_of(plan.a.layout), 4 // AB_BYTES[plan.dtype],
-                                    f"pack_operand ({plan.dtype} A)")
+    if plan.a_type not in PACK_TYPES:
+        raise MmaError(f"pack_operand: {plan.a_type} is none of {', '.join(PACK_TYPES)}")
+    return operand_from_accumulator(pack_source(plan), layout_of(plan.a.layout), 4 // AB_BYTES[plan.a_type],
+                                    f"pack_operand ({plan.a_type} A)")

@@ -93,7 +93,7 @@ class MmaPlan:
     b: Operand
     steps: tuple[MmaStep, ...]
     swap_ab: bool = False              # the instruction computes D^T = B^T A^T: its first source is B (mfma)
-
+    a_dtype: str | None = None         # A's type where it is not ``dtype`` (B's): e4m3 x e5m2, s8 x u8
 
     @property
     def strategy(self) -> str:
@@ -107,6 +107,12 @@ class MmaPlan:
     @property
     def elem_bytes(self) -> int:
         return AB_BYTES[self.dtype]
+
+    @property
+    def a_type(self) -> str:
+        """A's element type: ``a_dtype``, or ``dtype`` when both operands have one type (the pairs of
+        two types, ``NATIVE_PAIRS``, have one element size, so ``elem_bytes`` is A's too)."""
+        return self.a_dtype or self.dtype
 
     @property
     def acc_per_reg(self) -> int:
@@ -127,6 +133,8 @@ class MmaPlan:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["operation"] = "mma"
+        if self.a_dtype is None:
+            del d["a_dtype"]
         return d
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -107,7 +107,7 @@ enum class MmaType { kF16, kBF16, kTF32, kE4M3, kE5M2, kS8, kU8, kF32, kS32 };
 
 struct MmaOperands {  // one thread's operands of the wgmma / mma.sync it waits in
     int m = 0, n = 0, k = 0;
-    MmaType ab = MmaType::kF16, acc = MmaType::kF32;
+    MmaType ab = MmaType::kF16, bt = MmaType::kF16, acc = MmaType::kF32;  // A's type, B's, the accumulator's
     bool tnsp_a = false, tnsp_b = false, scale_d = true;
     uint64_t a_desc = 0, b_desc = 0;
     const uint32_t *a = nullptr, *b = nullptr, *c = nullptr;
@@ -664,13 +664,18 @@ inline unsigned element_bytes(MmaType t) {
     return t == MmaType::kF16 || t == MmaType::kBF16 ? 2 : t == MmaType::kTF32 || t == MmaType::kF32 ? 4 : 1;
 }
 inline bool integer_type(MmaType t) { return t == MmaType::kS8 || t == MmaType::kU8; }
+inline bool fp8_type(MmaType t) { return t == MmaType::kE4M3 || t == MmaType::kE5M2; }
+// A and B types one instruction takes: equal, or (PTX ISA .atype / .btype) e4m3 / e5m2 or s8 / u8 each
+inline bool pair_ok(MmaType a, MmaType b) {
+    return a == b || (fp8_type(a) && fp8_type(b)) || (integer_type(a) && integer_type(b));
+}
 
 // ------------------------------------------------------------ matrix products
 // A (rows x K) and B (N x K, i.e. B^T), raw element bits; D = A B^T + C, accumulated in k order
 // in float (f32 / f16 accumulators: every product of these inputs is exact in float) or int32.
 struct Product {
     int rows = 0, n = 0, k = 0;
-    MmaType ab = MmaType::kF16, acc = MmaType::kF32;
+    MmaType ab = MmaType::kF16, bt = MmaType::kF16, acc = MmaType::kF32;  // A's type, B's, the accumulator's
     std::vector<uint32_t> a, b;  // a[r * k + kk], b[c * k + kk]
     std::vector<uint32_t> c;     // accumulators as 32-bit values (f16: in the low half)
     void compute() {
@@ -678,7 +683,7 @@ struct Product {
         if (integer_type(ab)) {
             std::vector<int32_t> x(a.size()), y(b.size());
             for (size_t i = 0; i < a.size(); ++i) x[i] = element_int(ab, a[i]);
-            for (size_t i = 0; i < b.size(); ++i) y[i] = element_int(ab, b[i]);
+            for (size_t i = 0; i < b.size(); ++i) y[i] = element_int(bt, b[i]);
             for (int r = 0; r < rows; ++r)
                 for (int col = 0; col < n; ++col) {
                     uint32_t s = c[r * n + col];  // s32: wraps
@@ -689,7 +694,7 @@ struct Product {
         }
         std::vector<float> x(a.size()), y(b.size());
         for (size_t i = 0; i < a.size(); ++i) x[i] = element_value(ab, a[i]);
-        for (size_t i = 0; i < b.size(); ++i) y[i] = element_value(ab, b[i]);
+        for (size_t i = 0; i < b.size(); ++i) y[i] = element_value(bt, b[i]);
         for (int r = 0; r < rows; ++r)
             for (int col = 0; col < n; ++col) {
                 uint32_t& out = c[r * n + col];
@@ -741,33 +746,38 @@ inline bool mma_shape_ok(MmaType ab, MmaType acc, int k) {
 }
 
 // mma.sync.aligned.m16n8kK.row.col (warp-collective); accumulators f32 / s32, or f16 for f16
-// and (PTX ISA 8.7) e4m3 / e5m2 inputs
-inline void mma_sync(int m, int n, int k, MmaType ab, MmaType acc, const uint32_t* a, const uint32_t* b,
+// and (PTX ISA 8.7) e4m3 / e5m2 inputs; A of type `at`, B of `bt` (a pair pair_ok accepts)
+inline void mma_sync(int m, int n, int k, MmaType at, MmaType bt, MmaType acc, const uint32_t* a, const uint32_t* b,
                      const uint32_t* c, uint32_t* d) {
     Fiber& f = self();
     MmaOperands& o = hopper().ops[self_id()];
     o = MmaOperands();
-    o.m = m, o.n = n, o.k = k, o.ab = ab, o.acc = acc, o.a = a, o.b = b, o.c = c, o.d = d;
+    o.m = m, o.n = n, o.k = k, o.ab = at, o.bt = bt, o.acc = acc, o.a = a, o.b = b, o.c = c, o.d = d;
     f.op = WarpOp::kMmaSync;
     warp_op(f);
+}
+// A and B of one type
+inline void mma_sync(int m, int n, int k, MmaType ab, MmaType acc, const uint32_t* a, const uint32_t* b,
+                     const uint32_t* c, uint32_t* d) {
+    mma_sync(m, n, k, ab, ab, acc, a, b, c, d);
 }
 
 inline void mma_sync_op(int w0, int lanes) {
     auto& ops = hopper().ops;
     const MmaOperands& o = ops[w0];
-    if (lanes != 32 || o.m != 16 || o.n != 8 || !mma_shape_ok(o.ab, o.acc, o.k)) {
+    if (lanes != 32 || o.m != 16 || o.n != 8 || !mma_shape_ok(o.ab, o.acc, o.k) || !pair_ok(o.ab, o.bt)) {
         error(where(w0) + ": mma.sync shape m" + std::to_string(o.m) + "n" + std::to_string(o.n) + "k" +
               std::to_string(o.k) + " with these types is not modelled (m16n8k16 f16/bf16, m16n8k8 tf32, "
               "m16n8k32 8-bit; 32 lanes)");
         return;
     }
     Product p;
-    p.rows = 16, p.n = 8, p.k = o.k, p.ab = o.ab, p.acc = o.acc;
+    p.rows = 16, p.n = 8, p.k = o.k, p.ab = o.ab, p.bt = o.bt, p.acc = o.acc;
     p.a.assign(16 * o.k, 0), p.b.assign(8 * o.k, 0), p.c.assign(16 * 8, 0);
     unsigned eb = element_bytes(o.ab), per = 4 / eb;
     for (int l = 0; l < 32; ++l) {
         const MmaOperands& q = ops[w0 + l];
-        if (q.m != o.m || q.n != o.n || q.k != o.k || q.ab != o.ab || q.acc != o.acc) {
+        if (q.m != o.m || q.n != o.n || q.k != o.k || q.ab != o.ab || q.bt != o.bt || q.acc != o.acc) {
             error("warp divergence: " + where(w0 + l) + " issues a different mma.sync");
             return;
         }

@@ -109,15 +109,22 @@ inline bool operand_visible(unsigned addr, unsigned bytes, int g0, const Knowled
 // wgmma.mma_async.sync.aligned.m64nNkK (warpgroup-collective): `d` the addresses of this thread's
 // `nd` accumulator registers (32-bit each), in the instruction's order; `a_regs` A's 4 words, or
 // nullptr with A through `a_desc`.  The registers must stay where they are until the covering wait.
-inline void wgmma(int n, MmaType ab, MmaType acc, bool tnsp_a, bool tnsp_b, uint64_t a_desc, const uint32_t* a_regs,
-                  uint64_t b_desc, void* const* d, int nd, bool scale_d) {
+// A of type `at`, B of `bt` (a pair pair_ok accepts).
+inline void wgmma(int n, MmaType at, MmaType bt, MmaType acc, bool tnsp_a, bool tnsp_b, uint64_t a_desc,
+                  const uint32_t* a_regs, uint64_t b_desc, void* const* d, int nd, bool scale_d) {
     Fiber& f = self();
     MmaOperands& o = hopper().ops[self_id()];
     o = MmaOperands();
-    o.m = 64, o.n = n, o.k = int(32 / element_bytes(ab)), o.ab = ab, o.acc = acc, o.tnsp_a = tnsp_a,
+    o.m = 64, o.n = n, o.k = int(32 / element_bytes(at)), o.ab = at, o.bt = bt, o.acc = acc, o.tnsp_a = tnsp_a,
     o.tnsp_b = tnsp_b, o.a_desc = a_desc, o.a = a_regs, o.b_desc = b_desc, o.dregs = d, o.nd = nd, o.scale_d = scale_d;
     f.op = WarpOp::kWgmma;
     warp_op(f);
+}
+
+// A and B of one type
+inline void wgmma(int n, MmaType ab, MmaType acc, bool tnsp_a, bool tnsp_b, uint64_t a_desc, const uint32_t* a_regs,
+                  uint64_t b_desc, void* const* d, int nd, bool scale_d) {
+    wgmma(n, ab, ab, acc, tnsp_a, tnsp_b, a_desc, a_regs, b_desc, d, nd, scale_d);
 }
 
 // the same with the accumulator registers contiguous at `d` (n / 2 words; .f16: n / 4)
@@ -186,7 +193,7 @@ inline bool wgmma_op(int w0) {
     Knowledge k;
     for (int t = g0; t < g0 + 128; ++t) {
         const MmaOperands& q = h.ops[t];
-        if (q.n != o.n || q.ab != o.ab || q.acc != o.acc || q.tnsp_a != o.tnsp_a || q.tnsp_b != o.tnsp_b ||
+        if (q.n != o.n || q.ab != o.ab || q.bt != o.bt || q.acc != o.acc || q.tnsp_a != o.tnsp_a || q.tnsp_b != o.tnsp_b ||
             q.a_desc != o.a_desc || q.b_desc != o.b_desc || (q.a == nullptr) != (o.a == nullptr) ||
             q.scale_d != o.scale_d || q.nd != o.nd) {
             error("warpgroup divergence: " + where(t) + " issues a different wgmma than " + where(g0));
@@ -197,7 +204,8 @@ inline bool wgmma_op(int w0) {
         k.vc[t] = std::max(k.vc[t], b.fibers[t].clk);  // the members' own accesses before the issue
     }
     bool sixteen = o.ab == MmaType::kF16 || o.ab == MmaType::kBF16;
-    if (!wgmma_n_ok(o.ab, o.n) || !mma_shape_ok(o.ab, o.acc, o.k) || ((o.tnsp_a || o.tnsp_b) && !sixteen)) {
+    if (!wgmma_n_ok(o.ab, o.n) || !mma_shape_ok(o.ab, o.acc, o.k) || !pair_ok(o.ab, o.bt) ||
+        ((o.tnsp_a || o.tnsp_b) && !sixteen)) {
         error(where(g0) + ": wgmma m64n" + std::to_string(o.n) + "k" + std::to_string(o.k) +
               " with these types / transposes is not a PTX wgmma");
         return true;
@@ -281,7 +289,7 @@ inline void wgmma_complete(int id, int c) {
     const MmaOperands& o = p.o;
     unsigned eb = element_bytes(o.ab);
     Product prod;
-    prod.rows = 64, prod.n = o.n, prod.k = o.k, prod.ab = o.ab, prod.acc = o.acc;
+    prod.rows = 64, prod.n = o.n, prod.k = o.k, prod.ab = o.ab, prod.bt = o.bt, prod.acc = o.acc;
     prod.a.assign(64 * o.k, 0), prod.b.assign(o.n * o.k, 0), prod.c.assign(64 * o.n, 0);
     size_t at = 0;
     for (int kk = 0; kk < o.k; ++kk) {

@@ -1,16 +1,28 @@
-"""Mixed-input MMA cases (``llgen mma --a-dtype``) as spec mappings: the accumulator, A (a shared tile
-or a blocked register layout of the narrow elements) and B of one CTA tile, for wgmma and mma.sync --
-one catalogue for the CPU tests (``tests/test_mma_mixed.py``) and the GPU table
-(``gpu_tests/test_mma_mixed.py``), so every case the GPU runs is one the host runtime can run."""
+"""The element-type pairs of one CTA tile's MMA as spec mappings, for wgmma and mma.sync: the
+accumulator, A and B -- one catalogue for the CPU tests (``tests/test_mma_mixed.py``) and the GPU table
+(``gpu_tests/test_mma_mixed.py``), so every case the GPU runs is one the host runtime can run.
+
+Two kinds of pair:
+
+* upcast (``llgen mma --a-dtype``): A of a narrow type (a shared tile or a blocked register layout)
+  upcast in registers into the A fragment of an f16 / bf16 instruction, B of that type;
+* native (``NATIVE_PAIRS``): A and B in the instruction's own types -- every MMA type with itself
+  (tf32: f32 bits whose low 13 mantissa bits are zero, see ``table_cases``) and the 8-bit pairs of two
+  types, e4m3 x e5m2 and s8 x u8 -- A a ``dot_operand`` fragment or (wgmma) a shared tile."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
 from ll_codegen.core.dtypes import UPCAST_SOURCES
+from ll_codegen.plan.mma import AB_TYPES, PAIR_FAMILIES, paired_types
+from ll_codegen.plan.mma_model import AB_BYTES
 
-#: the instruction types
+#: the instruction types of the upcast pairs
 MIXED_DTYPES = ("f16", "bf16")
+#: (A type, B type) the instruction multiplies as they are: each MMA type with itself, then the pairs
+#: of two 8-bit types (e4m3 x e5m2, e5m2 x e4m3, s8 x u8, u8 x s8)
+NATIVE_PAIRS = tuple((t, t) for t in AB_TYPES) + tuple((a, b) for f in PAIR_FAMILIES for a in f for b in f if a != b)
 #: (kind, M, N, K): small to the largest tiles one CTA holds.  A 256 x 256 f32 accumulator is the whole
 #: register file (64 Ki registers); mma.sync runs it in 16 warps (ptxas spills what does not fit), but
 #: wgmma's accumulators cannot spill (ptxas refuses the 4-warp-group tile), so its largest is 128 x 256.
@@ -20,9 +32,9 @@ SHAPES = (("mma.sync", 16, 16, 16), ("mma.sync", 64, 64, 64), ("mma.sync", 128, 
 
 @dataclass(frozen=True)
 class MixedCase:
-    """One mixed-input MMA: ``acc += upcast(A) @ B`` of ``a_dtype`` A (``a_space``: shared or
-    registers) and ``dtype`` B on ``kind`` (wgmma or mma.sync) over M x N x K; ``scales`` as
-    ``--scales`` (or None)."""
+    """One MMA of ``a_dtype`` A (``a_space``: shared or registers) and ``dtype`` B on ``kind`` (wgmma or
+    mma.sync) over M x N x K: ``acc += upcast(A) @ B`` (``scales`` as ``--scales``, or None) for an
+    upcast pair, ``acc += A @ B`` for a native one (``native``)."""
     kind: str
     m: int
     n: int
@@ -31,6 +43,16 @@ class MixedCase:
     dtype: str
     a_space: str = "shared"
     scales: str | None = None
+
+    @property
+    def native(self) -> bool:
+        """A and B are the instruction's own types (no upcast)."""
+        return self.a_dtype == self.dtype or paired_types(self.a_dtype, self.dtype)
+
+    @property
+    def acc_dtype(self) -> str:
+        """8-bit integers accumulate in s32, everything else in f32."""
+        return "i32" if self.dtype in ("i8", "u8") else "f32"
 
     @property
     def name(self) -> str:
@@ -47,18 +69,32 @@ class MixedCase:
         return 16 if self.m >= 256 else max(1, min(4, self.m // 16))
 
     def specs(self) -> dict[str, Any]:
-        """``plan_mma``'s keyword arguments: acc, a, b (spec mappings), dtype, a_dtype, scales."""
+        """``plan_mma``'s keyword arguments: acc, a, b (spec mappings), dtype, acc_dtype, arch, a_dtype
+        (None for one type), scales."""
         m, n, k, w = self.m, self.n, self.k, self.warps
+        e = AB_BYTES[self.dtype]                      # bytes of B's element (and of the instruction's A)
+        kw = max(1, 4 // e)                           # K-consecutive elements per 32-bit register
         if self.kind == "wgmma":
-            acc = {"kind": "nvidia_mma", "version": [3, 0], "warps_per_cta": [w, 1], "instr_shape": [16, min(n, 256), 16],
-                   "shape": [m, n]}
-            b = {"kind": "nvmma_shared", "swizzle_byte_width": min(128, 2 * k), "element_bitwidth": 16,
+            acc = {"kind": "nvidia_mma", "version": [3, 0], "warps_per_cta": [w, 1],
+                   "instr_shape": [16, min(n, 256), 32 // e], "shape": [m, n]}
+            b = {"kind": "nvmma_shared", "swizzle_byte_width": min(128, e * k), "element_bitwidth": 8 * e,
                  "transposed": True, "shape": [k, n]}
         else:
             acc = {"kind": "nvidia_mma", "version": [2, 0], "warps_per_cta": [w, 1], "instr_shape": [16, 8],
                    "shape": [m, n]}
-            b = {"kind": "dot_operand", "operand_index": 1, "k_width": 2, "parent": dict(acc), "shape": [k, n]}
+            b = {"kind": "dot_operand", "operand_index": 1, "k_width": kw, "parent": dict(acc), "shape": [k, n]}
             b["parent"].pop("shape")
+        if self.native:
+            parent = {x: v for x, v in acc.items() if x != "shape"}
+            if self.a_space == "shared":              # wgmma only: K-major, as 8-bit and tf32 A must be
+                a = {"kind": "nvmma_shared", "swizzle_byte_width": min(128, e * k), "element_bitwidth": 8 * e,
+                     "transposed": False, "shape": [m, k]}
+            else:
+                a = {"kind": "dot_operand", "operand_index": 0, "k_width": kw, "parent": parent, "shape": [m, k]}
+            # fp8 mma.sync needs sm_89 or newer; the rest plan for the default (sm_80) or wgmma's sm_90a
+            arch = "sm_90" if self.kind == "mma.sync" and self.dtype.startswith("f8") else None
+            return dict(acc=acc, a=a, b=b, dtype=self.dtype, acc_dtype=self.acc_dtype, arch=arch,
+                        a_dtype=None if self.a_dtype == self.dtype else self.a_dtype, scales=None)
         if self.a_space == "shared":
             a = {"kind": "swizzled_shared", "vec": 1, "per_phase": 1, "max_phase": 1, "order": [1, 0], "shape": [m, k]}
         else:
@@ -68,10 +104,24 @@ class MixedCase:
         return dict(acc=acc, a=a, b=b, dtype=self.dtype, a_dtype=self.a_dtype, scales=self.scales)
 
 
+def native_k(k: int, dtype: str) -> int:
+    """The K a native case of a table shape takes: at least the instruction's (32 bytes of a row: 32
+    for the 8-bit types, so the 16 x 16 x 16 shapes run as 16 x 16 x 32)."""
+    return max(k, 32 // AB_BYTES[dtype])
+
+
 def table_cases() -> list[MixedCase]:
-    """Every A type x instruction type x shape, A from shared memory on wgmma and alternately from
-    shared memory and registers on mma.sync; plus the scaled formats (int4 groups of 128 bf16,
-    mxfp4: e2m1 groups of 32 e8m0) on both instructions."""
+    """Every upcast A type x instruction type x shape, A from shared memory on wgmma and alternately
+    from shared memory and registers on mma.sync; the scaled formats (int4 groups of 128 bf16, mxfp4:
+    e2m1 groups of 32 e8m0) on both instructions; then every native pair x shape (K at least the
+    instruction's, ``native_k``), A in registers on mma.sync and alternately in shared memory and
+    registers on wgmma.
+
+    The native data are small integers (``verify/emulate/reference.mma_tensors``), exact in every type:
+    tf32 operands are f32 bits with the low 13 mantissa bits zero.  What an instruction does with
+    those bits is left to the hardware (the CUDA math API's ``__nv_tf32``: the number of precision
+    bits "is unspecified and depends on the hardware target"; the host runtime drops them), so a
+    caller rounds f32 to tf32 first (``cvt.rna.tf32.f32``) and the table checks tf32 values only."""
     out = []
     for kind, m, n, k in SHAPES:
         for i, a in enumerate(UPCAST_SOURCES):
@@ -83,4 +133,8 @@ def table_cases() -> list[MixedCase]:
             out.append(MixedCase(kind, m, n, k, "i4", "bf16", "shared", "128,bf16"))
         if k >= 32:
             out.append(MixedCase(kind, m, n, k, "e2m1", "bf16", "shared", "32,e8m0"))
+    for j, (kind, m, n, k) in enumerate(SHAPES):
+        for i, (a, b) in enumerate(NATIVE_PAIRS):
+            space = "registers" if kind == "mma.sync" or (i + j) % 2 else "shared"
+            out.append(MixedCase(kind, m, n, native_k(k, b), a, b, space))
     return out

@@ -237,7 +237,7 @@ def _mma_data(plan, rng: np.random.Generator, variant: str) -> RunData:
     if plan.acc_per_reg == 2:                      # f16: register r packs elements 2r (low), 2r + 1 (high)
         regs = regs[:, 0::2] | regs[:, 1::2] << np.uint32(16)
     regs = np.ascontiguousarray(regs)
-    return RunData([encode_small(a, plan.dtype).reshape(-1), encode_small(b, plan.dtype).reshape(-1),
+    return RunData([encode_small(a, plan.a_type).reshape(-1), encode_small(b, plan.dtype).reshape(-1),
                     acc_bits(c, plan.acc_dtype).reshape(-1), ~regs], {2: want_bits.reshape(-1), 3: regs})
 
 

@@ -20,7 +20,7 @@ inline void mfma(int m, int n, int k, MmaType ab, MmaType acc, const uint32_t* a
     Fiber& f = self();
     MmaOperands& o = hopper().ops[self_id()];
     o = MmaOperands();
-    o.m = m, o.n = n, o.k = k, o.ab = ab, o.acc = acc, o.a = a, o.b = b, o.c = c, o.d = d;
+    o.m = m, o.n = n, o.k = k, o.ab = ab, o.bt = ab, o.acc = acc, o.a = a, o.b = b, o.c = c, o.d = d;
     f.op = WarpOp::kMfma;
     warp_op(f);
 }
@@ -45,7 +45,7 @@ inline bool mfma_op(int w0, int lanes) {
     const int M = o.m, N = o.n, K = o.k, P = K * M / 64, G = 64 / N;
     const unsigned eb = element_bytes(o.ab), per = 4 / eb;
     Product p;
-    p.rows = M, p.n = N, p.k = K, p.ab = o.ab, p.acc = o.acc;
+    p.rows = M, p.n = N, p.k = K, p.ab = o.ab, p.bt = o.bt, p.acc = o.acc;
     p.a.assign(M * K, 0), p.b.assign(N * K, 0), p.c.assign(M * N, 0);
     for (int l = 0; l < 64; ++l) {
         const MmaOperands& q = ops[w0 + l];

@@ -31,14 +31,14 @@ def shared_image(plan, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, dict[s
     """The shared bytes holding the shared operand tiles (each at its alignment) and their addresses."""
     e = AB_BYTES[plan.dtype]
     mem, where, top = [], {}, 0
-    for name, op, values in (("a", plan.a, a), ("b", plan.b, b)):
+    for name, op, values, dtype in (("a", plan.a, a, plan.a_type), ("b", plan.b, b, plan.dtype)):
         if op.space != "shared":
             continue
         top = -(-top // op.align) * op.align
         where[name] = top
         tile = layout_of(op.layout)
         coords = tile.apply_all()[: tile.in_dim_size("offset")]
-        raw = encode_small(values[coords[:, 0], coords[:, 1]], plan.dtype).astype(np.uint64)
+        raw = encode_small(values[coords[:, 0], coords[:, 1]], dtype).astype(np.uint64)
         data = np.zeros(raw.size * e, np.uint8)
         for j in range(e):
             data[j::e] = (raw >> np.uint64(8 * j)) & np.uint64(0xFF)
@@ -104,7 +104,7 @@ def emulate(plan, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
                     a_vals[frag_a[..., 0], frag_a[..., 1]] = regs["a"][t_w[:, None], t_l[:, None], np.array(elems)[None, :]]
                 d = ptx_model.wgmma_reference(smem, descs.get("a"), a_vals, descs["b"], n_i, PTX_TYPE[plan.dtype],
                                               d_in, plan.a.descriptor is None or plan.a.descriptor.k_major,
-                                              plan.b.descriptor.k_major)
+                                              plan.b.descriptor.k_major, a_dtype=PTX_TYPE[plan.a_type])
                 d = _rounded(d, plan.acc_dtype)
                 acc[t_w[:, None], t_l[:, None], mine] = d[frag_d[..., 0], frag_d[..., 1]]
         return acc

@@ -217,12 +217,15 @@ def mma_tensors(plan, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray,
     With an f16 accumulator every partial sum, in any order, is at most 64 + K h^2 in magnitude
     (|C| <= 64, |A|, |B| <= h), so h is cut to keep that within ``F16_EXACT``."""
     M, N, K = plan.shape
-    lo, hi = MMA_RANGES[plan.dtype]
-    if plan.acc_dtype == "f16":
-        h = int(np.sqrt((F16_EXACT - 64) // K))
-        lo, hi = max(lo, -h), min(hi, h)
-    a = rng.integers(lo, hi, size=(M, K), endpoint=True)
-    b = rng.integers(lo, hi, size=(K, N), endpoint=True)
+    ranges = []
+    for dtype in (getattr(plan, "a_type", plan.dtype), plan.dtype):       # A's type, B's
+        lo, hi = MMA_RANGES[dtype]
+        if plan.acc_dtype == "f16":
+            h = int(np.sqrt((F16_EXACT - 64) // K))
+            lo, hi = max(lo, -h), min(hi, h)
+        ranges.append((lo, hi))
+    a = rng.integers(*ranges[0], size=(M, K), endpoint=True)
+    b = rng.integers(*ranges[1], size=(K, N), endpoint=True)
     c = rng.integers(-64, 64, size=(M, N), endpoint=True)
     return a, b, c, c + a @ b
 

@@ -272,28 +272,30 @@ def _read(smem: np.ndarray, addr: np.ndarray, nbytes: int) -> np.ndarray:
 
 
 def wgmma_reference(smem, desc_a, a_regs_or_none, desc_b: int, n: int, dtype: str,
-                    acc: np.ndarray | None, k_major_a: bool, k_major_b: bool) -> np.ndarray:
-    """What one ``wgmma.mma_async.m64nNkK`` computes (PTX 9.7.15.5): D = A @ B^T (+ acc).
+                    acc: np.ndarray | None, k_major_a: bool, k_major_b: bool, a_dtype: str | None = None) -> np.ndarray:
+    """What one ``wgmma.mma_async.m64nNkK`` computes (PTX 9.7.15.5): D = A @ B^T (+ acc), A of PTX type
+    ``a_dtype`` (.atype; ``dtype`` when None) and B of ``dtype`` (.btype), each element its exact value.
 
     A (64 x K) comes from the shared bytes through ``desc_a``, or, when ``desc_a`` is
     None, from registers: ``a_regs_or_none`` is either the (64, K) matrix of values or
     the (128, elements) per-thread values a0, a1, ... placed by ``wgmma_a_fragment``.
     B (N x K) always comes through ``desc_b``. Returns float64 (int64 for s8/u8), (64, n).
     """
-    if dtype not in _BITS:
-        raise ValueError(f"unknown dtype {dtype!r}")
+    a_dtype = a_dtype or dtype
+    if dtype not in _BITS or _BITS.get(a_dtype) != _BITS[dtype]:
+        raise ValueError(f"unknown dtype {dtype!r} or A type {a_dtype!r} of another width")
     bits = _BITS[dtype]
     k = 256 // bits
     mem = np.frombuffer(bytes(smem), np.uint8) if isinstance(smem, (bytes, bytearray)) \
         else np.asarray(smem, np.uint8).ravel()
     integer = dtype in ("s8", "u8")
 
-    def load(desc, rows, k_major):
+    def load(desc, rows, k_major, t):
         addr = wgmma_operand_addresses(desc, rows, k, bits, k_major)
-        return _decode(_read(mem, addr, bits // 8), dtype)
+        return _decode(_read(mem, addr, bits // 8), t)
 
     if desc_a is not None:
-        a = load(desc_a, 64, k_major_a)
+        a = load(desc_a, 64, k_major_a, a_dtype)
     else:
         regs = np.asarray(a_regs_or_none)
         if regs.shape == (64, k):
@@ -305,7 +307,7 @@ def wgmma_reference(smem, desc_a, a_regs_or_none, desc_b: int, n: int, dtype: st
             a = np.zeros((64, k), regs.dtype)
             a[frag[..., 0], frag[..., 1]] = regs
         a = a.astype(np.int64 if integer else np.float64)
-    b = load(desc_b, n, k_major_b)
+    b = load(desc_b, n, k_major_b, dtype)
     d = a @ b.T
     if acc is not None:
         d = d + np.asarray(acc).astype(d.dtype)

@@ -121,13 +121,14 @@ def tma_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], 
 
 def mma_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], list[Want]]:
     ab, acc_t = AB_TYPES[p.dtype][0], ACC_PTX[p.acc_dtype]
+    at = AB_TYPES[p.a_type][0]                       # A's PTX type: B's but for the 8-bit pairs (e4m3 x e5m2, ...)
     M, N, K = p.instr_shape
     acc0 = elements(p.acc_layout, args[2], p.num_warps, p.warp_size)[warp, lane]     # the initial accumulator
     if getattr(p, "acc_per_reg", 1) == 2:          # f16: register r packs elements 2r (low half), 2r + 1
         acc0 = (acc0[0::2] & 0xffff) | (acc0[1::2] & 0xffff) << 16
     seq = []
     if p.kind == "wgmma":
-        op = f"wgmma.mma_async.sync.aligned.m{M}n{N}k{K}.{acc_t}.{ab}.{ab}"
+        op = f"wgmma.mma_async.sync.aligned.m{M}n{N}k{K}.{acc_t}.{at}.{ab}"
         a_off = 0
         b_off = -(-p.a.bytes // p.b.align) * p.b.align if p.a.space == "shared" else 0
         seq.append(Want((WGMMA_FENCE,)))
@@ -138,7 +139,7 @@ def mma_wants(p, args, variant: str, lane: int, warp: int) -> tuple[list[Want], 
             b = desc(p.b, SMEM_WINDOW + b_off, s.b[0], lane, warp)
             seq.append(Want((op,), extra=(accs, a, b, True) + immediates(p)))
         return seq + [Want((WGMMA_COMMIT,)), Want((WGMMA_WAIT,), extra=(ACC_READ_IN_FLIGHT,))], []
-    op = f"mma.sync.aligned.m{M}n{N}k{K}.row.col.{acc_t}.{ab}.{ab}.{acc_t}"
+    op = f"mma.sync.aligned.m{M}n{N}k{K}.row.col.{acc_t}.{at}.{ab}.{acc_t}"
     a_words, b_words = operand_words(p, "a", args, lane, warp), operand_words(p, "b", args, lane, warp)
     for s in p.steps:
         accs = tuple(acc0[list(s.acc)].tolist())
