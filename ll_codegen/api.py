@@ -38,7 +38,7 @@ from ll_codegen.plan.mma import AB_BYTES, paired_types
 from ll_codegen.plan.model import parse_barrier
 from ll_codegen.plan.mma_mixed import MixedMmaPlan, mixed_problem
 from ll_codegen.plan.mma_model import MmaError, MmaPlan
-from ll_codegen.mma_specs import a_fragment_of, check_instr_k
+from ll_codegen.mma_specs import check_instr_k, mma_request
 from ll_codegen.plan.plans import ConvertPlan, Transfer
 from ll_codegen.spec import Spec, SpecError, load_spec, spec_from_dict
 
@@ -514,13 +514,8 @@ def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32
             raise SpecError(spec.source, "element_bitwidth", f"{e.element_bits}: the layout is made for "
                                                              f"{e.element_bits}-bit elements, {flag} {t} has {bits}")
         operands.append(e)
-    options = {"version": version, "acc_dtype": acc_dtype}
-    if paired:
-        options.update(a_dtype=a_dtype)
-    elif a_dtype is not None:
-        options.update(a_dtype=a_dtype, scales=scales, fragment=a_fragment_of(acc_spec, acc_l, operands[1].layout))
-    return OPERATIONS["mma" if a_dtype is None or paired else "mma_mixed"].plan(
-        Request((Endpoint(acc_l, "registers"), *operands), dtype, target, arch, options=options))
+    op, options = mma_request(version, acc_dtype, a_dtype, scales, paired, acc_spec, acc_l, operands[1].layout)
+    return OPERATIONS[op].plan(Request((Endpoint(acc_l, "registers"), *operands), dtype, target, arch, options=options))
 
 
 def mma_files(acc: str, a: str, b: str, dtype: str = "f16", acc_dtype: str = "f32", target: str = "cuda",

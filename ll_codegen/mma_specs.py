@@ -1,7 +1,9 @@
 """What ``llgen mma`` reads off an accumulator's spec beyond its layout: the wgmma K its
 ``instr_shape`` names (``check_instr_k``) and, for a mixed-input MMA, the A register fragment its
-``nvidia_mma`` parameters imply (``a_fragment_of``)."""
+``nvidia_mma`` parameters imply (``a_fragment_of``); and the operation and options it plans (``mma_request``)."""
 from __future__ import annotations
+
+from typing import Any
 
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.plan.mma_mixed import a_fragment
@@ -31,3 +33,16 @@ def a_fragment_of(acc_spec: Spec | None, acc: LinearLayout, b: LinearLayout) -> 
         raise ValueError("--a-dtype: the accumulator must be an nvidia_mma spec (the upcast's destination is its "
                          "dot_operand fragment), not a bare LinearLayout")
     return a_fragment(acc_spec.layout, acc.out_dim_size(acc.out_dims[0]), b.out_dim_size(b.out_dims[0]))
+
+
+def mma_request(version: int, acc_dtype: str, a_dtype: str | None, scales: str | None, paired: bool,
+                acc_spec: Spec | None, acc: LinearLayout, b: LinearLayout) -> tuple[str, dict[str, Any]]:
+    """(operation, options) of ``llgen mma``: ``mma`` for one operand type, or for a pair one instruction
+    multiplies as it is (``paired``: e4m3 x e5m2, s8 x u8; A's type an option); else ``mma_mixed``, whose
+    upcast lands in the A fragment of the accumulator spec (``a_fragment_of``)."""
+    options: dict[str, Any] = {"version": version, "acc_dtype": acc_dtype}
+    if a_dtype is None:
+        return "mma", options
+    if paired:
+        return "mma", dict(options, a_dtype=a_dtype)
+    return "mma_mixed", dict(options, a_dtype=a_dtype, scales=scales, fragment=a_fragment_of(acc_spec, acc, b))
