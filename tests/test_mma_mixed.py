@@ -42,8 +42,11 @@ SCALED = [MixedCase("wgmma", 64, 16, 128, "i4", "bf16", "shared", "128,bf16"),
 #: memory and registers on wgmma
 NATIVE = [MixedCase(kind, m, n, native_k(k, b), a, b, "registers" if kind == "mma.sync" or i % 2 else "shared")
           for kind, m, n, k in (("wgmma", 64, 16, 16), ("mma.sync", 16, 16, 16)) for i, (a, b) in enumerate(NATIVE_PAIRS)]
-#: each native pair once on the host runtime, wgmma and mma.sync in turn
-NATIVE_HOST = [c for i, c in enumerate(NATIVE) if (c.kind == "wgmma") == (i % 2 == 0)]
+#: each native pair once on the host runtime: wgmma and mma.sync in turn, wgmma's A alternately in shared
+#: memory and registers
+NATIVE_HOST = [MixedCase("wgmma", 64, 16, native_k(16, b), a, b, "shared" if p % 4 == 0 else "registers") if p % 2 == 0
+               else MixedCase("mma.sync", 16, 16, native_k(16, b), a, b, "registers")
+               for p, (a, b) in enumerate(NATIVE_PAIRS)]
 W = "examples/w4a16/"
 
 
