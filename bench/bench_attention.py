@@ -29,7 +29,8 @@ causal.  ``--ladder`` also times variants of the example's tile and hand-written
 knobs of attention_fwd.cu -- the tile per head dim (the 128 x 128 tile against the shipped 192 x 128 at
 d 64, 192-key tiles at d 64 and d 128, P from shared memory at d 64), intra-warpgroup overlap, the
 rescale slack, ping-pong) on LADDER_SHAPES, f16; each variant's O is checked as
-ours is.  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
+ours is.  ``--fp8-cuts`` times the e4m3 d 128 kernel with one stage cut out of its source (FP8_CUTS:
+where its time goes; those outputs are wrong by design and not checked).  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
 """
 from __future__ import annotations
 
@@ -75,6 +76,18 @@ LADDER = [("the example", ()),
           ("rescale skipped where no row max of the warp grew", ("-DLLGEN_ATTENTION_RESCALE_SLACK=0",)),
           ("no ping-pong", ("-DLLGEN_ATTENTION_PINGPONG=0",))]
 LADDER_SHAPES = [(64, 1024, False), (64, 4096, False), (128, 4096, False), (64, 1024, True), (128, 1024, True)]
+# Where the e4m3 d 128 kernel's time goes: the example with one stage cut out of its source (the text
+# replaced), timed beside the example and our bf16 kernel.  Timing only: a cut variant's O is wrong by
+# design and not checked.  Each text must occur once in the example (checked before building).
+FP8_CUTS = [
+    ("no V transpose (the producer only arrives)",
+     "            Op::transpose_v(k_tile + 2 * KVTILE, k_tile + KVTILE, ptid);\n", ""),
+    ("no exp2 (P = the raw scores)", "        S0::exp2_sub(s, shift, scale_log2);\n", ""),
+    ("no O += P V wgmma", "        attention_pv_e4m3_d##D::mma(o, p, v0);", "        (void)v0;"),
+    ("no S -> P byte permutes", "        p_of_s_d##D::convert_words(w, p, nullptr, tid);",
+     "        for (int i = 0; i < kPWords; ++i) p[i] = w[i % p_of_s_d##D::kSrcWords];")]
+FP8_CUT_SHAPES = [(128, 4096, False), (128, 8192, False), (128, 8192, True)]
+FP8_ONLY = ("-DLLGEN_ATTENTION_DISABLE_F16=1", "-DLLGEN_ATTENTION_DISABLE_D64=1", "-DLLGEN_ATTENTION_DISABLE_D256=1")
 FP8_SHAPES = [(128, 2048, False), (128, 4096, False), (128, 8192, False), (128, 4096, True), (128, 8192, True),
               (64, 4096, False)]  # at d 64 the identity build's kernels are the chain's (attention_fwd.cu)
 
@@ -182,7 +195,43 @@ def bench_fp8(lib, ident, d: int, S: int, causal: bool) -> dict:
             "max_err": max(over for _, over, _ in errs.values()), "max_lse_err": max(le for _, _, le in errs.values())}
 
 
-def report(dev: str, rows: list[dict], ladder: list[dict], fp8: list[dict] | None = None) -> str:
+def cut_sources(directory: str) -> dict[str, str]:
+    """FP8_CUTS: name -> the path of the example's source with that cut made."""
+    import test_attention_fwd as ta
+    with open(ta.KERNEL) as f:
+        src = f.read()
+    out = {}
+    for i, (name, old, new) in enumerate(FP8_CUTS):
+        if src.count(old) != 1:
+            raise SystemExit(f"bench_attention: the cut {name!r} matches {src.count(old)} places of {ta.KERNEL}")
+        path = os.path.join(directory, f"cut{i}", "attention_fwd.cu")
+        os.makedirs(os.path.dirname(path))
+        with open(path, "w") as f:
+            f.write(src.replace(old, new))
+        out[name] = path
+    return out
+
+
+def bench_fp8_cuts(lib, cuts: dict, d: int, S: int, causal: bool) -> dict:
+    """One FP8_CUT_SHAPES row: the e4m3 example, each cut variant and our bf16 kernel, timed together."""
+    import torch
+    from bench_gemm import timed, torch_stream
+    from test_attention_fwd import FP8_DESCALES, fp8_inputs, inputs
+    B = TOKENS // (HEADS * S)
+    q8, k8, v8 = fp8_inputs(B, HEADS, HEADS, S, S, seed=S + causal, d=d)
+    o = torch.empty((B, HEADS, S, d), dtype=torch.bfloat16, device="cuda")
+    lse = torch.empty((B, HEADS, S), device="cuda")
+    go = {n: l.prepared(q8, k8, v8, o, lse, causal, stream=torch_stream, descales=FP8_DESCALES)
+          for n, l in (("the example", lib), *cuts.items())}
+    q, k, v = inputs(B, HEADS, HEADS, S, S, d, torch.bfloat16, seed=S + d + causal)
+    go["bf16"] = lib.prepared(q, k, v, torch.empty_like(q), lse, causal, stream=torch_stream)
+    ms = timed(go)
+    fl = flops(B, HEADS, S, d, causal)
+    return {"d": d, "seq": S, "causal": causal, "tflops": {n: fl / (t * 1e-3) / 1e12 for n, t in ms.items()}}
+
+
+def report(dev: str, rows: list[dict], ladder: list[dict], fp8: list[dict] | None = None,
+           cuts: list[dict] | None = None) -> str:
     lines = [(f"Forward attention on {dev}: TFLOP/s (median of 15 x 10 launches, kernels interleaved), "
               f"batch x heads x seq = {TOKENS}, {HEADS} heads"), "",
              "| dtype | d | causal | seq | ours | cuDNN | flash | ours/cuDNN | ours/flash | max err |",
@@ -224,6 +273,12 @@ def report(dev: str, rows: list[dict], ladder: list[dict], fp8: list[dict] | Non
         rs = [r["tflops"]["fp8 chain"] / r["tflops"]["bf16"] for r in fp8 if r["d"] == 128]
         lines.append("")
         lines.append(f"fp8/bf16 geomean {math.exp(sum(map(math.log, rs)) / len(rs)):.3f} (target >= 1.4 at d 128)")
+    if cuts:
+        lines += ["", "e4m3 d 128 with one stage cut out (timing only: a cut variant's O is wrong), TFLOP/s:", "",
+                  "| variant | " + " | ".join(f"seq {r['seq']}{' causal' if r['causal'] else ''}" for r in cuts) + " |",
+                  "| --- |" + " --- |" * len(cuts)]
+        for name in cuts[0]["tflops"]:
+            lines.append(f"| {name} | " + " | ".join(f"{r['tflops'][name]:.0f}" for r in cuts) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -234,6 +289,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", nargs="*", default=["f16", "bf16"], choices=["f16", "bf16"])
     ap.add_argument("--ladder", action="store_true", help="also time variants of the example's control")
     ap.add_argument("--fp8", action="store_true", help="also time the e4m3 kernels (chain and identity keys) on FP8_SHAPES")
+    ap.add_argument("--fp8-cuts", action="store_true",
+                    help="also time the e4m3 d 128 kernel with one stage cut out (FP8_CUTS; timing only)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     import test_attention_fwd as ta
@@ -252,6 +309,15 @@ def main(argv=None) -> int:
     if a.fp8:
         ident = ta.Library(ident_path.result())
         fp8 = [bench_fp8(lib, ident, dh, S, c) for dh, S, c in FP8_SHAPES]
+    cut_rows = []
+    if a.fp8_cuts:
+        srcs = cut_sources(d)
+        with ThreadPoolExecutor(max_workers=len(srcs) + 1) as pool:  # the example's e4m3 d 128 kernels alone, then the cuts
+            base = pool.submit(ta.build, os.path.join(d, "fp8_only"), FP8_ONLY)
+            built = {n: pool.submit(ta.build, os.path.dirname(p), FP8_ONLY, p) for n, p in srcs.items()}
+            base = ta.Library(base.result())
+            cut_libs = {n: ta.Library(f.result()) for n, f in built.items()}
+        cut_rows = [bench_fp8_cuts(base, cut_libs, dh, S, c) for dh, S, c in FP8_CUT_SHAPES]
     ladder = []
     if a.ladder:
         subs = [os.path.join(d, f"variant{i}") for i in range(1, len(LADDER))]
@@ -264,9 +330,9 @@ def main(argv=None) -> int:
             r = bench_shape(lib, dh, S, c, torch.float16, variants)
             r["tflops"][LADDER[0][0]] = r["tflops"].pop("ours")
             ladder.append(r)
-    table = report(dev, rows, ladder, fp8)
+    table = report(dev, rows, ladder, fp8, cut_rows)
     with open(os.path.join(a.out, "attention.json"), "w") as f:
-        json.dump({"device": dev, "rows": rows, "ladder": ladder, "fp8": fp8}, f, indent=1)
+        json.dump({"device": dev, "rows": rows, "ladder": ladder, "fp8": fp8, "fp8_cuts": cut_rows}, f, indent=1)
     with open(os.path.join(a.out, "attention_table.md"), "w") as f:
         f.write(table)
     for r in rows + ladder + fp8:

@@ -53,12 +53,13 @@ DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1, E4M3: 2}  # the library's dty
 LSE_TOL = 1e-3
 
 
-def build(directory: str, extra: tuple[str, ...] = ()) -> str:
-    """nvcc -O3 -arch=sm_90a (the kernel's own build line) into a shared library; its path."""
+def build(directory: str, extra: tuple[str, ...] = (), kernel: str = KERNEL) -> str:
+    """nvcc -O3 -arch=sm_90a (the kernel's own build line) of ``kernel`` (the example) into a shared
+    library; its path."""
     os.makedirs(directory, exist_ok=True)
     out = os.path.join(directory, "attention_fwd.so")
     subprocess.run(["nvcc", "-std=c++17", "-O3", "-arch=sm_90a", "-I", os.path.join(ROOT, "generated"), "-shared",
-                    "-Xcompiler", "-fPIC", *extra, "-o", out, KERNEL], check=True, capture_output=True, text=True)
+                    "-Xcompiler", "-fPIC", *extra, "-o", out, kernel], check=True, capture_output=True, text=True)
     return out
 
 
