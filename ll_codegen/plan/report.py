@@ -257,7 +257,8 @@ def gather_summary(p: GatherPlan) -> str:
 def mma_summary(p: MmaPlan) -> str:
     """An MMA: the instruction, how each operand is read, the steps."""
     M, N, K = p.shape
-    lines = [f"mma: {p.instr}  (acc {M}x{N} += A {M}x{K} * B {K}x{N}, {p.dtype} -> {p.acc_dtype}, "
+    types = p.dtype if p.a_dtype is None else f"A {p.a_dtype}, B {p.dtype}"
+    lines = [f"mma: {p.instr}  (acc {M}x{N} += A {M}x{K} * B {K}x{N}, {types} -> {p.acc_dtype}, "
              f"{p.target} {p.arch}, {p.num_warps} warps x {p.warp_size} lanes)",
              f"  {len(p.steps)} instructions per thread ({len({s.acc for s in p.steps})} accumulator tiles x "
              f"{K // p.instr_shape[2]} k-steps), {p.acc_regs} accumulator registers"]
