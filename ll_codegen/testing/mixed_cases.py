@@ -118,10 +118,11 @@ def table_cases() -> list[MixedCase]:
     registers on wgmma.
 
     The native data are small integers (``verify/emulate/reference.mma_tensors``), exact in every type:
-    tf32 operands are f32 bits with the low 13 mantissa bits zero.  What an instruction does with
-    those bits is left to the hardware (the CUDA math API's ``__nv_tf32``: the number of precision
-    bits "is unspecified and depends on the hardware target"; the host runtime drops them), so a
-    caller rounds f32 to tf32 first (``cvt.rna.tf32.f32``) and the table checks tf32 values only."""
+    tf32 operands are f32 bits with the low 13 mantissa bits zero.  The PTX ISA (alternate
+    floating-point data formats) gives tf32 f32's range and at least 10 mantissa bits, its internal
+    layout implementation-defined, and ``cvt.rna.tf32.f32`` (round to nearest, ties away) to make it:
+    what an instruction does with other f32 bits is not specified (the host runtime drops the low 13),
+    so a caller rounds f32 inputs with that cvt first and the table checks tf32 values only."""
     out = []
     for kind, m, n, k in SHAPES:
         for i, a in enumerate(UPCAST_SOURCES):
