@@ -53,11 +53,12 @@
 //     F = [(0, 2)]
 //     G = [(1, 2)]
 //     R = [(1, 0), (16, 0), (32, 0)]
-//   candidate*shuffle      score    16.00  8 ds_bpermute_b32, 16 selects, 0 pack ops
-//   candidate shuffle      score    16.00  8 ds_bpermute_b32, 16 selects (swap stages), 0 pack ops
+//   candidate*shuffle      score    12.00  8 ds_bpermute_b32, 16 selects, 0 pack ops
+//   candidate shuffle      score    12.00  8 ds_bpermute_b32, 16 selects (swap stages), 0 pack ops
+//   candidate shuffle      score    12.00  8 ds_bpermute_b32, 0 selects (fused), 16 pack ops
+//   candidate butterfly    score    32.00  4 ds_bpermute_b32, 8 selects, 0 pack ops; then 4 ds_bpermute_b32, 0 selects (fused), 8 pack ops; then 4 ds_bpermute_b32, 0 selects (fused), 8 pack ops; then 4 ds_bpermute_b32, 0 selects (fused), 8 pack ops; then 4 ds_bpermute_b32, 0 selects (fused), 16 pack ops
 //   candidate smem         score    41.00  store ds_write_b128 x2, load ds_read_b128 x2: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
-//   candidate shuffle+smem score    53.00  4 ds_bpermute_b32, 16 selects, 0 pack ops; then store ds_write_b128 x2, load ds_read_b128 x2: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
-//   candidate butterfly    score    60.00  4 ds_bpermute_b32, 8 selects, 0 pack ops; then 4 ds_bpermute_b32, 16 selects (swap stages), 0 pack ops; then 4 ds_bpermute_b32, 16 selects (swap stages), 0 pack ops; then 4 ds_bpermute_b32, 16 selects (swap stages), 0 pack ops; then 8 ds_bpermute_b32, 16 selects, 0 pack ops
+//   candidate shuffle+smem score    49.00  4 ds_bpermute_b32, 16 selects, 0 pack ops; then store ds_write_b128 x2, load ds_read_b128 x2: 32 wavefronts (0+0 conflicts/instr), 2 barriers (1 warp-scope)
 #pragma once
 #include <hip/hip_runtime.h>
 #include <cstdint>

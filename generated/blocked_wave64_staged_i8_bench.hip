@@ -51,6 +51,22 @@ __attribute__((unused)) constexpr int kDstWords  = 4;
 __host__ __device__ constexpr int src_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 8) ^ ((reg & 0x2) << 5) ^ (reg & 0x1) ^ ((lane & 0x20) << 2) ^ ((lane & 0x1f) << 1) ^ (warp << 8); }
 __host__ __device__ constexpr int dst_index(int reg, int lane, int warp) { return (void)reg, (void)lane, (void)warp, ((reg & 0xc) << 8) ^ (reg & 0x3) ^ ((lane & 0x1) << 6) ^ ((lane & 0x20) << 2) ^ ((lane & 0x1e) << 1) ^ (warp << 8); }
 
+namespace detail {
+
+// a byte permute with a per-lane selector: v_perm_b32 (HIP's __byte_perm indexes a byte array in
+// memory); byte q of the result is byte (s >> 8q) & 7 of the pair x (bytes 0-3), y (bytes 4-7)
+__device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(LLGEN_HOST_SIMT)
+    const uint64_t pair = (uint64_t(y) << 32) | x;
+    uint32_t out = 0;
+    for (int q = 0; q < 4; ++q) out |= uint32_t(pair >> (8 * ((s >> (8 * q)) & 7)) & 0xffu) << (8 * q);
+    return out;
+#else
+    return __builtin_amdgcn_perm(y, x, s);
+#endif
+}
+}  // namespace detail
+
 // dst = src in the destination layout: warp shuffles: 4 round(s) x 1 word(s).
 // tid: this thread's index among the kThreads threads taking part (default threadIdx.x);
 // smem: kSmemBytes bytes, 16-byte aligned, shared by those threads.
@@ -61,31 +77,27 @@ __device__ __forceinline__ void convert_words(const uint32_t (&s)[kSrcWords], ui
                                               unsigned tid = threadIdx.x) {
     (void)smem;
     const unsigned lane = tid & (kWarpSize - 1);
-    const unsigned sel0 = lane & 1;  // parity of lane & 0x1
+    const unsigned sel0 = lane & 1;                         // parity of lane & 0x1
+    const uint32_t perm0 = sel0 ? 0x7060302u : 0x5040100u;  // byte selector by lane
+    const uint32_t perm1 = sel0 ? 0x5040100u : 0x7060302u;  // byte selector by lane
+    const uint32_t perm2 = sel0 ? 0x1000504u : 0x5040100u;  // byte selector by lane
+    const uint32_t perm3 = sel0 ? 0x3020706u : 0x7060302u;  // byte selector by lane
 
-    // Pack: 4 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send by 1 swap stage(s)
-    const uint32_t w0 = __byte_perm(s[0], s[1], 0x5410);
-    const uint32_t w1 = __byte_perm(s[0], s[1], 0x7632);
-    const uint32_t w2 = __byte_perm(s[2], s[3], 0x5410);
-    const uint32_t w3 = __byte_perm(s[2], s[3], 0x7632);
-    const uint32_t w1_0 = sel0 ? w1 : w0;
-    const uint32_t w1_1 = sel0 ? w0 : w1;
-    const uint32_t w1_2 = sel0 ? w3 : w2;
-    const uint32_t w1_3 = sel0 ? w2 : w3;
+    // Pack: 4 round(s) x 1 word(s), 4 element(s) per payload, 2-way lane-dependent send by byte permutes with per-lane selectors
+    const uint32_t out0 = detail::byte_perm(s[0], s[1], perm0);
+    const uint32_t out1 = detail::byte_perm(s[0], s[1], perm1);
+    const uint32_t out2 = detail::byte_perm(s[2], s[3], perm0);
+    const uint32_t out3 = detail::byte_perm(s[2], s[3], perm1);
 
     // Exchange: 2 shuffle(s) issued back to back, source lane lane ^ c
-    const uint32_t in1 = __shfl_xor(w1_1, 0x1);
-    const uint32_t in3 = __shfl_xor(w1_3, 0x1);
+    const uint32_t in1 = __shfl_xor(out1, 0x1);
+    const uint32_t in3 = __shfl_xor(out3, 0x1);
 
-    // Unpack (2-way lane-dependent receive by 1 swap stage(s))
-    const uint32_t v1_0 = sel0 ? in1 : w1_0;
-    const uint32_t v1_1 = sel0 ? w1_0 : in1;
-    const uint32_t v1_2 = sel0 ? in3 : w1_2;
-    const uint32_t v1_3 = sel0 ? w1_2 : in3;
-    d[0] = __byte_perm(v1_0, v1_1, 0x5410);
-    d[1] = __byte_perm(v1_0, v1_1, 0x7632);
-    d[2] = __byte_perm(v1_2, v1_3, 0x5410);
-    d[3] = __byte_perm(v1_2, v1_3, 0x7632);
+    // Unpack (2-way lane-dependent receive by byte permutes with per-lane selectors)
+    d[0] = detail::byte_perm(out0, in1, perm2);
+    d[1] = detail::byte_perm(out0, in1, perm3);
+    d[2] = detail::byte_perm(out2, in3, perm2);
+    d[3] = detail::byte_perm(out2, in3, perm3);
 }
 
 template <typename T>

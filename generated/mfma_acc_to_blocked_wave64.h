@@ -46,8 +46,8 @@
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
 //   candidate*smem         score    75.00  store ds_write_b64 x8, load ds_read_b128 x4: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem         score    76.00  store ds_write_b64 x8, load ds_read_b64 x8: 64 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate shuffle+smem score    98.00  8 ds_bpermute_b32, 32 selects, 0 pack ops; then store ds_write_b128 x4, load ds_read_b128 x4: 64 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate shuffle+smem score   118.00  12 ds_bpermute_b32, 64 selects (swap stages), 0 pack ops; then store ds_write_b128 x4, load ds_read_b128 x4: 64 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate shuffle+smem score    90.00  8 ds_bpermute_b32, 32 selects, 0 pack ops; then store ds_write_b128 x4, load ds_read_b128 x4: 64 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate shuffle+smem score   102.00  12 ds_bpermute_b32, 64 selects (swap stages), 0 pack ops; then store ds_write_b128 x4, load ds_read_b128 x4: 64 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem         score   139.00  store ds_write_b128 x4, load ds_read_b64 x8: 128 wavefronts (8+4 conflicts/instr), 2 barriers
 #pragma once
 #include <hip/hip_runtime.h>

@@ -42,8 +42,8 @@
 //     bank model: LDS 32 banks x 4 B, phases of 128 B (32 lanes at b32, 16 at b64, 8 at b128), from AMD's documents; not yet measured on AMD hardware
 //   candidate*smem         score    17.50  store ds_write_b32 x4, load ds_read_b64 x2: 8 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem         score    18.00  store ds_write_b32 x4, load ds_read_b32 x4: 8 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate shuffle+smem score    25.00  2 ds_bpermute_b32, 8 selects (swap stages), 8 pack ops; then store ds_write_b64 x2, load ds_read_b64 x2: 8 wavefronts (0+0 conflicts/instr), 2 barriers
-//   candidate shuffle+smem score    25.00  2 ds_bpermute_b32, 8 selects (swap stages), 8 pack ops; then store ds_write_b64 x2, load ds_read_b64 x2: 8 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate shuffle+smem score    21.00  2 ds_bpermute_b32, 0 selects (fused), 8 pack ops; then store ds_write_b64 x2, load ds_read_b64 x2: 8 wavefronts (0+0 conflicts/instr), 2 barriers
+//   candidate shuffle+smem score    21.00  2 ds_bpermute_b32, 0 selects (fused), 8 pack ops; then store ds_write_b64 x2, load ds_read_b64 x2: 8 wavefronts (0+0 conflicts/instr), 2 barriers
 //   candidate smem         score    25.25  store ds_write_b32 x4, load ds_read_b128 x1: 16 wavefronts (1+4 conflicts/instr), 2 barriers
 //   candidate smem         score    41.25  store ds_write_b128 x1, load ds_read_b32 x4: 32 wavefronts (12+3 conflicts/instr), 2 barriers
 #pragma once

@@ -50,7 +50,7 @@ CASES = [
     ("shfl_xor", XOR_SRC, XOR_DST, "f32", {}),
     ("smem_b64", _path(SPECS, "blocked_wave64_64x64.yaml"), _path(SPECS, "blocked_wave64_2x2_64x64.yaml"), "i8",
      {"strategy": "smem"}),
-    ("smem_b16", _blocked([1, 4]), _blocked([4, 1], (16, 4), (0, 1)), "f16", {}),
+    ("smem_b16", _blocked([1, 4]), _blocked([4, 1], (16, 4), (0, 1)), "f16", {"strategy": "smem"}),
     ("smem_mfma", _path(SPECS, "mfma_32x32_2x2_64x64.yaml"), _path(SPECS, "blocked_wave64_64x64.yaml"), "f32", {}),
     ("lds_store_b32", _path(SPECS, "blocked_wave64_64x64.yaml"), _path(EX, "swizzled_shared_64x64.yaml"), "i8", {}),
     ("lds_store_b8", _blocked([1, 1], (1, 64)), _path(EX, "swizzled_shared_64x64.yaml"), "i8", {}),

@@ -97,12 +97,12 @@ def test_sample_covers_targets_and_strategies(sampled):
             assert any(k[:2] == (target, strategy) for k in kinds), (target, strategy)
         assert {k[2] for k in kinds if k[0] == target} == {1, 2, 4, 8}
     assert {p.warp_size for _, p in items if p.target == "hip"} == {32, 64}
-    # lane-dependent shuffle registers in every form: select trees, swap stages, fused (CUDA only)
+    # lane-dependent shuffle registers in every form: select trees, swap stages, fused (byte permutes)
     forms = {(p.target, "fused" if p.shuffle.send_fused or p.shuffle.recv_fused else
               bool(p.shuffle.send_swaps or p.shuffle.recv_swaps)) for _, p in items
              if getattr(p, "shuffle", None) is not None and p.operation == "convert"
              and (p.shuffle.send_select.size > 1 or p.shuffle.recv_select.size > 1)}
-    assert forms == {(t, f) for t in ("cuda", "hip") for f in (False, True)} | {("cuda", "fused")}, forms
+    assert forms == {(t, f) for t in ("cuda", "hip") for f in (False, True, "fused")}, forms
 
 
 def test_sample_bit_exact_on_host(sampled):

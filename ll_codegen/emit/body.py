@@ -76,6 +76,7 @@ class Namespace:
     instructions: list[Instruction] = field(default_factory=list)   # the target instructions its code calls
     uses_smem_ptr: bool = False
     warp_sync: bool = False                # HIP: detail::warp_sync(), a wavefront-scope barrier
+    byte_perm: bool = False                # HIP: detail::byte_perm(), v_perm_b32 with a per-lane selector
     uses_global_ptr: bool = False
     copy_groups: bool | None = None        # copy plans: commit()/wait<N>() (True: cp.async groups)
     nested: list["Namespace"] = field(default_factory=list)   # via plans: namespaces via and coalesced

@@ -170,16 +170,31 @@ def compose_word(sources: Sequence[tuple[str, int] | None], elem_bytes: int) -> 
     return term_expr(pack_term(sources, 4 // elem_bytes))
 
 
-def term_expr(term: PackTerm | LanePerm, selector: Callable[[tuple[int, ...]], str] | None = None) -> str:
+def term_expr(term: PackTerm | LanePerm, selector: Callable[[tuple[int, ...]], str] | None = None,
+              lane_perm_fn: str = "__byte_perm") -> str:
     """C expression of a ``plan.words.PackTerm``; a ``LanePerm``'s selector is the name
-    ``selector(sels)`` gives its per-lane values."""
+    ``selector(sels)`` gives its per-lane values, and it is called as ``lane_perm_fn``."""
+    fn = "__byte_perm"
     if isinstance(term, LanePerm):
-        a, b, sel = term.a, term.b, selector(term.sels)
+        a, b, sel, fn = term.a, term.b, selector(term.sels), lane_perm_fn
     elif term[0] == "word":
         return term[1]
     else:
         a, b, sel = term[1], term[2], hex_const(term[3])
-    return f"__byte_perm({term_expr(a, selector)}, {'0u' if b is None else term_expr(b, selector)}, {sel})"
+    a_e = term_expr(a, selector, lane_perm_fn)
+    b_e = "0u" if b is None else term_expr(b, selector, lane_perm_fn)
+    return f"{fn}({a_e}, {b_e}, {sel})"
+
+
+def amd_perm_selector(sel: int) -> int:
+    """``__byte_perm(a, b, sel)``'s selector -- byte q of the result is byte ``sel >> 4q & 7`` of
+    the pair (a: bytes 0-3, b: 4-7) -- as the selector of ``v_perm_b32`` (``detail::byte_perm``
+    on HIP), whose byte q of the result is byte ``s >> 8q`` of the same pair: each nibble moved
+    to its byte.  Only byte indices 0-7 (CUDA's sign-replicate nibbles and v_perm's constant
+    bytes differ)."""
+    if sel >> 16 or any(sel >> (4 * q) & 8 for q in range(4)):
+        raise ValueError(f"byte selector {sel:#x}: only byte indices 0-7 translate to v_perm_b32")
+    return sum((sel >> (4 * q) & 7) << (8 * q) for q in range(4))
 
 
 def unpack_elems(words: Sequence[str], n: int, elem_bytes: int, raw: str) -> list[str]:

@@ -19,9 +19,9 @@ from ll_codegen.core.layout import LinearLayout, layout_of
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Builder, Fn, Namespace, constants, element_unit,
                                   harness_context, header_values, new_namespace, use_instruction, word_counts)
 from ll_codegen.emit.packed import repacked_namespace
-from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, compose_word, hex_const, index_function,
-                                   row_major_bases, row_major_form, select_tree, strip_parens, term_expr,
-                                   xor_form_expr)
+from ll_codegen.emit.cexpr import (FULL_MASK, address_expr, aligned, amd_perm_selector, compose_word, hex_const,
+                                   index_function, row_major_bases, row_major_form, select_tree, strip_parens,
+                                   term_expr, xor_form_expr)
 from ll_codegen.emit.instructions import BAR_SYNC
 from ll_codegen.plan.model import LaneSelect, swap_stages, with_partners, word_view
 from ll_codegen.plan.plans import Transfer, without_via
@@ -150,16 +150,22 @@ class ConvertBuilder(Builder):
 
     def lane_word(self, term: PackTerm | LanePerm, bits: Sequence[str]) -> str:
         """C of a word as ``words.lane_perm`` composes it; each lane-dependent selector is a
-        prologue constant ``perm<n>`` (the select tree over its values, once per thread)."""
+        prologue constant ``perm<n>`` (the select tree over its values, once per thread).  HIP:
+        the permute is ``detail::byte_perm`` (v_perm_b32, its selector's bytes), as HIP's
+        ``__byte_perm`` with a run-time selector indexes a byte array in memory."""
+        form = (lambda v: v) if self.cuda else amd_perm_selector
+        if not self.cuda:
+            self.conv.byte_perm = True
+
         def selector(sels: tuple[int, ...]) -> str:
             key = (tuple(bits), sels)
             if key not in self.perm_names:
                 self.perm_names[key] = f"perm{len(self.perm_names)}"
                 self.sel_lines.append((f"const uint32_t {self.perm_names[key]} = "
-                                       f"{select_tree([f'{hex_const(v)}u' for v in sels], bits)};",
+                                       f"{select_tree([f'{hex_const(form(v))}u' for v in sels], bits)};",
                                        "byte selector by lane"))
             return self.perm_names[key]
-        return term_expr(term, selector)
+        return term_expr(term, selector, "__byte_perm" if self.cuda else "detail::byte_perm")
 
     @staticmethod
     def swap_lines(prefix: str, words: dict[tuple[int, ...], list[str]], stages: list[list[tuple[int, ...]]],

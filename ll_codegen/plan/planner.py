@@ -25,7 +25,8 @@ three-term model specialised to conversions): every shared-memory wavefront
 costs ``WAVEFRONT`` = 1 (128 B/clk/SM; a ``stmatrix`` wavefront ``STMATRIX``),
 every shuffle ``SHUFFLE`` = 1 (one warp instruction per clock per SM), every
 lane-dependent select of a shuffle plan ``SELECT`` = 0.5 (Hopper's integer pipe
-issues two warp instructions per clock per SM), every
+issues two warp instructions per clock per SM; HIP: ``ALU``, as AMD issues a
+v_cndmask_b32 like the v_perm_b32 of a fused word), every
 pack or shared-memory instruction ``ALU``, and a barrier ``BARRIER``
 slots (``WARP_BARRIER`` for the warp-scope stores->loads barrier of a
 warp-local plan).  The cheapest legal candidate wins (on ties: fewer shared-memory
@@ -185,7 +186,8 @@ def _score(plan: ConvertPlan | AccessPlan) -> tuple[float, str]:
     if plan.strategy == "shuffle":
         s = plan.shuffle
         shfl, selects, packs = s.shuffles, s.selects, s.pack_ops(word_view(plan), plan.dst_copies)
-        score = SHUFFLE * shfl + SELECT * selects + ALU * packs
+        select = ALU if plan.target == "hip" else SELECT   # AMD: v_cndmask_b32 issues as v_perm_b32 does
+        score = SHUFFLE * shfl + select * selects + ALU * packs
         what = "shuffles" if plan.target != "hip" else shuffle_name(plan.target)     # HIP: the AMD instruction
         forms = ["swap stages"] * bool(s.send_swaps or s.recv_swaps) + ["fused"] * (s.send_fused or s.recv_fused)
         form = f" ({', '.join(forms)})" if forms else ""
@@ -342,12 +344,10 @@ def _named(plan: ConvertPlan | AccessPlan, barrier: Barrier) -> ConvertPlan | Ac
 
 def shuffle_forms(step: ConvertPlan, sp: ShufflePlan) -> list[ConvertPlan]:
     """``step`` with each form of the shuffle plan ``sp``: select trees, swap stages, and
-    (CUDA, 8/16-bit words) each of those with its lane-dependent words fused into byte
-    permutes (``shuffle.fuse_form``).  HIP's ``__byte_perm`` indexes a byte array, so a
-    run-time selector stays CUDA's."""
+    (8/16-bit words) each of those with its lane-dependent words fused into byte permutes
+    (``shuffle.fuse_form``: CUDA ``PRMT``, HIP ``v_perm_b32``, both with a per-lane selector)."""
     forms = [sp, swap_form(sp)]
-    if step.target == "cuda":
-        forms += [f for f in (fuse_form(f, word_view(step), step.dst_copies) for f in forms) if f is not None]
+    forms += [f for f in (fuse_form(f, word_view(step), step.dst_copies) for f in forms) if f is not None]
     return [replace(step, shuffle=f) for k, f in enumerate(forms) if f not in forms[:k]]
 
 

@@ -132,8 +132,10 @@ def check(plan, text: str, name: str) -> list[str]:
 
 def _planned_shuffles(plan) -> int:
     """Shuffle words of a plan and of the steps before it (a staged conversion's shuffles, a store's or
-    load's via conversion, staged or not)."""
-    return sum(q.shuffle.shuffles for p in steps(plan) for q in steps(p)
+    load's via conversion, staged or not), over every run-time alignment path (each path's code is
+    in the kernel)."""
+    paths = (plan, *getattr(plan, "paths", ()))
+    return sum(q.shuffle.shuffles for r in paths for p in steps(r) for q in steps(p)
                if q.operation == "convert" and q.strategy == "shuffle")
 
 
