@@ -28,7 +28,7 @@ A backend that refuses a shape is reported, not fatal.  TFLOP/s = 4 B H S^2 D / 
 causal.  ``--ladder`` also times variants of the example's tile and hand-written control (LADDER: the -D
 knobs of attention_fwd.cu -- the tile per head dim (the 128 x 128 tile against the shipped 192 x 128 at
 d 64, 192-key tiles at d 64 and d 128, P from shared memory at d 64), intra-warpgroup overlap, the
-rescale slack, ping-pong) on LADDER_SHAPES, f16; each variant's O is checked as
+rescale slack, ping-pong, the causal launch order) on LADDER_SHAPES, f16; each variant's O is checked as
 ours is.  ``--fp8-cuts`` times the e4m3 d 128 kernel with one stage cut out of its source (FP8_CUTS:
 where its time goes; those outputs are wrong by design and not checked).  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
 """
@@ -74,8 +74,10 @@ LADDER = [("the example", ()),
           ("4 stages at d 64", ("-DLLGEN_ATTENTION_STAGES_D64=4",)),
           ("2 stages at d 128", ("-DLLGEN_ATTENTION_STAGES_D128=2",)),
           ("rescale skipped where no row max of the warp grew", ("-DLLGEN_ATTENTION_RESCALE_SLACK=0",)),
-          ("no ping-pong", ("-DLLGEN_ATTENTION_PINGPONG=0",))]
-LADDER_SHAPES = [(64, 1024, False), (64, 4096, False), (128, 4096, False), (64, 1024, True), (128, 1024, True)]
+          ("no ping-pong", ("-DLLGEN_ATTENTION_PINGPONG=0",)),
+          ("causal: one head's blocks after another's", ("-DLLGEN_ATTENTION_HEADS_FIRST=0",))]
+LADDER_SHAPES = [(64, 1024, False), (64, 4096, False), (128, 4096, False), (64, 1024, True), (64, 2048, True),
+                 (64, 8192, True), (128, 1024, True), (128, 4096, True)]
 # Where the e4m3 d 128 kernel's time goes: the example with one stage cut out of its source (the text
 # replaced), timed beside the example and our bf16 kernel.  Timing only: a cut variant's O is wrong by
 # design and not checked.  Each text must occur once in the example (checked before building).

@@ -259,15 +259,18 @@ int main(int argc, char** argv) {
         std::printf("ERR encode %%d\n", r);
         return 4;
     }
+    // the grid as llgen_attention_fwd_launch gives it
+    const bool heads_first = attention_fwd::heads_first(causal, Sq, kernel.bm);
+    const unsigned blocks = unsigned((Sq + kernel.bm - 1) / kernel.bm), bh = unsigned(B * H);
     llgen_host::Dim3 grid;
-    grid.x = unsigned((Sq + kernel.bm - 1) / kernel.bm), grid.y = unsigned(B * H), grid.z = 1;
+    grid.x = heads_first ? bh : blocks, grid.y = heads_first ? blocks : bh, grid.z = 1;
     for (unsigned y = 0; y < grid.y; ++y)
         for (unsigned x = 0; x < grid.x; ++x) {
             llgen_host::Dim3 bid;
             bid.x = x, bid.y = y;
             auto errors = llgen_host::launch(kernel.threads, 32, smem, kernel.smem_bytes, [&] {
                 kernel.fn(maps.q, maps.k, maps.v, maps.o, maps.k1, maps.v1, L.data(), H, H / Hkv, Sq, Sk,
-                          scale_log2, o_scale);
+                          scale_log2, o_scale, heads_first);
             }, bid, grid);
             for (auto& e : errors) std::printf("ERR block (%%u, %%u): %%s\n", x, y, e.c_str());
             if (!errors.empty()) return 5;
