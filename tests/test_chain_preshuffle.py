@@ -207,7 +207,7 @@ def test_cuda_reorder_runs_bit_exact_on_the_host(tmp_path, case):
                    .replace("T0", "2").replace("T1", "3").replace("S0", str(strides[0]))
                    .replace("S1", str(strides[1])))
     exe = str(tmp_path / "reorder")
-    r = subprocess.run([cxx, "-std=c++17", "-x", "c++", "-O1", "-I", SIMT, "-I", str(tmp_path), "-include",
+    r = subprocess.run([cxx, "-std=c++17", "-x", "c++", host.default_opt(), "-I", SIMT, "-I", str(tmp_path), "-include",
                         "llgen_host.h", str(src), "-o", exe], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     buf.tofile(tmp_path / "in.bin")

@@ -154,7 +154,7 @@ def test_host_simt_kernel_packs_bit_exactly(tmp_path, name):
     (tmp_path / "cvt8.cuh").write_text(wrappers_header())
     (tmp_path / "main.cpp").write_text(KERNEL)
     exe = str(tmp_path / "pack")
-    r = subprocess.run([cxx, "-std=c++17", "-x", "c++", "-O1", "-I", SIMT, "-I", str(tmp_path), "-include",
+    r = subprocess.run([cxx, "-std=c++17", "-x", "c++", host.default_opt(), "-I", SIMT, "-I", str(tmp_path), "-include",
                         "llgen_host.h", str(tmp_path / "main.cpp"), "-o", exe], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     M, _, K = p.shape
