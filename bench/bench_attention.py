@@ -52,15 +52,16 @@ HEADS = 8
 SEQS = [1024, 2048, 4096, 8192, 16384]
 SHAPES = [(d, s, c) for d in (64, 128) for c in (False, True) for s in SEQS]
 # The example as built, then variants of its tile and of its hand-written control (-D knobs of
-# attention_fwd.cu).  Shipped tiles (BM query rows x BN keys): d 64 192 x 128 non-causal (three
-# consumer warp groups) and 128 x 128 causal, d 128 128 x 128; FlashAttention-3's on Hopper: d 64 192 x 128 (192 x 192 non-causal in some
+# attention_fwd.cu).  Shipped tiles (BM query rows x BN keys): d 64 192 x 128 (three consumer warp
+# groups), d 128 128 x 128; FlashAttention-3's on Hopper: d 64 192 x 128 (192 x 192 non-causal in some
 # versions), d 128 128 x 176 non-causal (a 176-key tile is no sum of two wgmma N's here: 192 = 128 + 64
 # is the nearest) and 128 x 128 causal.
 LADDER = [("the example", ()),
           ("d 64: the 128 x 128 tile (2 consumer groups)", ("-DLLGEN_ATTENTION_BM_D64=128",)),
-          ("d 64 causal: 192 x 128 (3 consumer groups)", ("-DLLGEN_ATTENTION_BM_CAUSAL_D64=192",)),
+          ("d 64 causal: 128 x 128 (2 consumer groups)", ("-DLLGEN_ATTENTION_BM_CAUSAL_D64=128",)),
           ("d 64: 128 x 192 (2 consumer groups, 192-key tiles)",
-           ("-DLLGEN_ATTENTION_BM_D64=128", "-DLLGEN_ATTENTION_BN_D64=192", "-DLLGEN_ATTENTION_BN_CAUSAL_D64=192")),
+           ("-DLLGEN_ATTENTION_BM_D64=128", "-DLLGEN_ATTENTION_BM_CAUSAL_D64=128", "-DLLGEN_ATTENTION_BN_D64=192",
+            "-DLLGEN_ATTENTION_BN_CAUSAL_D64=192")),
           ("d 64: 192 x 192 non-causal, P from shared memory (ptxas spills 172 B)",
            ("-DLLGEN_ATTENTION_P_SMEM_D64=1", "-DLLGEN_ATTENTION_BN_D64=192")),
           ("d 64: 192 x 128, P from shared memory", ("-DLLGEN_ATTENTION_P_SMEM_D64=1",)),

@@ -70,15 +70,15 @@ KERNELS = KERNELS16 + KERNELS_FP8
 FP8_REGS = (96, 200)
 
 # The tile (BM, BN) per (d, causal) of a build: as shipped, then the -D knobs of the other tiles.
-SHIPPED = {(64, False): (192, 128), (64, True): (128, 128), (128, False): (128, 128), (128, True): (128, 128),
+SHIPPED = {(64, False): (192, 128), (64, True): (192, 128), (128, False): (128, 128), (128, True): (128, 128),
            (256, False): (128, 64), (256, True): (128, 64)}
 BUILDS = {
     "shipped": ((), SHIPPED),
-    # d 64 with the rows swapped: the 128 x 128 tile non-causal, 192 x 128 causal (one build for both)
-    "rows_swapped": (("LLGEN_ATTENTION_BM_D64=128", "LLGEN_ATTENTION_BM_CAUSAL_D64=192"),
-                     {**SHIPPED, (64, False): (128, 128), (64, True): (192, 128)}),
-    "keys_192": (("LLGEN_ATTENTION_BM_D64=128", "LLGEN_ATTENTION_BN_D64=192", "LLGEN_ATTENTION_BN_D128=192",
-                  "LLGEN_ATTENTION_BN_CAUSAL_D64=192", "LLGEN_ATTENTION_BN_CAUSAL_D128=192"),
+    # d 64 with 128 query rows: the 128 x 128 tile, causal or not (one build for both)
+    "rows_swapped": (("LLGEN_ATTENTION_BM_D64=128", "LLGEN_ATTENTION_BM_CAUSAL_D64=128"),
+                     {**SHIPPED, (64, False): (128, 128), (64, True): (128, 128)}),
+    "keys_192": (("LLGEN_ATTENTION_BM_D64=128", "LLGEN_ATTENTION_BM_CAUSAL_D64=128", "LLGEN_ATTENTION_BN_D64=192",
+                  "LLGEN_ATTENTION_BN_D128=192", "LLGEN_ATTENTION_BN_CAUSAL_D64=192", "LLGEN_ATTENTION_BN_CAUSAL_D128=192"),
                  {(d, c): (128, 192) for d in (64, 128) for c in (False, True)}),
     "p_smem": (("LLGEN_ATTENTION_P_SMEM_D64=1",), SHIPPED),
     # fp8 with the keys in their own order (the plain S -> P conversion, with shuffles)
