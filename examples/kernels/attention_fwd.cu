@@ -1025,7 +1025,7 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
     uint64_t* const turn = o_staged + CONSUMERS;         // turn[g]: consumer group g may issue its wgmma
     uint64_t* const p_staged = turn + CONSUMERS;         // p_staged[g]: every thread of group g staged its P
     uint64_t* const vm_full = p_staged + CONSUMERS;      // FP8: TMA landed V (MN-major) of stage s
-    uint64_t* const vm_empty = vm_full + STAGES;         // FP8: every producer thread done reading it
+    uint64_t* const vm_empty = vm_full + STAGES;         // FP8: every producer warp done reading it
     const int wg = threadIdx.x / 128;
     const int m_blocks = (seq_q + BM - 1) / BM;
     const int qb = static_cast<int>(heads_first ? blockIdx.y : blockIdx.x);  // this block's place in its head
@@ -1038,12 +1038,12 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
         sync::mbar_init(q_full, 1);
         for (int s = 0; s < STAGES; ++s) {
             sync::mbar_init(&k_full[s], 1);           // the producer's arrive_expect_tx
-            sync::mbar_init(&v_full[s], FP8 ? 128 : 1);  // FP8: every producer thread wrote its part of V
+            sync::mbar_init(&v_full[s], FP8 ? 4 : 1);  // FP8: every producer warp wrote its part of V
             sync::mbar_init(&k_empty[s], CONSUMERS);  // one arrival per consumer warp group
             sync::mbar_init(&v_empty[s], CONSUMERS);
             if (FP8) {
                 sync::mbar_init(&vm_full[s], 1);
-                sync::mbar_init(&vm_empty[s], 128);
+                sync::mbar_init(&vm_empty[s], 4);
             }
         }
         for (int g = 0; g < CONSUMERS; ++g) {
@@ -1066,7 +1066,7 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
             }
         }
         // K(j) and V(j) as it lands: K(j - STAGES) is released when S of its round is complete, the
-        // landed V(j - STAGES) when every producer thread has transposed it
+        // landed V(j - STAGES) when every producer warp has transposed it
         auto issue = [&](int j) {
             const int s = j % STAGES;
             const int ckv[3] = {kv_head, j * BN, 0};
@@ -1086,9 +1086,14 @@ __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtens
             sync::mbar_wait(&vm_full[s], (j / STAGES) & 1);
             if (j >= STAGES) sync::mbar_wait(&v_empty[s], ((j / STAGES) - 1) & 1);  // P V(j - STAGES) done
             Op::transpose_v(k_tile + 2 * KVTILE, k_tile + KVTILE, ptid);
-            sync::fence_proxy_async();  // this thread's st.shared visible to wgmma (the async proxy)
-            sync::mbar_arrive(&vm_empty[s]);
-            sync::mbar_arrive(&v_full[s]);
+            // each thread's st.shared made visible to wgmma (the async proxy), then one arrival a warp
+            // (an mbarrier word takes its arrivals one at a time: 4, not 128)
+            sync::fence_proxy_async();
+            __syncwarp();
+            if (ptid % 32 == 0) {
+                sync::mbar_arrive(&vm_empty[s]);
+                sync::mbar_arrive(&v_full[s]);
+            }
         }
         return;
     }
