@@ -78,12 +78,12 @@ class LinearLayout:
         names = list(out_dims)
         if len(set(names)) != len(names):
             raise ValueError(f"repeated output dim in {names}")
-        self._bases = {d: tuple(tuple(int(v) for v in b) for b in bs) for d, bs in bases.items()}
+        self._bases = {d: tuple(tuple(map(int, b)) for b in bs) for d, bs in bases.items()}
         for d, bs in self._bases.items():
             for b in bs:
                 if len(b) != len(names):
                     raise ValueError(f"basis {list(b)} of {d} needs {len(names)} values, one per output dim")
-                if any(v < 0 for v in b):
+                if b and min(b) < 0:
                     raise ValueError(f"basis {list(b)} of {d} has a negative value")
         if explicit:
             self._outs = {n: int(out_dims[n]) for n in names}
@@ -105,6 +105,15 @@ class LinearLayout:
         if (require_surjective or not explicit) and not self.is_surjective():
             raise ValueError(f"layout is not surjective onto {self._outs}:\n{self!r}")
 
+    @classmethod
+    def _of(cls, bases: dict[str, tuple[tuple[int, ...], ...]], outs: dict[str, int]) -> "LinearLayout":
+        """A layout from parts that are valid by construction (int tuples, one value per output dim,
+        each below its power-of-two size): the operations below that cannot make an invalid layout
+        skip ``__init__``'s checks, which dominate the planners' time otherwise."""
+        layout = object.__new__(cls)
+        layout._bases, layout._outs = bases, outs
+        return layout
+
     # ---------------------------------------------------------------- builders
     @staticmethod
     def empty() -> "LinearLayout":
@@ -113,13 +122,14 @@ class LinearLayout:
     @staticmethod
     def identity_1d(size: int, in_dim: str, out_dim: str) -> "LinearLayout":
         """``L(x) = x`` for ``x < size``."""
-        return LinearLayout({in_dim: [[1 << i] for i in range(_log2(size, "size"))]}, {out_dim: size})
+        return LinearLayout._of({in_dim: tuple((1 << i,) for i in range(_log2(size, "size")))}, {out_dim: int(size)})
 
     @staticmethod
     def zeros_1d(size: int, in_dim: str, out_dim: str, out_dim_size: int = 1) -> "LinearLayout":
         """``L(x) = 0``: broadcast of one element over ``size`` inputs."""
-        return LinearLayout({in_dim: [[0]] * _log2(size, "size")}, {out_dim: out_dim_size},
-                            require_surjective=out_dim_size == 1)
+        n = _log2(size, "size")
+        _log2(out_dim_size, f"size of output dim {out_dim}")
+        return LinearLayout._of({in_dim: ((0,),) * n}, {out_dim: int(out_dim_size)})
 
     @staticmethod
     def strided_1d(size: int, stride: int, in_dim: str, out_dim: str) -> "LinearLayout":
@@ -251,14 +261,25 @@ class LinearLayout:
         ins = _supremum(self.in_dims, outer.in_dims)
         outs = _supremum(self.out_dims, outer.out_dims)
         sizes = {n: self.out_dim_size(n) * outer.out_dim_size(n) for n in outs}
+        # where each factor's output dims sit among ``outs``; outer's values shift above self's sizes
+        mine = [outs.index(n) for n in self._outs]
+        theirs = [(outs.index(n), self.out_dim_size(n)) for n in outer._outs]
+        zero = [0] * len(outs)
         bases = {}
         for d in ins:
-            bs = [[dict(zip(self.out_dims, b)).get(n, 0) for n in outs] for b in self._bases.get(d, ())]
+            bs = []
+            for b in self._bases.get(d, ()):
+                v = zero.copy()
+                for j, x in zip(mine, b):
+                    v[j] = x
+                bs.append(tuple(v))
             for b in outer._bases.get(d, ()):
-                vals = dict(zip(outer.out_dims, b))
-                bs.append([vals.get(n, 0) * self.out_dim_size(n) for n in outs])
-            bases[d] = bs
-        return LinearLayout(bases, sizes, require_surjective=False)
+                v = zero.copy()
+                for (j, scale), x in zip(theirs, b):
+                    v[j] = x * scale
+                bs.append(tuple(v))
+            bases[d] = tuple(bs)
+        return LinearLayout._of(bases, sizes)
 
     def compose(self, outer: "LinearLayout") -> "LinearLayout":
         """``outer ∘ self``; self's output dims must be input dims of outer."""

@@ -116,6 +116,9 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
     jobs = []
     work = 0
     seen: set[str] = set()
+    # (path, shape) -> spec: entries that name the same file at the same shape share one load (a corpus
+    # of a thousand entries over two files reads two); a Spec is immutable
+    loaded: dict[tuple[str, str], Spec] = {}
     for i, e in enumerate(data, 1):
         where = f"entry {i}"
         if not isinstance(e, Mapping):
@@ -163,7 +166,10 @@ def load_corpus(path: str | os.PathLike) -> list[VerifyJob]:
                 raise SpecError(source, f"{where}.{k}", "missing (a spec path relative to the corpus, or a mapping)")
             v = e[k]
             if isinstance(v, str):
-                spec = load_spec(os.path.join(base, v), shape_override=e.get("shape"))
+                key = (os.path.join(base, v), repr(e.get("shape")))
+                if key not in loaded:
+                    loaded[key] = load_spec(key[0], shape_override=e.get("shape"))
+                spec = loaded[key]
                 label = stem_ident(v)
             elif isinstance(v, Mapping):
                 spec = spec_from_dict(dict(v), f"{source}: {where}.{k}", shape_override=e.get("shape"))

@@ -67,6 +67,8 @@ and a load of a byte never written raise ``SmemError``.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ll_codegen.core.dtypes import NP_RAW
@@ -80,14 +82,23 @@ class SmemError(AssertionError):
     """A shared-memory access the hardware would not perform as planned."""
 
 
+@functools.lru_cache(maxsize=4096)
+def _xor_table(coeffs: tuple[int, ...]) -> np.ndarray:
+    """The xor of ``coeffs[k]`` over the set bits k of every index below ``2 ** len(coeffs)`` (read-only:
+    shared by the calls of one form, which the emulator makes once per access)."""
+    t = np.zeros(1, dtype=np.int64)
+    for c in coeffs:
+        t = np.concatenate([t, t ^ c])
+    t.flags.writeable = False
+    return t
+
+
 def xor_form(form: XorForm, lanes: np.ndarray, warps: np.ndarray) -> np.ndarray:
-    """The value of ``form`` at every (lane, warp) pair (broadcast)."""
-    v = np.zeros(np.broadcast(lanes, warps).shape, dtype=np.int64)
-    for k, c in enumerate(form.lane):
-        v ^= np.where((lanes >> k) & 1, c, 0)
-    for k, c in enumerate(form.warp):
-        v ^= np.where((warps >> k) & 1, c, 0)
-    return v
+    """The value of ``form`` at every (lane, warp) pair (broadcast); the bits of a lane or warp above
+    the form's terms select nothing."""
+    lanes, warps = np.asarray(lanes), np.asarray(warps)
+    lt, wt = _xor_table(tuple(form.lane)), _xor_table(tuple(form.warp))
+    return np.asarray(lt[lanes & (lt.size - 1)] ^ wt[warps & (wt.size - 1)], dtype=np.int64)
 
 
 def lane_select(sel: LaneSelect, lanes: np.ndarray) -> np.ndarray:
