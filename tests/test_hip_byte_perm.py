@@ -8,7 +8,8 @@ q (``cexpr.amd_perm_selector``).  Both select byte ``sel_q & 7`` of the pair (a:
 4-7) into byte q.  Checked here: the selector translation against both instructions' definitions
 (no compiler); HIP plans' fused words rendered with the translated selectors and every permute
 ``detail::byte_perm``; random wave64 and wave32 fused plans bit-exact on the host SIMT runtime and,
-compiled by hipcc for gfx90a, one v_perm_b32 a fused word and no private (scratch) memory.
+compiled by hipcc for gfx90a, one v_perm_b32 a fused word, no private (scratch) memory, and the
+device branch folding constant operands to the value the host branch and CUDA compute.
 """
 from __future__ import annotations
 
@@ -124,4 +125,13 @@ def test_hip_fused_word_is_one_v_perm_without_scratch(tmp_path):
     text = asm.read_text()
     fused = (tmp_path / "m.h").read_text().count("detail::byte_perm(") - 1     # less the definition
     assert fused > 0 and text.count("v_perm_b32") >= fused
+    # the device branch permutes as the host branch (and CUDA) does: hipcc folds constant operands
+    x, y, sel = 0x33221100, 0x77665544, 0x4715
+    (tmp_path / "fold.hip").write_text(
+        f'#include "m.h"\nextern "C" __global__ void fold(unsigned* p) {{ '
+        f'p[0] = m::detail::byte_perm({x:#x}u, {y:#x}u, {amd_perm_selector(sel):#x}u); }}\n')
+    r = subprocess.run([hipcc, "--offload-arch=gfx90a", "-O3", "-S", "--cuda-device-only", "-o", "fold.s", "fold.hip"],
+                       capture_output=True, text=True, env=HIP_ENV, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"{cuda_byte_perm(x, y, sel):#x}" in (tmp_path / "fold.s").read_text()
     assert ".private_segment_fixed_size: 0" in text and not re.search(r"^\s+(scratch|buffer)_(load|store)", text, re.M) and "ds_read_u8" not in text
