@@ -34,6 +34,7 @@ import pytest
 # the compilers' paths (toolchain.NVCC, HIPCC) resolved now, on the real PATH: a test module that first
 # imports toolchain inside a test without the 'compile' marker would otherwise resolve the stand-ins below
 import toolchain
+from ll_codegen.run.host import PCH_DIR_ENV
 
 # Host SIMT builds at -O0 unless told (``ll_codegen.run.host.OPT_ENV``): a quarter of -O1's compile
 # time, and the runtime's fiber switches dominate the runs either way; tests/test_host_run.py builds
@@ -136,7 +137,8 @@ def cpu_seconds() -> tuple[float, float]:
 CPU: dict[str, tuple[float, float]] = {}
 
 
-#: the folder of the run's compiled modules, where this process made it (``pytest_configure``)
+#: the folders of the run's compiled modules and precompiled headers, where this process made them
+#: (``pytest_configure``)
 PYCACHE: list[str] = []
 
 
@@ -152,6 +154,11 @@ def pytest_configure(config: pytest.Config) -> None:
         PYCACHE.append(tempfile.mkdtemp(prefix="llgen_tests_pycache_"))
         os.environ["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    # The host SIMT runtime's precompiled headers (~4 CPU-s each), likewise made once per run for every
+    # worker and every ``llgen verify --host`` they start, not once per process
+    if PCH_DIR_ENV not in os.environ:
+        PYCACHE.append(tempfile.mkdtemp(prefix="llgen_tests_host_pch_"))
+        os.environ[PCH_DIR_ENV] = PYCACHE[-1]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

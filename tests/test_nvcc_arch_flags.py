@@ -42,9 +42,10 @@ GENCODE_90A = ["-gencode", "arch=compute_90a,code=sm_90a"]
 _INCLUDE = re.compile(r'^#include "(?:\.\./\.\./generated/)?([^"/]+\.cuh)"', re.M)
 
 
-def planned_archs() -> dict[str, str]:
+def planned_archs(manifest_build) -> dict[str, str]:
     """Generated header name (``<name>.cuh``) -> the arch ``generated/manifest.yaml`` plans it for (a
-    chain's headers: its steps' arch, planned as ``llgen regenerate`` plans them)."""
+    chain's headers: its steps' arch, planned as ``llgen regenerate`` plans them: the run's
+    ``manifest_build``)."""
     path = os.path.join(GENERATED, "manifest.yaml")
     with open(path) as f:
         entries = yaml.safe_load(f)
@@ -53,16 +54,11 @@ def planned_archs() -> dict[str, str]:
         args = shlex.split(e["args"])
         if e.get("command") != "chain" and args[args.index("--target") + 1] == "cuda":
             out[args[args.index("--name") + 1] + ".cuh"] = args[args.index("--arch") + 1]
-    if any(e.get("command") == "chain" for e in entries):
-        from ll_codegen.cli import MANIFEST_COMMANDS
-        from ll_codegen.regenerate import build, load_manifest
-        chains = [e for e in load_manifest(path) if e.command == "chain"]
-        build(chains, path, MANIFEST_COMMANDS)
-        for e in chains:
-            archs = {p.arch for p in e.conv.plan.plans if p.target == "cuda"}
-            for name in e.conv.files:
-                if name.endswith(".cuh") and archs:
-                    out[name] = "sm_90a" if "sm_90a" in archs else max(archs)
+    for e in (e for e in manifest_build[0] if e.command == "chain"):
+        archs = {p.arch for p in e.conv.plan.plans if p.target == "cuda"}
+        for name in e.conv.files:
+            if name.endswith(".cuh") and archs:
+                out[name] = "sm_90a" if "sm_90a" in archs else max(archs)
     return out
 
 
@@ -76,9 +72,9 @@ def headers_of(path: str) -> list[str]:
         return _INCLUDE.findall(f.read())
 
 
-def test_every_generated_header_is_compiled():
+def test_every_generated_header_is_compiled(manifest_build):
     """Each generated .cuh is included by a compiled source; each source's headers are planned in the manifest."""
-    archs = planned_archs()
+    archs = planned_archs(manifest_build)
     included = {h for s in sources() for h in headers_of(s)}
     assert {os.path.basename(p) for p in glob.glob(os.path.join(GENERATED, "*.cuh"))} <= included
     assert included <= set(archs), sorted(included - set(archs))
@@ -86,13 +82,13 @@ def test_every_generated_header_is_compiled():
 
 
 @pytest.mark.parametrize("flags", sorted(FLAGS))
-def test_examples_compile_with(tmp_path, flags, example_build):
+def test_examples_compile_with(tmp_path, flags, example_build, manifest_build):
     """Each example kernel compiles alone, as a user builds one, with ``-arch=sm_90a`` and, unless it
     includes a header planned for sm_90a, with ``-arch=sm_80``.  (The generated sources are built so,
     several to a translation unit, by tests/test_compile_generated.py.)  The sm_90a builds are the
     run's shared ones (``toolchain.users_build``), whose PTX and ptxas report the kernels' own tests read."""
     nvcc = need("nvcc")
-    archs = planned_archs()
+    archs = planned_archs(manifest_build)
     units = [src for src in sorted(glob.glob(os.path.join(KERNELS, "*.cu")))
              if not (flags == "sm_80" and any(archs[h] == "sm_90a" for h in headers_of(src)))]
     assert len(units) >= {"sm_80": 1, "sm_90a": 3}[flags]

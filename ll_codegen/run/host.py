@@ -17,7 +17,8 @@ Many harnesses share one driver (one compile); batches compile in parallel.
 Needs clang++ (HIP headers use clang's vector extensions); ``compiler()`` says
 which one is used.
 
-The runtime's header is precompiled once per process and set of flags
+The runtime's header is precompiled once per process and set of flags, or once
+for every process that names one folder in ``$LLGEN_HOST_PCH_DIR``
 (``precompiled_header``) with clang's ``-fpch-instantiate-templates``: the
 standard containers the runtime instantiates -- about 1.2 s of every build,
 whatever the harnesses -- are then instantiated once, not in every driver.  At
@@ -26,7 +27,9 @@ whatever the harnesses -- are then instantiated once, not in every driver.  At
 from __future__ import annotations
 
 import atexit
+import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -81,6 +84,9 @@ def compiler() -> str | None:
 _PCH_LOCK = threading.Lock()
 _PCH: dict[tuple, tuple[str, str | None] | None] = {}
 _PCH_DIR: list[str] = []
+#: a folder where the precompiled headers are made once for every process that names it (the test
+#: suite's workers and the ``llgen`` processes they start), not once per process; unset: per process
+PCH_DIR_ENV = "LLGEN_HOST_PCH_DIR"
 
 
 def _runtime_digest() -> str:
@@ -116,7 +122,8 @@ def precompiled_header(cxx: str, compile_flags: Sequence[str],
     """``simt_host.h`` precompiled with ``compile_flags`` and those of ``defines`` that can change it
     (``pch_defines``): (the path for ``-include-pch``,
     the object holding the runtime's code or None), made once per process in a private folder
-    removed at exit; None where clang cannot make it (a build then includes the header as text).
+    removed at exit -- or once for every process in ``$LLGEN_HOST_PCH_DIR`` where that is set; None
+    where clang cannot make it (a build then includes the header as text).
     ``-fpch-instantiate-templates`` does the runtime's template instantiations in the PCH, which is
     where a driver's build spends most of its time at -O0 (clang only reuses what the PCH holds: the
     driver compiles as with ``-include``).  At -O0 the PCH also carries the runtime's code
@@ -128,29 +135,50 @@ def precompiled_header(cxx: str, compile_flags: Sequence[str],
     with _PCH_LOCK:
         if key in _PCH:
             return _PCH[key]
-        if not _PCH_DIR:
-            _PCH_DIR.append(tempfile.mkdtemp(prefix="llgen_host_pch_"))
-            atexit.register(shutil.rmtree, _PCH_DIR[0], True)
-        path = os.path.join(_PCH_DIR[0], f"simt_host_{len(_PCH)}.pch")
-        header_flags = ["c++-header" if f == "c++" else f for f in compile_flags]     # -x c++ -> -x c++-header
-        made: tuple[str, str | None] | None = None
-        for codegen in ((True, False) if "-O0" in compile_flags else (False,)):
-            proc = subprocess.run([cxx, *header_flags, *[f"-D{d}" for d in defines], "-fpch-instantiate-templates",
-                                   *(["-fpch-codegen"] if codegen else []), "-I", SIMT_DIR,
-                                   os.path.join(SIMT_DIR, "simt_host.h"), "-o", path], capture_output=True, text=True)
-            if proc.returncode:
-                continue
-            if not codegen:
-                made = path, None
-                break
-            obj = path[:-len(".pch")] + ".o"
-            lang = [i for i, f in enumerate(compile_flags) if f == "-x"]       # the PCH is the input, not C++
-            flags = [f for i, f in enumerate(compile_flags) if i not in lang and i - 1 not in lang]
-            if subprocess.run([cxx, *flags, "-c", path, "-o", obj], capture_output=True, text=True).returncode == 0:
-                made = path, obj
-                break
+        shared = os.environ.get(PCH_DIR_ENV)
+        if shared:
+            # named by the key (the runtime's digest in it: never a stale header); the first process to
+            # ask makes it holding the lock, the others wait and read what it recorded
+            os.makedirs(shared, exist_ok=True)
+            stem = os.path.join(shared, "simt_host_" + hashlib.sha256(repr(key).encode()).hexdigest()[:24])
+            with open(stem + ".lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if os.path.exists(stem + ".json"):
+                    with open(stem + ".json") as f:
+                        got = json.load(f)
+                    made = (got[0], got[1]) if got else None
+                else:
+                    made = _make_pch(cxx, compile_flags, defines, stem + ".pch")
+                    with open(stem + ".json.tmp", "w") as f:
+                        json.dump(made, f)
+                    os.replace(stem + ".json.tmp", stem + ".json")
+        else:
+            if not _PCH_DIR:
+                _PCH_DIR.append(tempfile.mkdtemp(prefix="llgen_host_pch_"))
+                atexit.register(shutil.rmtree, _PCH_DIR[0], True)
+            made = _make_pch(cxx, compile_flags, defines, os.path.join(_PCH_DIR[0], f"simt_host_{len(_PCH)}.pch"))
         _PCH[key] = made
         return made
+
+
+def _make_pch(cxx: str, compile_flags: Sequence[str], defines: Sequence[str],
+              path: str) -> tuple[str, str | None] | None:
+    """``precompiled_header``'s build at ``path``: (the PCH, the object of its code or None), or None."""
+    header_flags = ["c++-header" if f == "c++" else f for f in compile_flags]     # -x c++ -> -x c++-header
+    for codegen in ((True, False) if "-O0" in compile_flags else (False,)):
+        proc = subprocess.run([cxx, *header_flags, *[f"-D{d}" for d in defines], "-fpch-instantiate-templates",
+                               *(["-fpch-codegen"] if codegen else []), "-I", SIMT_DIR,
+                               os.path.join(SIMT_DIR, "simt_host.h"), "-o", path], capture_output=True, text=True)
+        if proc.returncode:
+            continue
+        if not codegen:
+            return path, None
+        obj = path[:-len(".pch")] + ".o"
+        lang = [i for i, f in enumerate(compile_flags) if f == "-x"]       # the PCH is the input, not C++
+        flags = [f for i, f in enumerate(compile_flags) if i not in lang and i - 1 not in lang]
+        if subprocess.run([cxx, *flags, "-c", path, "-o", obj], capture_output=True, text=True).returncode == 0:
+            return path, obj
+    return None
 
 
 def runtime_include(cxx: str, compile_flags: Sequence[str], defines: Sequence[str] = ()) -> list[str]:
