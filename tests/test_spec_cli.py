@@ -9,7 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
-import xml.dom.minidom
+import xml.etree.ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
@@ -122,8 +122,9 @@ def test_show_svg(path, tmp_path):
         args += ["--shape", ",".join("64" for _ in s.shape)]
     r = _run(args)
     assert r.exit_code == 0, r.output
-    doc = xml.dom.minidom.parse(str(out))
-    texts = [t.firstChild.data for t in doc.getElementsByTagName("text") if t.firstChild]
+    # ElementTree (expat in C) rather than minidom: the same well-formedness check, a tenth of the time
+    root = ET.parse(str(out)).getroot()
+    texts = [t.text for t in root.iter() if t.tag.rsplit("}", 1)[-1] == "text" and t.text]
     if s.is_memory:
         assert "0" in texts
     else:
