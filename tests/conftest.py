@@ -139,7 +139,7 @@ CPU: dict[str, tuple[float, float]] = {}
 
 #: the folders of the run's compiled modules and precompiled headers, where this process made them
 #: (``pytest_configure``)
-PYCACHE: list[str] = []
+RUN_FOLDERS: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -151,14 +151,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # package's modules once, into one folder of the run that the xdist workers inherit, not once each
     # (~0.4 s a start where the environment turns bytecode writing off); the checkout stays clean.
     if "PYTHONPYCACHEPREFIX" not in os.environ:
-        PYCACHE.append(tempfile.mkdtemp(prefix="llgen_tests_pycache_"))
-        os.environ["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
+        RUN_FOLDERS.append(tempfile.mkdtemp(prefix="llgen_tests_pycache_"))
+        os.environ["PYTHONPYCACHEPREFIX"] = RUN_FOLDERS[-1]
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     # The host SIMT runtime's precompiled headers (~4 CPU-s each), likewise made once per run for every
     # worker and every ``llgen verify --host`` they start, not once per process
     if PCH_DIR_ENV not in os.environ:
-        PYCACHE.append(tempfile.mkdtemp(prefix="llgen_tests_host_pch_"))
-        os.environ[PCH_DIR_ENV] = PYCACHE[-1]
+        RUN_FOLDERS.append(tempfile.mkdtemp(prefix="llgen_tests_host_pch_"))
+        os.environ[PCH_DIR_ENV] = RUN_FOLDERS[-1]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -166,7 +166,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     import shutil
     if GUARD.stand_ins is not None:
         shutil.rmtree(os.path.dirname(GUARD.stand_ins), ignore_errors=True)
-    for folder in PYCACHE:
+    for folder in RUN_FOLDERS:
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -261,25 +261,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 def manifest_build(tmp_path_factory):
     """``generated/manifest.yaml`` planned and rendered as ``llgen regenerate`` does it
     (``regenerate.build``): (its entries, file name -> text), once per test run: the first process to
-    ask builds it holding ``<run tmp>/manifest.lock`` and pickles it, every other -- another module,
-    another xdist worker -- reads that (planning the manifest costs ~9 CPU-s)."""
-    import fcntl
+    ask builds and pickles it (``core.files.made_once``), every other -- another module, another xdist
+    worker -- reads that (planning the manifest costs ~9 CPU-s)."""
     import pickle
     from ll_codegen.cli import MANIFEST_COMMANDS
+    from ll_codegen.core.files import made_once
     from ll_codegen.regenerate import build, load_manifest
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    done = root / "manifest.pickle"
-    with open(root / "manifest.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "generated",
-                                "manifest.yaml")
-            entries = load_manifest(path)
-            files = build(entries, path, MANIFEST_COMMANDS)
-            (root / "manifest.pickle.tmp").write_bytes(pickle.dumps((entries, files)))
-            os.replace(root / "manifest.pickle.tmp", done)
-        return pickle.loads(done.read_bytes())
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "generated", "manifest.yaml")
+
+    def make() -> bytes:
+        entries = load_manifest(path)
+        return pickle.dumps((entries, build(entries, path, MANIFEST_COMMANDS)))
+    return pickle.loads(made_once(root / "manifest.pickle", make))
 
 
 @pytest.fixture(scope="session")

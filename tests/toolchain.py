@@ -22,7 +22,6 @@ test_compile_generated, test_render, test_ptx_text, test_nvcc_arch_flags).
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -33,6 +32,7 @@ from typing import Iterable, Sequence
 
 import pytest
 
+from ll_codegen.core.files import made_once
 from ll_codegen.plan.plans import Transfer, steps
 
 NVCC = shutil.which("nvcc")
@@ -90,24 +90,19 @@ def users_build(src: str, root: str, include: str) -> tuple[int, str, str]:
     (exit status, output, keep dir).  The keep dir holds ``<stem>.compute_90a.ptx`` and
     ``<stem>.compute_90a.sm_90a.cubin`` (the code an H100 runs) and the compute_90 PTX.
 
-    Built once under ``root``: the first caller builds holding ``<root>/<stem>.lock``; every later
-    caller -- another test, another xdist worker -- waits for the lock and reads the recorded result,
+    Built once under ``root`` (``core.files.made_once``): every later caller -- another test, another
+    xdist worker -- waits for the first and reads the recorded result,
     so the tests that check an example's build, its PTX and its registers share one compile."""
     stem = os.path.splitext(os.path.basename(src))[0]
     keep = os.path.join(root, stem)
     os.makedirs(keep, exist_ok=True)
-    done = os.path.join(keep, "build.json")
-    with open(os.path.join(root, stem + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.exists(done):
-            cmd = [need("nvcc"), *USERS_SM90A, "-I", include, "-Xptxas", "-v", "--keep", "--keep-dir", keep,
-                   "-c", src, "-o", os.path.join(keep, stem + ".o")]
-            rc, out = run(cmd, keep)
-            with open(done + ".tmp", "w") as f:
-                json.dump({"rc": rc, "out": f"{' '.join(cmd)}\n{out}"}, f)
-            os.replace(done + ".tmp", done)
-        with open(done) as f:
-            r = json.load(f)
+
+    def make() -> bytes:
+        cmd = [need("nvcc"), *USERS_SM90A, "-I", include, "-Xptxas", "-v", "--keep", "--keep-dir", keep,
+               "-c", src, "-o", os.path.join(keep, stem + ".o")]
+        rc, out = run(cmd, keep)
+        return json.dumps({"rc": rc, "out": f"{' '.join(cmd)}\n{out}"}).encode()
+    r = json.loads(made_once(os.path.join(keep, "build.json"), make))
     return r["rc"], r["out"], keep
 
 

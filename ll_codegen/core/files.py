@@ -30,6 +30,7 @@ Policy for what a target may be:
 from __future__ import annotations
 
 import errno
+import fcntl
 import functools
 import os
 import secrets
@@ -41,8 +42,8 @@ import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["quote_path", "check_output_dir", "check_targets", "write_all", "write_atomic", "WriteInterrupted",
-           "PAUSE_ENV"]
+__all__ = ["quote_path", "check_output_dir", "check_targets", "write_all", "write_atomic", "made_once",
+           "WriteInterrupted", "PAUSE_ENV"]
 
 
 def quote_path(path: str | os.PathLike) -> str:
@@ -386,3 +387,16 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
     """Write one file atomically (``write_all`` of one file): readers see the
     old file or the whole new one; on any error ``path`` is untouched."""
     write_all({os.fspath(path): data})
+
+
+def made_once(path: str | os.PathLike, make: Callable[[], bytes]) -> bytes:
+    """The contents of ``path``, made once for every process that asks: the first holds
+    ``<path>.lock`` while ``make()`` runs and writes its bytes atomically; the others wait for the lock
+    and read the file (a build shared by parallel test workers and the processes they start)."""
+    path = os.fspath(path)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(path):
+            write_atomic(path, make())
+    with open(path, "rb") as f:
+        return f.read()

@@ -27,7 +27,6 @@ whatever the harnesses -- are then instantiated once, not in every driver.  At
 from __future__ import annotations
 
 import atexit
-import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +40,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ll_codegen.core.files import made_once
 from ll_codegen.emit.render import file_names
 from ll_codegen.operations import harness_of, write_files
 from ll_codegen.verify.harness import RunResult
@@ -141,17 +141,9 @@ def precompiled_header(cxx: str, compile_flags: Sequence[str],
             # ask makes it holding the lock, the others wait and read what it recorded
             os.makedirs(shared, exist_ok=True)
             stem = os.path.join(shared, "simt_host_" + hashlib.sha256(repr(key).encode()).hexdigest()[:24])
-            with open(stem + ".lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if os.path.exists(stem + ".json"):
-                    with open(stem + ".json") as f:
-                        got = json.load(f)
-                    made = (got[0], got[1]) if got else None
-                else:
-                    made = _make_pch(cxx, compile_flags, defines, stem + ".pch")
-                    with open(stem + ".json.tmp", "w") as f:
-                        json.dump(made, f)
-                    os.replace(stem + ".json.tmp", stem + ".json")
+            got = json.loads(made_once(stem + ".json", lambda: json.dumps(
+                _make_pch(cxx, compile_flags, defines, stem + ".pch")).encode()))
+            made = tuple(got) if got else None
         else:
             if not _PCH_DIR:
                 _PCH_DIR.append(tempfile.mkdtemp(prefix="llgen_host_pch_"))
