@@ -30,7 +30,8 @@ knobs of attention_fwd.cu -- the tile per head dim (the 128 x 128 tile against t
 d 64, 192-key tiles at d 64 and d 128, P from shared memory at d 64), intra-warpgroup overlap, the
 rescale slack, ping-pong, the causal launch order) on LADDER_SHAPES, f16; each variant's O is checked as
 ours is.  ``--fp8-cuts`` times the e4m3 d 128 kernel with one stage cut out of its source (FP8_CUTS:
-where its time goes; those outputs are wrong by design and not checked).  Writes DIR/attention.json and DIR/attention_table.md and prints the table last.
+where its time goes; those outputs are wrong by design and not checked).  Writes DIR/attention.json and
+DIR/attention_table.md and prints the table last.
 """
 from __future__ import annotations
 
@@ -230,7 +231,17 @@ def bench_fp8_cuts(lib, cuts: dict, d: int, S: int, causal: bool) -> dict:
     go["bf16"] = lib.prepared(q, k, v, torch.empty_like(q), lse, causal, stream=torch_stream)
     ms = timed(go)
     fl = flops(B, HEADS, S, d, causal)
-    return {"d": d, "seq": S, "causal": causal, "tflops": {n: fl / (t * 1e-3) / 1e12 for n, t in ms.items()}}
+    return {"d": d, "seq": S, "causal": causal, "dtype": "e4m3",
+            "tflops": {n: fl / (t * 1e-3) / 1e12 for n, t in ms.items()}}
+
+
+def variant_table(title: str, rows: list[dict]) -> list[str]:
+    """Markdown lines: ``title``, then a kernel variant per row and a shape per column (TFLOP/s; the
+    torch backends left out)."""
+    cols = [f"{r['dtype']} d{r['d']} seq {r['seq']}{' causal' if r['causal'] else ''}" for r in rows]
+    names = [n for n in rows[0]["tflops"] if n not in ("cudnn", "flash")]
+    return (["", title, "", "| variant | " + " | ".join(cols) + " |", "| --- |" + " --- |" * len(rows)]
+            + [f"| {n} | " + " | ".join(f"{r['tflops'][n]:.0f}" for r in rows) + " |" for n in names])
 
 
 def report(dev: str, rows: list[dict], ladder: list[dict], fp8: list[dict] | None = None,
@@ -257,13 +268,7 @@ def report(dev: str, rows: list[dict], ladder: list[dict], fp8: list[dict] | Non
         lines.append(f"{dt}: geomean ours/cuDNN {math.exp(sum(map(math.log, rs)) / len(rs)):.3f}, "
                      f"min {min(rs):.2f} over {len(rs)} shapes")
     if ladder:
-        lines += ["", "Ladder (hand-written control), TFLOP/s:", "", "| variant | " +
-                  " | ".join(f"{r['dtype']} d{r['d']}{' causal' if r['causal'] else ''}" for r in ladder) + " |",
-                  "| --- |" + " --- |" * len(ladder)]
-        for name in ladder[0]["tflops"]:
-            if name in ("cudnn", "flash"):
-                continue
-            lines.append(f"| {name} | " + " | ".join(f"{r['tflops'][name]:.0f}" for r in ladder) + " |")
+        lines += variant_table("Ladder (hand-written control), TFLOP/s:", ladder)
     if fp8:
         lines += ["", "fp8 (e4m3 Q, K, V; O bf16), TFLOP/s:", "",
                   "| d | causal | seq | fp8 chain | fp8 identity | bf16 | fp8/bf16 | chain/identity | err - bound |",
@@ -277,11 +282,8 @@ def report(dev: str, rows: list[dict], ladder: list[dict], fp8: list[dict] | Non
         lines.append("")
         lines.append(f"fp8/bf16 geomean {math.exp(sum(map(math.log, rs)) / len(rs)):.3f} (target >= 1.4 at d 128)")
     if cuts:
-        lines += ["", "e4m3 d 128 with one stage cut out (timing only: a cut variant's O is wrong), TFLOP/s:", "",
-                  "| variant | " + " | ".join(f"seq {r['seq']}{' causal' if r['causal'] else ''}" for r in cuts) + " |",
-                  "| --- |" + " --- |" * len(cuts)]
-        for name in cuts[0]["tflops"]:
-            lines.append(f"| {name} | " + " | ".join(f"{r['tflops'][name]:.0f}" for r in cuts) + " |")
+        lines += variant_table("e4m3 d 128 with one stage cut out (timing only: a cut variant's O is wrong), "
+                               "TFLOP/s:", cuts)
     return "\n".join(lines) + "\n"
 
 
@@ -315,7 +317,8 @@ def main(argv=None) -> int:
     cut_rows = []
     if a.fp8_cuts:
         srcs = cut_sources(d)
-        with ThreadPoolExecutor(max_workers=len(srcs) + 1) as pool:  # the example's e4m3 d 128 kernels alone, then the cuts
+        # the example built with its e4m3 and bf16 d 128 kernels alone, and each cut likewise
+        with ThreadPoolExecutor(max_workers=len(srcs) + 1) as pool:
             base = pool.submit(ta.build, os.path.join(d, "fp8_only"), FP8_ONLY)
             built = {n: pool.submit(ta.build, os.path.dirname(p), FP8_ONLY, p) for n, p in srcs.items()}
             base = ta.Library(base.result())
