@@ -291,16 +291,22 @@ def main(argv=None) -> int:
 
 #: the kernels of this repository: a result out of bounds fails the bench (cuBLAS's and Triton's are reported)
 OURS = ("llgen", "llgen f32 C", "llgen 1 CTA/tile", "llgen no split", "llgen 128x256", "llgen 128x256 no split",
+        "llgen stream K", "llgen 128x192 stream K",
         "mma.sync f32 C", "llgen B KxN")
+#: gemm_hopper::STREAM_K: the splits argument and report of a stream-K plan
+STREAM_K = -1
 #: variants of the chosen plan timed in the same run (16-bit C): (bn, splits) forced, 0 = chosen
-VARIANTS = {"llgen no split": (0, 1), "llgen 128x256": (256, 0), "llgen 128x256 no split": (256, 1)}
+VARIANTS = {"llgen no split": (0, 1), "llgen 128x256": (256, 0), "llgen 128x256 no split": (256, 1),
+            "llgen stream K": (256, STREAM_K), "llgen 128x192 stream K": (192, STREAM_K)}
 
 
 def plan_text(p: dict) -> str:
-    """A plan as the table shows it: 128 x bn, the splits and (split tail) the tiles computed whole."""
+    """A plan as the table shows it: 128 x bn, the splits or stream K and (a tail after whole tiles) the
+    tiles computed whole."""
     text = f"128x{p['bn']}"
-    if p["splits"] > 1:
-        text += f" K/{p['splits']}" + (f" after {p['dp']} whole" if p["dp"] else "")
+    if p["splits"] != 1:
+        text += (" stream K" if p["splits"] == STREAM_K else f" K/{p['splits']}") + (
+            f" after {p['dp']} whole" if p["dp"] else "")
     return text
 
 
@@ -438,7 +444,8 @@ def run_ladder(tw, d: str, exact: bool, M: int = 8192, N: int = 8192, K: int = 8
             for what, flags in LADDER]
 
 
-COLUMNS = ("llgen", "llgen no split", "llgen 128x256", "llgen 128x256 no split", "llgen f32 C", "llgen 1 CTA/tile",
+COLUMNS = ("llgen", "llgen no split", "llgen 128x256", "llgen 128x256 no split", "llgen stream K",
+           "llgen 128x192 stream K", "llgen f32 C", "llgen 1 CTA/tile",
            "llgen B KxN", "mma.sync f32 C", "cuBLAS", "Triton")
 
 

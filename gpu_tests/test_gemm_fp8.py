@@ -201,6 +201,9 @@ SPLIT = [(128, 256, 512, 256, 2), (200, 136, 1008, 128, 3), (1000, 520, 4000, 25
 # (N - 192 = 136); the second part wholly past N (N 104); uneven ranges; a persistent walk
 SPLIT += [(128, 192, 512, 192, 2), (200, 328, 1008, 192, 3), (1000, 520, 4000, 192, 4), (3000, 5000, 1024, 192, 2),
           (128, 192, 512, 192, 1), (200, 328, 1008, 192, 1), (72, 104, 128, 192, 1), (3000, 5000, 1024, 192, 1)]
+# stream K (splits -1): a persistent walk with the tail cut where shares meet (3000 x 5000 x 4000), 16 tiles
+# shared by every SM, ragged sizes with fewer tiles than SMs
+SPLIT += [(3000, 5000, 4000, 256, -1), (3000, 5000, 4000, 192, -1), (512, 512, 8192, 128, -1), (200, 136, 1008, 128, -1)]
 
 
 @pytest.mark.parametrize("ab,out", [("e4m3", "bf16"), ("e5m2", "f32")])
@@ -290,7 +293,8 @@ def test_gemm_fp8_b_kn_exact(gemm, M, N, K, ab, out):
 
 # (M, N, K, bn, splits): K split in every tile (tile multiples, ragged, uneven ranges) and whole, both tiles
 SPLIT_KN = [(128, 256, 512, 256, 2), (200, 144, 1008, 128, 3), (1000, 528, 4000, 256, 4), (512, 512, 8192, 128, 6),
-            (200, 144, 1008, 128, 1), (1000, 528, 4000, 256, 1), (3000, 5008, 1024, 128, 1), (3000, 5008, 1024, 256, 2)]
+            (200, 144, 1008, 128, 1), (1000, 528, 4000, 256, 1), (3000, 5008, 1024, 128, 1), (3000, 5008, 1024, 256, 2),
+            (3000, 5008, 4000, 256, -1), (200, 144, 1008, 128, -1)]
 
 
 @pytest.mark.parametrize("ab,out", [("e4m3", "bf16"), ("e5m2", "f32")])

@@ -162,13 +162,20 @@ SPLIT = [(128, 256, 256, 256, 2), (256, 512, 1024, 128, 4), (200, 136, 1000, 128
 # (3000 x 5000: 24 x 27 tiles in 2 ranges)
 SPLIT_192 = [(128, 192, 256, 192, 2), (200, 328, 1000, 192, 3), (1000, 520, 4000, 192, 4), (3000, 5000, 1024, 192, 2)]
 WHOLE_192 = [(M, N, K, 192, 1) for M, N, K, _, _ in SPLIT_192] + [(72, 104, 64, 192, 1), (1, 8, 8, 192, 1)]
+# stream K (splits -1): the tail after all but the last full round of tiles dealt to one share a SM --
+# the ragged 3000 x 5000 x 4000 (128 x 256: 264 tiles whole, 216 in 132 shares of 103 k-steps, each
+# tile cut where two shares meet; 128 x 192 too), 16 tiles shared by 132 SMs (a tile in 8-9 pieces),
+# ragged sizes with fewer tiles than SMs
+STREAM = [(3000, 5000, 4000, 256, -1), (3000, 5000, 4000, 192, -1), (512, 512, 8192, 128, -1),
+          (200, 136, 1000, 128, -1), (1000, 520, 4000, 256, -1)]
 
 
 @pytest.mark.parametrize("bf16,out16", KINDS, ids=["f16-f32", "f16-f16", "bf16-f32", "bf16-bf16"])
 @pytest.mark.parametrize("M,N,K,bn,splits", SPLIT + [(M, N, K, bn, 1) for M, N, K, bn, _ in SPLIT[:4]] + SPLIT_192
-                         + WHOLE_192, ids=lambda v: str(v))
+                         + WHOLE_192 + STREAM, ids=lambda v: str(v))
 def test_gemm_wgmma_exact_forced_plan(gemm, M, N, K, bn, splits, bf16, out16):
-    """Exact with the tile and split forced: split K on (splits >= 2) and off (splits 1, the same sizes)."""
+    """Exact with the tile and split forced: split K on (splits >= 2), stream K (-1) and off (splits 1,
+    the same sizes)."""
     a, b, want = operands(M, N, K, bf16, M * 5 + N + K)
     want = expected(want, bf16, out16)
     assert gemm.plan(M, N, K, bn, splits)["splits"] == splits

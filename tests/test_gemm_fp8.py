@@ -101,7 +101,8 @@ __attribute__((aligned(1024))) unsigned char smem[gemm_hopper::MAX_SMEM];
 
 // driver IN OUT: IN = int32 ab, out, M, N, K, grid, bn, splits, b_kn, then f32 scale_a, scale_b, then A
 // (M x K) and B (N x K; b_kn: K x N) as fp8 bytes; OUT = C.  Blocks 0 .. grid - 1 each walk their units (splits >
-// 1: every tile in that many ranges of K; the workspace and counters are host memory).
+// 1: every tile in that many ranges of K; -1: stream K over grid shares; the workspace and counters are host
+// memory).
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* in = std::fopen(argv[1], "rb");
@@ -113,10 +114,11 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> A(size_t(M) * K), B(size_t(N) * K);
     if (std::fread(A.data(), 1, A.size(), in) != A.size() || std::fread(B.data(), 1, B.size(), in) != B.size()) return 3;
     std::vector<unsigned char> C(size_t(M) * N * (out ? 2 : 4), 0xff);  // NaN poison
-    const gemm_hopper::Plan plan = gemm_hopper::plan_fixed(M, N, K, gemm_fp8::K_STEP, 0, false, bn, splits, 0);
+    const gemm_hopper::Plan plan = gemm_hopper::plan_fixed(M, N, K, gemm_fp8::K_STEP, splits < 0 ? grid : 0, false,
+                                                           bn, splits, 0);
     std::vector<float> partial(size_t(plan.workspace) + 4, -1.0f);
     std::vector<int> count(size_t(plan.counters) + 1, 0);
-    const gemm_hopper::Work work{plan.splits, plan.dp, partial.data(), count.data()};
+    const gemm_hopper::Work work{plan.dp, plan.shares, partial.data(), count.data()};
     gemm_fp8::Maps maps = {};
     if (int r = gemm_fp8::encode(maps, out, bn, A.data(), B.data(), C.data(), M, N, K, b_kn)) {
         std::printf("ERR encode %%d\n", r);
@@ -193,6 +195,10 @@ CASES = [(128, 256, 256, "f8e4m3", "bf16", 1, 256, 1), (200, 264, 144, "f8e4m3",
 # 3 CTAs (a K tail of 16)
 CASES += [(128, 256, 256, "f8e4m3", "bf16", 1, 256, 1, True), (200, 272, 144, "f8e5m2", "f32", 3, 256, 1, True),
           (200, 112, 400, "f8e4m3", "f16", 3, 128, 2, True)]
+# stream K (splits -1; grid: the shares): 2 x 1 ragged 128 x 128 tiles of 3 k-steps dealt to 3 shares (each
+# tile cut where two shares meet), B given N x K, then K x N with 4 k-steps (the transposing producer counts
+# its steps over its pieces)
+CASES += [(200, 120, 384, "f8e5m2", "bf16", 3, 128, -1), (200, 112, 400, "f8e4m3", "f16", 3, 128, -1, True)]
 
 
 @pytest.mark.parametrize("M,N,K,ab,out,grid,bn,splits,kn", [c if len(c) == 9 else (*c, False) for c in CASES],

@@ -44,6 +44,7 @@ KERNELS = {f"gemm_wgmma{'' if bn == 256 else f'_n{bn}'}_{t}_{o}": (t, o != "f32"
            for bn in (256, 192, 128) for t in ("f16", "bf16") for o in ("f32", t)}
 #: tile columns -> the wgmma widths of its parts, one instruction of each per k-step and warp group's 16 rows
 PARTS = {256: (256,), 192: (128, 64), 128: (128,)}
+STREAM_K = -1  # gemm_hopper::STREAM_K
 
 
 def test_gemm_wgmma_compiles_from_generated_headers(example_build):
@@ -103,23 +104,25 @@ DRIVER = r"""
 
 __attribute__((aligned(1024))) unsigned char smem[gemm_hopper::MAX_SMEM];
 
-// driver IN OUT: IN = int32 ab, out16, M, N, K, bn, splits, dp, grid, reverse, then A (M x K) and B
-// (K x N) as 16-bit bits; OUT = C.  Blocks 0 .. grid - 1 (reverse: grid - 1 .. 0) run one after
-// another, each walking its units; the split's workspace and counters are host memory.
+// driver IN OUT: IN = int32 ab, out16, M, N, K, bn, splits, dp, grid, reverse, shares (stream K: the
+// shares of the tail), then A (M x K) and B (K x N) as 16-bit bits; OUT = C.  Blocks 0 .. grid - 1
+// (reverse: grid - 1 .. 0) run one after another, each walking its units; the tail's workspace and
+// counters are host memory.
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* in = std::fopen(argv[1], "rb");
-    int h[10];
-    if (!in || std::fread(h, 4, 10, in) != 10) return 3;
+    int h[11];
+    if (!in || std::fread(h, 4, 11, in) != 11) return 3;
     const int ab = h[0], out16 = h[1], M = h[2], N = h[3], K = h[4], bn = h[5], splits = h[6], dp = h[7],
-              grid = h[8], reverse = h[9];
+              grid = h[8], reverse = h[9], shares = h[10];
     std::vector<uint16_t> A(size_t(M) * K), B(size_t(K) * N);
     if (std::fread(A.data(), 2, A.size(), in) != A.size() || std::fread(B.data(), 2, B.size(), in) != B.size()) return 3;
     std::vector<unsigned char> C(size_t(M) * N * (out16 ? 2 : 4), 0xff);  // NaN poison
-    const gemm_hopper::Plan plan = gemm_hopper::plan_fixed(M, N, K, gemm_wgmma::K_STEP, 0, false, bn, splits, dp);
+    const gemm_hopper::Plan plan = gemm_hopper::plan_fixed(M, N, K, gemm_wgmma::K_STEP, shares, false, bn, splits,
+                                                                     dp);
     std::vector<float> partial(size_t(plan.workspace) + 4, -1.0f);
     std::vector<int> count(size_t(plan.counters) + 1, 0);
-    const gemm_hopper::Work work{plan.splits, plan.dp, partial.data(), count.data()};
+    const gemm_hopper::Work work{plan.dp, plan.shares, partial.data(), count.data()};
     gemm_wgmma::Maps maps = {};
     if (int r = gemm_wgmma::encode(maps, ab, out16, bn, A.data(), B.data(), C.data(), M, N, K)) {
         std::printf("ERR encode %%d\n", r);
@@ -177,15 +180,17 @@ def driver_one_cta_per_unit(tmp_path_factory):
 
 
 def launch(driver, a_bits, b_bits, M, N, K, bf16, out16, bn=256, splits=1, dp=-1, grid=None, reverse=False):
-    """C from the host SIMT run (uint16 bits or f32), and the units the plan has.  dp -1: every tile
-    whole (splits 1) or split (splits > 1); grid None: one CTA per unit."""
+    """C from the host SIMT run (uint16 bits or f32), and the units the plan has.  splits: 1, S >= 2
+    or STREAM_K with ``grid`` shares; dp -1: every tile whole (splits 1) or in the tail; grid None: one
+    CTA per unit."""
     path, d = driver
     tiles = -(-M // 128) * -(-N // bn)
     dp = (tiles if splits == 1 else 0) if dp < 0 else dp
-    units = dp + (tiles - dp) * splits
+    shares = grid if splits == STREAM_K else 0
+    units = dp + (min(shares, (tiles - dp) * -(-K // 64)) if splits == STREAM_K else (tiles - dp) * splits)
     inp, outp = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")
     with open(inp, "wb") as f:
-        f.write(np.array([int(bf16), int(out16), M, N, K, bn, splits, dp, grid or units, int(reverse)],
+        f.write(np.array([int(bf16), int(out16), M, N, K, bn, splits, dp, grid or units, int(reverse), shares],
                          dtype=np.int32).tobytes() + a_bits.tobytes() + b_bits.tobytes())
     rc, out = run([path, inp, outp], d)
     assert rc == 0, out
@@ -211,6 +216,14 @@ CASES_192 = [(128, 192, 128, False, False, 192, 1, -1, None), (200, 328, 72, Tru
              (72, 104, 64, False, True, 192, 1, -1, None), (72, 104, 64, True, False, 192, 1, -1, None),
              (136, 376, 320, False, False, 192, 3, -1, 2), (128, 384, 192, True, True, 192, 2, 1, None)]
 CASES += CASES_192
+# stream K (grid: the shares, one a CTA): 2 x 2 ragged 128 x 128 tiles of 5 k-steps dealt to 3 shares
+# (6, 7, 7 k-steps: tile 0 whole in share 0, tiles 1 and 2 each cut where two shares meet -- a share's
+# last piece in slot shares + c --, tile 3 whole in share 2); 1 x 2 tiles, the first whole (dp 1), the
+# second in 4 pieces of 4 shares (4 CTAs: CTA 0 walks the whole tile, then share 3); 1 x 2 ragged
+# 128 x 192 tiles of 5 k-steps in 3 shares.
+CASES_STREAM_K = [(200, 200, 320, False, True, 128, STREAM_K, 0, 3), (128, 256, 320, True, False, 128, STREAM_K, 1, 4),
+                  (136, 376, 320, True, True, 192, STREAM_K, 0, 3)]
+CASES += CASES_STREAM_K
 
 
 @pytest.mark.parametrize("M,N,K,bf16,out16,bn,splits,dp,grid", CASES,
@@ -228,16 +241,19 @@ def test_gemm_wgmma_on_host_simt(driver, M, N, K, bf16, out16, bn, splits, dp, g
     assert not len(bad), f"{len(bad)} of {got.size} differ; first {tuple(bad[0])}: {got[tuple(bad[0])]}"
 
 
-def test_gemm_wgmma_split_k_is_deterministic(driver):
-    """Random-normal f16 inputs, one 128 x 128 tile in 3 ranges: CTAs run first to last (range 2
-    completes the tile and reads every slot back) and last to first (range 0 completes it and keeps
-    its own registers as slot 0) give the same bits, within f32 rounding of the float64 product."""
+@pytest.mark.parametrize("splits,grid", [(3, None), (STREAM_K, 3)], ids=["split", "stream"])
+def test_gemm_wgmma_split_k_is_deterministic(driver, splits, grid):
+    """Random-normal f16 inputs, one 128 x 128 tile in 3 ranges (split K, or stream K's 3 shares): CTAs
+    run first to last (the last piece completes the tile and reads every slot back) and last to first
+    (piece 0 completes it and keeps its own registers) give the same bits, within f32 rounding of the
+    float64 product."""
     M, N, K = 128, 128, 768
     rng = np.random.default_rng(41)
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
-    fwd = launch(driver, a.view(np.uint16), b.view(np.uint16), M, N, K, False, False, 128, 3)
-    rev = launch(driver, a.view(np.uint16), b.view(np.uint16), M, N, K, False, False, 128, 3, reverse=True)
+    fwd = launch(driver, a.view(np.uint16), b.view(np.uint16), M, N, K, False, False, 128, splits, grid=grid)
+    rev = launch(driver, a.view(np.uint16), b.view(np.uint16), M, N, K, False, False, 128, splits, grid=grid,
+                 reverse=True)
     assert np.array_equal(fwd.view(np.uint32), rev.view(np.uint32))
     ref = a.astype(np.float64) @ b.astype(np.float64)
     mag = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))

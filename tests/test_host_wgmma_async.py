@@ -319,8 +319,8 @@ def test_gemm_example_releasing_a_stage_before_its_wait(tmp_path):
     a = np.ones((M, K), np.float16)
     b = np.ones((K, N), np.float16)
     inp, outp = tmp_path / "in.bin", tmp_path / "out.bin"
-    # f16, f32 C, one 128 x 256 tile, K whole (splits 1, dp 1), one CTA, in order
-    inp.write_bytes(np.array([0, 0, M, N, K, 256, 1, 1, 1, 0], np.int32).tobytes() + a.tobytes() + b.tobytes())
+    # f16, f32 C, one 128 x 256 tile, K whole (splits 1, dp 1), one CTA, in order, no shares
+    inp.write_bytes(np.array([0, 0, M, N, K, 256, 1, 1, 1, 0, 0], np.int32).tobytes() + a.tobytes() + b.tobytes())
     proc = subprocess.run([path, str(inp), str(outp)], capture_output=True, text=True, timeout=300)
     errors = [line for line in proc.stdout.splitlines() if line.startswith("ERR ")]
     assert proc.returncode == 5 and len(errors) == 1, proc.stdout + proc.stderr

@@ -214,7 +214,8 @@ struct llgen_gemm_fp8_params {
 // The plan prepare() takes for these sizes on the current device: out[0..3] = the tile's columns
 // (256, 192 or 128), the splits, the tiles computed whole, the grid.  bn: 0 to choose, else 256, 192
 // or 128 (b_kn: 256 or 128);
-// splits: 0 to choose, 1 none, S >= 2 every tile in S ranges of K; b_kn: 0 B given N x K, 1 K x N.
+// splits: 0 to choose, 1 none, S >= 2 every tile in S ranges of K, -1 stream K
+// (gemm_hopper::STREAM_K; reported as -1 too); b_kn: 0 B given N x K, 1 K x N.
 // Returns 0 or a cudaError_t.
 extern "C" int llgen_gemm_fp8_plan(int M, int N, int K, int bn, int splits, int b_kn, int* out) {
     gemm_hopper::Plan p;

@@ -21,19 +21,20 @@
 //
 // Schedule (gemm_hopper_plan.h: the units of work and how the host chooses them).  Tiles are numbered
 // in grouped order (GROUP_M tile rows form a group, walked column by column: the CTAs in flight
-// together read few distinct A and B tiles, so L2 serves them).  A unit is a whole tile or one range of
-// k-steps of a split tile.  Persistent (LLGEN_GEMM_PERSISTENT=1, the default): the grid has at most
+// together read few distinct A and B tiles, so L2 serves them).  A unit is a whole tile or one share of
+// the tail's k-steps, cut into pieces at tile boundaries (split K: one range of a split tile; stream K:
+// the end of one tile, whole tiles, the start of another).  Persistent (LLGEN_GEMM_PERSISTENT=1, the default): the grid has at most
 // one CTA per SM and CTA b computes units b, b + gridDim.x, ...; the producer's stage ring runs on
 // across units, so the next unit's operands load while the consumers run the epilogue of this one,
 // and a 16-bit C is staged in a buffer of its own.  LLGEN_GEMM_PERSISTENT=0: one CTA per unit (the
 // same loop, run once), a 16-bit C staged in the then idle operand stages.
 //
-// Split K (deterministic).  A CTA that finishes a range of a split tile writes its f32 accumulator to
-// the workspace slot of (tile, range) and counts the range in the tile's counter (atomicAdd after a
-// __threadfence: the slot is visible before the count).  The CTA whose count completes the tile sums
-// the slots in range order 0, 1, .., splits - 1 (its own accumulator stands for slot 0 when it holds
-// range 0; every other slot, its own included, is read back), so each element's sum is the same
-// sequence of f32 additions whichever CTA comes last; it zeroes the counter for the next launch and
+// Split and stream K (deterministic).  A CTA that finishes a piece of a tile (less than the whole tile)
+// writes its f32 accumulator to the piece's workspace slot and counts the piece in the tile's counter
+// (atomicAdd after a __threadfence: the slot is visible before the count).  The CTA whose count
+// completes the tile sums the tile's pieces in share order 0, 1, .., parts - 1 (its own accumulator
+// stands for piece 0 when it holds piece 0; every other piece, its own included, is read back), so each
+// element's sum is the same sequence of f32 additions whichever CTA comes last; it zeroes the counter for the next launch and
 // runs the epilogue.  A slot holds the accumulator in register order, thread by thread (16-byte
 // vectors: register 4c .. 4c + 3 of consumer thread t at float4 c * 256 + t): written and read back
 // by the same thread index of CTAs sharing one accumulator layout, it holds no tile layout of its own.
@@ -107,7 +108,7 @@ constexpr int MAX_SMEM = 227 * 1024;          // sm_90's dynamic shared memory p
 constexpr int IN_FLIGHT = LLGEN_GEMM_IN_FLIGHT;  // wgmma groups a consumer leaves running (0 or 1)
 constexpr int GROUP_M = LLGEN_GEMM_GROUP_M;   // tile rows of one group of the grouped order
 constexpr bool PERSISTENT = LLGEN_GEMM_PERSISTENT;
-// full/empty/landed per stage (at most 8), the consumers' rendezvous, the split's "last range" flag, the
+// full/empty/landed per stage (at most 8), the consumers' rendezvous, the tail's "last piece" flag, the
 // transposing producer's rendezvous
 constexpr int BARRIER_BYTES = 3 * 8 * 8 + 8 + 8 + 8;
 
@@ -159,10 +160,11 @@ struct BParts {
 };
 
 // The launch's work as the kernel reads it (gemm_hopper_plan.h's Plan, less what the host alone
-// needs): `splits` ranges per split tile, `dp` tiles computed whole, the partial-tile workspace and
-// the per-split-tile counters (zero between launches).
+// needs): `dp` tiles computed whole, the tail's k-steps dealt to `shares` units, the partial-tile
+// workspace (slots of BM x BN f32: a share's first piece, then its last) and the per-tail-tile counters
+// (zero between launches).
 struct Work {
-    int splits, dp;
+    int dp, shares;
     float* partial;
     int* count;
 };
@@ -192,7 +194,7 @@ struct Schedule {
     __host__ __device__ Schedule(int M, int N, int K, int kK, Work w)
         : tiles_m((M + BM - 1) / BM), tiles_n((N + BN - 1) / BN), ksteps((K + kK - 1) / kK), work(w) {}
     __host__ __device__ int count() const { return tiles_m * tiles_n; }
-    __host__ __device__ int units() const { return work.dp + (count() - work.dp) * work.splits; }
+    __host__ __device__ int units() const { return work.dp + work.shares; }
     __device__ __forceinline__ void origin(int id, int& m0, int& n0) const {
         const int group = id / (GROUP_M * tiles_n), first = group * GROUP_M;
         const int rows = tiles_m - first < GROUP_M ? tiles_m - first : GROUP_M;
@@ -200,34 +202,40 @@ struct Schedule {
         m0 = (first + in_group % rows) * BM;
         n0 = (in_group / rows) * BN;
     }
-    // unit u -> its tile, its range (-1: the whole tile) and k-steps [kb, ke); range r of S holds
-    // k-steps [r ksteps / S, (r + 1) ksteps / S), never empty while S <= ksteps.
-    __device__ __forceinline__ void unit(int u, int& tile, int& range, int& kb, int& ke) const {
-        if (u < work.dp) {
-            tile = u, range = -1, kb = 0, ke = ksteps;
-            return;
-        }
-        const int v = u - work.dp;
-        tile = work.dp + v / work.splits, range = v % work.splits;
-        kb = static_cast<int>(static_cast<long long>(range) * ksteps / work.splits);
-        ke = static_cast<int>(static_cast<long long>(range + 1) * ksteps / work.splits);
+    // Piece i of unit u (false past its last) and the slot of tail tile `tile`'s piece `pos`
+    // (gemm_hopper_plan.h's Units).
+    __host__ __device__ Units units_of() const { return Units{count(), ksteps, work.dp, work.shares}; }
+    __host__ __device__ bool piece(int u, int i, Piece& p) const { return units_of().piece(u, i, p); }
+    __host__ __device__ int slot(int tile, int pos) const { return units_of().slot(tile, pos); }
+};
+
+// This CTA's pieces in order, unit after unit (units blockIdx.x, + gridDim.x, ..): next() gives the
+// next one, false after the last.
+template <int BM, int BN>
+struct Pieces {
+    const Schedule<BM, BN>& sched;
+    int u, i = 0;
+    __device__ explicit Pieces(const Schedule<BM, BN>& s) : sched(s), u(blockIdx.x) {}
+    __device__ __forceinline__ bool next(Piece& p) {
+        for (; u < sched.units(); u += gridDim.x, i = 0)
+            if (sched.piece(u, i++, p)) return true;
+        return false;
     }
 };
 
-// This CTA's k-steps in order, unit after unit (units blockIdx.x, + gridDim.x, ..): next() gives the
-// next one's tile origin and k-step, false after the last.
+// This CTA's k-steps in order, piece after piece: next() gives the next one's tile origin and k-step,
+// false after the last.
 template <int BM, int BN>
 struct Steps {
-    const Schedule<BM, BN>& sched;
-    int u, kt = 0, ke = 0, m0 = 0, n0 = 0;
-    __device__ explicit Steps(const Schedule<BM, BN>& s) : sched(s), u(blockIdx.x) {}
+    Pieces<BM, BN> pieces;
+    int kt = 0, ke = 0, m0 = 0, n0 = 0;
+    __device__ explicit Steps(const Schedule<BM, BN>& s) : pieces(s) {}
     __device__ __forceinline__ bool next(int& m, int& n, int& k) {
         while (kt == ke) {
-            if (u >= sched.units()) return false;
-            int tile, range;
-            sched.unit(u, tile, range, kt, ke);
-            sched.origin(tile, m0, n0);
-            u += gridDim.x;
+            Piece p;
+            if (!pieces.next(p)) return false;
+            kt = p.kb, ke = p.ke;
+            pieces.sched.origin(p.tile, m0, n0);
         }
         m = m0, n = n0, k = kt++;
         return true;
@@ -238,7 +246,7 @@ inline __device__ uint16_t round16(float x, bool bf) {
     return bf ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
 }
 
-// A split range's accumulator -> its workspace slot, in register order (see the top of this file).
+// A piece's accumulator -> its workspace slot, in register order (see the top of this file).
 template <int R>
 __device__ __forceinline__ void store_partial(const float (&acc)[R], float* slot, unsigned tid) {
     float4* const p = reinterpret_cast<float4*>(slot);
@@ -247,22 +255,21 @@ __device__ __forceinline__ void store_partial(const float (&acc)[R], float* slot
         p[c * CONSUMER_THREADS + tid] = make_float4(acc[4 * c], acc[4 * c + 1], acc[4 * c + 2], acc[4 * c + 3]);
 }
 
-// acc = ((slot 0 + slot 1) + slot 2) + .. + slot splits-1, f32 additions in that order; acc holds range
-// `mine`'s partial on entry (== slot `mine`, so for mine == 0 slot 0 is not read back).
-template <int R>
-__device__ __forceinline__ void sum_partials(float (&acc)[R], const float* slots, int splits, int mine,
-                                             unsigned tid) {
-    const float4* const p = reinterpret_cast<const float4*>(slots);
-    constexpr long long SLOT = R * CONSUMER_THREADS / 4;  // float4 per slot
+// acc = ((piece 0 + piece 1) + piece 2) + .. + piece parts-1, f32 additions in that order (piece j's
+// partial in slot(j)); acc holds piece `mine`'s partial on entry (== slot(mine), so for mine == 0
+// piece 0 is not read back).
+template <int R, class Slot>
+__device__ __forceinline__ void sum_partials(float (&acc)[R], Slot slot, int parts, int mine, unsigned tid) {
     if (mine != 0) {
+        const float4* const p = reinterpret_cast<const float4*>(slot(0));
 #pragma unroll
         for (int c = 0; c < R / 4; ++c) {
             const float4 v = p[c * CONSUMER_THREADS + tid];
             acc[4 * c] = v.x, acc[4 * c + 1] = v.y, acc[4 * c + 2] = v.z, acc[4 * c + 3] = v.w;
         }
     }
-    for (int s = 1; s < splits; ++s) {
-        const float4* const q = p + s * SLOT;
+    for (int s = 1; s < parts; ++s) {
+        const float4* const q = reinterpret_cast<const float4*>(slot(s));
 #pragma unroll
         for (int c = 0; c < R / 4; ++c) {
             const float4 v = q[c * CONSUMER_THREADS + tid];
@@ -296,12 +303,9 @@ __device__ __forceinline__ void produce_transposing(const CUtensorMap* map_a, co
                                                     uint64_t* tmeet) {
     constexpr int AHEAD = S - IN_FLIGHT;
     const unsigned ptid = threadIdx.x;  // 0 .. 127: the relayout's thread index
-    int steps = 0;                      // this CTA's k-steps, over all its units
-    for (int u = blockIdx.x; u < sched.units(); u += gridDim.x) {
-        int tile, range, kb, ke;
-        sched.unit(u, tile, range, kb, ke);
-        steps += ke - kb;
-    }
+    int steps = 0;                      // this CTA's k-steps, over all its pieces
+    Piece p;
+    for (Pieces<BM, BN> pieces(sched); pieces.next(p);) steps += p.ke - p.kb;
     Steps<BM, BN> next(sched);  // thread 0: the next step to load
     auto issue = [&](int g) {
         int m0, n0, kt;
@@ -371,7 +375,6 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
     }
     __syncthreads();
     const Schedule<BM, BN> sched(M, N, K, Op::kK, work);
-    const int units = sched.units();
 
     if (wg == 0) {  // producer: one thread keeps the ring full, unit after unit (and B transposed)
         Op::template regs_dec<producer_regs<Op>()>();
@@ -379,11 +382,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
             produce_transposing<Op, S>(map_a, map_b, sched, base, full, empty, landed, tmeet);
         } else if (threadIdx.x == 0) {
             int g = 0;
-            for (int u = blockIdx.x; u < units; u += gridDim.x) {
-                int tile, range, kb, ke, m0, n0;
-                sched.unit(u, tile, range, kb, ke);
-                sched.origin(tile, m0, n0);
-                for (int kt = kb; kt < ke; ++kt, ++g) {
+            Piece p;
+            for (Pieces<BM, BN> pieces(sched); pieces.next(p);) {
+                int m0, n0;
+                sched.origin(p.tile, m0, n0);
+                for (int kt = p.kb; kt < p.ke; ++kt, ++g) {
                     const int s = g % S;
                     if (g >= S) sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its last readers are done
                     sync::mbar_arrive_expect_tx(&full[s], Op::kTxBytes);
@@ -404,10 +407,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         sync::mbar_wait(meet, meets & 1);
         ++meets;
     };
-    for (int u = blockIdx.x; u < units; u += gridDim.x) {
-        int tile, range, kb, ke, m0, n0;
-        sched.unit(u, tile, range, kb, ke);
-        sched.origin(tile, m0, n0);
+    Piece piece;
+    for (Pieces<BM, BN> pieces(sched); pieces.next(piece);) {
+        const int kb = piece.kb, ke = piece.ke;
+        int m0, n0;
+        sched.origin(piece.tile, m0, n0);
         float acc[Op::kAccRegs];
 #pragma unroll
         for (int r = 0; r < Op::kAccRegs; ++r) acc[r] = 0.0f;
@@ -424,20 +428,21 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         // the unit's last IN_FLIGHT stages, released now that their wgmma are done
         if (IN_FLIGHT && tid % 128 == 0) sync::mbar_arrive(&empty[(g - 1) % S]);
 
-        if (range >= 0) {  // one range of a split tile: park it; the CTA completing the tile sums
-            float* const slots = work.partial + static_cast<long long>(tile - work.dp) * work.splits * (BM * BN);
-            store_partial(acc, slots + static_cast<long long>(range) * (BM * BN), tid);
-            rendezvous();  // every consumer thread's slot written (and the last unit's flag read)
+        if (piece.parts > 1) {  // one piece of a tile: park it; the CTA completing the tile sums
+            const int tile = piece.tile;
+            auto slot = [&](int pos) { return work.partial + static_cast<long long>(sched.slot(tile, pos)) * (BM * BN); };
+            store_partial(acc, work.partial + static_cast<long long>(piece.slot) * (BM * BN), tid);
+            rendezvous();  // every consumer thread's slot written (and the last piece's flag read)
             if (tid == 0) {
                 __threadfence();  // the slot (this CTA's writes, ordered by the rendezvous) before the count
-                const int last = atomicAdd(&work.count[tile - work.dp], 1) == work.splits - 1;
-                if (last) work.count[tile - work.dp] = 0;  // every range has counted: zero for the next launch
-                __threadfence();  // the other ranges' slots, seen through their counts, before the reads
+                const int last = atomicAdd(&work.count[tile - work.dp], 1) == piece.parts - 1;
+                if (last) work.count[tile - work.dp] = 0;  // every piece has counted: zero for the next launch
+                __threadfence();  // the other pieces' slots, seen through their counts, before the reads
                 *last_flag = last;
             }
             rendezvous();  // the flag written
             if (!*last_flag) continue;
-            sum_partials(acc, slots, work.splits, range, tid);
+            sum_partials(acc, slot, piece.parts, piece.pos, tid);
         }
 
         if constexpr (kScaled) {
@@ -596,14 +601,14 @@ LLGEN_GEMM_HOPPER_EPILOGUE_PAIR(Epi192, Epi128, Epi64)
 
 #if !defined(__CUDACC_RTC__) && !defined(LLGEN_HOST_SIMT)
 namespace gemm_hopper {
-// The split's workspace for plan p (none when p.splits is 1): the counters, zeroed (the CTA completing
+// The tail's workspace for plan p (none when p.splits is 1): the counters, zeroed (the CTA completing
 // a tile zeroes its counter again, so they stay zero between launches), then the partial tiles
 // (256-byte aligned), in one allocation *mem.  Launches sharing a workspace must not overlap (one
 // stream).  Returns 0 or a cudaError_t.
 inline int allocate_work(const Plan& p, void** mem, Work* w) {
     *mem = nullptr;
-    *w = Work{p.splits, p.dp, nullptr, nullptr};
-    if (p.splits <= 1) return 0;
+    *w = Work{p.dp, p.shares, nullptr, nullptr};
+    if (p.shares == 0) return 0;
     const size_t counters = (static_cast<size_t>(p.counters) * sizeof(int) + 255) / 256 * 256;
     if (cudaError_t e = cudaMalloc(mem, counters + static_cast<size_t>(p.workspace) * sizeof(float))) return e;
     if (cudaError_t e = cudaMemset(*mem, 0, counters)) return e;
@@ -612,14 +617,15 @@ inline int allocate_work(const Plan& p, void** mem, Work* w) {
     w->partial = reinterpret_cast<float*>(static_cast<char*>(*mem) + counters);
     return 0;
 }
-// The plan of an (M, N, K) GEMM of k-step kK on the current device (bn / splits: 0 to choose; with192:
-// whether the kernel has 128 x 192 tiles).
+// The plan of an (M, N, K) GEMM of k-step kK on the current device (bn: 0 to choose; splits: 0 to
+// choose, 1 none, S >= 2 every tile in S ranges, STREAM_K; with192: whether the kernel has 128 x 192
+// tiles).
 inline int device_plan(Plan* p, int M, int N, int K, int kK, int bn, int splits, bool with192 = true) {
     int device = 0, sms = 0;
     if (cudaError_t e = cudaGetDevice(&device)) return e;
     if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) return e;
-    if ((bn != 0 && bn != 128 && bn != 192 && bn != 256) || (bn == 192 && !with192) || splits < 0 ||
-        splits > MAX_SPLITS)
+    if ((bn != 0 && bn != 128 && bn != 192 && bn != 256) || (bn == 192 && !with192) ||
+        (splits < 0 && splits != STREAM_K) || splits > MAX_SPLITS)
         return cudaErrorInvalidValue;
     *p = plan(M, N, K, kK, sms, PERSISTENT, bn, splits, with192);
     return p->splits > p->ksteps ? cudaErrorInvalidValue : 0;  // a range without a k-step

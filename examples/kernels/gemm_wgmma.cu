@@ -163,7 +163,8 @@ struct llgen_gemm_wgmma_params {
 // The plan prepare() takes for these sizes on the current device: out[0..3] = the tile's columns
 // (256, 192 or 128), the splits, the tiles computed whole, the grid.  bn: 0 to choose, else 256, 192
 // or 128;
-// splits: 0 to choose, 1 none, S >= 2 every tile in S ranges of K.  Returns 0 or a cudaError_t.
+// splits: 0 to choose, 1 none, S >= 2 every tile in S ranges of K, -1 stream K
+// (gemm_hopper::STREAM_K; reported as -1 too).  Returns 0 or a cudaError_t.
 extern "C" int llgen_gemm_wgmma_plan(int M, int N, int K, int bn, int splits, int* out) {
     gemm_hopper::Plan p;
     if (M <= 0 || N <= 0 || K <= 0) return cudaErrorInvalidValue;
