@@ -514,7 +514,7 @@ def plan_mma(acc: Any, a: Any, b: Any, dtype: str = "f16", acc_dtype: str = "f32
             raise SpecError(spec.source, "element_bitwidth", f"{e.element_bits}: the layout is made for "
                                                              f"{e.element_bits}-bit elements, {flag} {t} has {bits}")
         operands.append(e)
-    op, options = mma_request(version, acc_dtype, a_dtype, scales, paired, acc_spec, acc_l, operands[1].layout)
+    op, options = mma_request(version, acc_dtype, a_dtype, scales, paired, acc_spec, acc_l, operands[1].layout, dtype)
     return OPERATIONS[op].plan(Request((Endpoint(acc_l, "registers"), *operands), dtype, target, arch, options=options))
 
 

@@ -25,24 +25,26 @@ def check_instr_k(acc_spec: Spec, dtype: str) -> None:
 
 
 
-def a_fragment_of(acc_spec: Spec | None, acc: LinearLayout, b: LinearLayout) -> LinearLayout:
-    """The A register fragment (M x K: the accumulator's rows, B's rows) of the MMA whose accumulator
-    spec is ``acc_spec``: its ``dot_operand`` of k_width 2 (``plan/mma_mixed.a_fragment``).  A bare
+def a_fragment_of(acc_spec: Spec | None, acc: LinearLayout, b: LinearLayout, dtype: str = "f16") -> LinearLayout:
+    """The A register fragment (M x K: the accumulator's rows, B's rows) of the ``dtype`` MMA whose
+    accumulator spec is ``acc_spec``: its ``dot_operand`` of k_width 2, 1 for tf32
+    (``plan/mma_mixed.a_fragment``).  A bare
     LinearLayout accumulator has no parameters to take it from: ValueError in one line."""
     if acc_spec is None or acc_spec.kind != "nvidia_mma":
         raise ValueError("--a-dtype: the accumulator must be an nvidia_mma spec (the upcast's destination is its "
                          "dot_operand fragment), not a bare LinearLayout")
-    return a_fragment(acc_spec.layout, acc.out_dim_size(acc.out_dims[0]), b.out_dim_size(b.out_dims[0]))
+    return a_fragment(acc_spec.layout, acc.out_dim_size(acc.out_dims[0]), b.out_dim_size(b.out_dims[0]), dtype)
 
 
 def mma_request(version: int, acc_dtype: str, a_dtype: str | None, scales: str | None, paired: bool,
-                acc_spec: Spec | None, acc: LinearLayout, b: LinearLayout) -> tuple[str, dict[str, Any]]:
+                acc_spec: Spec | None, acc: LinearLayout, b: LinearLayout,
+                dtype: str = "f16") -> tuple[str, dict[str, Any]]:
     """(operation, options) of ``llgen mma``: ``mma`` for one operand type, or for a pair one instruction
     multiplies as it is (``paired``: e4m3 x e5m2, s8 x u8; A's type an option); else ``mma_mixed``, whose
-    upcast lands in the A fragment of the accumulator spec (``a_fragment_of``)."""
+    upcast lands in the A fragment of the accumulator spec for a ``dtype`` instruction (``a_fragment_of``)."""
     options: dict[str, Any] = {"version": version, "acc_dtype": acc_dtype}
     if a_dtype is None:
         return "mma", options
     if paired:
         return "mma", dict(options, a_dtype=a_dtype)
-    return "mma_mixed", dict(options, a_dtype=a_dtype, scales=scales, fragment=a_fragment_of(acc_spec, acc, b))
+    return "mma_mixed", dict(options, a_dtype=a_dtype, scales=scales, fragment=a_fragment_of(acc_spec, acc, b, dtype))

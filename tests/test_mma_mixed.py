@@ -1,5 +1,6 @@
 """Mixed-input MMA (``llgen mma --a-dtype``, ``plan/mma_mixed.py``): acc += upcast(A) @ B with A of
-i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 and B and the instruction f16 or bf16; and the native pairs of
+i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 and B and the instruction f16, bf16 or tf32 (A upcast to exact
+f32, a 4-bit A stored K-interleaved: ``mixed_cases.k_interleaved``); and the native pairs of
 the same catalogue (``testing/mixed_cases.NATIVE_PAIRS``): acc += A @ B with A and B in the
 instruction's own types, each type with itself and the 8-bit pairs e4m3 x e5m2 and s8 x u8.
 
@@ -7,9 +8,10 @@ instruction's own types, each type with itself and the 8-bit pairs e4m3 x e5m2 a
    registers; the emulator (the upcast by its ISA models, the MMA by the PTX model) reproduces numpy
    for every A type x instruction type on wgmma and mma.sync.
 2. Host SIMT runtime (compile): the rendered header and harness, bit-exact against numpy, for every
-   A type x {f16, bf16} on wgmma 64x16x16 and mma.sync 16x16x16, A from shared memory and from
-   registers, and the scaled formats (int4 groups of 128 bf16, e2m1 groups of 32 e8m0); nvcc sm_90a
-   compiles the files.
+   A type x {f16, bf16, tf32} on wgmma 64x16x16 and mma.sync 16x16x16, A from shared memory and from
+   registers, and the scaled formats (int4 groups of 128 bf16, e2m1 groups of 32 e8m0 into bf16 and
+   tf32); a wrong constant caught (f16 and tf32); nvcc sm_90a compiles the files, the PTX check runs
+   an f16 and a tf32 case.
 3. Native pairs: every pair on the smallest wgmma and mma.sync tiles through the emulator (the PTX
    model reads each operand in its own type), every pair once on the host runtime (wgmma and
    mma.sync in turn), a swapped B type caught there, the PTX check and nvcc on the cross pairs.
@@ -37,7 +39,9 @@ SMALL = [MixedCase(kind, m, n, k, a, d, "registers" if (i + j + (kind == "wgmma"
          for i, a in enumerate(UPCAST_SOURCES) for j, d in enumerate(MIXED_DTYPES)]
 SCALED = [MixedCase("wgmma", 64, 16, 128, "i4", "bf16", "shared", "128,bf16"),
           MixedCase("mma.sync", 16, 16, 64, "e2m1", "bf16", "registers", "32,e8m0"),
-          MixedCase("wgmma", 64, 16, 64, "e2m1", "bf16", "shared", "32,e8m0")]
+          MixedCase("wgmma", 64, 16, 64, "e2m1", "bf16", "shared", "32,e8m0"),
+          MixedCase("mma.sync", 16, 16, 64, "e2m1", "tf32", "shared", "32,e8m0"),
+          MixedCase("wgmma", 64, 16, 64, "e2m1", "tf32", "registers", "32,e8m0")]
 #: every native pair on the smallest tiles (K at least the instruction's), A alternately in shared
 #: memory and registers on wgmma
 NATIVE = [MixedCase(kind, m, n, native_k(k, b), a, b, "registers" if kind == "mma.sync" or i % 2 else "shared")
@@ -104,11 +108,15 @@ def test_harnesses_run_bit_exact_on_the_host():
 
 @pytest.mark.compile
 def test_a_wrong_upcast_constant_is_caught_on_the_host(monkeypatch):
+    """A wrong bias in the i4 sequence into bf16, and into f16 under an f32 destination (tf32)."""
     host = _host()
     from ll_codegen.emit import upcast as emit_upcast
     monkeypatch.setitem(emit_upcast.LOP3_MAGIC, "i4_bf16", (0x6A, 0x43084308, 0x3F803F80, 0xC309C309))
-    (r,) = host.verify_host([("mxbad", _plan(MixedCase("mma.sync", 16, 16, 16, "i4", "bf16")))], seed=1, jobs=1)
-    assert not r.ok and "compile failed" not in r.message, r.message
+    monkeypatch.setitem(emit_upcast.LOP3_MAGIC, "i4_f16", (0x6A, 0x64086408, 0x3C003C00, 0xE409E408))
+    items = [("mxbad", _plan(MixedCase("mma.sync", 16, 16, 16, "i4", "bf16"))),
+             ("mxbad32", _plan(MixedCase("wgmma", 64, 16, 16, "i4", "tf32", "registers")))]
+    for r in host.verify_host(items, seed=1, jobs=2):
+        assert not r.ok and "compile failed" not in r.message, r.message
 
 
 @pytest.mark.compile
@@ -116,7 +124,7 @@ def test_nvcc_compiles_the_files(tmp_path):
     from toolchain import arch_flags, compile_together, need
     nvcc = need("nvcc")
     units = []
-    for c in (SCALED[0], SMALL[3], SMALL[-1], NATIVE[7], NATIVE[-2]):
+    for c in (SCALED[0], SCALED[-1], SMALL[3], SMALL[-1], NATIVE[7], NATIVE[-2]):
         p = _plan(c)
         for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
             (tmp_path / f"{c.name}{suffix}").write_text(render(p, kind, c.name))
@@ -142,7 +150,8 @@ def _ptx_problems(tmp_path, c: MixedCase, mutate=None) -> list[str]:
 
 
 @pytest.mark.compile
-@pytest.mark.parametrize("c", [SMALL[1], SMALL[len(SMALL) // 2 + 3]], ids=lambda c: c.name)
+@pytest.mark.parametrize("c", [SMALL[1], SMALL[len(SMALL) // 2 + 3],
+                               MixedCase("mma.sync", 16, 16, 16, "e2m1", "tf32", "registers")], ids=lambda c: c.name)
 def test_ptx_is_what_the_plan_says(tmp_path, c):
     assert _ptx_problems(tmp_path, c) == []
 
@@ -165,7 +174,8 @@ def test_native_pairs_on_the_emulator(c):
 def test_the_table_has_every_pair_at_every_shape():
     cases = table_cases()
     native = [c for c in cases if c.native]
-    assert len(native) == 7 * len(NATIVE_PAIRS) == 77 and len(cases) == 183
+    assert len(native) == 7 * len(NATIVE_PAIRS) == 77 and len(cases) == 237
+    assert sum(c.dtype == "tf32" and not c.native for c in cases) == 7 * 7 + 5
     assert {(c.a_dtype, c.dtype) for c in native} == set(NATIVE_PAIRS)
     assert len({c.name for c in cases}) == len(cases)
 
@@ -230,18 +240,51 @@ def test_cli_writes_a_native_pair(tmp_path):
     assert "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32" in text and "namespace upcast" not in text
 
 
+def _write_specs(tmp_path, c: MixedCase, **replace_specs) -> list[str]:
+    """``llgen mma``'s spec arguments for the case's specs (some replaced), written to ``tmp_path``."""
+    specs = dict(c.specs(), **replace_specs)
+    args = ["mma"]
+    for which in ("acc", "a", "b"):
+        (tmp_path / f"{which}.yaml").write_text(yaml.safe_dump(specs[which]))
+        args += [f"--{which}", str(tmp_path / f"{which}.yaml")]
+    return args
+
+
+def test_cli_writes_a_tf32_upcast(tmp_path):
+    """--a-dtype i4 --dtype tf32: A (K-interleaved) upcast to f32 into the tf32 wgmma's A fragment."""
+    args = _write_specs(tmp_path, MixedCase("wgmma", 64, 16, 16, "i4", "tf32", "shared"))
+    r = CliRunner().invoke(main, args + ["--dtype", "tf32", "--a-dtype", "i4", "--name", "w4t",
+                                         "-o", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "out" / "w4t.cuh").read_text()
+    assert "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32" in text and "i4 -> f32" in text
+    assert "detail::cvt_f32_f16" in text and "void mma_upcast(" in text
+
+
+def test_cli_refuses_a_4bit_a_pairing_k_and_k_plus_1_for_tf32(tmp_path):
+    """A row-major 4-bit tile pairs k and k + 1 in a byte, which no thread of a tf32 fragment holds."""
+    row_major = {"kind": "swizzled_shared", "vec": 1, "per_phase": 1, "max_phase": 1, "order": [1, 0],
+                 "shape": [64, 16]}
+    args = _write_specs(tmp_path, MixedCase("wgmma", 64, 16, 16, "i4", "tf32", "shared"), a=row_major)
+    r = CliRunner().invoke(main, args + ["--dtype", "tf32", "--a-dtype", "i4", "-o", str(tmp_path / "out")])
+    assert r.exit_code == 2, r.output
+    assert "(k, k + 4)" in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert not (tmp_path / "out").exists()
+
+
 B8 = "kind: nvmma_shared\nswizzle_byte_width: 64\nelement_bitwidth: 8\ntransposed: true\nshape: [64, 64]\n"
 
 
 @pytest.mark.parametrize("extra, says", [
     (["--dtype", "bf16", "--a-dtype", "bf16"], "--a-dtype bf16 is --dtype"),
-    (["--dtype", "f8e4m3", "--a-dtype", "i4"], "f16 or bf16"),
+    (["--dtype", "f8e4m3", "--a-dtype", "i4"], "f16, bf16 or tf32"),
     (["--dtype", "f16", "--a-dtype", "i4", "--acc-dtype", "f16"], "accumulates in f32"),
     (["--dtype", "f16", "--a-dtype", "e2m1", "--scales", "32,e8m0"], "e8m0"),
     (["--dtype", "bf16", "--scales", "128"], "give --a-dtype"),
     (["--dtype", "bf16", "--a-dtype", "i4", "--scales", "3"], "a power of two"),
     (["--dtype", "bf16", "--a-dtype", "i4", "--b", "B8"], "element_bitwidth"),       # B made for 8-bit elements
-    (["--dtype", "i8", "--a-dtype", "f8e4m3"], "f16 or bf16"),                         # no instruction takes fp8 x s8
+    (["--dtype", "i8", "--a-dtype", "f8e4m3"], "f16, bf16 or tf32"),                   # no instruction takes fp8 x s8
+    (["--dtype", "tf32", "--a-dtype", "i4", "--scales", "128,bf16"], "e8m0 scales only"),
 ])
 def test_cli_errors_are_one_line(extra, says, tmp_path):
     out, specs = tmp_path / "out", tmp_path / "specs"

@@ -64,13 +64,18 @@ def is_packed(dtype: str) -> bool:
 #: upcasts inside an operation (``--dst-dtype``): the source element types and the wider types they become
 UPCAST_SOURCES = ("i4", "u4", "e2m1", "f8e4m3", "f8e5m2", "i8", "u8")
 UPCAST_TARGETS = ("f16", "bf16")
+#: the wider destination of an MMA's upcast alone (``llgen mma --a-dtype X --dtype tf32``): exact f32
+#: elements, one per 32-bit register, which are tf32 values (no source here has more than 8 significant
+#: bits; tf32 keeps 11).  Not a ``--dst-dtype``: ``llgen convert`` writes 16-bit destination pairs only.
+MMA_UPCAST_TARGETS = UPCAST_TARGETS + ("f32",)
 
 
-def upcast_problem(src: str, dst: str) -> str | None:
-    """Why ``src -> dst`` is not an upcast llgen plans (one line), or None when it is one."""
+def upcast_problem(src: str, dst: str, targets: tuple[str, ...] = UPCAST_TARGETS) -> str | None:
+    """Why ``src -> dst`` is not an upcast llgen plans (one line), or None when it is one; ``targets``:
+    the destinations allowed (``--dst-dtype``'s, or ``MMA_UPCAST_TARGETS`` inside a mixed-input MMA)."""
     if dst not in DTYPE_BITS:
         return f"unknown --dst-dtype {short(dst)} (known: {', '.join(UPCAST_TARGETS)})"
-    if src not in UPCAST_SOURCES or dst not in UPCAST_TARGETS:
+    if src not in UPCAST_SOURCES or dst not in targets:
         return (f"no upcast {src} -> {dst}: --dst-dtype takes {', '.join(UPCAST_TARGETS)} from a --dtype of "
                 f"{', '.join(UPCAST_SOURCES)}")
     return None

@@ -448,3 +448,12 @@ CVT_F32_F16 = Instruction(
     ("float d;", 'asm("cvt.f32.f16 %0, %1;" : "=f"(d) : "h"(a));', "return d;"),
     ("return __half2float(__ushort_as_half(a));",),
     "cvt.f32.f16", result="float")
+
+#: mul.rn.f32 (PTX ISA "mul"): a * b rounded once to nearest even, subnormals kept -- as literal PTX, so
+#: that a build with ``-ftz=true`` or ``--use_fast_math`` (which flushes the compiler's own f32 multiplies)
+#: cannot flush an e8m0-scaled tf32 value below 2^-126.  The host model: the IEEE float product.
+MUL_RN_F32 = Instruction(
+    "mul_rn_f32", "float a, float b",
+    ("float d;", 'asm("mul.rn.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));', "return d;"),
+    ("return a * b;",),
+    "mul.rn.f32", result="float")

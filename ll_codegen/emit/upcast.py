@@ -5,7 +5,9 @@
 word of ``I`` (``group`` elements) the plan's output words, each one line of wrapper instructions
 (``emit/instructions.py``: lop3, prmt, fma.rn.f16x2/bf16x2, the fp8 cvt pairs) and plain shifts
 and masks; ``dst`` is 32-bit words, element ``2m`` in the low half of word ``m``, as mma.sync and
-wgmma take their register operands.
+wgmma take their register operands -- or, for an f32 destination (a tf32 MMA's A fragment), element
+``m`` in word ``m``.  Only a mixed-input MMA renders an f32 destination (its header holds this
+namespace); the upcast's own harness writes 16-bit elements.
 """
 from __future__ import annotations
 
@@ -18,12 +20,12 @@ from ll_codegen.emit import convert as emit_convert, memory as emit_memory
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Fn, Namespace, constants, header_context,
                                   harness_context, new_namespace, use_instruction)
 from ll_codegen.emit.cexpr import index_function
-from ll_codegen.emit.instructions import CVT_F32_F16, LOP3, PRMT, cvt_fp8x2, cvt_pack, fma_x2
+from ll_codegen.emit.instructions import CVT_F32_F16, LOP3, MUL_RN_F32, PRMT, cvt_fp8x2, cvt_pack, fma_x2
 from ll_codegen.emit.harness_tiles import scratch_bytes
 from ll_codegen.emit.packed import param_names
 from ll_codegen.plan.packed import side_bytes
 from ll_codegen.plan.report import upcast_summary
-from ll_codegen.plan.upcast import UpcastPlan
+from ll_codegen.plan.upcast import UpcastPlan, half_kind
 
 #: 4-bit integer sequences: (lop3 LUT, magic OR'ed / xor'ed in, fma's b (1.0), fma's c (-bias))
 LOP3_MAGIC = {"u4_f16": (0xEA, 0x64006400, 0x3C003C00, 0xE400E400),
@@ -58,8 +60,9 @@ def word_line(kind: str, group: int, w: int) -> str:
     return f"const uint32_t x{w} = {e};"
 
 
-def slot_line(conv: Namespace, kind: str, w: int, k: int, dw: int) -> str:
-    """``dst[dw] = ...``: output word ``k`` of source word ``w``."""
+def word_expr(conv: Namespace, kind: str, w: int, k: int) -> str | None:
+    """Output word ``k`` of source word ``x<w>`` as one expression, for the sequences that are one (the
+    4-bit lop3 / e2m1 ones, u8 and i8 to f16, fp8 to f16); None for the others."""
     x = f"x{w}"
     t = "bf16x2" if kind.endswith("bf16") else "f16x2"
     if kind in LOP3_MAGIC:
@@ -67,22 +70,43 @@ def slot_line(conv: Namespace, kind: str, w: int, k: int, dw: int) -> str:
         lop = use_instruction(conv, LOP3)
         fma = use_instruction(conv, fma_x2(t))
         shifted = f"{x} >> {4 * k}" if k else x
-        return (f"dst[{dw}] = {fma}({lop}<0x000f000fu, 0x{lut:02x}>({shifted}, {_hex(magic)}), "
-                f"{_hex(one)}, {_hex(bias)});")
+        return f"{fma}({lop}<0x000f000fu, 0x{lut:02x}>({shifted}, {_hex(magic)}), {_hex(one)}, {_hex(bias)})"
     if kind in E2M1:
         sh, scale, zero = E2M1[kind]
         lop = use_instruction(conv, LOP3)
         fma = use_instruction(conv, fma_x2(t))
         t_k = f"({x} >> {4 * k})" if k else x
         sign = f"{x} << {12 - 4 * k}" if 12 - 4 * k else x
-        return (f"dst[{dw}] = {fma}({lop}<0x80008000u, 0xf8>(({t_k} & 0x00070007u) << {sh}, {sign}), "
-                f"{_hex(scale)}, {_hex(zero)});")
+        return f"{fma}({lop}<0x80008000u, 0xf8>(({t_k} & 0x00070007u) << {sh}, {sign}), {_hex(scale)}, {_hex(zero)})"
     if kind in ("u8_f16", "i8_f16"):
         prmt = use_instruction(conv, PRMT)
         fma = use_instruction(conv, fma_x2("f16x2"))
         sel = 0x4140 + 2 * k * 0x101
         bias = 0xE400E400 if kind == "u8_f16" else 0xE480E480
-        return f"dst[{dw}] = {fma}({prmt}<0x{sel:04x}u>({x}, 0x64646464u), 0x3c003c00u, {_hex(bias)});"
+        return f"{fma}({prmt}<0x{sel:04x}u>({x}, 0x64646464u), 0x3c003c00u, {_hex(bias)})"
+    if kind in ("f8e4m3_f16", "f8e5m2_f16"):
+        cvt = use_instruction(conv, cvt_fp8x2(kind.rsplit("_", 1)[0]))
+        return f"{cvt}(static_cast<uint16_t>({x} >> {16 * k}))" if k else f"{cvt}(static_cast<uint16_t>({x}))"
+    return None
+
+
+def slot_line(conv: Namespace, kind: str, w: int, k: int, dw: int) -> str:
+    """``dst[dw] = ...``: output word ``k`` of source word ``w`` (an f32 destination: the two words
+    ``dst[2dw]``, ``dst[2dw + 1]``)."""
+    x = f"x{w}"
+    half = half_kind(kind)
+    if half is not None:              # the f16 pair, each half widened exactly (cvt.f32.f16)
+        to32 = use_instruction(conv, CVT_F32_F16)
+        return (f"{{ const uint32_t h = {word_expr(conv, half, w, k)}; "
+                f"dst[{2 * dw}] = __float_as_uint({to32}(static_cast<uint16_t>(h))); "
+                f"dst[{2 * dw + 1}] = __float_as_uint({to32}(static_cast<uint16_t>(h >> 16))); }}")
+    if kind in ("u8_f32", "i8_f32"):  # each byte converted exactly (the integer -> f32 cvt of a C cast)
+        c = "signed char" if kind == "i8_f32" else "uint8_t"   # NVRTC has no int8_t (cuda_types.j2)
+        f = lambda s: f"__float_as_uint(static_cast<float>(static_cast<{c}>({x} >> {s})))"  # noqa: E731
+        return f"dst[{2 * dw}] = {f(16 * k)}; dst[{2 * dw + 1}] = {f(16 * k + 8)};"
+    e = word_expr(conv, kind, w, k)
+    if e is not None:
+        return f"dst[{dw}] = {e};"
     if kind in ("u8_bf16", "i8_bf16"):
         pack = use_instruction(conv, cvt_pack("bf16"))
         c = "signed char" if kind == "i8_bf16" else "uint8_t"   # NVRTC has no int8_t (cuda_types.j2)
@@ -91,8 +115,6 @@ def slot_line(conv: Namespace, kind: str, w: int, k: int, dw: int) -> str:
     src = kind.rsplit("_", 1)[0]
     cvt = use_instruction(conv, cvt_fp8x2(src))
     pair = f"static_cast<uint16_t>({x} >> {16 * k})" if k else f"static_cast<uint16_t>({x})"
-    if t == "f16x2":
-        return f"dst[{dw}] = {cvt}({pair});"
     pack = use_instruction(conv, cvt_pack("bf16"))
     to32 = use_instruction(conv, CVT_F32_F16)
     return (f"{{ const uint32_t h = {cvt}({pair}); dst[{dw}] = {pack}({to32}(static_cast<uint16_t>(h >> 16)), "
@@ -116,6 +138,8 @@ def scale_lines(conv: Namespace, plan: UpcastPlan) -> list[str]:
     NaN), with zero points ``c = -RNE(z * s)`` (an fma, the sign flipped), then per output word
     ``dst = fma(dst, S, C)`` with S, C the pair words of its two elements' scale registers."""
     c = plan.scaling
+    if plan.dst_dtype == "f32":
+        return f32_scale_lines(conv, plan)
     t = "bf16x2" if plan.dst_dtype == "bf16" else "f16x2"
     fma = use_instruction(conv, fma_x2(t))
     lines = [f"// scales: dst = RNE(u * s{' + c' if c.zero_point else ''}), s per {c.group} elements along dim {c.dim}"]
@@ -134,6 +158,22 @@ def scale_lines(conv: Namespace, plan: UpcastPlan) -> list[str]:
         a, b = c.reg_of[2 * dw], c.reg_of[2 * dw + 1]
         cz = pair("c", a, b) if c.zero_point else "0x80008000u"
         lines.append(f"dst[{dw}] = {fma}(dst[{dw}], {pair('s', a, b)}, {cz});")
+    return lines
+
+
+def f32_scale_lines(conv: Namespace, plan: UpcastPlan) -> list[str]:
+    """e8m0 scales of f32 destinations: each scale register as the f32 2^(e - 127) (0 -> the subnormal
+    2^-127, 255 -> NaN), then ``dst[r] = dst[r] * s`` (mul.rn.f32: exact but for overflow to infinity,
+    the product of a value of at most 8 significant bits and a power of two)."""
+    c = plan.scaling
+    mul = use_instruction(conv, MUL_RN_F32)
+    lines = [f"// scales: dst = u * s, s = 2^(e - 127) per {c.group} elements along dim {c.dim}"]
+    for j in range(c.regs):
+        e = f"static_cast<uint32_t>(scales[{j}])"
+        lines.append(f"const float s{j} = __uint_as_float({e} == 0u ? 0x00400000u : {e} == 255u ? 0x7fffffffu "
+                     f": {e} << 23);")
+    lines += [f"dst[{r}] = __float_as_uint({mul}(__uint_as_float(dst[{r}]), s{c.reg_of[r]}));"
+              for r in range(plan.n_dst)]
     return lines
 
 
@@ -164,7 +204,8 @@ def namespace(plan: UpcastPlan, name: str) -> Namespace:
              if mv.packing is not None else f"source registers per thread ({plan.dtype})"),
             (f"constexpr int kMidRegs   = {mv.n_dst};", "the same in the layout I, before upcast()"),
             (f"constexpr int kDstRegs   = {plan.n_dst};", f"{plan.dst_dtype} elements per thread after convert()"),
-            (f"constexpr int kDstWords  = {plan.dst_words};", "32-bit words of them: element 2m the low half of m"),
+            (f"constexpr int kDstWords  = {plan.dst_words};", "32-bit words of them: element 2m the low half of m"
+             if plan.dst_words < plan.n_dst else "32-bit words of them: one f32 element each"),
             (f"constexpr int kSmemBytes = {plan.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
     if plan.from_memory:
         head = head[1:]                                          # no source registers: a tile
@@ -189,7 +230,7 @@ def namespace(plan: UpcastPlan, name: str) -> Namespace:
             doc=[f"// upcast(): {plan.dtype} -> {plan.dst_dtype} in this thread, exactly: mid holds the layout I "
                  f"(the destination's",
                  f"// register bases permuted: I's basis j is the destination's basis {list(s.perm)}[j]); "
-                 f"dst[m] gets elements 2m, 2m+1",
+                 + ("dst[m] gets elements 2m, 2m+1" if plan.dst_words < plan.n_dst else "dst[m] gets element m"),
                  f"// of the destination layout. {counts}."],
             moves=upcast_lines(conv, plan))
     if plan.from_memory:

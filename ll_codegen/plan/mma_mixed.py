@@ -2,17 +2,19 @@
 
 A holds low-precision elements (``i4``, ``u4``, ``e2m1``, ``f8e4m3``, ``f8e5m2``, ``i8``, ``u8``; a
 4-bit type packed two per byte) in a shared tile or in registers; B and the instruction are in
-``dtype`` (``f16`` or ``bf16``).  The plan is the composition of two plans this library already
+``dtype`` (``f16``, ``bf16`` or ``tf32``; a tf32 instruction's A is upcast to exact f32, one element
+per 32-bit register, every such value a tf32 value).  The plan is the composition of two plans this library already
 makes, nothing else:
 
 1. ``upcast`` (an ``UpcastPlan``, ``plan/upcast.py``): A, with optional per-group scales along K,
    exactly into the register fragment ``F`` the MMA reads A from -- Triton's ``dot_operand``
-   (operand 0, k_width 2) of the accumulator's ``nvidia_mma`` layout over M x K;
+   (operand 0, k_width 2; tf32: k_width 1) of the accumulator's ``nvidia_mma`` layout over M x K;
 2. ``mma`` (an ``MmaPlan``, ``plan/mma.py``): ``acc += F @ B`` with A from registers (wgmma, whose
    A may come from registers and B from shared memory, or mma.sync, both from registers).
 
 The element of A at (m, k) becomes ``u(m, k) = RNE(decode(A[m, k]) * s[m, k / G] + c)`` in
-``dtype`` (exactly ``decode(A[m, k])`` without scales), and the MMA adds ``sum_k u(m, k) B[k, n]``
+``dtype`` (exactly ``decode(A[m, k])`` without scales; tf32 takes e8m0 scales only, ``u = decode(A) *
+2^(e - 127)`` exact in f32), and the MMA adds ``sum_k u(m, k) B[k, n]``
 to ``acc[m, n]`` in f32.  On Hopper this is the weights-as-A arrangement: ``Y^T = W X^T`` with the
 low-precision weights W as A, since only A can come from registers.
 """
@@ -22,15 +24,22 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from ll_codegen.core.dtypes import DTYPE_BITS, UPCAST_SOURCES
+from ll_codegen.core.dtypes import DTYPE_BITS, UPCAST_SOURCES, is_packed
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.layouts.dot_operand import DotOperandLayout
 from ll_codegen.plan.mma import plan_mma
 from ll_codegen.plan.mma_model import MmaError, MmaPlan
+from ll_codegen.plan.packed import PAIR_DIM
 from ll_codegen.plan.upcast import UpcastPlan, parse_scales, plan_upcast
 
-#: the instruction types a mixed-input MMA computes in (the upcast's destinations)
-MIXED_TYPES = ("f16", "bf16")
+#: the instruction types a mixed-input MMA computes in
+MIXED_TYPES = ("f16", "bf16", "tf32")
+
+
+def upcast_dtype(dtype: str) -> str:
+    """The upcast's destination type for an instruction of ``dtype``: its own, f32 for tf32 (the upcast
+    values are exact f32 values with at most 8 significant bits: tf32 values as they stand)."""
+    return "f32" if dtype == "tf32" else dtype
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,7 @@ def mixed_problem(dtype: str, a_dtype: str, acc_dtype: str = "f32", target: str 
             return f"--a-dtype {a_dtype} is --dtype: A and B of one type are a plain llgen mma (leave --a-dtype out)"
         return f"--a-dtype {a_dtype}: the low-precision A types are {', '.join(UPCAST_SOURCES)}"
     if dtype not in MIXED_TYPES:
-        return (f"--dtype {dtype}: a mixed-input MMA upcasts A to the instruction's type, f16 or bf16 "
+        return (f"--dtype {dtype}: a mixed-input MMA upcasts A to the instruction's type, f16, bf16 or tf32 "
                 f"(B is --dtype)")
     if acc_dtype != "f32":
         return f"--acc-dtype {acc_dtype}: a mixed-input MMA accumulates in f32"
@@ -148,7 +157,7 @@ def mixed_problem(dtype: str, a_dtype: str, acc_dtype: str = "f32", target: str 
         return f"--target {target}: the upcast sequences are CUDA's (lop3, prmt, cvt); no mixed-input MFMA"
     if scales is not None:
         try:
-            parse_scales(scales, dtype, 2)
+            parse_scales(scales, upcast_dtype(dtype), 2)
         except ValueError as e:
             return str(e)
     return None
@@ -170,15 +179,35 @@ def plan_mixed_mma(acc: LinearLayout, a: LinearLayout, b: LinearLayout, fragment
         raise MmaError(f"A is {list(a.out_dim_sizes.values())} but the MMA's A is "
                        f"{list(fragment.out_dim_sizes.values())} (M x K: the accumulator's rows, B's rows)")
     mma = plan_mma(acc, fragment, b, "registers", b_space, version, dtype, acc_dtype, target, arch)
-    up = plan_upcast(a, fragment, a_space, a_dtype, dtype, target, mma.arch, alignment=alignment, scales=scales)
+    try:
+        up = plan_upcast(a, fragment, a_space, a_dtype, upcast_dtype(dtype), target, mma.arch, alignment=alignment,
+                         scales=scales)
+    except ValueError as e:
+        raise type(e)(f"{e}{tf32_pair_hint(a, fragment, a_space, a_dtype, dtype)}") from None
     return MixedMmaPlan(a_dtype, up, mma)
 
 
-def a_fragment(parent: Any, m: int, k: int) -> LinearLayout:
-    """The A register fragment (M x K, 16-bit elements) of an MMA whose accumulator is the
-    ``nvidia_mma`` layout ``parent``: its ``dot_operand`` with operand index 0 and k_width 2 (two
-    K-consecutive elements per 32-bit register), what ``llgen mma --write-operand-spec`` writes."""
+def tf32_pair_hint(a: LinearLayout, fragment: LinearLayout, a_space: str, a_dtype: str, dtype: str) -> str:
+    """What a failed upcast of a 4-bit A into a tf32 fragment needs, when A's byte pairs two elements
+    no thread of the fragment holds ("" otherwise): a tf32 fragment holds one element a register, k
+    and k + 4 (and rows m, m + 8) in one thread but never k and k + 1, and a packed move keeps a byte
+    in one thread."""
+    pin = PAIR_DIM[a_space]
+    if dtype != "tf32" or not is_packed(a_dtype) or a.in_dim_size(pin) < 2:
+        return ""
+    pair = list(a.bases[pin][0])
+    if pair in [list(b) for b in fragment.bases["register"]]:
+        return ""
+    return (f" -- a tf32 A fragment holds no two elements {pair} apart in one thread: store the {a_dtype} A with "
+            f"(k, k + 4) in a byte (bits 0 and 2 of k swapped)")
+
+
+def a_fragment(parent: Any, m: int, k: int, dtype: str = "f16") -> LinearLayout:
+    """The A register fragment (M x K) of a ``dtype`` MMA whose accumulator is the ``nvidia_mma``
+    layout ``parent``: its ``dot_operand`` with operand index 0 and k_width 2 for 16-bit elements (two
+    K-consecutive elements per 32-bit register), 1 for tf32 (one), what ``llgen mma
+    --write-operand-spec`` writes."""
     try:
-        return DotOperandLayout(0, parent, 2).to_linear([m, k])
+        return DotOperandLayout(0, parent, 1 if dtype == "tf32" else 2).to_linear([m, k])
     except ValueError as e:
         raise MmaError(f"no A fragment of the accumulator over {m} x {k} ({e})") from None

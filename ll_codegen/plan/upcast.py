@@ -10,6 +10,13 @@ ranges, subnormals included).  e5m2's infinities stay infinities; the NaN codes 
 0xff) and e5m2 (exponent all ones, mantissa non-zero) become a NaN (the canonical 0x7fff on the
 CPU models; the PTX ISA does not fix the payload, so the GPU check asks for a NaN).
 
+Inside a mixed-input MMA of a tf32 instruction (``llgen mma --a-dtype X --dtype tf32``) the destination
+is ``f32`` (``MMA_UPCAST_TARGETS``): one element per 32-bit register, each value exact (f32 holds every
+f16 value) and a tf32 value (at most 8 significant bits, tf32 keeps 11).  The sequences are the f16
+ones followed by ``cvt.f32.f16`` per element (4-bit and fp8 sources), or one integer -> f32
+``cvt.rn`` per byte (i8, u8); e8m0 scales multiply in f32 (``mul.rn.f32`` by 2^(e - 127): exact but
+for overflow to infinity, subnormals kept).
+
 The plan (``UpcastPlan``) is two steps:
 
 1. ``move``: the data moved *in the source type* from the source layout into the intermediate
@@ -32,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ll_codegen.core.dtypes import DTYPE_BITS, is_packed, upcast_problem
+from ll_codegen.core.dtypes import DTYPE_BITS, MMA_UPCAST_TARGETS, is_packed, upcast_problem
 from ll_codegen.core.limits import short
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import get_target
@@ -40,7 +47,7 @@ from ll_codegen.plan import packed, planner
 from ll_codegen.plan.plans import LoadPlan, Transfer
 
 #: (source, destination) -> the sequence kind
-KINDS = {(s, d): f"{s}_{d}" for s in ("i4", "u4", "e2m1", "f8e4m3", "f8e5m2", "i8", "u8") for d in ("f16", "bf16")}
+KINDS = {(s, d): f"{s}_{d}" for s in ("i4", "u4", "e2m1", "f8e4m3", "f8e5m2", "i8", "u8") for d in MMA_UPCAST_TARGETS}
 
 #: sequence kind -> (the oldest sm_XY it runs on, what it does in one line)
 SEQUENCES = {
@@ -58,7 +65,21 @@ SEQUENCES = {
     "f8e5m2_f16": (89, "cvt.rn.f16x2.e5m2x2 per byte pair"),
     "f8e4m3_bf16": (89, "cvt.rn.f16x2.e4m3x2, cvt.f32.f16 twice, cvt.rn.bf16x2.f32 (each exact)"),
     "f8e5m2_bf16": (89, "cvt.rn.f16x2.e5m2x2, cvt.f32.f16 twice, cvt.rn.bf16x2.f32 (each exact)"),
+    "u4_f32": (80, "the u4 -> f16 sequence, then cvt.f32.f16 per element (exact)"),
+    "i4_f32": (80, "the i4 -> f16 sequence, then cvt.f32.f16 per element (exact)"),
+    "e2m1_f32": (80, "the e2m1 -> f16 sequence, then cvt.f32.f16 per element (exact)"),
+    "u8_f32": (80, "each byte to f32 (cvt.rn.f32.u32, exact)"),
+    "i8_f32": (80, "each byte to f32 (cvt.rn.f32.s32, exact)"),
+    "f8e4m3_f32": (89, "cvt.rn.f16x2.e4m3x2 per byte pair, then cvt.f32.f16 per element (each exact)"),
+    "f8e5m2_f32": (89, "cvt.rn.f16x2.e5m2x2 per byte pair, then cvt.f32.f16 per element (each exact)"),
 }
+
+
+def half_kind(kind: str) -> str | None:
+    """The f16 sequence an f32 sequence widens (``cvt.f32.f16`` per element), or None: i8 and u8 go
+    to f32 directly, and the 16-bit destinations are their own sequences."""
+    src, dst = kind.rsplit("_", 1)
+    return f"{src}_f16" if dst == "f32" and src not in ("i8", "u8") else None
 
 
 def slot_ops(kind: str, k: int, group: int) -> tuple[str, ...]:
@@ -66,7 +87,13 @@ def slot_ops(kind: str, k: int, group: int) -> tuple[str, ...]:
     emitter writes them (``emit/upcast.py``): wrapper instructions by their PTX name, the integer
     shifts and masks the compiler emits for plain C by theirs.  The source word's own ops
     (``word_ops``) are counted once per word."""
+    half = half_kind(kind)
+    if half is not None:
+        return slot_ops(half, k, group) + ("cvt.f32.f16", "cvt.f32.f16")
     src = kind.split("_")[0]
+    if kind in ("u8_f32", "i8_f32"):                    # byte extract and int -> f32 are plain C casts
+        cvt = "cvt.rn.f32.s32" if src == "i8" else "cvt.rn.f32.u32"
+        return ("bfe", cvt, "bfe", cvt)
     if src in ("u4", "i4"):
         return (("shr.b32",) if k else ()) + ("lop3.b32", f"fma.rn.{_x2(kind)}")
     if src == "e2m1":
@@ -87,6 +114,7 @@ def slot_ops(kind: str, k: int, group: int) -> tuple[str, ...]:
 def word_ops(kind: str, group: int) -> tuple[str, ...]:
     """The instructions a source word costs before its output words: assembling a word of fewer
     than 4 bytes (``group`` 2 or 4 nibbles), i8's sign flip."""
+    kind = half_kind(kind) or kind
     ops: tuple[str, ...] = ()
     if kind.split("_")[0] in ("u4", "i4", "e2m1") and group < 8:
         ops += ("shl.b32", "or.b32")
@@ -230,9 +258,12 @@ def parse_scales(text: Any, dst_dtype: str, rank: int) -> tuple[int, int, str, b
             raise bad
     if group < 1 or group & (group - 1) or dim >= rank:
         raise bad
-    if dtype == "e8m0" and (dst_dtype != "bf16" or zero):
-        raise ValueError("--scales e8m0: power-of-two exponents scale bf16 destinations (2^-127 .. 2^127 need "
-                         "bf16's range), without a zero point")
+    if dtype == "e8m0" and (dst_dtype not in ("bf16", "f32") or zero):
+        raise ValueError("--scales e8m0: power-of-two exponents scale bf16 destinations (or a tf32 MMA's f32 ones; "
+                         "2^-127 .. 2^127 need their range), without a zero point")
+    if dst_dtype == "f32" and dtype != "e8m0":
+        raise ValueError(f"--scales {dtype}: a tf32 MMA's upcast takes e8m0 scales only (an exact power-of-two "
+                         f"product; an f32 fma would round to f32, not to a tf32 value)")
     if dtype != "e8m0" and dtype != dst_dtype:
         raise ValueError(f"--scales {dtype}: f16/bf16 scales are the destination's type ({dst_dtype})")
     return group, dim, dtype, zero
@@ -278,7 +309,8 @@ class UpcastPlan(Transfer):
     ``LoadPlan``; ``src_bases`` is the source as given), ``sequence`` upcasts ``I`` into the
     destination registers, each thread on its own.  ``n_src`` counts the source registers the caller
     holds (bytes of two elements for a 4-bit type, 0 for a tile), ``n_dst`` destination elements
-    (``dst_dtype``, two per 32-bit word), ``elem_bytes`` the source's byte."""
+    (``dst_dtype``, two per 32-bit word; f32 one), ``elem_bytes`` the source's byte.  A sequence's
+    output word ``(w, k, dw)`` is the destination pair ``2dw, 2dw + 1``: one word of f16/bf16, two of f32."""
     operation: ClassVar[str] = "upcast"
     dst_dtype: str
     move: Any
@@ -303,7 +335,8 @@ class UpcastPlan(Transfer):
 
     @property
     def dst_words(self) -> int:
-        return self.n_dst // 2
+        """32-bit words of the destination registers: two 16-bit elements a word, or one f32."""
+        return self.n_dst * DTYPE_BITS[self.dst_dtype] // 32
 
 
 def plan_upcast(src: LinearLayout, dst: LinearLayout, src_space: str, dtype: str, dst_dtype: str,
@@ -312,8 +345,8 @@ def plan_upcast(src: LinearLayout, dst: LinearLayout, src_space: str, dtype: str
     """Plan the upcast ``src`` (``dtype``, in ``src_space``) -> ``dst`` (registers, ``dst_dtype``);
     ``scales`` (``parse_scales``' text) applies per-group scales; ``options`` go to the move's
     planner.  ValueError in one line for a pair, target or layout this cannot do (checked before
-    the move is planned)."""
-    problem = upcast_problem(dtype, dst_dtype)
+    the move is planned).  ``dst_dtype`` f32 (a tf32 MMA's A fragment) is the mixed-input MMA's alone."""
+    problem = upcast_problem(dtype, dst_dtype, MMA_UPCAST_TARGETS)
     if problem:
         raise ValueError(problem)
     if target != "cuda":
@@ -385,7 +418,7 @@ def upcast_lines(p: UpcastPlan) -> list[str]:
     unit = "nibbles" if DTYPE_BITS[p.dtype] == 4 else "bytes"
     return [f"upcast {p.dtype} -> {p.dst_dtype} (exact), in each thread after the move: {what}",
             f"  I = the destination layout with register basis j taken from destination basis perm[j], "
-            f"perm = {list(s.perm)}; {s.group} {unit} per source word, {len(s.words)} output word(s)",
+            f"perm = {list(s.perm)}; {s.group} {unit} per source word, {p.dst_words} output word(s)",
             f"  dst[r] = upcast(I[order[r]]), order = {list(s.order)}",
             f"  instructions: {len(s.ops)} for {len(s.order)} elements ({s.per_element:.3g} per element): "
             + ", ".join(f"{n} {op}" for op, n in counts.items()) + f"; sm_{kind_arch}+"] + scale_lines(p)
@@ -397,6 +430,13 @@ def scale_lines(p: UpcastPlan) -> list[str]:
     if c is None:
         return []
     t = p.dst_dtype
+    if t == "f32":                                   # e8m0 only (parse_scales): one exact multiply an element
+        return [f"scales: e8m0 per {c.group} elements along dim {c.dim} (scale tensor {list(c.shape)}), "
+                f"{c.regs} scale register(s) per thread; dst = u * s: mul.rn.f32, s = 2^(e - 127) (exact but "
+                f"for overflow)",
+                f"  scale layout (the destination's, the group bits dropped): {c.bases['in_dims']}; "
+                f"dst[r] uses scale register reg_of[r] = {list(c.reg_of)}",
+                f"  +{p.dst_words} mul.rn.f32 (1 per element)"]
     how = (f"RNE_{t}(u * s + c), c = -RNE_{t}(z * s): fma.rn.{t}x2 (z the group's zero point)" if c.zero_point
            else f"RNE_{t}(u * s): fma.rn.{t}x2 u * s - 0" + (", s = 2^(e - 127) from e8m0 e" if c.dtype == "e8m0"
                                                                  else ""))

@@ -5,21 +5,30 @@ accumulator, A and B -- one catalogue for the CPU tests (``tests/test_mma_mixed.
 Two kinds of pair:
 
 * upcast (``llgen mma --a-dtype``): A of a narrow type (a shared tile or a blocked register layout)
-  upcast in registers into the A fragment of an f16 / bf16 instruction, B of that type;
+  upcast in registers into the A fragment of an f16 / bf16 / tf32 instruction, B of that type (tf32:
+  A upcast to exact f32, one element a 32-bit register; a 4-bit A stored K-interleaved,
+  ``k_interleaved``);
 * native (``NATIVE_PAIRS``): A and B in the instruction's own types -- every MMA type with itself
   (tf32: f32 bits whose low 13 mantissa bits are zero, see ``table_cases``) and the 8-bit pairs of two
-  types, e4m3 x e5m2 and s8 x u8 -- A a ``dot_operand`` fragment or (wgmma) a shared tile."""
+  types, e4m3 x e5m2 and s8 x u8 -- A a ``dot_operand`` fragment or (wgmma) a shared tile.
+
+237 cases (``table_cases``): 147 upcast pairs (7 A types x f16, bf16, tf32 x 7 shapes), 13 scaled ones
+(int4 with bf16 scales at the 3 shapes with K >= 128, e2m1 with e8m0 scales into bf16 and into tf32 at
+the 5 with K >= 32) and 77 native pairs.  The tf32 rows (49 upcast pairs and 5 scaled ones) added 54 to
+the 183 of f16 and bf16: every table shape has K a multiple of 16, so of tf32's k-step 8, and none is
+missing.  Upcasts of f16 and bf16 A into tf32 are not in the table: the upcast moves 8- and 4-bit sources
+only (one byte per source register; a 16-bit source needs its own move and sequence)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ll_codegen.core.dtypes import UPCAST_SOURCES
+from ll_codegen.core.dtypes import UPCAST_SOURCES, is_packed
 from ll_codegen.plan.mma import AB_TYPES, PAIR_FAMILIES, paired_types
 from ll_codegen.plan.mma_model import AB_BYTES
 
-#: the instruction types of the upcast pairs
-MIXED_DTYPES = ("f16", "bf16")
+#: the instruction types of the upcast pairs (tf32: A upcast to exact f32, one element a register)
+MIXED_DTYPES = ("f16", "bf16", "tf32")
 #: (A type, B type) the instruction multiplies as they are: each MMA type with itself, then the pairs
 #: of two 8-bit types (e4m3 x e5m2, e5m2 x e4m3, s8 x u8, u8 x s8)
 NATIVE_PAIRS = tuple((t, t) for t in AB_TYPES) + tuple((a, b) for f in PAIR_FAMILIES for a in f for b in f if a != b)
@@ -101,7 +110,23 @@ class MixedCase:
             along_k = min(32, k // 8)
             a = {"kind": "blocked", "size_per_thread": [1, 8], "threads_per_warp": [32 // along_k, along_k],
                  "warps_per_cta": [w, 1], "order": [1, 0], "shape": [m, k]}
+        if self.dtype == "tf32" and is_packed(self.a_dtype):
+            a = k_interleaved(a, "offset" if self.a_space == "shared" else "register")
         return dict(acc=acc, a=a, b=b, dtype=self.dtype, a_dtype=self.a_dtype, scales=self.scales)
+
+
+def k_interleaved(spec: dict[str, Any], in_dim: str) -> dict[str, Any]:
+    """``spec`` (row-major along K in ``in_dim``'s first three bases) with bases 0 and 2 of ``in_dim``
+    swapped: byte j of a 4-bit tile or register file holds (k, k + 4) instead of (k, k + 1).  A tf32
+    fragment (one element a 32-bit register) holds k and k + 4 in one thread but never k and k + 1,
+    and a packed move keeps a byte in one thread: 4-bit A for a tf32 instruction is stored so, as
+    weights pre-shuffled for their instruction are."""
+    from ll_codegen.api import load_layout
+    lay, _ = load_layout(spec, memory_ok=True)
+    bases = {d: [list(b) for b in v] for d, v in lay.bases.items()}
+    bases[in_dim][0], bases[in_dim][2] = bases[in_dim][2], bases[in_dim][0]
+    kind = "shared_linear" if in_dim == "offset" else "linear"
+    return {"kind": kind, **bases, "shape": list(spec["shape"])}
 
 
 def native_k(k: int, dtype: str) -> int:
@@ -113,7 +138,7 @@ def native_k(k: int, dtype: str) -> int:
 def table_cases() -> list[MixedCase]:
     """Every upcast A type x instruction type x shape, A from shared memory on wgmma and alternately
     from shared memory and registers on mma.sync; the scaled formats (int4 groups of 128 bf16, mxfp4:
-    e2m1 groups of 32 e8m0) on both instructions; then every native pair x shape (K at least the
+    e2m1 groups of 32 e8m0, into bf16 and tf32) on both instructions; then every native pair x shape (K at least the
     instruction's, ``native_k``), A in registers on mma.sync and alternately in shared memory and
     registers on wgmma.
 
@@ -134,6 +159,7 @@ def table_cases() -> list[MixedCase]:
             out.append(MixedCase(kind, m, n, k, "i4", "bf16", "shared", "128,bf16"))
         if k >= 32:
             out.append(MixedCase(kind, m, n, k, "e2m1", "bf16", "shared", "32,e8m0"))
+            out.append(MixedCase(kind, m, n, k, "e2m1", "tf32", "shared", "32,e8m0"))
     for j, (kind, m, n, k) in enumerate(SHAPES):
         for i, (a, b) in enumerate(NATIVE_PAIRS):
             space = "registers" if kind == "mma.sync" or (i + j) % 2 else "shared"

@@ -68,7 +68,7 @@ def mixed_tensors(plan: MixedMmaPlan, rng: np.random.Generator) -> dict[str, np.
     codes = a_codes(plan.a_dtype, M * K, rng)
     scales = zeros = np.zeros(0, dtype=np.uint16)
     if up.scaling is None:
-        bits = upcast_reference(codes, plan.a_dtype, plan.dtype)
+        bits = upcast_reference(codes, plan.a_dtype, up.dst_dtype)
     else:
         scales, zeros = a_scales(plan, rng)
         bits = scaled_reference(up, codes, scales, zeros)
@@ -141,7 +141,7 @@ def a_bits_of(plan: MixedMmaPlan, a_in: np.ndarray) -> np.ndarray:
         codes = raw[:plan.a_bytes]
     c = plan.upcast.scaling
     if c is None:
-        return upcast_reference(codes, plan.a_dtype, plan.dtype)
+        return upcast_reference(codes, plan.a_dtype, plan.upcast.dst_dtype)
     n = int(np.prod(c.shape))
     s_at, z_at = plan.input_offsets
     scales = raw[s_at:s_at + n * (1 if c.dtype == "e8m0" else 2)].view(np.uint8 if c.dtype == "e8m0" else np.uint16)

@@ -11,19 +11,21 @@ against the reference at the destination layout's coordinates.
 from __future__ import annotations
 
 import functools
-
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
 
 from ll_codegen.core.layout import LinearLayout, layout_of
-from ll_codegen.plan.upcast import UpcastPlan, permuted, slot_pair
+from ll_codegen.plan.upcast import UpcastPlan, half_kind, permuted, slot_pair
 from ll_codegen.verify.emulate.convert import check_convert
 from ll_codegen.verify.emulate.memory import check_memory_plan
 from ll_codegen.verify.emulate.packed import check_packing
 from ll_codegen.verify.emulate.reference import row_major_index
 
 CANONICAL_NAN = 0x7FFF
+#: the NaN an f32 destination's reference holds (a tf32 MMA's A; the payload is the instruction's own)
+CANONICAL_NAN_F32 = 0x7FFFFFFF
 
 
 def decode(codes: np.ndarray, src: str) -> np.ndarray:
@@ -54,9 +56,18 @@ def decode(codes: np.ndarray, src: str) -> np.ndarray:
 
 
 def encode(values: np.ndarray, dst: str, exact: bool = True) -> np.ndarray:
-    """uint16 bits of float64 ``values`` in ``dst`` (f16, bf16), rounded to nearest even; ``exact``:
-    AssertionError unless every value is representable.  A NaN is the canonical 0x7fff."""
+    """uint16 bits of float64 ``values`` in ``dst`` (f16, bf16; uint32 for f32), rounded to nearest
+    even; ``exact``: AssertionError unless every value is representable.  A NaN is the canonical
+    0x7fff (f32: 0x7fffffff)."""
     v = np.asarray(values, dtype=np.float64)
+    if dst == "f32":
+        with np.errstate(over="ignore"):
+            f = v.astype(np.float32)                                         # RNE, subnormals kept
+        bits = np.where(np.isnan(v), np.uint32(CANONICAL_NAN_F32), f.view(np.uint32)).astype(np.uint32)
+        bad = ~np.isnan(v) & (f.astype(np.float64) != v)
+        if exact and bad.any():
+            raise AssertionError(f"{v[bad][0]!r} is not exact in f32")
+        return bits
     if dst == "f16":
         with np.errstate(over="ignore"):
             h = v.astype(np.float16)
@@ -115,7 +126,9 @@ def prmt(a: np.ndarray, b: int, sel: int) -> np.ndarray:
 
 
 def half_values(bits: np.ndarray, t: str) -> np.ndarray:
-    """float64 values of 16-bit ``t`` (f16, bf16) bits."""
+    """float64 values of 16-bit ``t`` (f16, bf16) bits, or of 32-bit ones (f32; tf32 as f32 bits)."""
+    if t in ("f32", "tf32"):
+        return np.asarray(bits).astype(np.uint32).view(np.float32).astype(np.float64)
     bits = np.asarray(bits).astype(np.uint16)
     if t == "f16":
         return bits.view(np.float16).astype(np.float64)
@@ -213,6 +226,8 @@ def run_sequence(plan: UpcastPlan, mid: np.ndarray) -> np.ndarray:
     (threads, n_dst; one code per element, nibbles for 4-bit types)."""
     s = plan.sequence
     kind, g = s.kind, s.group
+    if plan.dst_dtype == "f32":
+        return _run_f32(plan, mid)
     out = np.zeros((mid.shape[0], plan.n_dst // 2), dtype=np.uint32)
     four = kind.split("_")[0] in ("u4", "i4", "e2m1")
     t = "bf16" if kind.endswith("bf16") else "f16"
@@ -257,6 +272,28 @@ def run_sequence(plan: UpcastPlan, mid: np.ndarray) -> np.ndarray:
     return out
 
 
+def _run_f32(plan: UpcastPlan, mid: np.ndarray) -> np.ndarray:
+    """Destination words (threads, n_dst) of an f32 sequence: the f16 sequence's pair words, each half
+    widened exactly (cvt.f32.f16), or each byte of i8 / u8 converted to f32 (an exact cvt.rn)."""
+    s = plan.sequence
+    out = np.zeros((mid.shape[0], plan.n_dst), dtype=np.uint32)
+    half = half_kind(s.kind)
+    if half is not None:
+        words = run_sequence(replace(plan, sequence=replace(s, kind=half), dst_dtype="f16"), mid)
+        for _, _, dw in s.words:
+            for j in (0, 1):
+                h = words[:, dw] >> np.uint32(16 * j) & np.uint32(0xFFFF)
+                out[:, 2 * dw + j] = encode(half_values(h, "f16"), "f32")
+        return out
+    for w, k, dw in s.words:
+        for j in (0, 1):
+            c = mid[:, s.group * w + 2 * k + j].astype(np.int64)
+            v = np.where(c >= 128, c - 256, c) if s.kind == "i8_f32" else c
+            out[:, 2 * dw + j] = encode(v.astype(np.float64), "f32")
+    return out
+
+
+
 # ------------------------------------------------------------------ scales
 def scale_value(bits: np.ndarray, dtype: str, dst: str) -> np.ndarray:
     """float64 values of scale bits: an e8m0 exponent e is 2^(e - 127) (255: NaN), else ``dst`` bits."""
@@ -295,6 +332,9 @@ def scaled_reference(plan: UpcastPlan, codes: np.ndarray, scales: np.ndarray, ze
     g = np.ravel_multi_index(tuple(coords), c.shape)
     u = decode(codes, plan.dtype)
     sv = scale_value(scales, c.dtype, t)[g]
+    if t == "f32":                    # e8m0 only: u s exact in float64, then one rounding (overflow, subnormals)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return encode(u * sv, "f32", exact=False)
     out = np.zeros(u.shape, dtype=np.uint16)
     for i in range(len(u)):
         if c.zero_point:              # a zero product keeps its sign: -0 when z and s differ in sign
@@ -324,6 +364,13 @@ def apply_scales(plan: UpcastPlan, words: np.ndarray, sc: np.ndarray, zr: np.nda
     """The scale step as the header issues it (``emit/upcast.scale_lines``), on the upcast words."""
     c = plan.scaling
     t = plan.dst_dtype
+    if t == "f32":                    # mul.rn.f32 by 2^(e - 127) per register (emit/upcast.f32_scale_lines)
+        e = sc.astype(np.uint32)
+        sb = np.where(e == 0, np.uint32(0x00400000), np.where(e == 255, np.uint32(0x7FFFFFFF), e << np.uint32(23)))
+        s32 = sb.astype(np.uint32).view(np.float32)[:, list(c.reg_of)]
+        with np.errstate(invalid="ignore", over="ignore"):
+            prod = words.view(np.float32) * s32
+        return np.where(np.isnan(prod), np.uint32(CANONICAL_NAN_F32), prod.view(np.uint32)).astype(np.uint32)
     v = sc.astype(np.uint32)
     if c.dtype == "e8m0":
         v = np.where(v == 0, np.uint32(0x40), np.where(v == 255, np.uint32(0x7FFF), v << np.uint32(7)))
@@ -341,8 +388,11 @@ def apply_scales(plan: UpcastPlan, words: np.ndarray, sc: np.ndarray, zr: np.nda
 
 
 def upcast_registers(plan: UpcastPlan, dst_bits: np.ndarray) -> np.ndarray:
-    """(threads, n_dst / 2) words of per-element destination bits (threads, n_dst): element 2m low."""
+    """(threads, n_dst / 2) words of per-element destination bits (threads, n_dst): element 2m low
+    (f32: the bits themselves, a word each)."""
     d = dst_bits.astype(np.uint32)
+    if plan.dst_dtype == "f32":
+        return d
     return d[:, 0::2] | d[:, 1::2] << np.uint32(16)
 
 
