@@ -19,6 +19,7 @@ instruction's own types, each type with itself and the 8-bit pairs e4m3 x e5m2 a
 """
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -28,6 +29,7 @@ from click.testing import CliRunner
 from ll_codegen.api import plan_mma
 from ll_codegen.cli import main
 from ll_codegen.core.dtypes import UPCAST_SOURCES
+from ll_codegen.emit.upcast import wrapper_calls
 from ll_codegen.operations import check, operation_of, render
 from ll_codegen.plan.mma_mixed import MixedMmaPlan
 from ll_codegen.testing.mixed_cases import MIXED_DTYPES, NATIVE_PAIRS, MixedCase, native_k, table_cases
@@ -70,6 +72,22 @@ def test_the_plan_composes_the_upcast_and_the_mma():
 @pytest.mark.parametrize("c", SMALL + SCALED, ids=lambda c: c.name)
 def test_the_emulator_reproduces_numpy(c):
     check(_plan(c), 3)
+
+
+@pytest.mark.parametrize("a", UPCAST_SOURCES)
+def test_the_f32_upcast_counts_the_rendered_instructions(a):
+    """Into a tf32 fragment: the plan's instruction count is the rendered upcast()'s wrapper calls (the
+    int -> f32 conversions of i8 / u8 are plain C casts), and each destination word is written once."""
+    p = _plan(MixedCase("mma.sync", 16, 16, 16, a, "tf32", "registers"))
+    up = p.upcast
+    assert up.dst_dtype == "f32" and up.dst_words == up.n_dst == 8 and p.mma.dtype == "tf32"
+    text = render(p, "header", "x")
+    body = text[text.index("void upcast("):]
+    body = body[:body.index("\n}\n")]
+    wrappers = [op for op in up.sequence.ops if op.split(".")[0] in ("lop3", "fma", "prmt", "cvt")
+                and not op.startswith("cvt.rn.f32.")]
+    assert len(wrapper_calls(body)) == len(wrappers), (wrapper_calls(body), wrappers)
+    assert sorted(int(w) for w in re.findall(r"dst\[(\d+)\] =", body)) == list(range(up.n_dst))
 
 
 def test_the_emulator_catches_a_wrong_fragment():
