@@ -23,10 +23,10 @@
 // in grouped order (GROUP_M tile rows form a group, walked column by column: the CTAs in flight
 // together read few distinct A and B tiles, so L2 serves them).  A unit is a whole tile or one share of
 // the tail's k-steps, cut into pieces at tile boundaries (split K: one range of a split tile; stream K:
-// the end of one tile, whole tiles, the start of another).  Persistent (LLGEN_GEMM_PERSISTENT=1, the default): the grid has at most
-// one CTA per SM and CTA b computes units b, b + gridDim.x, ...; the producer's stage ring runs on
-// across units, so the next unit's operands load while the consumers run the epilogue of this one,
-// and a 16-bit C is staged in a buffer of its own.  LLGEN_GEMM_PERSISTENT=0: one CTA per unit (the
+// the end of one tile, whole tiles, the start of another).  Persistent (LLGEN_GEMM_PERSISTENT=1, the
+// default): the grid has at most one CTA per SM and CTA b computes units b, b + gridDim.x, ...; the
+// producer's stage ring runs on across units, so the next unit's operands load while the consumers
+// run the epilogue of this one, and a 16-bit C is staged in a buffer of its own.  LLGEN_GEMM_PERSISTENT=0: one CTA per unit (the
 // same loop, run once), a 16-bit C staged in the then idle operand stages.
 //
 // Split and stream K (deterministic).  A CTA that finishes a piece of a tile (less than the whole tile)
@@ -34,8 +34,8 @@
 // (atomicAdd after a __threadfence: the slot is visible before the count).  The CTA whose count
 // completes the tile sums the tile's pieces in share order 0, 1, .., parts - 1 (its own accumulator
 // stands for piece 0 when it holds piece 0; every other piece, its own included, is read back), so each
-// element's sum is the same sequence of f32 additions whichever CTA comes last; it zeroes the counter for the next launch and
-// runs the epilogue.  A slot holds the accumulator in register order, thread by thread (16-byte
+// element's sum is the same sequence of f32 additions whichever CTA comes last; it zeroes the counter
+// for the next launch and runs the epilogue.  A slot holds the accumulator in register order, thread by thread (16-byte
 // vectors: register 4c .. 4c + 3 of consumer thread t at float4 c * 256 + t): written and read back
 // by the same thread index of CTAs sharing one accumulator layout, it holds no tile layout of its own.
 // No CTA ever waits for another, so any number of CTAs in any order (the host SIMT runtime runs them
@@ -430,7 +430,9 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
 
         if (piece.parts > 1) {  // one piece of a tile: park it; the CTA completing the tile sums
             const int tile = piece.tile;
-            auto slot = [&](int pos) { return work.partial + static_cast<long long>(sched.slot(tile, pos)) * (BM * BN); };
+            auto slot = [&](int pos) {
+                return work.partial + static_cast<long long>(sched.slot(tile, pos)) * (BM * BN);
+            };
             store_partial(acc, work.partial + static_cast<long long>(piece.slot) * (BM * BN), tid);
             rendezvous();  // every consumer thread's slot written (and the last piece's flag read)
             if (tid == 0) {
