@@ -20,10 +20,11 @@ replaying graphs runs a decode step) and as 10 launches back to back from Python
 
 ``--ladder`` also times variants beside the default build (``LADDER``, CUDA graphs: the weights row-major
 -- the identity choice llgen chain's pre-shuffle is timed against --, 64-row decode tiles, fewer stages,
-four threads issuing the TMA boxes, one accumulator and two A buffers at M <= 16; and five diagnostic
+four threads issuing the TMA boxes, one accumulator and two A buffers at M <= 16, each chunk's wgmma
+drained before the next chunk's upcast; and five diagnostic
 builds, their results wrong by design and not checked: no upcast, no wgmma, the stream alone, the stream
 without X, the stream without the weights -- which part bounds the
-kernel) at M = 1, 16 and 4096, N = K = 8192.
+kernel) at the table's M (--ms), N = K = 8192.
 
 Inputs are random normal (X; scales ~0.01; q uniform in -8 .. 7).  Every result of ours is checked
 against the float64 product of the same bf16 operands (|Y - ref| <= 2^-16 sum_k |x w| + 2^-8 |ref|);
@@ -203,7 +204,7 @@ def main(argv=None) -> int:
                          "hbm_bound_ms": bound, "baseline_missing": None if callable(base) else base})
             del go
             torch.cuda.empty_cache()
-    ladder = run_ladder(t, ladder_libs, bad) if ladder_libs else []
+    ladder = run_ladder(t, ladder_libs, bad, ms=ms) if ladder_libs else []
     table = report(dev, bw, rows) + ladder_table(ladder)
     with open(os.path.join(a.out, "mixed.json"), "w") as f:
         json.dump({"device": dev, "copy_bandwidth": bw, "rows": rows, "ladder": ladder, "failures": bad}, f, indent=1)
@@ -222,6 +223,7 @@ LADDER = {"row-major weights": ("-DLLGEN_W4A16_ROW_MAJOR=1",),
           "8 stages": ("-DLLGEN_W4A16_STAGES=8",),
           "4 producer lanes": ("-DLLGEN_W4A16_PRODUCER_LANES=4",),
           "1 accumulator, 2 buffers": ("-DLLGEN_W4A16_DECODE_BUFFERS=2", "-DLLGEN_W4A16_DECODE_CHAINS=1"),
+          "chunks drained": ("-DLLGEN_W4A16_DRAIN_CHUNKS=1",),
           "diagnostic: no upcast": ("-DLLGEN_W4A16_DIAGNOSE=1",),
           "diagnostic: no wgmma": ("-DLLGEN_W4A16_DIAGNOSE=2",),
           "diagnostic: stream only": ("-DLLGEN_W4A16_DIAGNOSE=3",),
@@ -237,7 +239,7 @@ def variant_dir(d: str, name: str, flags: tuple[str, ...]) -> tuple[str, tuple[s
     return out, flags
 
 
-def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16, 4096)) -> list[dict]:
+def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16, 64, 4096)) -> list[dict]:
     """Each variant at each M, checked like the rows, timed taking turns."""
     import cupy
     import torch

@@ -40,9 +40,10 @@
 // its 128 accumulator registers leave room for one), slice j adding into accumulator j % CHAINS (decode
 // 4, mid 2; the chains are added in a fixed order at the end).  Slice j's upcast writes buffer
 // j % BUFFERS while the wgmma of the slices before it run; before it writes, wait<BUFFERS - 1> leaves
-// only the newest BUFFERS - 1 in flight, so the buffer's previous reader is done.  After a chunk's last
-// slice the consumer waits for its wgmma and gives the stage back at once, every thread arriving after
-// its own ld.shared of the stage: none is held longer than its use.
+// only the newest BUFFERS - 1 in flight, so the buffer's previous reader is done.  The previous chunk's
+// wgmma drain under the upcast of a chunk's first slice: after it, wait<0> (no group of this chunk is
+// committed yet) and the previous chunk's stage goes back, every thread arriving (its ld.shared of that
+// stage's weights and scales long done); the last chunk's stage goes back after the final wait.
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -98,6 +99,11 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #ifndef LLGEN_W4A16_STAGES
 #define LLGEN_W4A16_STAGES 16
 #endif
+// -D LLGEN_W4A16_DRAIN_CHUNKS=1: each chunk's wgmma drained before the next chunk's first upcast (the
+// stage goes back at the chunk's end) instead of under it, for every format (mxfp4 always drains).
+#ifndef LLGEN_W4A16_DRAIN_CHUNKS
+#define LLGEN_W4A16_DRAIN_CHUNKS 0
+#endif
 #ifndef LLGEN_W4A16_DECODE_BUFFERS
 #define LLGEN_W4A16_DECODE_BUFFERS 4
 #endif
@@ -151,10 +157,12 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
 // A weight format: its upcast (the 64 x 64 tile in shared memory -> wgmma's A fragment as bf16, times the
 // group's scale) and its scales (S^T: K / GROUP x N, SCALE elements; one TMA box S_BOX groups x 64 rows).
 // A thread's scale register r reads the scale of row scale_index / TG, group scale_index % TG of the tile
-// (the scale tensor of a tile is 64 x TG, TG groups along its K).
-#define LLGEN_W4A16_FORMAT(NAME, UP, TMA_S, GROUP_, SCALE)                                                       \
+// (the scale tensor of a tile is 64 x TG, TG groups along its K).  DRAIN: each chunk's wgmma drained
+// before the next chunk's upcast (see the control below).
+#define LLGEN_W4A16_FORMAT(NAME, UP, TMA_S, GROUP_, SCALE, DRAIN)                                                \
     struct NAME {                                                                                                \
         using Scale = SCALE;                                                                                     \
+        static constexpr bool kDrainChunks = DRAIN || LLGEN_W4A16_DRAIN_CHUNKS;                                  \
         static constexpr int GROUP = GROUP_;                       /* K of one scale */                         \
         static constexpr int TG = 64 / GROUP_ > 1 ? 64 / GROUP_ : 1;  /* scale groups along a tile's K */       \
         static constexpr int kScaleRegs = UP::kScaleRegs, kDstWords = UP::kDstWords, kDstRegs = UP::kDstRegs;   \
@@ -183,8 +191,10 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
     };
 
 // int4 (i4) with a bf16 scale per 128 along K; mxfp4 (e2m1) with an e8m0 exponent per 32.
-LLGEN_W4A16_FORMAT(I4, up_i4, w4a16_tma_s, 128, uint16_t)
-LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
+// mxfp4 drains: with the previous chunk's wgmma in flight across its upcast, ptxas serialises every
+// wgmma of the decode and mid kernels (C7513)
+LLGEN_W4A16_FORMAT(I4, up_i4, w4a16_tma_s, 128, uint16_t, false)
+LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t, true)
 
 // One tile shape (for a weight format F): its headers, the stage's byte plan and the register agreements.
 #define LLGEN_W4A16_CONFIG(NAME, BN_, RB_, KC_, KSPLIT_, BUFFERS_, CHAINS_, TMA_X, MMA, STORE)                 \
@@ -411,6 +421,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
                 for (int r = 0; r < F::kScaleRegs; ++r) scales[r] = sc[sat[r]];
                 if (LLGEN_W4A16_DIAGNOSE != 1)
                     F::upcast(st + C::W_OFF + (rb * C::SLICES + j) * TILE, scales, a[j % C::BUFFERS], tid);
+                if (!F::kDrainChunks && j == 0 && g != first) {  // the previous chunk's wgmma drained
+                                                                           // under this upcast: its stage back
+                    Mma::template wait<0>();
+                    sync::mbar_arrive(&empty[(g - step) % S]);
+                }
                 if (LLGEN_W4A16_DIAGNOSE == 2) {
 #pragma unroll
                     for (int w = 0; w < F::kDstWords; ++w) sink ^= a[j % C::BUFFERS][w];
@@ -420,11 +435,13 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
                 Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
                 Mma::commit();
             }
-            // the chunk's wgmma done: its stage goes back at once; every thread arrives, after its own
-            // ld.shared of the stage's weights and scales
-            Mma::template wait<0>();
+            if (F::kDrainChunks) Mma::template wait<0>();
         }
-        sync::mbar_arrive(&empty[s]);
+        if (LLGEN_W4A16_DIAGNOSE >= 3 || F::kDrainChunks) sync::mbar_arrive(&empty[s]);
+    }
+    if (LLGEN_W4A16_DIAGNOSE < 3 && !F::kDrainChunks && first < ce - cb) {  // the last chunk's stage
+        Mma::template wait<0>();
+        sync::mbar_arrive(&empty[(first + (ce - cb - 1 - first) / step * step) % S]);
     }
 #pragma unroll
     for (int c = 0; c < C::CHAINS; ++c) Mma::wait_acc(chain[c]);
