@@ -25,9 +25,9 @@
 // the tail's k-steps, cut into pieces at tile boundaries (split K: one range of a split tile; stream K:
 // the end of one tile, whole tiles, the start of another).  Persistent (LLGEN_GEMM_PERSISTENT=1, the
 // default): the grid has at most one CTA per SM and CTA b computes units b, b + gridDim.x, ...; the
-// producer's stage ring runs on across units, so the next unit's operands load while the consumers
-// run the epilogue of this one, and a 16-bit C is staged in a buffer of its own.  LLGEN_GEMM_PERSISTENT=0: one CTA per unit (the
-// same loop, run once), a 16-bit C staged in the then idle operand stages.
+// producer's stage ring runs on across units, so the next unit's operands load while the consumers run
+// the epilogue of this one, and a 16-bit C is staged in a buffer of its own.  LLGEN_GEMM_PERSISTENT=0:
+// one CTA per unit (the same loop, run once), a 16-bit C staged in the then idle operand stages.
 //
 // Split and stream K (deterministic).  A CTA that finishes a piece of a tile (less than the whole tile)
 // writes its f32 accumulator to the piece's workspace slot and counts the piece in the tile's counter
@@ -35,11 +35,11 @@
 // completes the tile sums the tile's pieces in share order 0, 1, .., parts - 1 (its own accumulator
 // stands for piece 0 when it holds piece 0; every other piece, its own included, is read back), so each
 // element's sum is the same sequence of f32 additions whichever CTA comes last; it zeroes the counter
-// for the next launch and runs the epilogue.  A slot holds the accumulator in register order, thread by thread (16-byte
-// vectors: register 4c .. 4c + 3 of consumer thread t at float4 c * 256 + t): written and read back
-// by the same thread index of CTAs sharing one accumulator layout, it holds no tile layout of its own.
-// No CTA ever waits for another, so any number of CTAs in any order (the host SIMT runtime runs them
-// one after another) computes the same C.
+// for the next launch and runs the epilogue.  A slot holds the accumulator in register order, thread by
+// thread (16-byte vectors: register 4c .. 4c + 3 of consumer thread t at float4 c * 256 + t): written
+// and read back by the same thread index of CTAs sharing one accumulator layout, it holds no tile
+// layout of its own.  No CTA ever waits for another, so any number of CTAs in any order (the host SIMT
+// runtime runs them one after another) computes the same C.
 //
 // B landed MN-major (an operand type of LLGEN_GEMM_HOPPER_OPERANDS_KN: 8-bit B given K x N, which
 // wgmma reads only K-major).  TMA lands the stage's B tile N-contiguous where the K-major tile goes
@@ -194,7 +194,7 @@ struct Schedule {
     __host__ __device__ Schedule(int M, int N, int K, int kK, Work w)
         : tiles_m((M + BM - 1) / BM), tiles_n((N + BN - 1) / BN), ksteps((K + kK - 1) / kK), work(w) {}
     __host__ __device__ int count() const { return tiles_m * tiles_n; }
-    __host__ __device__ int units() const { return work.dp + work.shares; }
+    __host__ __device__ int units() const { return units_of().count(); }
     __device__ __forceinline__ void origin(int id, int& m0, int& n0) const {
         const int group = id / (GROUP_M * tiles_n), first = group * GROUP_M;
         const int rows = tiles_m - first < GROUP_M ? tiles_m - first : GROUP_M;
