@@ -1,6 +1,7 @@
 """Mixed-input MMA (``llgen mma --a-dtype``, ``plan/mma_mixed.py``): acc += upcast(A) @ B with A of
 i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 and B and the instruction f16, bf16 or tf32 (A upcast to exact
-f32, a 4-bit A stored K-interleaved: ``mixed_cases.k_interleaved``); and the native pairs of
+f32, a 4-bit A stored K-interleaved: ``mixed_cases.k_interleaved``), and f16 or bf16 A into a tf32
+instruction (cvt.f32.f16, bf16 shifted into f32's top half); and the native pairs of
 the same catalogue (``testing/mixed_cases.NATIVE_PAIRS``): acc += A @ B with A and B in the
 instruction's own types, each type with itself and the 8-bit pairs e4m3 x e5m2 and s8 x u8.
 
@@ -9,9 +10,10 @@ instruction's own types, each type with itself and the 8-bit pairs e4m3 x e5m2 a
    for every A type x instruction type on wgmma and mma.sync.
 2. Host SIMT runtime (compile): the rendered header and harness, bit-exact against numpy, for every
    A type x {f16, bf16, tf32} on wgmma 64x16x16 and mma.sync 16x16x16, A from shared memory and from
-   registers, and the scaled formats (int4 groups of 128 bf16, e2m1 groups of 32 e8m0 into bf16 and
-   tf32); a wrong constant caught (f16 and tf32); nvcc sm_90a compiles the files, the PTX check runs
-   an f16 and a tf32 case.
+   registers, f16 and bf16 A x tf32 on both tiles and both A spaces, and the scaled formats (int4
+   groups of 128 bf16, e2m1 groups of 32 e8m0 into bf16 and tf32); a wrong constant caught (f16 and
+   tf32); nvcc sm_90a compiles the files, the PTX check runs an f16, a tf32 and the 16-bit A x tf32
+   cases, and catches a wrong bf16 shift.
 3. Native pairs: every pair on the smallest wgmma and mma.sync tiles through the emulator (the PTX
    model reads each operand in its own type), every pair once on the host runtime (wgmma and
    mma.sync in turn), a swapped B type caught there, the PTX check and nvcc on the cross pairs.
@@ -28,17 +30,22 @@ from click.testing import CliRunner
 
 from ll_codegen.api import plan_mma
 from ll_codegen.cli import main
-from ll_codegen.core.dtypes import UPCAST_SOURCES
+from ll_codegen.core.dtypes import F32_ONLY_SOURCES, UPCAST_SOURCES
 from ll_codegen.emit.upcast import wrapper_calls
 from ll_codegen.operations import check, operation_of, render
 from ll_codegen.plan.mma_mixed import MixedMmaPlan
-from ll_codegen.testing.mixed_cases import MIXED_DTYPES, NATIVE_PAIRS, MixedCase, native_k, table_cases
+from ll_codegen.testing.mixed_cases import (MIXED_DTYPES, NATIVE_PAIRS, UPCAST_PAIRS, MixedCase, native_k,
+                                            table_cases)
 
 #: every A type x instruction type on the smallest wgmma and mma.sync tiles, A alternately from shared
 #: memory and registers, and the scaled formats
 SMALL = [MixedCase(kind, m, n, k, a, d, "registers" if (i + j + (kind == "wgmma")) % 2 else "shared")
          for kind, m, n, k in (("wgmma", 64, 16, 16), ("mma.sync", 16, 16, 16))
          for i, a in enumerate(UPCAST_SOURCES) for j, d in enumerate(MIXED_DTYPES)]
+#: f16 and bf16 A into tf32 on the smallest tiles, each A type from shared memory and from registers
+WIDE = [MixedCase("wgmma", 64, 16, 16, "f16", "tf32", "registers"), MixedCase("wgmma", 64, 16, 16, "bf16", "tf32", "shared"),
+        MixedCase("mma.sync", 16, 16, 16, "f16", "tf32", "shared"),
+        MixedCase("mma.sync", 16, 16, 16, "bf16", "tf32", "registers")]
 SCALED = [MixedCase("wgmma", 64, 16, 128, "i4", "bf16", "shared", "128,bf16"),
           MixedCase("mma.sync", 16, 16, 64, "e2m1", "bf16", "registers", "32,e8m0"),
           MixedCase("wgmma", 64, 16, 64, "e2m1", "bf16", "shared", "32,e8m0"),
@@ -69,15 +76,16 @@ def test_the_plan_composes_the_upcast_and_the_mma():
     assert "mixed-input mma" in p.summary() and '"operation": "mma_mixed"' in p.to_json()
 
 
-@pytest.mark.parametrize("c", SMALL + SCALED, ids=lambda c: c.name)
+@pytest.mark.parametrize("c", SMALL + WIDE + SCALED, ids=lambda c: c.name)
 def test_the_emulator_reproduces_numpy(c):
     check(_plan(c), 3)
 
 
-@pytest.mark.parametrize("a", UPCAST_SOURCES)
+@pytest.mark.parametrize("a", UPCAST_SOURCES + F32_ONLY_SOURCES)
 def test_the_f32_upcast_counts_the_rendered_instructions(a):
     """Into a tf32 fragment: the plan's instruction count is the rendered upcast()'s wrapper calls (the
-    int -> f32 conversions of i8 / u8 are plain C casts), and each destination word is written once."""
+    int -> f32 conversions of i8 / u8 and bf16's shift are plain C), and each destination word is
+    written once."""
     p = _plan(MixedCase("mma.sync", 16, 16, 16, a, "tf32", "registers"))
     up = p.upcast
     assert up.dst_dtype == "f32" and up.dst_words == up.n_dst == 8 and p.mma.dtype == "tf32"
@@ -118,7 +126,7 @@ def _host():
 @pytest.mark.compile
 def test_harnesses_run_bit_exact_on_the_host():
     host = _host()
-    items = [(c.name, _plan(c)) for c in SMALL + SCALED]
+    items = [(c.name, _plan(c)) for c in SMALL + WIDE + SCALED]
     results = host.verify_host(items, runs=1, seed=7, jobs=2)
     bad = [r.message for r in results if not r.ok]
     assert not bad, bad[0]
@@ -142,7 +150,7 @@ def test_nvcc_compiles_the_files(tmp_path):
     from toolchain import arch_flags, compile_together, need
     nvcc = need("nvcc")
     units = []
-    for c in (SCALED[0], SCALED[-1], SMALL[3], SMALL[-1], NATIVE[7], NATIVE[-2]):
+    for c in (SCALED[0], SCALED[-1], SMALL[3], SMALL[-1], WIDE[0], WIDE[1], NATIVE[7], NATIVE[-2]):
         p = _plan(c)
         for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
             (tmp_path / f"{c.name}{suffix}").write_text(render(p, kind, c.name))
@@ -169,9 +177,17 @@ def _ptx_problems(tmp_path, c: MixedCase, mutate=None) -> list[str]:
 
 @pytest.mark.compile
 @pytest.mark.parametrize("c", [SMALL[1], SMALL[len(SMALL) // 2 + 3],
-                               MixedCase("mma.sync", 16, 16, 16, "e2m1", "tf32", "registers")], ids=lambda c: c.name)
+                               MixedCase("mma.sync", 16, 16, 16, "e2m1", "tf32", "registers"), WIDE[2], WIDE[3]],
+                         ids=lambda c: c.name)
 def test_ptx_is_what_the_plan_says(tmp_path, c):
     assert _ptx_problems(tmp_path, c) == []
+
+
+@pytest.mark.compile
+def test_the_ptx_check_catches_a_wrong_bf16_shift(tmp_path):
+    """bf16 -> f32 is the bits shifted into the top half: one element shifted by 15 must be caught."""
+    problems = _ptx_problems(tmp_path, WIDE[3], mutate=lambda t: t.replace("m[1]) << 16", "m[1]) << 15", 1))
+    assert problems, "a wrong bf16 shift passed the PTX check"
 
 
 @pytest.mark.compile
@@ -192,8 +208,9 @@ def test_native_pairs_on_the_emulator(c):
 def test_the_table_has_every_pair_at_every_shape():
     cases = table_cases()
     native = [c for c in cases if c.native]
-    assert len(native) == 7 * len(NATIVE_PAIRS) == 77 and len(cases) == 237
-    assert sum(c.dtype == "tf32" and not c.native for c in cases) == 7 * 7 + 5
+    assert len(native) == 7 * len(NATIVE_PAIRS) == 77 and len(cases) == 251
+    assert sum(c.dtype == "tf32" and not c.native for c in cases) == 9 * 7 + 5
+    assert {(c.a_dtype, c.dtype) for c in cases if not c.native and c.scales is None} == set(UPCAST_PAIRS)
     assert {(c.a_dtype, c.dtype) for c in native} == set(NATIVE_PAIRS)
     assert len({c.name for c in cases}) == len(cases)
 
@@ -279,6 +296,19 @@ def test_cli_writes_a_tf32_upcast(tmp_path):
     assert "detail::cvt_f32_f16" in text and "void mma_upcast(" in text
 
 
+@pytest.mark.parametrize("a, says", [("f16", "detail::cvt_f32_f16(m["), ("bf16", ") << 16;")])
+def test_cli_writes_a_16bit_upcast_into_tf32(tmp_path, a, says):
+    """--a-dtype f16 / bf16 --dtype tf32: 16-bit A registers (uint16_t) widened to f32 into the tf32
+    mma.sync's A fragment, and a harness."""
+    args = _write_specs(tmp_path, MixedCase("mma.sync", 16, 16, 16, a, "tf32", "registers"))
+    r = CliRunner().invoke(main, args + ["--dtype", "tf32", "--a-dtype", a, "--name", "h", "-o", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "out" / "h.cuh").read_text()
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in text and f"{a} -> f32" in text
+    assert says in text and "void convert_a(const uint16_t (&src)[kASrcRegs]" in text, text[-3000:]
+    assert (tmp_path / "out" / "h_harness.cu").exists()
+
+
 def test_cli_refuses_a_4bit_a_pairing_k_and_k_plus_1_for_tf32(tmp_path):
     """A row-major 4-bit tile pairs k and k + 1 in a byte, which no thread of a tf32 fragment holds."""
     row_major = {"kind": "swizzled_shared", "vec": 1, "per_phase": 1, "max_phase": 1, "order": [1, 0],
@@ -303,6 +333,8 @@ B8 = "kind: nvmma_shared\nswizzle_byte_width: 64\nelement_bitwidth: 8\ntranspose
     (["--dtype", "bf16", "--a-dtype", "i4", "--b", "B8"], "element_bitwidth"),       # B made for 8-bit elements
     (["--dtype", "i8", "--a-dtype", "f8e4m3"], "f16, bf16 or tf32"),                   # no instruction takes fp8 x s8
     (["--dtype", "tf32", "--a-dtype", "i4", "--scales", "128,bf16"], "e8m0 scales only"),
+    (["--dtype", "tf32", "--a-dtype", "bf16", "--scales", "32,e8m0"], "scales apply to the 8- and 4-bit A"),
+    (["--dtype", "bf16", "--a-dtype", "f16"], "into a tf32 instruction only"),
 ])
 def test_cli_errors_are_one_line(extra, says, tmp_path):
     out, specs = tmp_path / "out", tmp_path / "specs"

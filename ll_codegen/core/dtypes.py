@@ -68,6 +68,15 @@ UPCAST_TARGETS = ("f16", "bf16")
 #: elements, one per 32-bit register, which are tf32 values (no source here has more than 8 significant
 #: bits; tf32 keeps 11).  Not a ``--dst-dtype``: ``llgen convert`` writes 16-bit destination pairs only.
 MMA_UPCAST_TARGETS = UPCAST_TARGETS + ("f32",)
+#: 16-bit sources of the f32 destination alone: every f16 value (11 significant bits, exponents -24 ..
+#: 15) and every bf16 value (8 significant bits, f32's exponents) is an f32 value with at most 11
+#: significant bits, so a tf32 value; neither 16-bit type is exact in the other.
+F32_ONLY_SOURCES = ("f16", "bf16")
+
+
+def upcast_sources(dst: str) -> tuple[str, ...]:
+    """The source types an upcast to ``dst`` takes: the byte and 4-bit ones, and for f32 the 16-bit floats."""
+    return UPCAST_SOURCES + F32_ONLY_SOURCES if dst == "f32" else UPCAST_SOURCES
 
 
 def upcast_problem(src: str, dst: str, targets: tuple[str, ...] = UPCAST_TARGETS) -> str | None:
@@ -75,7 +84,7 @@ def upcast_problem(src: str, dst: str, targets: tuple[str, ...] = UPCAST_TARGETS
     the destinations allowed (``--dst-dtype``'s, or ``MMA_UPCAST_TARGETS`` inside a mixed-input MMA)."""
     if dst not in DTYPE_BITS:
         return f"unknown --dst-dtype {short(dst)} (known: {', '.join(UPCAST_TARGETS)})"
-    if src not in UPCAST_SOURCES or dst not in targets:
+    if src not in upcast_sources(dst) or dst not in targets:
         return (f"no upcast {src} -> {dst}: --dst-dtype takes {', '.join(UPCAST_TARGETS)} from a --dtype of "
                 f"{', '.join(UPCAST_SOURCES)}")
     return None

@@ -13,7 +13,7 @@ multiplies is the two plans' own.
 """
 from __future__ import annotations
 
-from ll_codegen.core.dtypes import is_packed
+from ll_codegen.core.dtypes import C_RAW, is_packed
 from ll_codegen.emit import mma as emit_mma, upcast as emit_upcast
 from ll_codegen.emit.body import Fn
 from ll_codegen.emit.cexpr import comment_lines, signature
@@ -38,6 +38,12 @@ def _a_function(plan: MixedMmaPlan, up) -> tuple[str, Fn]:
     return ("load_a" if plan.a_shared else "convert_a"), next(f for f in up.functions if f.name == want)
 
 
+def a_raw(plan: MixedMmaPlan) -> str:
+    """The C type of A's registers and tile elements: a byte (8-bit codes, a 4-bit type's two), or the
+    16-bit float's bits."""
+    return C_RAW[plan.upcast.elem_bytes]
+
+
 def glue(plan: MixedMmaPlan, up) -> tuple[list[str], list[str]]:
     """(the re-exported names, the glue functions' lines) of the header's namespace."""
     mm = plan.mma
@@ -51,35 +57,37 @@ def glue(plan: MixedMmaPlan, up) -> tuple[list[str], list[str]]:
     if plan.upcast.scaling is not None:
         names += [f"using {UPCAST_NS}::kScaleRegs;", f"using {UPCAST_NS}::scale_index;"]
     packed = " (two elements a byte)" if is_packed(plan.a_dtype) else ""
+    raw = a_raw(plan)
+    units, unit = ("bytes", "byte") if plan.upcast.elem_bytes == 1 else (f"{plan.a_dtype} elements", "element")
     if plan.a_shared:
         names += [f"constexpr int kTileBytesA = {UPCAST_NS}::kTileBytes;  // bytes of A's shared tile{packed}",
                   f"constexpr int kTileAlignA = {UPCAST_NS}::kTileAlign;",
-                  f"// Row-major index in A's bytes{packed} of the byte at offset `offset` of A's tile.",
+                  f"// Row-major index in A's {units}{packed} of the {unit} at offset `offset` of A's tile.",
                   "__host__ __device__ constexpr int a_tile_index(int offset) { return "
                   f"{UPCAST_NS}::tile_index(offset); }}"]
     else:
-        names += [f"constexpr int kASrcRegs = {UPCAST_NS}::kSrcRegs;  // bytes of A per thread{packed}",
+        names += [f"constexpr int kASrcRegs = {UPCAST_NS}::kSrcRegs;  // {units} of A per thread{packed}",
                   f"constexpr int kSmemBytesA = {UPCAST_NS}::kSmemBytes;  // shared scratch convert_a() needs (0: none)",
-                  f"// Row-major index in A's bytes{packed} of the byte register `reg` of (lane, warp) holds.",
+                  f"// Row-major index in A's {units}{packed} of the {unit} register `reg` of (lane, warp) holds.",
                   "__host__ __device__ constexpr int a_src_index(int reg, int lane, int warp) { return "
                   f"{UPCAST_NS}::src_index(reg, lane, warp); }}"]
     name_a, f = _a_function(plan, up)
     rename = {"dst": "a", "smem": "smem_a" if plan.a_shared else "smem"}
-    a_params = [p.replace("T (&", "uint8_t (&").replace("(&dst)[kDstWords]", "(&a)[kAWords]")
+    a_params = [p.replace("T (&", f"{raw} (&").replace("(&dst)[kDstWords]", "(&a)[kAWords]")
                 .replace("kSrcRegs", "kASrcRegs").replace("void* smem", "void* " + rename["smem"])
                 for p in _split(f.params)]
     a_args = [rename.get(x, x) for x in param_names(f.params)]
     mma_params = _split(emit_mma.namespace_values(mm, MMA_NS)["params"])
     mma_args = param_names(", ".join(mma_params))
-    src = "the shared tile smem_a, byte o of A's a_tile_index(o)" if plan.a_shared else \
-        "this thread's registers src, byte r of A's a_src_index(r, lane, warp)" + (
+    src = f"the shared tile smem_a, {unit} o of A's a_tile_index(o)" if plan.a_shared else \
+        f"this thread's registers src, {unit} r of A's a_src_index(r, lane, warp)" + (
             "; smem: kSmemBytesA of scratch" if plan.upcast.smem_bytes else "")
     scales = (f", times the {plan.upcast.scaling.dtype} scales of its groups (scale_index)"
               if plan.upcast.scaling is not None else "")
     lines = [f"// {name_a}(): A ({plan.a_dtype}{packed}, from {src}) -> the MMA's A fragment a",
              f"// ({plan.dtype}, a_index(r, lane, warp) the element of r), exactly{scales}: {UPCAST_NS}::{f.name}.",
              signature(f"__device__ __forceinline__ void {name_a}", ", ".join(a_params)),
-             f"    {UPCAST_NS}::{f.name}<uint8_t>({', '.join(a_args)});", "}", "",
+             f"    {UPCAST_NS}::{f.name}<{raw}>({', '.join(a_args)});", "}", "",
              f"// mma(): acc += a * B, {MMA_NS}::mma ({len(mm.steps)} x {mm.instr} per thread"
              + (", asynchronous: fence() before, commit() and wait_acc() after)." if mm.kind == "wgmma" else ")."),
              signature("__device__ __forceinline__ void mma", ", ".join(mma_params)),
@@ -124,7 +132,7 @@ def harness(plan: MixedMmaPlan, name: str, command: str = "", src_text: str | No
                 a_fn=_a_function(plan, emit_upcast.namespace(plan.upcast, UPCAST_NS))[0],
                 scale_t=("uint8_t" if c.dtype == "e8m0" else "uint16_t") if c else "", zero=bool(c and c.zero_point),
                 scale_args=(", sc, zr" if c.zero_point else ", sc") if c else "", scale_offset=scale_off,
-                zero_offset=zero_off, a_dtype=plan.a_dtype, mma_ns=MMA_NS)
+                zero_offset=zero_off, a_dtype=plan.a_dtype, a_raw=a_raw(plan), mma_ns=MMA_NS)
 
 
 #: kind -> (template, its values) of a mixed-input MMA's files

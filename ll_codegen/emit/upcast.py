@@ -7,7 +7,8 @@ word of ``I`` (``group`` elements) the plan's output words, each one line of wra
 and masks; ``dst`` is 32-bit words, element ``2m`` in the low half of word ``m``, as mma.sync and
 wgmma take their register operands -- or, for an f32 destination (a tf32 MMA's A fragment), element
 ``m`` in word ``m``.  Only a mixed-input MMA renders an f32 destination (its header holds this
-namespace); the upcast's own harness writes 16-bit elements.
+namespace); the upcast's own harness writes 16-bit elements.  A 16-bit float source (f16, bf16 into
+f32) is read element by element (``half_line``): no source word is assembled.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import re
 
 import numpy as np
 
+from ll_codegen.core.dtypes import C_RAW
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit import convert as emit_convert, memory as emit_memory
 from ll_codegen.emit.body import (INDEX_COMMENT, TID, Fn, Namespace, constants, header_context,
@@ -25,7 +27,7 @@ from ll_codegen.emit.harness_tiles import scratch_bytes
 from ll_codegen.emit.packed import param_names
 from ll_codegen.plan.packed import side_bytes
 from ll_codegen.plan.report import upcast_summary
-from ll_codegen.plan.upcast import UpcastPlan, half_kind
+from ll_codegen.plan.upcast import UpcastPlan, half_kind, slot_pair, source_bits
 
 #: 4-bit integer sequences: (lop3 LUT, magic OR'ed / xor'ed in, fma's b (1.0), fma's c (-bias))
 LOP3_MAGIC = {"u4_f16": (0xEA, 0x64006400, 0x3C003C00, 0xE400E400),
@@ -121,12 +123,29 @@ def slot_line(conv: Namespace, kind: str, w: int, k: int, dw: int) -> str:
             f"{to32}(static_cast<uint16_t>(h))); }}")
 
 
+def half_line(conv: Namespace, kind: str, lo: int, hi: int, dw: int) -> str:
+    """``dst[2dw], dst[2dw + 1]`` from the 16-bit elements ``m[lo]``, ``m[hi]`` of an f32 sequence: f16 by
+    ``cvt.f32.f16`` (exact: f32 holds every f16 value), bf16 by shifting its bits into f32's top half
+    (bf16 is f32 with the low 16 mantissa bits dropped, so this is the value itself, NaNs and all)."""
+    if kind == "f16_f32":
+        to32 = use_instruction(conv, CVT_F32_F16)
+        f = lambda i: f"__float_as_uint({to32}(m[{i}]))"  # noqa: E731
+    else:
+        f = lambda i: f"static_cast<uint32_t>(m[{i}]) << 16"  # noqa: E731
+    return f"dst[{2 * dw}] = {f(lo)}; dst[{2 * dw + 1}] = {f(hi)};"
+
+
 def upcast_lines(conv: Namespace, plan: UpcastPlan) -> list[str]:
-    """The body of ``upcast()``: one word line per source word, then its output words; with scales,
-    one fma per output word after them (``scale_lines``)."""
+    """The body of ``upcast()``: one word line per source word, then its output words (a 16-bit source:
+    its elements read as they are, ``half_line``); with scales, one fma per output word after them
+    (``scale_lines``)."""
     s = plan.sequence
-    lines = ["const uint8_t* const m = reinterpret_cast<const uint8_t*>(mid);"]
+    raw = C_RAW[plan.elem_bytes]
+    lines = [f"const {raw}* const m = reinterpret_cast<const {raw}*>(mid);"]
     for w, k, dw in s.words:
+        if source_bits(s.kind) == 16:
+            lines.append(half_line(conv, s.kind, *slot_pair(s.kind, s.group, w, k), dw))
+            continue
         if k == 0:
             lines.append(word_line(s.kind, s.group, w))
         lines.append(slot_line(conv, s.kind, w, k, dw))

@@ -3,7 +3,9 @@
 A holds low-precision elements (``i4``, ``u4``, ``e2m1``, ``f8e4m3``, ``f8e5m2``, ``i8``, ``u8``; a
 4-bit type packed two per byte) in a shared tile or in registers; B and the instruction are in
 ``dtype`` (``f16``, ``bf16`` or ``tf32``; a tf32 instruction's A is upcast to exact f32, one element
-per 32-bit register, every such value a tf32 value).  The plan is the composition of two plans this library already
+per 32-bit register, every such value a tf32 value).  A tf32 instruction also takes an ``f16`` or
+``bf16`` A (every such value is a tf32 value; f16 and bf16 are not exact in each other), without
+scales.  The plan is the composition of two plans this library already
 makes, nothing else:
 
 1. ``upcast`` (an ``UpcastPlan``, ``plan/upcast.py``): A, with optional per-group scales along K,
@@ -24,7 +26,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from ll_codegen.core.dtypes import DTYPE_BITS, UPCAST_SOURCES, is_packed
+from ll_codegen.core.dtypes import DTYPE_BITS, F32_ONLY_SOURCES, UPCAST_SOURCES, is_packed, upcast_sources
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.layouts.dot_operand import DotOperandLayout
 from ll_codegen.plan.mma import plan_mma
@@ -144,10 +146,14 @@ def mixed_problem(dtype: str, a_dtype: str, acc_dtype: str = "f32", target: str 
                   scales: Any = None) -> str | None:
     """Why ``--a-dtype a_dtype`` with ``--dtype dtype`` is no mixed-input MMA llgen plans (one line),
     or None -- decided from the types alone, before any layout is planned."""
-    if a_dtype not in UPCAST_SOURCES:
+    if a_dtype not in upcast_sources(upcast_dtype(dtype)):
         if a_dtype == dtype:
             return f"--a-dtype {a_dtype} is --dtype: A and B of one type are a plain llgen mma (leave --a-dtype out)"
-        return f"--a-dtype {a_dtype}: the low-precision A types are {', '.join(UPCAST_SOURCES)}"
+        if a_dtype in F32_ONLY_SOURCES and dtype in MIXED_TYPES:
+            return (f"--a-dtype {a_dtype} --dtype {dtype}: a 16-bit A is upcast into a tf32 instruction only "
+                    f"(f16 and bf16 values are not exact in each other)")
+        return (f"--a-dtype {a_dtype}: the low-precision A types are {', '.join(UPCAST_SOURCES)} "
+                f"(and {', '.join(F32_ONLY_SOURCES)} into tf32)")
     if dtype not in MIXED_TYPES:
         return (f"--dtype {dtype}: a mixed-input MMA upcasts A to the instruction's type, f16, bf16 or tf32 "
                 f"(B is --dtype)")
@@ -157,7 +163,7 @@ def mixed_problem(dtype: str, a_dtype: str, acc_dtype: str = "f32", target: str 
         return f"--target {target}: the upcast sequences are CUDA's (lop3, prmt, cvt); no mixed-input MFMA"
     if scales is not None:
         try:
-            parse_scales(scales, upcast_dtype(dtype), 2)
+            parse_scales(scales, upcast_dtype(dtype), 2, a_dtype)
         except ValueError as e:
             return str(e)
     return None

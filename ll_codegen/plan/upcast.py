@@ -15,7 +15,9 @@ is ``f32`` (``MMA_UPCAST_TARGETS``): one element per 32-bit register, each value
 f16 value) and a tf32 value (at most 8 significant bits, tf32 keeps 11).  The sequences are the f16
 ones followed by ``cvt.f32.f16`` per element (4-bit and fp8 sources), or one integer -> f32
 ``cvt.rn`` per byte (i8, u8); e8m0 scales multiply in f32 (``mul.rn.f32`` by 2^(e - 127): exact but
-for overflow to infinity, subnormals kept).
+for overflow to infinity, subnormals kept).  The f32 destination also takes the 16-bit floats
+(``F32_ONLY_SOURCES``): f16 by ``cvt.f32.f16`` per element, bf16 (f32's top 16 bits) by a 16-bit
+shift, both exact and tf32 values (at most 11 significant bits); they take no scales.
 
 The plan (``UpcastPlan``) is two steps:
 
@@ -26,7 +28,9 @@ The plan (``UpcastPlan``) is two steps:
    the quotient layouts, ``plan/packed.py``);
 2. the in-thread upcast ``I -> destination``: each 32-bit source word (``group`` elements of ``I``)
    feeds the fast sequence of the pair (``kind``), whose output words are destination
-   register pairs (element ``2m`` in the low half of word ``m``).
+   register pairs (element ``2m`` in the low half of word ``m``; f32: elements ``2m``, ``2m + 1`` in
+   words ``2m``, ``2m + 1``).  A 16-bit source word is two elements, one per half: no packing, and
+   its sequence reads each half on its own.
 
 Why the permutation: the 4-bit sequences (lop3 magic numbers) turn the nibbles at bits ``4k``
 and ``16 + 4k`` of a word into one f16x2/bf16x2 word with one lop3 and one fma, so output word
@@ -39,7 +43,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ll_codegen.core.dtypes import DTYPE_BITS, MMA_UPCAST_TARGETS, is_packed, upcast_problem
+from ll_codegen.core.dtypes import (DTYPE_BITS, F32_ONLY_SOURCES, MMA_UPCAST_TARGETS, dtype_bytes, is_packed,
+                                    upcast_problem, upcast_sources)
 from ll_codegen.core.limits import short
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.core.target import get_target
@@ -47,7 +52,7 @@ from ll_codegen.plan import packed, planner
 from ll_codegen.plan.plans import LoadPlan, Transfer
 
 #: (source, destination) -> the sequence kind
-KINDS = {(s, d): f"{s}_{d}" for s in ("i4", "u4", "e2m1", "f8e4m3", "f8e5m2", "i8", "u8") for d in MMA_UPCAST_TARGETS}
+KINDS = {(s, d): f"{s}_{d}" for d in MMA_UPCAST_TARGETS for s in upcast_sources(d)}
 
 #: sequence kind -> (the oldest sm_XY it runs on, what it does in one line)
 SEQUENCES = {
@@ -72,14 +77,21 @@ SEQUENCES = {
     "i8_f32": (80, "each byte to f32 (cvt.rn.f32.s32, exact)"),
     "f8e4m3_f32": (89, "cvt.rn.f16x2.e4m3x2 per byte pair, then cvt.f32.f16 per element (each exact)"),
     "f8e5m2_f32": (89, "cvt.rn.f16x2.e5m2x2 per byte pair, then cvt.f32.f16 per element (each exact)"),
+    "f16_f32": (80, "cvt.f32.f16 per element (exact)"),
+    "bf16_f32": (80, "each element shifted left 16 (bf16 is f32's top half: exact)"),
 }
 
 
+def source_bits(kind: str) -> int:
+    """Bits of one source element of the sequence ``kind`` (4, 8 or 16)."""
+    return DTYPE_BITS[kind.rsplit("_", 1)[0]]
+
+
 def half_kind(kind: str) -> str | None:
-    """The f16 sequence an f32 sequence widens (``cvt.f32.f16`` per element), or None: i8 and u8 go
-    to f32 directly, and the 16-bit destinations are their own sequences."""
+    """The f16 sequence an f32 sequence widens (``cvt.f32.f16`` per element), or None: i8, u8 and the
+    16-bit floats go to f32 directly, and the 16-bit destinations are their own sequences."""
     src, dst = kind.rsplit("_", 1)
-    return f"{src}_f16" if dst == "f32" and src not in ("i8", "u8") else None
+    return f"{src}_f16" if dst == "f32" and src not in ("i8", "u8") + F32_ONLY_SOURCES else None
 
 
 def slot_ops(kind: str, k: int, group: int) -> tuple[str, ...]:
@@ -91,6 +103,10 @@ def slot_ops(kind: str, k: int, group: int) -> tuple[str, ...]:
     if half is not None:
         return slot_ops(half, k, group) + ("cvt.f32.f16", "cvt.f32.f16")
     src = kind.split("_")[0]
+    if kind == "f16_f32":                               # each half of the source word widened on its own
+        return ("cvt.f32.f16", "cvt.f32.f16")
+    if kind == "bf16_f32":
+        return ("shl.b32", "shl.b32")
     if kind in ("u8_f32", "i8_f32"):                    # byte extract and int -> f32 are plain C casts
         cvt = "cvt.rn.f32.s32" if src == "i8" else "cvt.rn.f32.u32"
         return ("bfe", cvt, "bfe", cvt)
@@ -130,8 +146,8 @@ def _x2(kind: str) -> str:
 @dataclass(frozen=True)
 class UpcastSequence:
     """The in-thread upcast ``I -> destination`` as data: ``kind`` (a key of ``SEQUENCES``),
-    ``group`` (elements of ``I`` per source word: 8 nibbles or 4 bytes, fewer when a thread holds
-    fewer), ``perm`` (register basis ``j`` of ``I`` is register basis ``perm[j]`` of the
+    ``group`` (elements of ``I`` per source word: 8 nibbles, 4 bytes or 2 halves, fewer when a thread
+    holds fewer), ``perm`` (register basis ``j`` of ``I`` is register basis ``perm[j]`` of the
     destination), ``order`` (destination register ``r`` holds ``I``'s register ``order[r]``
     upcast), ``words`` (per output word, in order: (source word, slot k, destination word))."""
     kind: str
@@ -159,7 +175,7 @@ class UpcastSequence:
 def slot_pair(kind: str, group: int, word: int, k: int) -> tuple[int, int]:
     """(``I`` register of the low half, of the high half) of output word ``k`` of source word ``word``:
     4-bit sequences pair nibbles ``k`` and ``k + group/2`` (bits ``4k`` and ``16 + 4k`` of the word),
-    8-bit ones bytes ``2k`` and ``2k + 1``."""
+    8- and 16-bit ones elements ``2k`` and ``2k + 1``."""
     base = group * word
     if kind.split("_")[0] in ("u4", "i4", "e2m1"):
         return base + k, base + k + group // 2
@@ -170,8 +186,8 @@ def sequence(kind: str, n: int, pair_vector: tuple[int, ...] | None, dst: Linear
     """The upcast of ``n`` destination registers per thread for ``kind``; ``pair_vector`` (a 4-bit
     source's nibble pair, or None) picks, among the permutations the sequence allows, one whose
     ``I`` pairs the same elements as the source, so that the packed move needs no repack."""
-    four = kind.split("_")[0] in ("u4", "i4", "e2m1")
-    group = min(8 if four else 4, n)
+    four = source_bits(kind) == 4
+    group = min(32 // source_bits(kind), n)
     g = group.bit_length() - 1
     r = n.bit_length() - 1
     perm = list(range(r))
@@ -237,10 +253,13 @@ class Scaling:
         return 1 << len(self.bases["in_dims"]["register"])
 
 
-def parse_scales(text: Any, dst_dtype: str, rank: int) -> tuple[int, int, str, bool]:
+def parse_scales(text: Any, dst_dtype: str, rank: int, src: str | None = None) -> tuple[int, int, str, bool]:
     """``--scales G[,dim=D][,e8m0|f16|bf16][,zero]`` -> (group, dim, scale type, zero point): groups of
     ``G`` (a power of two) consecutive elements along dim ``D`` (default the last), the scale type
-    (default the destination's); ValueError in one line otherwise."""
+    (default the destination's); ValueError in one line otherwise, and for a 16-bit float ``src``
+    (scales belong to the narrow formats; a 16-bit value times a scale need not be exact in f32)."""
+    if src in F32_ONLY_SOURCES:
+        raise ValueError(f"--scales: a {src} A is upcast as it is; scales apply to the 8- and 4-bit A types")
     bad = ValueError(f"--scales {short(text)}: expected G[,dim=D][,e8m0|f16|bf16][,zero] with G a power of two "
                      f"(elements per group), e.g. 128 or 32,e8m0")
     parts = [x.strip() for x in str(text).split(",")]
@@ -309,7 +328,8 @@ class UpcastPlan(Transfer):
     ``LoadPlan``; ``src_bases`` is the source as given), ``sequence`` upcasts ``I`` into the
     destination registers, each thread on its own.  ``n_src`` counts the source registers the caller
     holds (bytes of two elements for a 4-bit type, 0 for a tile), ``n_dst`` destination elements
-    (``dst_dtype``, two per 32-bit word; f32 one), ``elem_bytes`` the source's byte.  A sequence's
+    (``dst_dtype``, two per 32-bit word; f32 one), ``elem_bytes`` the bytes of a source register (a
+    4-bit type's byte of two).  A sequence's
     output word ``(w, k, dw)`` is the destination pair ``2dw, 2dw + 1``: one word of f16/bf16, two of f32."""
     operation: ClassVar[str] = "upcast"
     dst_dtype: str
@@ -366,12 +386,13 @@ def plan_upcast(src: LinearLayout, dst: LinearLayout, src_space: str, dtype: str
         pin = packed.PAIR_DIM[src_space]
         if src.in_dim_size(pin) >= 2:
             pair_vec = tuple(src.bases[pin][0])
-    scale = None if scales is None else scaling(dst, *parse_scales(scales, dst_dtype, len(dst.out_dim_sizes)))
+    scale = None if scales is None else scaling(dst, *parse_scales(scales, dst_dtype, len(dst.out_dim_sizes), dtype))
     seq = sequence(kind, n, pair_vec, dst)
     mid = permuted(dst, seq.perm)
     move = _plan_move(src, mid, src_space, dtype, target, arch, alignment, options)
     src_regs = 0 if src_space != "registers" else move.n_src
-    return UpcastPlan(strategy="upcast", dtype=dtype, elem_bytes=1, target=move.target, arch=move.arch,
+    return UpcastPlan(strategy="upcast", dtype=dtype, elem_bytes=1 if is_packed(dtype) else dtype_bytes(dtype),
+                      target=move.target, arch=move.arch,
                       warp_size=move.warp_size, num_warps=move.num_warps, n_src=src_regs, n_dst=n,
                       src_bases=packed.bases_of(src), dst_bases=packed.bases_of(dst),
                       shape=tuple(dst.out_dim_sizes.values()), dst_dtype=dst_dtype, move=move, sequence=seq,
@@ -415,7 +436,7 @@ def upcast_lines(p: UpcastPlan) -> list[str]:
     counts: dict[str, int] = {}
     for op in s.ops:
         counts[op] = counts.get(op, 0) + 1
-    unit = "nibbles" if DTYPE_BITS[p.dtype] == 4 else "bytes"
+    unit = {4: "nibbles", 8: "bytes", 16: "halves"}[DTYPE_BITS[p.dtype]]
     return [f"upcast {p.dtype} -> {p.dst_dtype} (exact), in each thread after the move: {what}",
             f"  I = the destination layout with register basis j taken from destination basis perm[j], "
             f"perm = {list(s.perm)}; {s.group} {unit} per source word, {p.dst_words} output word(s)",

@@ -7,28 +7,31 @@ Two kinds of pair:
 * upcast (``llgen mma --a-dtype``): A of a narrow type (a shared tile or a blocked register layout)
   upcast in registers into the A fragment of an f16 / bf16 / tf32 instruction, B of that type (tf32:
   A upcast to exact f32, one element a 32-bit register; a 4-bit A stored K-interleaved,
-  ``k_interleaved``);
+  ``k_interleaved``), and f16 or bf16 A upcast into a tf32 instruction's (``UPCAST_PAIRS``);
 * native (``NATIVE_PAIRS``): A and B in the instruction's own types -- every MMA type with itself
   (tf32: f32 bits whose low 13 mantissa bits are zero, see ``table_cases``) and the 8-bit pairs of two
   types, e4m3 x e5m2 and s8 x u8 -- A a ``dot_operand`` fragment or (wgmma) a shared tile.
 
-237 cases (``table_cases``): 147 upcast pairs (7 A types x f16, bf16, tf32 x 7 shapes), 13 scaled ones
-(int4 with bf16 scales at the 3 shapes with K >= 128, e2m1 with e8m0 scales into bf16 and into tf32 at
-the 5 with K >= 32) and 77 native pairs.  The tf32 rows (49 upcast pairs and 5 scaled ones) added 54 to
-the 183 of f16 and bf16: every table shape has K a multiple of 16, so of tf32's k-step 8, and none is
-missing.  Upcasts of f16 and bf16 A into tf32 are not in the table: the upcast moves 8- and 4-bit sources
-only (one byte per source register; a 16-bit source needs its own move and sequence)."""
+251 cases (``table_cases``): 161 upcast pairs (7 A types x f16, bf16, tf32 and f16, bf16 x tf32, x 7
+shapes), 13 scaled ones (int4 with bf16 scales at the 3 shapes with K >= 128, e2m1 with e8m0 scales into
+bf16 and into tf32 at the 5 with K >= 32) and 77 native pairs.  The tf32 rows are 63 upcast pairs (the 7
+narrow A types and f16, bf16) and 5 scaled ones: every table shape has K a multiple of 16, so of tf32's
+k-step 8, and none is missing."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ll_codegen.core.dtypes import UPCAST_SOURCES, is_packed
+from ll_codegen.core.dtypes import F32_ONLY_SOURCES, UPCAST_SOURCES, is_packed
 from ll_codegen.plan.mma import AB_TYPES, PAIR_FAMILIES, paired_types
 from ll_codegen.plan.mma_model import AB_BYTES
 
 #: the instruction types of the upcast pairs (tf32: A upcast to exact f32, one element a register)
 MIXED_DTYPES = ("f16", "bf16", "tf32")
+#: (A type, instruction type) of the upcast pairs: each narrow A type into every instruction type, then
+#: the 16-bit floats into tf32 (the one instruction type both are exact in)
+UPCAST_PAIRS = (tuple((a, d) for a in UPCAST_SOURCES for d in MIXED_DTYPES)
+                + tuple((a, "tf32") for a in F32_ONLY_SOURCES))
 #: (A type, B type) the instruction multiplies as they are: each MMA type with itself, then the pairs
 #: of two 8-bit types (e4m3 x e5m2, e5m2 x e4m3, s8 x u8, u8 x s8)
 NATIVE_PAIRS = tuple((t, t) for t in AB_TYPES) + tuple((a, b) for f in PAIR_FAMILIES for a in f for b in f if a != b)
@@ -136,8 +139,8 @@ def native_k(k: int, dtype: str) -> int:
 
 
 def table_cases() -> list[MixedCase]:
-    """Every upcast A type x instruction type x shape, A from shared memory on wgmma and alternately
-    from shared memory and registers on mma.sync; the scaled formats (int4 groups of 128 bf16, mxfp4:
+    """Every upcast pair (``UPCAST_PAIRS``) x shape, A from shared memory on wgmma and alternately (by
+    A type) from shared memory and registers on mma.sync; the scaled formats (int4 groups of 128 bf16, mxfp4:
     e2m1 groups of 32 e8m0, into bf16 and tf32) on both instructions; then every native pair x shape (K at least the
     instruction's, ``native_k``), A in registers on mma.sync and alternately in shared memory and
     registers on wgmma.
@@ -150,10 +153,10 @@ def table_cases() -> list[MixedCase]:
     so a caller rounds f32 inputs with that cvt first and the table checks tf32 values only."""
     out = []
     for kind, m, n, k in SHAPES:
-        for i, a in enumerate(UPCAST_SOURCES):
-            for d in MIXED_DTYPES:
-                space = "registers" if kind == "mma.sync" and i % 2 else "shared"
-                out.append(MixedCase(kind, m, n, k, a, d, space))
+        for a, d in UPCAST_PAIRS:
+            i = (UPCAST_SOURCES + F32_ONLY_SOURCES).index(a)
+            space = "registers" if kind == "mma.sync" and i % 2 else "shared"
+            out.append(MixedCase(kind, m, n, k, a, d, space))
     for kind, m, n, k in SHAPES:
         if k >= 128:
             out.append(MixedCase(kind, m, n, k, "i4", "bf16", "shared", "128,bf16"))

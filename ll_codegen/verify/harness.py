@@ -367,11 +367,12 @@ def tensor_mismatch(name: str, label: str, want: np.ndarray, have: np.ndarray, f
 
 # ------------------------------------------------------------------ upcast
 def upcast_input(plan, codes: np.ndarray) -> np.ndarray:
-    """The harness's ``in`` of an upcast: the row-major source codes as bytes, a 4-bit type packed as
-    the source's caller holds it (its own pair vector, ``src_index``'s packed tensor)."""
+    """The harness's ``in`` of an upcast: the row-major source codes as elements of the source's width
+    (bytes; 16-bit words of a 16-bit float), a 4-bit type packed as the source's caller holds it (its
+    own pair vector, ``src_index``'s packed tensor)."""
     k = plan.move.packing
     if k is None:
-        return codes.astype(np.uint8)
+        return codes.astype(NP_RAW[plan.elem_bytes])
     return packed_tensor(codes.reshape(plan.shape), *side_pair(k, "src")).reshape(-1)
 
 

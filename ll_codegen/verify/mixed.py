@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ll_codegen.core.dtypes import is_packed
+from ll_codegen.core.dtypes import DTYPE_BITS, NP_RAW, is_packed
 from ll_codegen.core.layout import layout_of
 from ll_codegen.plan.mma_mixed import MixedMmaPlan
 from ll_codegen.plan.packed import side_pair
@@ -29,14 +29,15 @@ B_MAX = 4
 
 
 def a_codes(a_dtype: str, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` codes of ``a_dtype``: every code of the integer and 4-bit types; of the 8-bit floats the
-    finite ones that are multiples of 1/16 of magnitude at most 64 (the others would need more bits
-    than an f32 sum keeps)."""
-    span = 16 if a_dtype in ("i4", "u4", "e2m1") else 256
-    allowed = np.arange(span, dtype=np.uint8)
-    if a_dtype.startswith("f8"):
+    """``n`` codes of ``a_dtype`` (uint16 for the 16-bit floats): every code of the integer and 4-bit
+    types; of the 8- and 16-bit floats the finite ones that are multiples of 1/16 of magnitude at most
+    64 (the others would need more bits than an f32 sum keeps)."""
+    span = 1 << DTYPE_BITS[a_dtype]
+    allowed = np.arange(span, dtype=np.uint16 if span > 256 else np.uint8)
+    if a_dtype in ("f8e4m3", "f8e5m2", "f16", "bf16"):
         v = decode(allowed, a_dtype)
-        allowed = allowed[np.isfinite(v) & (np.abs(v) <= 64) & (v * 16 == np.round(v * 16))]
+        with np.errstate(invalid="ignore"):  # inf and NaN are dropped by isfinite
+            allowed = allowed[np.isfinite(v) & (np.abs(v) <= 64) & (v * 16 == np.round(v * 16))]
     return allowed[rng.integers(0, len(allowed), size=n)]
 
 
@@ -138,7 +139,7 @@ def a_bits_of(plan: MixedMmaPlan, a_in: np.ndarray) -> np.ndarray:
         shape = tuple(n // 2 if i == d else n for i, n in enumerate((M, K)))
         codes = unpacked_tensor(raw[:plan.a_bytes].reshape(shape), d, bit).reshape(-1)
     else:
-        codes = raw[:plan.a_bytes]
+        codes = raw[:plan.a_bytes].view(NP_RAW[plan.upcast.elem_bytes])
     c = plan.upcast.scaling
     if c is None:
         return upcast_reference(codes, plan.a_dtype, plan.upcast.dst_dtype)
