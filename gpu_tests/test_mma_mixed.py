@@ -1,7 +1,9 @@
 """Bit-exact GPU checks of the element-type pairs of one MMA: mixed-input MMAs (``llgen mma
 --a-dtype``): acc += upcast(A) @ B, A of i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 upcast in registers
 into the A fragment, B and the instruction f16, bf16 or tf32 (A upcast to exact f32, 4-bit A stored
-K-interleaved), and f16 or bf16 A upcast into a tf32 instruction's, f32 accumulation; and the native pairs
+K-interleaved), and f16 or bf16 A upcast into a tf32 instruction's, f32 accumulation; the 4-bit A types
+into the 8-bit instructions that hold them exactly (i4, u4 -> s8 and u4 -> u8 with s32 accumulation,
+e2m1 -> e4m3, e5m2; four elements a 32-bit register); and the native pairs
 (``mixed_cases.NATIVE_PAIRS``): acc += A @ B in the instruction's own types, f16, bf16, tf32, e4m3,
 e5m2, s8 and u8 each with itself and e4m3 x e5m2, e5m2 x e4m3, s8 x u8, u8 x s8 (f32 accumulation,
 s32 for the integers; tf32 data exact in tf32).
@@ -12,7 +14,8 @@ tiles mma.sync 16x16x16, 64x64x64, 128x128x128, 256x256x128 (A alternately from 
 registers) and wgmma 64x16x16, 64x64x64, 128x256x128 (two warp groups; A from shared memory), plus int4 with bf16 scales
 per 128 and e2m1 with e8m0 scales per 32 along K (into bf16 and into tf32); then every native pair x
 the same tiles (the 8-bit ones with K = 32 where the tile has 16; A alternately in shared memory and
-registers on wgmma): 251 cases.  Every harness compiles in NVRTC batches (``gpu.Batch``)
+registers on wgmma), and the 5 byte pairs at the 5 tiles whose K is a multiple of 32 (an 8-bit
+instruction's k-step; A alternately from shared memory and registers on mma.sync): 276 cases.  Every harness compiles in NVRTC batches (``gpu.Batch``)
 and runs ``LLGEN_GPU_RUNS`` times (default 2) on fresh data chosen so that f32 accumulation is
 exact in any order (``verify/mixed.py``; the native pairs: small integers,
 ``verify/emulate/reference.mma_tensors``): the accumulator tensor and every thread's accumulator
@@ -91,9 +94,10 @@ def test_coverage():
     for t in ("i4", "u4", "e2m1", "f8e4m3", "f8e5m2", "i8", "u8", "f16", "bf16", "tf32", "wgmma", "mma.sync", "shared",
               "registers", "128,bf16", "32,e8m0", ("f8e4m3", "f8e5m2"), ("f8e5m2", "f8e4m3"), ("i8", "u8"),
               ("u8", "i8"), ("tf32", "tf32"), ("i4", "tf32"), ("e2m1", "tf32"), ("f8e5m2", "tf32"), ("u8", "tf32"),
-              ("f16", "tf32"), ("bf16", "tf32")):
+              ("f16", "tf32"), ("bf16", "tf32"), ("i4", "i8"), ("u4", "i8"), ("u4", "u8"), ("e2m1", "f8e4m3"),
+              ("e2m1", "f8e5m2")):
         assert seen[t] >= 1, (t, seen)
-    assert len(CASES) == 251
+    assert len(CASES) == 276
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])

@@ -1,7 +1,9 @@
 """Mixed-input MMA (``llgen mma --a-dtype``, ``plan/mma_mixed.py``): acc += upcast(A) @ B with A of
 i4, u4, e2m1, f8e4m3, f8e5m2, i8 or u8 and B and the instruction f16, bf16 or tf32 (A upcast to exact
 f32, a 4-bit A stored K-interleaved: ``mixed_cases.k_interleaved``), and f16 or bf16 A into a tf32
-instruction (cvt.f32.f16, bf16 shifted into f32's top half); and the native pairs of
+instruction (cvt.f32.f16, bf16 shifted into f32's top half), and the 4-bit A types into the 8-bit
+instructions that hold them exactly (i4, u4 -> s8, u4 -> u8, e2m1 -> e4m3, e5m2: byte interleave by
+prmt, e2m1 by a prmt table lookup); and the native pairs of
 the same catalogue (``testing/mixed_cases.NATIVE_PAIRS``): acc += A @ B with A and B in the
 instruction's own types, each type with itself and the 8-bit pairs e4m3 x e5m2 and s8 x u8.
 
@@ -11,9 +13,10 @@ instruction's own types, each type with itself and the 8-bit pairs e4m3 x e5m2 a
 2. Host SIMT runtime (compile): the rendered header and harness, bit-exact against numpy, for every
    A type x {f16, bf16, tf32} on wgmma 64x16x16 and mma.sync 16x16x16, A from shared memory and from
    registers, f16 and bf16 A x tf32 on both tiles and both A spaces, and the scaled formats (int4
-   groups of 128 bf16, e2m1 groups of 32 e8m0 into bf16 and tf32); a wrong constant caught (f16 and
-   tf32); nvcc sm_90a compiles the files, the PTX check runs an f16, a tf32 and the 16-bit A x tf32
-   cases, and catches a wrong bf16 shift.
+   groups of 128 bf16, e2m1 groups of 32 e8m0 into bf16 and tf32), each byte pair on both tiles; a
+   wrong constant caught (f16, tf32, i4 -> s8's add, e2m1's table); nvcc sm_90a compiles the files,
+   the PTX check runs an f16, a tf32, the 16-bit A x tf32 and two byte-pair cases, and catches a wrong
+   bf16 shift and a wrong e2m1 table entry.
 3. Native pairs: every pair on the smallest wgmma and mma.sync tiles through the emulator (the PTX
    model reads each operand in its own type), every pair once on the host runtime (wgmma and
    mma.sync in turn), a swapped B type caught there, the PTX check and nvcc on the cross pairs.
@@ -34,8 +37,8 @@ from ll_codegen.core.dtypes import F32_ONLY_SOURCES, UPCAST_SOURCES
 from ll_codegen.emit.upcast import wrapper_calls
 from ll_codegen.operations import check, operation_of, render
 from ll_codegen.plan.mma_mixed import MixedMmaPlan
-from ll_codegen.testing.mixed_cases import (MIXED_DTYPES, NATIVE_PAIRS, UPCAST_PAIRS, MixedCase, native_k,
-                                            table_cases)
+from ll_codegen.testing.mixed_cases import (BYTE_PAIRS, MIXED_DTYPES, NATIVE_PAIRS, UPCAST_PAIRS, MixedCase,
+                                            native_k, table_cases)
 
 #: every A type x instruction type on the smallest wgmma and mma.sync tiles, A alternately from shared
 #: memory and registers, and the scaled formats
@@ -46,6 +49,10 @@ SMALL = [MixedCase(kind, m, n, k, a, d, "registers" if (i + j + (kind == "wgmma"
 WIDE = [MixedCase("wgmma", 64, 16, 16, "f16", "tf32", "registers"), MixedCase("wgmma", 64, 16, 16, "bf16", "tf32", "shared"),
         MixedCase("mma.sync", 16, 16, 16, "f16", "tf32", "shared"),
         MixedCase("mma.sync", 16, 16, 16, "bf16", "tf32", "registers")]
+#: the 4-bit A types into the 8-bit instructions holding them (K 32: their k-step), each on both tiles,
+#: A alternately from shared memory and registers
+BYTES = [MixedCase(kind, m, n, 32, a, d, "registers" if (i + (kind == "wgmma")) % 2 else "shared")
+         for kind, m, n in (("wgmma", 64, 16), ("mma.sync", 16, 16)) for i, (a, d) in enumerate(BYTE_PAIRS)]
 SCALED = [MixedCase("wgmma", 64, 16, 128, "i4", "bf16", "shared", "128,bf16"),
           MixedCase("mma.sync", 16, 16, 64, "e2m1", "bf16", "registers", "32,e8m0"),
           MixedCase("wgmma", 64, 16, 64, "e2m1", "bf16", "shared", "32,e8m0"),
@@ -76,7 +83,7 @@ def test_the_plan_composes_the_upcast_and_the_mma():
     assert "mixed-input mma" in p.summary() and '"operation": "mma_mixed"' in p.to_json()
 
 
-@pytest.mark.parametrize("c", SMALL + WIDE + SCALED, ids=lambda c: c.name)
+@pytest.mark.parametrize("c", SMALL + WIDE + SCALED + BYTES, ids=lambda c: c.name)
 def test_the_emulator_reproduces_numpy(c):
     check(_plan(c), 3)
 
@@ -96,6 +103,21 @@ def test_the_f32_upcast_counts_the_rendered_instructions(a):
                 and not op.startswith("cvt.rn.f32.")]
     assert len(wrapper_calls(body)) == len(wrappers), (wrapper_calls(body), wrappers)
     assert sorted(int(w) for w in re.findall(r"dst\[(\d+)\] =", body)) == list(range(up.n_dst))
+
+
+@pytest.mark.parametrize("a, d", BYTE_PAIRS)
+def test_the_byte_upcast_counts_the_rendered_instructions(a, d):
+    """Into an 8-bit fragment (four elements a word): the plan's lop3 and prmt count is the rendered
+    upcast()'s wrapper calls and __byte_perm lookups, each destination word written once."""
+    p = _plan(MixedCase("mma.sync", 16, 16, 32, a, d, "registers"))
+    up = p.upcast
+    assert up.dst_dtype == d and up.n_dst == 16 and up.dst_words == 4 and p.mma.dtype == d
+    text = render(p, "header", "x")
+    body = text[text.index("void upcast("):]
+    body = body[:body.index("\n}\n")]
+    calls = wrapper_calls(body) + re.findall(r"__byte_perm\(", body)
+    assert len(calls) == sum(op.split(".")[0] in ("lop3", "prmt") for op in up.sequence.ops), calls
+    assert sorted(int(w) for w in re.findall(r"dst\[(\d+)\] =", body)) == list(range(up.dst_words))
 
 
 def test_the_emulator_catches_a_wrong_fragment():
@@ -126,7 +148,7 @@ def _host():
 @pytest.mark.compile
 def test_harnesses_run_bit_exact_on_the_host():
     host = _host()
-    items = [(c.name, _plan(c)) for c in SMALL + WIDE + SCALED]
+    items = [(c.name, _plan(c)) for c in SMALL + WIDE + SCALED + BYTES]
     results = host.verify_host(items, runs=1, seed=7, jobs=2)
     bad = [r.message for r in results if not r.ok]
     assert not bad, bad[0]
@@ -134,13 +156,18 @@ def test_harnesses_run_bit_exact_on_the_host():
 
 @pytest.mark.compile
 def test_a_wrong_upcast_constant_is_caught_on_the_host(monkeypatch):
-    """A wrong bias in the i4 sequence into bf16, and into f16 under an f32 destination (tf32)."""
+    """A wrong bias in the i4 sequence into bf16, and into f16 under an f32 destination (tf32); i4 -> s8's
+    per-byte add off by one; one entry of e2m1 -> e4m3's table wrong (1.5 as 1.25)."""
     host = _host()
     from ll_codegen.emit import upcast as emit_upcast
     monkeypatch.setitem(emit_upcast.LOP3_MAGIC, "i4_bf16", (0x6A, 0x43084308, 0x3F803F80, 0xC309C309))
     monkeypatch.setitem(emit_upcast.LOP3_MAGIC, "i4_f16", (0x6A, 0x64086408, 0x3C003C00, 0xE409E408))
+    monkeypatch.setattr(emit_upcast, "I4_BYTES", (0x08080808, 0x78787879, 0x80808080))
+    monkeypatch.setitem(emit_upcast.E2M1_BYTE_TABLE, "e2m1_f8e4m3", (0x3A383000, 0x4C484440))
     items = [("mxbad", _plan(MixedCase("mma.sync", 16, 16, 16, "i4", "bf16"))),
-             ("mxbad32", _plan(MixedCase("wgmma", 64, 16, 16, "i4", "tf32", "registers")))]
+             ("mxbad32", _plan(MixedCase("wgmma", 64, 16, 16, "i4", "tf32", "registers"))),
+             ("mxbad8", _plan(MixedCase("mma.sync", 16, 16, 32, "i4", "i8", "registers"))),
+             ("mxbadf8", _plan(MixedCase("wgmma", 64, 16, 32, "e2m1", "f8e4m3", "shared")))]
     for r in host.verify_host(items, seed=1, jobs=2):
         assert not r.ok and "compile failed" not in r.message, r.message
 
@@ -150,7 +177,8 @@ def test_nvcc_compiles_the_files(tmp_path):
     from toolchain import arch_flags, compile_together, need
     nvcc = need("nvcc")
     units = []
-    for c in (SCALED[0], SCALED[-1], SMALL[3], SMALL[-1], WIDE[0], WIDE[1], NATIVE[7], NATIVE[-2]):
+    for c in (SCALED[0], SCALED[-1], SMALL[3], SMALL[-1], WIDE[0], WIDE[1], BYTES[0], BYTES[-2], NATIVE[7],
+              NATIVE[-2]):
         p = _plan(c)
         for kind, suffix in (("header", ".cuh"), ("harness", "_harness.cu")):
             (tmp_path / f"{c.name}{suffix}").write_text(render(p, kind, c.name))
@@ -177,7 +205,8 @@ def _ptx_problems(tmp_path, c: MixedCase, mutate=None) -> list[str]:
 
 @pytest.mark.compile
 @pytest.mark.parametrize("c", [SMALL[1], SMALL[len(SMALL) // 2 + 3],
-                               MixedCase("mma.sync", 16, 16, 16, "e2m1", "tf32", "registers"), WIDE[2], WIDE[3]],
+                               MixedCase("mma.sync", 16, 16, 16, "e2m1", "tf32", "registers"), WIDE[2], WIDE[3],
+                               BYTES[5], BYTES[-1]],
                          ids=lambda c: c.name)
 def test_ptx_is_what_the_plan_says(tmp_path, c):
     assert _ptx_problems(tmp_path, c) == []
@@ -188,6 +217,13 @@ def test_the_ptx_check_catches_a_wrong_bf16_shift(tmp_path):
     """bf16 -> f32 is the bits shifted into the top half: one element shifted by 15 must be caught."""
     problems = _ptx_problems(tmp_path, WIDE[3], mutate=lambda t: t.replace("m[1]) << 16", "m[1]) << 15", 1))
     assert problems, "a wrong bf16 shift passed the PTX check"
+
+
+@pytest.mark.compile
+def test_the_ptx_check_catches_a_wrong_e2m1_table_entry(tmp_path):
+    """e2m1 -> e4m3's lookup with 1.5 (0x3c) read as 1.25 (0x3a) must be caught."""
+    problems = _ptx_problems(tmp_path, BYTES[-2], mutate=lambda t: t.replace("0x3c383000u", "0x3a383000u"))
+    assert problems, "a wrong e2m1 table entry passed the PTX check"
 
 
 @pytest.mark.compile
@@ -208,8 +244,11 @@ def test_native_pairs_on_the_emulator(c):
 def test_the_table_has_every_pair_at_every_shape():
     cases = table_cases()
     native = [c for c in cases if c.native]
-    assert len(native) == 7 * len(NATIVE_PAIRS) == 77 and len(cases) == 251
+    assert len(native) == 7 * len(NATIVE_PAIRS) == 77 and len(cases) == 276
     assert sum(c.dtype == "tf32" and not c.native for c in cases) == 9 * 7 + 5
+    byte = [c for c in cases if (c.a_dtype, c.dtype) in BYTE_PAIRS]
+    assert len(byte) == 5 * len(BYTE_PAIRS) == 25 and all(c.k % 32 == 0 for c in byte)
+    assert {c.a_space for c in byte if c.kind == "mma.sync" and c.a_dtype == "u4"} == {"shared", "registers"}
     assert {(c.a_dtype, c.dtype) for c in cases if not c.native and c.scales is None} == set(UPCAST_PAIRS)
     assert {(c.a_dtype, c.dtype) for c in native} == set(NATIVE_PAIRS)
     assert len({c.name for c in cases}) == len(cases)
@@ -309,6 +348,39 @@ def test_cli_writes_a_16bit_upcast_into_tf32(tmp_path, a, says):
     assert (tmp_path / "out" / "h_harness.cu").exists()
 
 
+@pytest.mark.parametrize("a, d, says", [("u4", "u8", "detail::prmt_b32<0x7362u>(l0, h0)"),
+                                         ("e2m1", "f8e5m2", "__byte_perm(0x3e3c3800u, 0x46444240u")])
+def test_cli_writes_a_byte_upcast(tmp_path, a, d, says):
+    """--a-dtype u4 --dtype u8 (s32 accumulator) and e2m1 into e5m2 on wgmma (A from registers): the
+    header with the 8-bit instruction and the upcast's byte words, and a harness."""
+    c = MixedCase("wgmma", 64, 16, 32, a, d, "registers")
+    args = _write_specs(tmp_path, c) + ["--dtype", d, "--a-dtype", a, "--acc-dtype", c.acc_dtype]
+    r = CliRunner().invoke(main, args + ["--name", "b8", "-o", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "out" / "b8.cuh").read_text()
+    ptx = {"u8": "s32.u8.u8", "f8e5m2": "f32.e5m2.e5m2"}[d]
+    assert f"wgmma.mma_async.sync.aligned.m64n16k32.{ptx}" in text and f"{a} -> {d}" in text
+    assert says in text and "element 4m + j byte j of m" in text and "void mma_upcast(" in text
+    assert (tmp_path / "out" / "b8_harness.cu").exists()
+
+
+@pytest.mark.parametrize("d, a, extra, says", [
+    ("f8e4m3", "e2m1", ["--scales", "32,e8m0"], "takes no scales"),
+    ("i8", "i4", ["--scales", "128"], "takes no scales"),
+    ("i8", "u4", ["--acc-dtype", "f32"], "accumulates in i32"),
+])
+def test_cli_refuses_what_an_8bit_destination_cannot_hold(tmp_path, d, a, extra, says):
+    """Scales (a scaled 4-bit value need not be an 8-bit value) and a float accumulator of an integer
+    instruction: one line, exit status 2, nothing written."""
+    c = MixedCase("mma.sync", 16, 16, 32, a, d, "registers")
+    args = _write_specs(tmp_path, c) + ["--dtype", d, "--a-dtype", a] + (
+        [] if "--acc-dtype" in extra else ["--acc-dtype", c.acc_dtype]) + extra
+    r = CliRunner().invoke(main, args + ["-o", str(tmp_path / "out")])
+    assert r.exit_code == 2, r.output
+    assert says in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_refuses_a_4bit_a_pairing_k_and_k_plus_1_for_tf32(tmp_path):
     """A row-major 4-bit tile pairs k and k + 1 in a byte, which no thread of a tf32 fragment holds."""
     row_major = {"kind": "swizzled_shared", "vec": 1, "per_phase": 1, "max_phase": 1, "order": [1, 0],
@@ -325,13 +397,15 @@ B8 = "kind: nvmma_shared\nswizzle_byte_width: 64\nelement_bitwidth: 8\ntranspose
 
 @pytest.mark.parametrize("extra, says", [
     (["--dtype", "bf16", "--a-dtype", "bf16"], "--a-dtype bf16 is --dtype"),
-    (["--dtype", "f8e4m3", "--a-dtype", "i4"], "f16, bf16 or tf32"),
+    (["--dtype", "f8e4m3", "--a-dtype", "i4"], "holds exactly (i4 or u4 into i8"),
     (["--dtype", "f16", "--a-dtype", "i4", "--acc-dtype", "f16"], "accumulates in f32"),
     (["--dtype", "f16", "--a-dtype", "e2m1", "--scales", "32,e8m0"], "e8m0"),
     (["--dtype", "bf16", "--scales", "128"], "give --a-dtype"),
     (["--dtype", "bf16", "--a-dtype", "i4", "--scales", "3"], "a power of two"),
     (["--dtype", "bf16", "--a-dtype", "i4", "--b", "B8"], "element_bitwidth"),       # B made for 8-bit elements
-    (["--dtype", "i8", "--a-dtype", "f8e4m3"], "f16, bf16 or tf32"),                   # no instruction takes fp8 x s8
+    (["--dtype", "i8", "--a-dtype", "f8e4m3"], "holds exactly"),                       # no instruction takes fp8 x s8
+    (["--dtype", "u8", "--a-dtype", "i4"], "u4 into u8"),                              # -8 .. -1 are no u8
+    (["--dtype", "f16", "--a-dtype", "i4", "--acc-dtype", "i32"], "accumulates in f32"),
     (["--dtype", "tf32", "--a-dtype", "i4", "--scales", "128,bf16"], "e8m0 scales only"),
     (["--dtype", "tf32", "--a-dtype", "bf16", "--scales", "32,e8m0"], "scales apply to the 8- and 4-bit A"),
     (["--dtype", "bf16", "--a-dtype", "f16"], "into a tf32 instruction only"),

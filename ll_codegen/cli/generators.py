@@ -69,7 +69,8 @@ def gather(src: Optional[str], index: Optional[str], axis: Optional[int], dtype:
 @click.option("--a-dtype", "a_dtype", default=None, type=click.Choice(UPCAST_SOURCES + MMA_DTYPES),
               help="Mixed-input MMA: A holds this narrower type (i4, u4, e2m1 packed two a byte; f8e4m3, f8e5m2, "
                    "i8, u8; f16 or bf16 into tf32), upcast exactly into the A fragment; B and the instruction are "
-                   "--dtype (f16, bf16, tf32). "
+                   "--dtype (f16, bf16, tf32; or i8, u8, f8e4m3, f8e5m2 from the 4-bit types each holds exactly: "
+                   "i4/u4 -> i8, u4 -> u8, e2m1 -> f8e4m3/f8e5m2). "
                    "With --dtype of the same 8-bit family (f8e4m3 / f8e5m2, i8 / u8): A's type in an MMA of the two "
                    "types, no upcast.")
 @SCALES

@@ -67,7 +67,11 @@ UPCAST_TARGETS = ("f16", "bf16")
 #: the wider destination of an MMA's upcast alone (``llgen mma --a-dtype X --dtype tf32``): exact f32
 #: elements, one per 32-bit register, which are tf32 values (no source here has more than 8 significant
 #: bits; tf32 keeps 11).  Not a ``--dst-dtype``: ``llgen convert`` writes 16-bit destination pairs only.
-MMA_UPCAST_TARGETS = UPCAST_TARGETS + ("f32",)
+#: The 8-bit destinations (an 8-bit MMA's A fragment, four elements a 32-bit word) take the 4-bit
+#: sources they hold exactly (``BYTE_UPCASTS``): i4 (-8 .. 7) and u4 (0 .. 15) in s8, u4 in u8, and
+#: every e2m1 value (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives) in e4m3 and in e5m2.
+BYTE_UPCASTS = {"i8": ("i4", "u4"), "u8": ("u4",), "f8e4m3": ("e2m1",), "f8e5m2": ("e2m1",)}
+MMA_UPCAST_TARGETS = UPCAST_TARGETS + ("f32",) + tuple(BYTE_UPCASTS)
 #: 16-bit sources of the f32 destination alone: every f16 value (11 significant bits, exponents -24 ..
 #: 15) and every bf16 value (8 significant bits, f32's exponents) is an f32 value with at most 11
 #: significant bits, so a tf32 value; neither 16-bit type is exact in the other.
@@ -75,7 +79,10 @@ F32_ONLY_SOURCES = ("f16", "bf16")
 
 
 def upcast_sources(dst: str) -> tuple[str, ...]:
-    """The source types an upcast to ``dst`` takes: the byte and 4-bit ones, and for f32 the 16-bit floats."""
+    """The source types an upcast to ``dst`` takes: the byte and 4-bit ones, for f32 the 16-bit floats
+    too, and for an 8-bit destination the 4-bit types it holds exactly (``BYTE_UPCASTS``)."""
+    if dst in BYTE_UPCASTS:
+        return BYTE_UPCASTS[dst]
     return UPCAST_SOURCES + F32_ONLY_SOURCES if dst == "f32" else UPCAST_SOURCES
 
 

@@ -8,7 +8,9 @@ and masks; ``dst`` is 32-bit words, element ``2m`` in the low half of word ``m``
 wgmma take their register operands -- or, for an f32 destination (a tf32 MMA's A fragment), element
 ``m`` in word ``m``.  Only a mixed-input MMA renders an f32 destination (its header holds this
 namespace); the upcast's own harness writes 16-bit elements.  A 16-bit float source (f16, bf16 into
-f32) is read element by element (``half_line``): no source word is assembled.
+f32) is read element by element (``half_line``): no source word is assembled.  An 8-bit destination
+(an 8-bit MMA's A fragment) is four elements a word, element ``4m + j`` in byte ``j`` of word ``m``,
+from a word of 8 nibbles in order (``byte_slot_expr``).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from ll_codegen.emit.harness_tiles import scratch_bytes
 from ll_codegen.emit.packed import param_names
 from ll_codegen.plan.packed import side_bytes
 from ll_codegen.plan.report import upcast_summary
-from ll_codegen.plan.upcast import UpcastPlan, half_kind, slot_pair, source_bits
+from ll_codegen.plan.upcast import UpcastPlan, half_kind, slot_pair, slot_size, source_bits
 
 #: 4-bit integer sequences: (lop3 LUT, magic OR'ed / xor'ed in, fma's b (1.0), fma's c (-bias))
 LOP3_MAGIC = {"u4_f16": (0xEA, 0x64006400, 0x3C003C00, 0xE400E400),
@@ -37,6 +39,13 @@ LOP3_MAGIC = {"u4_f16": (0xEA, 0x64006400, 0x3C003C00, 0xE400E400),
 
 #: e2m1: (shift of exponent+mantissa under the exponent field, fma's b (2^14 / 2^126), fma's c (-0))
 E2M1 = {"e2m1_f16": (9, 0x74007400, 0x80008000), "e2m1_bf16": (6, 0x7E807E80, 0x80008000)}
+
+#: e2m1 into an 8-bit float: the two table words of prmt's lookup, byte i the destination code of the
+#: e2m1 magnitude code i (0, 0.5, 1, 1.5, 2, 3, 4, 6; e4m3's 0.5 the normal 0x30, e5m2's 0x38)
+E2M1_BYTE_TABLE = {"e2m1_f8e4m3": (0x3C383000, 0x4C484440), "e2m1_f8e5m2": (0x3E3C3800, 0x46444240)}
+
+#: i4 into s8: (each nibble's xor into l and h: n ^ 8 = v + 8, the add and xor that take 8 off each byte)
+I4_BYTES = (0x08080808, 0x78787878, 0x80808080)
 
 
 def _hex(v: int) -> str:
@@ -48,7 +57,10 @@ def word_line(kind: str, group: int, w: int) -> str:
     ``j`` at bit 4j below group/2 and 16 + 4(j - group/2) above; byte ``j`` at bit 8j)."""
     four = kind.split("_")[0] in ("u4", "i4", "e2m1")
     m = lambda i: f"static_cast<uint32_t>(m[{i}])"  # noqa: E731
-    if four and group == 8 or not four and group == 4:
+    if slot_size(kind) == 4:                             # nibbles in order: the bytes of I as they are
+        b = group // 2 * w
+        e = " | ".join(m(b + i) + (f" << {8 * i}" if i else "") for i in range(group // 2))
+    elif four and group == 8 or not four and group == 4:
         b = 4 * w
         e = f"{m(b)} | {m(b + 1)} << 8 | {m(b + 2)} << 16 | {m(b + 3)} << 24"
     elif four and group == 4:
@@ -60,6 +72,33 @@ def word_line(kind: str, group: int, w: int) -> str:
     if kind == "i8_f16":
         return f"const uint32_t x{w} = ({e}) ^ 0x80808080u;  // b ^ 0x80 = b + 128 for signed b"
     return f"const uint32_t x{w} = {e};"
+
+
+def nibble_bytes_line(conv: Namespace, kind: str, w: int) -> str:
+    """``l<w>``, ``h<w>``: the even and the odd nibbles of ``x<w>`` as bytes (i4: each xor 8, the signed
+    value plus 8), which the output words interleave (``byte_slot_expr``)."""
+    x = f"x{w}"
+    if kind.startswith("i4"):
+        lop = use_instruction(conv, LOP3)
+        f = lambda a: f"{lop}<0x0f0f0f0fu, 0x6a>({a}, {_hex(I4_BYTES[0])})"  # noqa: E731  (a & b) ^ c
+        return f"const uint32_t l{w} = {f(x)}, h{w} = {f(f'{x} >> 4')};"
+    return f"const uint32_t l{w} = {x} & 0x0f0f0f0fu, h{w} = ({x} >> 4) & 0x0f0f0f0fu;"
+
+
+def byte_slot_expr(conv: Namespace, kind: str, w: int, k: int) -> str:
+    """Output word ``k`` (elements ``4k .. 4k + 3`` of ``x<w>``) of a 4-bit -> 8-bit sequence: the bytes
+    of l and h interleaved by prmt (i4: then 8 taken off each byte without a carry between bytes:
+    ``(b + 0x78) ^ 0x80`` = b - 8 for b in 0 .. 15), or e2m1's table lookup.  The lookup's selector is
+    a register, which the prmt wrapper's immediate cannot be: CUDA's ``__byte_perm`` is that prmt."""
+    if kind in E2M1_BYTE_TABLE:
+        t0, t1 = E2M1_BYTE_TABLE[kind]
+        s, sign = (f"(x{w} >> 16)", f"(x{w} >> 17)") if k else (f"x{w}", f"(x{w} >> 1)")
+        return f"__byte_perm({_hex(t0)}, {_hex(t1)}, {s} & 0x7777u) | __byte_perm(0u, 0x80u, {sign} & 0x4444u)"
+    prmt = use_instruction(conv, PRMT)
+    e = f"{prmt}<0x{0x7362 if k else 0x5140:04x}u>(l{w}, h{w})"
+    if kind.startswith("i4"):
+        return f"(({e}) + {_hex(I4_BYTES[1])}) ^ {_hex(I4_BYTES[2])}"
+    return e
 
 
 def word_expr(conv: Namespace, kind: str, w: int, k: int) -> str | None:
@@ -96,6 +135,8 @@ def slot_line(conv: Namespace, kind: str, w: int, k: int, dw: int) -> str:
     """``dst[dw] = ...``: output word ``k`` of source word ``w`` (an f32 destination: the two words
     ``dst[2dw]``, ``dst[2dw + 1]``)."""
     x = f"x{w}"
+    if slot_size(kind) == 4:
+        return f"dst[{dw}] = {byte_slot_expr(conv, kind, w, k)};"
     half = half_kind(kind)
     if half is not None:              # the f16 pair, each half widened exactly (cvt.f32.f16)
         to32 = use_instruction(conv, CVT_F32_F16)
@@ -148,6 +189,8 @@ def upcast_lines(conv: Namespace, plan: UpcastPlan) -> list[str]:
             continue
         if k == 0:
             lines.append(word_line(s.kind, s.group, w))
+            if slot_size(s.kind) == 4 and not s.kind.startswith("e2m1"):
+                lines.append(nibble_bytes_line(conv, s.kind, w))
         lines.append(slot_line(conv, s.kind, w, k, dw))
     return lines + (scale_lines(conv, plan) if plan.scaling is not None else [])
 
@@ -196,6 +239,12 @@ def f32_scale_lines(conv: Namespace, plan: UpcastPlan) -> list[str]:
     return lines
 
 
+def word_elements(plan: UpcastPlan) -> str:
+    """Where a destination element sits in the 32-bit words (as mma.sync and wgmma read registers)."""
+    return {1: "one f32 element each", 2: "element 2m the low half of m",
+            4: "element 4m + j byte j of m"}[plan.n_dst // plan.dst_words]
+
+
 def scale_params(plan: UpcastPlan) -> str:
     """The scale parameters of the public functions (none without scales)."""
     c = plan.scaling
@@ -223,8 +272,7 @@ def namespace(plan: UpcastPlan, name: str) -> Namespace:
              if mv.packing is not None else f"source registers per thread ({plan.dtype})"),
             (f"constexpr int kMidRegs   = {mv.n_dst};", "the same in the layout I, before upcast()"),
             (f"constexpr int kDstRegs   = {plan.n_dst};", f"{plan.dst_dtype} elements per thread after convert()"),
-            (f"constexpr int kDstWords  = {plan.dst_words};", "32-bit words of them: element 2m the low half of m"
-             if plan.dst_words < plan.n_dst else "32-bit words of them: one f32 element each"),
+            (f"constexpr int kDstWords  = {plan.dst_words};", f"32-bit words of them: {word_elements(plan)}"),
             (f"constexpr int kSmemBytes = {plan.smem_bytes};", "shared-memory scratch convert() needs (0: none)")]
     if plan.from_memory:
         head = head[1:]                                          # no source registers: a tile
@@ -249,7 +297,8 @@ def namespace(plan: UpcastPlan, name: str) -> Namespace:
             doc=[f"// upcast(): {plan.dtype} -> {plan.dst_dtype} in this thread, exactly: mid holds the layout I "
                  f"(the destination's",
                  f"// register bases permuted: I's basis j is the destination's basis {list(s.perm)}[j]); "
-                 + ("dst[m] gets elements 2m, 2m+1" if plan.dst_words < plan.n_dst else "dst[m] gets element m"),
+                 + {1: "dst[m] gets element m", 2: "dst[m] gets elements 2m, 2m+1",
+                    4: "dst[m] gets elements 4m .. 4m+3"}[plan.n_dst // plan.dst_words],
                  f"// of the destination layout. {counts}."],
             moves=upcast_lines(conv, plan))
     if plan.from_memory:

@@ -5,12 +5,14 @@ A holds low-precision elements (``i4``, ``u4``, ``e2m1``, ``f8e4m3``, ``f8e5m2``
 ``dtype`` (``f16``, ``bf16`` or ``tf32``; a tf32 instruction's A is upcast to exact f32, one element
 per 32-bit register, every such value a tf32 value).  A tf32 instruction also takes an ``f16`` or
 ``bf16`` A (every such value is a tf32 value; f16 and bf16 are not exact in each other), without
-scales.  The plan is the composition of two plans this library already
-makes, nothing else:
+scales.  An 8-bit instruction takes the 4-bit A types it holds exactly, as its own type (four elements a
+32-bit register, k_width 4; ``BYTE_UPCASTS``): i4 and u4 into s8, u4 into u8 (8-bit integers
+accumulate in s32), e2m1 into e4m3 and e5m2; no scales.  The plan is the composition of two plans
+this library already makes, nothing else:
 
 1. ``upcast`` (an ``UpcastPlan``, ``plan/upcast.py``): A, with optional per-group scales along K,
    exactly into the register fragment ``F`` the MMA reads A from -- Triton's ``dot_operand``
-   (operand 0, k_width 2; tf32: k_width 1) of the accumulator's ``nvidia_mma`` layout over M x K;
+   (operand 0, k_width 2; tf32: 1; 8-bit: 4) of the accumulator's ``nvidia_mma`` layout over M x K;
 2. ``mma`` (an ``MmaPlan``, ``plan/mma.py``): ``acc += F @ B`` with A from registers (wgmma, whose
    A may come from registers and B from shared memory, or mma.sync, both from registers).
 
@@ -26,21 +28,23 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
-from ll_codegen.core.dtypes import DTYPE_BITS, F32_ONLY_SOURCES, UPCAST_SOURCES, is_packed, upcast_sources
+from ll_codegen.core.dtypes import (BYTE_UPCASTS, DTYPE_BITS, F32_ONLY_SOURCES, UPCAST_SOURCES, is_packed,
+                                    upcast_sources)
 from ll_codegen.core.layout import LinearLayout
 from ll_codegen.layouts.dot_operand import DotOperandLayout
 from ll_codegen.plan.mma import plan_mma
-from ll_codegen.plan.mma_model import MmaError, MmaPlan
+from ll_codegen.plan.mma_model import AB_BYTES, MmaError, MmaPlan
 from ll_codegen.plan.packed import PAIR_DIM
 from ll_codegen.plan.upcast import UpcastPlan, parse_scales, plan_upcast
 
 #: the instruction types a mixed-input MMA computes in
-MIXED_TYPES = ("f16", "bf16", "tf32")
+MIXED_TYPES = ("f16", "bf16", "tf32") + tuple(BYTE_UPCASTS)
 
 
 def upcast_dtype(dtype: str) -> str:
-    """The upcast's destination type for an instruction of ``dtype``: its own, f32 for tf32 (the upcast
-    values are exact f32 values with at most 8 significant bits: tf32 values as they stand)."""
+    """The upcast's destination type for an instruction of ``dtype``: its own (8-bit ones too), f32 for
+    tf32 (the upcast values are exact f32 values with at most 8 significant bits: tf32 values as they
+    stand)."""
     return "f32" if dtype == "tf32" else dtype
 
 
@@ -149,6 +153,10 @@ def mixed_problem(dtype: str, a_dtype: str, acc_dtype: str = "f32", target: str 
     if a_dtype not in upcast_sources(upcast_dtype(dtype)):
         if a_dtype == dtype:
             return f"--a-dtype {a_dtype} is --dtype: A and B of one type are a plain llgen mma (leave --a-dtype out)"
+        if dtype in BYTE_UPCASTS:
+            pairs = ", ".join(f"{' or '.join(a)} into {d}" for d, a in BYTE_UPCASTS.items())
+            return (f"--a-dtype {a_dtype} --dtype {dtype}: an 8-bit instruction takes the 4-bit A types it holds "
+                    f"exactly ({pairs})")
         if a_dtype in F32_ONLY_SOURCES and dtype in MIXED_TYPES:
             return (f"--a-dtype {a_dtype} --dtype {dtype}: a 16-bit A is upcast into a tf32 instruction only "
                     f"(f16 and bf16 values are not exact in each other)")
@@ -156,9 +164,10 @@ def mixed_problem(dtype: str, a_dtype: str, acc_dtype: str = "f32", target: str 
                 f"(and {', '.join(F32_ONLY_SOURCES)} into tf32)")
     if dtype not in MIXED_TYPES:
         return (f"--dtype {dtype}: a mixed-input MMA upcasts A to the instruction's type, f16, bf16 or tf32 "
-                f"(B is --dtype)")
-    if acc_dtype != "f32":
-        return f"--acc-dtype {acc_dtype}: a mixed-input MMA accumulates in f32"
+                f"(or a 4-bit A into {', '.join(BYTE_UPCASTS)}; B is --dtype)")
+    acc = "i32" if dtype in ("i8", "u8") else "f32"
+    if acc_dtype != acc:
+        return f"--acc-dtype {acc_dtype}: a mixed-input MMA of {dtype} accumulates in {acc}"
     if target != "cuda":
         return f"--target {target}: the upcast sequences are CUDA's (lop3, prmt, cvt); no mixed-input MFMA"
     if scales is not None:
@@ -210,10 +219,10 @@ def tf32_pair_hint(a: LinearLayout, fragment: LinearLayout, a_space: str, a_dtyp
 
 def a_fragment(parent: Any, m: int, k: int, dtype: str = "f16") -> LinearLayout:
     """The A register fragment (M x K) of a ``dtype`` MMA whose accumulator is the ``nvidia_mma``
-    layout ``parent``: its ``dot_operand`` with operand index 0 and k_width 2 for 16-bit elements (two
-    K-consecutive elements per 32-bit register), 1 for tf32 (one), what ``llgen mma
-    --write-operand-spec`` writes."""
+    layout ``parent``: its ``dot_operand`` with operand index 0 and k_width 4 / bytes -- 2 for 16-bit
+    elements (two K-consecutive elements per 32-bit register), 1 for tf32, 4 for 8-bit types -- what
+    ``llgen mma --write-operand-spec`` writes."""
     try:
-        return DotOperandLayout(0, parent, 1 if dtype == "tf32" else 2).to_linear([m, k])
+        return DotOperandLayout(0, parent, 4 // AB_BYTES[dtype]).to_linear([m, k])
     except ValueError as e:
         raise MmaError(f"no A fragment of the accumulator over {m} x {k} ({e})") from None

@@ -19,6 +19,26 @@ for overflow to infinity, subnormals kept).  The f32 destination also takes the 
 (``F32_ONLY_SOURCES``): f16 by ``cvt.f32.f16`` per element, bf16 (f32's top 16 bits) by a 16-bit
 shift, both exact and tf32 values (at most 11 significant bits); they take no scales.
 
+Inside a mixed-input MMA of an 8-bit instruction (``--dtype i8|u8|f8e4m3|f8e5m2``) the destination is
+the instruction's own type, four elements a 32-bit word (element ``4m + j`` in byte ``j`` of word
+``m``), from the 4-bit sources it holds exactly (``BYTE_UPCASTS``).  A source word holds 8 nibbles in
+order (nibble ``j`` at bit ``4j``: ``I`` is the destination itself, its nibble pairs the destination's
+K pairs) and gives two destination words:
+
+* u4 -> u8 and u4 -> s8: ``l = x & 0x0f0f0f0f`` (nibbles 0, 2, 4, 6 as bytes), ``h = (x >> 4) &
+  0x0f0f0f0f`` (1, 3, 5, 7), then ``prmt(l, h, 0x5140)`` = [n0, n1, n2, n3] and ``prmt(l, h, 0x7362)`` =
+  [n4, n5, n6, n7];
+* i4 -> s8: the same with ``l, h = lop3 (.. & 0x0f0f0f0f) ^ 0x08080808`` (each byte n ^ 8 = v + 8 for
+  the signed value v), then per word ``(w + 0x78787878) ^ 0x80808080``: each byte v + 0x80 (no carry
+  leaves a byte: at most 0x87), and the xor subtracts 0x80 modulo 256 -- v as s8;
+* e2m1 -> e4m3 / e5m2: a table lookup, the selector the word's own nibbles: ``prmt(T0, T1, s &
+  0x7777)`` picks byte ``n & 7`` of the eight-byte table of the magnitudes (e4m3: 00 30 38 3c 40 44 48
+  4c, the subnormal 0.5 the normal 0x30; e5m2: 00 38 3c 3e 40 42 44 46), ``prmt(0, 0x80, (s >> 1) &
+  0x4444)`` byte 4 (0x80) where the nibble's sign is set, or'ed: ``s`` is ``x`` for the first word,
+  ``x >> 16`` for the second (prmt reads the selector's low 16 bits).
+
+8-bit destinations take no scales (``parse_scales``).
+
 The plan (``UpcastPlan``) is two steps:
 
 1. ``move``: the data moved *in the source type* from the source layout into the intermediate
@@ -43,7 +63,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ll_codegen.core.dtypes import (DTYPE_BITS, F32_ONLY_SOURCES, MMA_UPCAST_TARGETS, dtype_bytes, is_packed,
+from ll_codegen.core.dtypes import (BYTE_UPCASTS, DTYPE_BITS, F32_ONLY_SOURCES, MMA_UPCAST_TARGETS, dtype_bytes, is_packed,
                                     upcast_problem, upcast_sources)
 from ll_codegen.core.limits import short
 from ll_codegen.core.layout import LinearLayout
@@ -79,12 +99,26 @@ SEQUENCES = {
     "f8e5m2_f32": (89, "cvt.rn.f16x2.e5m2x2 per byte pair, then cvt.f32.f16 per element (each exact)"),
     "f16_f32": (80, "cvt.f32.f16 per element (exact)"),
     "bf16_f32": (80, "each element shifted left 16 (bf16 is f32's top half: exact)"),
+    "u4_u8": (80, "l = x & 0x0f0f0f0f, h = (x >> 4) & 0x0f0f0f0f, prmt(l, h) 0x5140 and 0x7362"),
+    "u4_i8": (80, "l = x & 0x0f0f0f0f, h = (x >> 4) & 0x0f0f0f0f, prmt(l, h) 0x5140 and 0x7362 (0..15 fit s8)"),
+    "i4_i8": (80, "l, h = lop3 (x & 0x0f0f0f0f) ^ 0x08080808 of x and x >> 4, prmt(l, h) 0x5140 / 0x7362, "
+                  "(w + 0x78787878) ^ 0x80808080 (each byte minus 8)"),
+    "e2m1_f8e4m3": (80, "prmt(0x3c383000, 0x4c484440, s & 0x7777) | prmt(0, 0x80, (s >> 1) & 0x4444), s the "
+                        "word's nibbles (a table of the 8 magnitudes, the sign)"),
+    "e2m1_f8e5m2": (80, "prmt(0x3e3c3800, 0x46444240, s & 0x7777) | prmt(0, 0x80, (s >> 1) & 0x4444), s the "
+                        "word's nibbles (a table of the 8 magnitudes, the sign)"),
 }
 
 
 def source_bits(kind: str) -> int:
     """Bits of one source element of the sequence ``kind`` (4, 8 or 16)."""
     return DTYPE_BITS[kind.rsplit("_", 1)[0]]
+
+
+def slot_size(kind: str) -> int:
+    """Destination elements one output word of the sequence ``kind`` covers: four bytes of an 8-bit
+    destination, else a pair (one 16-bit pair word, or two f32 words)."""
+    return 4 if DTYPE_BITS[kind.rsplit("_", 1)[1]] == 8 else 2
 
 
 def half_kind(kind: str) -> str | None:
@@ -103,6 +137,10 @@ def slot_ops(kind: str, k: int, group: int) -> tuple[str, ...]:
     if half is not None:
         return slot_ops(half, k, group) + ("cvt.f32.f16", "cvt.f32.f16")
     src = kind.split("_")[0]
+    if slot_size(kind) == 4:                            # 4-bit into bytes
+        if src == "e2m1":                               # two selector masks, two table prmts, the or
+            return (("shr.b32",) if k else ()) + ("and.b32", "prmt.b32", "shr.b32", "and.b32", "prmt.b32", "or.b32")
+        return ("prmt.b32",) + (("add.s32", "xor.b32") if src == "i4" else ())
     if kind == "f16_f32":                               # each half of the source word widened on its own
         return ("cvt.f32.f16", "cvt.f32.f16")
     if kind == "bf16_f32":
@@ -134,6 +172,8 @@ def word_ops(kind: str, group: int) -> tuple[str, ...]:
     ops: tuple[str, ...] = ()
     if kind.split("_")[0] in ("u4", "i4", "e2m1") and group < 8:
         ops += ("shl.b32", "or.b32")
+    if slot_size(kind) == 4 and kind.split("_")[0] in ("u4", "i4"):   # the nibbles as bytes, l and h
+        ops += ("shr.b32",) + (("lop3.b32", "lop3.b32") if kind.startswith("i4") else ("and.b32", "and.b32"))
     if kind == "i8_f16":
         ops += ("xor.b32",)
     return ops
@@ -172,6 +212,14 @@ class UpcastSequence:
         return len(self.ops) / len(self.order)
 
 
+def slot_elems(kind: str, group: int, word: int, k: int) -> tuple[int, ...]:
+    """The ``I`` registers of output word ``k`` of source word ``word``, in destination order: four
+    nibbles ``4k .. 4k + 3`` for an 8-bit destination, else ``slot_pair``'s two."""
+    if slot_size(kind) == 4:
+        return tuple(group * word + 4 * k + j for j in range(4))
+    return slot_pair(kind, group, word, k)
+
+
 def slot_pair(kind: str, group: int, word: int, k: int) -> tuple[int, int]:
     """(``I`` register of the low half, of the high half) of output word ``k`` of source word ``word``:
     4-bit sequences pair nibbles ``k`` and ``k + group/2`` (bits ``4k`` and ``16 + 4k`` of the word),
@@ -183,15 +231,17 @@ def slot_pair(kind: str, group: int, word: int, k: int) -> tuple[int, int]:
 
 
 def sequence(kind: str, n: int, pair_vector: tuple[int, ...] | None, dst: LinearLayout) -> UpcastSequence:
-    """The upcast of ``n`` destination registers per thread for ``kind``; ``pair_vector`` (a 4-bit
+    """The upcast of ``n`` destination registers per thread for ``kind`` (an 8-bit destination: ``I`` the
+    destination itself, nibbles in order); ``pair_vector`` (a 4-bit
     source's nibble pair, or None) picks, among the permutations the sequence allows, one whose
     ``I`` pairs the same elements as the source, so that the packed move needs no repack."""
     four = source_bits(kind) == 4
+    per = slot_size(kind)
     group = min(32 // source_bits(kind), n)
     g = group.bit_length() - 1
     r = n.bit_length() - 1
     perm = list(range(r))
-    if four:
+    if four and per == 2:
         perm[:g] = list(range(1, g)) + [0]
         reg = dst.bases["register"]
         if g == 3 and pair_vector is not None and tuple(reg[2]) == tuple(pair_vector):
@@ -200,12 +250,12 @@ def sequence(kind: str, n: int, pair_vector: tuple[int, ...] | None, dst: Linear
     where = {i: d for d, i in enumerate(order)}
     words = []
     for w in range(n // group):
-        for k in range(group // 2):
-            lo, hi = slot_pair(kind, group, w, k)
-            d = where[lo]
-            if d % 2 or where[hi] != d + 1:
-                raise AssertionError(f"upcast {kind}: output word {k} of source word {w} is not a destination pair")
-            words.append((w, k, d // 2))
+        for k in range(group // per):
+            elems = slot_elems(kind, group, w, k)
+            d = where[elems[0]]
+            if d % per or [where[e] for e in elems] != list(range(d, d + per)):
+                raise AssertionError(f"upcast {kind}: output word {k} of source word {w} is not a destination word")
+            words.append((w, k, d // per))
     return UpcastSequence(kind, group, tuple(perm), order, tuple(words))
 
 
@@ -260,6 +310,10 @@ def parse_scales(text: Any, dst_dtype: str, rank: int, src: str | None = None) -
     (scales belong to the narrow formats; a 16-bit value times a scale need not be exact in f32)."""
     if src in F32_ONLY_SOURCES:
         raise ValueError(f"--scales: a {src} A is upcast as it is; scales apply to the 8- and 4-bit A types")
+    if dst_dtype in BYTE_UPCASTS:
+        raise ValueError(f"--scales: an {dst_dtype} instruction's A takes no scales (u * s is a {dst_dtype} value only "
+                         f"for scales the data decide, e8m0's 2^-127 .. 2^127 reach past every 8-bit range, and a "
+                         f"rounded product is not the scaled weight): scale the accumulator per K group instead")
     bad = ValueError(f"--scales {short(text)}: expected G[,dim=D][,e8m0|f16|bf16][,zero] with G a power of two "
                      f"(elements per group), e.g. 128 or 32,e8m0")
     parts = [x.strip() for x in str(text).split(",")]
@@ -328,9 +382,9 @@ class UpcastPlan(Transfer):
     ``LoadPlan``; ``src_bases`` is the source as given), ``sequence`` upcasts ``I`` into the
     destination registers, each thread on its own.  ``n_src`` counts the source registers the caller
     holds (bytes of two elements for a 4-bit type, 0 for a tile), ``n_dst`` destination elements
-    (``dst_dtype``, two per 32-bit word; f32 one), ``elem_bytes`` the bytes of a source register (a
-    4-bit type's byte of two).  A sequence's
-    output word ``(w, k, dw)`` is the destination pair ``2dw, 2dw + 1``: one word of f16/bf16, two of f32."""
+    (``dst_dtype``, two per 32-bit word; f32 one, 8-bit four), ``elem_bytes`` the bytes of a source
+    register (a 4-bit type's byte of two).  A sequence's output word ``(w, k, dw)`` is the destination
+    pair ``2dw, 2dw + 1`` (one word of f16/bf16, two of f32) or, 8-bit, the word ``dw`` of four."""
     operation: ClassVar[str] = "upcast"
     dst_dtype: str
     move: Any
@@ -355,7 +409,7 @@ class UpcastPlan(Transfer):
 
     @property
     def dst_words(self) -> int:
-        """32-bit words of the destination registers: two 16-bit elements a word, or one f32."""
+        """32-bit words of the destination registers: two 16-bit elements a word, one f32, four 8-bit."""
         return self.n_dst * DTYPE_BITS[self.dst_dtype] // 32
 
 
@@ -381,6 +435,9 @@ def plan_upcast(src: LinearLayout, dst: LinearLayout, src_space: str, dtype: str
     if n < 2:
         raise ValueError(f"the destination layout holds {n} register per thread; an upcast writes {dst_dtype} pairs "
                          f"(32-bit words): give it at least 2 registers per thread")
+    if n * DTYPE_BITS[dst_dtype] < 32:
+        raise ValueError(f"the destination layout holds {n} registers per thread; an upcast writes 32-bit words of "
+                         f"four {dst_dtype} elements: give it at least 4 registers per thread")
     pair_vec = None
     if is_packed(dtype):
         pin = packed.PAIR_DIM[src_space]

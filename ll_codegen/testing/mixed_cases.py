@@ -7,22 +7,25 @@ Two kinds of pair:
 * upcast (``llgen mma --a-dtype``): A of a narrow type (a shared tile or a blocked register layout)
   upcast in registers into the A fragment of an f16 / bf16 / tf32 instruction, B of that type (tf32:
   A upcast to exact f32, one element a 32-bit register; a 4-bit A stored K-interleaved,
-  ``k_interleaved``), and f16 or bf16 A upcast into a tf32 instruction's (``UPCAST_PAIRS``);
+  ``k_interleaved``), f16 or bf16 A upcast into a tf32 instruction's, and the 4-bit A types into the
+  8-bit instructions that hold them exactly (``BYTE_PAIRS``: i4, u4 into s8, u4 into u8, e2m1 into e4m3
+  and e5m2; four elements a 32-bit register) (``UPCAST_PAIRS``);
 * native (``NATIVE_PAIRS``): A and B in the instruction's own types -- every MMA type with itself
   (tf32: f32 bits whose low 13 mantissa bits are zero, see ``table_cases``) and the 8-bit pairs of two
   types, e4m3 x e5m2 and s8 x u8 -- A a ``dot_operand`` fragment or (wgmma) a shared tile.
 
-251 cases (``table_cases``): 161 upcast pairs (7 A types x f16, bf16, tf32 and f16, bf16 x tf32, x 7
-shapes), 13 scaled ones (int4 with bf16 scales at the 3 shapes with K >= 128, e2m1 with e8m0 scales into
+276 cases (``table_cases``): 186 upcast pairs (7 A types x f16, bf16, tf32 and f16, bf16 x tf32, x 7
+shapes; the 5 byte pairs x the 5 shapes whose K is a multiple of 32), 13 scaled ones (int4 with bf16 scales at the 3 shapes with K >= 128, e2m1 with e8m0 scales into
 bf16 and into tf32 at the 5 with K >= 32) and 77 native pairs.  The tf32 rows are 63 upcast pairs (the 7
 narrow A types and f16, bf16) and 5 scaled ones: every table shape has K a multiple of 16, so of tf32's
-k-step 8, and none is missing."""
+k-step 8, and none is missing.  The byte pairs skip the two K = 16 shapes: an 8-bit instruction's
+k-step is 32 (mma.sync m16n8k32, wgmma k32), so a K = 16 tile of them cannot exist."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from ll_codegen.core.dtypes import F32_ONLY_SOURCES, UPCAST_SOURCES, is_packed
+from ll_codegen.core.dtypes import BYTE_UPCASTS, F32_ONLY_SOURCES, UPCAST_SOURCES, is_packed
 from ll_codegen.plan.mma import AB_TYPES, PAIR_FAMILIES, paired_types
 from ll_codegen.plan.mma_model import AB_BYTES
 
@@ -30,8 +33,10 @@ from ll_codegen.plan.mma_model import AB_BYTES
 MIXED_DTYPES = ("f16", "bf16", "tf32")
 #: (A type, instruction type) of the upcast pairs: each narrow A type into every instruction type, then
 #: the 16-bit floats into tf32 (the one instruction type both are exact in)
+#: (A type, 8-bit instruction type) of the 4-bit A types an 8-bit instruction holds exactly
+BYTE_PAIRS = tuple((a, d) for d, srcs in BYTE_UPCASTS.items() for a in srcs)
 UPCAST_PAIRS = (tuple((a, d) for a in UPCAST_SOURCES for d in MIXED_DTYPES)
-                + tuple((a, "tf32") for a in F32_ONLY_SOURCES))
+                + tuple((a, "tf32") for a in F32_ONLY_SOURCES) + BYTE_PAIRS)
 #: (A type, B type) the instruction multiplies as they are: each MMA type with itself, then the pairs
 #: of two 8-bit types (e4m3 x e5m2, e5m2 x e4m3, s8 x u8, u8 x s8)
 NATIVE_PAIRS = tuple((t, t) for t in AB_TYPES) + tuple((a, b) for f in PAIR_FAMILIES for a in f for b in f if a != b)
@@ -103,9 +108,7 @@ class MixedCase:
                      "transposed": False, "shape": [m, k]}
             else:
                 a = {"kind": "dot_operand", "operand_index": 0, "k_width": kw, "parent": parent, "shape": [m, k]}
-            # fp8 mma.sync needs sm_89 or newer; the rest plan for the default (sm_80) or wgmma's sm_90a
-            arch = "sm_90" if self.kind == "mma.sync" and self.dtype.startswith("f8") else None
-            return dict(acc=acc, a=a, b=b, dtype=self.dtype, acc_dtype=self.acc_dtype, arch=arch,
+            return dict(acc=acc, a=a, b=b, dtype=self.dtype, acc_dtype=self.acc_dtype, arch=self.arch,
                         a_dtype=None if self.a_dtype == self.dtype else self.a_dtype, scales=None)
         if self.a_space == "shared":
             a = {"kind": "swizzled_shared", "vec": 1, "per_phase": 1, "max_phase": 1, "order": [1, 0], "shape": [m, k]}
@@ -115,7 +118,13 @@ class MixedCase:
                  "warps_per_cta": [w, 1], "order": [1, 0], "shape": [m, k]}
         if self.dtype == "tf32" and is_packed(self.a_dtype):
             a = k_interleaved(a, "offset" if self.a_space == "shared" else "register")
-        return dict(acc=acc, a=a, b=b, dtype=self.dtype, a_dtype=self.a_dtype, scales=self.scales)
+        return dict(acc=acc, a=a, b=b, dtype=self.dtype, acc_dtype=self.acc_dtype, arch=self.arch,
+                    a_dtype=self.a_dtype, scales=self.scales)
+
+    @property
+    def arch(self) -> str | None:
+        """fp8 mma.sync needs sm_89 or newer; the rest plan for the default (sm_80) or wgmma's sm_90a."""
+        return "sm_90" if self.kind == "mma.sync" and self.dtype.startswith("f8") else None
 
 
 def k_interleaved(spec: dict[str, Any], in_dim: str) -> dict[str, Any]:
@@ -139,8 +148,9 @@ def native_k(k: int, dtype: str) -> int:
 
 
 def table_cases() -> list[MixedCase]:
-    """Every upcast pair (``UPCAST_PAIRS``) x shape, A from shared memory on wgmma and alternately (by
-    A type) from shared memory and registers on mma.sync; the scaled formats (int4 groups of 128 bf16, mxfp4:
+    """Every upcast pair (``UPCAST_PAIRS``) x shape (a byte pair where K is a multiple of 32), A from
+    shared memory on wgmma and alternately (by A type; a byte pair by pair and shape) from shared memory
+    and registers on mma.sync; the scaled formats (int4 groups of 128 bf16, mxfp4:
     e2m1 groups of 32 e8m0, into bf16 and tf32) on both instructions; then every native pair x shape (K at least the
     instruction's, ``native_k``), A in registers on mma.sync and alternately in shared memory and
     registers on wgmma.
@@ -152,8 +162,13 @@ def table_cases() -> list[MixedCase]:
     what an instruction does with other f32 bits is not specified (the host runtime drops the low 13),
     so a caller rounds f32 inputs with that cvt first and the table checks tf32 values only."""
     out = []
-    for kind, m, n, k in SHAPES:
+    for j, (kind, m, n, k) in enumerate(SHAPES):
         for a, d in UPCAST_PAIRS:
+            if (a, d) in BYTE_PAIRS:          # K a multiple of 32, A's space alternating by pair and shape
+                if k % 32 == 0:
+                    odd = (BYTE_PAIRS.index((a, d)) + j) % 2
+                    out.append(MixedCase(kind, m, n, k, a, d, "registers" if kind == "mma.sync" and odd else "shared"))
+                continue
             i = (UPCAST_SOURCES + F32_ONLY_SOURCES).index(a)
             space = "registers" if kind == "mma.sync" and i % 2 else "shared"
             out.append(MixedCase(kind, m, n, k, a, d, space))

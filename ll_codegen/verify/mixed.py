@@ -3,7 +3,7 @@ emulator check, the harness row and the PTX wants -- each the upcast's and the M
 
 Data (``mixed_tensors``): A's codes, scales and zero points chosen so that every number on the way
 is exact -- the upcast always is; then ``u = RNE(decode(A) s + c)`` in the instruction's type (the
-upcast's own reference, ``scaled_reference``), B small integers, C integers in [-64, 64] -- and
+upcast's own reference, ``scaled_reference``), B small integers (u8: not negative), C integers in [-64, 64] -- and
 every partial sum of ``C + u @ B`` is a multiple of u's common quantum q below ``2^24 q``, so f32
 accumulation in any order gives numpy's float64 result exactly: the comparison is bit for bit.
 """
@@ -18,7 +18,7 @@ from ll_codegen.plan.packed import side_pair
 from ll_codegen.verify.emulate.mma import emulate as emulate_mma
 from ll_codegen.verify.emulate.packed import unpacked_tensor
 from ll_codegen.verify.emulate.reference import acc_bits, encode_small, regs_of, row_major_index
-from ll_codegen.verify.emulate.upcast import (check_upcast, decode, encode, half_values, scaled_reference,
+from ll_codegen.verify.emulate.upcast import (check_upcast, decode, dst_values, encode, scaled_reference,
                                               upcast_reference)
 from ll_codegen.verify.harness import MMA, HarnessOp, RunData, upcast_input
 from ll_codegen.verify.ptx.expect import PtxWants
@@ -73,12 +73,12 @@ def mixed_tensors(plan: MixedMmaPlan, rng: np.random.Generator) -> dict[str, np.
     else:
         scales, zeros = a_scales(plan, rng)
         bits = scaled_reference(up, codes, scales, zeros)
-    a = half_values(bits, plan.dtype).reshape(M, K)
+    a = dst_values(bits, up.dst_dtype).reshape(M, K)
     q, top = quantum(a), max(float(np.abs(a).max()), 1.0)
     b_max = int(min(B_MAX, (2.0 ** 24 * q - 64) // (K * top)))
     if b_max < 1:
         raise AssertionError(f"no exact f32 accumulation for A of quantum {q} up to {top} over K = {K}")
-    b = rng.integers(-b_max, b_max, size=(K, N), endpoint=True)
+    b = rng.integers(0 if plan.dtype == "u8" else -b_max, b_max, size=(K, N), endpoint=True)   # u8 B: 0 .. b_max
     c = rng.integers(-64, 64, size=(M, N), endpoint=True)
     return dict(codes=codes, scales=scales, zeros=zeros, a=a, b=b, c=c, want=c + a @ b)
 
@@ -113,11 +113,11 @@ def _data(plan: MixedMmaPlan, rng: np.random.Generator, variant: str) -> RunData
     parts = [_pad16(upcast_input(plan.upcast, d["codes"]))]
     if plan.upcast.scaling is not None:
         parts += [_pad16(d["scales"]), _pad16(d["zeros"])]
-    want_bits = acc_bits(d["want"], "f32")
+    want_bits = acc_bits(d["want"], plan.acc_dtype)
     regs = want_bits.reshape(-1)[row_major_index(layout_of(plan.mma.acc_layout))].reshape(plan.threads, -1)
     regs = np.ascontiguousarray(regs)
     return RunData([np.concatenate(parts), encode_small(d["b"], plan.dtype).reshape(-1),
-                    acc_bits(d["c"], "f32").reshape(-1), ~regs], {2: want_bits.reshape(-1), 3: regs})
+                    acc_bits(d["c"], plan.acc_dtype).reshape(-1), ~regs], {2: want_bits.reshape(-1), 3: regs})
 
 
 def _compare(name: str, plan: MixedMmaPlan, run: RunData, got, ok: str, entropy: int | None):

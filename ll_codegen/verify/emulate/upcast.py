@@ -6,8 +6,9 @@ as the canonical 0x7fff.  ``check_upcast`` checks a plan: the move by its own em
 sequence executed instruction by instruction on the bits of ``I`` with models of the instructions
 written from the PTX ISA (lop3's truth table, prmt's byte select, fma on f16x2/bf16x2 halves
 rounded once to nearest even, the fp8 cvt as a bit-level re-biasing, cvt.f32.f16 and bf16's shift
-into f32's top half), its destination registers against the reference at the destination layout's
-coordinates.  Source codes are one per element in the narrowest unsigned type that holds them
+into f32's top half; an 8-bit destination's byte interleave and table lookup by prmt, the tables taken
+from the formats' definitions), its destination registers against the reference at the destination
+layout's coordinates.  Source codes are one per element in the narrowest unsigned type that holds them
 (uint8, uint16 for the 16-bit floats).
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from ll_codegen.core.dtypes import DTYPE_BITS
 from ll_codegen.core.layout import LinearLayout, layout_of
-from ll_codegen.plan.upcast import UpcastPlan, half_kind, permuted, slot_pair, source_bits
+from ll_codegen.plan.upcast import UpcastPlan, half_kind, permuted, slot_elems, slot_pair, slot_size, source_bits
 from ll_codegen.verify.emulate.convert import check_convert
 from ll_codegen.verify.emulate.memory import check_memory_plan
 from ll_codegen.verify.emulate.packed import check_packing
@@ -66,6 +67,8 @@ def encode(values: np.ndarray, dst: str, exact: bool = True) -> np.ndarray:
     even; ``exact``: AssertionError unless every value is representable.  A NaN is the canonical
     0x7fff (f32: 0x7fffffff)."""
     v = np.asarray(values, dtype=np.float64)
+    if DTYPE_BITS[dst] == 8:
+        return byte_codes(v, dst, exact)
     if dst == "f32":
         with np.errstate(over="ignore"):
             f = v.astype(np.float32)                                         # RNE, subnormals kept
@@ -100,6 +103,32 @@ def encode(values: np.ndarray, dst: str, exact: bool = True) -> np.ndarray:
     return bits
 
 
+def byte_codes(v: np.ndarray, dst: str, exact: bool = True) -> np.ndarray:
+    """uint8 codes of float64 values in an 8-bit type (i8, u8, f8e4m3, f8e5m2): the code whose value
+    (``decode``) and sign are the value's -- 8-bit destinations take exact values only."""
+    if not exact:
+        raise ValueError(f"{dst}: an 8-bit destination takes exact values only")
+    table = decode(np.arange(256, dtype=np.uint8), dst)
+    code = {}
+    for c in range(255, -1, -1):                  # the lower code of two with one value (none here)
+        if not np.isnan(table[c]):
+            code[(float(table[c]), bool(np.signbit(table[c])))] = c
+    flat = v.reshape(-1)
+    keys, inv = np.unique(flat.view(np.uint64), return_inverse=True)     # bits: -0 apart from +0
+    out = np.zeros(len(keys), dtype=np.uint8)
+    for i, x in enumerate(keys.view(np.float64)):
+        key = (float(x), bool(np.signbit(x)))
+        if key not in code:
+            raise AssertionError(f"{x!r} is not exact in {dst}")
+        out[i] = code[key]
+    return out[inv.reshape(-1)].reshape(v.shape)
+
+
+def dst_values(bits: np.ndarray, t: str) -> np.ndarray:
+    """float64 values of destination bits of ``t``: 8-bit codes by ``decode``, else ``half_values``."""
+    return decode(bits, t) if DTYPE_BITS[t] == 8 else half_values(bits, t)
+
+
 def upcast_reference(codes: np.ndarray, src: str, dst: str) -> np.ndarray:
     """The exact upcast of ``src`` codes to ``dst`` bits (uint16), sign of zero kept."""
     return encode(decode(codes, src), dst)
@@ -117,17 +146,18 @@ def lop3(a: np.ndarray, b: int, c: np.ndarray, lut: int) -> np.ndarray:
     return out
 
 
-def prmt(a: np.ndarray, b: int, sel: int) -> np.ndarray:
+def prmt(a, b, sel) -> np.ndarray:
     """prmt.b32 (default mode): result byte i is byte (sel >> 4i) & 7 of the 8 bytes b:a (a low),
-    replaced by its sign replicated when (sel >> 4i) & 8."""
-    x = a.astype(np.uint64) | np.uint64(b) << np.uint64(32)
-    out = np.zeros(a.shape, dtype=np.uint32)
+    replaced by its sign replicated when (sel >> 4i) & 8; a, b and sel words or arrays of words
+    (sel's low 16 bits read)."""
+    a, b, sel = (np.asarray(v, dtype=np.uint64) for v in (a, b, sel))
+    x = a | b << np.uint64(32)
+    out = np.zeros(np.broadcast(x, sel).shape, dtype=np.uint32)
     for i in range(4):
-        s = sel >> 4 * i & 0xF
-        byte = (x >> np.uint64(8 * (s & 7)) & np.uint64(0xFF)).astype(np.uint32)
-        if s & 8:
-            byte = np.where(byte & 0x80, np.uint32(0xFF), np.uint32(0))
-        out |= byte << np.uint32(8 * i)
+        s = sel >> np.uint64(4 * i) & np.uint64(0xF)
+        byte = (x >> (np.uint64(8) * (s & np.uint64(7))) & np.uint64(0xFF)).astype(np.uint32)
+        byte = np.where(s & np.uint64(8), np.where(byte & 0x80, np.uint32(0xFF), np.uint32(0)), byte)
+        out |= byte.astype(np.uint32) << np.uint32(8 * i)
     return out
 
 
@@ -235,6 +265,8 @@ def run_sequence(plan: UpcastPlan, mid: np.ndarray) -> np.ndarray:
     kind, g = s.kind, s.group
     if plan.dst_dtype == "f32":
         return _run_f32(plan, mid)
+    if slot_size(kind) == 4:
+        return _run_bytes(plan, mid)
     out = np.zeros((mid.shape[0], plan.n_dst // 2), dtype=np.uint32)
     four = kind.split("_")[0] in ("u4", "i4", "e2m1")
     t = "bf16" if kind.endswith("bf16") else "f16"
@@ -307,6 +339,36 @@ def _run_f32(plan: UpcastPlan, mid: np.ndarray) -> np.ndarray:
             out[:, 2 * dw + j] = encode(v.astype(np.float64), "f32")
     return out
 
+
+
+def _run_bytes(plan: UpcastPlan, mid: np.ndarray) -> np.ndarray:
+    """Destination words (threads, n_dst / 4) of a 4-bit -> 8-bit sequence: the word of ``group``
+    nibbles in order; u4 / i4 its even and odd nibbles as bytes (i4 xor 8), interleaved by prmt (i4:
+    plus 0x78 and xor 0x80 a byte); e2m1 prmt's lookup of the magnitude codes in the table of the
+    destination's codes of e2m1's 8 magnitudes, or'ed with prmt's pick of 0x80 by the sign bits."""
+    s = plan.sequence
+    src = s.kind.split("_")[0]
+    out = np.zeros((mid.shape[0], plan.n_dst // 4), dtype=np.uint32)
+    if src == "e2m1":                 # byte i: the destination code of e2m1's magnitude code i
+        mags = upcast_reference(np.arange(8, dtype=np.uint8), "e2m1", plan.dst_dtype).astype(np.uint32)
+        t0, t1 = (int(sum(int(mags[4 * h + i]) << 8 * i for i in range(4))) for h in (0, 1))
+    for w, k, dw in s.words:
+        x = np.zeros(mid.shape[0], dtype=np.uint32)
+        for j in range(s.group):
+            x |= (mid[:, s.group * w + j].astype(np.uint32) & 0xF) << np.uint32(4 * j)
+        if src == "e2m1":
+            sel = x >> np.uint32(16 * k)
+            out[:, dw] = (prmt(t0, t1, sel & np.uint32(0x7777))
+                          | prmt(0, 0x80, (sel >> np.uint32(1)) & np.uint32(0x4444)))
+            continue
+        lo, hi = x & np.uint32(0x0F0F0F0F), (x >> np.uint32(4)) & np.uint32(0x0F0F0F0F)
+        if src == "i4":
+            lo, hi = lop3(x, 0x0F0F0F0F, 0x08080808, 0x6A), lop3(x >> np.uint32(4), 0x0F0F0F0F, 0x08080808, 0x6A)
+        r = prmt(lo, hi, 0x7362 if k else 0x5140)
+        if src == "i4":
+            r = (r + np.uint32(0x78787878)) ^ np.uint32(0x80808080)
+        out[:, dw] = r
+    return out
 
 
 # ------------------------------------------------------------------ scales
@@ -403,12 +465,15 @@ def apply_scales(plan: UpcastPlan, words: np.ndarray, sc: np.ndarray, zr: np.nda
 
 
 def upcast_registers(plan: UpcastPlan, dst_bits: np.ndarray) -> np.ndarray:
-    """(threads, n_dst / 2) words of per-element destination bits (threads, n_dst): element 2m low
-    (f32: the bits themselves, a word each)."""
+    """(threads, dst_words) words of per-element destination bits (threads, n_dst): element 2m low
+    (f32: the bits themselves, a word each; 8-bit: element 4m + j in byte j)."""
     d = dst_bits.astype(np.uint32)
-    if plan.dst_dtype == "f32":
-        return d
-    return d[:, 0::2] | d[:, 1::2] << np.uint32(16)
+    bits = DTYPE_BITS[plan.dst_dtype]
+    per = 32 // bits
+    out = np.zeros((d.shape[0], d.shape[1] // per), dtype=np.uint32)
+    for j in range(per):
+        out |= d[:, j::per] << np.uint32(bits * j)
+    return out
 
 
 def random_codes(plan: UpcastPlan, rng: np.random.Generator) -> np.ndarray:
@@ -454,10 +519,10 @@ def check_upcast(plan: UpcastPlan, rng: np.random.Generator | int | None = 0, **
     bad = np.argwhere(got != want)
     if len(bad):
         t, r = (int(x) for x in bad[0])
-        lo, hi = slot_pair(plan.sequence.kind, plan.sequence.group, 0, 0)
+        el = ", ".join(f"I[{i}]" for i in slot_elems(plan.sequence.kind, plan.sequence.group, 0, 0))
         raise AssertionError(f"upcast {plan.dtype} -> {plan.dst_dtype}: thread {t} dst word {r}: expected "
                              f"{int(want[t, r]):#010x}, got {int(got[t, r]):#010x} ({len(bad)} words differ; "
-                             f"sequence {plan.sequence.kind}, pairs like I[{lo}], I[{hi}])")
+                             f"sequence {plan.sequence.kind}, words like {el})")
 
 
 def _check_mid(plan: UpcastPlan, mid: LinearLayout) -> None:
