@@ -40,10 +40,11 @@
 // its 128 accumulator registers leave room for one), slice j adding into accumulator j % CHAINS (decode
 // 4, mid 2; the chains are added in a fixed order at the end).  Slice j's upcast writes buffer
 // j % BUFFERS while the wgmma of the slices before it run; before it writes, wait<BUFFERS - 1> leaves
-// only the newest BUFFERS - 1 in flight, so the buffer's previous reader is done.  The previous chunk's
-// wgmma drain under the upcast of a chunk's first slice: after it, wait<0> (no group of this chunk is
-// committed yet) and the previous chunk's stage goes back, every thread arriving (its ld.shared of that
-// stage's weights and scales long done); the last chunk's stage goes back after the final wait.
+// only the newest BUFFERS - 1 in flight, so the buffer's previous reader is done.  A chunk's wgmma drain
+// under the upcast of the next chunk's first slice; then wait<0> and the chunk's stage goes back, every
+// thread arriving (its ld.shared of the stage's weights and scales long done).  The loop over chunks
+// starts at that first slice's wgmma, so its back edge follows the wait<0>: with wgmma in flight across
+// a back edge, ptxas serialises every wgmma of the mxfp4 kernels (C7513; the tests fail on it).
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -100,7 +101,7 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #define LLGEN_W4A16_STAGES 16
 #endif
 // -D LLGEN_W4A16_DRAIN_CHUNKS=1: each chunk's wgmma drained before the next chunk's first upcast (the
-// stage goes back at the chunk's end) instead of under it, for every format (mxfp4 always drains).
+// stage goes back at the chunk's end) instead of under it.
 #ifndef LLGEN_W4A16_DRAIN_CHUNKS
 #define LLGEN_W4A16_DRAIN_CHUNKS 0
 #endif
@@ -157,12 +158,10 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
 // A weight format: its upcast (the 64 x 64 tile in shared memory -> wgmma's A fragment as bf16, times the
 // group's scale) and its scales (S^T: K / GROUP x N, SCALE elements; one TMA box S_BOX groups x 64 rows).
 // A thread's scale register r reads the scale of row scale_index / TG, group scale_index % TG of the tile
-// (the scale tensor of a tile is 64 x TG, TG groups along its K).  DRAIN: each chunk's wgmma drained
-// before the next chunk's upcast (see the control below).
-#define LLGEN_W4A16_FORMAT(NAME, UP, TMA_S, GROUP_, SCALE, DRAIN)                                                \
+// (the scale tensor of a tile is 64 x TG, TG groups along its K).
+#define LLGEN_W4A16_FORMAT(NAME, UP, TMA_S, GROUP_, SCALE)                                                       \
     struct NAME {                                                                                                \
         using Scale = SCALE;                                                                                     \
-        static constexpr bool kDrainChunks = DRAIN || LLGEN_W4A16_DRAIN_CHUNKS;                                  \
         static constexpr int GROUP = GROUP_;                       /* K of one scale */                         \
         static constexpr int TG = 64 / GROUP_ > 1 ? 64 / GROUP_ : 1;  /* scale groups along a tile's K */       \
         static constexpr int kScaleRegs = UP::kScaleRegs, kDstWords = UP::kDstWords, kDstRegs = UP::kDstRegs;   \
@@ -191,10 +190,8 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
     };
 
 // int4 (i4) with a bf16 scale per 128 along K; mxfp4 (e2m1) with an e8m0 exponent per 32.
-// mxfp4 drains: with the previous chunk's wgmma in flight across its upcast, ptxas serialises every
-// wgmma of the decode and mid kernels (C7513)
-LLGEN_W4A16_FORMAT(I4, up_i4, w4a16_tma_s, 128, uint16_t, false)
-LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t, true)
+LLGEN_W4A16_FORMAT(I4, up_i4, w4a16_tma_s, 128, uint16_t)
+LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
 
 // One tile shape (for a weight format F): its headers, the stage's byte plan and the register agreements.
 #define LLGEN_W4A16_CONFIG(NAME, BN_, RB_, KC_, KSPLIT_, BUFFERS_, CHAINS_, TMA_X, MMA, STORE)                 \
@@ -404,44 +401,61 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     if (LLGEN_W4A16_DIAGNOSE == 1)               // no upcast: wgmma reads these registers as they are
         for (int b = 0; b < C::BUFFERS; ++b)
             for (int w = 0; w < F::kDstWords; ++w) a[b][w] = 0;
-    for (int g = first; g < ce - cb; g += step) {
-        const int s = g % S;
-        const unsigned char* const st = base + s * C::STAGE;
-        sync::mbar_wait(&full[s], (g / S) & 1);
-        if (LLGEN_W4A16_DIAGNOSE < 3) {          // (3-5: the stream alone, the stage goes back unread)
+    // slice j of the chunk in stage st: the upcast into A buffer j % BUFFERS, then its wgmma
+    auto upcast = [&](const unsigned char* st, int j) {
+        // the row block's boxes hold its groups one after another, 64 scales each; slice j starts at
+        // group j * 64 / GROUP of the chunk
+        const typename F::Scale* const sc = reinterpret_cast<const typename F::Scale*>(
+            st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + (j * 64 / F::GROUP) * 64;
+        typename F::Scale scales[F::kScaleRegs];
 #pragma unroll
-            for (int j = 0; j < C::SLICES; ++j) {
-                Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
-                // the row block's boxes hold its groups one after another, 64 scales each; slice j starts at
-                // group j * 64 / GROUP of the chunk
-                const typename F::Scale* const sc = reinterpret_cast<const typename F::Scale*>(
-                    st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + (j * 64 / F::GROUP) * 64;
-                typename F::Scale scales[F::kScaleRegs];
+        for (int r = 0; r < F::kScaleRegs; ++r) scales[r] = sc[sat[r]];
+        if (LLGEN_W4A16_DIAGNOSE != 1)
+            F::upcast(st + C::W_OFF + (rb * C::SLICES + j) * TILE, scales, a[j % C::BUFFERS], tid);
+        if (LLGEN_W4A16_DIAGNOSE == 2)
 #pragma unroll
-                for (int r = 0; r < F::kScaleRegs; ++r) scales[r] = sc[sat[r]];
-                if (LLGEN_W4A16_DIAGNOSE != 1)
-                    F::upcast(st + C::W_OFF + (rb * C::SLICES + j) * TILE, scales, a[j % C::BUFFERS], tid);
-                if (!F::kDrainChunks && j == 0 && g != first) {  // the previous chunk's wgmma drained
-                                                                           // under this upcast: its stage back
-                    Mma::template wait<0>();
-                    sync::mbar_arrive(&empty[(g - step) % S]);
-                }
-                if (LLGEN_W4A16_DIAGNOSE == 2) {
-#pragma unroll
-                    for (int w = 0; w < F::kDstWords; ++w) sink ^= a[j % C::BUFFERS][w];
-                    continue;
-                }
-                Mma::fence();
-                Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
-                Mma::commit();
-            }
-            if (F::kDrainChunks) Mma::template wait<0>();
+            for (int w = 0; w < F::kDstWords; ++w) sink ^= a[j % C::BUFFERS][w];
+    };
+    auto mma = [&](const unsigned char* st, int j) {
+        if (LLGEN_W4A16_DIAGNOSE == 2) return;
+        Mma::fence();
+        Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
+        Mma::commit();
+    };
+    auto stage = [&](int g) {
+        sync::mbar_wait(&full[g % S], (g / S) & 1);
+        return base + (g % S) * C::STAGE;
+    };
+    const int n = ce - cb;
+    if (LLGEN_W4A16_DIAGNOSE >= 3) {             // the stream alone: each stage goes back unread
+        for (int g = first; g < n; g += step) {
+            stage(g);
+            sync::mbar_arrive(&empty[g % S]);
         }
-        if (LLGEN_W4A16_DIAGNOSE >= 3 || F::kDrainChunks) sync::mbar_arrive(&empty[s]);
-    }
-    if (LLGEN_W4A16_DIAGNOSE < 3 && !F::kDrainChunks && first < ce - cb) {  // the last chunk's stage
-        Mma::template wait<0>();
-        sync::mbar_arrive(&empty[(first + (ce - cb - 1 - first) / step * step) % S]);
+    } else if (first < n) {
+        // Chunk g's slice 0 is upcast before the loop reaches g: under chunk g - step's wgmma (after
+        // wait<BUFFERS - 1> frees its buffer) or, with LLGEN_W4A16_DRAIN_CHUNKS, after they drained.
+        // Either way the loop's back edge follows a wait<0>, so no wgmma is in flight across it.
+        const unsigned char* st = stage(first);
+        upcast(st, 0);
+        for (int g = first; g < n; g += step) {
+            mma(st, 0);
+#pragma unroll
+            for (int j = 1; j < C::SLICES; ++j) {
+                Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
+                upcast(st, j);
+                mma(st, j);
+            }
+            const unsigned char* const next = g + step < n ? stage(g + step) : nullptr;
+            if (next && !LLGEN_W4A16_DRAIN_CHUNKS) {
+                Mma::template wait<C::BUFFERS - 1>();
+                upcast(next, 0);
+            }
+            Mma::template wait<0>();               // the chunk's wgmma done: its stage goes back
+            sync::mbar_arrive(&empty[g % S]);
+            if (next && LLGEN_W4A16_DRAIN_CHUNKS) upcast(next, 0);
+            st = next;
+        }
     }
 #pragma unroll
     for (int c = 0; c < C::CHAINS; ++c) Mma::wait_acc(chain[c]);
