@@ -21,7 +21,8 @@ replaying graphs runs a decode step) and as 10 launches back to back from Python
 ``--ladder`` also times variants beside the default build (``LADDER``, CUDA graphs: the weights row-major
 -- the identity choice llgen chain's pre-shuffle is timed against --, 64-row decode tiles, fewer stages,
 four threads issuing the TMA boxes, one accumulator and two A buffers at M <= 16, each chunk's wgmma
-drained before the next chunk's upcast; and five diagnostic
+drained before the next chunk's upcast, a chunk's slices read from shared memory when its stage lands; and
+five diagnostic
 builds, their results wrong by design and not checked: no upcast, no wgmma, the stream alone, the stream
 without X, the stream without the weights -- which part bounds the
 kernel) at the table's M (--ms), N = K = 8192.
@@ -224,6 +225,7 @@ LADDER = {"row-major weights": ("-DLLGEN_W4A16_ROW_MAJOR=1",),
           "4 producer lanes": ("-DLLGEN_W4A16_PRODUCER_LANES=4",),
           "1 accumulator, 2 buffers": ("-DLLGEN_W4A16_DECODE_BUFFERS=2", "-DLLGEN_W4A16_DECODE_CHAINS=1"),
           "chunks drained": ("-DLLGEN_W4A16_DRAIN_CHUNKS=1",),
+          "slices prefetched": ("-DLLGEN_W4A16_PREFETCH=1",),
           "diagnostic: no upcast": ("-DLLGEN_W4A16_DIAGNOSE=1",),
           "diagnostic: no wgmma": ("-DLLGEN_W4A16_DIAGNOSE=2",),
           "diagnostic: stream only": ("-DLLGEN_W4A16_DIAGNOSE=3",),

@@ -135,13 +135,16 @@ int main(int argc, char** argv) {
 """
 
 
-def build_driver(tmp_path_factory, row_major: bool):
+def build_driver(tmp_path_factory, variant: bool):
+    """The host driver of the default build, or (variant) of the build with the weights row-major and each
+    chunk's slices read from shared memory when its stage lands (LLGEN_W4A16_PREFETCH): two of the
+    bench ladder's variants in one build."""
     if host.compiler() is None:
         need("hipcc")  # Debian's hipcc brings clang++: skip (or fail under CI) with that reason
     d = str(tmp_path_factory.mktemp("gemm_w4a16_host"))
     path, log = host.build(d, [], exe="gemm", sources=GENERATED, driver=DRIVER % {"kernel": KERNEL},
                            defines=["LLGEN_HOST_SIMT", "LLGEN_W4A16_SKIP_AGREEMENT_CHECKS=1",
-                                    f"LLGEN_W4A16_ROW_MAJOR={int(row_major)}"])
+                                    f"LLGEN_W4A16_ROW_MAJOR={int(variant)}", f"LLGEN_W4A16_PREFETCH={int(variant)}"])
     assert path, log
     return path, d
 
@@ -152,7 +155,7 @@ def driver(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def driver_row_major(tmp_path_factory):
+def driver_variant(tmp_path_factory):
     return build_driver(tmp_path_factory, True)
 
 
@@ -183,11 +186,13 @@ def test_gemm_mxfp4_on_host_simt(driver, M, N, K, splits, shape):
     run_case(driver, M, N, K, splits, shape, row_major=False, mxfp4=True)
 
 
-# The -D LLGEN_W4A16_ROW_MAJOR=1 build (weights row-major, the chain's reference layout): decode and large.
-@pytest.mark.parametrize("M,N,K,splits,shape,mxfp4", [(*CASES[1], False), (*CASES[3], False), (*CASES[3], True)],
-                         ids=["decode", "large", "large-mxfp4"])
-def test_gemm_w4a16_row_major_weights_on_host_simt(driver_row_major, M, N, K, splits, shape, mxfp4):
-    run_case(driver_row_major, M, N, K, splits, shape, row_major=True, mxfp4=mxfp4)
+# The -D LLGEN_W4A16_ROW_MAJOR=1 -D LLGEN_W4A16_PREFETCH=1 build (weights row-major, the chain's reference
+# layout; slices read ahead): decode, mid (the warp groups on alternate chunks) and large.
+@pytest.mark.parametrize("M,N,K,splits,shape,mxfp4", [(*CASES[1], False), (*CASES[2], True), (*CASES[3], False),
+                                                       (*CASES[3], True)],
+                         ids=["decode", "mid-mxfp4", "large", "large-mxfp4"])
+def test_gemm_w4a16_row_major_prefetched_on_host_simt(driver_variant, M, N, K, splits, shape, mxfp4):
+    run_case(driver_variant, M, N, K, splits, shape, row_major=True, mxfp4=mxfp4)
 
 
 def run_case(driver, M: int, N: int, K: int, splits: int, shape: int, row_major: bool, mxfp4: bool) -> None:

@@ -101,7 +101,12 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #define LLGEN_W4A16_STAGES 16
 #endif
 // -D LLGEN_W4A16_DRAIN_CHUNKS=1: each chunk's wgmma drained before the next chunk's first upcast (the
-// stage goes back at the chunk's end) instead of under it.
+// stage goes back at the chunk's end) instead of under it.  -D LLGEN_W4A16_PREFETCH=1: a chunk's weight
+// bytes and scales, every slice's, read from shared memory as soon as its stage lands, instead of each
+// slice's before its upcast (the wgmma between slices order the reads: asm with a memory clobber).
+#ifndef LLGEN_W4A16_PREFETCH
+#define LLGEN_W4A16_PREFETCH 0
+#endif
 #ifndef LLGEN_W4A16_DRAIN_CHUNKS
 #define LLGEN_W4A16_DRAIN_CHUNKS 0
 #endif
@@ -174,9 +179,13 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
         __host__ __device__ static constexpr int scale_index(int r, int l, int w) {                              \
             return UP::scale_index(r, l, w);                                                                     \
         }                                                                                                        \
-        __device__ static void upcast(const void* tile, const Scale (&s)[kScaleRegs], uint32_t (&dst)[kDstWords], \
-                                      unsigned tid) {                                                            \
-            UP::load<uint8_t>(tile, s, dst, tid);                                                                \
+        static constexpr int kMidRegs = UP::kMidRegs;              /* a thread's bytes of the tile */          \
+        __device__ static void load(const void* tile, uint8_t (&mid)[kMidRegs], unsigned tid) {                  \
+            UP::move::load<uint8_t>(tile, mid, tid);                                                             \
+        }                                                                                                        \
+        __device__ static void upcast(const uint8_t (&mid)[kMidRegs], const Scale (&s)[kScaleRegs],              \
+                                      uint32_t (&dst)[kDstWords]) {                                              \
+            UP::upcast(mid, s, dst);                                                                             \
         }                                                                                                        \
         __device__ static void load_s(const CUtensorMap* map, int g, int n, void* dst, uint64_t* bar) {         \
             const int c[2] = {g, n};                                                                             \
@@ -401,17 +410,23 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     if (LLGEN_W4A16_DIAGNOSE == 1)               // no upcast: wgmma reads these registers as they are
         for (int b = 0; b < C::BUFFERS; ++b)
             for (int w = 0; w < F::kDstWords; ++w) a[b][w] = 0;
-    // slice j of the chunk in stage st: the upcast into A buffer j % BUFFERS, then its wgmma
-    auto upcast = [&](const unsigned char* st, int j) {
+    // slice j of the chunk in stage st: its weight bytes and scales read (fetch), upcast into A buffer
+    // j % BUFFERS, then its wgmma
+    constexpr int FETCHED = LLGEN_W4A16_PREFETCH ? C::SLICES : 1;  // slices read ahead of their upcast
+    uint8_t mid[FETCHED][F::kMidRegs];
+    typename F::Scale scales[FETCHED][F::kScaleRegs];
+    auto fetch = [&](const unsigned char* st, int j) {
         // the row block's boxes hold its groups one after another, 64 scales each; slice j starts at
         // group j * 64 / GROUP of the chunk
         const typename F::Scale* const sc = reinterpret_cast<const typename F::Scale*>(
             st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + (j * 64 / F::GROUP) * 64;
-        typename F::Scale scales[F::kScaleRegs];
 #pragma unroll
-        for (int r = 0; r < F::kScaleRegs; ++r) scales[r] = sc[sat[r]];
-        if (LLGEN_W4A16_DIAGNOSE != 1)
-            F::upcast(st + C::W_OFF + (rb * C::SLICES + j) * TILE, scales, a[j % C::BUFFERS], tid);
+        for (int r = 0; r < F::kScaleRegs; ++r) scales[j % FETCHED][r] = sc[sat[r]];
+        F::load(st + C::W_OFF + (rb * C::SLICES + j) * TILE, mid[j % FETCHED], tid);
+    };
+    auto upcast = [&](const unsigned char* st, int j) {
+        if (!LLGEN_W4A16_PREFETCH) fetch(st, j);
+        if (LLGEN_W4A16_DIAGNOSE != 1) F::upcast(mid[j % FETCHED], scales[j % FETCHED], a[j % C::BUFFERS]);
         if (LLGEN_W4A16_DIAGNOSE == 2)
 #pragma unroll
             for (int w = 0; w < F::kDstWords; ++w) sink ^= a[j % C::BUFFERS][w];
@@ -424,7 +439,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     };
     auto stage = [&](int g) {
         sync::mbar_wait(&full[g % S], (g / S) & 1);
-        return base + (g % S) * C::STAGE;
+        const unsigned char* const st = base + (g % S) * C::STAGE;
+        if (LLGEN_W4A16_PREFETCH && LLGEN_W4A16_DIAGNOSE < 3)
+#pragma unroll
+            for (int j = 0; j < C::SLICES; ++j) fetch(st, j);
+        return st;
     };
     const int n = ce - cb;
     if (LLGEN_W4A16_DIAGNOSE >= 3) {             // the stream alone: each stage goes back unread
