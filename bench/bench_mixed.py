@@ -203,6 +203,8 @@ def main(argv=None) -> int:
             bound = (N * K // 2 + scale_bytes) / bw * 1e3
             rows.append({"format": fmt, "M": M, "N": N, "K": K, "ok": ok, "ms": ms_, "graph_ms": graph_ms,
                          "hbm_bound_ms": bound, "baseline_missing": None if callable(base) else base})
+            # each row as it is measured: a call cut short (a kernel that hangs) still shows what ran
+            print(f"{fmt} M={M} N={N} K={K}: llgen {graph_ms['llgen'] * 1e3:.1f} us in graphs, ok {ok}", flush=True)
             del go
             torch.cuda.empty_cache()
     ladder = run_ladder(t, ladder_libs, bad, ms=ms) if ladder_libs else []
@@ -264,7 +266,9 @@ def run_ladder(t, libs: dict, bad: list, N: int = 8192, K: int = 8192, ms=(1, 16
             W = Wr if "-DLLGEN_W4A16_ROW_MAJOR=1" in LADDER.get(name, ()) else Wd
             gos[name] = lib.prepared(X.data.ptr, W.data.ptr, Sd.data.ptr, ys[name].data.ptr, M, N, K,
                                      stream=torch_stream)
+            print(f"ladder M={M}: {name}", flush=True)   # the last one named is the one that hangs, if any
             gos[name]()
+            torch.cuda.synchronize()
         torch.cuda.synchronize()
         for name, y in ys.items():
             err = np.abs(half_values(cupy.asnumpy(y), "bf16") - ref)
