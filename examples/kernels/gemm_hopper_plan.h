@@ -17,9 +17,10 @@
 //                               a share holds less than a tile).  Asked for only (plan()'s splits_want):
 //                               on the H200 it ran 3-9% below the unsplit plan where it models 5%
 //                               above (3000 x 5000 x 4000, 128 x 256: 507 against 553 TFLOP/s, f16;
-//                               e4m3 1090 against 1173) and at par on 8192^3 -- concurrent shares read
-//                               their operand panels at k-steps spread over all of K, where whole tiles
-//                               of a round read the same k-step of shared panels, so L2 serves less.
+//                               e4m3 1090 against 1173) and at par on 8192^3.  Likely (not measured):
+//                               concurrent shares read their operand panels at k-steps spread over all
+//                               of K, where whole tiles of a round read the same k-step of shared
+//                               panels, so L2 would serve less.
 //
 // A piece that is not a whole tile writes its f32 partial tile to a workspace slot (a share's first
 // piece: slot c; its last, when that is partial too: slot shares + c); the unit that finishes a tile's
@@ -55,7 +56,7 @@
 //                                    L = I / sms k-steps each: W' * ksteps * c + ceil(L) * c +
 //                                    (1 + ceil(ksteps / L)) * p (a share writes its first piece; the
 //                                    unit finishing a tile reads the others, at most ceil(ksteps / L));
-//                                    it leaves out the lost L2 reuse above
+//                                    it leaves out whatever costs the measured difference
 //
 // Splits need a tail (tiles not a multiple of sms), at least MIN_KSTEPS k-steps per range, and S <= 16;
 // a split plan is taken only when its modelled time is below SPLIT_GAIN of the best unsplit one (the
