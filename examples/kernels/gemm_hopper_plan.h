@@ -154,15 +154,18 @@ inline Plan plan_fixed(int M, int N, int K, int kK, int sms, bool persistent, in
     p.tiles = plan_ceil(M, PLAN_BM) * plan_ceil(N, bn);
     p.ksteps = plan_ceil(K, kK);
     const double c = plan_kstep_cost(bn), partial = 2.5 * bn / 128.0;
-    const int rounds = sms > 0 ? p.tiles / sms : 0;
+    const int round = sms > 0 ? sms : p.tiles;          // CTAs a round (no SM count: every unit at once)
+    const int rounds = sms > 0 ? p.tiles / sms : 0;     // full rounds of whole tiles
+    auto whole = [&] { return static_cast<double>(p.dp) / round * p.ksteps * c; };  // the dp tiles' time
     if (p.splits == 1) {
         p.dp = p.tiles;
-        p.cost = plan_ceil(p.tiles, sms > 0 ? sms : p.tiles) * static_cast<double>(p.ksteps) * c;
+        p.cost = plan_ceil(p.tiles, round) * static_cast<double>(p.ksteps) * c;
     } else if (p.splits == STREAM_K) {
         p.dp = dp >= 0 ? dp : (rounds > 1 ? rounds - 1 : 0) * sms;
         const long long steps = static_cast<long long>(p.tiles - p.dp) * p.ksteps;
-        p.shares = static_cast<int>(sms > 0 && sms < steps ? sms : sms > 0 ? steps : p.tiles - p.dp);
-        p.cost = (static_cast<double>(p.dp) / (sms > 0 ? sms : p.tiles)) * p.ksteps * c;
+        const long long want = sms > 0 ? sms : p.tiles - p.dp;
+        p.shares = static_cast<int>(want < steps ? want : steps);
+        p.cost = whole();
         if (p.shares)  // a share's k-steps, its first piece written, the others of a tile read
             p.cost += plan_ceil(steps, p.shares) * c +
                       (1 + plan_ceil(static_cast<long long>(p.ksteps) * p.shares, steps)) * partial;
@@ -171,8 +174,7 @@ inline Plan plan_fixed(int M, int N, int K, int kK, int sms, bool persistent, in
         const int tail = p.tiles - p.dp;
         p.shares = tail * splits;
         const int tail_rounds = plan_ceil(static_cast<long long>(tail) * splits, sms > 0 ? sms : tail * splits);
-        p.cost = (static_cast<double>(p.dp) / (sms > 0 ? sms : p.tiles)) * p.ksteps * c +
-                 tail_rounds * (plan_ceil(p.ksteps, splits) * c + partial) + splits * partial;
+        p.cost = whole() + tail_rounds * (plan_ceil(p.ksteps, splits) * c + partial) + splits * partial;
     }
     p.units = p.dp + p.shares;
     p.grid = persistent && sms > 0 && sms < p.units ? sms : p.units;
