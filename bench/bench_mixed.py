@@ -9,7 +9,7 @@ and M, in the same run, with the kernels taking turns (bench_gemm.timed: the med
 timed twice: as CUDA graphs of 10 launches (``timed_graphs``: the host's launch cost left out, as a server
 replaying graphs runs a decode step) and as 10 launches back to back from Python:
 
-* ``llgen``: the example (decode tiles 128 x 16 for M <= 16, mid 64 x 64 for M <= 64, else 128 x 256;
+* ``llgen``: the example (decode tiles 256 x 16 for M <= 16, mid 64 x 64 for M <= 64, else 128 x 256;
   K split over CTAs where the tiles do not fill the GPU);
 * ``cublas bf16``: ``torch.matmul`` of X and the dequantised bf16 W^T (what the int4 weights replace);
 * ``torch int4``: ``torch._weight_int4pack_mm`` (tinygemm, group 128), where this torch has it (int4 rows);
@@ -19,8 +19,8 @@ replaying graphs runs a decode step) and as 10 launches back to back from Python
   same run (a 1 GiB copy; read + write bytes over its time).
 
 ``--ladder`` also times variants beside the default build (``LADDER``, CUDA graphs: the weights row-major
--- the identity choice llgen chain's pre-shuffle is timed against --, 64-row decode tiles, fewer stages,
-four threads issuing the TMA boxes, one accumulator and two A buffers at M <= 16, each chunk's wgmma
+-- the identity choice llgen chain's pre-shuffle is timed against --, 128- and 64-row decode tiles, fewer stages,
+four threads issuing the TMA boxes, one accumulator at M <= 16, each chunk's wgmma
 drained before the next chunk's upcast, a chunk's slices read from shared memory when its stage lands; and
 five diagnostic
 builds, their results wrong by design and not checked: no upcast, no wgmma, the stream alone, the stream
@@ -222,10 +222,11 @@ def main(argv=None) -> int:
 #: variants of the build (the defaults: the chain's pre-shuffled weights, 16 stages at most, decode 4 A buffers
 #: and 4 accumulators); "row-major weights" is the identity choice the chain's layout is timed against
 LADDER = {"row-major weights": ("-DLLGEN_W4A16_ROW_MAJOR=1",),
+          "128-row decode tiles": ("-DLLGEN_W4A16_DECODE_ROWS=128",),
           "64-row decode tiles": ("-DLLGEN_W4A16_DECODE_ROWS=64",),
           "8 stages": ("-DLLGEN_W4A16_STAGES=8",),
           "4 producer lanes": ("-DLLGEN_W4A16_PRODUCER_LANES=4",),
-          "1 accumulator, 2 buffers": ("-DLLGEN_W4A16_DECODE_BUFFERS=2", "-DLLGEN_W4A16_DECODE_CHAINS=1"),
+          "1 accumulator": ("-DLLGEN_W4A16_DECODE_CHAINS=1",),
           "chunks drained": ("-DLLGEN_W4A16_DRAIN_CHUNKS=1",),
           "slices prefetched": ("-DLLGEN_W4A16_PREFETCH=1",),
           "diagnostic: no upcast": ("-DLLGEN_W4A16_DIAGNOSE=1",),

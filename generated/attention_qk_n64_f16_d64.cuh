@@ -125,6 +125,12 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 
 // A matrix descriptor: the fields of kDescA/kDescB plus the operand slice's shared address >> 4 (bits 0-13).
 __device__ __forceinline__ uint64_t desc(uint64_t fields, unsigned addr) { return fields | ((addr & 0x3FFFF) >> 4); }
+// The descriptor `units` 16-byte units past d's address: its low word plus units.  Exact (no carry out
+// of the 14-bit address field) while the slice lies in the shared window (addresses below 2^18), as
+// every operand tile does; the high word is d's, a constant the compiler sees through.
+__device__ __forceinline__ uint64_t desc_at(uint64_t d, unsigned units) {
+    return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + units);
+}
 }  // namespace detail
 
 // wgmma runs asynchronously in the warp group (kThreads threads take part; every warp calls every function):
@@ -157,11 +163,13 @@ template <int R> __device__ __forceinline__ void regs_inc() { detail::setmaxnreg
 // accumulate = 0: acc = A * B (the first k-step of every accumulator tile ignores acc).
 __device__ __forceinline__ void mma(float (&acc)[kAccRegs], const void* smem_a, const void* smem_b, int accumulate = 1) {
     const unsigned a_tile = static_cast<unsigned>(__cvta_generic_to_shared(smem_a));  // shared-window address (kTileAlignA-aligned)
+    const uint64_t a_desc = detail::desc(kDescA, a_tile);  // the slices': desc_at(), one add each
     const unsigned b_tile = static_cast<unsigned>(__cvta_generic_to_shared(smem_b));  // shared-window address (kTileAlignB-aligned)
-    detail::wgmma_m64n64k16_f32_f16_ss(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10], acc[11], acc[12], acc[13], acc[14], acc[15], acc[16], acc[17], acc[18], acc[19], acc[20], acc[21], acc[22], acc[23], acc[24], acc[25], acc[26], acc[27], acc[28], acc[29], acc[30], acc[31], detail::desc(kDescA, a_tile), detail::desc(kDescB, b_tile), accumulate);
-    detail::wgmma_m64n64k16_f32_f16_ss(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10], acc[11], acc[12], acc[13], acc[14], acc[15], acc[16], acc[17], acc[18], acc[19], acc[20], acc[21], acc[22], acc[23], acc[24], acc[25], acc[26], acc[27], acc[28], acc[29], acc[30], acc[31], detail::desc(kDescA, a_tile + 0x20), detail::desc(kDescB, b_tile + 0x20), 1);
-    detail::wgmma_m64n64k16_f32_f16_ss(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10], acc[11], acc[12], acc[13], acc[14], acc[15], acc[16], acc[17], acc[18], acc[19], acc[20], acc[21], acc[22], acc[23], acc[24], acc[25], acc[26], acc[27], acc[28], acc[29], acc[30], acc[31], detail::desc(kDescA, a_tile + 0x40), detail::desc(kDescB, b_tile + 0x40), 1);
-    detail::wgmma_m64n64k16_f32_f16_ss(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10], acc[11], acc[12], acc[13], acc[14], acc[15], acc[16], acc[17], acc[18], acc[19], acc[20], acc[21], acc[22], acc[23], acc[24], acc[25], acc[26], acc[27], acc[28], acc[29], acc[30], acc[31], detail::desc(kDescA, a_tile + 0x60), detail::desc(kDescB, b_tile + 0x60), 1);
+    const uint64_t b_desc = detail::desc(kDescB, b_tile);  // the slices': desc_at(), one add each
+    detail::wgmma_m64n64k16_f32_f16_ss(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10], acc[11], acc[12], acc[13], acc[14], acc[15], acc[16], acc[17], acc[18], acc[19], acc[20], acc[21], acc[22], acc[23], acc[24], acc[25], acc[26], acc[27], acc[28], acc[29], acc[30], acc[31], a_desc, b_desc, accumulate);
+    detail::wgmma_m64n64k16_f32_f16_ss(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10], acc[11], acc[12], acc[13], acc[14], acc[15], acc[16], acc[17], acc[18], acc[19], acc[20], acc[21], acc[22], acc[23], acc[24], acc[25], acc[26], acc[27], acc[28], acc[29], acc[30], acc[31], detail::desc_at(a_desc, 0x2), detail::desc_at(b_desc, 0x2), 1);
+    detail::wgmma_m64n64k16_f32_f16_ss(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10], acc[11], acc[12], acc[13], acc[14], acc[15], acc[16], acc[17], acc[18], acc[19], acc[20], acc[21], acc[22], acc[23], acc[24], acc[25], acc[26], acc[27], acc[28], acc[29], acc[30], acc[31], detail::desc_at(a_desc, 0x4), detail::desc_at(b_desc, 0x4), 1);
+    detail::wgmma_m64n64k16_f32_f16_ss(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], acc[8], acc[9], acc[10], acc[11], acc[12], acc[13], acc[14], acc[15], acc[16], acc[17], acc[18], acc[19], acc[20], acc[21], acc[22], acc[23], acc[24], acc[25], acc[26], acc[27], acc[28], acc[29], acc[30], acc[31], detail::desc_at(a_desc, 0x6), detail::desc_at(b_desc, 0x6), 1);
 }
 
 }  // namespace attention_qk_n64_f16_d64

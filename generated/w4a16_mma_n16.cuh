@@ -138,6 +138,12 @@ __device__ __forceinline__ uint32_t cvt_pack_bf16(float hi, float lo) {
 
 // A matrix descriptor: the fields of kDescA/kDescB plus the operand slice's shared address >> 4 (bits 0-13).
 __device__ __forceinline__ uint64_t desc(uint64_t fields, unsigned addr) { return fields | ((addr & 0x3FFFF) >> 4); }
+// The descriptor `units` 16-byte units past d's address: its low word plus units.  Exact (no carry out
+// of the 14-bit address field) while the slice lies in the shared window (addresses below 2^18), as
+// every operand tile does; the high word is d's, a constant the compiler sees through.
+__device__ __forceinline__ uint64_t desc_at(uint64_t d, unsigned units) {
+    return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + units);
+}
 }  // namespace detail
 
 // wgmma runs asynchronously in the warp group (kThreads threads take part; every warp calls every function):
@@ -170,10 +176,11 @@ template <int R> __device__ __forceinline__ void regs_inc() { detail::setmaxnreg
 // accumulate = 0: acc = A * B (the first k-step of every accumulator tile ignores acc).
 __device__ __forceinline__ void mma(float (&acc)[kAccRegs], const uint32_t (&a)[kAWords], const void* smem_b, int accumulate = 1) {
     const unsigned b_tile = static_cast<unsigned>(__cvta_generic_to_shared(smem_b));  // shared-window address (kTileAlignB-aligned)
-    detail::wgmma_m64n16k16_f32_bf16_rs(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], a[0], a[1], a[2], a[3], detail::desc(kDescB, b_tile), accumulate);
-    detail::wgmma_m64n16k16_f32_bf16_rs(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], a[4], a[5], a[6], a[7], detail::desc(kDescB, b_tile + 0x20), 1);
-    detail::wgmma_m64n16k16_f32_bf16_rs(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], a[8], a[9], a[10], a[11], detail::desc(kDescB, b_tile + 0x40), 1);
-    detail::wgmma_m64n16k16_f32_bf16_rs(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], a[12], a[13], a[14], a[15], detail::desc(kDescB, b_tile + 0x60), 1);
+    const uint64_t b_desc = detail::desc(kDescB, b_tile);  // the slices': desc_at(), one add each
+    detail::wgmma_m64n16k16_f32_bf16_rs(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], a[0], a[1], a[2], a[3], b_desc, accumulate);
+    detail::wgmma_m64n16k16_f32_bf16_rs(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], a[4], a[5], a[6], a[7], detail::desc_at(b_desc, 0x2), 1);
+    detail::wgmma_m64n16k16_f32_bf16_rs(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], a[8], a[9], a[10], a[11], detail::desc_at(b_desc, 0x4), 1);
+    detail::wgmma_m64n16k16_f32_bf16_rs(acc[0], acc[1], acc[2], acc[3], acc[4], acc[5], acc[6], acc[7], a[12], a[13], a[14], a[15], detail::desc_at(b_desc, 0x6), 1);
 }
 
 // pack_operand(p, a): the f32 accumulator p of the kM x kK tile (element r of p_index(r, lane, warp), as the

@@ -4,11 +4,12 @@
   without ptxas serialising the wgmma, and each kernel's PTX holds what its plans say: per chunk of K,
   4 wgmma m64nBNk16 bf16 with A from registers per 64-K slice (decode BN 16, mid 64, large 256), one
   16-byte ld.shared a thread per slice (the pre-shuffled weights), the chunk's 2-D TMA boxes (X a slice,
-  the weights two tiles and the scales two groups a row block), one atomic add (split K); the
-  row-major weights and 64-row decode builds without spills.
-* It runs on the host SIMT runtime (TMA, the mbarrier ring wrapping its stages, the two consumer warp
-  groups owning a row block each (decode, large) or taking alternate chunks and handing their sums over (mid), split K's partials summed in range
-  order, the masked store at the last tokens, wgmma from registers) at the three tile shapes, for int4
+  the weights two tiles and the scales two groups a row block), one atomic add (split K), the setmaxnreg
+  budgets; the row-major weights, 128- and 64-row decode and read-ahead builds without spills.
+* It runs on the host SIMT runtime (TMA, the mbarrier ring wrapping its stages, the consumer warp groups
+  owning a row block each (decode: four, large: two) or taking alternate chunks and handing their sums
+  over (mid), split K's partials summed in range order, the store masked at the last tokens and rows,
+  wgmma from registers) at the three tile shapes, for int4
   weights with bf16 scales per 128 and mxfp4 weights (e2m1, e8m0 exponents per 32), bit-exact against
   numpy: X small integers and power-of-two scales keep every product and sum exact, and Y is the exact
   result rounded to nearest even.  The weights are packed by the generated reorder module of
@@ -36,12 +37,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join(ROOT, "examples", "kernels", "gemm_w4a16.cu")
 GENERATED = os.path.join(ROOT, "generated")
 #: kernel -> (wgmma N, 64-K slices a chunk, TMA boxes a chunk: X a slice, weights two tiles a row block,
-#: scales a row block: int4 two groups of 128 a box, mxfp4 four groups of 32; decode and large tiles have
-#: two row blocks, mid one)
-KERNELS = {"gemm_w4a16_decode": (16, 4, 4 + 2 * 2 + 2 * 1), "gemm_w4a16_mid": (64, 4, 4 + 2 + 1),
-           "gemm_w4a16_large": (256, 2, 2 + 2 * 1 + 2 * 1),
-           "gemm_mxfp4_decode": (16, 4, 4 + 2 * 2 + 2 * 2), "gemm_mxfp4_mid": (64, 4, 4 + 2 + 2),
-           "gemm_mxfp4_large": (256, 2, 2 + 2 * 1 + 2 * 1)}
+#: scales a row block: int4 two groups of 128 a box, mxfp4 four groups of 32; decode tiles have four row
+#: blocks, large two, mid one; the consumers' setmaxnreg budget: decode's five warp groups share 96
+#: registers a thread at launch, the others' three 168, the producer keeps 24)
+KERNELS = {"gemm_w4a16_decode": (16, 4, 4 + 4 * 2 + 4 * 1, 112), "gemm_w4a16_mid": (64, 4, 4 + 2 + 1, 240),
+           "gemm_w4a16_large": (256, 2, 2 + 2 * 1 + 2 * 1, 240),
+           "gemm_mxfp4_decode": (16, 4, 4 + 4 * 2 + 4 * 2, 112), "gemm_mxfp4_mid": (64, 4, 4 + 2 + 2, 240),
+           "gemm_mxfp4_large": (256, 2, 2 + 2 * 1 + 2 * 1, 240)}
 
 
 def test_gemm_w4a16_compiles_from_generated_headers(example_build):
@@ -51,7 +53,7 @@ def test_gemm_w4a16_compiles_from_generated_headers(example_build):
     assert not re.search(r"\basm\s*(volatile\s*)?\(", src), "every instruction is a wrapper"
     rc, out, keep = example_build(KERNEL)
     assert rc == 0 and not re.search(r"\bwarning\b", out, re.I), out
-    assert not re.search(r"C75(13|14|17|19)", out), f"ptxas serialises the wgmma:\n{out}"
+    assert not re.search(r"C75(12|13|14|17|19)", out), f"ptxas serialises the wgmma:\n{out}"
     with open(os.path.join(keep, "gemm_w4a16.compute_90a.ptx")) as f:
         ptx = f.read()
     parts = re.split(r"\.entry (\w+)\(", ptx)[1:]
@@ -59,26 +61,28 @@ def test_gemm_w4a16_compiles_from_generated_headers(example_build):
     # the GEMMs and the generated reorder / restore kernels (llgen_w4a16_pack), none spilling
     assert sorted(k for k in bodies if k in KERNELS) == sorted(KERNELS) and len(bodies) == len(KERNELS) + 2
     assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(bodies), out
-    for name, (n, slices, boxes) in KERNELS.items():
+    for name, (n, slices, boxes, regs) in KERNELS.items():
         body = bodies[name]
         assert re.findall(r"wgmma\.mma_async\.sync\.aligned\.m[\w.]+", body) == \
             [f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"] * (4 * slices), name
         assert len(re.findall(r"ld\.shared\.v4\.b32", body)) >= slices, name
         assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", body)) == boxes, name
         assert len(re.findall(r"atom\.global\.add\.u32|atom\.global\.add\.s32", body)) == 1, name
-        assert "setmaxnreg.dec.sync.aligned.u32 40" in body and "setmaxnreg.inc.sync.aligned.u32 232" in body
+        assert "setmaxnreg.dec.sync.aligned.u32 24" in body and f"setmaxnreg.inc.sync.aligned.u32 {regs}" in body
 
 
-@pytest.mark.parametrize("flag", ["-DLLGEN_W4A16_ROW_MAJOR=1", "-DLLGEN_W4A16_DECODE_ROWS=64"])
+@pytest.mark.parametrize("flag", ["-DLLGEN_W4A16_ROW_MAJOR=1", "-DLLGEN_W4A16_DECODE_ROWS=128",
+                                  "-DLLGEN_W4A16_DECODE_ROWS=64", "-DLLGEN_W4A16_PREFETCH=1"])
 def test_gemm_w4a16_build_variants_compile_without_spills(tmp_path, flag):
     """The row-major weights build (its own weight TMA and upcast headers, their agreement with the wgmma
-    header evaluated) and the 64-row decode tiles: no spills, no wgmma serialisation."""
+    header evaluated), the 128- and 64-row decode tiles and the slices read ahead: no spills, no wgmma
+    serialisation."""
     nvcc = need("nvcc")
     rc, out = run([nvcc, "-std=c++17", "-O3", *arch_flags("sm_90a"), "-I", GENERATED, flag,
                    "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "g.cubin"), KERNEL], str(tmp_path))
     assert rc == 0, out
     assert out.count("0 bytes spill stores, 0 bytes spill loads") == len(KERNELS) + 2, out
-    assert not re.search(r"C75(13|14|17|19)", out), out
+    assert not re.search(r"C75(12|13|14|17|19)", out), out
 
 
 DRIVER = r"""
@@ -119,7 +123,7 @@ int main(int argc, char** argv) {
     for (int b = 0; b < plan.grid; ++b) {
         llgen_host::Dim3 bid;
         bid.x = unsigned(b);
-        auto errors = llgen_host::launch(gemm_w4a16::THREADS, 32, smem, plan.smem,
+        auto errors = llgen_host::launch(plan.threads, 32, smem, plan.smem,
                                          [&] { kernel(maps.w, maps.s, maps.x, Y.data(), M, N, K, work); }, bid, dims);
         for (auto& e : errors) std::printf("ERR block %%d: %%s\n", b, e.c_str());
         if (!errors.empty()) return 5;
@@ -168,11 +172,12 @@ def reorder_module():
     return mod
 
 
-# (M, N, K, splits, the tile shape chosen), the stages as the GPU build has them (decode 9, mid 4,
-# large 3), the rings wrapping: decode over 14 chunks of 256 with 5 tokens (the masked store); decode
-# with K split in 2 ranges; mid (40 tokens) over 6 chunks; large (65 tokens: a tile of 256 cut at 65,
-# two 64-row blocks) over 6 chunks of 128.
-CASES = [(5, 128, 3584, 1, 0), (16, 64 * 2, 1024, 2, 0), (40, 128, 1536, 1, 1), (65, 128, 768, 1, 2)]
+# (M, N, K, splits, the tile shape chosen), the stages as the GPU build has them (decode 5, mid 4,
+# large 3), the rings wrapping: decode over 14 chunks of 256 with 5 tokens and 128 of the tile's 256 rows
+# (the store masked both ways); decode with K split in 2 ranges; mid (40 tokens) over 6 chunks; large (65
+# tokens: a tile of 256 cut at 65, two 64-row blocks) over 6 chunks of 128; decode, two whole 256-row tiles.
+CASES = [(5, 128, 3584, 1, 0), (16, 64 * 2, 1024, 2, 0), (40, 128, 1536, 1, 1), (65, 128, 768, 1, 2),
+         (3, 512, 1536, 1, 0)]
 
 
 @pytest.mark.parametrize("M,N,K,splits,shape", CASES, ids=[f"{c[0]}x{c[1]}x{c[2]}-s{c[3]}" for c in CASES])
@@ -181,7 +186,7 @@ def test_gemm_w4a16_on_host_simt(driver, M, N, K, splits, shape):
 
 
 # mxfp4 weights (e2m1, an e8m0 exponent per 32 along K): decode with K split, mid, large.
-@pytest.mark.parametrize("M,N,K,splits,shape", CASES[1:], ids=["decode-s2", "mid", "large"])
+@pytest.mark.parametrize("M,N,K,splits,shape", CASES[1:4], ids=["decode-s2", "mid", "large"])
 def test_gemm_mxfp4_on_host_simt(driver, M, N, K, splits, shape):
     run_case(driver, M, N, K, splits, shape, row_major=False, mxfp4=True)
 

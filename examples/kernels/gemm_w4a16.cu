@@ -25,8 +25,8 @@
 // as S^T (K / GROUP x N, row-major), so a few groups' scales for 64 rows are one TMA box.
 //
 // Three tile shapes (host: llgen_w4a16_prepare chooses by M):
-//   Decode (M <= 16): 128 weight rows x 16 tokens, K in chunks of 256, each consumer warp group owns 64
-//     rows (-D LLGEN_W4A16_DECODE_ROWS=64: 64 rows, as mid).
+//   Decode (M <= 16): 256 weight rows x 16 tokens, K in chunks of 256, four consumer warp groups each
+//     owning 64 rows (-D LLGEN_W4A16_DECODE_ROWS=128: two, 128 rows; =64: 64 rows, as mid).
 //   Mid (M <= 64): 64 weight rows x 64 tokens, K in chunks of 256; the two consumer warp groups take
 //     alternate chunks (both upcast in parallel: at small M the upcast, not the tensor core, is the work)
 //     and add their accumulators in a fixed order at the end.
@@ -65,6 +65,7 @@
 #include "w4a16_mma_n256.cuh"
 #include "w4a16_store_n16.cuh"
 #include "w4a16_store_128x16.cuh"
+#include "w4a16_store_256x16.cuh"
 #include "w4a16_store_n64.cuh"
 #include "w4a16_store_n256.cuh"
 #include "w4a16_preshuffle_W_reorder.cuh"
@@ -110,17 +111,21 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #ifndef LLGEN_W4A16_DRAIN_CHUNKS
 #define LLGEN_W4A16_DRAIN_CHUNKS 0
 #endif
+// Weight rows of a decode tile: 256 (four consumer warp groups, 64 rows each, every chunk), 128 (two) or 64
+// (the two consumers on alternate chunks).  Every tile reads the chunk's X (16 tokens) through L2: at 64 rows
+// as many bytes as its 4-bit weights, at 256 a quarter; and at small M the upcast, not the stream, is the
+// work, so four consumer warp groups keep twice as many warps issuing it as two (H200, M = 1 at 8192^2:
+// two consumer warp groups issued in 44% of the cycles, with 2.2 warps a scheduler).
+#ifndef LLGEN_W4A16_DECODE_ROWS
+#define LLGEN_W4A16_DECODE_ROWS 256
+#endif
+// The decode tile's A fragments in flight and accumulators: at 256 rows each consumer thread has 112
+// registers (five warp groups), room for two of each.
 #ifndef LLGEN_W4A16_DECODE_BUFFERS
-#define LLGEN_W4A16_DECODE_BUFFERS 4
+#define LLGEN_W4A16_DECODE_BUFFERS (LLGEN_W4A16_DECODE_ROWS == 256 ? 2 : 4)
 #endif
 #ifndef LLGEN_W4A16_DECODE_CHAINS
-#define LLGEN_W4A16_DECODE_CHAINS 4
-#endif
-// Weight rows of a decode tile: 128 (each consumer its 64 rows, every chunk) or 64 (the consumers on
-// alternate chunks).  Every tile reads the chunk's X (16 tokens) through L2: at 64 rows as many bytes as its
-// 4-bit weights, at 128 half as many (H200, the stream alone at M = 1: 11 us against 12.8 us at 8192^2).
-#ifndef LLGEN_W4A16_DECODE_ROWS
-#define LLGEN_W4A16_DECODE_ROWS 128
+#define LLGEN_W4A16_DECODE_CHAINS (LLGEN_W4A16_DECODE_ROWS == 256 ? 2 : 4)
 #endif
 
 namespace gemm_w4a16 {
@@ -136,15 +141,13 @@ namespace up_i4 = w4a16_upcast;
 namespace up_mxfp4 = w4a16_upcast_mxfp4;
 #endif
 
-constexpr int THREADS = 384;               // warp group 0 produces, 1 and 2 consume
 constexpr int MAX_SMEM = 227 * 1024;       // sm_90's dynamic shared memory per block
 constexpr int ALIGN = 1024;                // the 128-byte swizzle's tile alignment
 constexpr int MAX_STAGES = LLGEN_W4A16_STAGES;  // stages in flight, at most (fewer where they do not fit)
 static_assert(MAX_STAGES >= 2 && MAX_STAGES <= 16, "between 2 and 16 stages");
 constexpr int LANES = LLGEN_W4A16_PRODUCER_LANES;  // producer threads issuing TMA
 static_assert(LANES >= 1 && LANES <= 32, "1 to 32 producer lanes");
-constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // setmaxnreg budgets (as gemm_hopper.h)
-static_assert(PRODUCER_REGS * 128 + CONSUMER_REGS * 256 <= 65536, "setmaxnreg: more than the CTA holds at launch");
+constexpr int PRODUCER_REGS = 24;            // setmaxnreg's least: the producer computes box coordinates only
 
 constexpr int TILE = 2048;                                    // one 64 x 64 weight tile of 4-bit elements
 constexpr int W_BOX = tw::kTileBytes / TILE;                  // consecutive K tiles one weight TMA box lands
@@ -212,6 +215,13 @@ LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
         static constexpr int BUFFERS = BUFFERS_;         /* A fragments in flight */                            \
         static constexpr int CHAINS = CHAINS_;           /* accumulators: slice j adds into j % CHAINS */        \
         static constexpr int BM = 64 * RB;               /* weight rows of a tile */                            \
+        /* consumer warp groups: one a row block, or (KSPLIT) two on alternate chunks; warp group 0 produces */ \
+        static constexpr int CONSUMERS = KSPLIT ? 2 : RB, THREADS = 128 * (1 + CONSUMERS);                     \
+        /* setmaxnreg: the registers the launch gives every thread (a multiple of 8), the producer's given */  \
+        /* to the consumers */                                                                                  \
+        static constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8;                                             \
+        static constexpr int CONSUMER_REGS_ = (LAUNCH_REGS * THREADS - PRODUCER_REGS * 128) / (CONSUMERS * 128) / 8 * 8; \
+        static constexpr int CONSUMER_REGS = CONSUMER_REGS_ < 256 ? CONSUMER_REGS_ : 256;                       \
         static constexpr int SLICES = KC / 64;           /* 64-K slices of a chunk */                           \
         static constexpr int GROUPS = KC / F::GROUP;     /* scale groups of a chunk */                          \
         static constexpr int S_BOXES = (GROUPS + F::S_BOX - 1) / F::S_BOX;  /* scale boxes of a chunk a row block */ \
@@ -287,7 +297,10 @@ LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
         }                                                                                                        \
     };
 
-#if LLGEN_W4A16_DECODE_ROWS == 128
+#if LLGEN_W4A16_DECODE_ROWS == 256
+LLGEN_W4A16_CONFIG(Decode, 16, 4, 256, false, LLGEN_W4A16_DECODE_BUFFERS, LLGEN_W4A16_DECODE_CHAINS, w4a16_tma_x_n16,
+                   w4a16_mma_n16, w4a16_store_256x16)
+#elif LLGEN_W4A16_DECODE_ROWS == 128
 LLGEN_W4A16_CONFIG(Decode, 16, 2, 256, false, LLGEN_W4A16_DECODE_BUFFERS, LLGEN_W4A16_DECODE_CHAINS, w4a16_tma_x_n16,
                    w4a16_mma_n16, w4a16_store_128x16)
 #else
@@ -347,7 +360,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; ++s) {
             sync::mbar_init(&full[s], LANES);                  // each producer lane's arrive_expect_tx
-            sync::mbar_init(&empty[s], (C::KSPLIT ? 1 : 2) * 128);  // every thread that reads the stage
+            sync::mbar_init(&empty[s], (C::KSPLIT ? 1 : C::RB) * 128);  // every thread that reads the stage
         }
         sync::mbar_init(handed, 128);
         sync::mbar_init(meet, C::EPI_THREADS);
@@ -388,9 +401,9 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
         return;
     }
 
-    Mma::template regs_inc<CONSUMER_REGS>();
+    Mma::template regs_inc<C::CONSUMER_REGS>();
     const unsigned tid = threadIdx.x % 128, lane = tid % 32, warp = tid / 32;
-    const int me = wg - 1;                       // consumer warp group 0 or 1
+    const int me = wg - 1;                       // consumer warp group 0 .. CONSUMERS - 1
     const int rb = C::KSPLIT ? 0 : me;           // its 64-row block of the tile
     const int first = C::KSPLIT ? me : 0, step = C::KSPLIT ? 2 : 1;
     int sat[F::kScaleRegs];                      // each scale register's scale: group * 64 + row in the boxes
@@ -543,7 +556,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
 }  // namespace gemm_w4a16
 
 #define LLGEN_W4A16_KERNEL(NAME, CONFIG, FORMAT)                                                                  \
-    extern "C" __global__ void __launch_bounds__(gemm_w4a16::THREADS, 1)                                         \
+    extern "C" __global__ void __launch_bounds__(gemm_w4a16::CONFIG<gemm_w4a16::FORMAT>::THREADS, 1)            \
     NAME(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_s,                   \
          const __grid_constant__ CUtensorMap map_x, uint16_t* Y, int M, int N, int K, gemm_w4a16::Work work) {   \
         gemm_w4a16::gemm<gemm_w4a16::CONFIG<gemm_w4a16::FORMAT>>(&map_w, &map_s, &map_x, Y, M, N, K, work);      \
@@ -570,10 +583,10 @@ inline Shape shape_of(int M) { return M <= Decode<I4>::BN ? DECODE : M <= Mid<I4
 
 // A tile shape's numbers as the host needs them.
 struct Sizes {
-    int bm, bn, kc, smem, holders, acc;
+    int bm, bn, kc, smem, holders, acc, threads;
 };
 template <class C>
-constexpr Sizes sizes_of() { return {C::BM, C::BN, C::KC, C::SMEM, C::EPI_THREADS, C::ACC}; }
+constexpr Sizes sizes_of() { return {C::BM, C::BN, C::KC, C::SMEM, C::EPI_THREADS, C::ACC, C::THREADS}; }
 template <class F>
 Sizes sizes_for(Shape s) {
     return s == DECODE ? sizes_of<Decode<F>>() : s == MID ? sizes_of<Mid<F>>() : sizes_of<Large<F>>();
@@ -606,7 +619,7 @@ using Kernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, uint16_t*, int, i
 struct Plan {
     Format format;
     Shape shape;
-    int splits, grid, smem;
+    int splits, grid, threads, smem;
     long long workspace;   // f32 partial slots
     int counters;
 };
@@ -616,13 +629,15 @@ inline Plan plan(Format format, int M, int N, int K, int sms, int splits = 0) {
     p.format = format;
     p.shape = shape_of(M);
     const Sizes z = sizes(format, p.shape);
-    const int tiles = (N / z.bm) * ((M + z.bn - 1) / z.bn), chunks = K / z.kc;
+    // a tile past the last weight row (N a multiple of 128 under 256-row tiles) reads zeros, stores masked
+    const int tiles = ((N + z.bm - 1) / z.bm) * ((M + z.bn - 1) / z.bn), chunks = K / z.kc;
     if (splits <= 0) {
         splits = 1;
         while (splits < 16 && tiles * (splits + 1) <= sms && chunks / (splits + 1) >= 4) ++splits;
     }
     p.splits = splits < chunks ? splits : chunks;
     p.grid = tiles * p.splits;
+    p.threads = z.threads;
     p.smem = z.smem;
     p.workspace = p.splits > 1 ? static_cast<long long>(tiles) * p.splits * z.acc * z.holders : 0;
     p.counters = p.splits > 1 ? tiles : 0;
@@ -642,7 +657,7 @@ struct llgen_w4a16_params {
     gemm_w4a16::Kernel kernel;
     gemm_w4a16::Work work;
     uint16_t* Y;
-    int M, N, K, grid, smem, splits;
+    int M, N, K, grid, threads, smem, splits;
     void* workspace;
 };
 
@@ -663,7 +678,7 @@ extern "C" int llgen_w4a16_prepare(llgen_w4a16_params* p, int format, const void
     if (CUresult r = encode(p->maps, pl.format, pl.shape, X, Wp, St, M, N, K)) return r;
     p->kernel = kernel_of(pl.format, pl.shape);
     p->Y = static_cast<uint16_t*>(Y);
-    p->M = M, p->N = N, p->K = K, p->grid = pl.grid, p->smem = pl.smem, p->splits = pl.splits;
+    p->M = M, p->N = N, p->K = K, p->grid = pl.grid, p->threads = pl.threads, p->smem = pl.smem, p->splits = pl.splits;
     if (cudaError_t e = cudaFuncSetAttribute(p->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, p->smem)) return e;
     p->work = {pl.splits, nullptr, nullptr};
     if (pl.splits > 1) {
@@ -677,7 +692,7 @@ extern "C" int llgen_w4a16_prepare(llgen_w4a16_params* p, int format, const void
 }
 
 extern "C" int llgen_w4a16_launch(const llgen_w4a16_params* p, cudaStream_t stream) {
-    p->kernel<<<p->grid, gemm_w4a16::THREADS, p->smem, stream>>>(p->maps.w, p->maps.s, p->maps.x, p->Y, p->M, p->N,
+    p->kernel<<<p->grid, p->threads, p->smem, stream>>>(p->maps.w, p->maps.s, p->maps.x, p->Y, p->M, p->N,
                                                                   p->K, p->work);
     return cudaGetLastError();
 }

@@ -6,8 +6,9 @@ Everything is decided here as plain data; ``templates/mma.cuh.j2`` loops over it
   the host SIMT call that replaces it on the CPU, rendered through ``emit/instructions.py`` (with
   wgmma also fence / commit / wait, the async-proxy fence and setmaxnreg);
 * ``calls``: one line per ``MmaStep`` -- the accumulator registers in fragment order, then the
-  operands: register words, or a descriptor ``detail::desc(kDescA, address)`` whose address is the
-  operand tile's plus the slice's byte offset (XOR the thread's warp-group offset);
+  operands: register words, or a descriptor: the tile's ``a_desc`` plus the slice's offset in 16-byte
+  units (``detail::desc_at``), or, where warp groups read different slices, ``detail::desc(kDescA,
+  address)`` of the tile's address plus the slice's byte offset XOR the warp group's;
 * the index functions the harness and users place data with (``acc_index``, ``a_index`` or
   ``a_tile_index``, ...);
 * with A in registers, ``pack_operand(p, a)``: an f32 accumulator of A's M x K tile converted into A's
@@ -105,10 +106,10 @@ def _operand_arg(plan: MmaPlan, which: str, slot: tuple[int, ...]) -> list[str]:
     start, = slot
     fields = f"kDesc{which.upper()}"
     w = op.warp_offset
-    addr = f"{which}_tile + {hex_const(start)}" if start else f"{which}_tile"
     if w is not None and w.support:
         addr = f"{which}_tile + ({which}_warp ^ {hex_const(start)})" if start else f"{which}_tile + {which}_warp"
-    return [f"detail::desc({fields}, {addr})"]
+        return [f"detail::desc({fields}, {addr})"]
+    return [f"detail::desc_at({which}_desc, {hex_const(start >> 4)})" if start else f"{which}_desc"]
 
 
 def calls(plan: MmaPlan, wrap: Wrapper) -> list[str]:
@@ -136,6 +137,9 @@ def _prologue(plan: MmaPlan) -> list[str]:
         if op.warp_offset is not None and op.warp_offset.support:
             lines.append(f"const unsigned {which}_warp = {xor_form_expr(op.warp_offset, 5, warp_bits)};"
                          f"  // this warp group's rows/columns of {which.upper()}")
+        else:
+            lines.append(f"const uint64_t {which}_desc = detail::desc(kDesc{which.upper()}, {which}_tile);"
+                         f"  // the slices': desc_at(), one add each")
     if any(getattr(plan, w).space == "shared" and getattr(plan, w).warp_offset.support for w in ("a", "b")):
         lines.insert(0, "const unsigned warp = tid / kWarpSize;")
     return lines
