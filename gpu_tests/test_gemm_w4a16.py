@@ -7,7 +7,8 @@ the scales stored as S^T.  Exact inputs: X small integers,
 scales powers of two, so every product and every f32 sum is exact and Y must equal the exact result
 rounded to nearest even, bit for bit, whatever the order of the sums (the decode tile's two warp groups,
 K split among CTAs).  Random-normal inputs: within the f32-accumulation bound of the float64 product
-of the same bf16 operands (the weights RNE_bf16(q * s), the upcast's one rounding).  Built as users build
+of the same bf16 operands; the weights RNE_bf16(q * s) (the upcast's one rounding), or at the decode
+tile (M <= 16), whose int4 scales multiply each group's f32 sums, q * s exactly.  Built as users build
 it (nvcc -O3 -arch=sm_90a) into a shared library called through its host entry points.
 """
 from __future__ import annotations
@@ -65,10 +66,16 @@ def bound(ref: np.ndarray, mag: np.ndarray) -> np.ndarray:
     return 2.0 ** -16 * mag + np.abs(ref) * 2.0 ** -8
 
 
-def weights(q: np.ndarray, s_bits: np.ndarray) -> np.ndarray:
-    """The bf16 weights the upcast feeds wgmma: RNE_bf16(q * s) (q * s has up to 12 significant bits, so
-    one rounding; exact for power-of-two scales), as float64."""
-    return half_values(round16_bits(q * np.repeat(half_values(s_bits, "bf16"), GROUP, axis=1), "bf16"), "bf16")
+#: the decode tile's tokens at most: its int4 scales multiply each group's f32 sums, not the upcast's elements
+DECODE_M = 16
+
+
+def weights(q: np.ndarray, s_bits: np.ndarray, M: int = DECODE_M + 1) -> np.ndarray:
+    """The weights Y = X W^T is computed with at M tokens, as float64: q * s exactly at the decode tile;
+    otherwise the bf16 the upcast feeds wgmma, RNE_bf16(q * s) (q * s has up to 12 significant bits, so one
+    rounding; exact for power-of-two scales)."""
+    w = q * np.repeat(half_values(s_bits, "bf16"), GROUP, axis=1)
+    return w if M <= DECODE_M else half_values(round16_bits(w, "bf16"), "bf16")
 
 
 def build(directory: str, extra: tuple[str, ...] = ()) -> str:
@@ -135,7 +142,7 @@ def operands(M: int, N: int, K: int, exact: bool, seed: int, mxfp4: bool = False
         s = 2.0 ** rng.integers(-1, 3, size=(N, K // GROUP)) if exact else \
             np.abs(rng.standard_normal((N, K // GROUP))) * 0.01 + 0.001
         sb = round16_bits(s, "bf16")
-        codes, w, st = (q & 0xF).astype(np.uint8), weights(q, sb), np.ascontiguousarray(sb.T)
+        codes, w, st = (q & 0xF).astype(np.uint8), weights(q, sb, M), np.ascontiguousarray(sb.T)
     ref = half_values(xb, "bf16") @ w.T
     return xb, codes, st, ref, np.abs(half_values(xb, "bf16")) @ np.abs(w).T
 

@@ -1,7 +1,8 @@
 // W4A16 GEMM on Hopper: Y (M x N, bf16) = X (M x K, bf16) W^T with 4-bit weights W (N x K), two formats:
 //   int4:  one bf16 scale per 128 consecutive K of a row, W[n, k] = q[n, k] * s[n, k / 128], q in -8 .. 7 (i4);
 //   mxfp4: one e8m0 exponent per 32, W[n, k] = v[n, k] * 2^(e[n, k / 32] - 127), v an e2m1 value (OCP MX);
-// f32 accumulation, Y rounded to nearest even.
+// f32 accumulation, Y rounded to nearest even.  The upcast rounds q s to bf16 for wgmma, except at the
+// decode tile, where int4's scales multiply each group's f32 sums instead (W = q s exactly).
 //
 // The weights are wgmma's A operand (Y^T = W X^T: A may come from registers, B may not), upcast in
 // registers; the activations are its B operand, X^T read K-major from shared memory.  Everything that
@@ -13,9 +14,10 @@
 //   w4a16_tma_x_n<BN>  X^T's K 64 x BN token tile (the 128-byte swizzle wgmma reads K-major)
 //   w4a16_upcast       the weight tile's 16 bytes a thread (one ld.shared.v4) -> i4 -> bf16 times the
 //                      group's scale, exactly the registers of wgmma's A fragment (K 64); mxfp4:
-//                      w4a16_upcast_mxfp4 (the same tile layout: the e2m1 sequence reads the same nibbles)
+//                      w4a16_upcast_mxfp4 (the same tile layout: the e2m1 sequence reads the same nibbles);
+//                      w4a16_upcast_q (decode): q exactly, unscaled
 //   w4a16_mma_n<BN>    acc (64 x BN) += A (registers) * X^T tile: 4 x wgmma m64nBNk16
-//   w4a16_store_n<BN>  the accumulator (as bf16) -> Y, through shared memory (16-byte stores along N)
+//   w4a16_store_*      the accumulator (as bf16) -> Y, through shared memory (16-byte stores along N)
 //
 // The weights are reordered once, offline, into the layout llgen chain chose for the upcast's input
 // (examples/w4a16/w4a16_preshuffle.yaml; its generated numpy module / CUDA kernel do it): W in 64 x 64
@@ -35,10 +37,11 @@
 //   range order by the CTA that completes the tile).
 //
 // Control (written here, layout-free): warp group 0 produces (one thread, or LLGEN_W4A16_PRODUCER_LANES,
-// issues every TMA of a stage into the ring of `full` / `empty` mbarriers), warp groups 1 and 2 consume.
-// A consumer pipelines the 64-K slices of its chunks over BUFFERS A fragments (decode 4, mid 2, large 1:
-// its 128 accumulator registers leave room for one), slice j adding into accumulator j % CHAINS (decode
-// 4, mid 2; the chains are added in a fixed order at the end).  Slice j's upcast writes buffer
+// issues every TMA of a stage into the ring of `full` / `empty` mbarriers), the others consume.
+// A consumer pipelines the 64-K slices of its chunks over BUFFERS A fragments (decode 2, mid 2, large 1:
+// its 128 accumulator registers leave room for one), slice j adding into accumulator j % CHAINS (mid 2;
+// the chains are added in a fixed order at the end), or at the decode tile, group h of a chunk's two
+// groups of 128 K into accumulator h, scaled into the sum once its wgmma are done.  Slice j's upcast writes buffer
 // j % BUFFERS while the wgmma of the slices before it run; before it writes, wait<BUFFERS - 1> leaves
 // only the newest BUFFERS - 1 in flight, so the buffer's previous reader is done.  A chunk's wgmma drain
 // under the upcast of the next chunk's first slice; then wait<0> and the chunk's stage goes back, every
@@ -57,6 +60,7 @@
 #include "w4a16_tma_x_n64.cuh"
 #include "w4a16_tma_x_n256.cuh"
 #include "w4a16_upcast.cuh"
+#include "w4a16_upcast_q.cuh"
 #include "w4a16_upcast_rm.cuh"
 #include "w4a16_upcast_mxfp4.cuh"
 #include "w4a16_upcast_mxfp4_rm.cuh"
@@ -127,6 +131,14 @@ extern __shared__ __align__(1024) unsigned char smem[];  // dynamic: Config::SME
 #ifndef LLGEN_W4A16_DECODE_CHAINS
 #define LLGEN_W4A16_DECODE_CHAINS (LLGEN_W4A16_DECODE_ROWS == 256 ? 2 : 4)
 #endif
+// -D LLGEN_W4A16_ACC_SCALES=0: the decode tile's int4 scales applied in the upcast (RNE_bf16(q s) into
+// wgmma) instead of to each group's f32 sums (W = q s exactly; one fma a sum register and group instead of
+// a bf16 multiply an element pair).  The default where the decode tile has the two A buffers and two
+// accumulators it needs; the row-major build has no unscaled upcast header: scales in the upcast.
+#ifndef LLGEN_W4A16_ACC_SCALES
+#define LLGEN_W4A16_ACC_SCALES \
+    (!LLGEN_W4A16_ROW_MAJOR && LLGEN_W4A16_DECODE_BUFFERS == 2 && LLGEN_W4A16_DECODE_CHAINS == 2)
+#endif
 
 namespace gemm_w4a16 {
 
@@ -171,6 +183,7 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
     struct NAME {                                                                                                \
         using Scale = SCALE;                                                                                     \
         static constexpr int GROUP = GROUP_;                       /* K of one scale */                         \
+        static constexpr bool ACC_SCALED = false;                  /* the scales applied in the upcast */     \
         static constexpr int TG = 64 / GROUP_ > 1 ? 64 / GROUP_ : 1;  /* scale groups along a tile's K */       \
         static constexpr int kScaleRegs = UP::kScaleRegs, kDstWords = UP::kDstWords, kDstRegs = UP::kDstRegs;   \
         static constexpr int S_BOX = TMA_S::kShape[0], S_BYTES = TMA_S::kTileBytes, S_TX = TMA_S::kTxBytes;    \
@@ -204,6 +217,24 @@ constexpr bool same_regs(int regs, int warps, F f, G g) {
 // int4 (i4) with a bf16 scale per 128 along K; mxfp4 (e2m1) with an e8m0 exponent per 32.
 LLGEN_W4A16_FORMAT(I4, up_i4, w4a16_tma_s, 128, uint16_t)
 LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
+
+// int4 whose scales multiply each group's f32 sums (the control's fold) instead of the upcast's elements:
+// the upcast gives q exactly (w4a16_upcast_q, the same tile and fragment layouts as w4a16_upcast).
+struct I4Q : I4 {
+    static constexpr bool ACC_SCALED = true;
+    static_assert(w4a16_upcast_q::kDstWords == kDstWords && w4a16_upcast_q::kMidRegs == kMidRegs &&
+                      same_regs(kDstRegs, 4, w4a16_upcast_q::dst_index, up_i4::dst_index),
+                  "the unscaled upcast fills the fragment as the scaled one");
+    __device__ static void upcast(const uint8_t (&mid)[kMidRegs], const Scale (&)[kScaleRegs],
+                                  uint32_t (&dst)[kDstWords]) {
+        w4a16_upcast_q::upcast(mid, dst);
+    }
+};
+#if LLGEN_W4A16_ACC_SCALES
+using I4Decode = I4Q;
+#else
+using I4Decode = I4;
+#endif
 
 // One tile shape (for a weight format F): its headers, the stage's byte plan and the register agreements.
 #define LLGEN_W4A16_CONFIG(NAME, BN_, RB_, KC_, KSPLIT_, BUFFERS_, CHAINS_, TMA_X, MMA, STORE)                 \
@@ -248,6 +279,8 @@ LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
         }                                                                                                        \
         static constexpr int EPI_THREADS = STORE::kThreads;  /* the threads holding the tile's accumulator */   \
         static constexpr int ACC = MMA::kAccRegs;                                                                \
+        /* the tile row (weight row of the warp group's 64) accumulator register r holds */                    \
+        __device__ static constexpr int acc_row(int r, int l, int w) { return MMA::acc_index(r, l, w) / BN; }    \
         /* after the stages: the second warp group's accumulator (KSPLIT); the store's scratch is the stages' */ \
         static constexpr int HANDOFF = KSPLIT ? ACC * 128 * 4 : 0;                                               \
         static constexpr int BARRIERS = 8 * (2 * MAX_STAGES + 2) + 8;                                           \
@@ -274,9 +307,10 @@ LLGEN_W4A16_FORMAT(MXFP4, up_mxfp4, w4a16_tma_s_e8m0, 32, uint8_t)
             __device__ static void fence() { MMA::fence(); }                                                     \
             __device__ static void commit() { MMA::commit(); }                                                   \
             template <int N> __device__ static void wait() { MMA::wait<N>(); }                                   \
-            __device__ static void wait_acc(float (&acc)[ACC]) { MMA::wait_acc(acc); }                           \
-            __device__ static void mma(float (&acc)[ACC], const uint32_t (&a)[F::kDstWords], const void* b) {    \
-                MMA::mma(acc, a, b);                                                                             \
+            template <int N> __device__ static void wait_acc(float (&acc)[ACC]) { MMA::template wait_acc<N>(acc); } \
+            __device__ static void mma(float (&acc)[ACC], const uint32_t (&a)[F::kDstWords], const void* b,      \
+                                       int accumulate) {                                                         \
+                MMA::mma(acc, a, b, accumulate);                                                                 \
             }                                                                                                    \
             template <int R> __device__ static void regs_dec() { MMA::regs_dec<R>(); }                           \
             template <int R> __device__ static void regs_inc() { MMA::regs_inc<R>(); }                           \
@@ -418,6 +452,23 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     for (int c = 0; c < C::CHAINS; ++c)
 #pragma unroll
         for (int r = 0; r < C::ACC; ++r) chain[c][r] = 0.0f;
+    // F::ACC_SCALED: group h of a chunk (slices 2h, 2h + 1: 128 K) sums into chain h, its first wgmma
+    // overwriting; once they are done (slice 3's wait leaves slice 2 in flight; the chunk's wait<0>),
+    // `fold` adds chain h times the group's scale of each register's row into `total`, in group order
+    constexpr bool GS = F::ACC_SCALED;
+    static_assert(!GS || (F::GROUP == 128 && C::SLICES == 4 && C::BUFFERS == 2 && C::CHAINS == 2),
+                  "scaled sums: two groups of two slices a chunk, two A buffers, an accumulator a group");
+    float total[C::ACC];
+    int srow[C::ACC];
+#pragma unroll
+    for (int r = 0; r < C::ACC; ++r) total[r] = 0.0f, srow[r] = C::acc_row(r, lane, warp);
+    auto fold = [&](const unsigned char* st, int h) {
+        const uint16_t* const sc = reinterpret_cast<const uint16_t*>(
+            st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + h * 64;
+#pragma unroll
+        for (int r = 0; r < C::ACC; ++r)   // a bf16 scale's bits are the top half of the f32's
+            total[r] = fmaf(chain[h][r], __uint_as_float(static_cast<uint32_t>(sc[srow[r]]) << 16), total[r]);
+    };
     uint32_t a[C::BUFFERS][F::kDstWords];
     uint32_t sink = 0;                           // LLGEN_W4A16_DIAGNOSE 2: the upcasts' words, kept live
     if (LLGEN_W4A16_DIAGNOSE == 1)               // no upcast: wgmma reads these registers as they are
@@ -433,8 +484,9 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
         // group j * 64 / GROUP of the chunk
         const typename F::Scale* const sc = reinterpret_cast<const typename F::Scale*>(
             st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + (j * 64 / F::GROUP) * 64;
+        if constexpr (!GS)
 #pragma unroll
-        for (int r = 0; r < F::kScaleRegs; ++r) scales[j % FETCHED][r] = sc[sat[r]];
+            for (int r = 0; r < F::kScaleRegs; ++r) scales[j % FETCHED][r] = sc[sat[r]];
         F::load(st + C::W_OFF + (rb * C::SLICES + j) * TILE, mid[j % FETCHED], tid);
     };
     auto upcast = [&](const unsigned char* st, int j) {
@@ -447,7 +499,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     auto mma = [&](const unsigned char* st, int j) {
         if (LLGEN_W4A16_DIAGNOSE == 2) return;
         Mma::fence();
-        Mma::mma(chain[j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES));
+        Mma::mma(chain[GS ? j / 2 : j % C::CHAINS], a[j % C::BUFFERS], st + j * (C::X_BYTES / C::SLICES),
+                 GS ? j % 2 : 1);
         Mma::commit();
     };
     auto stage = [&](int g) {
@@ -475,6 +528,10 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
 #pragma unroll
             for (int j = 1; j < C::SLICES; ++j) {
                 Mma::template wait<C::BUFFERS - 1>();  // slice j - BUFFERS's wgmma (this buffer's reader) done
+                if (GS && j == 3) {                    // group 0's slices done, slice 2 (chain 1) in flight
+                    Mma::template wait_acc<C::BUFFERS - 1>(chain[0]);
+                    fold(st, 0);
+                }
                 upcast(st, j);
                 mma(st, j);
             }
@@ -484,17 +541,21 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
                 upcast(next, 0);
             }
             Mma::template wait<0>();               // the chunk's wgmma done: its stage goes back
+            if (GS) {
+                Mma::template wait_acc<0>(chain[1]);
+                fold(st, 1);
+            }
             sync::mbar_arrive(&empty[g % S]);
             if (next && LLGEN_W4A16_DRAIN_CHUNKS) upcast(next, 0);
             st = next;
         }
     }
 #pragma unroll
-    for (int c = 0; c < C::CHAINS; ++c) Mma::wait_acc(chain[c]);
+    for (int c = 0; c < C::CHAINS; ++c) Mma::template wait_acc<0>(chain[c]);
     if (LLGEN_W4A16_DIAGNOSE == 2) chain[0][0] += static_cast<float>(sink & 1);
-    float (&acc)[C::ACC] = chain[0];             // ((chain 0 + chain 1) + chain 2) + ..: a fixed order
+    float (&acc)[C::ACC] = GS ? total : chain[0];  // ((chain 0 + chain 1) + chain 2) + ..: a fixed order
 #pragma unroll
-    for (int c = 1; c < C::CHAINS; ++c)
+    for (int c = 1; c < (GS ? 1 : C::CHAINS); ++c)
 #pragma unroll
         for (int r = 0; r < C::ACC; ++r) acc[r] += chain[c][r];
 
@@ -561,7 +622,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
          const __grid_constant__ CUtensorMap map_x, uint16_t* Y, int M, int N, int K, gemm_w4a16::Work work) {   \
         gemm_w4a16::gemm<gemm_w4a16::CONFIG<gemm_w4a16::FORMAT>>(&map_w, &map_s, &map_x, Y, M, N, K, work);      \
     }
-LLGEN_W4A16_KERNEL(gemm_w4a16_decode, Decode, I4)
+LLGEN_W4A16_KERNEL(gemm_w4a16_decode, Decode, I4Decode)
 LLGEN_W4A16_KERNEL(gemm_w4a16_mid, Mid, I4)
 LLGEN_W4A16_KERNEL(gemm_w4a16_large, Large, I4)
 LLGEN_W4A16_KERNEL(gemm_mxfp4_decode, Decode, MXFP4)
@@ -591,7 +652,10 @@ template <class F>
 Sizes sizes_for(Shape s) {
     return s == DECODE ? sizes_of<Decode<F>>() : s == MID ? sizes_of<Mid<F>>() : sizes_of<Large<F>>();
 }
-inline Sizes sizes(Format f, Shape s) { return f == INT4 ? sizes_for<I4>(s) : sizes_for<MXFP4>(s); }
+inline Sizes sizes(Format f, Shape s) {
+    if (f == MXFP4_E8M0) return sizes_for<MXFP4>(s);
+    return s == DECODE ? sizes_of<Decode<I4Decode>>() : sizes_for<I4>(s);
+}
 
 // The tensor maps: W the packed buffer as rows of 128 bytes (row-major build: N x K / 2 bytes), S^T as
 // K / GROUP x N scales, X^T as (K, M) with K contiguous (the box of the tile shape's token count).
