@@ -41,9 +41,9 @@
 // A consumer pipelines the 64-K slices of its chunks over BUFFERS A fragments (decode 2, mid 2, large 1:
 // its 128 accumulator registers leave room for one), slice j adding into accumulator j % CHAINS (mid 2;
 // the chains are added in a fixed order at the end), or at the decode tile, group h of a chunk's two
-// groups of 128 K into accumulator h, scaled into the sum once its wgmma are done.  Slice j's upcast writes buffer
-// j % BUFFERS while the wgmma of the slices before it run; before it writes, wait<BUFFERS - 1> leaves
-// only the newest BUFFERS - 1 in flight, so the buffer's previous reader is done.  A chunk's wgmma drain
+// groups of 128 K into accumulator h, scaled into the sum once its wgmma are done.  Slice j's upcast
+// writes buffer j % BUFFERS while the wgmma of the slices before it run; before it writes,
+// wait<BUFFERS - 1> leaves only the newest BUFFERS - 1 in flight, so the buffer's previous reader is done.  A chunk's wgmma drain
 // under the upcast of the next chunk's first slice; then wait<0> and the chunk's stage goes back, every
 // thread arriving (its ld.shared of the stage's weights and scales long done).  The loop over chunks
 // starts at that first slice's wgmma, so its back edge follows the wait<0>: with wgmma in flight across
