@@ -222,6 +222,24 @@ __device__ __forceinline__ void bulk_wait_group_read() {
     __trap();  // cp.async.bulk.wait_group.read needs sm_90 or newer
 #endif
 }
+__device__ __forceinline__ void griddepcontrol_wait() {
+#if defined(LLGEN_HOST_SIMT)
+    // the host SIMT runtime runs one grid after another: the grid before has completed
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#else
+    __trap();  // griddepcontrol.wait needs sm_90 or newer
+#endif
+}
+__device__ __forceinline__ void griddepcontrol_launch_dependents() {
+#if defined(LLGEN_HOST_SIMT)
+    // the host SIMT runtime runs one grid after another: no grid to start early
+#elif __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#else
+    __trap();  // griddepcontrol.launch_dependents needs sm_90 or newer
+#endif
+}
 }  // namespace detail
 
 // mbarrier helpers (`bar`: an 8-byte aligned uint64_t in shared memory).
@@ -248,6 +266,13 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
     while (!detail::mbarrier_try_wait_parity(addr, parity)) {
     }
 }
+
+// Programmatic dependent launch (a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization
+// may start while the kernel before it in the stream still runs): grid_wait() returns once that kernel has
+// completed and its writes are visible -- call it before reading what it writes or writing what it reads;
+// grid_launch_dependents() lets the next such kernel start before this one ends.
+__device__ __forceinline__ void grid_wait() { detail::griddepcontrol_wait(); }
+__device__ __forceinline__ void grid_launch_dependents() { detail::griddepcontrol_launch_dependents(); }
 
 // fence_proxy_async(): this thread's shared-memory writes are visible to TMA (the async proxy).
 // Every thread that wrote the tile calls it before the block barrier that precedes store().

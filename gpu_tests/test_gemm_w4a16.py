@@ -95,16 +95,19 @@ class Library:
         lib.llgen_w4a16_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.llgen_w4a16_release.argtypes = [ctypes.c_void_p]
         lib.llgen_w4a16_pack.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+        lib.llgen_w4a16_overlap.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self.lib = lib
 
     def prepared(self, x: int, w: int, s: int, y: int, M: int, N: int, K: int, splits: int = 0,
-                 stream=lambda: 0, mxfp4: bool = False):
+                 stream=lambda: 0, mxfp4: bool = False, overlap: bool = False):
         """Tensor maps encoded and the workspace allocated now; the returned function launches on
-        ``stream()`` (the workspace is freed when it is garbage, after a device synchronisation)."""
+        ``stream()`` (the workspace is freed when it is garbage, after a device synchronisation);
+        ``overlap``: each launch may start under the kernel before it (llgen_w4a16_overlap)."""
         params = ctypes.create_string_buffer(self.lib.llgen_w4a16_params_size())
         if r := self.lib.llgen_w4a16_prepare(params, int(mxfp4), x, w, s, y, M, N, K, splits):
             self.lib.llgen_w4a16_release(params)
             raise RuntimeError(f"llgen_w4a16_prepare returned {r}")
+        self.lib.llgen_w4a16_overlap(params, int(overlap))
 
         def go() -> None:
             if r := self.lib.llgen_w4a16_launch(params, stream()):
@@ -199,6 +202,29 @@ def test_gemm_w4a16_random_normal(lib, M, N, K, mxfp4):
     err = np.abs(half_values(y, "bf16") - ref)
     b = bound(ref, mag)
     assert np.all(err <= b), float(np.max(err / b))
+
+
+@pytest.mark.parametrize("M,splits", [(1, 0), (16, 3), (40, 0)])
+def test_gemm_w4a16_overlapped_chain(lib, M, splits):
+    """Overlapped launches (programmatic dependent launch) in a chain: each layer's X is the layer before's Y
+    (NaN-poisoned until written), so a launch that read X, or wrote Y or the split-K workspace, before the
+    kernel before it completed would give NaN or a wrong sum.  Four layers of the same square weights;
+    each layer's Y within the f32 bound of the float64 product of the Y the GPU gave the layer before."""
+    N = K = 1024
+    xb, codes, st, _, _ = operands(M, N, K, exact=True, seed=11)
+    W, S = cupy.asarray(reorder_module().reorder(codes).reshape(-1)), cupy.asarray(st)
+    w = weights(codes.astype(np.int64) - 16 * (codes >= 8), st.T, M)
+    ys = [cupy.asarray(xb)] + [cupy.full((M, N), 0xFFFF, dtype=cupy.uint16) for _ in range(4)]
+    gos = [lib.prepared(ys[i].data.ptr, W.data.ptr, S.data.ptr, ys[i + 1].data.ptr, M, N, K, splits, overlap=True)
+           for i in range(4)]
+    for go in gos:
+        go()
+    cupy.cuda.runtime.deviceSynchronize()
+    for i in range(4):
+        x = half_values(cupy.asnumpy(ys[i]), "bf16")
+        ref = x @ w.T
+        err = np.abs(half_values(cupy.asnumpy(ys[i + 1]), "bf16") - ref)
+        assert np.all(err <= bound(ref, np.abs(x) @ np.abs(w).T)), i
 
 
 def test_gemm_w4a16_pack_on_device_equals_numpy_reorder(lib):

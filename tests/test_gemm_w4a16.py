@@ -5,7 +5,7 @@
   4 wgmma m64nBNk16 bf16 with A from registers per 64-K slice (decode BN 16, mid 64, large 256), one
   16-byte ld.shared a thread per slice (the pre-shuffled weights), the chunk's 2-D TMA boxes (X a slice,
   the weights two tiles and the scales two groups a row block), one atomic add (split K), the setmaxnreg
-  budgets; the row-major weights, 128- and 64-row decode and read-ahead builds without spills.
+  budgets, the grid-dependency wait and trigger of overlapped launches; the row-major weights, 128- and 64-row decode and read-ahead builds without spills.
 * It runs on the host SIMT runtime (TMA, the mbarrier ring wrapping its stages, the consumer warp groups
   owning a row block each (decode: four, large: two) or taking alternate chunks and handing their sums
   over (mid), split K's partials summed in range order, the store masked at the last tokens and rows,
@@ -66,7 +66,9 @@ def test_gemm_w4a16_compiles_from_generated_headers(example_build):
         assert re.findall(r"wgmma\.mma_async\.sync\.aligned\.m[\w.]+", body) == \
             [f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"] * (4 * slices), name
         assert len(re.findall(r"ld\.shared\.v4\.b32", body)) >= slices, name
-        assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", body)) == boxes, name
+        # a chunk's boxes twice: the first round of stages (weights before grid_wait, X after) and the rest
+        assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", body)) == 2 * boxes, name
+        assert "griddepcontrol.wait" in body and "griddepcontrol.launch_dependents" in body, name
         assert len(re.findall(r"atom\.global\.add\.u32|atom\.global\.add\.s32", body)) == 1, name
         assert "setmaxnreg.dec.sync.aligned.u32 24" in body and f"setmaxnreg.inc.sync.aligned.u32 {regs}" in body
 

@@ -401,6 +401,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
         sync::fence_barrier_init();
     }
     __syncthreads();
+    sync::grid_launch_dependents();  // an overlapped launch after this one may start (it waits for us itself)
 
     if (wg == 0) {  // producer: one thread keeps the ring full
         Mma::template regs_dec<PRODUCER_REGS>();
@@ -409,27 +410,43 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
         // (one arrival a lane a phase), so no lane waits for another
         const int lane = threadIdx.x;
         if (lane < LANES) {
-            for (int c = cb; c < ce; ++c) {
-                const int g = c - cb, s = g % S;
-                if (g >= S) sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its readers are done
-                unsigned char* const st = base + s * C::STAGE;
-                sync::mbar_arrive_expect_tx(&full[s], C::lane_tx(lane));
-                int box = 0;
-                for (int j = 0; j < C::SLICES; ++j, ++box)
-                    if (box % LANES == lane && LLGEN_W4A16_STREAMS_X)
-                        C::load_x(map_x, c * C::KC + j * 64, m0, st + j * (C::X_BYTES / C::SLICES), &full[s]);
+            // X's boxes of chunk c (boxes 0 .. SLICES - 1), then its weights' and scales'
+            auto load_xs = [&](int c, unsigned char* st, uint64_t* bar) {
+                for (int j = 0; j < C::SLICES; ++j)
+                    if (j % LANES == lane && LLGEN_W4A16_STREAMS_X)
+                        C::load_x(map_x, c * C::KC + j * 64, m0, st + j * (C::X_BYTES / C::SLICES), bar);
+            };
+            auto load_ws = [&](int c, unsigned char* st, uint64_t* bar) {
+                int box = C::SLICES;
                 for (int b = 0; b < C::RB; ++b)
                     for (int j = 0; j < C::SLICES; j += W_BOX, ++box)
                         if (box % LANES == lane && LLGEN_W4A16_STREAMS_W) {
                             int w[2];
                             weight_box(n0 / 64 + b, c * C::SLICES + j, K, w);
-                            tw::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, &full[s]);
+                            tw::load(map_w, w, st + C::W_OFF + (b * C::SLICES + j) * TILE, bar);
                         }
                 for (int b = 0; b < C::RB; ++b)   // groups past K / GROUP (a box's tail) read as zero, unused
                     for (int q = 0; q < C::S_BOXES; ++q, ++box)
                         if (box % LANES == lane)
                             F::load_s(map_s, c * C::GROUPS + q * F::S_BOX, n0 + 64 * b,
-                                      st + C::S_OFF + (b * C::S_BOXES + q) * F::S_BYTES, &full[s]);
+                                      st + C::S_OFF + (b * C::S_BOXES + q) * F::S_BYTES, bar);
+            };
+            // The first round of stages streams the weights and scales before grid_wait(), X after it: an
+            // overlapped launch (llgen_w4a16_overlap) may start while the kernel before it, X's writer, runs
+            const int round = ce - cb < S ? ce - cb : S;
+            for (int g = 0; g < round; ++g) {
+                sync::mbar_arrive_expect_tx(&full[g], C::lane_tx(lane));
+                load_ws(cb + g, base + g * C::STAGE, &full[g]);
+            }
+            sync::grid_wait();
+            for (int g = 0; g < round; ++g) load_xs(cb + g, base + g * C::STAGE, &full[g]);
+            for (int c = cb + round; c < ce; ++c) {
+                const int g = c - cb, s = g % S;
+                sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its readers are done
+                unsigned char* const st = base + s * C::STAGE;
+                sync::mbar_arrive_expect_tx(&full[s], C::lane_tx(lane));
+                load_xs(c, st, &full[s]);
+                load_ws(c, st, &full[s]);
             }
         }
         return;
@@ -574,6 +591,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
         ctid = threadIdx.x - 128;
     }
 
+    sync::grid_wait();      // an overlapped launch: the kernel before it (Y's and the workspace's user) is done
     if (work.splits > 1) {  // park this range's sum; the CTA completing the tile adds the ranges in order
         constexpr long long SLOT = static_cast<long long>(C::ACC) * C::EPI_THREADS;
         float4* const slots = reinterpret_cast<float4*>(work.partial + tile * work.splits * SLOT);
@@ -722,6 +740,7 @@ struct llgen_w4a16_params {
     gemm_w4a16::Work work;
     uint16_t* Y;
     int M, N, K, grid, threads, smem, splits;
+    int overlap;   // launched with programmatic stream serialization (llgen_w4a16_overlap)
     void* workspace;
 };
 
@@ -756,9 +775,27 @@ extern "C" int llgen_w4a16_prepare(llgen_w4a16_params* p, int format, const void
 }
 
 extern "C" int llgen_w4a16_launch(const llgen_w4a16_params* p, cudaStream_t stream) {
-    p->kernel<<<p->grid, p->threads, p->smem, stream>>>(p->maps.w, p->maps.s, p->maps.x, p->Y, p->M, p->N,
-                                                                  p->K, p->work);
-    return cudaGetLastError();
+    if (!p->overlap) {
+        p->kernel<<<p->grid, p->threads, p->smem, stream>>>(p->maps.w, p->maps.s, p->maps.x, p->Y, p->M, p->N,
+                                                             p->K, p->work);
+        return cudaGetLastError();
+    }
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(p->grid), config.blockDim = dim3(p->threads), config.dynamicSmemBytes = p->smem;
+    config.stream = stream, config.attrs = attr, config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, p->kernel, p->maps.w, p->maps.s, p->maps.x, p->Y, p->M, p->N, p->K, p->work);
+}
+
+// Overlapped launches (on != 0): each launch may start while the kernel before it in the stream still runs
+// (programmatic dependent launch), streaming its first stages' weights and scales under that kernel's tail;
+// it reads X and writes Y and its workspace only once that kernel has completed.  The caller's promise: the
+// weights and scales are not written by the kernels this launch may overlap.
+extern "C" int llgen_w4a16_overlap(llgen_w4a16_params* p, int on) {
+    p->overlap = on != 0;
+    return 0;
 }
 
 // Frees the workspace (after the launches that use it have finished).

@@ -263,6 +263,19 @@ MBARRIER = (
                 ("return llgen_host::mbarrier_try_wait_parity(bar, parity);",), "mbarrier.try_wait.parity", arch=90,
                 result="bool"))
 
+#: programmatic dependent launch: a grid launched with cudaLaunchAttributeProgrammaticStreamSerialization may
+#: start while the grid before it in the stream still runs; griddepcontrol.wait returns once that grid has
+#: completed and its memory is visible, launch_dependents lets the next grid start before this one ends.  The
+#: host SIMT runtime runs one grid after another, so both are no-ops there.
+GRID_DEPENDENCY = (
+    Instruction("griddepcontrol_wait", "", ('asm volatile("griddepcontrol.wait;" ::: "memory");',),
+                ("// the host SIMT runtime runs one grid after another: the grid before has completed",),
+                "griddepcontrol.wait", arch=90),
+    Instruction("griddepcontrol_launch_dependents", "",
+                ('asm volatile("griddepcontrol.launch_dependents;" ::: "memory");',),
+                ("// the host SIMT runtime runs one grid after another: no grid to start early",),
+                "griddepcontrol.launch_dependents", arch=90))
+
 #: cp.async.bulk groups of TMA stores: commit_group closes one, wait_group.read<N> returns once at most N
 #: still read shared memory
 BULK_GROUPS = (

@@ -18,7 +18,8 @@ from __future__ import annotations
 from ll_codegen.core.layout import layout_of
 from ll_codegen.emit.body import check_target, constants
 from ll_codegen.emit.cexpr import comment_lines, tile_index_function
-from ll_codegen.emit.instructions import BULK_GROUPS, FENCE_PROXY_ASYNC, MBARRIER, tma_load, tma_store
+from ll_codegen.emit.instructions import (BULK_GROUPS, FENCE_PROXY_ASYNC, GRID_DEPENDENCY, MBARRIER, tma_load,
+                                          tma_store)
 from ll_codegen.plan.plans import Transfer
 from ll_codegen.plan.report import tma_summary
 from ll_codegen.plan.tma import DATA_TYPE_NAMES, align_reason
@@ -80,7 +81,7 @@ def header_values(plan: Transfer, name: str, command: str = "", src_text: str | 
         map_dims=[f"dims[{d}]" for d in t.dims],
         map_strides=[f"strides[{d}] * kElemBytes" for d in t.dims[1:]] or ["0"],
         box=list(t.box), boxes=boxes, tma_load=load.name, tma_store=store.name,
-        records=[*MBARRIER, FENCE_PROXY_ASYNC, load, store, *BULK_GROUPS],
+        records=[*MBARRIER, FENCE_PROXY_ASYNC, load, store, *BULK_GROUPS, *GRID_DEPENDENCY],
         swizzle_name=SWIZZLE_NAMES[t.swizzle_bytes], data_type_name=DATA_TYPE_NAMES[t.data_type])
 
 
