@@ -3,8 +3,8 @@
 * It compiles for sm_90a from the generated headers alone (nvcc as users type it), without spills and
   without ptxas serialising the wgmma, and each kernel's PTX holds what its plans say: per chunk of K,
   4 wgmma m64nBNk16 bf16 with A from registers per 64-K slice (decode BN 16, mid 64, large 256), one
-  16-byte ld.shared a thread per slice (the pre-shuffled weights), the chunk's 2-D TMA boxes (X a slice,
-  the weights two tiles and the scales two groups a row block), one atomic add (split K), the setmaxnreg
+  16-byte ld.shared a thread per slice (the pre-shuffled weights), at least the chunk's 2-D TMA boxes
+  twice (X a slice, the weights two tiles and the scales two groups a row block), one atomic add (split K), the setmaxnreg
   budgets, the grid-dependency wait and trigger of overlapped launches; the row-major weights, 128- and 64-row decode and read-ahead builds without spills.
 * It runs on the host SIMT runtime (TMA, the mbarrier ring wrapping its stages, the consumer warp groups
   owning a row block each (decode: four, large: two) or taking alternate chunks and handing their sums
@@ -66,8 +66,10 @@ def test_gemm_w4a16_compiles_from_generated_headers(example_build):
         assert re.findall(r"wgmma\.mma_async\.sync\.aligned\.m[\w.]+", body) == \
             [f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"] * (4 * slices), name
         assert len(re.findall(r"ld\.shared\.v4\.b32", body)) >= slices, name
-        # a chunk's boxes twice: the first round of stages (weights before grid_wait, X after) and the rest
-        assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", body)) == 2 * boxes, name
+        # a chunk's boxes in the overlapped first round (weights before grid_wait, X after) and in the loop,
+        # which the compiler may unroll or version (the host SIMT runs check which boxes land where)
+        tma = len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global", body))
+        assert tma >= 2 * boxes, (name, tma)
         assert "griddepcontrol.wait" in body and "griddepcontrol.launch_dependents" in body, name
         assert len(re.findall(r"atom\.global\.add\.u32|atom\.global\.add\.s32", body)) == 1, name
         assert "setmaxnreg.dec.sync.aligned.u32 24" in body and f"setmaxnreg.inc.sync.aligned.u32 {regs}" in body
@@ -94,14 +96,14 @@ DRIVER = r"""
 
 __attribute__((aligned(1024))) unsigned char smem[gemm_w4a16::MAX_SMEM];
 
-// driver IN OUT: IN = int32 M, N, K, splits, format, then X (M x K bf16 bits), the packed weights (N K / 2
+// driver IN OUT: IN = int32 M, N, K, splits, format, overlap, then X (M x K bf16 bits), the packed weights (N K / 2
 // bytes), S^T (int4: K / 128 x N bf16 bits; mxfp4: K / 32 x N e8m0 bytes); OUT = Y.  Every CTA of the
 // plan's grid, one after another.
 int main(int argc, char** argv) {
     if (argc != 3) return 2;
     FILE* in = std::fopen(argv[1], "rb");
-    int h[5];
-    if (!in || std::fread(h, 4, 5, in) != 5) return 3;
+    int h[6];
+    if (!in || std::fread(h, 4, 6, in) != 6) return 3;
     const int M = h[0], N = h[1], K = h[2];
     const auto format = gemm_w4a16::Format(h[4]);
     std::vector<uint16_t> X(size_t(M) * K);
@@ -113,7 +115,7 @@ int main(int argc, char** argv) {
     const gemm_w4a16::Plan plan = gemm_w4a16::plan(format, M, N, K, 132, h[3]);
     std::vector<float> partial(size_t(plan.workspace) + 4, -1.0f);
     std::vector<int> count(size_t(plan.counters) + 1, 0);
-    const gemm_w4a16::Work work{plan.splits, partial.data(), count.data()};
+    const gemm_w4a16::Work work{plan.splits, partial.data(), count.data(), h[5]};
     gemm_w4a16::Maps maps = {};
     if (int r = gemm_w4a16::encode(maps, format, plan.shape, X.data(), W.data(), S.data(), M, N, K)) {
         std::printf("ERR encode %%d\n", r);
@@ -202,7 +204,15 @@ def test_gemm_w4a16_row_major_prefetched_on_host_simt(driver_variant, M, N, K, s
     run_case(driver_variant, M, N, K, splits, shape, row_major=True, mxfp4=mxfp4)
 
 
-def run_case(driver, M: int, N: int, K: int, splits: int, shape: int, row_major: bool, mxfp4: bool) -> None:
+# The producer's order of an overlapped launch (llgen_w4a16_overlap: the first round of stages' weights and
+# scales, then X's boxes): decode wrapping its ring, mid (the warp groups on alternate chunks).
+@pytest.mark.parametrize("M,N,K,splits,shape", [CASES[0], CASES[2]], ids=["decode", "mid"])
+def test_gemm_w4a16_overlapped_order_on_host_simt(driver, M, N, K, splits, shape):
+    run_case(driver, M, N, K, splits, shape, row_major=False, mxfp4=False, overlap=True)
+
+
+def run_case(driver, M: int, N: int, K: int, splits: int, shape: int, row_major: bool, mxfp4: bool,
+             overlap: bool = False) -> None:
     path, d = driver
     rng = np.random.default_rng(M + N + K)
     x = rng.integers(-4, 5, size=(M, K)).astype(np.float32)
@@ -222,7 +232,7 @@ def run_case(driver, M: int, N: int, K: int, splits: int, shape: int, row_major:
     want = round16_bits((x.astype(np.float64) @ w.T).astype(np.float32), "bf16")
     inp, outp = os.path.join(d, "in.bin"), os.path.join(d, "out.bin")
     with open(inp, "wb") as f:
-        f.write(np.array([M, N, K, splits, int(mxfp4)], dtype=np.int32).tobytes() + xb.tobytes() + packed.tobytes()
+        f.write(np.array([M, N, K, splits, int(mxfp4), int(overlap)], dtype=np.int32).tobytes() + xb.tobytes() + packed.tobytes()
                 + st.tobytes())
     rc, log = run([path, inp, outp], d)
     assert rc == 0, log

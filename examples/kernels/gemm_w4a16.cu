@@ -350,6 +350,7 @@ struct Work {
     int splits;
     float* partial;
     int* count;
+    int overlap;  // launched overlapping the kernel before it (llgen_w4a16_overlap)
 };
 
 // The coordinates of the weight box holding 64 x 64 tile (row block rb, K tile kt): pre-shuffled, the
@@ -431,9 +432,10 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
                             F::load_s(map_s, c * C::GROUPS + q * F::S_BOX, n0 + 64 * b,
                                       st + C::S_OFF + (b * C::S_BOXES + q) * F::S_BYTES, bar);
             };
-            // The first round of stages streams the weights and scales before grid_wait(), X after it: an
-            // overlapped launch (llgen_w4a16_overlap) may start while the kernel before it, X's writer, runs
-            const int round = ce - cb < S ? ce - cb : S;
+            // An overlapped launch (llgen_w4a16_overlap) may start while the kernel before it, X's writer,
+            // runs: its first round of stages streams the weights and scales before grid_wait(), X after it.
+            // Otherwise each stage's X first (the weights of a whole round first delay the first stage).
+            const int round = !work.overlap ? 0 : ce - cb < S ? ce - cb : S;
             for (int g = 0; g < round; ++g) {
                 sync::mbar_arrive_expect_tx(&full[g], C::lane_tx(lane));
                 load_ws(cb + g, base + g * C::STAGE, &full[g]);
@@ -442,7 +444,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
             for (int g = 0; g < round; ++g) load_xs(cb + g, base + g * C::STAGE, &full[g]);
             for (int c = cb + round; c < ce; ++c) {
                 const int g = c - cb, s = g % S;
-                sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its readers are done
+                if (g >= S) sync::mbar_wait(&empty[s], ((g / S) - 1) & 1);  // its readers are done
                 unsigned char* const st = base + s * C::STAGE;
                 sync::mbar_arrive_expect_tx(&full[s], C::lane_tx(lane));
                 load_xs(c, st, &full[s]);
@@ -763,7 +765,7 @@ extern "C" int llgen_w4a16_prepare(llgen_w4a16_params* p, int format, const void
     p->Y = static_cast<uint16_t*>(Y);
     p->M = M, p->N = N, p->K = K, p->grid = pl.grid, p->threads = pl.threads, p->smem = pl.smem, p->splits = pl.splits;
     if (cudaError_t e = cudaFuncSetAttribute(p->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, p->smem)) return e;
-    p->work = {pl.splits, nullptr, nullptr};
+    p->work = {pl.splits, nullptr, nullptr, 0};
     if (pl.splits > 1) {
         const size_t bytes = pl.workspace * sizeof(float) + pl.counters * sizeof(int);
         if (cudaError_t e = cudaMalloc(&p->workspace, bytes)) return e;
@@ -794,7 +796,7 @@ extern "C" int llgen_w4a16_launch(const llgen_w4a16_params* p, cudaStream_t stre
 // it reads X and writes Y and its workspace only once that kernel has completed.  The caller's promise: the
 // weights and scales are not written by the kernels this launch may overlap.
 extern "C" int llgen_w4a16_overlap(llgen_w4a16_params* p, int on) {
-    p->overlap = on != 0;
+    p->overlap = p->work.overlap = on != 0;
     return 0;
 }
 
