@@ -48,6 +48,9 @@
 // thread arriving (its ld.shared of the stage's weights and scales long done).  The loop over chunks
 // starts at that first slice's wgmma, so its back edge follows the wait<0>: with wgmma in flight across
 // a back edge, ptxas serialises every wgmma of the mxfp4 kernels (C7513; the tests fail on it).
+// Launched overlapped (llgen_w4a16_overlap: programmatic dependent launch), a kernel may start while the
+// one before it runs: its first round of stages streams the weights and scales, then grid_wait() before X;
+// the consumers grid_wait() before they write the split-K workspace or Y.
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cstdint>
