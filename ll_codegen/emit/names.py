@@ -49,7 +49,8 @@ kWarpSize kElemBytes kRank kShape kOrder kAlignment kSrcWords kDstWords kWords l
 extent fill
 gather index index_bits idx_index kIdxRegs kIndexBytes kAxis kAxisSize kSrcShape kIdxShape V8 V16
 make_tensor_map mbar_init mbar_wait mbar_arrive_expect_tx fence_barrier_init fence_proxy_async store_commit
-store_wait smem_u32 kBox kBoxDims kSwizzle kDataType kBoxes kBoxBytes kTxBytes CUtensorMap
+store_wait smem_u32 kBox kBoxDims kSwizzle kDataType kBoxes kBoxBytes kTxBytes CUtensorMap grid_wait
+grid_launch_dependents
 reduce broadcast exp2_sub ex2_ftz shfl_xor Sum Max Min kOutputs kParts hip_bfloat16 kSmemAlign
 mma fence fence_smem commit wait_acc regs_dec regs_inc pack_operand acc_index a_index b_index pack_index p_index
 a_tile_index b_tile_index kM kN kK kAccRegs kAccPerReg kAWords kBWords kPackRegs kDescA kDescB kTileBytesA
