@@ -477,6 +477,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     // F::ACC_SCALED: group h of a chunk (slices 2h, 2h + 1: 128 K) sums into chain h, its first wgmma
     // overwriting; once they are done (slice 3's wait leaves slice 2 in flight; the chunk's wait<0>),
     // `fold` adds chain h times the group's scale of each register's row into `total`, in group order
+    // the scales of the chunk's group g in stage st: the row block's boxes hold its groups one after
+    // another, 64 scales each (a row's at its index)
+    auto group_scales = [&](const unsigned char* st, int g) {
+        return reinterpret_cast<const typename F::Scale*>(st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + g * 64;
+    };
     constexpr bool GS = F::ACC_SCALED;
     static_assert(!GS || (F::GROUP == 128 && C::SLICES == 4 && C::BUFFERS == 2 && C::CHAINS == 2),
                   "scaled sums: two groups of two slices a chunk, two A buffers, an accumulator a group");
@@ -485,11 +490,12 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
 #pragma unroll
     for (int r = 0; r < C::ACC; ++r) total[r] = 0.0f, srow[r] = C::acc_row(r, lane, warp);
     auto fold = [&](const unsigned char* st, int h) {
-        const uint16_t* const sc = reinterpret_cast<const uint16_t*>(
-            st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + h * 64;
+        if constexpr (GS) {
+            const uint16_t* const sc = group_scales(st, h);
 #pragma unroll
-        for (int r = 0; r < C::ACC; ++r)   // a bf16 scale's bits are the top half of the f32's
-            total[r] = fmaf(chain[h][r], __uint_as_float(static_cast<uint32_t>(sc[srow[r]]) << 16), total[r]);
+            for (int r = 0; r < C::ACC; ++r)   // a bf16 scale's bits are the top half of the f32's
+                total[r] = fmaf(chain[h][r], __uint_as_float(static_cast<uint32_t>(sc[srow[r]]) << 16), total[r]);
+        }
     };
     uint32_t a[C::BUFFERS][F::kDstWords];
     uint32_t sink = 0;                           // LLGEN_W4A16_DIAGNOSE 2: the upcasts' words, kept live
@@ -502,10 +508,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_w, const CUtensorMap
     uint8_t mid[FETCHED][F::kMidRegs];
     typename F::Scale scales[FETCHED][F::kScaleRegs];
     auto fetch = [&](const unsigned char* st, int j) {
-        // the row block's boxes hold its groups one after another, 64 scales each; slice j starts at
-        // group j * 64 / GROUP of the chunk
-        const typename F::Scale* const sc = reinterpret_cast<const typename F::Scale*>(
-            st + C::S_OFF + rb * C::S_BOXES * F::S_BYTES) + (j * 64 / F::GROUP) * 64;
+        const typename F::Scale* const sc = group_scales(st, j * 64 / F::GROUP);  // slice j's first group
         if constexpr (!GS)
 #pragma unroll
             for (int r = 0; r < F::kScaleRegs; ++r) scales[j % FETCHED][r] = sc[sat[r]];
@@ -745,7 +748,6 @@ struct llgen_w4a16_params {
     gemm_w4a16::Work work;
     uint16_t* Y;
     int M, N, K, grid, threads, smem, splits;
-    int overlap;   // launched with programmatic stream serialization (llgen_w4a16_overlap)
     void* workspace;
 };
 
@@ -780,7 +782,7 @@ extern "C" int llgen_w4a16_prepare(llgen_w4a16_params* p, int format, const void
 }
 
 extern "C" int llgen_w4a16_launch(const llgen_w4a16_params* p, cudaStream_t stream) {
-    if (!p->overlap) {
+    if (!p->work.overlap) {  // else: launched with programmatic stream serialization
         p->kernel<<<p->grid, p->threads, p->smem, stream>>>(p->maps.w, p->maps.s, p->maps.x, p->Y, p->M, p->N,
                                                              p->K, p->work);
         return cudaGetLastError();
@@ -799,7 +801,7 @@ extern "C" int llgen_w4a16_launch(const llgen_w4a16_params* p, cudaStream_t stre
 // it reads X and writes Y and its workspace only once that kernel has completed.  The caller's promise: the
 // weights and scales are not written by the kernels this launch may overlap.
 extern "C" int llgen_w4a16_overlap(llgen_w4a16_params* p, int on) {
-    p->overlap = p->work.overlap = on != 0;
+    p->work.overlap = on != 0;
     return 0;
 }
 
